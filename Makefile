@@ -1,0 +1,55 @@
+# Thin wrapper over CMake.  `make run` and `make test` install any missing
+# Debian package first (scripts/deps.sh, as root), so both work on a fresh
+# Debian 12 machine.
+BUILD      ?= build
+BUILD_ASAN ?= build-asan
+BUILD_TSAN ?= build-tsan
+JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
+PREFIX     ?= /usr/local
+CMAKE_ARGS ?=
+
+.PHONY: all deps build run test test-release test-asan test-tsan install bench fuzz clean
+
+all: build
+
+deps:
+	@sh scripts/deps.sh
+
+build: deps
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX=$(PREFIX) $(CMAKE_ARGS) >/dev/null
+	@cmake --build $(BUILD) -j $(JOBS)
+
+# The main job on a generated example: deduplicate a crawler's URL list.
+run: build
+	@sh scripts/run-example.sh $(BUILD)/dedup
+
+# The whole suite, twice: optimised, then ASan+UBSan; threaded tests once more
+# under TSan.
+test: test-release test-asan test-tsan
+
+test-release: build
+	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+test-asan: deps
+	@cmake -S . -B $(BUILD_ASAN) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDEDUP_SANITIZE=ON -DDEDUP_BENCH=OFF >/dev/null
+	@cmake --build $(BUILD_ASAN) -j $(JOBS)
+	@cd $(BUILD_ASAN) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
+		ctest --output-on-failure -j $(JOBS) -E '^bench'
+
+test-tsan: deps
+	@cmake -S . -B $(BUILD_TSAN) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDEDUP_TSAN=ON -DDEDUP_BENCH=OFF >/dev/null
+	@cmake --build $(BUILD_TSAN) -j $(JOBS)
+	@cd $(BUILD_TSAN) && ctest --output-on-failure -j $(JOBS) -L threads
+
+install: build
+	@cmake --install $(BUILD)
+
+bench: build
+	@sh bench/run.sh $(BUILD)
+
+fuzz: deps
+	@cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DDEDUP_FUZZ=ON -DDEDUP_BENCH=OFF >/dev/null
+	@cmake --build build-fuzz -j $(JOBS)
+
+clean:
+	rm -rf $(BUILD) $(BUILD_ASAN) $(BUILD_TSAN) build-fuzz

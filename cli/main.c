@@ -1,0 +1,28 @@
+/*
+ * main.c - dispatch to a subcommand, or run the main job.
+ *
+ *   dedup [OPTIONS] [FILE...]        line deduplication (cmd_dedup.c)
+ *   dedup calc ...                    filter sizing (cmd_calc.c)
+ *   dedup filter ACTION FILE ...      filter files (cmd_filter.c)
+ *
+ * A file literally named like a subcommand can be given as ./calc.
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+
+int main(int argc, char **argv)
+{
+    /* A closed pipe (dedup ... | head) must end us quietly: ignore SIGPIPE
+     * and treat EPIPE on stdout as a normal end in the writer. */
+    signal(SIGPIPE, SIG_IGN);
+    if (argc > 1) {
+        if (strcmp(argv[1], "calc") == 0)
+            return cmd_calc(argc - 1, argv + 1);
+        if (strcmp(argv[1], "filter") == 0)
+            return cmd_filter(argc - 1, argv + 1);
+    }
+    return cmd_dedup(argc, argv);
+}

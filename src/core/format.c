@@ -1,0 +1,528 @@
+/*
+ * format.c - the container: header, running checksum, sinks and sources,
+ * atomic file replacement.
+ *
+ * The checksum is XXH3-64 over every byte before it, computed while the
+ * bytes stream past, so neither saving nor loading needs a second copy of a
+ * payload that may be many gigabytes.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "dedup/format.h"
+
+#include "dedup/hash.h"
+#include "dedup/limits.h"
+#include "internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define XXH_STATIC_LINKING_ONLY
+#include <xxhash.h>
+
+_Static_assert(sizeof(XXH3_state_t) <= 640, "XXH3 state does not fit the encoder storage");
+
+static const unsigned char MAGIC[8] = {0x89, 'D', 'D', 'P', '\r', '\n', 0x1A, '\n'};
+
+static XXH3_state_t *state_of(unsigned char *storage) { return (XXH3_state_t *)(void *)storage; }
+
+void dedup_put_f64(unsigned char *p, double v)
+{
+    uint64_t u;
+    memcpy(&u, &v, sizeof u);
+    dedup_put_u64(p, u);
+}
+
+double dedup_get_f64(const unsigned char *p)
+{
+    uint64_t u = dedup_get_u64(p);
+    double v;
+    memcpy(&v, &u, sizeof v);
+    return v;
+}
+
+/* ---- memory and counting streams ---------------------------------------- */
+
+static dedup_status mem_read(void *ctx, void *buf, size_t len)
+{
+    dedup_mem_source *m = ctx;
+    if (len > m->len - m->pos)
+        return DEDUP_ERR_TRUNCATED;
+    if (len)
+        memcpy(buf, m->data + m->pos, len);
+    m->pos += len;
+    return DEDUP_OK;
+}
+
+static uint64_t mem_remaining(void *ctx)
+{
+    dedup_mem_source *m = ctx;
+    return m->len - m->pos;
+}
+
+dedup_source dedup_mem_source_init(dedup_mem_source *m, const void *data, size_t len)
+{
+    m->data = data;
+    m->len = data ? len : 0;
+    m->pos = 0;
+    dedup_source s = {mem_read, mem_remaining, m};
+    return s;
+}
+
+static dedup_status memsink_write(void *ctx, const void *buf, size_t len)
+{
+    dedup_mem_sink *m = ctx;
+    if (len > m->cap - m->len)
+        return DEDUP_ERR_FULL;
+    if (len)
+        memcpy(m->data + m->len, buf, len);
+    m->len += len;
+    return DEDUP_OK;
+}
+
+dedup_sink dedup_mem_sink_init(dedup_mem_sink *m, void *buf, size_t cap)
+{
+    m->data = buf;
+    m->cap = buf ? cap : 0;
+    m->len = 0;
+    dedup_sink s = {memsink_write, m};
+    return s;
+}
+
+static dedup_status count_write(void *ctx, const void *buf, size_t len)
+{
+    (void)buf;
+    *(uint64_t *)ctx += len;
+    return DEDUP_OK;
+}
+
+dedup_sink dedup_count_sink_init(uint64_t *counter)
+{
+    *counter = 0;
+    dedup_sink s = {count_write, counter};
+    return s;
+}
+
+/* ---- encoder ------------------------------------------------------------- */
+
+static dedup_status enc_raw(dedup_encoder *e, const void *buf, size_t len)
+{
+    if (e->error)
+        return e->error;
+    dedup_status s = e->sink.write(e->sink.ctx, buf, len);
+    if (s) {
+        e->error = s;
+        return s;
+    }
+    XXH3_64bits_update(state_of(e->state), buf, len);
+    return DEDUP_OK;
+}
+
+dedup_status dedup_encoder_begin(dedup_encoder *e, dedup_sink sink, uint16_t type,
+                                 uint64_t seed, const void *params, uint32_t params_len,
+                                 uint64_t payload_len)
+{
+    if (!e || !sink.write || params_len > DEDUP_MAX_PARAMS_LEN || (params_len && !params))
+        return DEDUP_ERR_INVALID_ARG;
+    e->sink = sink;
+    e->expected = payload_len;
+    e->written = 0;
+    e->error = DEDUP_OK;
+    XXH3_64bits_reset(state_of(e->state));
+
+    unsigned char h[DEDUP_HEADER_SIZE];
+    memcpy(h, MAGIC, 8);
+    h[8] = (unsigned char)DEDUP_FORMAT_VERSION;
+    h[9] = (unsigned char)(DEDUP_FORMAT_VERSION >> 8);
+    h[10] = (unsigned char)type;
+    h[11] = (unsigned char)(type >> 8);
+    dedup_put_u32(h + 12, 0);
+    dedup_put_u32(h + 16, DEDUP_HASH_XXH3_128);
+    dedup_put_u32(h + 20, params_len);
+    dedup_put_u64(h + 24, seed);
+    dedup_put_u64(h + 32, payload_len);
+    dedup_status s = enc_raw(e, h, sizeof h);
+    if (!s && params_len)
+        s = enc_raw(e, params, params_len);
+    return s;
+}
+
+dedup_status dedup_encoder_write(dedup_encoder *e, const void *buf, size_t len)
+{
+    if (e->error)
+        return e->error;
+    if (len > e->expected - e->written)
+        return e->error = DEDUP_ERR_INVALID_ARG;
+    e->written += len;
+    return enc_raw(e, buf, len);
+}
+
+dedup_status dedup_encoder_write_u64s(dedup_encoder *e, const uint64_t *words, size_t count)
+{
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    size_t bytes;
+    if (!dd_mul_size(count, 8, &bytes))
+        return e->error = DEDUP_ERR_INVALID_ARG;
+    return dedup_encoder_write(e, words, bytes);
+#else
+    unsigned char tmp[4096];
+    while (count) {
+        size_t n = count < sizeof tmp / 8 ? count : sizeof tmp / 8;
+        for (size_t i = 0; i < n; i++)
+            dedup_put_u64(tmp + 8 * i, words[i]);
+        dedup_status s = dedup_encoder_write(e, tmp, n * 8);
+        if (s)
+            return s;
+        words += n;
+        count -= n;
+    }
+    return DEDUP_OK;
+#endif
+}
+
+dedup_status dedup_encoder_end(dedup_encoder *e)
+{
+    if (e->error)
+        return e->error;
+    if (e->written != e->expected)
+        return e->error = DEDUP_ERR_INVALID_ARG;
+    unsigned char t[8];
+    dedup_put_u64(t, XXH3_64bits_digest(state_of(e->state)));
+    dedup_status s = e->sink.write(e->sink.ctx, t, sizeof t);
+    if (s)
+        e->error = s;
+    return s;
+}
+
+/* ---- decoder ------------------------------------------------------------- */
+
+static dedup_status dec_raw(dedup_decoder *d, void *buf, size_t len)
+{
+    if (d->error)
+        return d->error;
+    dedup_status s = d->src.read(d->src.ctx, buf, len);
+    if (s)
+        return d->error = s;
+    XXH3_64bits_update(state_of(d->state), buf, len);
+    return DEDUP_OK;
+}
+
+static dedup_status parse_header(const unsigned char *h, dedup_header *out)
+{
+    if (memcmp(h, MAGIC, 8) != 0)
+        return DEDUP_ERR_BAD_MAGIC;
+    out->version = (uint16_t)(h[8] | h[9] << 8);
+    out->type = (uint16_t)(h[10] | h[11] << 8);
+    out->flags = dedup_get_u32(h + 12);
+    out->hash_id = dedup_get_u32(h + 16);
+    out->params_len = dedup_get_u32(h + 20);
+    out->seed = dedup_get_u64(h + 24);
+    out->payload_len = dedup_get_u64(h + 32);
+    if (out->version != DEDUP_FORMAT_VERSION)
+        return DEDUP_ERR_VERSION;
+    if (out->flags != 0 || out->hash_id != DEDUP_HASH_XXH3_128 ||
+        out->params_len > DEDUP_MAX_PARAMS_LEN)
+        return DEDUP_ERR_CORRUPT;
+    return DEDUP_OK;
+}
+
+dedup_status dedup_decoder_begin(dedup_decoder *d, dedup_source src, uint16_t expect_type)
+{
+    if (!d || !src.read)
+        return DEDUP_ERR_INVALID_ARG;
+    d->src = src;
+    d->consumed = 0;
+    d->error = DEDUP_OK;
+    XXH3_64bits_reset(state_of(d->state));
+    unsigned char h[DEDUP_HEADER_SIZE];
+    dedup_status s = dec_raw(d, h, sizeof h);
+    if (s)
+        return s;
+    s = parse_header(h, &d->header);
+    if (s)
+        return d->error = s;
+    if (expect_type && d->header.type != expect_type)
+        return d->error = DEDUP_ERR_WRONG_TYPE;
+    if (src.remaining) {
+        uint64_t left = src.remaining(src.ctx);
+        if (left != UINT64_MAX) {
+            uint64_t need = (uint64_t)d->header.params_len + DEDUP_TRAILER_SIZE;
+            if (left < need || d->header.payload_len > left - need)
+                return d->error = DEDUP_ERR_TRUNCATED;
+        }
+    }
+    return dec_raw(d, d->params, d->header.params_len);
+}
+
+dedup_status dedup_decoder_read(dedup_decoder *d, void *buf, size_t len)
+{
+    if (d->error)
+        return d->error;
+    if (len > d->header.payload_len - d->consumed)
+        return d->error = DEDUP_ERR_CORRUPT;
+    d->consumed += len;
+    return dec_raw(d, buf, len);
+}
+
+dedup_status dedup_decoder_read_u64s(dedup_decoder *d, uint64_t *words, size_t count)
+{
+    size_t bytes;
+    if (!dd_mul_size(count, 8, &bytes))
+        return d->error = DEDUP_ERR_CORRUPT;
+    dedup_status s = dedup_decoder_read(d, words, bytes);
+#if !(defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__)
+    if (!s)
+        for (size_t i = 0; i < count; i++)
+            words[i] = dedup_get_u64((const unsigned char *)&words[i]);
+#endif
+    return s;
+}
+
+dedup_status dedup_decoder_end(dedup_decoder *d)
+{
+    if (d->error)
+        return d->error;
+    if (d->consumed != d->header.payload_len)
+        return d->error = DEDUP_ERR_CORRUPT;
+    unsigned char t[8];
+    dedup_status s = d->src.read(d->src.ctx, t, sizeof t);
+    if (s)
+        return d->error = s;
+    if (dedup_get_u64(t) != XXH3_64bits_digest(state_of(d->state)))
+        return d->error = DEDUP_ERR_CHECKSUM;
+    return DEDUP_OK;
+}
+
+/* ---- files ----------------------------------------------------------------- */
+
+typedef struct fd_sink {
+    int fd;
+    size_t len;
+    unsigned char buf[1 << 16];
+} fd_sink;
+
+static dedup_status write_all(int fd, const unsigned char *p, size_t len)
+{
+    while (len) {
+        ssize_t n = write(fd, p, len);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return DEDUP_ERR_IO;
+        }
+        p += n;
+        len -= (size_t)n;
+    }
+    return DEDUP_OK;
+}
+
+static dedup_status fd_sink_write(void *ctx, const void *buf, size_t len)
+{
+    fd_sink *f = ctx;
+    if (len >= sizeof f->buf) {
+        if (f->len) {
+            dedup_status s = write_all(f->fd, f->buf, f->len);
+            f->len = 0;
+            if (s)
+                return s;
+        }
+        return write_all(f->fd, buf, len);
+    }
+    if (len > sizeof f->buf - f->len) {
+        dedup_status s = write_all(f->fd, f->buf, f->len);
+        f->len = 0;
+        if (s)
+            return s;
+    }
+    memcpy(f->buf + f->len, buf, len);
+    f->len += len;
+    return DEDUP_OK;
+}
+
+dedup_status dedup_save_file(const char *path, dedup_save_fn fn, const void *obj)
+{
+    if (!path || !fn)
+        return DEDUP_ERR_INVALID_ARG;
+    size_t plen = strlen(path);
+    char *tmp = malloc(plen + 32);
+    if (!tmp)
+        return DEDUP_ERR_NOMEM;
+    snprintf(tmp, plen + 32, "%s.tmp.%ld", path, (long)getpid());
+    fd_sink *fs = malloc(sizeof *fs);
+    if (!fs) {
+        free(tmp);
+        return DEDUP_ERR_NOMEM;
+    }
+    dedup_status s = DEDUP_OK;
+    int err = 0;
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        err = errno;
+        s = DEDUP_ERR_IO;
+        goto out;
+    }
+    fs->fd = fd;
+    fs->len = 0;
+    dedup_sink sink = {fd_sink_write, fs};
+    s = fn(obj, &sink);
+    if (!s && fs->len)
+        s = write_all(fd, fs->buf, fs->len);
+    if (s == DEDUP_ERR_IO)
+        err = errno;
+    if (!s && fsync(fd) != 0) {
+        err = errno;
+        s = DEDUP_ERR_IO;
+    }
+    if (close(fd) != 0 && !s) {
+        err = errno;
+        s = DEDUP_ERR_IO;
+    }
+    if (!s && rename(tmp, path) != 0) {
+        err = errno;
+        s = DEDUP_ERR_IO;
+    }
+    if (s) {
+        unlink(tmp);
+        goto out;
+    }
+    /* Make the rename itself durable. */
+    {
+        char *dir = strdup(path);
+        if (dir) {
+            char *slash = strrchr(dir, '/');
+            const char *d = ".";
+            if (slash == dir)
+                d = "/";
+            else if (slash) {
+                *slash = '\0';
+                d = dir;
+            }
+            int dfd = open(d, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+            if (dfd >= 0) {
+                (void)fsync(dfd);
+                close(dfd);
+            }
+            free(dir);
+        }
+    }
+out:
+    free(fs);
+    free(tmp);
+    if (s == DEDUP_ERR_IO)
+        errno = err;
+    return s;
+}
+
+static dedup_status file_read(void *ctx, void *buf, size_t len)
+{
+    dedup_file_source *f = ctx;
+    unsigned char *out = buf;
+    if (len > f->remaining)
+        return DEDUP_ERR_TRUNCATED;
+    size_t have = f->buf_len - f->buf_pos;
+    size_t take = have < len ? have : len;
+    memcpy(out, f->buf + f->buf_pos, take);
+    f->buf_pos += take;
+    f->remaining -= take;
+    out += take;
+    len -= take;
+    while (len) {
+        if (len >= sizeof f->buf) {
+            /* Large payloads go straight into the destination. */
+            ssize_t n = read(f->fd, out, len);
+            if (n < 0) {
+                if (errno == EINTR)
+                    continue;
+                return DEDUP_ERR_IO;
+            }
+            if (n == 0)
+                return DEDUP_ERR_TRUNCATED;
+            out += n;
+            len -= (size_t)n;
+            f->remaining -= (uint64_t)n;
+            continue;
+        }
+        ssize_t n = read(f->fd, f->buf, sizeof f->buf);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return DEDUP_ERR_IO;
+        }
+        if (n == 0)
+            return DEDUP_ERR_TRUNCATED;
+        f->buf_pos = 0;
+        f->buf_len = (size_t)n;
+        take = f->buf_len < len ? f->buf_len : len;
+        memcpy(out, f->buf, take);
+        f->buf_pos = take;
+        f->remaining -= take;
+        out += take;
+        len -= take;
+    }
+    return DEDUP_OK;
+}
+
+static uint64_t file_remaining(void *ctx)
+{
+    return ((dedup_file_source *)ctx)->remaining;
+}
+
+dedup_status dedup_file_source_open(dedup_file_source *f, const char *path, dedup_source *out)
+{
+    if (!f || !path || !out)
+        return DEDUP_ERR_INVALID_ARG;
+    f->fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (f->fd < 0)
+        return DEDUP_ERR_IO;
+    struct stat st;
+    if (fstat(f->fd, &st) != 0) {
+        int e = errno;
+        close(f->fd);
+        f->fd = -1;
+        errno = e;
+        return DEDUP_ERR_IO;
+    }
+    if (S_ISDIR(st.st_mode)) {
+        close(f->fd);
+        f->fd = -1;
+        errno = EISDIR;
+        return DEDUP_ERR_IO;
+    }
+    f->remaining = S_ISREG(st.st_mode) ? (uint64_t)st.st_size : UINT64_MAX;
+    f->buf_pos = f->buf_len = 0;
+    out->read = file_read;
+    out->remaining = file_remaining;
+    out->ctx = f;
+    return DEDUP_OK;
+}
+
+void dedup_file_source_close(dedup_file_source *f)
+{
+    if (f && f->fd >= 0) {
+        close(f->fd);
+        f->fd = -1;
+    }
+}
+
+dedup_status dedup_peek_file(const char *path, dedup_header *out)
+{
+    dedup_file_source *f = malloc(sizeof *f);
+    if (!f)
+        return DEDUP_ERR_NOMEM;
+    dedup_source src;
+    dedup_status s = dedup_file_source_open(f, path, &src);
+    if (s) {
+        free(f);
+        return s;
+    }
+    unsigned char h[DEDUP_HEADER_SIZE];
+    s = src.read(src.ctx, h, sizeof h);
+    if (!s)
+        s = parse_header(h, out);
+    dedup_file_source_close(f);
+    free(f);
+    return s;
+}

@@ -1,0 +1,48 @@
+/*
+ * internal.h - helpers shared by the library's sources; not public API.
+ */
+#ifndef DEDUP_INTERNAL_H
+#define DEDUP_INTERNAL_H
+
+#include "dedup/common.h"
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+/* Copies 'a' or, when NULL, the C library's allocator into 'out'. */
+void dd_allocator_resolve(dedup_allocator *out, const dedup_allocator *a);
+
+void *dd_malloc(const dedup_allocator *a, size_t size);
+void *dd_calloc(const dedup_allocator *a, size_t count, size_t size);
+/* realloc through the hook; 'old_size' is needed when the hook has no realloc. */
+void *dd_realloc(const dedup_allocator *a, void *ptr, size_t old_size, size_t new_size);
+void dd_free(const dedup_allocator *a, void *ptr);
+
+/* Zeroed memory aligned to 'align' (a power of two <= 4096).  '*raw' receives
+ * the pointer to pass to dd_free().  Uses over-allocation, so it works with
+ * any allocator hook (RedisModule_Alloc included). */
+void *dd_aligned_calloc(const dedup_allocator *a, size_t size, size_t align, void **raw);
+
+/* Overflow-checked size arithmetic: returns false on overflow. */
+static inline bool dd_mul_size(size_t a, size_t b, size_t *out)
+{
+    return !__builtin_mul_overflow(a, b, out);
+}
+static inline bool dd_add_size(size_t a, size_t b, size_t *out)
+{
+    return !__builtin_add_overflow(a, b, out);
+}
+
+#if defined(__GNUC__)
+#define DD_LIKELY(x) __builtin_expect(!!(x), 1)
+#define DD_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define DD_PREFETCH(p) __builtin_prefetch((p), 0, 3)
+#define DD_PREFETCH_W(p) __builtin_prefetch((p), 1, 3)
+#else
+#define DD_LIKELY(x) (x)
+#define DD_UNLIKELY(x) (x)
+#define DD_PREFETCH(p) ((void)(p))
+#define DD_PREFETCH_W(p) ((void)(p))
+#endif
+
+#endif

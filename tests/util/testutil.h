@@ -1,0 +1,48 @@
+/*
+ * testutil.h - shared helpers for the cmocka tests: a seeded PRNG whose seed
+ * is printed (and can be fixed with DEDUP_TEST_SEED), a binomial bound for
+ * false-positive checks, and a failing allocator for out-of-memory tests.
+ */
+#ifndef DEDUP_TESTUTIL_H
+#define DEDUP_TESTUTIL_H
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "dedup/common.h"
+
+/* Seed for this test program: $DEDUP_TEST_SEED if set, else time-based.
+ * Printed once to stderr so a failure can be replayed. */
+uint64_t tu_seed(void);
+
+/* splitmix64 PRNG. */
+typedef struct tu_rng { uint64_t s; } tu_rng;
+static inline uint64_t tu_next(tu_rng *r)
+{
+    uint64_t z = (r->s += UINT64_C(0x9E3779B97F4A7C15));
+    z = (z ^ (z >> 30)) * UINT64_C(0xBF58476D1CE4E5B9);
+    z = (z ^ (z >> 27)) * UINT64_C(0x94D049BB133111EB);
+    return z ^ (z >> 31);
+}
+static inline uint64_t tu_below(tu_rng *r, uint64_t n) { return n ? tu_next(r) % n : 0; }
+
+/* Largest count of false positives among 'trials' that still agrees with a
+ * predicted rate 'p' at confidence 99.9% (one-sided; normal approximation
+ * with continuity correction, plus the exact Poisson tail for small means). */
+uint64_t tu_binomial_upper(uint64_t trials, double p);
+/* Smallest such count (the lower side). */
+uint64_t tu_binomial_lower(uint64_t trials, double p);
+
+/* An allocator that fails the Nth allocation (1-based) and every one after
+ * it when fail_at != 0; counts live bytes so leaks can be asserted. */
+typedef struct tu_failing_alloc {
+    uint64_t calls;
+    uint64_t fail_at;
+    int64_t live;
+} tu_failing_alloc;
+dedup_allocator tu_failing_allocator(tu_failing_alloc *state);
+
+#endif
