@@ -1,0 +1,121 @@
+/*
+ * dedup/set.h - exact hash sets: strings, 128-bit digests, 64-bit integers.
+ *
+ * Exact sets answer "seen before?" with no error: DEDUP_NEW or
+ * DEDUP_DUPLICATE.  All three are open-addressing tables (linear probing)
+ * whose slot is derived from the key's digest; nothing is hashed twice.
+ *
+ *  - dedup_strset: full keys, stored once in an append-only arena.  A slot is
+ *    16 bytes (8 bits of the digest as a tag + arena offset, and the rest of
+ *    the digest to reject mismatches before touching the arena).  Memory:
+ *    ~key length + 8 bytes of length/count header + 16/load bytes per key.
+ *  - dedup_digestset: only the 128-bit digest of each key ("fingerprint"
+ *    mode): 16 bytes a slot.  Two distinct keys collide with probability
+ *    about n^2 / 2^129 over n keys (1e-20 at n = 1e9).
+ *  - dedup_u64set: 64-bit integer keys, 8 bytes a slot.
+ *
+ * Sets grow by doubling when the load passes 7/8 (digest/u64) or 3/4
+ * (strings), unless a memory limit is set: then an insert that would need
+ * more than the limit fails with DEDUP_ERR_FULL and changes nothing, so the
+ * caller can spill (see dedup/extsort.h).  Sizing up front with
+ * params.capacity avoids every rehash.
+ *
+ * Each entry can carry a 64-bit occurrence count (params.counts), used for
+ * uniq -c style output.
+ *
+ * Thread-safety: one writer, or many readers; no internal locking.
+ */
+#ifndef DEDUP_SET_H
+#define DEDUP_SET_H
+
+#include "dedup/common.h"
+#include "dedup/format.h"
+#include "dedup/hash.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct dedup_set_params {
+    uint64_t capacity;     /* keys expected; 0 = start small and grow */
+    uint64_t memory_limit; /* bytes; 0 = no limit */
+    uint64_t seed;         /* hash seed; default DEDUP_DEFAULT_SEED */
+    bool counts;           /* keep an occurrence count per key */
+} dedup_set_params;
+
+void dedup_set_params_init(dedup_set_params *params);
+
+/* ---- Strings ------------------------------------------------------------ */
+typedef struct dedup_strset dedup_strset;
+
+dedup_status dedup_strset_create(const dedup_set_params *params, const dedup_allocator *alloc,
+                                 dedup_strset **out);
+void dedup_strset_free(dedup_strset *set);
+
+/* The digest of a key under this set's seed. */
+dedup_digest dedup_strset_digest(const dedup_strset *set, const void *key, size_t len);
+
+/* Records key (of 'len' bytes, any bytes including NUL) whose digest is 'd'
+ * (as returned by dedup_strset_digest) and sets *verdict to DEDUP_NEW or
+ * DEDUP_DUPLICATE.  With counts, the key's count is incremented.
+ * Errors: DEDUP_ERR_FULL (memory limit; nothing changed), DEDUP_ERR_NOMEM,
+ * DEDUP_ERR_LIMIT (key longer than 2^32-1 bytes). */
+dedup_status dedup_strset_insert(dedup_strset *set, const void *key, size_t len, dedup_digest d,
+                                 dedup_verdict *verdict);
+/* Prefetches the slot 'd' maps to; call ahead of insert for many keys. */
+void dedup_strset_prefetch(const dedup_strset *set, dedup_digest d);
+bool dedup_strset_contains(const dedup_strset *set, const void *key, size_t len, dedup_digest d);
+/* Count of a key (0 if absent, 1 if present without counts). */
+uint64_t dedup_strset_count_of(const dedup_strset *set, const void *key, size_t len,
+                               dedup_digest d);
+
+uint64_t dedup_strset_size(const dedup_strset *set); /* distinct keys */
+size_t dedup_strset_memory_usage(const dedup_strset *set);
+/* Bytes the set would hold after inserting one more new key of 'len' bytes
+ * (including a rehash if one would happen). */
+size_t dedup_strset_memory_after_insert(const dedup_strset *set, size_t len);
+void dedup_strset_clear(dedup_strset *set);
+
+/* Calls fn for every key in insertion order; stops early if fn returns
+ * nonzero and returns that value. */
+typedef int (*dedup_strset_visit)(void *ctx, const void *key, size_t len, uint64_t count);
+int dedup_strset_foreach(const dedup_strset *set, dedup_strset_visit fn, void *ctx);
+
+dedup_status dedup_strset_save(const dedup_strset *set, dedup_sink *sink);
+dedup_status dedup_strset_load(dedup_source src, const dedup_allocator *alloc, dedup_strset **out);
+
+/* ---- 128-bit digests ------------------------------------------------------ */
+typedef struct dedup_digestset dedup_digestset;
+
+dedup_status dedup_digestset_create(const dedup_set_params *params, const dedup_allocator *alloc,
+                                    dedup_digestset **out);
+void dedup_digestset_free(dedup_digestset *set);
+dedup_status dedup_digestset_insert(dedup_digestset *set, dedup_digest d, dedup_verdict *verdict);
+void dedup_digestset_prefetch(const dedup_digestset *set, dedup_digest d);
+bool dedup_digestset_contains(const dedup_digestset *set, dedup_digest d);
+uint64_t dedup_digestset_count_of(const dedup_digestset *set, dedup_digest d);
+uint64_t dedup_digestset_size(const dedup_digestset *set);
+uint64_t dedup_digestset_seed(const dedup_digestset *set);
+size_t dedup_digestset_memory_usage(const dedup_digestset *set);
+dedup_status dedup_digestset_save(const dedup_digestset *set, dedup_sink *sink);
+dedup_status dedup_digestset_load(dedup_source src, const dedup_allocator *alloc,
+                                  dedup_digestset **out);
+
+/* ---- 64-bit integers ------------------------------------------------------ */
+typedef struct dedup_u64set dedup_u64set;
+
+dedup_status dedup_u64set_create(const dedup_set_params *params, const dedup_allocator *alloc,
+                                 dedup_u64set **out);
+void dedup_u64set_free(dedup_u64set *set);
+dedup_status dedup_u64set_insert(dedup_u64set *set, uint64_t key, dedup_verdict *verdict);
+bool dedup_u64set_contains(const dedup_u64set *set, uint64_t key);
+uint64_t dedup_u64set_size(const dedup_u64set *set);
+size_t dedup_u64set_memory_usage(const dedup_u64set *set);
+dedup_status dedup_u64set_save(const dedup_u64set *set, dedup_sink *sink);
+dedup_status dedup_u64set_load(dedup_source src, const dedup_allocator *alloc,
+                               dedup_u64set **out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* DEDUP_SET_H */
