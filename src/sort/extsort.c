@@ -1074,8 +1074,11 @@ static dedup_status node_merge(dedup_extsort *es, node *n, const blk *ext, size_
     merger m = {0};
     m.k = k;
     m.by_key = es->p.order == DEDUP_EXTSORT_SORTED;
-    size_t outbuf = n->out ? n->out->cap : 0;
-    size_t avail = es->budget > outbuf + 8192 ? es->budget - outbuf - 8192 : 4096;
+    /* Read buffers get what the budget has left beside the output buffer,
+     * this merge's bookkeeping and the node's partition array. */
+    size_t fixed = (n->out ? n->out->cap : 0) + k * (sizeof(reader) + sizeof(int) + sizeof(blk)) +
+                   n->P * sizeof(part) + 8192;
+    size_t avail = es->budget > fixed ? es->budget - fixed : 4096;
     size_t rb = clampz(avail / (k ? k : 1), 4096, 1 << 20);
     m.src = es_alloc(es, k * sizeof(reader));
     m.tree = es_alloc(es, k * sizeof(int));
