@@ -23,41 +23,51 @@
  *     an arena) until the table would exceed its share of the budget.  In
  *     first-occurrence order a new key is emitted at once (FIRST) and a
  *     repeated one at once (DUPLICATES), so `tail -f | dedup` streams.
- *  2. Spill.  When the table is full it is frozen: keys already in it keep
- *     being recognised (and counted), and every record whose key is not in it
- *     is appended, tagged with its input sequence number, to one of P
- *     partitions chosen by digest bits (P = 16..256 from the budget).  The
- *     partitions share one temporary file as a list of blocks, so the engine
- *     holds three file descriptors per level whatever P is.  A key's
- *     occurrences all land in one partition, and every key first seen after
- *     the spill point is absent from the frozen table.
- *  3. finish().  The frozen table's entries come first in first-occurrence
- *     order (their first occurrences all precede the spill point), so they
- *     are emitted and the table freed.  Each partition is then deduplicated
- *     by the same procedure one level down (recursively partitioned by other
- *     digest bits if its distinct keys still do not fit), and its result
- *     (first occurrences with their sequence numbers and counts) is written
- *     to a result file.  A loser-tree k-way merge of the results by sequence
- *     number (first-occurrence order) or by key bytes (sorted order) emits
- *     the output.  Sorted order sorts each in-memory table with a multikey
- *     quicksort, so the result is byte-identical to `LC_ALL=C sort -u` when
- *     key == record.
+ *  2. First-occurrence order, when the table is full: it is frozen: keys
+ *     already in it keep being recognised (and counted), and every record
+ *     whose key is not in it is appended, tagged with its input sequence
+ *     number, to one of P partitions chosen by digest bits (P = 4..256 from
+ *     the budget).  The partitions share one temporary file as lists of
+ *     blocks, so the engine holds two file descriptors per level whatever P
+ *     is.  All occurrences of a key land in one partition, and every key
+ *     first seen after the spill point is absent from the frozen table.
+ *     At finish() the frozen table's entries go first (their first
+ *     occurrences all precede the spill point); then each partition is
+ *     deduplicated by the same procedure one level down (partitioned again
+ *     by other digest bits if its distinct keys still do not fit), its
+ *     result (first occurrences with sequence numbers and counts) written to
+ *     a result file, and a loser-tree k-way merge of the results by sequence
+ *     number emits them in input order.
+ *  3. Sorted order, when the table is full: its entries are sorted (a
+ *     multikey quicksort on 8-byte words) and written as a sorted run with
+ *     their counts, and the table is cleared.  finish() merges the runs with
+ *     the loser tree, combining equal keys (counts summed, the oldest run's
+ *     record kept), in several passes when there are more runs than the
+ *     budget has 8 KiB read buffers for (one pass up to ~8000 runs at 64
+ *     MiB).  Keys compare as memcmp then length, so with key == record the
+ *     output is byte-identical to `LC_ALL=C sort -u`; with a separate key the
+ *     output is sorted by key and the record written is the key's first.
  *
- * IO COST (S = bytes of the records not recognised by the frozen table, about
- * the input size when repeats are spread uniformly; R = bytes of distinct
- * records among them; each spilled record carries ~3-5 bytes of framing):
- * written S + R, read back S + R, in one partitioning level (distinct keys up
- * to ~P x budget/2, i.e. ~8 GB of distinct keys at 64 MB); each extra level
- * adds S' + R' for the partitions that needed it.  Together with reading the
- * input (1x) and writing the output (R) this is 1 + 2S + 2R + R: 3.5x the
- * input when nothing spills back, about 4.5x with half the input repeated
- * uniformly; nothing at all when the distinct keys fit in memory.
+ * IO COST, beyond reading the input once (the caller) and writing the output:
+ *  - first-occurrence order: S + R written and read back once each, where
+ *    S = the records not recognised by the frozen table (about the whole
+ *    input when repeats are spread uniformly; ~3-5 bytes of framing each)
+ *    and R = the distinct records among them.  One level of partitions
+ *    suffices up to ~P x budget/2 of distinct keys (~8 GB at 64 MiB); each
+ *    further level costs the same again for the partitions that need it.
+ *    With half the input repeated uniformly: 1 + 2(1 + 0.5) + 0.5 = 4.5x.
+ *  - sorted order: the runs (each record not repeated within its run's
+ *    window, once) written and read back once: 1 + 2 + 0.5 = 3.5x at most
+ *    for the same input, plus the runs again per extra merge pass.
+ *  - nothing when the distinct keys fit in memory.
  *
  * MEMORY: the engine's own allocations stay within memory_limit except for
- * (a) 16 bytes per 64 KiB spill block (0.025% of the bytes spilled) and (b)
- * a single key + record pair larger than its table share, which is held whole
- * while its own partition is processed (records are passed whole by the
- * caller in any case).  dedup_extsort_stats() reports the measured peak.
+ * (a) 16 bytes per spill block (blocks are budget/1024 bytes, 4-64 KiB: up
+ * to 0.4% of the bytes spilled at tiny budgets, 0.025% from 64 MiB) and per
+ * sorted run, and (b) a single key + record pair larger than its table
+ * share, which is held whole while it is processed (the caller passes
+ * records whole in any case).  dedup_extsort_stats() reports the measured
+ * peak.
  *
  * TEMPORARY FILES are created unlinked (O_TMPFILE, else mkstemp then unlink
  * at once), so nothing is left in the directory after success, error, a
@@ -122,9 +132,12 @@ typedef struct dedup_extsort_stats {
     uint64_t records_in;      /* records pushed */
     uint64_t records_out;     /* records emitted */
     uint64_t distinct;        /* distinct keys (known after finish) */
-    uint64_t runs_written;    /* partitions written to disk, at every level */
-    uint64_t merge_passes;    /* k-way merges of partition results */
-    uint64_t max_depth;       /* deepest partitioning level used (0: none) */
+    uint64_t runs_written;    /* partitions (first-occurrence order, every level) or
+                                 sorted runs (sorted order) written to disk */
+    uint64_t merge_passes;    /* k-way merges: one per partitioned node, or one per
+                                 group of runs merged (> 1 group: several passes) */
+    uint64_t max_depth;       /* deepest partitioning level used (0: none; sorted
+                                 order: 1 once runs are written) */
     uint64_t bytes_spilled;   /* bytes written to temporary files */
     uint64_t bytes_read_back; /* bytes read from temporary files */
     uint64_t peak_memory;     /* most bytes the engine held at once */

@@ -65,6 +65,8 @@ struct dedup_extsort {
     tfile sp[DEDUP_EXTSORT_MAX_DEPTH + 1];
     tfile rs[DEDUP_EXTSORT_MAX_DEPTH + 1];
     struct node *top;
+    blk *runs; /* sorted order: the sorted runs written so far, oldest first */
+    size_t nruns, capruns;
 };
 
 static void *es_alloc(dedup_extsort *es, size_t n)
@@ -691,7 +693,14 @@ static dedup_status table_insert(dedup_extsort *es, table *t, slot *s, dedup_dig
              e += (t)->hdr + e_keylen((t), e) +                                      \
                   (e_recenc((t), e) ? e_recenc((t), e) - 1 : 0))
 
-/* ---- Sorting entries by key: multikey quicksort (Bentley & Sedgewick) ------ */
+/* ---- Sorting entries by key --------------------------------------------------
+ * A multikey quicksort (Bentley & Sedgewick) whose "characters" are 8-byte
+ * big-endian words of the key, cached next to the entry pointer: a
+ * partitioning step reads only the contiguous array, and an entry is touched
+ * once per 8 bytes of the prefix that tells it apart (instead of once per
+ * byte and per level), which matters when the table is far larger than the
+ * cache.  A key ending inside a word sorts before the longer keys sharing
+ * that word (memcmp order: a prefix first). */
 
 static inline int key_cmp(const uint8_t *a, size_t al, const uint8_t *b, size_t bl)
 {
@@ -702,73 +711,118 @@ static inline int key_cmp(const uint8_t *a, size_t al, const uint8_t *b, size_t 
     return al < bl ? -1 : al > bl;
 }
 
-/* Byte at 'depth' plus one, or 0 past the end. */
-static inline int kch(const table *t, const uint8_t *e, size_t depth)
+typedef struct sel {
+    uint64_t w; /* big-endian key bytes [8 * depth, 8 * depth + 8), zero padded */
+    uint8_t *e;
+} sel;
+
+static inline uint64_t key_word(const table *t, const uint8_t *e, size_t wd)
 {
-    size_t kl = e_keylen(t, e);
-    return depth < kl ? (int)e_key(t, e)[depth] + 1 : 0;
+    size_t kl = e_keylen(t, e), off = wd * 8;
+    const uint8_t *k = e_key(t, e) + off;
+    uint64_t v = 0;
+    if (off + 8 <= kl) {
+        memcpy(&v, k, 8);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+        v = __builtin_bswap64(v);
+#endif
+        return v;
+    }
+    for (size_t i = 0; off + i < kl; i++)
+        v |= (uint64_t)k[i] << (56 - 8 * i);
+    return v;
 }
 
-static void mkqs(const table *t, uint8_t **a, size_t n, size_t depth)
+static void wsort(const table *t, sel *a, size_t n, size_t wd)
 {
     while (n > 1) {
-        if (n < 12) {
+        if (n < 16) { /* insertion sort on the bytes from 8 * wd on */
+            size_t off = wd * 8;
             for (size_t i = 1; i < n; i++) {
-                for (size_t j = i; j > 0; j--) {
-                    const uint8_t *x = a[j - 1], *y = a[j];
-                    size_t xl = e_keylen(t, x), yl = e_keylen(t, y);
-                    if (key_cmp(e_key(t, x) + depth, xl - depth, e_key(t, y) + depth,
-                                yl - depth) <= 0)
+                sel x = a[i];
+                size_t xl = e_keylen(t, x.e) - off, j = i;
+                while (j > 0) {
+                    const sel *y = &a[j - 1];
+                    if (y->w < x.w)
                         break;
-                    a[j - 1] = (uint8_t *)y;
-                    a[j] = (uint8_t *)x;
+                    if (y->w == x.w && key_cmp(e_key(t, y->e) + off, e_keylen(t, y->e) - off,
+                                               e_key(t, x.e) + off, xl) <= 0)
+                        break;
+                    a[j] = a[j - 1];
+                    j--;
                 }
+                a[j] = x;
             }
             return;
         }
-        /* median of three as pivot */
-        int c0 = kch(t, a[0], depth), c1 = kch(t, a[n / 2], depth), c2 = kch(t, a[n - 1], depth);
-        int v = c0 < c1 ? (c1 < c2 ? c1 : (c0 < c2 ? c2 : c0)) : (c0 < c2 ? c0 : (c1 < c2 ? c2 : c1));
-        /* Dijkstra three-way partition: [0,lt) < v, [lt,i) == v, (gt,n) > v */
+        uint64_t c0 = a[0].w, c1 = a[n / 2].w, c2 = a[n - 1].w;
+        uint64_t v = c0 < c1 ? (c1 < c2 ? c1 : (c0 < c2 ? c2 : c0))
+                             : (c0 < c2 ? c0 : (c1 < c2 ? c2 : c1));
+        /* three-way partition: [0,lt) < v, [lt,gt) == v, [gt,n) > v */
         size_t lt = 0, i = 0, gt = n;
         while (i < gt) {
-            int c = kch(t, a[i], depth);
-            if (c < v) {
-                uint8_t *tmp = a[lt];
+            if (a[i].w < v) {
+                sel tmp = a[lt];
                 a[lt++] = a[i];
                 a[i++] = tmp;
-            } else if (c > v) {
-                uint8_t *tmp = a[--gt];
+            } else if (a[i].w > v) {
+                sel tmp = a[--gt];
                 a[gt] = a[i];
                 a[i] = tmp;
             } else {
                 i++;
             }
         }
-        /* recurse into the smaller outer parts, loop on the middle */
-        mkqs(t, a, lt, depth);
-        mkqs(t, a + gt, n - gt, depth);
-        if (v == 0)
-            return; /* keys ended: all equal (cannot happen with distinct keys) */
-        a += lt;
-        n = gt - lt;
-        depth++;
+        wsort(t, a, lt, wd);
+        wsort(t, a + gt, n - gt, wd);
+        /* equal words: keys ending within this word first (shorter first;
+         * two such keys of one length would be equal keys), then the longer
+         * ones, sorted on their next word */
+        sel *b = a + lt;
+        size_t m = gt - lt, nend = 0, lim = (wd + 1) * 8;
+        for (size_t k = 0; k < m; k++) {
+            if (k + 8 < m)
+                DD_PREFETCH(b[k + 8].e);
+            if (e_keylen(t, b[k].e) <= lim) {
+                sel tmp = b[nend];
+                b[nend++] = b[k];
+                b[k] = tmp;
+            } else {
+                b[k].w = key_word(t, b[k].e, wd + 1);
+            }
+        }
+        for (size_t k = 1; k < nend; k++) {
+            sel x = b[k];
+            size_t j = k;
+            while (j > 0 && e_keylen(t, b[j - 1].e) > e_keylen(t, x.e)) {
+                b[j] = b[j - 1];
+                j--;
+            }
+            b[j] = x;
+        }
+        a = b + nend;
+        n = m - nend;
+        wd++;
     }
 }
 
-/* Rewrites the slot array as an array of entry pointers sorted by key;
- * returns it (the table can no longer be probed afterwards). */
-static uint8_t **table_sorted(table *t)
+/* Rewrites the slot array as an array of entries sorted by key and returns
+ * it (the table can no longer be probed afterwards). */
+_Static_assert(sizeof(sel) == sizeof(slot), "sorting reuses the slot array");
+static sel *table_sorted(table *t)
 {
-    uint8_t **arr = (uint8_t **)(void *)t->slots;
+    sel *arr = (sel *)(void *)t->slots; /* a slot and a sel are both 16 bytes */
     size_t j = 0, cap = t->mask + 1;
     for (size_t i = 0; i < cap; i++) {
-        uint8_t *e;
-        memcpy(&e, (uint8_t *)t->slots + i * sizeof(slot) + offsetof(slot, e), sizeof e);
-        if (e)
-            memcpy((uint8_t *)arr + j++ * sizeof e, &e, sizeof e);
+        if (i + 8 < cap && t->slots[i + 8].e)
+            DD_PREFETCH(t->slots[i + 8].e);
+        uint8_t *e = t->slots[i].e; /* read slot i before sel j <= i is written */
+        if (e) {
+            sel x = {key_word(t, e, 0), e};
+            memcpy(&arr[j++], &x, sizeof x);
+        }
     }
-    mkqs(t, arr, j, 0);
+    wsort(t, arr, j, 0);
     return arr;
 }
 
@@ -815,12 +869,16 @@ static dedup_status node_init(dedup_extsort *es, node *n, int depth, writer *out
     n->pbuf = clampz(es->budget / 1024, 4096, 64 << 10);
     n->P = (uint32_t)clampz(es->budget / (4 * n->pbuf), 4, 256);
     n->shift = (unsigned)(depth * 11) & 63;
+    /* Partitions are only used in first-occurrence order (sorted order
+     * writes sorted runs instead, see runs_add). */
     bool sorted = es->p.order == DEDUP_EXTSORT_SORTED;
-    n->spill_flags = (sorted ? 0 : F_SEQ) | F_KEY;
-    n->res_flags = (sorted ? F_KEY : F_SEQ) | (es->p.output == DEDUP_EXTSORT_COUNT ? F_COUNT : 0);
+    n->spill_flags = F_SEQ | F_KEY;
+    n->res_flags = F_SEQ | (es->p.output == DEDUP_EXTSORT_COUNT ? F_COUNT : 0);
     /* What is left for the table once the spill buffers, this node's input
      * buffer, its output buffer and the DUPLICATES buffer are reserved. */
     size_t reserve = n->P * n->pbuf + (size_t)n->P * 64 + 3 * io_buf(es) + 4096;
+    if (sorted && depth == 0) /* sorted runs: only the run writer's buffer */
+        reserve = io_buf(es) + 8192;
     size_t limit = es->budget > reserve + 16384 ? es->budget - reserve : 16384;
     dedup_status s = table_init(es, &n->t, limit, counting(es));
     if (s == DEDUP_OK)
@@ -1011,14 +1069,16 @@ static dedup_status table_out_ordered(dedup_extsort *es, node *n)
 }
 
 /* Emits (or writes to 'w' when not NULL) the table's entries sorted by key. */
-static dedup_status table_out_sorted(dedup_extsort *es, node *n, writer *w)
+static dedup_status table_out_sorted(dedup_extsort *es, node *n, writer *w, bool filter)
 {
     size_t cnt = n->t.n;
-    uint8_t **arr = table_sorted(&n->t);
+    sel *arr = table_sorted(&n->t);
     item it;
     for (size_t i = 0; i < cnt; i++) {
-        e_item(&n->t, arr[i], &it);
-        if (es->p.output == DEDUP_EXTSORT_UNIQUE && it.count != 1)
+        if (i + 8 < cnt)
+            DD_PREFETCH(arr[i + 8].e);
+        e_item(&n->t, arr[i].e, &it);
+        if (filter && es->p.output == DEDUP_EXTSORT_UNIQUE && it.count != 1)
             continue;
         dedup_status s = w ? wr_item(es, w, &it) : node_out(es, n, &it);
         if (s != DEDUP_OK)
@@ -1073,7 +1133,7 @@ static dedup_status node_merge(dedup_extsort *es, node *n, const blk *ext, size_
     dedup_status s = DEDUP_OK;
     merger m = {0};
     m.k = k;
-    m.by_key = es->p.order == DEDUP_EXTSORT_SORTED;
+    m.by_key = false; /* partition results are in sequence order */
     /* Read buffers get what the budget has left beside the output buffer,
      * this merge's bookkeeping and the node's partition array. */
     size_t fixed = (n->out ? n->out->cap : 0) + k * (sizeof(reader) + sizeof(int) + sizeof(blk)) +
@@ -1157,7 +1217,7 @@ static dedup_status node_finish(dedup_extsort *es, node *n)
     dedup_status s = DEDUP_OK;
     bool sorted = es->p.order == DEDUP_EXTSORT_SORTED;
     if (!n->spilled) {
-        s = sorted ? table_out_sorted(es, n, NULL) : table_out_ordered(es, n);
+        s = sorted ? table_out_sorted(es, n, NULL, true) : table_out_ordered(es, n);
         es->st.distinct += n->t.n;
         table_free(es, &n->t);
         n->table_live = false;
@@ -1191,18 +1251,6 @@ static dedup_status node_finish(dedup_extsort *es, node *n)
         n->direct_live = false;
         if (s == DEDUP_OK && rs->size > n->direct_start)
             ext[k++] = (blk){n->direct_start, rs->size - n->direct_start};
-    } else if (sorted) {
-        writer w;
-        uint64_t start = rs->size;
-        s = wr_init(es, &w, rs, io_buf(es), n->res_flags);
-        if (s == DEDUP_OK) {
-            s = table_out_sorted(es, n, &w);
-            if (s == DEDUP_OK)
-                s = wr_flush(es, &w);
-            wr_free(es, &w);
-        }
-        if (s == DEDUP_OK && rs->size > start)
-            ext[k++] = (blk){start, rs->size - start};
     } else {
         s = table_out_ordered(es, n);
     }
@@ -1236,6 +1284,228 @@ static dedup_status node_finish(dedup_extsort *es, node *n)
         s = node_merge(es, n, ext, k);
     es_free(es, ext, extcap * sizeof(blk));
     tf_reset(rs);
+    return s;
+}
+
+/* ---- Sorted order: sorted runs and a combining k-way merge -----------------
+ * In sorted order nothing can be emitted before the end, so the full table is
+ * not frozen as in first-occurrence order: it is written out as a sorted run
+ * (its distinct keys, their counts and first records) and cleared.  finish()
+ * merges the runs with the loser tree, combining equal keys (counts summed,
+ * the record of the oldest run kept, since ties go to the lower run index),
+ * in several passes when there are more runs than the budget has 8 KiB read
+ * buffers for.  IO: each record not repeated within its run's window is
+ * written once and read once, plus once more per extra merge pass (none below
+ * budget^2 / 8 KiB of distinct data: 512 GB at 64 MiB). */
+
+static int run_flags(const dedup_extsort *es) { return F_KEY | (counting(es) ? F_COUNT : 0); }
+
+static dedup_status runs_flush(dedup_extsort *es, node *n)
+{
+    tfile *f = &es->sp[0];
+    dedup_status s = tf_open(es, f);
+    if (s != DEDUP_OK)
+        return s;
+    if (es->nruns == es->capruns) {
+        size_t nc = es->capruns ? es->capruns * 2 : 16;
+        blk *nr = es_realloc(es, es->runs, es->capruns * sizeof(blk), nc * sizeof(blk));
+        if (!nr)
+            return fail(es, DEDUP_ERR_NOMEM);
+        es->runs = nr;
+        es->capruns = nc;
+    }
+    writer w;
+    uint64_t start = f->size;
+    if ((s = wr_init(es, &w, f, io_buf(es), run_flags(es))) != DEDUP_OK)
+        return s;
+    s = table_out_sorted(es, n, &w, false);
+    if (s == DEDUP_OK)
+        s = wr_flush(es, &w);
+    wr_free(es, &w);
+    if (s != DEDUP_OK)
+        return s;
+    es->runs[es->nruns++] = (blk){start, f->size - start};
+    es->st.runs_written++;
+    es->st.max_depth = 1;
+    size_t limit = n->t.limit;
+    table_free(es, &n->t);
+    n->table_live = false;
+    if ((s = table_init(es, &n->t, limit, counting(es))) != DEDUP_OK)
+        return s;
+    n->table_live = true;
+    return DEDUP_OK;
+}
+
+static dedup_status runs_add(dedup_extsort *es, const item *it, dedup_digest d)
+{
+    node *n = es->top;
+    slot *sl = table_find(&n->t, d, it->key, it->keylen);
+    if (sl->e) {
+        if (n->t.counting)
+            wr64(sl->e + 8, rd64(sl->e + 8) + 1);
+        return DEDUP_OK;
+    }
+    dedup_status s = table_insert(es, &n->t, sl, d, it->seq, it);
+    if (s != DEDUP_ERR_FULL)
+        return s;
+    if ((s = runs_flush(es, n)) != DEDUP_OK)
+        return s;
+    sl = table_find(&n->t, d, it->key, it->keylen);
+    return table_insert(es, &n->t, sl, d, it->seq, it); /* an empty table takes it */
+}
+
+/* The item being combined while the merge looks for more of its key. */
+typedef struct held {
+    uint8_t *buf;
+    size_t cap;
+    item it;
+    bool have;
+} held;
+
+static dedup_status held_set(dedup_extsort *es, held *h, const item *it)
+{
+    bool same = it->rec == it->key && it->reclen == it->keylen;
+    size_t need = it->keylen + (same ? 0 : it->reclen);
+    if (need > h->cap) {
+        size_t nc = need > 2 * h->cap ? need : 2 * h->cap;
+        if (nc < 256)
+            nc = 256;
+        uint8_t *nb = es_alloc(es, nc);
+        if (!nb)
+            return fail(es, DEDUP_ERR_NOMEM);
+        es_free(es, h->buf, h->cap);
+        h->buf = nb;
+        h->cap = nc;
+    }
+    if (it->keylen)
+        memcpy(h->buf, it->key, it->keylen);
+    if (!same && it->reclen)
+        memcpy(h->buf + it->keylen, it->rec, it->reclen);
+    h->it = *it;
+    h->it.key = h->buf;
+    h->it.rec = same ? h->buf : h->buf + it->keylen;
+    h->have = true;
+    return DEDUP_OK;
+}
+
+/* Writes the combined item to 'w', or emits it when 'w' is NULL. */
+static dedup_status held_out(dedup_extsort *es, held *h, writer *w)
+{
+    if (w)
+        return wr_item(es, w, &h->it);
+    es->st.distinct++;
+    if (es->p.output == DEDUP_EXTSORT_UNIQUE && h->it.count != 1)
+        return DEDUP_OK;
+    return node_out(es, es->top, &h->it);
+}
+
+static size_t runs_fan_in(const dedup_extsort *es)
+{
+    size_t fixed = io_buf(es) + 16384;
+    size_t per = 8192 + sizeof(reader) + sizeof(int);
+    return es->budget > fixed + 2 * per ? (es->budget - fixed) / per : 2;
+}
+
+static dedup_status runs_merge(dedup_extsort *es, tfile *src, const blk *runs, size_t k, writer *w)
+{
+    dedup_status s = DEDUP_OK;
+    merger m = {0};
+    held h = {0};
+    m.k = k;
+    m.by_key = true;
+    size_t fixed = (w ? w->cap : 0) + k * (sizeof(reader) + sizeof(int)) + 16384;
+    size_t avail = es->budget > fixed ? es->budget - fixed : 4096;
+    size_t rb = clampz(avail / k, 4096, 1 << 20);
+    m.src = es_alloc(es, k * sizeof(reader));
+    m.tree = es_alloc(es, k * sizeof(int));
+    if (!m.src || !m.tree) {
+        s = fail(es, DEDUP_ERR_NOMEM);
+        goto done;
+    }
+    memset(m.src, 0, k * sizeof(reader));
+    for (size_t i = 0; i < k; i++)
+        m.tree[i] = -1;
+    for (size_t i = 0; i < k && s == DEDUP_OK; i++) {
+        s = rd_init(es, &m.src[i], src, &runs[i], 1, rb, run_flags(es));
+        if (s == DEDUP_OK)
+            s = rd_next(es, &m.src[i]);
+    }
+    if (s != DEDUP_OK)
+        goto done;
+    es->st.merge_passes++;
+    for (size_t i = 0; i < k; i++)
+        mg_adjust(&m, (int)i);
+    for (;;) {
+        int x = m.tree[0];
+        if (!m.src[x].valid)
+            break;
+        const item *it = &m.src[x].it;
+        if (h.have && key_cmp(it->key, it->keylen, h.it.key, h.it.keylen) == 0) {
+            h.it.count += it->count;
+        } else {
+            if (h.have && (s = held_out(es, &h, w)) != DEDUP_OK)
+                break;
+            if ((s = held_set(es, &h, it)) != DEDUP_OK)
+                break;
+        }
+        if ((s = rd_next(es, &m.src[x])) != DEDUP_OK)
+            break;
+        mg_adjust(&m, x);
+    }
+    if (s == DEDUP_OK && h.have)
+        s = held_out(es, &h, w);
+done:
+    if (m.src)
+        for (size_t i = 0; i < k; i++)
+            rd_free(es, &m.src[i]);
+    es_free(es, m.src, k * sizeof(reader));
+    es_free(es, m.tree, k * sizeof(int));
+    es_free(es, h.buf, h.cap);
+    return s;
+}
+
+static dedup_status runs_finish(dedup_extsort *es)
+{
+    node *n = es->top;
+    dedup_status s = DEDUP_OK;
+    if (n->t.n > 0)
+        s = runs_flush(es, n);
+    table_free(es, &n->t);
+    n->table_live = false;
+    tfile *a = &es->sp[0], *b = &es->rs[0];
+    size_t kmax = runs_fan_in(es);
+    while (s == DEDUP_OK && es->nruns > kmax) { /* an intermediate pass */
+        size_t groups = (es->nruns + kmax - 1) / kmax;
+        blk *nr = es_alloc(es, groups * sizeof(blk));
+        if (!nr)
+            return fail(es, DEDUP_ERR_NOMEM);
+        if ((s = tf_open(es, b)) != DEDUP_OK) {
+            es_free(es, nr, groups * sizeof(blk));
+            return s;
+        }
+        for (size_t g = 0; g < groups && s == DEDUP_OK; g++) {
+            size_t lo = g * kmax, cnt = es->nruns - lo < kmax ? es->nruns - lo : kmax;
+            writer w;
+            uint64_t start = b->size;
+            if ((s = wr_init(es, &w, b, io_buf(es), run_flags(es))) != DEDUP_OK)
+                break;
+            s = runs_merge(es, a, &es->runs[lo], cnt, &w);
+            if (s == DEDUP_OK)
+                s = wr_flush(es, &w);
+            wr_free(es, &w);
+            nr[g] = (blk){start, b->size - start};
+        }
+        tf_reset(a);
+        es_free(es, es->runs, es->capruns * sizeof(blk));
+        es->runs = nr;
+        es->nruns = es->capruns = groups;
+        tfile *t = a;
+        a = b;
+        b = t;
+    }
+    if (s == DEDUP_OK)
+        s = runs_merge(es, a, es->runs, es->nruns, NULL);
+    tf_reset(a);
     return s;
 }
 
@@ -1311,6 +1581,7 @@ void dedup_extsort_free(dedup_extsort *es)
     }
     if (es->tmpdir)
         es_free(es, es->tmpdir, strlen(es->tmpdir) + 1);
+    es_free(es, es->runs, es->capruns * sizeof(blk));
     dedup_allocator a = es->alloc;
     dd_free(&a, es);
 }
@@ -1338,6 +1609,8 @@ dedup_status dedup_extsort_push(dedup_extsort *es, const void *rec, size_t len, 
     if (key != rec && len == keylen && (len == 0 || memcmp(key, rec, len) == 0))
         it.rec = it.key; /* stored once */
     es->st.records_in++;
+    if (es->p.order == DEDUP_EXTSORT_SORTED)
+        return runs_add(es, &it, digest);
     return node_add(es, es->top, &it, digest);
 }
 
@@ -1348,7 +1621,7 @@ dedup_status dedup_extsort_finish(dedup_extsort *es)
     if (es->finished)
         return DEDUP_ERR_INVALID_ARG;
     es->finished = true;
-    dedup_status s = node_finish(es, es->top);
+    dedup_status s = es->nruns ? runs_finish(es) : node_finish(es, es->top);
     node_free(es, es->top);
     for (int i = 0; i <= DEDUP_EXTSORT_MAX_DEPTH; i++) {
         tf_reset(&es->sp[i]);
