@@ -1366,7 +1366,7 @@ static dedup_status held_set(dedup_extsort *es, held *h, const item *it)
 {
     bool same = it->rec == it->key && it->reclen == it->keylen;
     size_t need = it->keylen + (same ? 0 : it->reclen);
-    if (need > h->cap) {
+    if (need > h->cap || !h->buf) { /* never hand out NULL, even for "" */
         size_t nc = need > 2 * h->cap ? need : 2 * h->cap;
         if (nc < 256)
             nc = 256;

@@ -68,7 +68,8 @@ static int xd_put(xd_out *o, const void *p, size_t n)
         }
         return 0;
     }
-    memcpy(o->buf + o->len, p, n);
+    if (n)
+        memcpy(o->buf + o->len, p, n);
     o->len += n;
     return 0;
 }
