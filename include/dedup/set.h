@@ -65,6 +65,10 @@ dedup_status dedup_strset_insert(dedup_strset *set, const void *key, size_t len,
                                  dedup_verdict *verdict);
 /* Prefetches the slot 'd' maps to; call ahead of insert for many keys. */
 void dedup_strset_prefetch(const dedup_strset *set, dedup_digest d);
+/* Second stage, once the slot is in cache: prefetches the stored key that
+ * the slot's tag says may be equal (the key bytes a duplicate is compared
+ * with).  A hint only; never changes the set. */
+void dedup_strset_prefetch_key(const dedup_strset *set, dedup_digest d);
 bool dedup_strset_contains(const dedup_strset *set, const void *key, size_t len, dedup_digest d);
 /* Count of a key (0 if absent, 1 if present without counts). */
 uint64_t dedup_strset_count_of(const dedup_strset *set, const void *key, size_t len,

@@ -173,6 +173,23 @@ void dedup_strset_prefetch(const dedup_strset *s, dedup_digest d)
     DD_PREFETCH(&s->slots[dedup_reduce(str_tag(d), s->nslots)]);
 }
 
+void dedup_strset_prefetch_key(const dedup_strset *s, dedup_digest d)
+{
+    uint64_t tag = str_tag(d);
+    uint64_t i = dedup_reduce(tag, s->nslots);
+    for (int probes = 0; probes < 4; probes++) {
+        const str_slot *sl = &s->slots[i];
+        if (sl->tag == 0)
+            return;
+        if (sl->tag == tag) {
+            DD_PREFETCH(entry_at(s, sl->ref));
+            return;
+        }
+        if (++i == s->nslots)
+            i = 0;
+    }
+}
+
 /* Finds the slot holding key, or the empty slot where it would go. */
 static inline str_slot *str_find(const dedup_strset *s, const void *key, size_t len,
                                  dedup_digest d, bool *found)
