@@ -209,6 +209,14 @@ rc=${PIPESTATUS[0]}
 [ ! -s err ] || fail "query | head -1 printed: $(cat err)"
 [ "$(cat out)" = x1 ] || fail "query | head -1 printed '$(cat out)'"
 
+# ---- Write errors: named, with their own status ---------------------------------
+"$DEDUP" filter query p.bf x1 >/dev/full 2>err
+[ $? -eq 2 ] || fail "query >/dev/full did not exit 2"
+grep -q "write error on standard output" err || fail "query >/dev/full: $(cat err)"
+"$DEDUP" filter info p.bf >/dev/full 2>err
+[ $? -eq 1 ] || fail "info >/dev/full did not exit 1"
+grep -q "write error on standard output" err || fail "info >/dev/full: $(cat err)"
+
 # ---- Usage ----------------------------------------------------------------------
 expect 0 "$DEDUP" filter --help
 grep -q '^Usage: dedup filter' out || fail "filter --help lacks usage"
