@@ -193,6 +193,14 @@ d = bytearray(open("bloom.bf", "rb").read()); d[8] = 9
 open("ver.bf", "wb").write(d)'
 expect_err "ver.bf: unsupported file format version" "$DEDUP" filter info ver.bf
 
+# A dedup file that is not a filter (the main job's exact state file):
+# info describes its header, the other actions refuse it by name.
+printf 'a\nb\na\n' | "$DEDUP" -s state.ds >/dev/null || fail "dedup -s state.ds"
+expect 0 "$DEDUP" filter info --json state.ds
+python3 -c 'import json; o=json.load(open("out")); assert o["type"]=="exact-set" and o["type_id"]==9 and "note" in o, o' ||
+    fail "info of a state file: $(cat out)"
+expect_err "state.ds: holds a structure of type exact-set (9), not a filter" "$DEDUP" filter query state.ds a
+
 # ---- del: Bloom filters cannot delete -----------------------------------------
 cp bloom.bf before.bf
 expect_err "bloom.bf is a classic Bloom filter, which cannot delete items.*counting Bloom or cuckoo" \
