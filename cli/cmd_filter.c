@@ -217,8 +217,9 @@ static bool peek_type(const char *path, dedup_header *hdr, const filter_type **t
     }
     *t = filter_type_by_file_type(hdr->type);
     if (!*t) {
-        cli_error("%s: holds a %s structure (type %u), which 'dedup filter' cannot open", path,
-                  dedup_type_name(hdr->type), (unsigned)hdr->type);
+        cli_error("%s: holds a structure of type %s (%u), not a filter 'dedup filter' can "
+                  "open",
+                  path, dedup_type_name(hdr->type), (unsigned)hdr->type);
         return false;
     }
     return true;

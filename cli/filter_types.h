@@ -11,14 +11,19 @@
  *      (see filter_bloom.c for a complete example);
  *   2. cli/filter_registry.c gains `X(cuckoo)` in FILTER_TYPE_LIST.
  * The CLI sources are globbed by CMake, so nothing else changes: `filter
- * create --type cuckoo` finds it by name, and add/query/del/info/merge find
- * it by the structure type in the file's header (dedup_peek_file).
+ * create --type cuckoo` finds it by name, add/query/del/info/merge find it
+ * by the structure type in the file's header (dedup_peek_file), and
+ * `dedup filter --help` lists it.  Options only that type takes (cuckoo's
+ * fingerprint bits, scalable's growth) go in its create_options; the
+ * common -n/-p/-m/-k/--seed arrive parsed in filter_create_opts.  Update
+ * docs/dedup.1 (filter create --type) and add the type to
+ * tests/cli/filter.sh.
  *
  * Conventions for the operations:
  *   - An opaque handle (void *) holds the loaded structure.
  *   - Operations that can fail return a dedup_status; cmd_filter.c turns it
- *     into a message naming the file.  Operations never exit and never print
- *     except where stated (create, explain, info).
+ *     into a message naming the file.  Operations never exit and never
+ *     print, except create (its argument errors) and info (its fields).
  *   - Keys reach add/query/del in batches (filter_key arrays) so that a type
  *     with batch/prefetch calls in the library can use them.
  */
@@ -84,15 +89,20 @@ typedef struct filter_type {
     /* --type name ("bloom") and a one-line description for --help. */
     const char *name;
     const char *description;
-    /* The dedup_type stored in its files (DEDUP_TYPE_BLOOM, ...). */
+    /* The dedup_type stored in its files (DEDUP_TYPE_BLOOM, ...).  Each
+     * file type belongs to one entry; one load function may serve several
+     * entries (filter_bloom.c loads both Bloom layouts). */
     uint16_t file_type;
     /* What it is, for messages ("classic Bloom filter"). */
     const char *noun;
 
     /* Extra long options `filter create` accepts for this type, terminated
      * by a zeroed entry; NULL if none.  Only name and has_arg are used.
-     * Their values reach create() in opts->extra.  create_help lists them
-     * for --help ("  --growth G   ..."), or NULL. */
+     * Their values reach create() in opts->extra, in command-line order;
+     * the same option given to another --type is refused before create()
+     * runs.  create_help is printed under the type's line in --help, one
+     * option per line indented 12 spaces ("            --growth G  ..."),
+     * or NULL. */
     const struct option *create_options;
     const char *create_help;
 

@@ -193,6 +193,14 @@ d = bytearray(open("bloom.bf", "rb").read()); d[8] = 9
 open("ver.bf", "wb").write(d)'
 expect_err "ver.bf: unsupported file format version" "$DEDUP" filter info ver.bf
 
+# A dedup file that is not a filter (the main job's exact state file):
+# info describes its header, the other actions refuse it by name.
+printf 'a\nb\na\n' | "$DEDUP" -s state.ds >/dev/null || fail "dedup -s state.ds"
+expect 0 "$DEDUP" filter info --json state.ds
+python3 -c 'import json; o=json.load(open("out")); assert o["type"]=="exact-set" and o["type_id"]==9 and "note" in o, o' ||
+    fail "info of a state file: $(cat out)"
+expect_err "state.ds: holds a structure of type exact-set (9), not a filter" "$DEDUP" filter query state.ds a
+
 # ---- del: Bloom filters cannot delete -----------------------------------------
 cp bloom.bf before.bf
 expect_err "bloom.bf is a classic Bloom filter, which cannot delete items.*counting Bloom or cuckoo" \
@@ -208,6 +216,14 @@ rc=${PIPESTATUS[0]}
 [ $rc -eq 0 ] || fail "query | head -1 exited $rc"
 [ ! -s err ] || fail "query | head -1 printed: $(cat err)"
 [ "$(cat out)" = x1 ] || fail "query | head -1 printed '$(cat out)'"
+
+# ---- Write errors: named, with their own status ---------------------------------
+"$DEDUP" filter query p.bf x1 >/dev/full 2>err
+[ $? -eq 2 ] || fail "query >/dev/full did not exit 2"
+grep -q "write error on standard output" err || fail "query >/dev/full: $(cat err)"
+"$DEDUP" filter info p.bf >/dev/full 2>err
+[ $? -eq 1 ] || fail "info >/dev/full did not exit 1"
+grep -q "write error on standard output" err || fail "info >/dev/full: $(cat err)"
 
 # ---- Usage ----------------------------------------------------------------------
 expect 0 "$DEDUP" filter --help
