@@ -164,6 +164,13 @@ for k in ('records_in','records_out','duplicates','distinct','mode','memory_byte
 assert d['records_in'] == d['records_out'] + d['duplicates']"
 "$DEDUP" --stats "$T/big" 2> "$T/stats" > /dev/null
 check "--stats text names the method and memory" grep -q "mode exact, memory" "$T/stats"
+"$DEDUP" --progress "$T/big" 2> "$T/prog" > /dev/null
+check "--progress forces a progress line (bytes, rate, percent)" grep -q "records/s, .*%" "$T/prog"
+"$DEDUP" "$T/big" 2> "$T/prog" > /dev/null
+check "no progress when stderr is not a terminal" test ! -s "$T/prog"
+"$DEDUP" -o "$T/out.txt" "$T/big" > "$T/stdout"
+check "-o writes to the file" cmp -s "$T/out.txt" "$T/exact"
+check "-o leaves stdout empty" test ! -s "$T/stdout"
 check "--help exits 0 on stdout" sh -c "'$DEDUP' --help | grep -q Usage"
 check "--version exits 0" sh -c "'$DEDUP' --version | grep -q '^dedup '"
 "$DEDUP" --bogus 2> "$T/err"; check "an unknown option is exit 2" test $? -eq 2
