@@ -685,9 +685,8 @@ dedup_status dedup_cuckoo_load(dedup_source src, const dedup_allocator *alloc, d
     *out = NULL;
     dedup_allocator a;
     dd_allocator_resolve(&a, alloc);
-    dedup_decoder *dec = dd_malloc(&a, sizeof *dec);
-    if (!dec)
-        return DEDUP_ERR_NOMEM;
+    /* On the stack: the decoder needs 64-byte alignment (about 5 KB). */
+    dedup_decoder decoder, *dec = &decoder;
     dedup_cuckoo *cf = NULL;
     dedup_status s = dedup_decoder_begin(dec, src, 0);
     if (s)
@@ -759,7 +758,6 @@ dedup_status dedup_cuckoo_load(dedup_source src, const dedup_allocator *alloc, d
             goto out;
         }
 out:
-    dd_free(&a, dec);
     if (s) {
         dedup_cuckoo_free(cf);
         return s;
