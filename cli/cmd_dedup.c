@@ -61,7 +61,9 @@ static void usage(FILE *f)
 "  --mode=METHOD          exact (default: full keys, never wrong),\n"
 "                         fingerprint (128-bit digests only, ~n^2/2^129 collision odds),\n"
 "                         bloom | blocked (fixed memory; may drop a new record\n"
-"                         with probability at most -p, never keeps a repeat)\n"
+"                         with probability at most -p, never keeps a repeat),\n"
+"                         scalable (Bloom filters that grow: no -n needed, the\n"
+"                         rate stays under -p), cuckoo (grows unless sized by -m)\n"
 "  -n, --items=N          keys expected (sizes filters; a hint for exact modes)\n"
 "  -p, --fpr=P            false-positive rate for filters, e.g. 0.01 or 1%% (default 1%%)\n"
 "  -m, --memory=SIZE      memory for a filter (K/M/G); with -n, a ceiling\n"
@@ -236,7 +238,7 @@ static int parse_args(int argc, char **argv, opts *o)
         return -1;
     }
     o->sizing.counts = o->out == OUT_COUNT || o->out == OUT_UNIQUE;
-    bool probabilistic = strcmp(o->mode, "bloom") == 0 || strcmp(o->mode, "blocked") == 0;
+    bool probabilistic = strcmp(o->mode, "exact") != 0 && strcmp(o->mode, "fingerprint") != 0;
     if (o->sizing.counts && probabilistic) {
         cli_error("--%s needs exact counts: use --mode exact or fingerprint (a Bloom filter cannot count)",
                   o->out == OUT_COUNT ? "count" : "unique");
@@ -371,9 +373,11 @@ static bool process_batch(run *r, size_t n)
     dedup_status st = r->m->decide(r->m, n, r->key, r->klen, r->dig, r->verdict);
     if (st) {
         if (st == DEDUP_ERR_FULL)
-            cli_error("the distinct keys exceed the memory allowed (-m/--memory %llu bytes); "
-                      "raise it or use --mode fingerprint or blocked",
-                      (unsigned long long)o->sizing.memory);
+            cli_error("%s", strcmp(r->m->name, "cuckoo") == 0
+                                ? "the cuckoo filter is full (it was sized by -m/--memory, so it "
+                                  "does not grow): give -n/--items instead, or more memory"
+                                : "the distinct keys exceed the memory allowed (-m/--memory); "
+                                  "raise it or use --mode fingerprint or blocked");
         else
             cli_error("%s", dedup_strerror(st));
         r->failed = true;

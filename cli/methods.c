@@ -5,11 +5,13 @@
 #include <string.h>
 
 #include "dedup/bloom.h"
+#include "dedup/cuckoo.h"
+#include "dedup/scalable.h"
 #include "dedup/format.h"
 #include "dedup/set.h"
 #include "cli.h"
 
-const char *const dd_method_names[] = {"exact", "fingerprint", "bloom", "blocked", NULL};
+const char *const dd_method_names[] = {"exact", "fingerprint", "bloom", "blocked", "cuckoo", "scalable", NULL};
 
 /* ---- exact: full keys ---------------------------------------------------- */
 
@@ -107,6 +109,67 @@ static dedup_status bloom_save(const dd_method *m, const char *path)
 }
 static void bloom_destroy(dd_method *m) { dedup_bloom_free(m->impl); }
 
+/* ---- cuckoo: fingerprints in buckets, growable unless sized by -m ---------------- */
+
+static dedup_status cuckoo_decide(dd_method *m, size_t n, const unsigned char *const *keys,
+                                  const size_t *lens, const dedup_digest *d, dedup_verdict *out)
+{
+    (void)keys;
+    (void)lens;
+    for (size_t i = 0; i < n; i++) {
+        dedup_status st = dedup_cuckoo_test_and_add(m->impl, d[i], &out[i]);
+        if (st)
+            return st;
+    }
+    return DEDUP_OK;
+}
+static uint64_t cuckoo_distinct(const dd_method *m)
+{
+    dedup_cuckoo_info in;
+    dedup_cuckoo_get_info(m->impl, &in);
+    return in.items;
+}
+static size_t cuckoo_memory(const dd_method *m) { return dedup_cuckoo_memory_usage(m->impl); }
+static double cuckoo_fpr(const dd_method *m)
+{
+    dedup_cuckoo_info in;
+    dedup_cuckoo_get_info(m->impl, &in);
+    return in.fpr_current;
+}
+static dedup_status cuckoo_save(const dd_method *m, const char *path)
+{
+    return dedup_cuckoo_save_file(m->impl, path);
+}
+static void cuckoo_destroy(dd_method *m) { dedup_cuckoo_free(m->impl); }
+
+/* ---- scalable: a chain of Bloom filters that grows, the rate still bounded by p ---- */
+
+static dedup_status scalable_decide(dd_method *m, size_t n, const unsigned char *const *keys,
+                                    const size_t *lens, const dedup_digest *d, dedup_verdict *out)
+{
+    (void)keys;
+    (void)lens;
+    return dedup_scalable_test_and_add_batch(m->impl, d, n, out, NULL);
+}
+static uint64_t scalable_distinct(const dd_method *m)
+{
+    dedup_scalable_info in;
+    dedup_scalable_get_info(m->impl, &in);
+    return in.items;
+}
+static size_t scalable_memory(const dd_method *m) { return dedup_scalable_memory_usage(m->impl); }
+static double scalable_fpr(const dd_method *m)
+{
+    dedup_scalable_info in;
+    dedup_scalable_get_info(m->impl, &in);
+    return in.fpr_current;
+}
+static dedup_status scalable_save(const dd_method *m, const char *path)
+{
+    return dedup_scalable_save_file(m->impl, path);
+}
+static void scalable_destroy(dd_method *m) { dedup_scalable_free(m->impl); }
+
 /* ---- construction ----------------------------------------------------------------- */
 
 static dd_method *new_method(const char *name)
@@ -140,6 +203,24 @@ static dd_method *new_method(const char *name)
         m->fpr = bloom_fpr;
         m->save = bloom_save;
         m->destroy = bloom_destroy;
+    } else if (strcmp(name, "cuckoo") == 0) {
+        m->name = "cuckoo";
+        m->probabilistic = true;
+        m->decide = cuckoo_decide;
+        m->distinct = cuckoo_distinct;
+        m->memory = cuckoo_memory;
+        m->fpr = cuckoo_fpr;
+        m->save = cuckoo_save;
+        m->destroy = cuckoo_destroy;
+    } else if (strcmp(name, "scalable") == 0) {
+        m->name = "scalable";
+        m->probabilistic = true;
+        m->decide = scalable_decide;
+        m->distinct = scalable_distinct;
+        m->memory = scalable_memory;
+        m->fpr = scalable_fpr;
+        m->save = scalable_save;
+        m->destroy = scalable_destroy;
     } else {
         free(m);
         return NULL;
@@ -160,7 +241,8 @@ dedup_status dd_method_create(const char *name, const dd_sizing *s, dd_method **
     dd_method *m = new_method(name);
     if (!m) {
         if (err)
-            snprintf(err, errcap, "unknown --mode '%s' (choose exact, fingerprint, bloom or blocked)",
+            snprintf(err, errcap,
+                     "unknown --mode '%s' (choose exact, fingerprint, bloom, blocked, cuckoo or scalable)",
                      name);
         return DEDUP_ERR_INVALID_ARG;
     }
@@ -176,6 +258,45 @@ dedup_status dd_method_create(const char *name, const dd_sizing *s, dd_method **
             st = dedup_strset_create(&p, cli_allocator(), (dedup_strset **)&m->impl);
         else
             st = dedup_digestset_create(&p, cli_allocator(), (dedup_digestset **)&m->impl);
+        if (st)
+            set_err(err, errcap, dedup_strerror(st));
+    } else if (m->decide == cuckoo_decide) {
+        dedup_cuckoo_params p;
+        dedup_cuckoo_params_init(&p);
+        p.seed = s->seed;
+        if (s->fpr > 0)
+            p.fpr = s->fpr;
+        if (s->items) {
+            p.capacity = s->items;
+            p.expansion = s->memory ? 0 : 2; /* -m is a ceiling: no growth then */
+        } else if (s->memory) {
+            uint32_t f = dedup_cuckoo_fingerprint_bits_for(p.fpr, 4);
+            p.buckets = s->memory * 8 / ((uint64_t)f * 4);
+            p.expansion = 0;
+        } else {
+            p.capacity = 1u << 20; /* grows by doubling links as needed */
+            p.expansion = 2;
+        }
+        st = dedup_cuckoo_create(&p, cli_allocator(), (dedup_cuckoo **)&m->impl);
+        if (st)
+            set_err(err, errcap, dedup_strerror(st));
+        else if (s->items && s->memory && dedup_cuckoo_memory_usage(m->impl) > s->memory) {
+            if (err)
+                snprintf(err, errcap, "-n %llu needs %zu bytes as a cuckoo filter, more than -m/--memory allows",
+                         (unsigned long long)s->items, dedup_cuckoo_memory_usage(m->impl));
+            dedup_cuckoo_free(m->impl);
+            st = DEDUP_ERR_LIMIT;
+        }
+    } else if (m->decide == scalable_decide) {
+        dedup_scalable_params p;
+        dedup_scalable_params_init(&p);
+        p.kind = DEDUP_BLOOM_BLOCKED;
+        p.seed = s->seed;
+        if (s->fpr > 0)
+            p.fpr = s->fpr;
+        if (s->items)
+            p.capacity = s->items;
+        st = dedup_scalable_create(&p, cli_allocator(), (dedup_scalable **)&m->impl);
         if (st)
             set_err(err, errcap, dedup_strerror(st));
     } else {
@@ -234,6 +355,10 @@ static uint16_t type_of_method(const dd_method *m)
         return DEDUP_TYPE_SET_STRING;
     if (m->decide == fp_decide)
         return DEDUP_TYPE_SET_DIGEST;
+    if (m->decide == cuckoo_decide)
+        return DEDUP_TYPE_CUCKOO;
+    if (m->decide == scalable_decide)
+        return DEDUP_TYPE_SCALABLE_BLOOM;
     return strcmp(m->name, "blocked") == 0 ? DEDUP_TYPE_BLOCKED_BLOOM : DEDUP_TYPE_BLOOM;
 }
 
@@ -250,9 +375,11 @@ dedup_status dd_method_load(const char *name, const char *path, dd_method **out,
     uint16_t want = type_of_method(m);
     dedup_header h;
     dedup_status st = dedup_peek_file(path, &h);
+    if (!st && want == DEDUP_TYPE_CUCKOO && h.type == DEDUP_TYPE_CUCKOO_CHAIN)
+        want = DEDUP_TYPE_CUCKOO_CHAIN; /* a grown cuckoo filter */
     if (!st && h.type != want) {
         if (err)
-            snprintf(err, errcap, "holds a %s, but --mode %s needs a %s (use --mode to match it)",
+            snprintf(err, errcap, "is a '%s' state, but --mode %s keeps a '%s' state (give the --mode it was made with)",
                      dedup_type_name(h.type), m->name, dedup_type_name(want));
         free(m);
         return DEDUP_ERR_WRONG_TYPE;
@@ -266,6 +393,10 @@ dedup_status dd_method_load(const char *name, const char *path, dd_method **out,
                 st = dedup_strset_load(src, cli_allocator(), (dedup_strset **)&m->impl);
             else if (want == DEDUP_TYPE_SET_DIGEST)
                 st = dedup_digestset_load(src, cli_allocator(), (dedup_digestset **)&m->impl);
+            else if (want == DEDUP_TYPE_CUCKOO || want == DEDUP_TYPE_CUCKOO_CHAIN)
+                st = dedup_cuckoo_load(src, cli_allocator(), (dedup_cuckoo **)&m->impl);
+            else if (want == DEDUP_TYPE_SCALABLE_BLOOM)
+                st = dedup_scalable_load(src, cli_allocator(), (dedup_scalable **)&m->impl);
             else
                 st = dedup_bloom_load(src, cli_allocator(), (dedup_bloom **)&m->impl);
             if (!st && fs->remaining != 0 && fs->remaining != UINT64_MAX) {

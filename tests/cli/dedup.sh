@@ -71,7 +71,7 @@ check "-f 2 equals awk -F'\\t' '!seen[\$2]++'" cmp -s "$T/awk" "$T/got"
 
 # --- filters: a subset of the exact output, in order, never a repeat -------------------
 "$DEDUP" "$T/big" > "$T/exact"
-for mode in bloom blocked; do
+for mode in bloom blocked cuckoo scalable; do
     "$DEDUP" --mode $mode -n 20000 -p 0.01 "$T/big" > "$T/f"
     python3 - "$T/exact" "$T/f" <<'PY' || fail "--mode $mode output is not an ordered subset of exact's"
 import sys
@@ -83,8 +83,14 @@ assert all(any(x == y for y in it) for x in f), "not an ordered subset"
 assert len(f) >= 0.95 * len(e), "far more drops than the false-positive rate allows"
 PY
     pass
-    "$DEDUP" --mode $mode -m 64K "$T/big" > /dev/null || fail "--mode $mode sized by -m"
+    [ $mode = scalable ] || "$DEDUP" --mode $mode -m 64K "$T/big" > /dev/null || fail "--mode $mode sized by -m"
 done
+"$DEDUP" --mode scalable -p 0.001 "$T/big" > "$T/f"
+check "--mode scalable needs no -n and keeps (almost) every new record" \
+    test "$(wc -l < "$T/f")" -ge "$(( $(wc -l < "$T/exact") * 99 / 100 ))"
+"$DEDUP" --mode cuckoo -m 2K "$T/big" > /dev/null 2> "$T/err"
+check "a full fixed-size cuckoo filter is exit 1" test $? -eq 1
+check "... with a message saying what to do" grep -q "cuckoo filter is full" "$T/err"
 "$DEDUP" --mode bloom "$T/big" > /dev/null 2> "$T/err"
 check "bloom without a size exits 2" test $? -eq 2
 check "bloom without a size explains -n/-m" grep -q -- "-n/--items" "$T/err"
@@ -109,8 +115,9 @@ printf 'b\na\n' > "$T/f1"; printf 'a\nc' > "$T/f2"
 check "several files and - for stdin" test "$(printf 'c\nd\n' | "$DEDUP" "$T/f1" - "$T/f2" | tr '\n' ,)" = 'b,a,c,d,'
 
 # --- state across runs ------------------------------------------------------------------------
-for mode in exact fingerprint blocked; do
-    sz=""; [ $mode = blocked ] && sz="-n 100000 -p 1e-6"
+for mode in exact fingerprint blocked cuckoo scalable; do
+    sz=""; [ $mode = blocked ] && sz="-n 100000 -p 1e-6"; [ $mode = cuckoo ] && sz="-n 100000 -p 1e-4"
+    [ $mode = scalable ] && sz="-p 1e-6"
     rm -f "$T/state"
     head -c 40000 "$T/big" > "$T/p1"; tail -c +40001 "$T/big" | head -c 40000 > "$T/p2"; tail -c +80001 "$T/big" > "$T/p3"
     # cut at byte offsets may split a record: compare with one run over the same three files
@@ -123,7 +130,7 @@ for mode in exact fingerprint blocked; do
 done
 "$DEDUP" --mode exact -s "$T/state" "$T/big" > /dev/null 2> "$T/err"
 check "a state file of another method is refused with exit 2" test $? -eq 2
-check "the refusal names both methods" grep -q "blocked.*exact\|exact.*blocked" "$T/err"
+check "the refusal names both methods" grep -q "scalable.*exact" "$T/err"
 # an interrupted run leaves the previous state as it was
 rm -f "$T/state"; "$DEDUP" -s "$T/state" "$T/p1" > /dev/null
 cp "$T/state" "$T/state.before"
