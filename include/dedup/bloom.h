@@ -52,9 +52,12 @@ typedef struct dedup_bloom_params {
     dedup_bloom_kind kind; /* default DEDUP_BLOOM_CLASSIC */
     uint64_t capacity;     /* n: items planned; required (>= 1) unless bits is set */
     double fpr;            /* p: target rate at capacity, in (0, 1); default 0.01 */
-    uint64_t bits;         /* 0: size from (capacity, fpr); else use this many bits
-                              (rounded up to a multiple of 64, or of 512 for blocked) */
-    uint32_t k;            /* 0: optimal for (capacity, bits); else this many probes */
+    uint64_t bits;         /* 0: size from (capacity, fpr); else use this many bits:
+                              classic uses exactly this m (stored in whole 64-bit
+                              words), blocked rounds up to a multiple of 512 */
+    uint32_t k;            /* 0: optimal for (capacity, bits), or, when capacity
+                              is 0, for the load at which bits reach fpr;
+                              else this many probes */
     uint64_t seed;         /* hash seed; default DEDUP_DEFAULT_SEED */
     bool thread_safe;      /* atomic adds (see above); default false */
 } dedup_bloom_params;
@@ -62,9 +65,11 @@ typedef struct dedup_bloom_params {
 /* Defaults: classic, capacity 0 (must be set), fpr 0.01, seed default. */
 void dedup_bloom_params_init(dedup_bloom_params *params);
 
-/* Creates an empty filter.
+/* Creates an empty filter.  Sizing from (capacity, fpr) uses
+ * dedup_bloom_bits_for/k_for (classic) or dedup_blocked_bits_for/k_for
+ * (blocked); the blocked search costs a few milliseconds.
  * Errors: DEDUP_ERR_INVALID_ARG (capacity 0 without bits, fpr outside
- * [DEDUP_MIN_FPR, 1), k > DEDUP_MAX_BLOOM_K (16 for blocked)),
+ * [DEDUP_MIN_FPR, 1), k > DEDUP_MAX_BLOOM_K (16 for blocked), unknown kind),
  * DEDUP_ERR_LIMIT (more than DEDUP_MAX_BITS bits), DEDUP_ERR_NOMEM. */
 dedup_status dedup_bloom_create(const dedup_bloom_params *params, const dedup_allocator *alloc,
                                 dedup_bloom **out);
@@ -133,24 +138,38 @@ dedup_status dedup_bloom_save(const dedup_bloom *bf, dedup_sink *sink);
 /* Bytes dedup_bloom_save() writes. */
 uint64_t dedup_bloom_serialized_size(const dedup_bloom *bf);
 /* Loads either layout; validates every field and the checksum.  The bit
- * array is read straight into its final place (no second copy).  Errors:
+ * array is read straight into its final place (no second copy).  The loaded
+ * filter is not in thread-safe mode (thread_safe is not part of the file).
+ * Bytes after the checksum are left unread in 'src'.  Errors:
  * the decoder's (BAD_MAGIC, VERSION, WRONG_TYPE, TRUNCATED, CORRUPT,
  * CHECKSUM), LIMIT, NOMEM, IO. */
 dedup_status dedup_bloom_load(dedup_source src, const dedup_allocator *alloc, dedup_bloom **out);
-/* Atomic save to a path (temporary file, fsync, rename) and load from one. */
+/* Atomic save to a path (temporary file, fsync, rename) and load from one.
+ * load_file rejects trailing bytes after the checksum (DEDUP_ERR_CORRUPT);
+ * DEDUP_ERR_IO leaves errno describing the failed system call.  In
+ * thread-safe mode save may run while other threads add (each word is read
+ * atomically; the file holds some consistent-per-word snapshot). */
 dedup_status dedup_bloom_save_file(const dedup_bloom *bf, const char *path);
 dedup_status dedup_bloom_load_file(const char *path, const dedup_allocator *alloc,
                                    dedup_bloom **out);
 
-/* ---- Sizing, in every direction (pure functions) --------------------------
- * Classic: bits for (n, p); optimal k for (n, bits); the FPR of (n, bits, k);
- * the capacity that (bits, p) holds.  Return 0 when arguments are invalid
- * (n == 0, p outside (0,1), bits == 0). */
+/* ---- Sizing, in every direction (pure, thread-safe, no allocation) --------
+ * Classic: bits for (n, p) = ceil(-n ln p / (ln 2)^2) (UINT64_MAX if that
+ * does not fit); optimal k for (n, bits) = round((bits/n) ln 2) clamped to
+ * [1, DEDUP_MAX_BLOOM_K]; the FPR of (n, bits, k) = (1 - (1 - 1/bits)^(kn))^k;
+ * the capacity that (bits, p) holds = the largest n with bits_for(n, p) <=
+ * bits.  Return 0 when arguments are invalid (n == 0, p outside (0,1),
+ * bits == 0, k == 0). */
 uint64_t dedup_bloom_bits_for(uint64_t n, double p);
 uint32_t dedup_bloom_k_for(uint64_t n, uint64_t bits);
 double dedup_bloom_fpr_for(uint64_t n, uint64_t bits, uint32_t k);
 uint64_t dedup_bloom_capacity_for(uint64_t bits, double p);
-/* Blocked: the same four, with its exact model (bits are multiples of 512). */
+/* Blocked: the same four with the layout's exact model (see bloom.c):
+ * bits_for is the smallest multiple of 512 whose model FPR, with the best k
+ * in 1..16, is <= p (a search: milliseconds; beyond DEDUP_MAX_BITS it
+ * returns DEDUP_MAX_BITS + 512); k_for is the k in 1..16 with the lowest
+ * model FPR; fpr_for uses bits / 512 whole blocks (0 if bits < 512 or
+ * k > 16); capacity_for is the largest n whose best-k FPR is <= p. */
 uint64_t dedup_blocked_bits_for(uint64_t n, double p);
 uint32_t dedup_blocked_k_for(uint64_t n, uint64_t bits);
 double dedup_blocked_fpr_for(uint64_t n, uint64_t bits, uint32_t k);
