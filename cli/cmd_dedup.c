@@ -23,6 +23,7 @@
 #include "cli.h"
 #include "dedup/hash.h"
 #include "io.h"
+#include "external.h"
 #include "keys.h"
 #include "methods.h"
 
@@ -44,6 +45,9 @@ typedef struct opts {
     enum stats_kind stats;
     int progress; /* -1 auto, 0 off, 1 on */
     bool line_buffered;
+    bool sorted;        /* --sort */
+    const char *tmpdir; /* -T/--tmpdir */
+    bool external;      /* exact mode under a budget: external.c */
 } opts;
 
 volatile sig_atomic_t dd_stop_signal;
@@ -66,7 +70,12 @@ static void usage(FILE *f)
 "                         rate stays under -p), cuckoo (grows unless sized by -m)\n"
 "  -n, --items=N          keys expected (sizes filters; a hint for exact modes)\n"
 "  -p, --fpr=P            false-positive rate for filters, e.g. 0.01 or 1%% (default 1%%)\n"
-"  -m, --memory=SIZE      memory for a filter (K/M/G); with -n, a ceiling\n"
+"  -m, --memory=SIZE      memory for a filter (K/M/G); with -n, a ceiling.  In exact\n"
+"                         mode, the budget: while the distinct keys fit it works in\n"
+"                         memory, beyond it spills to --tmpdir and finishes on disk\n"
+"                         (peak about SIZE + 16M; without -m exact mode is unbounded,\n"
+"                         --sort uses half the physical memory)\n"
+"  -T, --tmpdir=DIR       temporary files for -m/--sort (default $TMPDIR, else /tmp)\n"
 "  -s, --state=FILE       seen-set kept across runs: loaded if it exists, records\n"
 "                         in it are dropped, saved atomically at the end\n"
 "Keys:\n"
@@ -80,6 +89,8 @@ static void usage(FILE *f)
 "  -D, --duplicates       write every occurrence after the first instead\n"
 "  -c, --count            write each distinct record once, prefixed by its count\n"
 "  -u, --unique           write only records that occur exactly once\n"
+"      --sort             write the distinct records sorted bytewise instead of in\n"
+"                         input order (as LC_ALL=C sort -u; with -c as sort | uniq -c)\n"
 "  -o, --output=FILE      write to FILE instead of standard output\n"
 "  -z, --zero-terminated  records end with NUL, not newline\n"
 "      --line-buffered    flush after every record written\n"
@@ -96,7 +107,7 @@ static void usage(FILE *f)
 
 enum {
     OPT_TRIM = 256, OPT_SQUEEZE, OPT_PREFIX, OPT_MODE, OPT_STATS, OPT_PROGRESS, OPT_NO_PROGRESS,
-    OPT_HELP, OPT_VERSION, OPT_LINEBUF, OPT_SEED
+    OPT_HELP, OPT_VERSION, OPT_LINEBUF, OPT_SEED, OPT_SORT
 };
 
 static const struct option long_opts[] = {
@@ -104,6 +115,8 @@ static const struct option long_opts[] = {
     {"items", required_argument, NULL, 'n'},
     {"fpr", required_argument, NULL, 'p'},
     {"memory", required_argument, NULL, 'm'},
+    {"tmpdir", required_argument, NULL, 'T'},
+    {"sort", no_argument, NULL, OPT_SORT},
     {"state", required_argument, NULL, 's'},
     {"field", required_argument, NULL, 'f'},
     {"delimiter", required_argument, NULL, 'd'},
@@ -140,7 +153,7 @@ static int parse_args(int argc, char **argv, opts *o)
     int c;
     opterr = 0;
     optind = 1;
-    while ((c = getopt_long(argc, argv, ":n:p:m:s:f:d:iDcuo:zqv", long_opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":n:p:m:s:f:d:iDcuo:zqvT:", long_opts, NULL)) != -1) {
         switch (c) {
         case OPT_MODE: o->mode = optarg; break;
         case 'n':
@@ -162,6 +175,8 @@ static int parse_args(int argc, char **argv, opts *o)
             }
             break;
         case 's': o->state = optarg; break;
+        case 'T': o->tmpdir = optarg; break;
+        case OPT_SORT: o->sorted = true; break;
         case 'f': {
             uint64_t f;
             if (!cli_parse_count(optarg, &f) || f > 1000000) {
@@ -247,6 +262,21 @@ static int parse_args(int argc, char **argv, opts *o)
     if (o->sizing.counts && o->state) {
         cli_error("--state keeps a seen-set, not counts: it cannot be combined with --%s",
                   o->out == OUT_COUNT ? "count" : "unique");
+        return -1;
+    }
+    bool exact = strcmp(o->mode, "exact") == 0;
+    if ((o->sorted || o->tmpdir) && !exact) {
+        cli_error("--%s works with --mode exact only", o->sorted ? "sort" : "tmpdir");
+        return -1;
+    }
+    o->external = exact && (o->sizing.memory || o->sorted || o->tmpdir);
+    if (o->external && o->state) {
+        cli_error("--state cannot be combined with -m/--memory, --sort or --tmpdir in exact mode "
+                  "(a bounded run keeps no seen-set to save)");
+        return -1;
+    }
+    if (o->sorted && o->out == OUT_DUPLICATES) {
+        cli_error("--sort cannot be combined with -D/--duplicates (repeats are written in input order)");
         return -1;
     }
     if (!probabilistic && o->sizing.fpr > 0)
@@ -527,6 +557,29 @@ int cmd_dedup(int argc, char **argv)
         else
             size_known = false;
         close(fd);
+    }
+
+    if (o.external) { /* exact mode under a memory budget */
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_signal;
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGINT, &sa, NULL);
+        sigaction(SIGTERM, &sa, NULL);
+        dd_external_opts eo;
+        memset(&eo, 0, sizeof eo);
+        eo.memory = o.sizing.memory;
+        eo.tmpdir = o.tmpdir;
+        eo.sorted = o.sorted;
+        eo.out = o.out == OUT_DUPLICATES ? 1 : o.out == OUT_COUNT ? 2 : o.out == OUT_UNIQUE ? 3 : 0;
+        eo.term = o.term;
+        eo.key = &o.key;
+        eo.seed = o.sizing.seed;
+        eo.stats = o.stats == STATS_JSON ? 2 : o.stats == STATS_TEXT ? 1 : 0;
+        eo.line_buffered = o.line_buffered;
+        eo.progress = o.progress == 1 || (o.progress == -1 && isatty(STDERR_FILENO) && cli_verbosity > 0);
+        eo.output = o.output;
+        return dd_run_external(&eo, files, nfiles);
     }
 
     /* The method: from the state file if there is one, else new. */
