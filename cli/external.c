@@ -27,6 +27,13 @@
 
 #define READ_BLOCK ((size_t)1 << 20)
 #define WRITE_BUF ((size_t)1 << 18)
+#define EXT_BATCH 64
+
+typedef struct ext_batch {
+    const unsigned char *rec[EXT_BATCH], *key[EXT_BATCH];
+    size_t len[EXT_BATCH], klen[EXT_BATCH];
+    dedup_digest dig[EXT_BATCH];
+} ext_batch;
 
 uint64_t dd_external_default_memory(void)
 {
@@ -181,6 +188,17 @@ int dd_run_external(const dd_external_opts *o, char **files, int nfiles)
     unsigned char *scratch = NULL;
     size_t scap = 0;
     bool identity = dd_keyspec_identity(o->key);
+    ext_batch *b = malloc(sizeof *b);
+    if (!b) {
+        cli_error("out of memory");
+        dedup_extsort_free(es);
+        dd_writer_free(&r.w);
+        if (out_file) {
+            close(out_fd);
+            unlink(o->output);
+        }
+        return CLI_EXIT_FAIL;
+    }
     for (int fi = 0; fi < nfiles && st == DEDUP_OK && !dd_stop_signal; fi++) {
         dd_reader rd;
         int e = dd_reader_open(&rd, files[fi], o->term, READ_BLOCK);
@@ -191,15 +209,22 @@ int dd_run_external(const dd_external_opts *o, char **files, int nfiles)
             break;
         }
         uint64_t before = bytes_in;
-        const unsigned char *rec;
-        size_t len;
-        while (st == DEDUP_OK && !dd_stop_signal && dd_reader_next(&rd, &rec, &len)) {
-            const unsigned char *key = rec;
-            size_t klen = len;
+        for (;;) {
+            if (st != DEDUP_OK || dd_stop_signal)
+                break;
+            size_t n = 0;
+            if (!dd_reader_next(&rd, &b->rec[0], &b->len[0]))
+                break;
+            n = 1;
+            while (n < EXT_BATCH && dd_reader_next_buffered(&rd, &b->rec[n], &b->len[n]))
+                n++;
             if (!identity) {
-                if (len > scap) {
+                size_t total = 0;
+                for (size_t i = 0; i < n; i++)
+                    total += b->len[i];
+                if (total > scap) {
                     free(scratch);
-                    scap = len * 2 + 64;
+                    scap = total * 2 + 64;
                     scratch = malloc(scap);
                     if (!scratch) {
                         cli_error("out of memory");
@@ -208,10 +233,23 @@ int dd_run_external(const dd_external_opts *o, char **files, int nfiles)
                         break;
                     }
                 }
-                key = dd_key_of(o->key, rec, len, scratch, &klen);
+                size_t off = 0;
+                for (size_t i = 0; i < n; i++) {
+                    b->key[i] = dd_key_of(o->key, b->rec[i], b->len[i], scratch + off, &b->klen[i]);
+                    off += b->len[i];
+                }
+            } else {
+                for (size_t i = 0; i < n; i++) {
+                    b->key[i] = b->rec[i];
+                    b->klen[i] = b->len[i];
+                }
             }
-            st = dedup_extsort_push(es, rec, len, key, klen, dedup_hash(key, klen, o->seed));
-            if (o->progress && (++nrec & 0xffff) == 0) {
+            for (size_t i = 0; i < n; i++)
+                b->dig[i] = dedup_hash(b->key[i], b->klen[i], o->seed);
+            st = dedup_extsort_push_batch(es, n, (const void *const *)b->rec, b->len,
+                                          (const void *const *)b->key, b->klen, b->dig);
+            nrec += n;
+            if (o->progress && (nrec & 0xffff) < n) {
                 double t = now_sec();
                 if (t - last > 0.25) {
                     char hb[32];
@@ -232,6 +270,7 @@ int dd_run_external(const dd_external_opts *o, char **files, int nfiles)
             break;
     }
     free(scratch);
+    free(b);
     if (st == DEDUP_OK && !input_error && !dd_stop_signal)
         st = dedup_extsort_finish(es);
     if (o->progress)

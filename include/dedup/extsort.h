@@ -168,6 +168,14 @@ void dedup_extsort_free(dedup_extsort *es);
 dedup_status dedup_extsort_push(dedup_extsort *es, const void *rec, size_t len, const void *key,
                                 size_t keylen, dedup_digest digest);
 
+/* Pushes n records as n calls of push() would (same errors; stops at the
+ * first error), but prefetches the table slots of records further ahead so
+ * that their cache misses overlap: faster when the table is larger than the
+ * cache.  'keys' may be NULL (keys are the records; keylens is ignored). */
+dedup_status dedup_extsort_push_batch(dedup_extsort *es, size_t n, const void *const *recs,
+                                      const size_t *lens, const void *const *keys,
+                                      const size_t *keylens, const dedup_digest *digests);
+
 /* Ends the input and emits everything still pending, then releases the
  * temporary files.  Same errors as push, plus DEDUP_ERR_CORRUPT or
  * DEDUP_ERR_TRUNCATED if a temporary file was altered behind the engine. */

@@ -1614,6 +1614,34 @@ dedup_status dedup_extsort_push(dedup_extsort *es, const void *rec, size_t len, 
     return node_add(es, es->top, &it, digest);
 }
 
+dedup_status dedup_extsort_push_batch(dedup_extsort *es, size_t n, const void *const *recs,
+                                      const size_t *lens, const void *const *keys,
+                                      const size_t *keylens, const dedup_digest *digests)
+{
+    /* Two-stage software prefetch: the slot 16 records ahead, the entry its
+     * tag points at 8 records ahead, so the table's cache misses overlap. */
+    enum { FAR = 16, NEAR = 8 };
+    const table *t = &es->top->t;
+    dedup_status st = DEDUP_OK;
+    for (size_t i = 0; i < n && i < FAR; i++)
+        if (t->slots)
+            DD_PREFETCH(&t->slots[(size_t)digests[i].lo & t->mask]);
+    for (size_t i = 0; i < n && st == DEDUP_OK; i++) {
+        if (t->slots) {
+            if (i + FAR < n)
+                DD_PREFETCH(&t->slots[(size_t)digests[i + FAR].lo & t->mask]);
+            if (i + NEAR < n) {
+                const slot *sl = &t->slots[(size_t)digests[i + NEAR].lo & t->mask];
+                if (sl->e && sl->tag == digests[i + NEAR].lo)
+                    DD_PREFETCH(sl->e);
+            }
+        }
+        st = dedup_extsort_push(es, recs[i], lens[i], keys ? keys[i] : NULL, keys ? keylens[i] : 0,
+                                digests[i]);
+    }
+    return st;
+}
+
 dedup_status dedup_extsort_finish(dedup_extsort *es)
 {
     if (es->err != DEDUP_OK)

@@ -667,6 +667,51 @@ static void test_seed_mismatch(void **state)
     input_free(&in);
 }
 
+/* push_batch is push, batched: same output for random batch sizes. */
+static void test_push_batch(void **state)
+{
+    (void)state;
+    tu_rng g = {tu_seed() + 10};
+    input in = make_input(&g, 20000, true, 80);
+    for (int order = 0; order < 2; order++) {
+        dedup_extsort_params p;
+        dedup_extsort_params_init(&p);
+        p.memory_limit = 64 << 10;
+        p.order = (dedup_extsort_order)order;
+        p.output = DEDUP_EXTSORT_COUNT;
+        capture got = {0}, want;
+        p.emit = cap_emit;
+        p.emit_ctx = &got;
+        dedup_extsort *es;
+        assert_int_equal(dedup_extsort_create(&p, NULL, &es), DEDUP_OK);
+        const void *recs[100], *keys[100];
+        size_t lens[100], klens[100];
+        dedup_digest dig[100];
+        for (size_t i = 0; i < in.n;) {
+            size_t b = 1 + (size_t)tu_below(&g, 100);
+            if (b > in.n - i)
+                b = in.n - i;
+            for (size_t j = 0; j < b; j++) {
+                const rec *r = &in.r[i + j];
+                recs[j] = r->rec;
+                lens[j] = r->reclen;
+                keys[j] = r->key;
+                klens[j] = r->keylen;
+                dig[j] = dedup_hash(r->key, r->keylen, p.seed);
+            }
+            assert_int_equal(dedup_extsort_push_batch(es, b, recs, lens, keys, klens, dig), DEDUP_OK);
+            i += b;
+        }
+        assert_int_equal(dedup_extsort_finish(es), DEDUP_OK);
+        dedup_extsort_free(es);
+        reference(&in, p.order, p.output, &want);
+        assert_same(&got, &want, "push_batch");
+        cap_free(&got);
+        cap_free(&want);
+    }
+    input_free(&in);
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "--driver") == 0)
@@ -684,6 +729,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_invalid_args),
         cmocka_unit_test(test_oom),
         cmocka_unit_test(test_seed_mismatch),
+        cmocka_unit_test(test_push_batch),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
