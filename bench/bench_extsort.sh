@@ -18,7 +18,8 @@ BUILD=${BUILD:-$SRC/build}
 DATA=${DATA:-/work/bench-data}
 SIZE=${1:-5G}
 MEM=${2:-64M}
-ENGINE=${ENGINE:-$BUILD/bench/bench_extsort}
+ENGINE=${ENGINE:-$BUILD/dedup}   # the CLI; or $BUILD/bench/bench_extsort (same options)
+LABEL=${LABEL:-dedup}
 mkdir -p "$DATA"
 bytes=$(numfmt --from=iec "$SIZE")
 cc -O2 -o "$BUILD/gen_urls" "$SRC/bench/gen_urls.c" -lm
@@ -41,16 +42,19 @@ run() { # name outfile cmd...
   read -r w u s m < <(tail -1 "$t")
   local rc wc
   rc=$(awk '/^rchar/{print $2}' "$io"); wc=$(awk '/^wchar/{print $2}' "$io")
+  local rb wb
+  rb=$(awk '/^read_bytes/{print $2}' "$io"); wb=$(awk '/^write_bytes/{print $2}' "$io")
   WALL[$name]=$w; CPU[$name]=$(echo "$u + $s" | bc); RSS[$name]=$((m / 1024))
   IO[$name]=$(echo "scale=2; ($rc + $wc) / $insize" | bc)
-  printf '| %-38s | %8s | %8s | %6s MB | %5sx | %s\n' "$name" "$w" "${CPU[$name]}" "${RSS[$name]}" "${IO[$name]}" \
+  printf '| %-38s | %8s | %8s | %6s MB | %5sx | %5.2f / %5.2f | %s\n' "$name" "$w" "${CPU[$name]}" "${RSS[$name]}" "${IO[$name]}" \
+    "$(echo "scale=2; $rb / 1000000000" | bc)" "$(echo "scale=2; $wb / 1000000000" | bc)" \
     "$(tr '\n' ' ' < "$err" | cut -c1-300)"
 }
-echo "| command | wall s | CPU s | peak RSS | IO/input | notes"
-echo "|---|---|---|---|---|---|"
+echo "| command | wall s | CPU s | peak RSS | IO/input (rchar+wchar) | device read / write GB | notes"
+echo "|---|---|---|---|---|---|---|"
 run "cat FILE > /dev/null (read floor)" /dev/null cat "$F"
-run "dedup engine -m $MEM" "$DATA/out.first" "$ENGINE" -m "$MEM" -T "$DATA" --stats "$F"
-run "dedup engine -m $MEM --sort" "$DATA/out.sorted" "$ENGINE" -m "$MEM" -T "$DATA" --sort --stats "$F"
+run "$LABEL -m $MEM" "$DATA/out.first" "$ENGINE" -m "$MEM" -T "$DATA" --stats "$F"
+run "$LABEL -m $MEM --sort" "$DATA/out.sorted" "$ENGINE" -m "$MEM" -T "$DATA" --sort --stats "$F"
 outsize=$(stat -c %s "$DATA/out.first")
 run "dd output size, conv=fdatasync (write floor)" /dev/null dd if=/dev/zero of="$DATA/out.floor" bs=1M \
   count=$(( (outsize + 1048575) / 1048576 )) conv=fdatasync status=none
@@ -59,7 +63,7 @@ run "LC_ALL=C sort -u -S $MEM --parallel=2" "$DATA/out.sort2" env LC_ALL=C sort 
 cmp "$DATA/out.sorted" "$DATA/out.sort" && echo "engine --sort output is byte-identical to sort -u"
 echo "distinct lines: $(wc -l < "$DATA/out.first") (first-occurrence output) / $(wc -l < "$DATA/out.sort") (sort -u)"
 s1=${WALL["LC_ALL=C sort -u -S $MEM"]}
-for n in "dedup engine -m $MEM" "dedup engine -m $MEM --sort" "LC_ALL=C sort -u -S $MEM --parallel=2"; do
+for n in "$LABEL -m $MEM" "$LABEL -m $MEM --sort" "LC_ALL=C sort -u -S $MEM --parallel=2"; do
   echo "speed-up of '$n' over sort -u -S $MEM: wall $(echo "scale=2; $s1 / ${WALL[$n]}" | bc)x," \
     "CPU $(echo "scale=2; ${CPU["LC_ALL=C sort -u -S $MEM"]} / ${CPU[$n]}" | bc)x"
 done
