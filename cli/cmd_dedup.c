@@ -559,13 +559,11 @@ int cmd_dedup(int argc, char **argv)
         close(fd);
     }
 
-    if (o.external) { /* exact mode under a memory budget */
-        struct sigaction sa;
-        memset(&sa, 0, sizeof sa);
-        sa.sa_handler = on_signal;
-        sigemptyset(&sa.sa_mask);
-        sigaction(SIGINT, &sa, NULL);
-        sigaction(SIGTERM, &sa, NULL);
+    if (o.external) {
+        /* Exact mode under a memory budget.  SIGINT/SIGTERM keep their
+         * default action here: the engine's finishing phase can run for
+         * minutes without reading or writing, and its temporary files have
+         * no name, so ending the process at once leaves nothing behind. */
         dd_external_opts eo;
         memset(&eo, 0, sizeof eo);
         eo.memory = o.sizing.memory;

@@ -6,7 +6,9 @@
  * occurrences as they arrive while the keys fit (so pipes keep streaming),
  * the rest at the end.  A signal or a broken pipe stops the engine through
  * the emit callback; temporary files are nameless, so nothing is left
- * behind in any case.
+ * behind in any case.  cmd_dedup.c leaves SIGINT/SIGTERM at their default
+ * action for this path (the finishing phase may not read or write for a
+ * long time); dd_stop_signal is still honoured if a caller sets it.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "external.h"
@@ -295,13 +297,13 @@ int dd_run_external(const dd_external_opts *o, char **files, int nfiles)
         char hn[32], hf[32];
         struct statvfs sv;
         if (statvfs(dir, &sv) == 0)
-            cli_error("temporary files in %s: %s (it held %s of them when this happened; %s "
+            cli_error("temporary files in %s: %s (after writing %s of temporary data; %s "
                       "free there now): free space, or choose another directory with "
                       "--tmpdir, or give more memory with -m",
                       dir, strerror(err), cli_human_size(need, hn, sizeof hn),
                       cli_human_size((uint64_t)sv.f_bavail * sv.f_frsize, hf, sizeof hf));
         else
-            cli_error("temporary files in %s: %s (it held %s of them when this happened): "
+            cli_error("temporary files in %s: %s (after writing %s of temporary data): "
                       "choose another directory with --tmpdir",
                       dir, strerror(err), cli_human_size(need, hn, sizeof hn));
         status = CLI_EXIT_FAIL;
