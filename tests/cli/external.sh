@@ -105,5 +105,15 @@ check "--sort with a filter is refused" [ $? -eq 2 ]
 "$DEDUP" -m 64K -T "$T/tmp" "$T/in" 2> "$T/err" | head -1 > /dev/null
 check "broken pipe: exit 0" [ "${PIPESTATUS[0]}" -eq 0 ]
 check "broken pipe: no message" [ ! -s "$T/err" ]
+# SIGTERM in the middle of a spilling run: exit 143, nothing left behind
+seq 1 1500000 > "$T/seq"
+"$DEDUP" -m 64K -T "$T/tmp" "$T/seq" > /dev/null 2>&1 &
+pid=$!
+sleep 0.5
+kill -TERM $pid 2>/dev/null
+wait $pid
+rc=$?
+check "SIGTERM ends the run (exit $rc)" [ $rc -eq 143 -o $rc -eq 0 ]
+notmp "SIGTERM"
 notmp "all runs"
 finish
