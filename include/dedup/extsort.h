@@ -1,6 +1,7 @@
 /*
  * dedup/extsort.h - exact deduplication of data larger than memory, under a
- * fixed memory budget (external hash partitioning with spill files).
+ * fixed memory budget: in memory while the keys fit, then hash partitions
+ * (first-occurrence order) or sorted runs (sorted order) in temporary files.
  *
  * Usage:
  *

@@ -512,7 +512,12 @@ static dedup_status rd_next(dedup_extsort *es, reader *r)
 /* ---- The in-memory table ---------------------------------------------------
  * Open addressing with linear probing; a slot is the digest's low 64 bits and
  * a pointer to the entry in an arena of chunks laid out in insertion order:
- *   u64 seq, [u64 count], u32 keylen, u32 recenc, key, [record]            */
+ *   u64 seq, [u64 count], u32 keylen, u32 recenc, key, [record]
+ * Why not dedup_strset: an entry here also carries the first occurrence's
+ * sequence number and its record (which may differ from the key), the arena
+ * is walked in insertion order, and the slot array is reused in place as the
+ * sort array of sorted order; strset keeps keys only, and parallel arrays
+ * for the rest would cost more memory than this whole table. */
 
 typedef struct slot {
     uint64_t tag;
