@@ -35,8 +35,6 @@
 #define BLOCK_WORDS 8u
 #define BLOCKED_MAX_K 16u
 #define PARAMS_LEN 32u
-/* Keys handled per batch group: prefetch all, then work in order. */
-#define BATCH 16u
 
 /* Odd multipliers for the in-block positions (splitmix64 outputs, low bit
  * forced).  Pinned: changing one changes every blocked filter file. */
@@ -591,52 +589,70 @@ static inline void block_mask(uint64_t hi, uint32_t k, uint64_t mask[BLOCK_WORDS
     }
 }
 
+/* Position i of a key inside its block, 0..511. */
+static inline unsigned block_pos(uint64_t hi, uint32_t i)
+{
+    return (unsigned)((hi * SALT[i]) >> 55);
+}
+
+/* Plain mode touches the k words directly (k loads/stores within one line,
+ * cheaper than building a mask); thread-safe mode merges the k bits into
+ * per-word masks first so each word gets at most one atomic OR. */
 static inline void blocked_add(dedup_bloom *bf, dedup_digest d)
 {
     uint64_t *blk = block_of(bf, d);
-    uint64_t mask[BLOCK_WORDS];
-    block_mask(d.hi, bf->k, mask);
+    uint32_t k = bf->k;
     if (bf->thread_safe) {
+        uint64_t mask[BLOCK_WORDS];
+        block_mask(d.hi, k, mask);
         for (unsigned w = 0; w < BLOCK_WORDS; w++)
             if (mask[w])
                 __atomic_fetch_or(&blk[w], mask[w], __ATOMIC_RELAXED);
     } else {
-        for (unsigned w = 0; w < BLOCK_WORDS; w++)
-            blk[w] |= mask[w];
+        for (uint32_t i = 0; i < k; i++) {
+            unsigned pos = block_pos(d.hi, i);
+            blk[pos >> 6] |= UINT64_C(1) << (pos & 63);
+        }
     }
 }
 
 static inline bool blocked_query(const dedup_bloom *bf, dedup_digest d)
 {
     const uint64_t *blk = block_of(bf, d);
-    uint64_t mask[BLOCK_WORDS];
-    block_mask(d.hi, bf->k, mask);
-    uint64_t miss = 0;
+    uint32_t k = bf->k;
+    uint64_t all = 1;
     if (bf->thread_safe) {
-        for (unsigned w = 0; w < BLOCK_WORDS; w++)
-            miss |= mask[w] & ~__atomic_load_n(&blk[w], __ATOMIC_RELAXED);
+        for (uint32_t i = 0; i < k; i++) {
+            unsigned pos = block_pos(d.hi, i);
+            all &= __atomic_load_n(&blk[pos >> 6], __ATOMIC_RELAXED) >> (pos & 63);
+        }
     } else {
-        for (unsigned w = 0; w < BLOCK_WORDS; w++)
-            miss |= mask[w] & ~blk[w];
+        for (uint32_t i = 0; i < k; i++) {
+            unsigned pos = block_pos(d.hi, i);
+            all &= blk[pos >> 6] >> (pos & 63);
+        }
     }
-    return miss == 0;
+    return (all & 1) != 0;
 }
 
 static inline bool blocked_test_and_add(dedup_bloom *bf, dedup_digest d)
 {
     uint64_t *blk = block_of(bf, d);
-    uint64_t mask[BLOCK_WORDS];
-    block_mask(d.hi, bf->k, mask);
+    uint32_t k = bf->k;
     uint64_t miss = 0;
     if (bf->thread_safe) {
+        uint64_t mask[BLOCK_WORDS];
+        block_mask(d.hi, k, mask);
         for (unsigned w = 0; w < BLOCK_WORDS; w++)
             if (mask[w])
                 miss |= mask[w] & ~__atomic_fetch_or(&blk[w], mask[w], __ATOMIC_RELAXED);
     } else {
-        for (unsigned w = 0; w < BLOCK_WORDS; w++) {
-            uint64_t old = blk[w];
-            miss |= mask[w] & ~old;
-            blk[w] = old | mask[w];
+        for (uint32_t i = 0; i < k; i++) {
+            unsigned pos = block_pos(d.hi, i);
+            uint64_t bit = UINT64_C(1) << (pos & 63);
+            uint64_t old = blk[pos >> 6];
+            miss |= bit & ~old;
+            blk[pos >> 6] = old | bit;
         }
     }
     return miss == 0;
@@ -679,23 +695,27 @@ bool dedup_bloom_test_and_add_key(dedup_bloom *bf, const void *key, size_t len)
 }
 
 /* ---- batches ----------------------------------------------------------
- * Each group of BATCH digests first issues a prefetch for every cache line
- * it will touch (one per key for blocked, k per key for classic), then does
- * the work in order, so the misses overlap instead of queueing. */
+ * Blocked: a rolling window: the block of key i + AHEAD is prefetched while
+ * key i is processed, so AHEAD misses stay in flight all the time (a key
+ * repeated within the window is still handled in order, so it is found).
+ * Classic: groups of CLASSIC_GROUP keys; all k lines of every key in the
+ * group are prefetched, then the group is processed in order. */
 
-static inline void prefetch_group(const dedup_bloom *bf, const dedup_digest *d, size_t n,
-                                  bool write)
+#define AHEAD 16u
+#define CLASSIC_GROUP 8u
+
+static inline void prefetch_block(const dedup_bloom *bf, dedup_digest d, bool write)
 {
-    if (bf->kind == DEDUP_BLOOM_BLOCKED) {
-        for (size_t i = 0; i < n; i++) {
-            const uint64_t *blk = block_of(bf, d[i]);
-            if (write)
-                DD_PREFETCH_W(blk);
-            else
-                DD_PREFETCH(blk);
-        }
-        return;
-    }
+    const uint64_t *blk = block_of(bf, d);
+    if (write)
+        DD_PREFETCH_W(blk);
+    else
+        DD_PREFETCH(blk);
+}
+
+static inline void prefetch_classic(const dedup_bloom *bf, const dedup_digest *d, size_t n,
+                                    bool write)
+{
     uint64_t m = bf->bits;
     uint32_t k = bf->k;
     for (size_t i = 0; i < n; i++) {
@@ -712,47 +732,44 @@ static inline void prefetch_group(const dedup_bloom *bf, const dedup_digest *d, 
     }
 }
 
+/* The loop every batch form shares; OP(i) handles d[i]. */
+#define BATCH_LOOP(bf, d, n, write, BLOCKED_OP, CLASSIC_OP)                                  \
+    do {                                                                                     \
+        if ((bf)->kind == DEDUP_BLOOM_BLOCKED) {                                             \
+            size_t pre = (n) < AHEAD ? (n) : AHEAD;                                          \
+            for (size_t i = 0; i < pre; i++)                                                 \
+                prefetch_block((bf), (d)[i], (write));                                       \
+            for (size_t i = 0; i < (n); i++) {                                               \
+                if (i + AHEAD < (n))                                                         \
+                    prefetch_block((bf), (d)[i + AHEAD], (write));                           \
+                BLOCKED_OP;                                                                  \
+            }                                                                                \
+        } else {                                                                             \
+            for (size_t base = 0; base < (n); base += CLASSIC_GROUP) {                       \
+                size_t g = (n) - base < CLASSIC_GROUP ? (n) - base : CLASSIC_GROUP;          \
+                prefetch_classic((bf), (d) + base, g, (write));                              \
+                for (size_t i = base; i < base + g; i++)                                     \
+                    CLASSIC_OP;                                                              \
+            }                                                                                \
+        }                                                                                    \
+    } while (0)
+
 void dedup_bloom_add_batch(dedup_bloom *bf, const dedup_digest *d, size_t n)
 {
-    for (size_t base = 0; base < n; base += BATCH) {
-        size_t g = n - base < BATCH ? n - base : BATCH;
-        prefetch_group(bf, d + base, g, true);
-        if (bf->kind == DEDUP_BLOOM_BLOCKED)
-            for (size_t i = 0; i < g; i++)
-                blocked_add(bf, d[base + i]);
-        else
-            for (size_t i = 0; i < g; i++)
-                classic_add(bf, d[base + i]);
-    }
+    BATCH_LOOP(bf, d, n, true, blocked_add(bf, d[i]), classic_add(bf, d[i]));
 }
 
 void dedup_bloom_might_contain_batch(const dedup_bloom *bf, const dedup_digest *d, size_t n,
                                      bool *out)
 {
-    for (size_t base = 0; base < n; base += BATCH) {
-        size_t g = n - base < BATCH ? n - base : BATCH;
-        prefetch_group(bf, d + base, g, false);
-        if (bf->kind == DEDUP_BLOOM_BLOCKED)
-            for (size_t i = 0; i < g; i++)
-                out[base + i] = blocked_query(bf, d[base + i]);
-        else
-            for (size_t i = 0; i < g; i++)
-                out[base + i] = classic_query(bf, d[base + i]);
-    }
+    BATCH_LOOP(bf, d, n, false, out[i] = blocked_query(bf, d[i]),
+               out[i] = classic_query(bf, d[i]));
 }
 
 void dedup_bloom_test_and_add_batch(dedup_bloom *bf, const dedup_digest *d, size_t n, bool *out)
 {
-    for (size_t base = 0; base < n; base += BATCH) {
-        size_t g = n - base < BATCH ? n - base : BATCH;
-        prefetch_group(bf, d + base, g, true);
-        if (bf->kind == DEDUP_BLOOM_BLOCKED)
-            for (size_t i = 0; i < g; i++)
-                out[base + i] = blocked_test_and_add(bf, d[base + i]);
-        else
-            for (size_t i = 0; i < g; i++)
-                out[base + i] = classic_test_and_add(bf, d[base + i]);
-    }
+    BATCH_LOOP(bf, d, n, true, out[i] = blocked_test_and_add(bf, d[i]),
+               out[i] = classic_test_and_add(bf, d[i]));
 }
 
 /* ======================================================================
