@@ -261,7 +261,9 @@ static uint64_t blocks_search(uint64_t n, double p, uint32_t k, uint64_t lo, uin
  * answer is "more than the limit", reported as that count + 1 blocks. */
 #define MAX_BLOCKS (DEDUP_MAX_BITS / BLOCK_BITS)
 
-static uint64_t blocked_blocks_for(uint64_t n, double p, uint32_t *k_out)
+/* Smallest block count whose model FPR is <= p: with the given k when
+ * fixed_k != 0, else with the best k (returned in *k_out). */
+static uint64_t blocked_blocks_for(uint64_t n, double p, uint32_t fixed_k, uint32_t *k_out)
 {
     /* Start from the classic size (blocked needs at least about as much)
      * with the classic optimal k, then bracket and bisect; other k values
@@ -272,6 +274,8 @@ static uint64_t blocked_blocks_for(uint64_t n, double p, uint32_t *k_out)
         guess = MAX_BLOCKS;
     double kc = round(-log(p) / LN2);
     uint32_t k0 = kc < 1.0 ? 1 : kc > BLOCKED_MAX_K ? BLOCKED_MAX_K : (uint32_t)kc;
+    if (fixed_k)
+        k0 = fixed_k;
 
     /* Bracket for k0: find hi with fpr(hi) <= p. */
     uint64_t lo = 1, hi = guess;
@@ -298,7 +302,7 @@ static uint64_t blocked_blocks_for(uint64_t n, double p, uint32_t *k_out)
         }
         best = blocks_search(n, p, k0, lo, hi);
     }
-    for (uint32_t k = 1; k <= BLOCKED_MAX_K; k++) {
+    for (uint32_t k = 1; k <= BLOCKED_MAX_K && !fixed_k; k++) {
         if (k == k0)
             continue;
         uint64_t cand = best > MAX_BLOCKS ? MAX_BLOCKS : best - 1;
@@ -310,7 +314,7 @@ static uint64_t blocked_blocks_for(uint64_t n, double p, uint32_t *k_out)
             bestk = k;
         }
     }
-    if (best <= MAX_BLOCKS) {
+    if (best <= MAX_BLOCKS && !fixed_k) {
         /* The k that minimises the FPR at that size (what k_for reports). */
         bestk = blocked_best_k((double)n / (double)best, NULL);
     }
@@ -323,7 +327,7 @@ uint64_t dedup_blocked_bits_for(uint64_t n, double p)
 {
     if (n == 0 || !valid_p(p))
         return 0;
-    return blocked_blocks_for(n, p, NULL) * BLOCK_BITS;
+    return blocked_blocks_for(n, p, 0, NULL) * BLOCK_BITS;
 }
 
 uint64_t dedup_blocked_capacity_for(uint64_t bits, double p)
@@ -458,7 +462,7 @@ dedup_status dedup_bloom_create(const dedup_bloom_params *params, const dedup_al
         }
     } else {
         if (bits == 0) {
-            uint64_t nb = blocked_blocks_for(params->capacity, p, k ? NULL : &k);
+            uint64_t nb = blocked_blocks_for(params->capacity, p, k, k ? NULL : &k);
             if (nb > MAX_BLOCKS)
                 return DEDUP_ERR_LIMIT;
             bits = nb * BLOCK_BITS;
@@ -698,11 +702,11 @@ bool dedup_bloom_test_and_add_key(dedup_bloom *bf, const void *key, size_t len)
  * Blocked: a rolling window: the block of key i + AHEAD is prefetched while
  * key i is processed, so AHEAD misses stay in flight all the time (a key
  * repeated within the window is still handled in order, so it is found).
- * Classic: groups of CLASSIC_GROUP keys; all k lines of every key in the
- * group are prefetched, then the group is processed in order. */
+ * Classic: the same with all k lines of key i + CLASSIC_AHEAD (k lines per
+ * key, so fewer keys ahead: the core tracks only so many misses). */
 
 #define AHEAD 16u
-#define CLASSIC_GROUP 8u
+#define CLASSIC_AHEAD 4u
 
 static inline void prefetch_block(const dedup_bloom *bf, dedup_digest d, bool write)
 {
@@ -745,11 +749,12 @@ static inline void prefetch_classic(const dedup_bloom *bf, const dedup_digest *d
                 BLOCKED_OP;                                                                  \
             }                                                                                \
         } else {                                                                             \
-            for (size_t base = 0; base < (n); base += CLASSIC_GROUP) {                       \
-                size_t g = (n) - base < CLASSIC_GROUP ? (n) - base : CLASSIC_GROUP;          \
-                prefetch_classic((bf), (d) + base, g, (write));                              \
-                for (size_t i = base; i < base + g; i++)                                     \
-                    CLASSIC_OP;                                                              \
+            size_t pre = (n) < CLASSIC_AHEAD ? (n) : CLASSIC_AHEAD;                          \
+            prefetch_classic((bf), (d), pre, (write));                                       \
+            for (size_t i = 0; i < (n); i++) {                                               \
+                if (i + CLASSIC_AHEAD < (n))                                                 \
+                    prefetch_classic((bf), (d) + i + CLASSIC_AHEAD, 1, (write));             \
+                CLASSIC_OP;                                                                  \
             }                                                                                \
         }                                                                                    \
     } while (0)
