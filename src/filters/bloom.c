@@ -5,7 +5,7 @@
  * aligned, and derive every index from the key's 128-bit digest:
  *
  *  classic  probe i at reduce(lo + i*hi + (i^3 - i)/6, m), computed
- *           incrementally (x += y; y += i), i.e. enhanced double hashing.
+ *           incrementally (x += y; y += i + 1), i.e. enhanced double hashing.
  *           m is used exactly as sized; the last word's bits at and above m
  *           are never set (and a loader rejects a file that sets them).
  *  blocked  block = reduce(lo, m/512); bit i of the key inside the block at
@@ -16,7 +16,7 @@
  * enough: a bit once set is never cleared by a concurrent writer, so every
  * thread's OR lands and nothing orders the bits against other memory.
  *
- * The blocked layout's false-positive model (blocked_fpr below) is exact
+ * The blocked layout's false-positive model (blocked_fpr_lambda below) is exact
  * for the scheme, treating the k in-block positions as independent uniform
  * draws with replacement: a block holding j keys has received j*k balls in
  * 512 bins, its occupancy S_j has a distribution computed by a dynamic

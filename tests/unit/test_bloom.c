@@ -692,6 +692,50 @@ static void test_oom(void **state)
     }
 }
 
+/* The models hold away from the optimum too: fixed k from 1 to 16 and
+ * filters filled to twice their size, against 1M fresh keys each. */
+static void test_model_off_optimum(void **state)
+{
+    (void)state;
+    tu_rng r = {tu_seed() ^ 0x1234};
+    static const struct {
+        dedup_bloom_kind kind;
+        uint32_t k;
+        uint64_t n;
+    } C[] = {
+        {DEDUP_BLOOM_BLOCKED, 1, 100000},  {DEDUP_BLOOM_BLOCKED, 3, 100000},
+        {DEDUP_BLOOM_BLOCKED, 16, 100000}, {DEDUP_BLOOM_BLOCKED, 8, 300000},
+        {DEDUP_BLOOM_CLASSIC, 2, 100000},  {DEDUP_BLOOM_CLASSIC, 20, 100000},
+        {DEDUP_BLOOM_CLASSIC, 7, 300000},
+    };
+    const uint64_t trials = 1000000;
+    for (size_t c = 0; c < sizeof C / sizeof *C; c++) {
+        dedup_bloom_params pa;
+        dedup_bloom_params_init(&pa);
+        pa.kind = C[c].kind;
+        pa.bits = UINT64_C(1) << 20;
+        pa.k = C[c].k;
+        pa.seed = tu_next(&r);
+        dedup_bloom *bf = NULL;
+        assert_int_equal(dedup_bloom_create(&pa, NULL, &bf), DEDUP_OK);
+        uint64_t base = tu_next(&r);
+        for (uint64_t i = 0; i < C[c].n; i++)
+            dedup_bloom_add(bf, dedup_hash_u64(base + i, pa.seed));
+        uint64_t fp = 0;
+        for (uint64_t i = 0; i < trials; i++)
+            fp += dedup_bloom_might_contain(bf, dedup_hash_u64(base + C[c].n + i, pa.seed));
+        double model = C[c].kind == DEDUP_BLOOM_CLASSIC
+                           ? dedup_bloom_fpr_for(C[c].n, pa.bits, C[c].k)
+                           : dedup_blocked_fpr_for(C[c].n, pa.bits, C[c].k);
+        uint64_t lo = tu_binomial_lower(trials, model), hi = tu_binomial_upper(trials, model);
+        fprintf(stderr, "%s k=%u n=%llu m=2^20: model=%.4g measured=%.4g\n",
+                C[c].kind ? "blocked" : "classic", C[c].k, (unsigned long long)C[c].n, model,
+                (double)fp / (double)trials);
+        assert_true(fp >= lo && fp <= hi);
+        dedup_bloom_free(bf);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -701,6 +745,7 @@ int main(void)
         cmocka_unit_test(test_shape_from_bits),
         cmocka_unit_test(test_no_false_negatives),
         cmocka_unit_test(test_measured_fpr),
+        cmocka_unit_test(test_model_off_optimum),
         cmocka_unit_test(test_batch_equals_single),
         cmocka_unit_test(test_union_intersect),
         cmocka_unit_test(test_load_validation),
