@@ -48,7 +48,8 @@ bench: build
 	@sh bench/run.sh $(BUILD)
 
 fuzz: deps
-	@cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DDEDUP_FUZZ=ON -DDEDUP_BENCH=OFF >/dev/null
+	@cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DDEDUP_FUZZ=ON -DDEDUP_BENCH=OFF -DDEDUP_TESTS=OFF \
+		-DCMAKE_C_FLAGS="-fsanitize=fuzzer-no-link,address,undefined" >/dev/null
 	@cmake --build build-fuzz -j $(JOBS)
 
 clean:

@@ -541,22 +541,32 @@ int cmd_dedup(int argc, char **argv)
             size_known = false;
             continue;
         }
-        int fd = open(files[i], O_RDONLY | O_CLOEXEC);
+        /* stat first: opening a FIFO here and closing it again would cut
+         * off its writer before the real read. */
         struct stat st;
-        if (fd < 0) {
+        if (stat(files[i], &st) != 0) {
             cli_error("%s: %s", files[i], strerror(errno));
             return CLI_EXIT_USAGE;
         }
-        if (fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
-            close(fd);
+        if (S_ISDIR(st.st_mode)) {
             cli_error("%s: %s", files[i], strerror(EISDIR));
             return CLI_EXIT_USAGE;
         }
-        if (S_ISREG(st.st_mode))
+        if (S_ISREG(st.st_mode)) {
+            int fd = open(files[i], O_RDONLY | O_CLOEXEC);
+            if (fd < 0) {
+                cli_error("%s: %s", files[i], strerror(errno));
+                return CLI_EXIT_USAGE;
+            }
+            close(fd);
             total_bytes += (uint64_t)st.st_size;
-        else
+        } else {
+            if (access(files[i], R_OK) != 0) {
+                cli_error("%s: %s", files[i], strerror(errno));
+                return CLI_EXIT_USAGE;
+            }
             size_known = false;
-        close(fd);
+        }
     }
 
     if (o.external) {
