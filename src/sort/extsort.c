@@ -1639,6 +1639,11 @@ dedup_status dedup_extsort_push_batch(dedup_extsort *es, size_t n, const void *c
                 const slot *sl = &t->slots[(size_t)digests[i + NEAR].lo & t->mask];
                 if (sl->e && sl->tag == digests[i + NEAR].lo)
                     DD_PREFETCH(sl->e);
+                else if (es->top->spilled) /* the tail of its partition buffer */
+                {
+                    const part *p = &es->top->parts[dedup_reduce(digests[i + NEAR].hi, es->top->P)];
+                    DD_PREFETCH_W(p->buf + p->len);
+                }
             }
         }
         st = dedup_extsort_push(es, recs[i], lens[i], keys ? keys[i] : NULL, keys ? keylens[i] : 0,
