@@ -817,17 +817,35 @@ _Static_assert(sizeof(sel) == sizeof(slot), "sorting reuses the slot array");
 static sel *table_sorted(table *t)
 {
     sel *arr = (sel *)(void *)t->slots; /* a slot and a sel are both 16 bytes */
-    size_t j = 0, cap = t->mask + 1;
-    for (size_t i = 0; i < cap; i++) {
-        if (i + 8 < cap && t->slots[i + 8].e)
-            DD_PREFETCH(t->slots[i + 8].e);
-        uint8_t *e = t->slots[i].e; /* read slot i before sel j <= i is written */
-        if (e) {
-            sel x = {key_word(t, e, 0), e};
-            memcpy(&arr[j++], &x, sizeof x);
+    /* Two sequential passes over the arena (insertion order, no random
+     * access): the bytes all keys share with the first one, then the sort
+     * array with each key's first word past that common prefix (URLs share
+     * "https://www." and would otherwise cost a whole refill level). */
+    size_t lcp = SIZE_MAX;
+    const uint8_t *k0 = NULL;
+    TABLE_FOREACH(t, e)
+    {
+        if (lcp < 8)
+            break;
+        const uint8_t *k = e_key(t, e);
+        size_t l = e_keylen(t, e), q = 0;
+        if (!k0) {
+            k0 = k;
+            lcp = l;
+            continue;
         }
+        size_t m = lcp < l ? lcp : l;
+        while (q < m && k[q] == k0[q])
+            q++;
+        lcp = q;
     }
-    wsort(t, arr, j, 0);
+    size_t wd = lcp == SIZE_MAX ? 0 : lcp / 8, j = 0;
+    TABLE_FOREACH(t, e)
+    {
+        sel x = {key_word(t, e, wd), e};
+        memcpy(&arr[j++], &x, sizeof x); /* slot memory, no longer probed */
+    }
+    wsort(t, arr, j, wd);
     return arr;
 }
 

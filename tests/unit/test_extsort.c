@@ -712,6 +712,50 @@ static void test_push_batch(void **state)
     input_free(&in);
 }
 
+/* Keys sharing a long prefix (the sort starts past it), some of them ending
+ * inside it or exactly at a word boundary, in sorted order. */
+static void test_sorted_common_prefix(void **state)
+{
+    (void)state;
+    tu_rng g = {tu_seed() + 11};
+    const char *pre = "https://www.common-prefix.example/path/";
+    size_t pl = strlen(pre);
+    input in;
+    in.n = 30000;
+    in.r = calloc(in.n, sizeof(rec));
+    assert_non_null(in.r);
+    for (size_t i = 0; i < in.n; i++) {
+        uint64_t id = tu_below(&g, 12000);
+        size_t cut = id % 97 == 0 ? (size_t)(id % pl) : pl; /* a few end inside the prefix */
+        char *k = malloc(pl + 32);
+        assert_non_null(k);
+        memcpy(k, pre, cut);
+        size_t len = cut;
+        if (cut == pl)
+            len += (size_t)snprintf(k + pl, 32, "%llu", (unsigned long long)(id * 2654435761u % 100000));
+        in.r[i].key = in.r[i].rec = k;
+        in.r[i].keylen = in.r[i].reclen = len;
+    }
+    for (int k = 0; k < 4; k++) {
+        if (kinds[k] == DEDUP_EXTSORT_DUPLICATES)
+            continue;
+        for (int big = 0; big < 2; big++) {
+            dedup_extsort_params p;
+            dedup_extsort_params_init(&p);
+            p.memory_limit = big ? 64 << 20 : 64 << 10;
+            p.order = DEDUP_EXTSORT_SORTED;
+            p.output = kinds[k];
+            capture got, want;
+            assert_int_equal(run_engine(&in, &p, &got, NULL, NULL), DEDUP_OK);
+            reference(&in, p.order, p.output, &want);
+            assert_same(&got, &want, "common prefix");
+            cap_free(&got);
+            cap_free(&want);
+        }
+    }
+    input_free(&in);
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "--driver") == 0)
@@ -730,6 +774,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_oom),
         cmocka_unit_test(test_seed_mismatch),
         cmocka_unit_test(test_push_batch),
+        cmocka_unit_test(test_sorted_common_prefix),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
