@@ -140,6 +140,19 @@ static uint32_t bucket_count(const dedup_cuckoo *cf, const link *l, uint64_t i, 
     return c;
 }
 
+/* Free slots of bucket i; *first = the first of them (when any). */
+static uint32_t bucket_free(const dedup_cuckoo *cf, const link *l, uint64_t i, uint32_t *first)
+{
+    uint32_t n = 0;
+    *first = 0;
+    for (uint32_t j = cf->b; j-- > 0;)
+        if (slot_get(cf, l, i, j) == 0) {
+            n++;
+            *first = j;
+        }
+    return n;
+}
+
 /* Puts fp into a free slot of bucket i; false if none. */
 static bool bucket_put(const dedup_cuckoo *cf, link *l, uint64_t i, uint32_t fp)
 {
@@ -185,8 +198,18 @@ static bool link_insert(dedup_cuckoo *cf, link *l, dedup_digest d, uint32_t fp)
 {
     uint64_t i1 = dedup_reduce(d.lo, l->nb);
     uint64_t i2 = alt_bucket(i1, fp, l->nb);
-    if (bucket_put(cf, l, i1, fp) || bucket_put(cf, l, i2, fp))
+    /* Into the emptier of the two buckets: keeping buckets balanced
+     * postpones the first kick-out chains until the table is nearly full. */
+    uint32_t j1, j2;
+    uint32_t f1 = bucket_free(cf, l, i1, &j1), f2 = i2 == i1 ? 0 : bucket_free(cf, l, i2, &j2);
+    if (f1 | f2) {
+        if (f2 > f1)
+            slot_set(cf, l, i2, j2, fp);
+        else
+            slot_set(cf, l, i1, j1, fp);
+        l->items++;
         return true;
+    }
     uint64_t i = (next_rand(cf) & 1) ? i1 : i2;
     uint32_t cur = fp;
     uint32_t n;
