@@ -49,8 +49,8 @@
  *    exist or the next link would exceed DEDUP_MAX_BITS bits, and
  *    DEDUP_ERR_NOMEM if the new link cannot be allocated (nothing changed
  *    in either case).
- * Queries, counts and deletes look at every link.  The FPR of a chain is at
- * most the sum of its links' rates.
+ * Queries, counts and deletes look at every link.  The expected FPR of a
+ * chain is at most the sum of its links' rates (union bound).
  *
  * Deleting removes one copy of the key's fingerprint from one of its
  * buckets (newest link first).  Delete only keys that were added: deleting
