@@ -1,0 +1,747 @@
+/*
+ * rm_filter.c - the module's values (see rm_filter.h), free of Redis.
+ *
+ * Bloom values: NONSCALING is one classic Bloom filter sized for exactly
+ * (capacity, error rate), so it meets p at capacity with the optimal number
+ * of bits.  A scaling value is a chain of classic filters: link i holds
+ * capacity * expansion^i items at error rate p/2^(i+1), so the rate of the
+ * whole chain stays below p however many links it grows (sum of p/2^(i+1)
+ * < p).  A new link is added only when the last one has received its
+ * capacity of new items; items go to the last link only.
+ *
+ * Expiring dedup values: G generations of blocked Bloom filters, each
+ * covering one time slot of s = ceil(window / (G-2)) ms and sized for
+ * capacity / (G-2) items at p / G.  An add always records the item in the
+ * newest generation (so "seen" means "last seen"); a query looks at the G
+ * newest slots.  An item seen at time t0 is therefore remembered at least
+ * until t0 + window and at most until t0 + G*s (window * G/(G-2)).
+ */
+#include "rm_filter.h"
+
+#include "dedup/hash.h"
+#include "dedup/limits.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define BF_TIGHTENING 0.5
+#define DD_MAX_GEN 16u
+#define DD_MIN_GEN 3u
+
+struct rmf_obj {
+    rmf_kind kind;
+    dedup_allocator alloc;
+    uint64_t items;
+    uint64_t deleted;
+    uint64_t capacity; /* as asked */
+    double error_rate; /* as asked */
+    uint32_t expansion;
+    bool nonscaling;
+    /* Bloom: links[0..nlinks-1]; dedup: links[slot % nlinks] */
+    uint32_t nlinks;
+    dedup_bloom *links[DEDUP_MAX_CHAIN];
+    /* dedup */
+    uint64_t window_ms;
+    uint64_t slot_ms;
+    uint64_t cur_slot;
+    /* ceilings copied from the config at creation */
+    uint64_t max_memory;
+};
+
+void rmf_config_init(rmf_config *c)
+{
+    c->bf_error_rate = 0.01;
+    c->bf_initial_size = 100;
+    c->bf_expansion = 2;
+    c->cf_initial_size = 1024;
+    c->cf_bucket_size = 2;
+    c->cf_max_iterations = 20;
+    c->cf_expansion = 1;
+    c->cf_max_expansions = 32;
+    c->max_memory = UINT64_C(1) << 30;
+    c->max_capacity = UINT64_C(1) << 32;
+    c->max_expansion = 32768;
+}
+
+/* ---- allocation through the hook ------------------------------------------ */
+static void *obj_alloc(const dedup_allocator *a, size_t n)
+{
+    if (a && a->malloc_fn)
+        return a->malloc_fn(a->ctx, n);
+    return malloc(n);
+}
+static void obj_free(const dedup_allocator *a, void *p)
+{
+    if (!p)
+        return;
+    if (a && a->free_fn)
+        a->free_fn(a->ctx, p);
+    else
+        free(p);
+}
+
+static rmf_obj *obj_new(rmf_kind kind, const dedup_allocator *a)
+{
+    rmf_obj *o = obj_alloc(a, sizeof *o);
+    if (!o)
+        return NULL;
+    memset(o, 0, sizeof *o);
+    o->kind = kind;
+    if (a)
+        o->alloc = *a;
+    return o;
+}
+
+void rmf_free(rmf_obj *o)
+{
+    if (!o)
+        return;
+    for (uint32_t i = 0; i < o->nlinks; i++)
+        dedup_bloom_free(o->links[i]);
+    dedup_allocator a = o->alloc;
+    obj_free(&a, o);
+}
+
+static const dedup_allocator *obj_allocator(const rmf_obj *o)
+{
+    return o->alloc.malloc_fn ? &o->alloc : NULL;
+}
+
+static rmf_err status_err(dedup_status s)
+{
+    switch (s) {
+    case DEDUP_ERR_NOMEM:
+        return "ERR allocation failure";
+    case DEDUP_ERR_LIMIT:
+        return "ERR filter would exceed the library's size limit";
+    case DEDUP_ERR_INVALID_ARG:
+        return "ERR invalid filter parameters";
+    default:
+        return "ERR corrupted or unsupported payload";
+    }
+}
+
+size_t rmf_memory_usage(const rmf_obj *o)
+{
+    size_t n = sizeof *o;
+    for (uint32_t i = 0; i < o->nlinks; i++)
+        n += dedup_bloom_memory_usage(o->links[i]);
+    return n;
+}
+
+rmf_kind rmf_obj_kind(const rmf_obj *o) { return o->kind; }
+uint64_t rmf_items(const rmf_obj *o) { return o->items; }
+uint64_t rmf_capacity_asked(const rmf_obj *o) { return o->capacity; }
+
+/* ---- Bloom ------------------------------------------------------------------ */
+
+/* Capacity and error rate of link i of a scaling chain; false on overflow. */
+static bool bf_link_shape(uint64_t cap0, uint32_t exp, double p, uint32_t i, uint64_t *cap,
+                          double *err)
+{
+    uint64_t c = cap0;
+    for (uint32_t j = 0; j < i; j++) {
+        if (__builtin_mul_overflow(c, (uint64_t)exp, &c))
+            return false;
+    }
+    *cap = c;
+    *err = p * pow(BF_TIGHTENING, (double)(i + 1));
+    return *err >= DEDUP_MIN_FPR;
+}
+
+static uint64_t bloom_bytes_for(dedup_bloom_kind kind, uint64_t n, double p)
+{
+    uint64_t bits = kind == DEDUP_BLOOM_CLASSIC ? dedup_bloom_bits_for(n, p)
+                                                : dedup_blocked_bits_for(n, p);
+    if (bits == 0)
+        return UINT64_MAX;
+    return (bits + 511) / 8 + 256; /* + struct and alignment slack */
+}
+
+static rmf_err new_bloom(rmf_obj *o, dedup_bloom_kind kind, uint64_t n, double p,
+                         dedup_bloom **out)
+{
+    uint64_t need = bloom_bytes_for(kind, n, p);
+    if (need == UINT64_MAX || need > DEDUP_MAX_BITS / 8)
+        return "ERR capacity too large for one filter";
+    if (need > o->max_memory || rmf_memory_usage(o) + need > o->max_memory)
+        return "ERR filter would exceed the per-key memory limit (module argument MAX_MEMORY)";
+    dedup_bloom_params bp;
+    dedup_bloom_params_init(&bp);
+    bp.kind = kind;
+    bp.capacity = n;
+    bp.fpr = p;
+    dedup_status s = dedup_bloom_create(&bp, obj_allocator(o), out);
+    return s == DEDUP_OK ? NULL : status_err(s);
+}
+
+rmf_err rmf_bf_create(const rmf_bf_params *p, const rmf_config *c, const dedup_allocator *a,
+                      rmf_obj **out)
+{
+    *out = NULL;
+    if (!(p->error_rate > 0 && p->error_rate < 1))
+        return "ERR (0 < error rate range < 1)";
+    if (p->error_rate < DEDUP_MIN_FPR)
+        return "ERR error rate below the smallest supported (1e-12)";
+    if (p->capacity < 1)
+        return "ERR (capacity should be larger than 0)";
+    if (p->capacity > c->max_capacity)
+        return "ERR capacity above the module's limit (module argument MAX_CAPACITY)";
+    if (!p->nonscaling && (p->expansion < 1 || p->expansion > c->max_expansion))
+        return "ERR bad expansion";
+    rmf_obj *o = obj_new(RMF_BLOOM, a);
+    if (!o)
+        return "ERR allocation failure";
+    o->capacity = p->capacity;
+    o->error_rate = p->error_rate;
+    o->nonscaling = p->nonscaling;
+    o->expansion = p->nonscaling ? 0 : p->expansion;
+    o->max_memory = c->max_memory;
+    double err = p->nonscaling ? p->error_rate : p->error_rate * BF_TIGHTENING;
+    rmf_err e = new_bloom(o, DEDUP_BLOOM_CLASSIC, p->capacity, err, &o->links[0]);
+    if (e) {
+        rmf_free(o);
+        return e;
+    }
+    o->nlinks = 1;
+    *out = o;
+    return NULL;
+}
+
+/* Items the links before the last one hold (each got exactly its capacity). */
+static uint64_t bf_items_before_last(const rmf_obj *o)
+{
+    uint64_t n = 0;
+    for (uint32_t i = 0; i + 1 < o->nlinks; i++)
+        n += dedup_bloom_capacity(o->links[i]);
+    return n;
+}
+
+rmf_err rmf_bf_add(rmf_obj *o, const void *item, size_t len, int *added)
+{
+    dedup_bloom *last = o->links[o->nlinks - 1];
+    dedup_digest d = dedup_bloom_digest(last, item, len);
+    for (uint32_t i = 0; i + 1 < o->nlinks; i++) {
+        if (dedup_bloom_might_contain(o->links[i], d)) {
+            *added = 0;
+            return NULL;
+        }
+    }
+    if (dedup_bloom_might_contain(last, d)) {
+        *added = 0;
+        return NULL;
+    }
+    uint64_t in_last = o->items - bf_items_before_last(o);
+    if (in_last >= dedup_bloom_capacity(last)) {
+        if (o->nonscaling)
+            return "ERR non scaling filter is full";
+        if (o->nlinks >= DEDUP_MAX_CHAIN)
+            return "ERR max number of scaling filters reached";
+        uint64_t cap;
+        double err;
+        if (!bf_link_shape(o->capacity, o->expansion, o->error_rate, o->nlinks, &cap, &err) ||
+            cap > DEDUP_MAX_BITS)
+            return "ERR max number of scaling filters reached";
+        dedup_bloom *nb;
+        rmf_err e = new_bloom(o, DEDUP_BLOOM_CLASSIC, cap, err, &nb);
+        if (e)
+            return e;
+        o->links[o->nlinks++] = nb;
+        last = nb;
+    }
+    dedup_bloom_add(last, d);
+    o->items++;
+    *added = 1;
+    return NULL;
+}
+
+bool rmf_bf_exists(const rmf_obj *o, const void *item, size_t len)
+{
+    dedup_digest d = dedup_bloom_digest(o->links[0], item, len);
+    for (uint32_t i = o->nlinks; i-- > 0;)
+        if (dedup_bloom_might_contain(o->links[i], d))
+            return true;
+    return false;
+}
+
+uint64_t rmf_bf_capacity(const rmf_obj *o)
+{
+    uint64_t n = 0;
+    for (uint32_t i = 0; i < o->nlinks; i++)
+        n += dedup_bloom_capacity(o->links[i]);
+    return n;
+}
+uint32_t rmf_bf_filters(const rmf_obj *o) { return o->nlinks; }
+bool rmf_bf_nonscaling(const rmf_obj *o) { return o->nonscaling; }
+uint32_t rmf_bf_expansion(const rmf_obj *o) { return o->expansion; }
+
+/* ---- Expiring dedup ----------------------------------------------------------- */
+
+rmf_err rmf_dd_create(const rmf_dd_params *p, const rmf_config *c, const dedup_allocator *a,
+                      rmf_obj **out)
+{
+    *out = NULL;
+    uint32_t g = p->generations ? p->generations : 5;
+    if (p->window_ms < 1 || p->window_ms > UINT64_C(1) << 50)
+        return "ERR bad window (milliseconds, 1 to 2^50)";
+    if (!(p->error_rate > 0 && p->error_rate < 1))
+        return "ERR (0 < error rate range < 1)";
+    if (p->error_rate / g < DEDUP_MIN_FPR)
+        return "ERR error rate below the smallest supported";
+    if (p->capacity < 1)
+        return "ERR (capacity should be larger than 0)";
+    if (p->capacity > c->max_capacity)
+        return "ERR capacity above the module's limit (module argument MAX_CAPACITY)";
+    if (g < DD_MIN_GEN || g > DD_MAX_GEN)
+        return "ERR GENERATIONS must be between 3 and 16";
+    rmf_obj *o = obj_new(RMF_DEDUP, a);
+    if (!o)
+        return "ERR allocation failure";
+    o->capacity = p->capacity;
+    o->error_rate = p->error_rate;
+    o->window_ms = p->window_ms;
+    o->slot_ms = (p->window_ms + (g - 2) - 1) / (g - 2);
+    o->max_memory = c->max_memory;
+    o->cur_slot = p->now_ms / o->slot_ms;
+    uint64_t per_gen = (p->capacity + (g - 2) - 1) / (g - 2);
+    for (uint32_t i = 0; i < g; i++) {
+        rmf_err e = new_bloom(o, DEDUP_BLOOM_BLOCKED, per_gen, p->error_rate / g, &o->links[i]);
+        if (e) {
+            rmf_free(o);
+            return e;
+        }
+        o->nlinks = i + 1;
+    }
+    *out = o;
+    return NULL;
+}
+
+/* Moves the newest slot forward to 'now_ms', clearing generations whose
+ * slot has left the last G slots. */
+static void dd_advance(rmf_obj *o, uint64_t now_ms)
+{
+    uint64_t slot = now_ms / o->slot_ms;
+    if (slot <= o->cur_slot)
+        return; /* same slot, or a clock that went back: keep everything */
+    uint64_t steps = slot - o->cur_slot;
+    if (steps > o->nlinks)
+        steps = o->nlinks;
+    for (uint64_t i = 1; i <= steps; i++)
+        dedup_bloom_clear(o->links[(slot - steps + i) % o->nlinks]);
+    o->cur_slot = slot;
+}
+
+static bool dd_query(const rmf_obj *o, dedup_digest d, uint64_t now_ms)
+{
+    uint64_t now_slot = now_ms / o->slot_ms;
+    if (now_slot < o->cur_slot)
+        now_slot = o->cur_slot;
+    for (uint32_t age = 0; age < o->nlinks && age <= o->cur_slot; age++) {
+        uint64_t slot = o->cur_slot - age;
+        if (now_slot - slot >= o->nlinks)
+            break;
+        if (dedup_bloom_might_contain(o->links[slot % o->nlinks], d))
+            return true;
+    }
+    return false;
+}
+
+rmf_err rmf_dd_add(rmf_obj *o, const void *item, size_t len, uint64_t now_ms, int *is_new)
+{
+    dd_advance(o, now_ms);
+    dedup_digest d = dedup_bloom_digest(o->links[0], item, len);
+    bool seen = dd_query(o, d, now_ms);
+    dedup_bloom_add(o->links[o->cur_slot % o->nlinks], d);
+    if (!seen)
+        o->items++;
+    *is_new = !seen;
+    return NULL;
+}
+
+bool rmf_dd_exists(rmf_obj *o, const void *item, size_t len, uint64_t now_ms)
+{
+    dedup_digest d = dedup_bloom_digest(o->links[0], item, len);
+    return dd_query(o, d, now_ms);
+}
+
+uint64_t rmf_dd_window_ms(const rmf_obj *o) { return o->window_ms; }
+uint32_t rmf_dd_generations(const rmf_obj *o) { return o->nlinks; }
+uint64_t rmf_dd_slot_ms(const rmf_obj *o) { return o->slot_ms; }
+double rmf_dd_error_rate(const rmf_obj *o) { return o->error_rate; }
+
+double rmf_dd_current_fpr(rmf_obj *o, uint64_t now_ms)
+{
+    uint64_t now_slot = now_ms / o->slot_ms;
+    if (now_slot < o->cur_slot)
+        now_slot = o->cur_slot;
+    double miss = 1.0;
+    for (uint32_t age = 0; age < o->nlinks && age <= o->cur_slot; age++) {
+        uint64_t slot = o->cur_slot - age;
+        if (now_slot - slot >= o->nlinks)
+            break;
+        miss *= 1.0 - dedup_bloom_current_fpr(o->links[slot % o->nlinks]);
+    }
+    return 1.0 - miss;
+}
+
+/* ---- copy ------------------------------------------------------------------- */
+
+rmf_obj *rmf_copy(const rmf_obj *o)
+{
+    rmf_obj *c = obj_new(o->kind, obj_allocator(o));
+    if (!c)
+        return NULL;
+    dedup_allocator a = o->alloc;
+    *c = *o;
+    c->alloc = a;
+    c->nlinks = 0;
+    for (uint32_t i = 0; i < o->nlinks; i++) {
+        /* Round trip through the container: the library has no clone. */
+        uint64_t n = dedup_bloom_serialized_size(o->links[i]);
+        unsigned char *buf = obj_alloc(obj_allocator(o), (size_t)n);
+        if (!buf) {
+            rmf_free(c);
+            return NULL;
+        }
+        dedup_mem_sink ms;
+        dedup_sink sink = dedup_mem_sink_init(&ms, buf, (size_t)n);
+        dedup_mem_source src;
+        dedup_status s = dedup_bloom_save(o->links[i], &sink);
+        if (s == DEDUP_OK)
+            s = dedup_bloom_load(dedup_mem_source_init(&src, buf, ms.len), obj_allocator(o),
+                                 &c->links[i]);
+        obj_free(obj_allocator(o), buf);
+        if (s != DEDUP_OK) {
+            rmf_free(c);
+            return NULL;
+        }
+        c->nlinks = i + 1;
+    }
+    return c;
+}
+
+/* ---- serialization --------------------------------------------------------------- */
+
+static uint64_t blobs_size(const rmf_obj *o)
+{
+    uint64_t n = 0;
+    for (uint32_t i = 0; i < o->nlinks; i++)
+        n += dedup_bloom_serialized_size(o->links[i]);
+    return n;
+}
+
+uint64_t rmf_serialized_size(const rmf_obj *o) { return RMF_ENVELOPE_SIZE + blobs_size(o); }
+
+static void envelope_encode(const rmf_obj *o, unsigned char h[RMF_ENVELOPE_SIZE])
+{
+    memset(h, 0, RMF_ENVELOPE_SIZE);
+    memcpy(h, "DDRM", 4);
+    h[4] = (unsigned char)o->kind;
+    h[5] = RMF_ENVELOPE_VERSION;
+    h[6] = o->nonscaling ? 1 : 0;
+    dedup_put_u64(h + 8, o->items);
+    dedup_put_u64(h + 16, o->deleted);
+    dedup_put_u64(h + 24, o->capacity);
+    dedup_put_f64(h + 32, o->error_rate);
+    dedup_put_u32(h + 40, o->expansion);
+    dedup_put_u32(h + 44, 0);
+    dedup_put_u32(h + 48, o->kind == RMF_DEDUP ? o->nlinks : 0);
+    dedup_put_u32(h + 52, o->nlinks);
+    dedup_put_u64(h + 56, o->window_ms);
+    dedup_put_u64(h + 64, o->cur_slot);
+    dedup_put_u64(h + 72, blobs_size(o));
+    dedup_put_u64(h + 80, dedup_hash(h, 80, 0).lo);
+}
+
+dedup_status rmf_save(const rmf_obj *o, dedup_sink *sink)
+{
+    unsigned char h[RMF_ENVELOPE_SIZE];
+    envelope_encode(o, h);
+    dedup_status s = sink->write(sink->ctx, h, sizeof h);
+    for (uint32_t i = 0; s == DEDUP_OK && i < o->nlinks; i++)
+        s = dedup_bloom_save(o->links[i], sink);
+    return s;
+}
+
+/* A sink that keeps only bytes [off, off+len) and stops the save once it
+ * has them. */
+typedef struct range_sink {
+    uint64_t pos, off;
+    unsigned char *buf;
+    size_t len, copied;
+} range_sink;
+
+static dedup_status buf_sink_write(void *ctx, const void *data, size_t n)
+{
+    range_sink *r = ctx;
+    const unsigned char *p = data;
+    uint64_t end = r->pos + n;
+    if (end > r->off && r->pos < r->off + r->len) {
+        uint64_t from = r->pos > r->off ? r->pos : r->off;
+        uint64_t to = end < r->off + r->len ? end : r->off + r->len;
+        memcpy(r->buf + (from - r->off), p + (from - r->pos), (size_t)(to - from));
+        r->copied += (size_t)(to - from);
+    }
+    r->pos = end;
+    if (r->copied == r->len)
+        return DEDUP_ERR_CANCELLED;
+    return DEDUP_OK;
+}
+
+dedup_status rmf_serialize_range(const rmf_obj *o, uint64_t off, void *buf, size_t len,
+                                 size_t *copied)
+{
+    *copied = 0;
+    uint64_t total = rmf_serialized_size(o);
+    if (off >= total || len == 0)
+        return DEDUP_OK;
+    if (len > total - off)
+        len = (size_t)(total - off);
+    range_sink r = {0, off, buf, len, 0};
+    dedup_sink sink = {buf_sink_write, &r};
+    dedup_status s = rmf_save(o, &sink);
+    if (s != DEDUP_OK && s != DEDUP_ERR_CANCELLED)
+        return s;
+    *copied = r.copied;
+    return r.copied == len ? DEDUP_OK : DEDUP_ERR_CORRUPT;
+}
+
+/* ---- loading ------------------------------------------------------------------- */
+
+typedef struct envelope {
+    rmf_kind kind;
+    uint32_t flags;
+    uint64_t items, deleted, capacity;
+    double error_rate;
+    uint32_t expansion, bucket_size, aux, nblobs;
+    uint64_t window_ms, cur_slot, blobs_len;
+} envelope;
+
+static rmf_err envelope_decode(const unsigned char *h, size_t len, rmf_kind expect,
+                               const rmf_config *c, envelope *e)
+{
+    if (len != RMF_ENVELOPE_SIZE || memcmp(h, "DDRM", 4) != 0)
+        return "ERR invalid header (not a dedup filter dump)";
+    if (h[5] != RMF_ENVELOPE_VERSION)
+        return "ERR unsupported dump version";
+    if (dedup_get_u64(h + 80) != dedup_hash(h, 80, 0).lo)
+        return "ERR header checksum mismatch";
+    e->kind = (rmf_kind)h[4];
+    if (e->kind != RMF_BLOOM && e->kind != RMF_DEDUP && e->kind != RMF_CUCKOO)
+        return "ERR unknown filter kind in dump";
+    if (expect && e->kind != expect)
+        return "ERR dump holds another filter kind";
+    e->flags = (uint32_t)h[6] | (uint32_t)h[7] << 8;
+    e->items = dedup_get_u64(h + 8);
+    e->deleted = dedup_get_u64(h + 16);
+    e->capacity = dedup_get_u64(h + 24);
+    e->error_rate = dedup_get_f64(h + 32);
+    e->expansion = dedup_get_u32(h + 40);
+    e->bucket_size = dedup_get_u32(h + 44);
+    e->aux = dedup_get_u32(h + 48);
+    e->nblobs = dedup_get_u32(h + 52);
+    e->window_ms = dedup_get_u64(h + 56);
+    e->cur_slot = dedup_get_u64(h + 64);
+    e->blobs_len = dedup_get_u64(h + 72);
+    if (e->capacity < 1 || e->capacity > c->max_capacity)
+        return "ERR dump capacity out of range";
+    if (e->blobs_len > c->max_memory)
+        return "ERR dump larger than the per-key memory limit (module argument MAX_MEMORY)";
+    if (e->kind == RMF_BLOOM) {
+        bool ns = e->flags & 1;
+        if ((e->flags & ~1u) || e->deleted || e->bucket_size || e->aux || e->window_ms ||
+            e->cur_slot)
+            return "ERR corrupted dump header";
+        if (!(e->error_rate >= DEDUP_MIN_FPR && e->error_rate < 1))
+            return "ERR corrupted dump header (error rate)";
+        if (ns ? (e->nblobs != 1 || e->expansion != 0)
+               : (e->nblobs < 1 || e->nblobs > DEDUP_MAX_CHAIN || e->expansion < 1 ||
+                  e->expansion > c->max_expansion))
+            return "ERR corrupted dump header (links)";
+    } else if (e->kind == RMF_DEDUP) {
+        if (e->flags || e->deleted || e->bucket_size || e->expansion)
+            return "ERR corrupted dump header";
+        if (!(e->error_rate > 0 && e->error_rate < 1) || e->error_rate / e->aux < DEDUP_MIN_FPR)
+            return "ERR corrupted dump header (error rate)";
+        if (e->aux < DD_MIN_GEN || e->aux > DD_MAX_GEN || e->nblobs != e->aux)
+            return "ERR corrupted dump header (generations)";
+        if (e->window_ms < 1 || e->window_ms > UINT64_C(1) << 50)
+            return "ERR corrupted dump header (window)";
+    } else {
+        return "ERR cuckoo dumps are not supported by this build";
+    }
+    return NULL;
+}
+
+static rmf_err load_blobs(dedup_source src, const envelope *e, const rmf_config *c,
+                          const dedup_allocator *a, rmf_obj **out)
+{
+    rmf_obj *o = obj_new(e->kind, a);
+    if (!o)
+        return "ERR allocation failure";
+    o->items = e->items;
+    o->deleted = e->deleted;
+    o->capacity = e->capacity;
+    o->error_rate = e->error_rate;
+    o->expansion = e->expansion;
+    o->nonscaling = e->flags & 1;
+    o->window_ms = e->window_ms;
+    o->cur_slot = e->cur_slot;
+    o->max_memory = c->max_memory;
+    uint64_t before = src.remaining ? src.remaining(src.ctx) : UINT64_MAX;
+    if (before != UINT64_MAX && before < e->blobs_len) {
+        rmf_free(o);
+        return "ERR dump truncated";
+    }
+    rmf_err err = NULL;
+    for (uint32_t i = 0; i < e->nblobs && !err; i++) {
+        dedup_status s = dedup_bloom_load(src, obj_allocator(o), &o->links[i]);
+        if (s != DEDUP_OK) {
+            err = s == DEDUP_ERR_NOMEM ? "ERR allocation failure"
+                                       : "ERR corrupted filter in dump";
+            break;
+        }
+        o->nlinks = i + 1;
+        dedup_bloom *b = o->links[i];
+        if (dedup_bloom_seed(b) != dedup_bloom_seed(o->links[0]))
+            err = "ERR corrupted dump (seeds differ)";
+        else if (rmf_memory_usage(o) > c->max_memory)
+            err = "ERR dump larger than the per-key memory limit (module argument MAX_MEMORY)";
+        else if (e->kind == RMF_BLOOM) {
+            uint64_t cap;
+            double p;
+            if (dedup_bloom_get_kind(b) != DEDUP_BLOOM_CLASSIC)
+                err = "ERR corrupted dump (link layout)";
+            else if (o->nonscaling) {
+                if (dedup_bloom_capacity(b) != e->capacity ||
+                    dedup_bloom_target_fpr(b) != e->error_rate)
+                    err = "ERR corrupted dump (link shape)";
+            } else if (!bf_link_shape(e->capacity, e->expansion, e->error_rate, i, &cap, &p) ||
+                       dedup_bloom_capacity(b) != cap ||
+                       fabs(dedup_bloom_target_fpr(b) - p) > p * 1e-9)
+                err = "ERR corrupted dump (link shape)";
+        } else if (dedup_bloom_get_kind(b) != DEDUP_BLOOM_BLOCKED ||
+                   dedup_bloom_capacity(b) != dedup_bloom_capacity(o->links[0]) ||
+                   dedup_bloom_target_fpr(b) != dedup_bloom_target_fpr(o->links[0])) {
+            err = "ERR corrupted dump (generation shape)";
+        }
+    }
+    if (!err) {
+        uint64_t after = src.remaining ? src.remaining(src.ctx) : UINT64_MAX;
+        if (before != UINT64_MAX && before - after != e->blobs_len)
+            err = "ERR corrupted dump (blob lengths)";
+    }
+    if (!err && e->kind == RMF_BLOOM) {
+        uint64_t lo = bf_items_before_last(o), hi = lo + dedup_bloom_capacity(o->links[o->nlinks - 1]);
+        if (o->items < lo || o->items > hi)
+            err = "ERR corrupted dump (item count)";
+    }
+    if (!err && e->kind == RMF_DEDUP) {
+        uint32_t g = o->nlinks;
+        o->slot_ms = (o->window_ms + (g - 2) - 1) / (g - 2);
+        if (dedup_bloom_capacity(o->links[0]) != (o->capacity + (g - 2) - 1) / (g - 2) ||
+            fabs(dedup_bloom_target_fpr(o->links[0]) - o->error_rate / g) > 1e-9 * o->error_rate)
+            err = "ERR corrupted dump (generation shape)";
+    }
+    if (err) {
+        rmf_free(o);
+        return err;
+    }
+    *out = o;
+    return NULL;
+}
+
+rmf_err rmf_load(dedup_source src, rmf_kind expect, const rmf_config *c,
+                 const dedup_allocator *a, rmf_obj **out)
+{
+    *out = NULL;
+    unsigned char h[RMF_ENVELOPE_SIZE];
+    if (src.read(src.ctx, h, sizeof h) != DEDUP_OK)
+        return "ERR dump truncated";
+    envelope e;
+    rmf_err err = envelope_decode(h, sizeof h, expect, c, &e);
+    if (err)
+        return err;
+    return load_blobs(src, &e, c, a, out);
+}
+
+/* ---- chunked loading ---------------------------------------------------------- */
+
+struct rmf_partial {
+    dedup_allocator alloc;
+    rmf_kind kind;
+    uint64_t total, received;
+    unsigned char *data;
+};
+
+rmf_err rmf_partial_begin(const void *hdr, size_t len, rmf_kind expect, const rmf_config *c,
+                          const dedup_allocator *a, rmf_partial **out)
+{
+    *out = NULL;
+    envelope e;
+    rmf_err err = envelope_decode(hdr, len, expect, c, &e);
+    if (err)
+        return err;
+    rmf_partial *p = obj_alloc(a, sizeof *p);
+    if (!p)
+        return "ERR allocation failure";
+    memset(p, 0, sizeof *p);
+    if (a)
+        p->alloc = *a;
+    p->kind = e.kind;
+    p->total = RMF_ENVELOPE_SIZE + e.blobs_len;
+    if (p->total > SIZE_MAX || !(p->data = obj_alloc(a, (size_t)p->total))) {
+        obj_free(a, p);
+        return "ERR allocation failure";
+    }
+    memcpy(p->data, hdr, RMF_ENVELOPE_SIZE);
+    p->received = RMF_ENVELOPE_SIZE;
+    *out = p;
+    return NULL;
+}
+
+rmf_err rmf_partial_append(rmf_partial *p, uint64_t offset, const void *data, size_t len)
+{
+    if (offset != p->received)
+        return "ERR chunk out of order (LOADCHUNK expects the chunks SCANDUMP returned, in order)";
+    if (len > p->total - p->received)
+        return "ERR chunk goes past the end of the dump";
+    if (len)
+        memcpy(p->data + p->received, data, len);
+    p->received += len;
+    return NULL;
+}
+
+uint64_t rmf_partial_received(const rmf_partial *p) { return p->received; }
+uint64_t rmf_partial_total(const rmf_partial *p) { return p->total; }
+rmf_kind rmf_partial_kind(const rmf_partial *p) { return p->kind; }
+const unsigned char *rmf_partial_data(const rmf_partial *p) { return p->data; }
+
+rmf_err rmf_partial_finish(const rmf_partial *p, const rmf_config *c, rmf_obj **out)
+{
+    *out = NULL;
+    if (p->received != p->total)
+        return "ERR dump incomplete";
+    dedup_mem_source m;
+    dedup_source src = dedup_mem_source_init(&m, p->data, (size_t)p->total);
+    rmf_err err = rmf_load(src, p->kind, c, p->alloc.malloc_fn ? &p->alloc : NULL, out);
+    if (!err && m.pos != m.len) {
+        rmf_free(*out);
+        *out = NULL;
+        return "ERR trailing bytes after the dump";
+    }
+    return err;
+}
+
+size_t rmf_partial_memory_usage(const rmf_partial *p) { return sizeof *p + (size_t)p->total; }
+
+void rmf_partial_free(rmf_partial *p)
+{
+    if (!p)
+        return;
+    dedup_allocator a = p->alloc;
+    const dedup_allocator *ap = a.malloc_fn ? &a : NULL;
+    obj_free(ap, p->data);
+    obj_free(ap, p);
+}
