@@ -11,7 +11,8 @@
  *
  * Expiring dedup values: G generations of blocked Bloom filters, each
  * covering one time slot of s = ceil(window / (G-2)) ms and sized for
- * capacity / (G-2) items at p / G.  An add always records the item in the
+ * 'capacity' items at p / G (all the items of a window may arrive within one
+ * slot, so each generation must hold them at its share of the rate).  An add always records the item in the
  * newest generation (so "seen" means "last seen"); a query looks at the G
  * newest slots.  An item seen at time t0 is therefore remembered at least
  * until t0 + window and at most until t0 + G*s (window * G/(G-2)).
@@ -304,7 +305,7 @@ rmf_err rmf_dd_create(const rmf_dd_params *p, const rmf_config *c, const dedup_a
     o->slot_ms = (p->window_ms + (g - 2) - 1) / (g - 2);
     o->max_memory = c->max_memory;
     o->cur_slot = p->now_ms / o->slot_ms;
-    uint64_t per_gen = (p->capacity + (g - 2) - 1) / (g - 2);
+    uint64_t per_gen = p->capacity; /* a burst may bring all of them in one slot */
     for (uint32_t i = 0; i < g; i++) {
         rmf_err e = new_bloom(o, DEDUP_BLOOM_BLOCKED, per_gen, p->error_rate / g, &o->links[i]);
         if (e) {
@@ -640,7 +641,7 @@ static rmf_err load_blobs(dedup_source src, const envelope *e, const rmf_config 
     if (!err && e->kind == RMF_DEDUP) {
         uint32_t g = o->nlinks;
         o->slot_ms = (o->window_ms + (g - 2) - 1) / (g - 2);
-        if (dedup_bloom_capacity(o->links[0]) != (o->capacity + (g - 2) - 1) / (g - 2) ||
+        if (dedup_bloom_capacity(o->links[0]) != o->capacity ||
             fabs(dedup_bloom_target_fpr(o->links[0]) - o->error_rate / g) > 1e-9 * o->error_rate)
             err = "ERR corrupted dump (generation shape)";
     }

@@ -70,6 +70,11 @@ class Server:
         while True:
             try:
                 self.client().ping()
+                if PRELOAD:
+                    # Canary: the sanitizer runtime must really be in the server.
+                    with open("/proc/%d/maps" % self.proc.pid) as f:
+                        if "libasan" not in f.read():
+                            raise RuntimeError("ASan runtime not loaded into redis-server")
                 return self
             except redis.exceptions.ConnectionError:
                 if self.proc.poll() is not None or time.time() > deadline:
