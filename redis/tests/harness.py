@@ -37,11 +37,14 @@ def free_port():
 
 
 class Server:
-    """A redis-server with the module loaded.  'persist' enables RDB save
-    (on SHUTDOWN) or AOF; 'module_args' are passed after the module path."""
+    """A redis-server with the module loaded.  'appendonly' turns the AOF
+    on; stop(save=True) writes dump.rdb; 'server_args' are extra server
+    options, 'module_args' are passed after the module path."""
 
-    def __init__(self, module_args=(), appendonly=False, rdb=False, directory=None):
+    def __init__(self, module_args=(), appendonly=False, rdb=False, directory=None,
+                 server_args=()):
         self.module_args = [str(a) for a in module_args]
+        self.server_args = [str(a) for a in server_args]
         self.appendonly = appendonly
         self.rdb = rdb
         self.own_dir = directory is None
@@ -57,8 +60,8 @@ class Server:
         args = [SERVER, "--port", str(self.port), "--bind", "127.0.0.1",
                 "--dir", self.dir, "--logfile", log, "--daemonize", "no",
                 "--save", "", "--appendonly", "yes" if self.appendonly else "no",
-                "--dbfilename", "dump.rdb", "--enable-debug-command", "yes",
-                "--loadmodule", MODULE] + self.module_args
+                "--dbfilename", "dump.rdb", "--enable-debug-command", "yes"
+                ] + self.server_args + ["--loadmodule", MODULE] + self.module_args
         env = dict(os.environ)
         if PRELOAD:
             env["LD_PRELOAD"] = PRELOAD
