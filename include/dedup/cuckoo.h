@@ -29,8 +29,8 @@
  * per item at 95% load.
  *
  * Sizing: nb = ceil(capacity / (b * a)) with the planned load a = 0.94 for
- * b = 4 (0.45 for b = 1, 0.84 for b = 2, 0.92 for b = 3, 0.96 for b >= 8,
- * linear in between), so 'capacity' items fit with a margin: a table with
+ * b = 4 (0.45 for b = 1, 0.80 for b = 2, 0.88 for b = 3, 0.96 for b >= 8,
+ * linear from 4 to 8), so 'capacity' items fit with a margin: a table with
  * b = 4 and the default max_kicks = 500 reaches at least 95% load before an
  * insert fails (tested).  params.buckets sets nb directly instead.
  *
@@ -50,9 +50,20 @@
  * Queries, counts and deletes look at every link.  The FPR of a chain is at
  * most the sum of its links' rates.
  *
- * Deleting removes one copy of a fingerprint from one of the key's buckets;
- * delete only keys that were added (deleting a false positive removes
- * another key's fingerprint, which may create a false negative for it).
+ * Deleting removes one copy of the key's fingerprint from one of its
+ * buckets (newest link first).  Delete only keys that were added: deleting
+ * a false positive removes another key's fingerprint, which may create a
+ * false negative for it.  In one table, deleting an added key is exact: a
+ * fingerprint equal to the key's in one of its buckets has the same bucket
+ * pair (alt depends only on bucket and fingerprint), so any such copy is
+ * interchangeable with the key's own.  The same holds across the links of
+ * a chain with expansion 1 (every link has nb buckets, so a key has the
+ * same pair in each).  With expansion >= 2 the links map a key to
+ * different pairs, and when the key's fingerprint also shows up (falsely)
+ * in a newer link than the one holding its copy, the delete removes that
+ * other key's copy: per delete this happens with probability below the
+ * filter's false-positive rate (fpr_current), and makes the other key a
+ * false negative.  Use expansion 0 or 1 when exact deletes matter.
  * The same key may be added several times (up to 2b copies per link);
  * dedup_cuckoo_count() counts them.
  *

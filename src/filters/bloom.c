@@ -925,12 +925,9 @@ dedup_status dedup_bloom_load(dedup_source src, const dedup_allocator *alloc, de
     if (!out || !src.read)
         return DEDUP_ERR_INVALID_ARG;
     *out = NULL;
-    dedup_decoder *dec;
+    dedup_decoder decoder, *dec = &decoder; /* ~5 KB; 64-byte aligned */
     dedup_allocator a;
     dd_allocator_resolve(&a, alloc);
-    dec = dd_malloc(&a, sizeof *dec);
-    if (!dec)
-        return DEDUP_ERR_NOMEM;
     dedup_bloom *bf = NULL;
     dedup_status s = dedup_decoder_begin(dec, src, 0);
     if (s)
@@ -981,7 +978,6 @@ dedup_status dedup_bloom_load(dedup_source src, const dedup_allocator *alloc, de
             s = DEDUP_ERR_CORRUPT;
     }
 done:
-    dd_free(&a, dec);
     if (s) {
         dedup_bloom_free(bf);
         return s;

@@ -1,0 +1,85 @@
+/*
+ * dedup/bitmap.h - a dense bitset of up to DEDUP_MAX_BITS (2^40) bits.
+ *
+ * Bit i lives in 64-bit word i / 64 at bit position i % 64 (the same layout
+ * as Redis SETBIT/GETBIT within each word, little-endian words on disk).
+ * Every index is checked: an index >= the bitmap's size is DEDUP_ERR_RANGE
+ * and changes nothing.
+ *
+ * Thread-safety: queries (get, popcount, save) may run concurrently with
+ * each other; any write (set, clear, test_and_set, and/or/xor, clear_all,
+ * load) needs exclusive access.
+ */
+#ifndef DEDUP_BITMAP_H
+#define DEDUP_BITMAP_H
+
+#include "dedup/common.h"
+#include "dedup/format.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct dedup_bitmap dedup_bitmap;
+
+typedef struct dedup_bitmap_params {
+    uint64_t nbits; /* size in bits, 1 .. DEDUP_MAX_BITS; required */
+} dedup_bitmap_params;
+
+/* Defaults: nbits 0 (must be set). */
+void dedup_bitmap_params_init(dedup_bitmap_params *params);
+
+/* Creates a bitmap with every bit 0.  Memory: ceil(nbits / 64) * 8 bytes.
+ * Errors: DEDUP_ERR_INVALID_ARG (nbits 0, NULL pointers), DEDUP_ERR_LIMIT
+ * (nbits > DEDUP_MAX_BITS), DEDUP_ERR_NOMEM. */
+dedup_status dedup_bitmap_create(const dedup_bitmap_params *params, const dedup_allocator *alloc,
+                                 dedup_bitmap **out);
+/* Frees the bitmap; NULL is a no-op. */
+void dedup_bitmap_free(dedup_bitmap *bm);
+
+/* Number of bits. */
+uint64_t dedup_bitmap_size(const dedup_bitmap *bm);
+
+/* Sets / clears bit 'i'.  DEDUP_ERR_RANGE if i >= size. */
+dedup_status dedup_bitmap_set(dedup_bitmap *bm, uint64_t i);
+dedup_status dedup_bitmap_clear(dedup_bitmap *bm, uint64_t i);
+/* Stores bit 'i' in *value.  DEDUP_ERR_RANGE if i >= size (*value false). */
+dedup_status dedup_bitmap_get(const dedup_bitmap *bm, uint64_t i, bool *value);
+/* Sets bit 'i' and stores its previous value in *was_set (may be NULL).
+ * DEDUP_ERR_RANGE if i >= size (nothing changed, *was_set false). */
+dedup_status dedup_bitmap_test_and_set(dedup_bitmap *bm, uint64_t i, bool *was_set);
+
+/* Bits set, O(size / 64). */
+uint64_t dedup_bitmap_popcount(const dedup_bitmap *bm);
+/* Sets every bit to 0. */
+void dedup_bitmap_clear_all(dedup_bitmap *bm);
+
+/* dst = dst OP src, word by word.  DEDUP_ERR_INCOMPATIBLE unless both have
+ * the same size (dst unchanged).  dst == src is allowed. */
+dedup_status dedup_bitmap_and(dedup_bitmap *dst, const dedup_bitmap *src);
+dedup_status dedup_bitmap_or(dedup_bitmap *dst, const dedup_bitmap *src);
+dedup_status dedup_bitmap_xor(dedup_bitmap *dst, const dedup_bitmap *src);
+
+/* Bytes held, the struct included. */
+size_t dedup_bitmap_memory_usage(const dedup_bitmap *bm);
+
+/* ---- Persistence (docs/FORMAT.md: type BITMAP) ---------------------------
+ * The file's hash seed field is 0 (a bitmap holds indexes, not digests). */
+dedup_status dedup_bitmap_save(const dedup_bitmap *bm, dedup_sink *sink);
+/* Bytes dedup_bitmap_save() writes. */
+uint64_t dedup_bitmap_serialized_size(const dedup_bitmap *bm);
+/* Validates every field and the checksum before returning the bitmap;
+ * reads the words straight into place.  Errors: the decoder's (BAD_MAGIC,
+ * VERSION, WRONG_TYPE, TRUNCATED, CORRUPT, CHECKSUM), LIMIT, NOMEM, IO.
+ * Bytes after the checksum are left unread in 'src'. */
+dedup_status dedup_bitmap_load(dedup_source src, const dedup_allocator *alloc,
+                               dedup_bitmap **out);
+/* Atomic save to a path; load from one (trailing bytes: DEDUP_ERR_CORRUPT). */
+dedup_status dedup_bitmap_save_file(const dedup_bitmap *bm, const char *path);
+dedup_status dedup_bitmap_load_file(const char *path, const dedup_allocator *alloc,
+                                    dedup_bitmap **out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* DEDUP_BITMAP_H */
