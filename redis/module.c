@@ -594,6 +594,295 @@ static int bf_loadchunk(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
     return loadchunk(ctx, argv, argc, &BF);
 }
 
+/* ==== CF.* ======================================================================= */
+
+static void cf_defaults(rmf_cf_params *p)
+{
+    p->capacity = config.cf_initial_size;
+    p->bucket_size = config.cf_bucket_size;
+    p->max_iterations = config.cf_max_iterations;
+    p->expansion = config.cf_expansion;
+}
+
+/* CF.RESERVE key capacity [BUCKETSIZE b] [MAXITERATIONS m] [EXPANSION e] */
+static int cf_reserve(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
+{
+    if (argc < 3 || argc % 2 == 0)
+        return RedisModule_WrongArity(ctx);
+    rmf_cf_params p;
+    cf_defaults(&p);
+    long long v;
+    if (!arg_ll(argv[2], &v) || v < 0)
+        return RedisModule_ReplyWithError(ctx, "ERR Bad capacity");
+    p.capacity = (uint64_t)v;
+    for (int i = 3; i + 1 < argc; i += 2) {
+        if (arg_is(argv[i], "BUCKETSIZE")) {
+            if (!arg_ll(argv[i + 1], &v))
+                return RedisModule_ReplyWithError(ctx, "ERR Couldn't parse BUCKETSIZE");
+            if (v <= 0 || v > 255)
+                return RedisModule_ReplyWithError(
+                    ctx, "ERR BUCKETSIZE parameter needs to be a positive integer (at most 255)");
+            p.bucket_size = (uint32_t)v;
+        } else if (arg_is(argv[i], "MAXITERATIONS")) {
+            if (!arg_ll(argv[i + 1], &v))
+                return RedisModule_ReplyWithError(ctx, "ERR Couldn't parse MAXITERATIONS");
+            if (v <= 0 || v > 65535)
+                return RedisModule_ReplyWithError(
+                    ctx, "ERR MAXITERATIONS parameter needs to be a positive integer (at most 65535)");
+            p.max_iterations = (uint32_t)v;
+        } else if (arg_is(argv[i], "EXPANSION")) {
+            if (!arg_ll(argv[i + 1], &v))
+                return RedisModule_ReplyWithError(ctx, "ERR Couldn't parse EXPANSION");
+            if (v < 0 || v > 32768)
+                return RedisModule_ReplyWithError(
+                    ctx, "ERR EXPANSION parameter needs to be a non-negative integer (at most 32768)");
+            p.expansion = (uint32_t)v;
+        } else {
+            return RedisModule_ReplyWithError(ctx, "ERR unknown argument received");
+        }
+    }
+    if (p.capacity < 2ull * p.bucket_size)
+        return RedisModule_ReplyWithError(ctx, "ERR Capacity must be at least (BucketSize * 2)");
+    RedisModuleKey *key = RedisModule_OpenKey(ctx, argv[1], REDISMODULE_READ | REDISMODULE_WRITE);
+    rm_value *val;
+    key_status ks = lookup(key, &CF, &val);
+    if (ks != K_EMPTY) {
+        close_key(key);
+        return RedisModule_ReplyWithError(ctx, ks == K_WRONGTYPE ? REDISMODULE_ERRORMSG_WRONGTYPE
+                                                                 : ERR_EXISTS);
+    }
+    rmf_obj *o;
+    rmf_err e = rmf_cf_create(&p, &config, &ALLOC, &o);
+    if (!e && store_new(key, &CF, o) != 0)
+        e = "ERR allocation failure";
+    close_key(key);
+    if (e)
+        return RedisModule_ReplyWithError(ctx, e);
+    RedisModule_ReplicateVerbatim(ctx);
+    return RedisModule_ReplyWithSimpleString(ctx, "OK");
+}
+
+static int cf_insert_common(RedisModuleCtx *ctx, RedisModuleString *name, RedisModuleString **items,
+                            int nitems, int multi, int nx, int autocreate,
+                            const rmf_cf_params *p)
+{
+    RedisModuleKey *key;
+    int empty;
+    rmf_obj *o = open_obj(ctx, name, &CF, REDISMODULE_READ | REDISMODULE_WRITE, &key, 1, &empty);
+    if (!o && !empty) {
+        close_key(key);
+        return REDISMODULE_OK;
+    }
+    if (!o) {
+        if (!autocreate) {
+            close_key(key);
+            return RedisModule_ReplyWithError(ctx, ERR_NOT_FOUND);
+        }
+        rmf_err e = rmf_cf_create(p, &config, &ALLOC, &o);
+        if (!e && store_new(key, &CF, o) != 0)
+            e = "ERR allocation failure";
+        if (e) {
+            close_key(key);
+            return RedisModule_ReplyWithError(ctx, e);
+        }
+    }
+    rmf_err e = rmf_cf_can_grow(o);
+    if (e) {
+        close_key(key);
+        return RedisModule_ReplyWithError(ctx, e);
+    }
+    if (multi)
+        RedisModule_ReplyWithArray(ctx, nitems);
+    for (int i = 0; i < nitems; i++) {
+        size_t len;
+        const char *s = RedisModule_StringPtrLen(items[i], &len);
+        /* Checked per item: one add grows by at most one sub-filter, so
+         * the filter never passes CF_MAX_EXPANSIONS or MAX_MEMORY. */
+        if (i > 0 && (e = rmf_cf_can_grow(o)) != NULL) {
+            RedisModule_ReplyWithError(ctx, e);
+            continue;
+        }
+        int rc = rmf_cf_add(o, s, len, nx, &e);
+        if (rc == -2)
+            RedisModule_ReplyWithError(ctx, e);
+        else if (rc == -1 && !multi)
+            RedisModule_ReplyWithError(ctx, "ERR Filter is full");
+        else
+            RedisModule_ReplyWithLongLong(ctx, rc);
+    }
+    close_key(key);
+    RedisModule_ReplicateVerbatim(ctx);
+    return REDISMODULE_OK;
+}
+
+static int cf_add(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
+{
+    if (argc != 3)
+        return RedisModule_WrongArity(ctx);
+    rmf_cf_params p;
+    cf_defaults(&p);
+    return cf_insert_common(ctx, argv[1], argv + 2, 1, 0, 0, 1, &p);
+}
+
+static int cf_addnx(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
+{
+    if (argc != 3)
+        return RedisModule_WrongArity(ctx);
+    rmf_cf_params p;
+    cf_defaults(&p);
+    return cf_insert_common(ctx, argv[1], argv + 2, 1, 0, 1, 1, &p);
+}
+
+/* CF.INSERT / CF.INSERTNX key [CAPACITY c] [NOCREATE] ITEMS item... */
+static int cf_insert_cmd(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, int nx)
+{
+    if (argc < 4)
+        return RedisModule_WrongArity(ctx);
+    rmf_cf_params p;
+    cf_defaults(&p);
+    int autocreate = 1, items = -1;
+    for (int i = 2; i < argc && items < 0; i++) {
+        if (arg_is(argv[i], "ITEMS")) {
+            items = i + 1;
+        } else if (arg_is(argv[i], "NOCREATE")) {
+            autocreate = 0;
+        } else if (arg_is(argv[i], "CAPACITY")) {
+            long long c;
+            if (i + 1 == argc)
+                return RedisModule_WrongArity(ctx);
+            if (!arg_ll(argv[++i], &c) || c < 0)
+                return RedisModule_ReplyWithError(ctx, "ERR Bad capacity");
+            if ((uint64_t)c < 2ull * p.bucket_size)
+                return RedisModule_ReplyWithError(ctx,
+                                                  "ERR Capacity must be at least (BucketSize * 2)");
+            p.capacity = (uint64_t)c;
+        } else {
+            return RedisModule_ReplyWithError(ctx, "ERR unknown argument received");
+        }
+    }
+    if (items < 0 || items >= argc)
+        return RedisModule_WrongArity(ctx);
+    return cf_insert_common(ctx, argv[1], argv + items, argc - items, 1, nx, autocreate, &p);
+}
+
+static int cf_insert(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
+{
+    return cf_insert_cmd(ctx, argv, argc, 0);
+}
+static int cf_insertnx(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
+{
+    return cf_insert_cmd(ctx, argv, argc, 1);
+}
+
+/* EXISTS, MEXISTS and COUNT: 0 for a missing key. */
+static int cf_query(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, int multi, int count)
+{
+    RedisModuleKey *key;
+    int empty;
+    rmf_obj *o = open_obj(ctx, argv[1], &CF, REDISMODULE_READ, &key, 1, &empty);
+    if (!o && !empty) {
+        close_key(key);
+        return REDISMODULE_OK;
+    }
+    if (multi)
+        RedisModule_ReplyWithArray(ctx, argc - 2);
+    for (int i = 2; i < argc; i++) {
+        size_t len;
+        const char *s = RedisModule_StringPtrLen(argv[i], &len);
+        long long v = 0;
+        if (o)
+            v = count ? (long long)rmf_cf_count(o, s, len) : rmf_cf_exists(o, s, len);
+        RedisModule_ReplyWithLongLong(ctx, v);
+    }
+    close_key(key);
+    return REDISMODULE_OK;
+}
+
+static int cf_exists(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
+{
+    if (argc != 3)
+        return RedisModule_WrongArity(ctx);
+    return cf_query(ctx, argv, argc, 0, 0);
+}
+static int cf_mexists(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
+{
+    if (argc < 3)
+        return RedisModule_WrongArity(ctx);
+    return cf_query(ctx, argv, argc, 1, 0);
+}
+static int cf_count(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
+{
+    if (argc != 3)
+        return RedisModule_WrongArity(ctx);
+    return cf_query(ctx, argv, argc, 0, 1);
+}
+
+static int cf_del(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
+{
+    if (argc != 3)
+        return RedisModule_WrongArity(ctx);
+    RedisModuleKey *key = RedisModule_OpenKey(ctx, argv[1], REDISMODULE_READ | REDISMODULE_WRITE);
+    rm_value *v;
+    key_status ks = lookup(key, &CF, &v);
+    if (ks != K_OK) {
+        close_key(key);
+        return RedisModule_ReplyWithError(ctx, ks == K_WRONGTYPE ? REDISMODULE_ERRORMSG_WRONGTYPE
+                                                                 : "ERR Not found");
+    }
+    if (!v->obj) {
+        close_key(key);
+        return RedisModule_ReplyWithError(ctx, ERR_LOADING);
+    }
+    size_t len;
+    const char *s = RedisModule_StringPtrLen(argv[2], &len);
+    int deleted = rmf_cf_del(v->obj, s, len);
+    close_key(key);
+    RedisModule_ReplicateVerbatim(ctx);
+    return RedisModule_ReplyWithLongLong(ctx, deleted);
+}
+
+static int cf_info(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
+{
+    if (argc != 2)
+        return RedisModule_WrongArity(ctx);
+    RedisModuleKey *key;
+    rmf_obj *o = open_obj(ctx, argv[1], &CF, REDISMODULE_READ, &key, 0, NULL);
+    if (!o) {
+        close_key(key);
+        return REDISMODULE_OK;
+    }
+    rmf_cf_info i;
+    rmf_cf_get_info(o, &i);
+    RedisModule_ReplyWithArray(ctx, 16);
+    RedisModule_ReplyWithSimpleString(ctx, "Size");
+    RedisModule_ReplyWithLongLong(ctx, (long long)(sizeof(rm_value) + rmf_memory_usage(o)));
+    RedisModule_ReplyWithSimpleString(ctx, "Number of buckets");
+    RedisModule_ReplyWithLongLong(ctx, (long long)i.buckets);
+    RedisModule_ReplyWithSimpleString(ctx, "Number of filters");
+    RedisModule_ReplyWithLongLong(ctx, i.filters);
+    RedisModule_ReplyWithSimpleString(ctx, "Number of items inserted");
+    RedisModule_ReplyWithLongLong(ctx, (long long)i.items);
+    RedisModule_ReplyWithSimpleString(ctx, "Number of items deleted");
+    RedisModule_ReplyWithLongLong(ctx, (long long)i.deleted);
+    RedisModule_ReplyWithSimpleString(ctx, "Bucket size");
+    RedisModule_ReplyWithLongLong(ctx, i.bucket_size);
+    RedisModule_ReplyWithSimpleString(ctx, "Expansion rate");
+    RedisModule_ReplyWithLongLong(ctx, i.expansion);
+    RedisModule_ReplyWithSimpleString(ctx, "Max iterations");
+    RedisModule_ReplyWithLongLong(ctx, i.max_iterations);
+    close_key(key);
+    return REDISMODULE_OK;
+}
+
+static int cf_scandump(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
+{
+    return scandump(ctx, argv, argc, &CF, 1);
+}
+static int cf_loadchunk(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
+{
+    return loadchunk(ctx, argv, argc, &CF);
+}
+
 /* ==== DEDUP.* ====================================================================== */
 
 static uint64_t now_ms(void) { return (uint64_t)RedisModule_Milliseconds(); }
@@ -1007,6 +1296,8 @@ static int parse_config(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
             config.cf_expansion = (uint32_t)ll;
         else if (arg_is(argv[i], "CF_MAX_EXPANSIONS") && is_ll && ll >= 1 && ll <= 64)
             config.cf_max_expansions = (uint32_t)ll;
+        else if (arg_is(argv[i], "CF_ERROR_RATE") && is_d && d >= 1e-9 && d < 1)
+            config.cf_error_rate = d;
         else if (arg_is(argv[i], "MAX_MEMORY") && is_ll && ll >= 1024)
             config.max_memory = (uint64_t)ll;
         else if (arg_is(argv[i], "MAX_CAPACITY") && is_ll && ll >= 1)
@@ -1039,6 +1330,18 @@ static const command COMMANDS[] = {
     {"bf.card", bf_card, "readonly fast", "Number of items added (new ones only)", "O(1)", 2},
     {"bf.scandump", bf_scandump, "readonly", "Dumps the filter in chunks: BF.SCANDUMP key iter (start with 0, stop when it returns 0)", "O(n)", 3},
     {"bf.loadchunk", bf_loadchunk, "write deny-oom", "Restores a filter from the chunks of BF.SCANDUMP, in order", "O(n)", 4},
+    {"cf.reserve", cf_reserve, "write deny-oom", "Creates an empty cuckoo filter: CF.RESERVE key capacity [BUCKETSIZE b] [MAXITERATIONS m] [EXPANSION e]", "O(1)", -3},
+    {"cf.add", cf_add, "write deny-oom fast", "Adds an item (again if present), creating the filter if needed; 1, or error when full", "O(1)", 3},
+    {"cf.addnx", cf_addnx, "write deny-oom fast", "Adds an item only if it may not be present; 1 added, 0 present", "O(filters)", 3},
+    {"cf.insert", cf_insert, "write deny-oom", "Adds items: CF.INSERT key [CAPACITY c] [NOCREATE] ITEMS item...; per item 1, or -1 when there is no room", "O(n)", -4},
+    {"cf.insertnx", cf_insertnx, "write deny-oom", "CF.ADDNX for several items: per item 1, 0 or -1", "O(n * filters)", -4},
+    {"cf.exists", cf_exists, "readonly fast", "1 if the item may be present, 0 if certainly not", "O(filters)", 3},
+    {"cf.mexists", cf_mexists, "readonly fast", "CF.EXISTS for several items", "O(n * filters)", -3},
+    {"cf.del", cf_del, "write fast", "Deletes one copy of an item; 1 deleted, 0 not found", "O(filters)", 3},
+    {"cf.count", cf_count, "readonly fast", "Copies of the item's fingerprint (at least adds minus deletes)", "O(filters)", 3},
+    {"cf.info", cf_info, "readonly fast", "Size, Number of buckets, Number of filters, Number of items inserted, Number of items deleted, Bucket size, Expansion rate, Max iterations", "O(1)", 2},
+    {"cf.scandump", cf_scandump, "readonly", "Dumps the filter in chunks: CF.SCANDUMP key iter", "O(n)", 3},
+    {"cf.loadchunk", cf_loadchunk, "write deny-oom", "Restores a filter from the chunks of CF.SCANDUMP, in order", "O(n)", 4},
     {"dedup.reserve", dd_reserve, "write deny-oom", "Creates an expiring dedup filter: DEDUP.RESERVE key window_ms error_rate capacity [GENERATIONS g]", "O(1)", -5},
     {"dedup.add", dd_add, "write deny-oom fast", "1 if the item was not seen within the window (and records it), else 0", "O(generations)", 3},
     {"dedup.madd", dd_madd, "write deny-oom fast", "DEDUP.ADD for several items; array of 1/0", "O(n * generations)", -3},

@@ -56,10 +56,11 @@ typedef struct rmf_config {
     uint64_t bf_initial_size;    /* INITIAL_SIZE, default 100 */
     uint32_t bf_expansion;       /* EXPANSION, default 2 */
     uint64_t cf_initial_size;    /* CF_INITIAL_SIZE, default 1024 */
-    uint32_t cf_bucket_size;     /* default 2 */
-    uint32_t cf_max_iterations;  /* default 20 */
+    uint32_t cf_bucket_size;     /* CF_BUCKET_SIZE, default 4 */
+    uint32_t cf_max_iterations;  /* CF_MAX_ITERATIONS, default 500 */
     uint32_t cf_expansion;       /* default 1 */
-    uint32_t cf_max_expansions;  /* CF_MAX_EXPANSIONS, default 32 */
+    uint32_t cf_max_expansions;  /* CF_MAX_EXPANSIONS: max sub-filters, default 32 */
+    double cf_error_rate;        /* CF_ERROR_RATE: picks the fingerprint size, 0.01 */
     uint64_t max_memory;         /* MAX_MEMORY: bytes per key, default 1 GiB */
     uint64_t max_capacity;       /* MAX_CAPACITY: items per reserve, default 2^32 */
     uint32_t max_expansion;      /* ceiling of EXPANSION, 32768 */
@@ -90,6 +91,34 @@ uint64_t rmf_bf_capacity(const rmf_obj *o);
 uint32_t rmf_bf_filters(const rmf_obj *o);
 bool rmf_bf_nonscaling(const rmf_obj *o);
 uint32_t rmf_bf_expansion(const rmf_obj *o);
+
+/* ---- Cuckoo ----------------------------------------------------------------- */
+typedef struct rmf_cf_params {
+    uint64_t capacity;
+    uint32_t bucket_size;
+    uint32_t max_iterations;
+    uint32_t expansion; /* 0: fixed size */
+} rmf_cf_params;
+
+typedef struct rmf_cf_info {
+    uint64_t buckets, items, deleted;
+    uint32_t filters, bucket_size, expansion, max_iterations, fingerprint_bits;
+    double fpr_full;
+} rmf_cf_info;
+
+rmf_err rmf_cf_create(const rmf_cf_params *p, const rmf_config *c, const dedup_allocator *a,
+                      rmf_obj **out);
+/* Whether the filter may still grow by one sub-filter (RedisBloom refuses
+ * inserts once CF_MAX_EXPANSIONS sub-filters exist; so do we, and also when
+ * the next one would pass MAX_MEMORY).  NULL if it may. */
+rmf_err rmf_cf_can_grow(const rmf_obj *o);
+/* 1 added, 0 already present (nx only), -1 no room, -2 error (*err set). */
+int rmf_cf_add(rmf_obj *o, const void *item, size_t len, bool nx, rmf_err *err);
+bool rmf_cf_exists(const rmf_obj *o, const void *item, size_t len);
+uint64_t rmf_cf_count(const rmf_obj *o, const void *item, size_t len);
+/* true if one copy was removed. */
+bool rmf_cf_del(rmf_obj *o, const void *item, size_t len);
+void rmf_cf_get_info(const rmf_obj *o, rmf_cf_info *out);
 
 /* ---- Expiring dedup ------------------------------------------------------ */
 typedef struct rmf_dd_params {
