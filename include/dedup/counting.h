@@ -7,7 +7,8 @@
  * non-zero.  Probes are derived from the digest exactly as for the classic
  * Bloom filter (dedup/bloom.h: enhanced double hashing, h1 = lo, h2 = hi,
  * probe i at h1 + i*h2 + (i^3 - i)/6, mapped onto [0, m) by multiply-shift),
- * and sized with the same formulas: m = ceil(-n ln p / (ln 2)^2) counters
+ * and sized with the same formulas (dedup_bloom_bits_for and
+ * dedup_bloom_k_for): m = ceil(-n ln p / (ln 2)^2) counters
  * (rounded up to a multiple of 16), k = round((m/n) ln 2), at least 1.  The
  * memory is therefore 4x that of a classic filter of the same (n, p).
  *

@@ -14,6 +14,7 @@
  */
 #include "dedup/counting.h"
 
+#include "dedup/bloom.h"
 #include "dedup/limits.h"
 #include "f2_util.h"
 #include "internal.h"
@@ -90,16 +91,6 @@ static bool fpr_ok(double p)
     return p >= DEDUP_MIN_FPR && p < 1.0;
 }
 
-static uint32_t k_for(uint64_t n, uint64_t m)
-{
-    double k = round((double)m / (double)n * LN2);
-    if (k < 1)
-        k = 1;
-    if (k > DEDUP_MAX_BLOOM_K)
-        k = DEDUP_MAX_BLOOM_K;
-    return (uint32_t)k;
-}
-
 static dedup_status alloc_filter(const dedup_allocator *alloc, uint64_t counters, uint32_t k,
                                  uint64_t capacity, double fpr, uint64_t seed,
                                  dedup_counting **out)
@@ -136,10 +127,10 @@ dedup_status dedup_counting_create(const dedup_counting_params *params,
     if (m == 0) {
         if (params->capacity == 0 || !fpr_ok(params->fpr))
             return DEDUP_ERR_INVALID_ARG;
-        double bits = ceil(-(double)params->capacity * log(params->fpr) / (LN2 * LN2));
-        if (bits > (double)(DEDUP_MAX_BITS / 4))
+        /* The classic filter's m and k (dedup/bloom.h), one counter per bit. */
+        m = dedup_bloom_bits_for(params->capacity, params->fpr);
+        if (m > DEDUP_MAX_BITS / 4)
             return DEDUP_ERR_LIMIT;
-        m = (uint64_t)bits;
     } else {
         if (params->capacity == 0 && params->k == 0)
             return DEDUP_ERR_INVALID_ARG;
@@ -148,12 +139,10 @@ dedup_status dedup_counting_create(const dedup_counting_params *params,
         if (m > DEDUP_MAX_BITS / 4)
             return DEDUP_ERR_LIMIT;
     }
+    uint32_t k = params->k ? params->k : dedup_bloom_k_for(params->capacity, m);
     m = (m + 15) & ~UINT64_C(15);
-    if (m == 0)
-        m = 16;
     if (m > DEDUP_MAX_BITS / 4)
         return DEDUP_ERR_LIMIT;
-    uint32_t k = params->k ? params->k : k_for(params->capacity, m);
     return alloc_filter(alloc, m, k, params->capacity, params->capacity ? params->fpr : 0.0,
                         params->seed, out);
 }
