@@ -1284,7 +1284,7 @@ static int parse_config(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
             config.bf_error_rate = d;
         else if ((arg_is(argv[i], "INITIAL_SIZE") || arg_is(argv[i], "CAPACITY")) && is_ll && ll > 0)
             config.bf_initial_size = (uint64_t)ll;
-        else if (arg_is(argv[i], "EXPANSION") && is_ll && ll >= 1 && ll <= 32768)
+        else if (arg_is(argv[i], "EXPANSION") && is_ll && ll >= 1 && ll <= 1024)
             config.bf_expansion = (uint32_t)ll;
         else if (arg_is(argv[i], "CF_INITIAL_SIZE") && is_ll && ll >= 2)
             config.cf_initial_size = (uint64_t)ll;

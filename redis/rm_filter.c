@@ -1,13 +1,16 @@
 /*
  * rm_filter.c - the module's values (see rm_filter.h), free of Redis.
  *
- * Bloom values: NONSCALING is one classic Bloom filter sized for exactly
- * (capacity, error rate), so it meets p at capacity with the optimal number
- * of bits.  A scaling value is a chain of classic filters: link i holds
- * capacity * expansion^i items at error rate p/2^(i+1), so the rate of the
- * whole chain stays below p however many links it grows (sum of p/2^(i+1)
- * < p).  A new link is added only when the last one has received its
- * capacity of new items; items go to the last link only.
+ * Bloom values are the library's scalable Bloom filter (dedup/scalable.h):
+ * a chain of classic Bloom links, link i planned for capacity * expansion^i
+ * new items at the rate p_i of the library's documented split (tightening
+ * 0.9, the p_i summing to p over the 64 links a chain may have), so the
+ * whole chain stays below p however far it grows.  NONSCALING is a chain
+ * of one link that gets the whole p: one classic filter sized for exactly
+ * (capacity, p), so it meets p at capacity with the optimal number of bits.
+ * The module keeps the chain's link count, capacity and item count beside
+ * it (the library's info call walks the bit arrays), and refuses to grow a
+ * link that would take the key past MAX_MEMORY.
  *
  * Expiring dedup values: G generations of blocked Bloom filters, each
  * covering one time slot of s = ceil(window / (G-2)) ms and sized for
@@ -20,6 +23,7 @@
 #include "rm_filter.h"
 
 #include "dedup/cuckoo.h"
+#include "dedup/scalable.h"
 
 #include "dedup/hash.h"
 #include "dedup/limits.h"
@@ -28,7 +32,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define BF_TIGHTENING 0.5
 #define DD_MAX_GEN 16u
 #define DD_MIN_GEN 3u
 
@@ -41,9 +44,13 @@ struct rmf_obj {
     double error_rate; /* as asked */
     uint32_t expansion;
     bool nonscaling;
-    /* Bloom: links[0..nlinks-1]; dedup: links[slot % nlinks] */
+    /* Bloom: the chain, and its link count and total capacity */
+    dedup_scalable *sb;
+    uint32_t sb_links;
+    uint64_t sb_capacity;
+    /* dedup: the generations, links[slot % nlinks] */
     uint32_t nlinks;
-    dedup_bloom *links[DEDUP_MAX_CHAIN];
+    dedup_bloom *links[DD_MAX_GEN];
     /* dedup */
     uint64_t window_ms;
     uint64_t slot_ms;
@@ -69,7 +76,7 @@ void rmf_config_init(rmf_config *c)
     c->cf_error_rate = 0.01;
     c->max_memory = UINT64_C(1) << 30;
     c->max_capacity = UINT64_C(1) << 32;
-    c->max_expansion = 32768;
+    c->max_expansion = DEDUP_SCALABLE_MAX_GROWTH; /* 1024 */
 }
 
 /* ---- allocation through the hook ------------------------------------------ */
@@ -108,6 +115,7 @@ void rmf_free(rmf_obj *o)
     for (uint32_t i = 0; i < o->nlinks; i++)
         dedup_bloom_free(o->links[i]);
     dedup_cuckoo_free(o->cf);
+    dedup_scalable_free(o->sb);
     dedup_allocator a = o->alloc;
     obj_free(&a, o);
 }
@@ -138,6 +146,8 @@ size_t rmf_memory_usage(const rmf_obj *o)
         n += dedup_bloom_memory_usage(o->links[i]);
     if (o->cf)
         n += dedup_cuckoo_memory_usage(o->cf);
+    if (o->sb)
+        n += dedup_scalable_memory_usage(o->sb);
     return n;
 }
 
@@ -146,20 +156,6 @@ uint64_t rmf_items(const rmf_obj *o) { return o->items; }
 uint64_t rmf_capacity_asked(const rmf_obj *o) { return o->capacity; }
 
 /* ---- Bloom ------------------------------------------------------------------ */
-
-/* Capacity and error rate of link i of a scaling chain; false on overflow. */
-static bool bf_link_shape(uint64_t cap0, uint32_t exp, double p, uint32_t i, uint64_t *cap,
-                          double *err)
-{
-    uint64_t c = cap0;
-    for (uint32_t j = 0; j < i; j++) {
-        if (__builtin_mul_overflow(c, (uint64_t)exp, &c))
-            return false;
-    }
-    *cap = c;
-    *err = p * pow(BF_TIGHTENING, (double)(i + 1));
-    return *err >= DEDUP_MIN_FPR;
-}
 
 static uint64_t bloom_bytes_for(dedup_bloom_kind kind, uint64_t n, double p)
 {
@@ -187,6 +183,9 @@ static rmf_err new_bloom(rmf_obj *o, dedup_bloom_kind kind, uint64_t n, double p
     return s == DEDUP_OK ? NULL : status_err(s);
 }
 
+/* Links a chain may have: NONSCALING is one link holding the whole p. */
+static uint32_t bf_max_links(bool nonscaling) { return nonscaling ? 1u : DEDUP_MAX_CHAIN; }
+
 rmf_err rmf_bf_create(const rmf_bf_params *p, const rmf_config *c, const dedup_allocator *a,
                       rmf_obj **out)
 {
@@ -199,8 +198,17 @@ rmf_err rmf_bf_create(const rmf_bf_params *p, const rmf_config *c, const dedup_a
         return "ERR (capacity should be larger than 0)";
     if (p->capacity > c->max_capacity)
         return "ERR capacity above the module's limit (module argument MAX_CAPACITY)";
-    if (!p->nonscaling && (p->expansion < 1 || p->expansion > c->max_expansion))
-        return "ERR bad expansion";
+    if (!p->nonscaling && (p->expansion < 1 || p->expansion > DEDUP_SCALABLE_MAX_GROWTH))
+        return "ERR bad expansion (1 to 1024)";
+    uint32_t L = bf_max_links(p->nonscaling);
+    double p0 = dedup_scalable_link_fpr(p->error_rate, DEDUP_SCALABLE_DEFAULT_TIGHTENING, L, 0);
+    if (!(p0 >= DEDUP_MIN_FPR))
+        return "ERR error rate too small for a scaling filter (the first link would need < 1e-12)";
+    uint64_t need = bloom_bytes_for(DEDUP_BLOOM_CLASSIC, p->capacity, p0);
+    if (need == UINT64_MAX || need > DEDUP_MAX_BITS / 8)
+        return "ERR capacity too large for one filter";
+    if (need > c->max_memory)
+        return "ERR filter would exceed the per-key memory limit (module argument MAX_MEMORY)";
     rmf_obj *o = obj_new(RMF_BLOOM, a);
     if (!o)
         return "ERR allocation failure";
@@ -209,81 +217,89 @@ rmf_err rmf_bf_create(const rmf_bf_params *p, const rmf_config *c, const dedup_a
     o->nonscaling = p->nonscaling;
     o->expansion = p->nonscaling ? 0 : p->expansion;
     o->max_memory = c->max_memory;
-    double err = p->nonscaling ? p->error_rate : p->error_rate * BF_TIGHTENING;
-    rmf_err e = new_bloom(o, DEDUP_BLOOM_CLASSIC, p->capacity, err, &o->links[0]);
-    if (e) {
+    dedup_scalable_params sp;
+    dedup_scalable_params_init(&sp);
+    sp.kind = DEDUP_BLOOM_CLASSIC;
+    sp.capacity = p->capacity;
+    sp.fpr = p->error_rate;
+    sp.growth = p->nonscaling ? 1 : p->expansion;
+    sp.max_links = L;
+    dedup_status s = dedup_scalable_create(&sp, obj_allocator(o), &o->sb);
+    if (s != DEDUP_OK) {
         rmf_free(o);
-        return e;
+        return status_err(s);
     }
-    o->nlinks = 1;
+    o->sb_links = 1;
+    o->sb_capacity = p->capacity;
     *out = o;
     return NULL;
 }
 
-/* Items the links before the last one hold (each got exactly its capacity). */
-static uint64_t bf_items_before_last(const rmf_obj *o)
+/* Before an add that may start a new link: NULL if the link may be made. */
+static rmf_err bf_check_growth(const rmf_obj *o)
 {
-    uint64_t n = 0;
-    for (uint32_t i = 0; i + 1 < o->nlinks; i++)
-        n += dedup_bloom_capacity(o->links[i]);
-    return n;
+    if (o->items < o->sb_capacity)
+        return NULL; /* the newest link has room */
+    if (o->nonscaling)
+        return "ERR non scaling filter is full";
+    if (o->sb_links >= DEDUP_MAX_CHAIN)
+        return "ERR max number of scaling filters reached";
+    uint64_t n = o->capacity;
+    for (uint32_t i = 0; i < o->sb_links; i++)
+        if (__builtin_mul_overflow(n, (uint64_t)o->expansion, &n))
+            return "ERR max number of scaling filters reached";
+    double p = dedup_scalable_link_fpr(o->error_rate, DEDUP_SCALABLE_DEFAULT_TIGHTENING,
+                                       DEDUP_MAX_CHAIN, o->sb_links);
+    uint64_t need = bloom_bytes_for(DEDUP_BLOOM_CLASSIC, n, p);
+    if (need == UINT64_MAX || need > DEDUP_MAX_BITS / 8)
+        return "ERR max number of scaling filters reached";
+    if (rmf_memory_usage(o) + need > o->max_memory)
+        return "ERR filter would exceed the per-key memory limit (module argument MAX_MEMORY)";
+    return NULL;
 }
 
 rmf_err rmf_bf_add(rmf_obj *o, const void *item, size_t len, int *added)
 {
-    dedup_bloom *last = o->links[o->nlinks - 1];
-    dedup_digest d = dedup_bloom_digest(last, item, len);
-    for (uint32_t i = 0; i + 1 < o->nlinks; i++) {
-        if (dedup_bloom_might_contain(o->links[i], d)) {
+    dedup_digest d = dedup_scalable_digest(o->sb, item, len);
+    if (o->items >= o->sb_capacity) {
+        /* The newest link is full: only a new item needs the next link. */
+        if (dedup_scalable_might_contain(o->sb, d)) {
             *added = 0;
             return NULL;
         }
-    }
-    if (dedup_bloom_might_contain(last, d)) {
-        *added = 0;
-        return NULL;
-    }
-    uint64_t in_last = o->items - bf_items_before_last(o);
-    if (in_last >= dedup_bloom_capacity(last)) {
-        if (o->nonscaling)
-            return "ERR non scaling filter is full";
-        if (o->nlinks >= DEDUP_MAX_CHAIN)
-            return "ERR max number of scaling filters reached";
-        uint64_t cap;
-        double err;
-        if (!bf_link_shape(o->capacity, o->expansion, o->error_rate, o->nlinks, &cap, &err) ||
-            cap > DEDUP_MAX_BITS)
-            return "ERR max number of scaling filters reached";
-        dedup_bloom *nb;
-        rmf_err e = new_bloom(o, DEDUP_BLOOM_CLASSIC, cap, err, &nb);
+        rmf_err e = bf_check_growth(o);
         if (e)
             return e;
-        o->links[o->nlinks++] = nb;
-        last = nb;
     }
-    dedup_bloom_add(last, d);
-    o->items++;
-    *added = 1;
+    dedup_verdict v;
+    dedup_status s = dedup_scalable_test_and_add(o->sb, d, &v);
+    if (s != DEDUP_OK) {
+        if (s == DEDUP_ERR_FULL)
+            return o->nonscaling ? "ERR non scaling filter is full"
+                                 : "ERR max number of scaling filters reached";
+        if (s == DEDUP_ERR_LIMIT)
+            return "ERR max number of scaling filters reached";
+        return status_err(s);
+    }
+    *added = v == DEDUP_NEW;
+    if (v == DEDUP_NEW) {
+        o->items++;
+        const dedup_bloom *nl;
+        while ((nl = dedup_scalable_link(o->sb, o->sb_links)) != NULL) {
+            o->sb_capacity += dedup_bloom_capacity(nl);
+            o->sb_links++;
+        }
+    }
     return NULL;
 }
 
 bool rmf_bf_exists(const rmf_obj *o, const void *item, size_t len)
 {
-    dedup_digest d = dedup_bloom_digest(o->links[0], item, len);
-    for (uint32_t i = o->nlinks; i-- > 0;)
-        if (dedup_bloom_might_contain(o->links[i], d))
-            return true;
-    return false;
+    return dedup_scalable_might_contain_key(o->sb, item, len);
 }
 
-uint64_t rmf_bf_capacity(const rmf_obj *o)
-{
-    uint64_t n = 0;
-    for (uint32_t i = 0; i < o->nlinks; i++)
-        n += dedup_bloom_capacity(o->links[i]);
-    return n;
-}
-uint32_t rmf_bf_filters(const rmf_obj *o) { return o->nlinks; }
+uint64_t rmf_bf_capacity(const rmf_obj *o) { return o->sb_capacity; }
+uint32_t rmf_bf_filters(const rmf_obj *o) { return o->sb_links; }
 bool rmf_bf_nonscaling(const rmf_obj *o) { return o->nonscaling; }
 uint32_t rmf_bf_expansion(const rmf_obj *o) { return o->expansion; }
 
@@ -546,55 +562,33 @@ void rmf_cf_get_info(const rmf_obj *o, rmf_cf_info *out)
 
 rmf_obj *rmf_copy(const rmf_obj *o)
 {
-    rmf_obj *c = obj_new(o->kind, obj_allocator(o));
-    if (!c)
+    /* Round trip through the serialized form: the library has no clone,
+     * and this reuses the validated load path. */
+    uint64_t n = rmf_serialized_size(o);
+    if (n > SIZE_MAX)
         return NULL;
-    dedup_allocator a = o->alloc;
-    *c = *o;
-    c->alloc = a;
-    c->nlinks = 0;
-    c->cf = NULL;
-    if (o->cf) {
-        uint64_t n = dedup_cuckoo_serialized_size(o->cf);
-        unsigned char *buf = obj_alloc(obj_allocator(o), (size_t)n);
-        dedup_status s = DEDUP_ERR_NOMEM;
-        if (buf) {
-            dedup_mem_sink ms;
-            dedup_sink sink = dedup_mem_sink_init(&ms, buf, (size_t)n);
-            dedup_mem_source src;
-            s = dedup_cuckoo_save(o->cf, &sink);
-            if (s == DEDUP_OK)
-                s = dedup_cuckoo_load(dedup_mem_source_init(&src, buf, ms.len), obj_allocator(o),
-                                      &c->cf);
-            obj_free(obj_allocator(o), buf);
-        }
-        if (s != DEDUP_OK) {
-            rmf_free(c);
-            return NULL;
-        }
-        return c;
-    }
-    for (uint32_t i = 0; i < o->nlinks; i++) {
-        /* Round trip through the container: the library has no clone. */
-        uint64_t n = dedup_bloom_serialized_size(o->links[i]);
-        unsigned char *buf = obj_alloc(obj_allocator(o), (size_t)n);
-        if (!buf) {
-            rmf_free(c);
-            return NULL;
-        }
-        dedup_mem_sink ms;
-        dedup_sink sink = dedup_mem_sink_init(&ms, buf, (size_t)n);
+    unsigned char *buf = obj_alloc(obj_allocator(o), (size_t)n);
+    if (!buf)
+        return NULL;
+    dedup_mem_sink ms;
+    dedup_sink sink = dedup_mem_sink_init(&ms, buf, (size_t)n);
+    rmf_obj *c = NULL;
+    if (rmf_save(o, &sink) == DEDUP_OK) {
+        rmf_config cfg;
+        rmf_config_init(&cfg);
+        cfg.max_memory = UINT64_MAX;
+        cfg.max_capacity = UINT64_MAX;
+        cfg.cf_max_expansions = DEDUP_MAX_CHAIN;
         dedup_mem_source src;
-        dedup_status s = dedup_bloom_save(o->links[i], &sink);
-        if (s == DEDUP_OK)
-            s = dedup_bloom_load(dedup_mem_source_init(&src, buf, ms.len), obj_allocator(o),
-                                 &c->links[i]);
-        obj_free(obj_allocator(o), buf);
-        if (s != DEDUP_OK) {
-            rmf_free(c);
-            return NULL;
-        }
-        c->nlinks = i + 1;
+        if (rmf_load(dedup_mem_source_init(&src, buf, ms.len), o->kind, &cfg, obj_allocator(o),
+                     &c) != NULL)
+            c = NULL;
+    }
+    obj_free(obj_allocator(o), buf);
+    if (c) {
+        c->max_memory = o->max_memory;
+        c->cf_max_links = o->cf_max_links;
+        c->cf_mem_bound = o->cf_mem_bound;
     }
     return c;
 }
@@ -605,6 +599,8 @@ static uint64_t blobs_size(const rmf_obj *o)
 {
     if (o->cf)
         return dedup_cuckoo_serialized_size(o->cf);
+    if (o->sb)
+        return dedup_scalable_serialized_size(o->sb);
     uint64_t n = 0;
     for (uint32_t i = 0; i < o->nlinks; i++)
         n += dedup_bloom_serialized_size(o->links[i]);
@@ -633,8 +629,10 @@ static void envelope_encode(const rmf_obj *o, unsigned char h[RMF_ENVELOPE_SIZE]
         dedup_put_u32(h + 44, ci.bucket_size);
         dedup_put_u32(h + 48, ci.max_kicks);
         dedup_put_u32(h + 52, 1);
+    } else if (o->sb) {
+        dedup_put_u32(h + 52, 1);
     } else {
-        dedup_put_u32(h + 48, o->kind == RMF_DEDUP ? o->nlinks : 0);
+        dedup_put_u32(h + 48, o->nlinks);
         dedup_put_u32(h + 52, o->nlinks);
     }
     dedup_put_u64(h + 56, o->window_ms);
@@ -650,6 +648,8 @@ dedup_status rmf_save(const rmf_obj *o, dedup_sink *sink)
     dedup_status s = sink->write(sink->ctx, h, sizeof h);
     if (s == DEDUP_OK && o->cf)
         return dedup_cuckoo_save(o->cf, sink);
+    if (s == DEDUP_OK && o->sb)
+        return dedup_scalable_save(o->sb, sink);
     for (uint32_t i = 0; s == DEDUP_OK && i < o->nlinks; i++)
         s = dedup_bloom_save(o->links[i], sink);
     return s;
@@ -746,9 +746,9 @@ static rmf_err envelope_decode(const unsigned char *h, size_t len, rmf_kind expe
             return "ERR corrupted dump header";
         if (!(e->error_rate >= DEDUP_MIN_FPR && e->error_rate < 1))
             return "ERR corrupted dump header (error rate)";
-        if (ns ? (e->nblobs != 1 || e->expansion != 0)
-               : (e->nblobs < 1 || e->nblobs > DEDUP_MAX_CHAIN || e->expansion < 1 ||
-                  e->expansion > c->max_expansion))
+        if (e->nblobs != 1 ||
+            (ns ? e->expansion != 0
+                : (e->expansion < 1 || e->expansion > DEDUP_SCALABLE_MAX_GROWTH)))
             return "ERR corrupted dump header (links)";
     } else if (e->kind == RMF_DEDUP) {
         if (e->flags || e->deleted || e->bucket_size || e->expansion)
@@ -767,6 +767,28 @@ static rmf_err envelope_decode(const unsigned char *h, size_t len, rmf_kind expe
             !(e->error_rate >= DEDUP_MIN_FPR && e->error_rate < 1))
             return "ERR corrupted dump header (cuckoo shape)";
     }
+    return NULL;
+}
+
+/* Loads the scalable Bloom blob and checks it against the envelope. */
+static rmf_err load_scalable(dedup_source src, const envelope *e, const rmf_config *c,
+                             rmf_obj *o)
+{
+    dedup_status s = dedup_scalable_load(src, obj_allocator(o), &o->sb);
+    if (s != DEDUP_OK)
+        return s == DEDUP_ERR_NOMEM ? "ERR allocation failure" : "ERR corrupted filter in dump";
+    dedup_scalable_info si;
+    dedup_scalable_get_info(o->sb, &si);
+    bool ns = e->flags & 1;
+    if (si.kind != DEDUP_BLOOM_CLASSIC || si.max_links != bf_max_links(ns) ||
+        si.growth != (ns ? 1u : e->expansion) ||
+        si.tightening != DEDUP_SCALABLE_DEFAULT_TIGHTENING || si.fpr != e->error_rate ||
+        si.initial_capacity != e->capacity || si.items != e->items)
+        return "ERR corrupted dump (Bloom filter differs from its header)";
+    if (rmf_memory_usage(o) > c->max_memory)
+        return "ERR dump larger than the per-key memory limit (module argument MAX_MEMORY)";
+    o->sb_links = si.links;
+    o->sb_capacity = si.capacity;
     return NULL;
 }
 
@@ -810,8 +832,8 @@ static rmf_err load_blobs(dedup_source src, const envelope *e, const rmf_config 
         return "ERR dump truncated";
     }
     rmf_err err = NULL;
-    if (e->kind == RMF_CUCKOO) {
-        err = load_cuckoo(src, e, c, o);
+    if (e->kind == RMF_CUCKOO || e->kind == RMF_BLOOM) {
+        err = e->kind == RMF_CUCKOO ? load_cuckoo(src, e, c, o) : load_scalable(src, e, c, o);
         if (!err) {
             uint64_t after = src.remaining ? src.remaining(src.ctx) : UINT64_MAX;
             if (before != UINT64_MAX && before - after != e->blobs_len)
@@ -837,20 +859,7 @@ static rmf_err load_blobs(dedup_source src, const envelope *e, const rmf_config 
             err = "ERR corrupted dump (seeds differ)";
         else if (rmf_memory_usage(o) > c->max_memory)
             err = "ERR dump larger than the per-key memory limit (module argument MAX_MEMORY)";
-        else if (e->kind == RMF_BLOOM) {
-            uint64_t cap;
-            double p;
-            if (dedup_bloom_get_kind(b) != DEDUP_BLOOM_CLASSIC)
-                err = "ERR corrupted dump (link layout)";
-            else if (o->nonscaling) {
-                if (dedup_bloom_capacity(b) != e->capacity ||
-                    dedup_bloom_target_fpr(b) != e->error_rate)
-                    err = "ERR corrupted dump (link shape)";
-            } else if (!bf_link_shape(e->capacity, e->expansion, e->error_rate, i, &cap, &p) ||
-                       dedup_bloom_capacity(b) != cap ||
-                       fabs(dedup_bloom_target_fpr(b) - p) > p * 1e-9)
-                err = "ERR corrupted dump (link shape)";
-        } else if (dedup_bloom_get_kind(b) != DEDUP_BLOOM_BLOCKED ||
+        else if (dedup_bloom_get_kind(b) != DEDUP_BLOOM_BLOCKED ||
                    dedup_bloom_capacity(b) != dedup_bloom_capacity(o->links[0]) ||
                    dedup_bloom_target_fpr(b) != dedup_bloom_target_fpr(o->links[0])) {
             err = "ERR corrupted dump (generation shape)";
@@ -860,11 +869,6 @@ static rmf_err load_blobs(dedup_source src, const envelope *e, const rmf_config 
         uint64_t after = src.remaining ? src.remaining(src.ctx) : UINT64_MAX;
         if (before != UINT64_MAX && before - after != e->blobs_len)
             err = "ERR corrupted dump (blob lengths)";
-    }
-    if (!err && e->kind == RMF_BLOOM) {
-        uint64_t lo = bf_items_before_last(o), hi = lo + dedup_bloom_capacity(o->links[o->nlinks - 1]);
-        if (o->items < lo || o->items > hi)
-            err = "ERR corrupted dump (item count)";
     }
     if (!err && e->kind == RMF_DEDUP) {
         uint32_t g = o->nlinks;

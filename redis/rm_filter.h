@@ -63,7 +63,7 @@ typedef struct rmf_config {
     double cf_error_rate;        /* CF_ERROR_RATE: picks the fingerprint size, 0.01 */
     uint64_t max_memory;         /* MAX_MEMORY: bytes per key, default 1 GiB */
     uint64_t max_capacity;       /* MAX_CAPACITY: items per reserve, default 2^32 */
-    uint32_t max_expansion;      /* ceiling of EXPANSION, 32768 */
+    uint32_t max_expansion;      /* ceiling of BF EXPANSION, 1024 */
 } rmf_config;
 
 void rmf_config_init(rmf_config *c);
