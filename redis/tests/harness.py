@@ -42,8 +42,9 @@ class Server:
     options, 'module_args' are passed after the module path."""
 
     def __init__(self, module_args=(), appendonly=False, rdb=False, directory=None,
-                 server_args=()):
+                 server_args=(), address_space=None):
         self.module_args = [str(a) for a in module_args]
+        self.address_space = address_space  # RLIMIT_AS in bytes, to provoke OOM
         self.server_args = [str(a) for a in server_args]
         self.appendonly = appendonly
         self.rdb = rdb
@@ -67,8 +68,15 @@ class Server:
             env["LD_PRELOAD"] = PRELOAD
             env["ASAN_OPTIONS"] = "detect_leaks=0:abort_on_error=0"
             env["UBSAN_OPTIONS"] = "print_stacktrace=1"
+        limit = None
+        if self.address_space:
+            import resource
+            cap = self.address_space
+
+            def limit():
+                resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
         self.proc = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL,
-                                     stderr=open(log + ".stderr", "w"))
+                                     stderr=open(log + ".stderr", "w"), preexec_fn=limit)
         deadline = time.time() + 20
         while True:
             try:
