@@ -887,12 +887,12 @@ static int cf_loadchunk(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
 
 static uint64_t now_ms(void) { return (uint64_t)RedisModule_Milliseconds(); }
 
-/* DEDUP.RESERVE key window_ms error_rate capacity [GENERATIONS g] */
+/* DEDUP.RESERVE key window_ms error_rate capacity [GENERATIONS g] [EXACT] */
 static int dd_reserve(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
 {
     if (argc < 5)
         return RedisModule_WrongArity(ctx);
-    rmf_dd_params p = {0, 0, 0, 0, 0};
+    rmf_dd_params p = {0, 0, 0, 0, 0, false};
     long long w, cap;
     if (!arg_ll(argv[2], &w) || w < 1)
         return RedisModule_ReplyWithError(ctx, "ERR bad window (a positive number of milliseconds)");
@@ -913,8 +913,7 @@ static int dd_reserve(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
                 return RedisModule_ReplyWithError(ctx, "ERR GENERATIONS must be between 3 and 16");
             p.generations = (uint32_t)g;
         } else if (arg_is(argv[i], "EXACT")) {
-            return RedisModule_ReplyWithError(
-                ctx, "ERR EXACT mode is not available in this build (approximate only)");
+            p.exact = true;
         } else {
             return RedisModule_ReplyWithError(ctx, "ERR unknown argument received");
         }
@@ -1002,7 +1001,8 @@ static int dd_info(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
         close_key(key);
         return REDISMODULE_OK;
     }
-    RedisModule_ReplyWithArray(ctx, 16);
+    uint64_t now = now_ms();
+    RedisModule_ReplyWithArray(ctx, 20);
     RedisModule_ReplyWithSimpleString(ctx, "Window");
     RedisModule_ReplyWithLongLong(ctx, (long long)rmf_dd_window_ms(o));
     RedisModule_ReplyWithSimpleString(ctx, "Error rate");
@@ -1018,7 +1018,14 @@ static int dd_info(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
     RedisModule_ReplyWithSimpleString(ctx, "Number of items inserted");
     RedisModule_ReplyWithLongLong(ctx, (long long)rmf_items(o));
     RedisModule_ReplyWithSimpleString(ctx, "Current error rate");
-    RedisModule_ReplyWithDouble(ctx, rmf_dd_current_fpr(o, now_ms()));
+    RedisModule_ReplyWithDouble(ctx, rmf_dd_current_fpr(o, now));
+    RedisModule_ReplyWithSimpleString(ctx, "Mode");
+    RedisModule_ReplyWithSimpleString(ctx, rmf_dd_exact(o) ? "exact" : "approximate");
+    RedisModule_ReplyWithSimpleString(ctx, "Keys in window");
+    if (rmf_dd_exact(o))
+        RedisModule_ReplyWithLongLong(ctx, (long long)rmf_dd_live(o, now));
+    else
+        RedisModule_ReplyWithNull(ctx);
     close_key(key);
     return REDISMODULE_OK;
 }
@@ -1342,11 +1349,11 @@ static const command COMMANDS[] = {
     {"cf.info", cf_info, "readonly fast", "Size, Number of buckets, Number of filters, Number of items inserted, Number of items deleted, Bucket size, Expansion rate, Max iterations", "O(1)", 2},
     {"cf.scandump", cf_scandump, "readonly", "Dumps the filter in chunks: CF.SCANDUMP key iter", "O(n)", 3},
     {"cf.loadchunk", cf_loadchunk, "write deny-oom", "Restores a filter from the chunks of CF.SCANDUMP, in order", "O(n)", 4},
-    {"dedup.reserve", dd_reserve, "write deny-oom", "Creates an expiring dedup filter: DEDUP.RESERVE key window_ms error_rate capacity [GENERATIONS g]", "O(1)", -5},
+    {"dedup.reserve", dd_reserve, "write deny-oom", "Creates an expiring dedup filter: DEDUP.RESERVE key window_ms error_rate capacity [GENERATIONS g] [EXACT]", "O(1)", -5},
     {"dedup.add", dd_add, "write deny-oom fast", "1 if the item was not seen within the window (and records it), else 0", "O(generations)", 3},
     {"dedup.madd", dd_madd, "write deny-oom fast", "DEDUP.ADD for several items; array of 1/0", "O(n * generations)", -3},
     {"dedup.exists", dd_exists, "readonly fast", "1 if the item may have been seen within the window, else 0 (does not record)", "O(generations)", 3},
-    {"dedup.info", dd_info, "readonly fast", "Window, Error rate, Capacity, Generations, Generation span, Size, Number of items inserted, Current error rate", "O(generations)", 2},
+    {"dedup.info", dd_info, "readonly fast", "Window, Error rate, Capacity, Generations, Generation span, Size, Number of items inserted, Current error rate, Mode, Keys in window", "O(generations)", 2},
     {"dedup.scandump", dd_scandump, "readonly", "Dumps the dedup filter in chunks (as BF.SCANDUMP)", "O(n)", 3},
     {"dedup.loadchunk", dd_loadchunk, "write deny-oom", "Restores a dedup filter from DEDUP.SCANDUMP chunks", "O(n)", 4},
 };

@@ -30,10 +30,19 @@
 
 #include <math.h>
 #include <stdlib.h>
+
+#define XXH_STATIC_LINKING_ONLY
+#include <xxhash.h>
 #include <string.h>
 
 #define DD_MAX_GEN 16u
 #define DD_MIN_GEN 3u
+
+/* One slot of the EXACT table; all-zero is empty (a digest {0,0} is stored
+ * as {0,1}). */
+struct ex_entry {
+    uint64_t lo, hi, last_ms;
+};
 
 struct rmf_obj {
     rmf_kind kind;
@@ -51,6 +60,11 @@ struct rmf_obj {
     /* dedup: the generations, links[slot % nlinks] */
     uint32_t nlinks;
     dedup_bloom *links[DD_MAX_GEN];
+    /* dedup, EXACT: open addressing over digests with their last-seen time */
+    struct ex_entry *ex_slots;
+    uint64_t ex_cap;  /* slots, a power of two; 0 in approximate mode */
+    uint64_t ex_used; /* slots not empty (live or expired) */
+    bool exact;
     /* dedup */
     uint64_t window_ms;
     uint64_t slot_ms;
@@ -117,6 +131,7 @@ void rmf_free(rmf_obj *o)
     dedup_cuckoo_free(o->cf);
     dedup_scalable_free(o->sb);
     dedup_allocator a = o->alloc;
+    obj_free(&a, o->ex_slots);
     obj_free(&a, o);
 }
 
@@ -148,6 +163,7 @@ size_t rmf_memory_usage(const rmf_obj *o)
         n += dedup_cuckoo_memory_usage(o->cf);
     if (o->sb)
         n += dedup_scalable_memory_usage(o->sb);
+    n += (size_t)o->ex_cap * sizeof(struct ex_entry);
     return n;
 }
 
@@ -305,6 +321,9 @@ uint32_t rmf_bf_expansion(const rmf_obj *o) { return o->expansion; }
 
 /* ---- Expiring dedup ----------------------------------------------------------- */
 
+static rmf_err ex_create(const rmf_dd_params *p, const rmf_config *c, const dedup_allocator *a,
+                         rmf_obj **out);
+
 rmf_err rmf_dd_create(const rmf_dd_params *p, const rmf_config *c, const dedup_allocator *a,
                       rmf_obj **out)
 {
@@ -322,6 +341,8 @@ rmf_err rmf_dd_create(const rmf_dd_params *p, const rmf_config *c, const dedup_a
         return "ERR capacity above the module's limit (module argument MAX_CAPACITY)";
     if (g < DD_MIN_GEN || g > DD_MAX_GEN)
         return "ERR GENERATIONS must be between 3 and 16";
+    if (p->exact)
+        return ex_create(p, c, a, out);
     rmf_obj *o = obj_new(RMF_DEDUP, a);
     if (!o)
         return "ERR allocation failure";
@@ -341,6 +362,246 @@ rmf_err rmf_dd_create(const rmf_dd_params *p, const rmf_config *c, const dedup_a
         o->nlinks = i + 1;
     }
     *out = o;
+    return NULL;
+}
+
+
+/* ---- Expiring dedup, EXACT mode ------------------------------------------------
+ * Each key's 128-bit digest and the time it was last seen, in a linear-
+ * probing table kept at most 3/4 full.  A slot whose time is a window or
+ * more in the past is expired: it still continues probe chains, and an
+ * insert reuses the first expired slot of its chain (the key is known to be
+ * absent further on).  When the table would pass 3/4 it is rebuilt with only
+ * the live keys, at twice their number or more, so its memory follows the
+ * keys seen within the window.  32 bytes or more per live key. */
+#define EX_MIN_CAP 16u
+
+static bool ex_empty(const struct ex_entry *e) { return !(e->lo | e->hi | e->last_ms); }
+
+static bool ex_live(const rmf_obj *o, const struct ex_entry *e, uint64_t now)
+{
+    return now < e->last_ms || now - e->last_ms < o->window_ms;
+}
+
+static dedup_digest ex_norm(dedup_digest d)
+{
+    if (!(d.lo | d.hi))
+        d.hi = 1;
+    return d;
+}
+
+static uint64_t ex_cap_for(uint64_t live)
+{
+    uint64_t cap = EX_MIN_CAP;
+    while (cap / 4 * 3 < live + 1 && cap < (UINT64_C(1) << 58))
+        cap <<= 1;
+    return cap;
+}
+
+/* Replaces the table by one of 'cap' slots holding the same keys, without
+ * the expired ones when 'drop' (then 'now' says which those are). */
+static rmf_err ex_alloc(rmf_obj *o, uint64_t cap, bool drop, uint64_t now)
+{
+    uint64_t bytes = cap * sizeof(struct ex_entry);
+    size_t now_bytes = rmf_memory_usage(o);
+    if (cap > (UINT64_C(1) << 58) || now_bytes + bytes > o->max_memory)
+        return "ERR filter would exceed the per-key memory limit (module argument MAX_MEMORY)";
+    struct ex_entry *t = obj_alloc(obj_allocator(o), (size_t)bytes);
+    if (!t)
+        return "ERR allocation failure";
+    memset(t, 0, (size_t)bytes);
+    struct ex_entry *old = o->ex_slots;
+    uint64_t old_cap = o->ex_cap;
+    o->ex_slots = t;
+    o->ex_cap = cap;
+    o->ex_used = 0;
+    for (uint64_t i = 0; i < old_cap; i++) {
+        if (ex_empty(&old[i]) || (drop && !ex_live(o, &old[i], now)))
+            continue;
+        uint64_t h = old[i].lo & (cap - 1);
+        while (!ex_empty(&t[h]))
+            h = (h + 1) & (cap - 1);
+        t[h] = old[i];
+        o->ex_used++;
+    }
+    obj_free(obj_allocator(o), old);
+    return NULL;
+}
+
+static rmf_err ex_create(const rmf_dd_params *p, const rmf_config *c, const dedup_allocator *a,
+                         rmf_obj **out)
+{
+    rmf_obj *o = obj_new(RMF_DEDUP, a);
+    if (!o)
+        return "ERR allocation failure";
+    o->capacity = p->capacity;
+    o->error_rate = p->error_rate;
+    o->window_ms = p->window_ms;
+    o->slot_ms = p->window_ms;
+    o->max_memory = c->max_memory;
+    o->exact = true;
+    rmf_err e = ex_alloc(o, ex_cap_for(p->capacity), false, 0);
+    if (e) {
+        rmf_free(o);
+        return e;
+    }
+    *out = o;
+    return NULL;
+}
+
+/* Finds the slot of d, or the slot an insert of d should take (the first
+ * expired slot of its chain, else the empty slot ending it). */
+static struct ex_entry *ex_find(const rmf_obj *o, dedup_digest d, uint64_t now, bool *found)
+{
+    uint64_t h = d.lo & (o->ex_cap - 1);
+    struct ex_entry *reuse = NULL;
+    for (;;) {
+        struct ex_entry *e = &o->ex_slots[h];
+        if (ex_empty(e)) {
+            *found = false;
+            return reuse ? reuse : e;
+        }
+        if (e->lo == d.lo && e->hi == d.hi) {
+            *found = true;
+            return e;
+        }
+        if (!reuse && !ex_live(o, e, now))
+            reuse = e;
+        h = (h + 1) & (o->ex_cap - 1);
+    }
+}
+
+static uint64_t ex_live_count(const rmf_obj *o, uint64_t now)
+{
+    uint64_t n = 0;
+    for (uint64_t i = 0; i < o->ex_cap; i++)
+        n += !ex_empty(&o->ex_slots[i]) && ex_live(o, &o->ex_slots[i], now);
+    return n;
+}
+
+static rmf_err ex_add(rmf_obj *o, dedup_digest d, uint64_t now, int *is_new)
+{
+    d = ex_norm(d);
+    bool found;
+    struct ex_entry *e = ex_find(o, d, now, &found);
+    if (found) {
+        *is_new = !ex_live(o, e, now);
+        if (now > e->last_ms)
+            e->last_ms = now;
+        if (*is_new)
+            o->items++;
+        return NULL;
+    }
+    if (ex_empty(e) && o->ex_used + 1 > o->ex_cap / 4 * 3) {
+        /* Rebuild without the expired keys, at twice the live ones (or
+         * the same size if that cannot be allocated but is enough). */
+        uint64_t live = ex_live_count(o, now);
+        rmf_err err = ex_alloc(o, ex_cap_for(2 * live), true, now);
+        if (err && (live + 1 > o->ex_cap / 4 * 3 || ex_alloc(o, o->ex_cap, true, now) != NULL))
+            return err;
+        e = ex_find(o, d, now, &found);
+    }
+    if (ex_empty(e))
+        o->ex_used++;
+    e->lo = d.lo;
+    e->hi = d.hi;
+    e->last_ms = now;
+    o->items++;
+    *is_new = 1;
+    return NULL;
+}
+
+static bool ex_exists(const rmf_obj *o, dedup_digest d, uint64_t now)
+{
+    d = ex_norm(d);
+    bool found;
+    struct ex_entry *e = ex_find(o, d, now, &found);
+    return found && ex_live(o, e, now);
+}
+
+/* Blob of the EXACT table (module format, not a library container):
+ *   0  4  magic "DDEX"     4  4  version 1
+ *   8  8  slots (a power of two, >= 16)
+ *   16 8  n, entries that follow
+ *   24 24n entries (lo, hi, last_ms), non-empty slots in slot order
+ *   .. 8  XXH3-64 (seed 0) of everything before */
+static uint64_t ex_blob_size(const rmf_obj *o)
+{
+    uint64_t n = 0;
+    for (uint64_t i = 0; i < o->ex_cap; i++)
+        n += !ex_empty(&o->ex_slots[i]);
+    return 24 + 24 * n + 8;
+}
+
+static dedup_status ex_save(const rmf_obj *o, dedup_sink *sink)
+{
+    XXH3_state_t st;
+    XXH3_64bits_reset(&st);
+    unsigned char h[24];
+    memcpy(h, "DDEX", 4);
+    dedup_put_u32(h + 4, 1);
+    dedup_put_u64(h + 8, o->ex_cap);
+    dedup_put_u64(h + 16, (ex_blob_size(o) - 32) / 24);
+    XXH3_64bits_update(&st, h, sizeof h);
+    dedup_status s = sink->write(sink->ctx, h, sizeof h);
+    for (uint64_t i = 0; s == DEDUP_OK && i < o->ex_cap; i++) {
+        const struct ex_entry *e = &o->ex_slots[i];
+        if (ex_empty(e))
+            continue;
+        unsigned char b[24];
+        dedup_put_u64(b, e->lo);
+        dedup_put_u64(b + 8, e->hi);
+        dedup_put_u64(b + 16, e->last_ms);
+        XXH3_64bits_update(&st, b, sizeof b);
+        s = sink->write(sink->ctx, b, sizeof b);
+    }
+    if (s == DEDUP_OK) {
+        unsigned char c[8];
+        dedup_put_u64(c, XXH3_64bits_digest(&st));
+        s = sink->write(sink->ctx, c, sizeof c);
+    }
+    return s;
+}
+
+static rmf_err ex_load(dedup_source src, uint64_t blob_len, rmf_obj *o)
+{
+    XXH3_state_t st;
+    XXH3_64bits_reset(&st);
+    unsigned char h[24];
+    if (blob_len < 32 || src.read(src.ctx, h, sizeof h) != DEDUP_OK)
+        return "ERR dump truncated";
+    XXH3_64bits_update(&st, h, sizeof h);
+    uint64_t cap = dedup_get_u64(h + 8), n = dedup_get_u64(h + 16);
+    if (memcmp(h, "DDEX", 4) != 0 || dedup_get_u32(h + 4) != 1)
+        return "ERR corrupted dump (exact table header)";
+    if (cap < EX_MIN_CAP || cap > (UINT64_C(1) << 40) || (cap & (cap - 1)) ||
+        n > cap / 4 * 3 || blob_len != 32 + 24 * n)
+        return "ERR corrupted dump (exact table size)";
+    rmf_err err = ex_alloc(o, cap, false, 0);
+    if (err)
+        return err;
+    for (uint64_t i = 0; i < n; i++) {
+        unsigned char b[24];
+        if (src.read(src.ctx, b, sizeof b) != DEDUP_OK)
+            return "ERR dump truncated";
+        XXH3_64bits_update(&st, b, sizeof b);
+        struct ex_entry v = {dedup_get_u64(b), dedup_get_u64(b + 8), dedup_get_u64(b + 16)};
+        if (!(v.lo | v.hi))
+            return "ERR corrupted dump (exact table entry)";
+        uint64_t slot = v.lo & (cap - 1);
+        while (!ex_empty(&o->ex_slots[slot])) {
+            if (o->ex_slots[slot].lo == v.lo && o->ex_slots[slot].hi == v.hi)
+                return "ERR corrupted dump (a key twice in the exact table)";
+            slot = (slot + 1) & (cap - 1);
+        }
+        o->ex_slots[slot] = v;
+        o->ex_used++;
+    }
+    unsigned char c[8];
+    if (src.read(src.ctx, c, sizeof c) != DEDUP_OK)
+        return "ERR dump truncated";
+    if (dedup_get_u64(c) != XXH3_64bits_digest(&st))
+        return "ERR corrupted dump (exact table checksum)";
     return NULL;
 }
 
@@ -376,6 +637,8 @@ static bool dd_query(const rmf_obj *o, dedup_digest d, uint64_t now_ms)
 
 rmf_err rmf_dd_add(rmf_obj *o, const void *item, size_t len, uint64_t now_ms, int *is_new)
 {
+    if (o->exact)
+        return ex_add(o, dedup_hash(item, len, DEDUP_DEFAULT_SEED), now_ms, is_new);
     dd_advance(o, now_ms);
     dedup_digest d = dedup_bloom_digest(o->links[0], item, len);
     bool seen = dd_query(o, d, now_ms);
@@ -388,6 +651,8 @@ rmf_err rmf_dd_add(rmf_obj *o, const void *item, size_t len, uint64_t now_ms, in
 
 bool rmf_dd_exists(rmf_obj *o, const void *item, size_t len, uint64_t now_ms)
 {
+    if (o->exact)
+        return ex_exists(o, dedup_hash(item, len, DEDUP_DEFAULT_SEED), now_ms);
     dedup_digest d = dedup_bloom_digest(o->links[0], item, len);
     return dd_query(o, d, now_ms);
 }
@@ -396,9 +661,16 @@ uint64_t rmf_dd_window_ms(const rmf_obj *o) { return o->window_ms; }
 uint32_t rmf_dd_generations(const rmf_obj *o) { return o->nlinks; }
 uint64_t rmf_dd_slot_ms(const rmf_obj *o) { return o->slot_ms; }
 double rmf_dd_error_rate(const rmf_obj *o) { return o->error_rate; }
+bool rmf_dd_exact(const rmf_obj *o) { return o->exact; }
+uint64_t rmf_dd_live(const rmf_obj *o, uint64_t now_ms)
+{
+    return o->exact ? ex_live_count(o, now_ms) : 0;
+}
 
 double rmf_dd_current_fpr(rmf_obj *o, uint64_t now_ms)
 {
+    if (o->exact)
+        return 0.0; /* digest collisions aside (about n^2 / 2^129) */
     uint64_t now_slot = now_ms / o->slot_ms;
     if (now_slot < o->cur_slot)
         now_slot = o->cur_slot;
@@ -601,6 +873,8 @@ static uint64_t blobs_size(const rmf_obj *o)
         return dedup_cuckoo_serialized_size(o->cf);
     if (o->sb)
         return dedup_scalable_serialized_size(o->sb);
+    if (o->exact)
+        return ex_blob_size(o);
     uint64_t n = 0;
     for (uint32_t i = 0; i < o->nlinks; i++)
         n += dedup_bloom_serialized_size(o->links[i]);
@@ -631,6 +905,9 @@ static void envelope_encode(const rmf_obj *o, unsigned char h[RMF_ENVELOPE_SIZE]
         dedup_put_u32(h + 52, 1);
     } else if (o->sb) {
         dedup_put_u32(h + 52, 1);
+    } else if (o->exact) {
+        h[6] = 2; /* EXACT */
+        dedup_put_u32(h + 52, 1);
     } else {
         dedup_put_u32(h + 48, o->nlinks);
         dedup_put_u32(h + 52, o->nlinks);
@@ -650,6 +927,8 @@ dedup_status rmf_save(const rmf_obj *o, dedup_sink *sink)
         return dedup_cuckoo_save(o->cf, sink);
     if (s == DEDUP_OK && o->sb)
         return dedup_scalable_save(o->sb, sink);
+    if (s == DEDUP_OK && o->exact)
+        return ex_save(o, sink);
     for (uint32_t i = 0; s == DEDUP_OK && i < o->nlinks; i++)
         s = dedup_bloom_save(o->links[i], sink);
     return s;
@@ -750,13 +1029,21 @@ static rmf_err envelope_decode(const unsigned char *h, size_t len, rmf_kind expe
             (ns ? e->expansion != 0
                 : (e->expansion < 1 || e->expansion > DEDUP_SCALABLE_MAX_GROWTH)))
             return "ERR corrupted dump header (links)";
+    } else if (e->kind == RMF_DEDUP && e->flags == 2) { /* EXACT */
+        if (e->deleted || e->bucket_size || e->expansion || e->aux || e->cur_slot ||
+            e->nblobs != 1)
+            return "ERR corrupted dump header";
+        if (!(e->error_rate > 0 && e->error_rate < 1))
+            return "ERR corrupted dump header (error rate)";
+        if (e->window_ms < 1 || e->window_ms > UINT64_C(1) << 50)
+            return "ERR corrupted dump header (window)";
     } else if (e->kind == RMF_DEDUP) {
         if (e->flags || e->deleted || e->bucket_size || e->expansion)
             return "ERR corrupted dump header";
-        if (!(e->error_rate > 0 && e->error_rate < 1) || e->error_rate / e->aux < DEDUP_MIN_FPR)
-            return "ERR corrupted dump header (error rate)";
         if (e->aux < DD_MIN_GEN || e->aux > DD_MAX_GEN || e->nblobs != e->aux)
             return "ERR corrupted dump header (generations)";
+        if (!(e->error_rate > 0 && e->error_rate < 1) || e->error_rate / e->aux < DEDUP_MIN_FPR)
+            return "ERR corrupted dump header (error rate)";
         if (e->window_ms < 1 || e->window_ms > UINT64_C(1) << 50)
             return "ERR corrupted dump header (window)";
     } else {
@@ -832,6 +1119,17 @@ static rmf_err load_blobs(dedup_source src, const envelope *e, const rmf_config 
         return "ERR dump truncated";
     }
     rmf_err err = NULL;
+    if (e->kind == RMF_DEDUP && e->flags == 2) {
+        o->exact = true;
+        o->slot_ms = o->window_ms;
+        err = ex_load(src, e->blobs_len, o);
+        if (err) {
+            rmf_free(o);
+            return err;
+        }
+        *out = o;
+        return NULL;
+    }
     if (e->kind == RMF_CUCKOO || e->kind == RMF_BLOOM) {
         err = e->kind == RMF_CUCKOO ? load_cuckoo(src, e, c, o) : load_scalable(src, e, c, o);
         if (!err) {

@@ -127,6 +127,7 @@ typedef struct rmf_dd_params {
     uint64_t capacity;
     uint32_t generations; /* 3..16; 0 selects 5 */
     uint64_t now_ms;      /* creation time: the first generation's slot */
+    bool exact;           /* EXACT: a table of digests and last-seen times */
 } rmf_dd_params;
 
 rmf_err rmf_dd_create(const rmf_dd_params *p, const rmf_config *c, const dedup_allocator *a,
@@ -138,6 +139,9 @@ uint64_t rmf_dd_window_ms(const rmf_obj *o);
 uint32_t rmf_dd_generations(const rmf_obj *o);
 uint64_t rmf_dd_slot_ms(const rmf_obj *o);
 double rmf_dd_error_rate(const rmf_obj *o);
+bool rmf_dd_exact(const rmf_obj *o);
+/* Keys seen within the window (EXACT; O(table)); 0 in approximate mode. */
+uint64_t rmf_dd_live(const rmf_obj *o, uint64_t now_ms);
 /* Estimated error rate of a query right now (sum over live generations). */
 double rmf_dd_current_fpr(rmf_obj *o, uint64_t now_ms);
 

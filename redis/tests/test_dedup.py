@@ -130,6 +130,51 @@ def test_scandump_loadchunk(srv):
                  match="another filter kind")
 
 
+def test_exact_mode(srv):
+    r = srv.client()
+    assert r.execute_command("DEDUP.RESERVE", "e", 60000, 0.01, 100, "EXACT") == b"OK"
+    assert r.execute_command("DEDUP.ADD", "e", "a") == 1
+    assert r.execute_command("DEDUP.ADD", "e", "a") == 0
+    assert r.execute_command("DEDUP.MADD", "e", "a", "b", "b") == [0, 1, 0]
+    assert r.execute_command("DEDUP.EXISTS", "e", "c") == 0
+    i = info(r, "e")
+    assert i["Mode"] == b"exact" and i["Keys in window"] == 2, i
+    assert i["Number of items inserted"] == 2 and float(i["Current error rate"]) == 0
+    # grows far past its capacity hint, and is exact: no false positive
+    xs = ["x%d" % k for k in range(30000)]
+    for lo in range(0, len(xs), 5000):
+        assert r.execute_command("DEDUP.MADD", "e", *xs[lo:lo + 5000]) == [1] * 5000
+    for lo in range(0, len(xs), 5000):
+        assert r.execute_command("DEDUP.MADD", "e", *xs[lo:lo + 5000]) == [0] * 5000
+    fresh = ["y%d" % k for k in range(30000)]
+    pipe = r.pipeline(transaction=False)
+    for x in fresh:
+        pipe.execute_command("DEDUP.EXISTS", "e", x)
+    assert sum(pipe.execute()) == 0
+    assert info(r, "e")["Keys in window"] == 30002
+    assert info(r, "e")["Size"] < 30002 * 64  # at most 1/4 of 24-byte slots empty, x2 growth
+
+
+def test_exact_expiry_and_reuse(srv):
+    r = srv.client()
+    w = 300
+    r.execute_command("DEDUP.RESERVE", "e", w, 0.01, 1000, "EXACT")
+    old = ["old%d" % k for k in range(3000)]
+    t0 = time.time()
+    r.execute_command("DEDUP.MADD", "e", *old)
+    assert r.execute_command("DEDUP.EXISTS", "e", "old7") == 1
+    time.sleep(max(0.0, t0 + w / 1000.0 + 0.05 - time.time()))
+    # exactly the window: forgotten right after it
+    assert r.execute_command("DEDUP.EXISTS", "e", "old7") == 0
+    size_before = info(r, "e")["Size"]
+    new = ["new%d" % k for k in range(3000)]
+    assert r.execute_command("DEDUP.MADD", "e", *new) == [1] * 3000
+    i = info(r, "e")
+    assert i["Keys in window"] == 3000, i
+    assert i["Size"] <= size_before * 2, (i["Size"], size_before)  # expired slots reused
+    assert r.execute_command("DEDUP.ADD", "e", "old7") == 1
+
+
 def test_command_docs(srv):
     r = srv.client()
     r.response_callbacks["COMMAND"] = lambda resp, **kw: resp
