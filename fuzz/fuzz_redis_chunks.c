@@ -57,8 +57,8 @@ static void exercise(rmf_obj *o, const uint8_t *data, size_t size)
     case RMF_DEDUP: {
         int is_new;
         uint64_t now = rmf_dd_slot_ms(o) * 3;
-        rmf_dd_add(o, item, sizeof item, now, &is_new);
-        if (!rmf_dd_exists(o, item, sizeof item, now))
+        if (rmf_dd_add(o, item, sizeof item, now, &is_new) == NULL &&
+            !rmf_dd_exists(o, item, sizeof item, now))
             __builtin_trap();
         (void)rmf_dd_current_fpr(o, now);
         break;

@@ -307,7 +307,7 @@ static int bf_insert(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
         return RedisModule_WrongArity(ctx);
     rmf_bf_params p;
     bf_defaults(&p);
-    int autocreate = 1, items = -1, have_exp = 0, have_cap = 0, have_err = 0;
+    int autocreate = 1, items = -1, have_exp = 0;
     for (int i = 2; i < argc && items < 0; i++) {
         if (arg_is(argv[i], "ITEMS")) {
             items = i + 1;
@@ -326,13 +326,11 @@ static int bf_insert(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
                 if (c <= 0)
                     return RedisModule_ReplyWithError(ctx, "ERR (capacity should be larger than 0)");
                 p.capacity = (uint64_t)c;
-                have_cap = 1;
             } else if (arg_is(argv[i], "ERROR")) {
                 if (!arg_double(argv[i + 1], &p.error_rate))
                     return RedisModule_ReplyWithError(ctx, "ERR bad error rate");
                 if (!(p.error_rate > 0 && p.error_rate < 1))
                     return RedisModule_ReplyWithError(ctx, "ERR (0 < error rate range < 1)");
-                have_err = 1;
             } else {
                 long long e;
                 if (!arg_ll(argv[i + 1], &e))
@@ -351,8 +349,6 @@ static int bf_insert(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
         return RedisModule_WrongArity(ctx);
     if (p.nonscaling && have_exp)
         return RedisModule_ReplyWithError(ctx, "ERR Nonscaling filters cannot expand");
-    (void)have_cap;
-    (void)have_err;
     return bf_add_items(ctx, argv[1], argv + items, argc - items, 1, autocreate, &p);
 }
 
@@ -952,9 +948,12 @@ static int dd_add_common(RedisModuleCtx *ctx, RedisModuleString **argv, int argc
     for (int i = 2; i < argc; i++) {
         size_t len;
         const char *s = RedisModule_StringPtrLen(argv[i], &len);
-        int is_new;
-        rmf_dd_add(o, s, len, now, &is_new);
-        RedisModule_ReplyWithLongLong(ctx, is_new);
+        int is_new = 0;
+        rmf_err e = rmf_dd_add(o, s, len, now, &is_new);
+        if (e)
+            RedisModule_ReplyWithError(ctx, e); /* EXACT: the table cannot grow */
+        else
+            RedisModule_ReplyWithLongLong(ctx, is_new);
     }
     close_key(key);
     RedisModule_ReplicateVerbatim(ctx);
@@ -1353,7 +1352,7 @@ static const command COMMANDS[] = {
     {"dedup.add", dd_add, "write deny-oom fast", "1 if the item was not seen within the window (and records it), else 0", "O(generations)", 3},
     {"dedup.madd", dd_madd, "write deny-oom fast", "DEDUP.ADD for several items; array of 1/0", "O(n * generations)", -3},
     {"dedup.exists", dd_exists, "readonly fast", "1 if the item may have been seen within the window, else 0 (does not record)", "O(generations)", 3},
-    {"dedup.info", dd_info, "readonly fast", "Window, Error rate, Capacity, Generations, Generation span, Size, Number of items inserted, Current error rate, Mode, Keys in window", "O(generations)", 2},
+    {"dedup.info", dd_info, "readonly fast", "Window, Error rate, Capacity, Generations, Generation span, Size, Number of items inserted, Current error rate, Mode, Keys in window", "O(generations); O(table) for EXACT", 2},
     {"dedup.scandump", dd_scandump, "readonly", "Dumps the dedup filter in chunks (as BF.SCANDUMP)", "O(n)", 3},
     {"dedup.loadchunk", dd_loadchunk, "write deny-oom", "Restores a dedup filter from DEDUP.SCANDUMP chunks", "O(n)", 4},
 };

@@ -11,25 +11,30 @@
  *   0      4    magic "DDRM"
  *   4      1    kind: 1 Bloom, 2 cuckoo, 3 expiring dedup
  *   5      1    envelope version, 1
- *   6      2    flags: bit 0 NONSCALING (Bloom); others zero
+ *   6      2    flags: bit 0 NONSCALING (Bloom), bit 1 EXACT (dedup); others zero
  *   8      8    items inserted
  *   16     8    items deleted (cuckoo), else 0
  *   24     8    capacity asked for at creation
  *   32     8    error rate asked for (f64 bit pattern; 0 for cuckoo)
  *   40     4    expansion
  *   44     4    bucket size (cuckoo), else 0
- *   48     4    max iterations (cuckoo) / generations (dedup), else 0
- *   52     4    number of library blobs that follow, N
+ *   48     4    max iterations (cuckoo) / generations (approximate dedup), else 0
+ *   52     4    number of blobs that follow, N
  *   56     8    window length in ms (dedup), else 0
  *   64     8    slot index of the newest generation (dedup), else 0
  *   72     8    total length B of the N blobs
  *   80     8    XXH3-64 (seed 0) of bytes [0, 80)
- *   88     B    N library containers (docs/FORMAT.md), back to back
+ *   88     B    N blobs, back to back: Bloom, one scalable Bloom container
+ *               (docs/FORMAT.md type 6); cuckoo, one cuckoo container (type 5
+ *               or 11); approximate dedup, one blocked Bloom container (type
+ *               3) per generation, in slot order; EXACT dedup, the table blob
+ *               described in rm_filter.c (magic "DDEX", entries, XXH3-64)
  *
  * Every field is checked against its legal range and against the module's
  * limits before anything is allocated; each blob is loaded by the library's
- * own validating loader (checksum included); then the blobs are checked for
- * consistency with the envelope.  A load either yields a complete object or
+ * own validating loader (checksum included), or by the EXACT table's, which
+ * checks its sizes before allocating, every entry and its checksum; then
+ * the blobs are checked for consistency with the envelope.  A load either yields a complete object or
  * an error message, never a partial object.
  *
  * Not thread-safe: Redis calls the module from one thread (the fork child

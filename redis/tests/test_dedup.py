@@ -5,7 +5,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import binomial_upper, expect_error, run, seed  # noqa: E402
+from harness import Server, binomial_upper, expect_error, run, seed  # noqa: E402
 
 RNG = seed()
 
@@ -173,6 +173,27 @@ def test_exact_expiry_and_reuse(srv):
     assert i["Keys in window"] == 3000, i
     assert i["Size"] <= size_before * 2, (i["Size"], size_before)  # expired slots reused
     assert r.execute_command("DEDUP.ADD", "e", "old7") == 1
+
+
+def test_exact_memory_cap(srv):
+    s = Server(module_args=["MAX_MEMORY", 1 << 20])
+    try:
+        r = s.start().client()
+        r.execute_command("DEDUP.RESERVE", "e", 3600000, 0.01, 10, "EXACT")
+        err = None
+        for batch in range(40):
+            out = r.execute_command("DEDUP.MADD", "e", *["k%d:%d" % (batch, i) for i in range(2000)])
+            bad = [x for x in out if not isinstance(x, int)]
+            if bad:
+                err = str(bad[0])
+                break
+        assert err is not None and "MAX_MEMORY" in err, err
+        assert info(r, "e")["Size"] <= 1 << 20
+        assert r.execute_command("DEDUP.EXISTS", "e", "k0:5") == 1
+        expect_error(r.execute_command, "DEDUP.ADD", "e", "one-more", match="MAX_MEMORY")
+        assert r.execute_command("DEDUP.ADD", "e", "k0:5") == 0  # known keys still answer
+    finally:
+        s.cleanup()
 
 
 def test_command_docs(srv):
