@@ -250,6 +250,47 @@ def test_corrupted_restore_is_an_error(srv):
     assert srv.alive()
 
 
+def test_corrupted_loadchunk_other_kinds(srv):
+    r = srv.client()
+    r.execute_command("CF.RESERVE", "cf", 500, "EXPANSION", 1)
+    r.execute_command("CF.INSERT", "cf", "ITEMS", *["x%d" % i for i in range(800)])
+    r.execute_command("DEDUP.RESERVE", "dd", 60000, 0.01, 200)
+    r.execute_command("DEDUP.MADD", "dd", *["x%d" % i for i in range(100)])
+    r.execute_command("DEDUP.RESERVE", "dx", 60000, 0.01, 200, "EXACT")
+    r.execute_command("DEDUP.MADD", "dx", *["x%d" % i for i in range(100)])
+    for fam, key in (("CF", "cf"), ("DEDUP", "dd"), ("DEDUP", "dx")):
+        chunks, it = [], 0
+        while True:
+            it, data = r.execute_command(fam + ".SCANDUMP", key, it)
+            if it == 0:
+                break
+            chunks.append((it, data))
+        hdr_it, hdr = chunks[0]
+        body = b"".join(d for _, d in chunks[1:])
+        for trial in range(60):
+            b = bytearray(body)
+            if trial % 3 == 2:
+                b = b[:RNG.randrange(1, len(b))]
+            else:
+                for _ in range(RNG.randrange(1, 4)):
+                    b[RNG.randrange(len(b))] ^= 1 << RNG.randrange(8)
+            assert r.execute_command(fam + ".LOADCHUNK", "v", hdr_it, hdr) == b"OK"
+            try:
+                r.execute_command(fam + ".LOADCHUNK", "v", hdr_it + len(b), bytes(b))
+                assert trial % 3 == 2, "a corrupted dump was accepted"
+                # a truncated dump is simply incomplete: the key stays loading
+                expect_error(r.execute_command, fam + ".INFO", "v", match="being loaded")
+            except redis.exceptions.ResponseError:
+                assert r.exists("v") == 0
+            r.delete("v")
+        # the intact dump loads and answers like the original
+        for it, data in chunks:
+            r.execute_command(fam + ".LOADCHUNK", key + ":copy", it, data)
+        assert r.execute_command(fam + ".INFO", key + ":copy")[:14] == \
+            r.execute_command(fam + ".INFO", key)[:14]
+    assert srv.alive()
+
+
 def test_corrupted_loadchunk_is_an_error(srv):
     r = srv.client()
     r.execute_command("BF.RESERVE", "bf", 0.01, 300, "EXPANSION", 2)
