@@ -14,11 +14,13 @@
  *
  * Expiring dedup values: G generations of blocked Bloom filters, each
  * covering one time slot of s = ceil(window / (G-2)) ms and sized for
- * 'capacity' items at p / G (all the items of a window may arrive within one
- * slot, so each generation must hold them at its share of the rate).  An add always records the item in the
- * newest generation (so "seen" means "last seen"); a query looks at the G
- * newest slots.  An item seen at time t0 is therefore remembered at least
- * until t0 + window and at most until t0 + G*s (window * G/(G-2)).
+ * 'capacity' items at p / G (all the items of a window may arrive within
+ * one slot, so each generation must hold them at its share of the rate).
+ * An add always records the item in the newest generation (so "seen" means
+ * "last seen"); a query looks at the G newest slots.  An item seen at time
+ * t0 is therefore remembered at least until t0 + window and at most until
+ * t0 + G*s (window * G/(G-2)).  EXACT values are a table of digests and
+ * last-seen times instead (see "EXACT mode" below).
  */
 #include "rm_filter.h"
 
@@ -30,10 +32,10 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #define XXH_STATIC_LINKING_ONLY
 #include <xxhash.h>
-#include <string.h>
 
 #define DD_MAX_GEN 16u
 #define DD_MIN_GEN 3u
