@@ -57,7 +57,9 @@ typedef struct dedup_bloom_params {
                               words), blocked rounds up to a multiple of 512 */
     uint32_t k;            /* 0: optimal for (capacity, bits), or, when capacity
                               is 0, for the load at which bits reach fpr;
-                              else this many probes */
+                              else this many probes (a blocked filter sized
+                              from capacity then gets the fewest blocks that
+                              reach fpr with this k) */
     uint64_t seed;         /* hash seed; default DEDUP_DEFAULT_SEED */
     bool thread_safe;      /* atomic adds (see above); default false */
 } dedup_bloom_params;

@@ -35,8 +35,6 @@
 #define BLOCK_WORDS 8u
 #define BLOCKED_MAX_K 16u
 #define PARAMS_LEN 32u
-/* Keys handled per batch group: prefetch all, then work in order. */
-#define BATCH 16u
 
 /* Odd multipliers for the in-block positions (splitmix64 outputs, low bit
  * forced).  Pinned: changing one changes every blocked filter file. */
@@ -263,7 +261,9 @@ static uint64_t blocks_search(uint64_t n, double p, uint32_t k, uint64_t lo, uin
  * answer is "more than the limit", reported as that count + 1 blocks. */
 #define MAX_BLOCKS (DEDUP_MAX_BITS / BLOCK_BITS)
 
-static uint64_t blocked_blocks_for(uint64_t n, double p, uint32_t *k_out)
+/* Smallest block count whose model FPR is <= p: with the given k when
+ * fixed_k != 0, else with the best k (returned in *k_out). */
+static uint64_t blocked_blocks_for(uint64_t n, double p, uint32_t fixed_k, uint32_t *k_out)
 {
     /* Start from the classic size (blocked needs at least about as much)
      * with the classic optimal k, then bracket and bisect; other k values
@@ -274,6 +274,8 @@ static uint64_t blocked_blocks_for(uint64_t n, double p, uint32_t *k_out)
         guess = MAX_BLOCKS;
     double kc = round(-log(p) / LN2);
     uint32_t k0 = kc < 1.0 ? 1 : kc > BLOCKED_MAX_K ? BLOCKED_MAX_K : (uint32_t)kc;
+    if (fixed_k)
+        k0 = fixed_k;
 
     /* Bracket for k0: find hi with fpr(hi) <= p. */
     uint64_t lo = 1, hi = guess;
@@ -300,7 +302,7 @@ static uint64_t blocked_blocks_for(uint64_t n, double p, uint32_t *k_out)
         }
         best = blocks_search(n, p, k0, lo, hi);
     }
-    for (uint32_t k = 1; k <= BLOCKED_MAX_K; k++) {
+    for (uint32_t k = 1; k <= BLOCKED_MAX_K && !fixed_k; k++) {
         if (k == k0)
             continue;
         uint64_t cand = best > MAX_BLOCKS ? MAX_BLOCKS : best - 1;
@@ -312,7 +314,7 @@ static uint64_t blocked_blocks_for(uint64_t n, double p, uint32_t *k_out)
             bestk = k;
         }
     }
-    if (best <= MAX_BLOCKS) {
+    if (best <= MAX_BLOCKS && !fixed_k) {
         /* The k that minimises the FPR at that size (what k_for reports). */
         bestk = blocked_best_k((double)n / (double)best, NULL);
     }
@@ -325,7 +327,7 @@ uint64_t dedup_blocked_bits_for(uint64_t n, double p)
 {
     if (n == 0 || !valid_p(p))
         return 0;
-    return blocked_blocks_for(n, p, NULL) * BLOCK_BITS;
+    return blocked_blocks_for(n, p, 0, NULL) * BLOCK_BITS;
 }
 
 uint64_t dedup_blocked_capacity_for(uint64_t bits, double p)
@@ -460,7 +462,7 @@ dedup_status dedup_bloom_create(const dedup_bloom_params *params, const dedup_al
         }
     } else {
         if (bits == 0) {
-            uint64_t nb = blocked_blocks_for(params->capacity, p, k ? NULL : &k);
+            uint64_t nb = blocked_blocks_for(params->capacity, p, k, k ? NULL : &k);
             if (nb > MAX_BLOCKS)
                 return DEDUP_ERR_LIMIT;
             bits = nb * BLOCK_BITS;
@@ -591,52 +593,70 @@ static inline void block_mask(uint64_t hi, uint32_t k, uint64_t mask[BLOCK_WORDS
     }
 }
 
+/* Position i of a key inside its block, 0..511. */
+static inline unsigned block_pos(uint64_t hi, uint32_t i)
+{
+    return (unsigned)((hi * SALT[i]) >> 55);
+}
+
+/* Plain mode touches the k words directly (k loads/stores within one line,
+ * cheaper than building a mask); thread-safe mode merges the k bits into
+ * per-word masks first so each word gets at most one atomic OR. */
 static inline void blocked_add(dedup_bloom *bf, dedup_digest d)
 {
     uint64_t *blk = block_of(bf, d);
-    uint64_t mask[BLOCK_WORDS];
-    block_mask(d.hi, bf->k, mask);
+    uint32_t k = bf->k;
     if (bf->thread_safe) {
+        uint64_t mask[BLOCK_WORDS];
+        block_mask(d.hi, k, mask);
         for (unsigned w = 0; w < BLOCK_WORDS; w++)
             if (mask[w])
                 __atomic_fetch_or(&blk[w], mask[w], __ATOMIC_RELAXED);
     } else {
-        for (unsigned w = 0; w < BLOCK_WORDS; w++)
-            blk[w] |= mask[w];
+        for (uint32_t i = 0; i < k; i++) {
+            unsigned pos = block_pos(d.hi, i);
+            blk[pos >> 6] |= UINT64_C(1) << (pos & 63);
+        }
     }
 }
 
 static inline bool blocked_query(const dedup_bloom *bf, dedup_digest d)
 {
     const uint64_t *blk = block_of(bf, d);
-    uint64_t mask[BLOCK_WORDS];
-    block_mask(d.hi, bf->k, mask);
-    uint64_t miss = 0;
+    uint32_t k = bf->k;
+    uint64_t all = 1;
     if (bf->thread_safe) {
-        for (unsigned w = 0; w < BLOCK_WORDS; w++)
-            miss |= mask[w] & ~__atomic_load_n(&blk[w], __ATOMIC_RELAXED);
+        for (uint32_t i = 0; i < k; i++) {
+            unsigned pos = block_pos(d.hi, i);
+            all &= __atomic_load_n(&blk[pos >> 6], __ATOMIC_RELAXED) >> (pos & 63);
+        }
     } else {
-        for (unsigned w = 0; w < BLOCK_WORDS; w++)
-            miss |= mask[w] & ~blk[w];
+        for (uint32_t i = 0; i < k; i++) {
+            unsigned pos = block_pos(d.hi, i);
+            all &= blk[pos >> 6] >> (pos & 63);
+        }
     }
-    return miss == 0;
+    return (all & 1) != 0;
 }
 
 static inline bool blocked_test_and_add(dedup_bloom *bf, dedup_digest d)
 {
     uint64_t *blk = block_of(bf, d);
-    uint64_t mask[BLOCK_WORDS];
-    block_mask(d.hi, bf->k, mask);
+    uint32_t k = bf->k;
     uint64_t miss = 0;
     if (bf->thread_safe) {
+        uint64_t mask[BLOCK_WORDS];
+        block_mask(d.hi, k, mask);
         for (unsigned w = 0; w < BLOCK_WORDS; w++)
             if (mask[w])
                 miss |= mask[w] & ~__atomic_fetch_or(&blk[w], mask[w], __ATOMIC_RELAXED);
     } else {
-        for (unsigned w = 0; w < BLOCK_WORDS; w++) {
-            uint64_t old = blk[w];
-            miss |= mask[w] & ~old;
-            blk[w] = old | mask[w];
+        for (uint32_t i = 0; i < k; i++) {
+            unsigned pos = block_pos(d.hi, i);
+            uint64_t bit = UINT64_C(1) << (pos & 63);
+            uint64_t old = blk[pos >> 6];
+            miss |= bit & ~old;
+            blk[pos >> 6] = old | bit;
         }
     }
     return miss == 0;
@@ -679,23 +699,27 @@ bool dedup_bloom_test_and_add_key(dedup_bloom *bf, const void *key, size_t len)
 }
 
 /* ---- batches ----------------------------------------------------------
- * Each group of BATCH digests first issues a prefetch for every cache line
- * it will touch (one per key for blocked, k per key for classic), then does
- * the work in order, so the misses overlap instead of queueing. */
+ * Blocked: a rolling window: the block of key i + AHEAD is prefetched while
+ * key i is processed, so AHEAD misses stay in flight all the time (a key
+ * repeated within the window is still handled in order, so it is found).
+ * Classic: the same with all k lines of key i + CLASSIC_AHEAD (k lines per
+ * key, so fewer keys ahead: the core tracks only so many misses). */
 
-static inline void prefetch_group(const dedup_bloom *bf, const dedup_digest *d, size_t n,
-                                  bool write)
+#define AHEAD 16u
+#define CLASSIC_AHEAD 4u
+
+static inline void prefetch_block(const dedup_bloom *bf, dedup_digest d, bool write)
 {
-    if (bf->kind == DEDUP_BLOOM_BLOCKED) {
-        for (size_t i = 0; i < n; i++) {
-            const uint64_t *blk = block_of(bf, d[i]);
-            if (write)
-                DD_PREFETCH_W(blk);
-            else
-                DD_PREFETCH(blk);
-        }
-        return;
-    }
+    const uint64_t *blk = block_of(bf, d);
+    if (write)
+        DD_PREFETCH_W(blk);
+    else
+        DD_PREFETCH(blk);
+}
+
+static inline void prefetch_classic(const dedup_bloom *bf, const dedup_digest *d, size_t n,
+                                    bool write)
+{
     uint64_t m = bf->bits;
     uint32_t k = bf->k;
     for (size_t i = 0; i < n; i++) {
@@ -712,47 +736,45 @@ static inline void prefetch_group(const dedup_bloom *bf, const dedup_digest *d, 
     }
 }
 
+/* The loop every batch form shares; OP(i) handles d[i]. */
+#define BATCH_LOOP(bf, d, n, write, BLOCKED_OP, CLASSIC_OP)                                  \
+    do {                                                                                     \
+        if ((bf)->kind == DEDUP_BLOOM_BLOCKED) {                                             \
+            size_t pre = (n) < AHEAD ? (n) : AHEAD;                                          \
+            for (size_t i = 0; i < pre; i++)                                                 \
+                prefetch_block((bf), (d)[i], (write));                                       \
+            for (size_t i = 0; i < (n); i++) {                                               \
+                if (i + AHEAD < (n))                                                         \
+                    prefetch_block((bf), (d)[i + AHEAD], (write));                           \
+                BLOCKED_OP;                                                                  \
+            }                                                                                \
+        } else {                                                                             \
+            size_t pre = (n) < CLASSIC_AHEAD ? (n) : CLASSIC_AHEAD;                          \
+            prefetch_classic((bf), (d), pre, (write));                                       \
+            for (size_t i = 0; i < (n); i++) {                                               \
+                if (i + CLASSIC_AHEAD < (n))                                                 \
+                    prefetch_classic((bf), (d) + i + CLASSIC_AHEAD, 1, (write));             \
+                CLASSIC_OP;                                                                  \
+            }                                                                                \
+        }                                                                                    \
+    } while (0)
+
 void dedup_bloom_add_batch(dedup_bloom *bf, const dedup_digest *d, size_t n)
 {
-    for (size_t base = 0; base < n; base += BATCH) {
-        size_t g = n - base < BATCH ? n - base : BATCH;
-        prefetch_group(bf, d + base, g, true);
-        if (bf->kind == DEDUP_BLOOM_BLOCKED)
-            for (size_t i = 0; i < g; i++)
-                blocked_add(bf, d[base + i]);
-        else
-            for (size_t i = 0; i < g; i++)
-                classic_add(bf, d[base + i]);
-    }
+    BATCH_LOOP(bf, d, n, true, blocked_add(bf, d[i]), classic_add(bf, d[i]));
 }
 
 void dedup_bloom_might_contain_batch(const dedup_bloom *bf, const dedup_digest *d, size_t n,
                                      bool *out)
 {
-    for (size_t base = 0; base < n; base += BATCH) {
-        size_t g = n - base < BATCH ? n - base : BATCH;
-        prefetch_group(bf, d + base, g, false);
-        if (bf->kind == DEDUP_BLOOM_BLOCKED)
-            for (size_t i = 0; i < g; i++)
-                out[base + i] = blocked_query(bf, d[base + i]);
-        else
-            for (size_t i = 0; i < g; i++)
-                out[base + i] = classic_query(bf, d[base + i]);
-    }
+    BATCH_LOOP(bf, d, n, false, out[i] = blocked_query(bf, d[i]),
+               out[i] = classic_query(bf, d[i]));
 }
 
 void dedup_bloom_test_and_add_batch(dedup_bloom *bf, const dedup_digest *d, size_t n, bool *out)
 {
-    for (size_t base = 0; base < n; base += BATCH) {
-        size_t g = n - base < BATCH ? n - base : BATCH;
-        prefetch_group(bf, d + base, g, true);
-        if (bf->kind == DEDUP_BLOOM_BLOCKED)
-            for (size_t i = 0; i < g; i++)
-                out[base + i] = blocked_test_and_add(bf, d[base + i]);
-        else
-            for (size_t i = 0; i < g; i++)
-                out[base + i] = classic_test_and_add(bf, d[base + i]);
-    }
+    BATCH_LOOP(bf, d, n, true, out[i] = blocked_test_and_add(bf, d[i]),
+               out[i] = classic_test_and_add(bf, d[i]));
 }
 
 /* ======================================================================

@@ -241,6 +241,17 @@ static void test_shape_from_bits(void **state)
     assert_int_equal(dedup_bloom_create(&pa, NULL, &bf), DEDUP_OK);
     assert_int_equal(dedup_bloom_k(bf), dedup_blocked_k_for(100000, 1000448));
     dedup_bloom_free(bf);
+    /* Blocked sized from capacity with a fixed k: the fewest blocks that
+     * reach p with that k. */
+    pa.bits = 0;
+    pa.k = 3;
+    assert_int_equal(dedup_bloom_create(&pa, NULL, &bf), DEDUP_OK);
+    assert_int_equal(dedup_bloom_k(bf), 3);
+    uint64_t m = dedup_bloom_bits(bf);
+    assert_true(dedup_blocked_fpr_for(100000, m, 3) <= 0.01);
+    assert_true(dedup_blocked_fpr_for(100000, m - 512, 3) > 0.01);
+    assert_true(m > dedup_blocked_bits_for(100000, 0.01));
+    dedup_bloom_free(bf);
 }
 
 /* ---- behaviour ------------------------------------------------------------ */
