@@ -3,8 +3,10 @@
  *
  * A chain of Bloom filters (dedup/bloom.h), the "links".  Link i (0 is the
  * first) is planned for n_i = capacity * growth^i new keys at rate p_i, and
- * is sized by the Bloom formulas for (n_i, p_i) (dedup_bloom_bits_for, or
- * dedup_blocked_bits_for for blocked links).  New keys go into the newest
+ * is sized by the Bloom formulas for (n_i, p_i): dedup_bloom_bits_for, made
+ * a little larger when needed so that the exact rate with the integer k,
+ * dedup_bloom_fpr_for, is within p_i (classic links); dedup_blocked_bits_for
+ * (blocked links, already exact).  New keys go into the newest
  * link; when it has received n_i new keys the next new key starts link
  * i+1.  A query checks every link, newest first.
  *

@@ -388,8 +388,26 @@ static void fpr_run(uint32_t f)
     dedup_cuckoo_get_info(cf, &info);
     const uint64_t trials = 1000000;
     uint64_t fp = 0;
-    for (uint64_t i = 0; i < trials; i++)
-        fp += dedup_cuckoo_might_contain(cf, kd(cf, (UINT64_C(1) << 50) + i));
+    dedup_digest batch[777];
+    bool out[777];
+    for (uint64_t i = 0; i < trials; i += 777) {
+        size_t m = trials - i < 777 ? (size_t)(trials - i) : 777;
+        for (size_t j = 0; j < m; j++)
+            batch[j] = kd(cf, (UINT64_C(1) << 50) + i + j);
+        dedup_cuckoo_might_contain_batch(cf, batch, m, out);
+        for (size_t j = 0; j < m; j++) {
+            assert_int_equal(out[j], dedup_cuckoo_might_contain(cf, batch[j]));
+            fp += out[j];
+        }
+    }
+    /* batch: no false negatives either */
+    for (uint64_t i = 0; i + 777 <= n; i += 777) {
+        for (size_t j = 0; j < 777; j++)
+            batch[j] = kd(cf, i + j);
+        dedup_cuckoo_might_contain_batch(cf, batch, 777, out);
+        for (size_t j = 0; j < 777; j++)
+            assert_true(out[j]);
+    }
     fprintf(stderr, "cuckoo f=%u: measured FPR %.6f, model %.6f at load %.3f\n", f,
             (double)fp / trials, info.fpr_current, info.load);
     /* info.fpr_current is the union bound 2b*load/(2^f - 1).  The exact
