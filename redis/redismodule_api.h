@@ -15,9 +15,11 @@
  * once (in the translation unit that defines RM_API_DEFINE) and fetched at
  * load time.
  *
- * Target: Redis 7.0 (Debian 12).  Only APIs present since Redis 6.0 are
- * required; RedisModule_TryAlloc, RedisModule_GetCommand and
- * RedisModule_SetCommandInfo (7.0) are optional.
+ * Target: Redis 7.0 (Debian 12).  The functions required exist since Redis
+ * 6.0 and the type-methods version 3 since 6.2; RedisModule_TryAlloc,
+ * RedisModule_GetCommand and RedisModule_SetCommandInfo (7.0) are optional
+ * (without TryAlloc an allocation failure aborts the server, as
+ * RedisModule_Alloc does).
  */
 #ifndef DEDUP_REDISMODULE_API_H
 #define DEDUP_REDISMODULE_API_H
