@@ -144,6 +144,25 @@ def test_restart_from_aof(srv):
         s.cleanup()
 
 
+def test_restart_from_aof_with_rdb_preamble(srv):
+    # Redis 7's default: the rewrite writes an RDB base (our rdb_save), then
+    # commands are appended to an incremental file.
+    s = Server(appendonly=True)
+    try:
+        r = s.start().client()
+        populate(r)
+        r.execute_command("BGREWRITEAOF")
+        wait_rewrite(r)
+        r.execute_command("BF.MADD", "bf:auto", "y1", "y2")
+        r.execute_command("DEDUP.ADD", "dx", "after")
+        before = snapshot(r)
+        s.stop()
+        r = s.start().client()
+        assert snapshot(r) == before
+    finally:
+        s.cleanup()
+
+
 def test_replication(srv):
     r = srv.client()
     r.config_set("repl-diskless-sync-delay", 0)
