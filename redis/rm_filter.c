@@ -12,10 +12,11 @@
  * it (the library's info call walks the bit arrays), and refuses to grow a
  * link that would take the key past MAX_MEMORY.
  *
- * Expiring dedup values: G generations of blocked Bloom filters, each
- * covering one time slot of s = ceil(window / (G-2)) ms and sized for
- * 'capacity' items at p / G (all the items of a window may arrive within
- * one slot, so each generation must hold them at its share of the rate).
+ * Expiring dedup values: G generations, each covering one time slot of
+ * s = ceil(window / (G-2)) ms.  A generation is a scalable chain of blocked
+ * Bloom links at rate p / G, its first link planned for capacity / (G-2)
+ * items (what a steady stream brings per slot); a burst grows the newest
+ * generation's chain instead of raising its rate.
  * An add always records the item in the newest generation (so "seen" means
  * "last seen"); a query looks at the G newest slots.  An item seen at time
  * t0 is therefore remembered at least until t0 + window and at most until
@@ -59,9 +60,13 @@ struct rmf_obj {
     dedup_scalable *sb;
     uint32_t sb_links;
     uint64_t sb_capacity;
-    /* dedup: the generations, links[slot % nlinks] */
+    /* dedup: the generations, links[slot % nlinks], each a scalable chain
+     * of blocked Bloom links, with its item count and capacity beside it */
     uint32_t nlinks;
-    dedup_bloom *links[DD_MAX_GEN];
+    dedup_scalable *links[DD_MAX_GEN];
+    uint64_t gen_items[DD_MAX_GEN];
+    uint64_t gen_capacity[DD_MAX_GEN];
+    uint32_t gen_links[DD_MAX_GEN];
     /* dedup, EXACT: open addressing over digests with their last-seen time */
     struct ex_entry *ex_slots;
     uint64_t ex_cap;  /* slots, a power of two; 0 in approximate mode */
@@ -129,7 +134,7 @@ void rmf_free(rmf_obj *o)
     if (!o)
         return;
     for (uint32_t i = 0; i < o->nlinks; i++)
-        dedup_bloom_free(o->links[i]);
+        dedup_scalable_free(o->links[i]);
     dedup_cuckoo_free(o->cf);
     dedup_scalable_free(o->sb);
     dedup_allocator a = o->alloc;
@@ -160,7 +165,7 @@ size_t rmf_memory_usage(const rmf_obj *o)
 {
     size_t n = sizeof *o;
     for (uint32_t i = 0; i < o->nlinks; i++)
-        n += dedup_bloom_memory_usage(o->links[i]);
+        n += dedup_scalable_memory_usage(o->links[i]);
     if (o->cf)
         n += dedup_cuckoo_memory_usage(o->cf);
     if (o->sb)
@@ -184,21 +189,40 @@ static uint64_t bloom_bytes_for(dedup_bloom_kind kind, uint64_t n, double p)
     return (bits + 511) / 8 + 256; /* + struct and alignment slack */
 }
 
-static rmf_err new_bloom(rmf_obj *o, dedup_bloom_kind kind, uint64_t n, double p,
-                         dedup_bloom **out)
+/* Generations: chains of blocked links, r = 0.5 over at most 16 links, so
+ * the first link gets about half the generation's rate. */
+#define DD_TIGHTENING 0.5
+#define DD_GEN_LINKS 16u
+#define DD_GROWTH 2u
+
+static void dd_gen_params(dedup_scalable_params *sp, uint64_t n0, double p)
 {
-    uint64_t need = bloom_bytes_for(kind, n, p);
+    dedup_scalable_params_init(sp);
+    sp->kind = DEDUP_BLOOM_BLOCKED;
+    sp->capacity = n0;
+    sp->fpr = p;
+    sp->growth = DD_GROWTH;
+    sp->tightening = DD_TIGHTENING;
+    sp->max_links = DD_GEN_LINKS;
+}
+
+static rmf_err new_generation(rmf_obj *o, uint32_t i, uint64_t n0, double p)
+{
+    double p0 = dedup_scalable_link_fpr(p, DD_TIGHTENING, DD_GEN_LINKS, 0);
+    uint64_t need = bloom_bytes_for(DEDUP_BLOOM_BLOCKED, n0, p0);
     if (need == UINT64_MAX || need > DEDUP_MAX_BITS / 8)
         return "ERR capacity too large for one filter";
     if (need > o->max_memory || rmf_memory_usage(o) + need > o->max_memory)
         return "ERR filter would exceed the per-key memory limit (module argument MAX_MEMORY)";
-    dedup_bloom_params bp;
-    dedup_bloom_params_init(&bp);
-    bp.kind = kind;
-    bp.capacity = n;
-    bp.fpr = p;
-    dedup_status s = dedup_bloom_create(&bp, obj_allocator(o), out);
-    return s == DEDUP_OK ? NULL : status_err(s);
+    dedup_scalable_params sp;
+    dd_gen_params(&sp, n0, p);
+    dedup_status s = dedup_scalable_create(&sp, obj_allocator(o), &o->links[i]);
+    if (s != DEDUP_OK)
+        return status_err(s);
+    o->gen_items[i] = 0;
+    o->gen_capacity[i] = n0;
+    o->gen_links[i] = 1;
+    return NULL;
 }
 
 /* Links a chain may have: NONSCALING is one link holding the whole p. */
@@ -354,9 +378,11 @@ rmf_err rmf_dd_create(const rmf_dd_params *p, const rmf_config *c, const dedup_a
     o->slot_ms = (p->window_ms + (g - 2) - 1) / (g - 2);
     o->max_memory = c->max_memory;
     o->cur_slot = p->now_ms / o->slot_ms;
-    uint64_t per_gen = p->capacity; /* a burst may bring all of them in one slot */
+    /* A steady stream brings capacity/(g-2) items per slot; a burst grows
+     * the newest generation's chain (its rate stays within p/g). */
+    uint64_t per_gen = (p->capacity + (g - 2) - 1) / (g - 2);
     for (uint32_t i = 0; i < g; i++) {
-        rmf_err e = new_bloom(o, DEDUP_BLOOM_BLOCKED, per_gen, p->error_rate / g, &o->links[i]);
+        rmf_err e = new_generation(o, i, per_gen, p->error_rate / g);
         if (e) {
             rmf_free(o);
             return e;
@@ -617,8 +643,13 @@ static void dd_advance(rmf_obj *o, uint64_t now_ms)
     uint64_t steps = slot - o->cur_slot;
     if (steps > o->nlinks)
         steps = o->nlinks;
-    for (uint64_t i = 1; i <= steps; i++)
-        dedup_bloom_clear(o->links[(slot - steps + i) % o->nlinks]);
+    for (uint64_t i = 1; i <= steps; i++) {
+        uint32_t gi = (uint32_t)((slot - steps + i) % o->nlinks);
+        dedup_scalable_clear(o->links[gi]);
+        o->gen_items[gi] = 0;
+        o->gen_links[gi] = 1;
+        o->gen_capacity[gi] = dedup_bloom_capacity(dedup_scalable_link(o->links[gi], 0));
+    }
     o->cur_slot = slot;
 }
 
@@ -631,7 +662,7 @@ static bool dd_query(const rmf_obj *o, dedup_digest d, uint64_t now_ms)
         uint64_t slot = o->cur_slot - age;
         if (now_slot - slot >= o->nlinks)
             break;
-        if (dedup_bloom_might_contain(o->links[slot % o->nlinks], d))
+        if (dedup_scalable_might_contain(o->links[slot % o->nlinks], d))
             return true;
     }
     return false;
@@ -642,9 +673,34 @@ rmf_err rmf_dd_add(rmf_obj *o, const void *item, size_t len, uint64_t now_ms, in
     if (o->exact)
         return ex_add(o, dedup_hash(item, len, DEDUP_DEFAULT_SEED), now_ms, is_new);
     dd_advance(o, now_ms);
-    dedup_digest d = dedup_bloom_digest(o->links[0], item, len);
+    dedup_digest d = dedup_scalable_digest(o->links[0], item, len);
     bool seen = dd_query(o, d, now_ms);
-    dedup_bloom_add(o->links[o->cur_slot % o->nlinks], d);
+    uint32_t gi = (uint32_t)(o->cur_slot % o->nlinks);
+    dedup_scalable *gen = o->links[gi];
+    if (o->gen_items[gi] >= o->gen_capacity[gi] && !dedup_scalable_might_contain(gen, d)) {
+        /* recording it needs the generation's next link: check the cap */
+        uint64_t n = dedup_bloom_capacity(dedup_scalable_link(gen, o->gen_links[gi] - 1));
+        double p = dedup_scalable_link_fpr(o->error_rate / o->nlinks, DD_TIGHTENING,
+                                           DD_GEN_LINKS, o->gen_links[gi]);
+        uint64_t need = n > UINT64_MAX / DD_GROWTH
+                            ? UINT64_MAX
+                            : bloom_bytes_for(DEDUP_BLOOM_BLOCKED, n * DD_GROWTH, p);
+        if (o->gen_links[gi] >= DD_GEN_LINKS || need == UINT64_MAX ||
+            rmf_memory_usage(o) + need > o->max_memory)
+            return "ERR filter would exceed the per-key memory limit (module argument MAX_MEMORY)";
+    }
+    dedup_verdict v;
+    dedup_status s = dedup_scalable_test_and_add(gen, d, &v);
+    if (s != DEDUP_OK)
+        return s == DEDUP_ERR_NOMEM ? "ERR allocation failure" : status_err(s);
+    if (v == DEDUP_NEW) {
+        o->gen_items[gi]++;
+        const dedup_bloom *nl;
+        while ((nl = dedup_scalable_link(gen, o->gen_links[gi])) != NULL) {
+            o->gen_capacity[gi] += dedup_bloom_capacity(nl);
+            o->gen_links[gi]++;
+        }
+    }
     if (!seen)
         o->items++;
     *is_new = !seen;
@@ -655,7 +711,7 @@ bool rmf_dd_exists(rmf_obj *o, const void *item, size_t len, uint64_t now_ms)
 {
     if (o->exact)
         return ex_exists(o, dedup_hash(item, len, DEDUP_DEFAULT_SEED), now_ms);
-    dedup_digest d = dedup_bloom_digest(o->links[0], item, len);
+    dedup_digest d = dedup_scalable_digest(o->links[0], item, len);
     return dd_query(o, d, now_ms);
 }
 
@@ -681,7 +737,9 @@ double rmf_dd_current_fpr(rmf_obj *o, uint64_t now_ms)
         uint64_t slot = o->cur_slot - age;
         if (now_slot - slot >= o->nlinks)
             break;
-        miss *= 1.0 - dedup_bloom_current_fpr(o->links[slot % o->nlinks]);
+        dedup_scalable_info si;
+        dedup_scalable_get_info(o->links[slot % o->nlinks], &si);
+        miss *= 1.0 - si.fpr_current;
     }
     return 1.0 - miss;
 }
@@ -879,7 +937,7 @@ static uint64_t blobs_size(const rmf_obj *o)
         return ex_blob_size(o);
     uint64_t n = 0;
     for (uint32_t i = 0; i < o->nlinks; i++)
-        n += dedup_bloom_serialized_size(o->links[i]);
+        n += dedup_scalable_serialized_size(o->links[i]);
     return n;
 }
 
@@ -932,7 +990,7 @@ dedup_status rmf_save(const rmf_obj *o, dedup_sink *sink)
     if (s == DEDUP_OK && o->exact)
         return ex_save(o, sink);
     for (uint32_t i = 0; s == DEDUP_OK && i < o->nlinks; i++)
-        s = dedup_bloom_save(o->links[i], sink);
+        s = dedup_scalable_save(o->links[i], sink);
     return s;
 }
 
@@ -1146,24 +1204,33 @@ static rmf_err load_blobs(dedup_source src, const envelope *e, const rmf_config 
         *out = o;
         return NULL;
     }
+    uint64_t seed0 = 0;
     for (uint32_t i = 0; i < e->nblobs && !err; i++) {
-        dedup_status s = dedup_bloom_load(src, obj_allocator(o), &o->links[i]);
+        dedup_status s = dedup_scalable_load(src, obj_allocator(o), &o->links[i]);
         if (s != DEDUP_OK) {
             err = s == DEDUP_ERR_NOMEM ? "ERR allocation failure"
                                        : "ERR corrupted filter in dump";
             break;
         }
         o->nlinks = i + 1;
-        dedup_bloom *b = o->links[i];
-        if (dedup_bloom_seed(b) != dedup_bloom_seed(o->links[0]))
+        uint32_t g = e->nblobs;
+        dedup_scalable_params want;
+        dd_gen_params(&want, (e->capacity + (g - 2) - 1) / (g - 2), e->error_rate / g);
+        dedup_scalable_info si;
+        dedup_scalable_get_info(o->links[i], &si);
+        if (i == 0)
+            seed0 = si.seed;
+        if (si.kind != want.kind || si.initial_capacity != want.capacity ||
+            si.fpr != want.fpr || si.growth != want.growth ||
+            si.tightening != want.tightening || si.max_links != want.max_links)
+            err = "ERR corrupted dump (generation shape)";
+        else if (si.seed != seed0)
             err = "ERR corrupted dump (seeds differ)";
         else if (rmf_memory_usage(o) > c->max_memory)
             err = "ERR dump larger than the per-key memory limit (module argument MAX_MEMORY)";
-        else if (dedup_bloom_get_kind(b) != DEDUP_BLOOM_BLOCKED ||
-                   dedup_bloom_capacity(b) != dedup_bloom_capacity(o->links[0]) ||
-                   dedup_bloom_target_fpr(b) != dedup_bloom_target_fpr(o->links[0])) {
-            err = "ERR corrupted dump (generation shape)";
-        }
+        o->gen_items[i] = si.items;
+        o->gen_capacity[i] = si.capacity;
+        o->gen_links[i] = si.links;
     }
     if (!err) {
         uint64_t after = src.remaining ? src.remaining(src.ctx) : UINT64_MAX;
@@ -1173,9 +1240,6 @@ static rmf_err load_blobs(dedup_source src, const envelope *e, const rmf_config 
     if (!err && e->kind == RMF_DEDUP) {
         uint32_t g = o->nlinks;
         o->slot_ms = (o->window_ms + (g - 2) - 1) / (g - 2);
-        if (dedup_bloom_capacity(o->links[0]) != o->capacity ||
-            fabs(dedup_bloom_target_fpr(o->links[0]) - o->error_rate / g) > 1e-9 * o->error_rate)
-            err = "ERR corrupted dump (generation shape)";
     }
     if (err) {
         rmf_free(o);
