@@ -156,6 +156,8 @@ static rmf_err status_err(dedup_status s)
         return "ERR filter would exceed the library's size limit";
     case DEDUP_ERR_INVALID_ARG:
         return "ERR invalid filter parameters";
+    case DEDUP_ERR_FULL:
+        return "ERR filter is full";
     default:
         return "ERR corrupted or unsupported payload";
     }
