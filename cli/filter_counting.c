@@ -101,8 +101,13 @@ static dedup_status counting_save(const void *h, const char *path)
 static dedup_status counting_add(void *h, const filter_key *keys, size_t n, size_t *done)
 {
     dedup_counting *cb = h;
-    for (size_t i = 0; i < n; i++)
-        dedup_counting_add_key(cb, keys[i].data, keys[i].len);
+    dedup_digest d[COUNTING_BATCH];
+    for (size_t i = 0; i < n; i += COUNTING_BATCH) {
+        size_t c = n - i < COUNTING_BATCH ? n - i : COUNTING_BATCH;
+        for (size_t j = 0; j < c; j++)
+            d[j] = dedup_counting_digest(cb, keys[i + j].data, keys[i + j].len);
+        dedup_counting_add_batch(cb, d, c);
+    }
     *done = n;
     return DEDUP_OK;
 }

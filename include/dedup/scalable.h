@@ -149,6 +149,9 @@ typedef struct dedup_scalable_link_info {
     size_t memory;
 } dedup_scalable_link_info;
 
+/* O(total bits): fpr_current counts the set bits of every link.  Everything
+ * else in the info is O(links); dedup_scalable_link_info's fpr_current is
+ * O(bits of that link). */
 void dedup_scalable_get_info(const dedup_scalable *sb, dedup_scalable_info *info);
 /* Link 0 is the oldest.  DEDUP_ERR_RANGE if link >= links. */
 dedup_status dedup_scalable_get_link_info(const dedup_scalable *sb, uint32_t link,

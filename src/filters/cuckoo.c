@@ -529,61 +529,44 @@ uint64_t dedup_cuckoo_count_key(const dedup_cuckoo *cf, const void *key, size_t 
 
 enum { AHEAD = 16 };
 
-static inline void prefetch_key(const dedup_cuckoo *cf, const link *l, dedup_digest d, bool write)
+
+/* out[i] (or out[i] |= when 'accumulate') = key i is in link l.  Each key's
+ * buckets are computed once and kept in a ring while their lines arrive. */
+static void link_query_batch(const dedup_cuckoo *cf, const link *l, const dedup_digest *d,
+                             size_t n, bool *out, bool accumulate)
 {
-    uint32_t fp = fingerprint(cf, d);
-    uint64_t i1 = dedup_reduce(d.lo, l->nb);
-    uint64_t i2 = alt_bucket(i1, fp, l->nb);
-    if (write) {
-        DD_PREFETCH_W(bucket_ptr(cf, l, i1));
-        DD_PREFETCH_W(bucket_ptr(cf, l, i2));
-    } else {
-        DD_PREFETCH(bucket_ptr(cf, l, i1));
-        DD_PREFETCH(bucket_ptr(cf, l, i2));
+    enum { RING = 32 };
+    _Static_assert((int)RING > (int)AHEAD && (RING & (RING - 1)) == 0, "ring size");
+    uint64_t r1[RING], r2[RING];
+    uint32_t rf[RING];
+    for (size_t i = 0; i < n && i < AHEAD; i++) {
+        rf[i] = fingerprint(cf, d[i]);
+        r1[i] = dedup_reduce(d[i].lo, l->nb);
+        r2[i] = alt_bucket(r1[i], rf[i], l->nb);
+        DD_PREFETCH(bucket_ptr(cf, l, r1[i]));
+        DD_PREFETCH(bucket_ptr(cf, l, r2[i]));
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (i + AHEAD < n) {
+            size_t t = (i + AHEAD) & (RING - 1);
+            rf[t] = fingerprint(cf, d[i + AHEAD]);
+            r1[t] = dedup_reduce(d[i + AHEAD].lo, l->nb);
+            r2[t] = alt_bucket(r1[t], rf[t], l->nb);
+            DD_PREFETCH(bucket_ptr(cf, l, r1[t]));
+            DD_PREFETCH(bucket_ptr(cf, l, r2[t]));
+        }
+        size_t q = i & (RING - 1);
+        bool hit = bucket_has(cf, l, r1[q], rf[q]) || bucket_has(cf, l, r2[q], rf[q]);
+        out[i] = accumulate ? (out[i] || hit) : hit;
     }
 }
 
 void dedup_cuckoo_might_contain_batch(const dedup_cuckoo *cf, const dedup_digest *d, size_t n,
                                       bool *out)
 {
-    if (cf->nlinks == 1) {
-        /* One table: compute each key's buckets once, keep them in a ring
-         * while their lines are being fetched. */
-        enum { RING = 32 };
-        _Static_assert((int)RING > (int)AHEAD && (RING & (RING - 1)) == 0, "ring size");
-        const link *l = &cf->links[0];
-        uint64_t r1[RING], r2[RING];
-        uint32_t rf[RING];
-        for (size_t i = 0; i < n && i < AHEAD; i++) {
-            rf[i] = fingerprint(cf, d[i]);
-            r1[i] = dedup_reduce(d[i].lo, l->nb);
-            r2[i] = alt_bucket(r1[i], rf[i], l->nb);
-            DD_PREFETCH(bucket_ptr(cf, l, r1[i]));
-            DD_PREFETCH(bucket_ptr(cf, l, r2[i]));
-        }
-        for (size_t i = 0; i < n; i++) {
-            if (i + AHEAD < n) {
-                size_t t = (i + AHEAD) & (RING - 1);
-                rf[t] = fingerprint(cf, d[i + AHEAD]);
-                r1[t] = dedup_reduce(d[i + AHEAD].lo, l->nb);
-                r2[t] = alt_bucket(r1[t], rf[t], l->nb);
-                DD_PREFETCH(bucket_ptr(cf, l, r1[t]));
-                DD_PREFETCH(bucket_ptr(cf, l, r2[t]));
-            }
-            size_t s = i & (RING - 1);
-            out[i] = bucket_has(cf, l, r1[s], rf[s]) || bucket_has(cf, l, r2[s], rf[s]);
-        }
-        return;
-    }
-    for (size_t i = 0; i < n && i < AHEAD; i++)
-        for (uint32_t t = 0; t < cf->nlinks; t++)
-            prefetch_key(cf, &cf->links[t], d[i], false);
-    for (size_t i = 0; i < n; i++) {
-        if (i + AHEAD < n)
-            for (uint32_t t = 0; t < cf->nlinks; t++)
-                prefetch_key(cf, &cf->links[t], d[i + AHEAD], false);
-        out[i] = dedup_cuckoo_might_contain(cf, d[i]);
-    }
+    link_query_batch(cf, &cf->links[cf->nlinks - 1], d, n, out, false);
+    for (uint32_t t = cf->nlinks - 1; t-- > 0;)
+        link_query_batch(cf, &cf->links[t], d, n, out, true);
 }
 
 dedup_status dedup_cuckoo_add_batch(dedup_cuckoo *cf, const dedup_digest *d, size_t n,
