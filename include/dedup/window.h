@@ -55,10 +55,12 @@
  * memory.
  *
  * Exact mode: each generation is an ordered open-addressing table of
- * 24-byte entries (digest + kept time) compacted when the generation stops
- * being the newest; about 28-34 bytes per key in the window at G = 4.  A
- * lookup probes each generation that can hold a time within D of u: at most
- * G + 1 in order, at most 2G + 1 out of order.
+ * 24-byte entries (digest + kept time) at up to 85% load, compacted when the
+ * generation stops being the newest; about 29 bytes per key in the window
+ * at G = 4 (bench/results/window.md).  A lookup probes each generation that
+ * can hold a time within D of u: at most G + 1 in order, at most 2G + 1 out
+ * of order.  Tables of 8 MB and more are advised to use huge pages
+ * (madvise, Linux), which removes a TLB miss from each probe.
  *
  * ---- Approximate mode (DEDUP_WINDOW_APPROX) --------------------------------
  * Each generation is a blocked Bloom filter (dedup/bloom.h) sized for
@@ -77,7 +79,11 @@
  *    generations) is a MAYBE_DUPLICATE with probability at most fpr, as long
  *    as each generation received at most its planned number of keys
  *    (capacity / G keys kept per s of event time).  Beyond that the rate
- *    grows gradually; nothing fails.
+ *    grows gradually; nothing fails.  The rate is per new key: a key wrongly
+ *    reported lands in the same filter blocks at its next occurrences, so
+ *    while those generations live it tends to be reported again, and the
+ *    share of records wrongly dropped can exceed fpr (bench/bench_window.c
+ *    measures both).
  *
  * The stats then count keys kept (Bloom filters cannot delete or count
  * distinct keys precisely), and a key expires with its generation as above.
@@ -174,6 +180,16 @@ dedup_digest dedup_window_digest(const dedup_window *w, const void *key, size_t 
  * window stays usable). */
 dedup_status dedup_window_seen(dedup_window *w, dedup_digest d, int64_t time,
                                dedup_verdict *verdict);
+
+/* The same verdicts as calling dedup_window_seen() on (d[i], times[i]) for
+ * i = 0 .. n-1 in order, but the table slots of the next records are
+ * fetched while the current one is decided, so a window much larger than
+ * the CPU caches runs faster (exact mode).  'times' may be NULL for COUNT
+ * windows.  Stops at the first error and returns it; *done (may be NULL)
+ * receives the number of records decided, whose verdicts are valid. */
+dedup_status dedup_window_seen_batch(dedup_window *w, const dedup_digest *d,
+                                     const int64_t *times, size_t n, dedup_verdict *verdicts,
+                                     size_t *done);
 
 /* Convenience: hash 'key' with the window's seed, then as above. */
 dedup_status dedup_window_seen_key(dedup_window *w, const void *key, size_t len, int64_t time,

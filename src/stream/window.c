@@ -25,12 +25,16 @@
  * Approximate generations are blocked Bloom filters (dedup/bloom.h), one
  * cache line per key and generation.
  */
+#define _DEFAULT_SOURCE /* madvise() and MADV_HUGEPAGE */
 #include "dedup/window.h"
 #include "dedup/bloom.h"
 #include "dedup/limits.h"
 #include "internal.h"
 
 #include <math.h>
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
 
 typedef struct wentry {
     uint64_t lo, hi;
@@ -287,6 +291,27 @@ static const wentry *tab_find(const wgen *g, uint64_t lo, uint64_t hi)
     return NULL;
 }
 
+/* Asks the kernel to back a large table with huge pages.  A probe into a
+ * table of hundreds of MB otherwise costs a TLB miss and a page walk on top
+ * of its cache miss; with 2 MB pages it is the cache miss alone.  Only the
+ * whole 2 MB pages inside the block are advised; the call is a hint and its
+ * failure (other kernels, other allocators) changes nothing. */
+static void advise_huge(void *p, size_t bytes)
+{
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+    const uintptr_t huge = (uintptr_t)2 << 20;
+    if (bytes < 4 * huge)
+        return;
+    uintptr_t a = ((uintptr_t)p + huge - 1) & ~(huge - 1);
+    uintptr_t e = ((uintptr_t)p + bytes) & ~(huge - 1);
+    if (e > a)
+        (void)madvise((void *)a, e - a, MADV_HUGEPAGE);
+#else
+    (void)p;
+    (void)bytes;
+#endif
+}
+
 /* Places sorted entries 'src[0..n)' into a fresh zeroed table of 'cap' home
  * slots; extends the tail as needed.  Returns false on allocation failure
  * (then *out_slots is NULL and nothing was kept). */
@@ -300,6 +325,7 @@ static bool tab_build(dedup_window *w, const wentry *src, uint64_t src_len, uint
     wentry *t = dd_calloc(&w->alloc, (size_t)len, sizeof(wentry));
     if (!t)
         return false;
+    advise_huge(t, bytes);
     uint64_t next = 0; /* first free position */
     for (uint64_t i = 0; i < src_len; i++) {
         const wentry *e = &src[i];
@@ -516,6 +542,17 @@ static dedup_status decide(dedup_window *w, dedup_digest d, int64_t u, dedup_ver
     bool dup = false;
     size_t i = gen_lower(w, first_id);
     if (w->p.mode == DEDUP_WINDOW_EXACT) {
+        /* Every consulted table's home slot is fetched before any is read,
+         * so the cache misses of the G + 1 probes overlap instead of
+         * queueing one behind the other. */
+        for (size_t j = i; j < w->gn && w->gv[j].id <= last_id; j++) {
+            const wgen *g = &w->gv[j];
+            if (g->slots) {
+                const wentry *e = g->slots + dedup_reduce(lo, g->cap);
+                DD_PREFETCH(e);
+                DD_PREFETCH((const char *)e + 47); /* the second line, if the entry straddles */
+            }
+        }
         for (size_t j = i; j < w->gn && w->gv[j].id <= last_id; j++) {
             const wentry *e = tab_find(&w->gv[j], lo, hi);
             if (e) {
@@ -595,6 +632,55 @@ dedup_status dedup_window_seen(dedup_window *w, dedup_digest d, int64_t time,
     w->records++;
     if (w->p.type == DEDUP_WINDOW_COUNT)
         w->counter++;
+    return DEDUP_OK;
+}
+
+/* Issues the memory accesses seen() will make for (d, u): the home slot of
+ * every exact table it will probe. */
+static void prefetch_event(const dedup_window *w, dedup_digest d, int64_t u)
+{
+    if (w->p.mode != DEDUP_WINDOW_EXACT || !time_ok(u))
+        return;
+    uint64_t lo = d.lo;
+    int64_t first_id, last_id;
+    if (w->p.type == DEDUP_WINDOW_TUMBLING) {
+        first_id = last_id = fdiv(u, w->D);
+    } else {
+        first_id = fdiv(u - w->D + 1, w->s);
+        last_id = fdiv(u + w->D - 1, w->s);
+    }
+    for (size_t j = gen_lower(w, first_id); j < w->gn && w->gv[j].id <= last_id; j++) {
+        const wgen *g = &w->gv[j];
+        if (g->slots)
+            DD_PREFETCH(g->slots + dedup_reduce(lo, g->cap));
+    }
+}
+
+#define BATCH_AHEAD 8 /* events prefetched ahead: enough misses in flight */
+
+dedup_status dedup_window_seen_batch(dedup_window *w, const dedup_digest *d,
+                                     const int64_t *times, size_t n, dedup_verdict *verdicts,
+                                     size_t *done)
+{
+    if (done)
+        *done = 0;
+    if (!w || (n && (!d || !verdicts || (!times && w->p.type != DEDUP_WINDOW_COUNT))))
+        return DEDUP_ERR_INVALID_ARG;
+    bool count = w->p.type == DEDUP_WINDOW_COUNT;
+    size_t warm = n < BATCH_AHEAD ? n : BATCH_AHEAD;
+    for (size_t k = 0; k < warm; k++)
+        prefetch_event(w, d[k], count ? (int64_t)(w->counter + k) : times[k]);
+    for (size_t k = 0; k < n; k++) {
+        if (k + BATCH_AHEAD < n)
+            prefetch_event(w, d[k + BATCH_AHEAD],
+                           count ? (int64_t)(w->counter + BATCH_AHEAD)
+                                 : times[k + BATCH_AHEAD]);
+        dedup_status s = dedup_window_seen(w, d[k], count ? 0 : times[k], &verdicts[k]);
+        if (s)
+            return s;
+        if (done)
+            *done = k + 1;
+    }
     return DEDUP_OK;
 }
 

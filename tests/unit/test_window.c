@@ -408,6 +408,63 @@ static void test_params(void **state)
     dedup_window_free(w);
 }
 
+/* The batch form gives the same verdicts as one call per record. */
+static void test_batch(void **state)
+{
+    (void)state;
+    tu_rng r = {tu_seed() ^ 0xBA7C};
+    for (int type = 0; type < 3; type++) {
+        for (int mode = 0; mode < 2; mode++) {
+            const size_t n = 20000;
+            dedup_window *a = make((dedup_window_type)type, (dedup_window_mode)mode, 300, 100, 4,
+                                   500, 0.01);
+            dedup_window *b = make((dedup_window_type)type, (dedup_window_mode)mode, 300, 100, 4,
+                                   500, 0.01);
+            event *ev = gen_stream(&r, n, 2000, -50, 2, 150, false);
+            dedup_digest *d = malloc(n * sizeof *d);
+            int64_t *t = malloc(n * sizeof *t);
+            dedup_verdict *v = malloc(n * sizeof *v);
+            assert_true(d && t && v);
+            for (size_t i = 0; i < n; i++) {
+                d[i] = key_digest(a, ev[i].key);
+                t[i] = ev[i].t;
+            }
+            for (size_t i = 0; i < n;) {
+                size_t len = 1 + (size_t)tu_below(&r, 100), done = 99;
+                if (len > n - i)
+                    len = n - i;
+                assert_int_equal(dedup_window_seen_batch(b, d + i, type == DEDUP_WINDOW_COUNT ? NULL : t + i,
+                                                         len, v + i, &done),
+                                 DEDUP_OK);
+                assert_int_equal(done, len);
+                i += len;
+            }
+            for (size_t i = 0; i < n; i++) {
+                dedup_verdict one;
+                assert_int_equal(dedup_window_seen(a, d[i], t[i], &one), DEDUP_OK);
+                assert_int_equal(one, v[i]);
+            }
+            size_t done = 5;
+            assert_int_equal(dedup_window_seen_batch(b, d, t, 0, v, &done), DEDUP_OK);
+            assert_int_equal(done, 0);
+            if (type != DEDUP_WINDOW_COUNT) {
+                /* A bad time stops the batch there. */
+                t[3] = DEDUP_WINDOW_MAX_TIME + 1;
+                assert_int_equal(dedup_window_seen_batch(b, d, t, 10, v, &done), DEDUP_ERR_RANGE);
+                assert_int_equal(done, 3);
+                assert_int_equal(dedup_window_seen_batch(b, d, NULL, 10, v, &done),
+                                 DEDUP_ERR_INVALID_ARG);
+            }
+            free(d);
+            free(t);
+            free(v);
+            free(ev);
+            dedup_window_free(a);
+            dedup_window_free(b);
+        }
+    }
+}
+
 /* ---- approximate ------------------------------------------------------------------ */
 
 static void run_approx(tu_rng *r, dedup_window_type type, int64_t duration, int64_t lateness,
@@ -827,6 +884,7 @@ int main(void)
         cmocka_unit_test(test_params),
         cmocka_unit_test(test_exact_vs_model),
         cmocka_unit_test(test_exact_vs_model_large),
+        cmocka_unit_test(test_batch),
         cmocka_unit_test(test_approx_guarantees),
         cmocka_unit_test(test_save_resume),
         cmocka_unit_test(test_corrupt_rejected),
