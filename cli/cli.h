@@ -55,6 +55,9 @@ const char *cli_human_size(uint64_t bytes, char *buf, size_t cap);
 /* Writes s as a JSON string literal (with quotes) to f. */
 void cli_json_string(FILE *f, const char *s);
 
+/* The allocator the tool gives the library: huge pages for big blocks. */
+const dedup_allocator *cli_allocator(void);
+
 /* Standard --help/--version handling shared by subcommands. */
 void cli_print_version(void);
 

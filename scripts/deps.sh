@@ -5,9 +5,9 @@ set -eu
 # build + library
 PKGS="build-essential cmake pkg-config libxxhash-dev"
 # tests: unit tests, the sanitizer and fuzz builds, CLI reference tools
-PKGS="$PKGS libcmocka-dev clang mawk perl python3"
+PKGS="$PKGS libcmocka-dev clang mawk perl python3 groff-base"
 # benchmarks compare against Debian's libbloom; Redis module tests
-PKGS="$PKGS libbloom-dev redis-server redis-tools python3-redis"
+PKGS="$PKGS libbloom-dev time redis-server redis-tools python3-redis"
 [ -n "${DEDUP_EXTRA_PKGS:-}" ] && PKGS="$PKGS $DEDUP_EXTRA_PKGS"
 
 missing=""

@@ -5,16 +5,17 @@
  * DEDUP_DUPLICATE.  All three are open-addressing tables (linear probing)
  * whose slot is derived from the key's digest; nothing is hashed twice.
  *
- *  - dedup_strset: full keys, stored once in an append-only arena.  A slot is
- *    16 bytes (8 bits of the digest as a tag + arena offset, and the rest of
- *    the digest to reject mismatches before touching the arena).  Memory:
- *    ~key length + 8 bytes of length/count header + 16/load bytes per key.
+ *  - dedup_strset: full keys, stored once in an append-only arena of 4 MiB
+ *    chunks.  A slot is 16 bytes: the digest's low 64 bits (which reject a
+ *    different key before the arena is touched) and the key's arena
+ *    reference.  Memory per key: its length + 4 (+ 8 with counts) in the
+ *    arena, plus 16 / load in the table (21 to 43 bytes).
  *  - dedup_digestset: only the 128-bit digest of each key ("fingerprint"
  *    mode): 16 bytes a slot.  Two distinct keys collide with probability
  *    about n^2 / 2^129 over n keys (1e-20 at n = 1e9).
  *  - dedup_u64set: 64-bit integer keys, 8 bytes a slot.
  *
- * Sets grow by doubling when the load passes 7/8 (digest/u64) or 3/4
+ * Sets grow by doubling when the load passes 4/5 (digest/u64) or 3/4
  * (strings), unless a memory limit is set: then an insert that would need
  * more than the limit fails with DEDUP_ERR_FULL and changes nothing, so the
  * caller can spill (see dedup/extsort.h).  Sizing up front with
@@ -64,6 +65,10 @@ dedup_status dedup_strset_insert(dedup_strset *set, const void *key, size_t len,
                                  dedup_verdict *verdict);
 /* Prefetches the slot 'd' maps to; call ahead of insert for many keys. */
 void dedup_strset_prefetch(const dedup_strset *set, dedup_digest d);
+/* Second stage, once the slot is in cache: prefetches the stored key that
+ * the slot's tag says may be equal (the key bytes a duplicate is compared
+ * with).  A hint only; never changes the set. */
+void dedup_strset_prefetch_key(const dedup_strset *set, dedup_digest d);
 bool dedup_strset_contains(const dedup_strset *set, const void *key, size_t len, dedup_digest d);
 /* Count of a key (0 if absent, 1 if present without counts). */
 uint64_t dedup_strset_count_of(const dedup_strset *set, const void *key, size_t len,

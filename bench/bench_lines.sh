@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# bench_lines.sh - the main job against the tools people use today, on the
+# same data in one run: dedup (exact, fingerprint, blocked), LC_ALL=C sort -u,
+# sort -u, mawk '!a[$0]++', perl, and `cat FILE > /dev/null` as the floor.
+# Each command runs REPS times (default 3), interleaved so that a noisy
+# neighbour hurts all of them alike; medians and ratios are printed as a
+# Markdown table.  Peak RSS and CPU come from /usr/bin/time.
+#
+#   bench/bench_lines.sh [BUILD_DIR]     env: N (lines, default 20000000), REPS, DATA_DIR
+set -eu
+BUILD=${1:-build}
+DEDUP=$(cd "$BUILD" && pwd)/dedup
+N=${N:-20000000}
+REPS=${REPS:-3}
+DATA=${DATA_DIR:-/tmp/dedup-bench}
+HERE=$(cd "$(dirname "$0")" && pwd)
+mkdir -p "$DATA"
+[ -x /usr/bin/time ] || { echo "bench_lines: needs /usr/bin/time (apt-get install time)" >&2; exit 2; }
+cc -O2 -o "$DATA/gen_urls" "$HERE/gen_urls.c" -lm
+cc -O2 -o "$DATA/gen_uuids" "$HERE/gen_uuids.c"
+URLS="$DATA/urls-$N.txt"
+UUIDS="$DATA/uuids-$N.txt"
+[ -s "$URLS" ] || "$DATA/gen_urls" "$N" -r 0.5 -s 1 -S 1 > "$URLS"
+[ -s "$UUIDS" ] || "$DATA/gen_uuids" "$N" -r 0.1 -S 1 > "$UUIDS"
+
+run_one() { # run_one NAME FILE CMD... ; appends "name wall user sys maxrss_kb" to $RES
+    local name=$1 file=$2; shift 2
+    cat "$file" > /dev/null # same cache state for everyone
+    /usr/bin/time -f "%e %U %S %M" -o "$DATA/time.out" "$@" < "$file" > "$DATA/out.$name" 2>/dev/null
+    echo "$name $(cat "$DATA/time.out")" >> "$RES"
+}
+
+bench_file() { # bench_file LABEL FILE DISTINCT_HINT
+    local label=$1 file=$2 nd=$3
+    RES="$DATA/results-$label.txt"
+    : > "$RES"
+    for r in $(seq "$REPS"); do
+        run_one cat "$file" cat
+        run_one dedup-exact "$file" "$DEDUP"
+        run_one dedup-fingerprint "$file" "$DEDUP" --mode fingerprint
+        run_one dedup-fingerprint-n "$file" "$DEDUP" --mode fingerprint -n "$nd"
+        run_one dedup-blocked "$file" "$DEDUP" --mode blocked -n "$nd" -p 0.01
+        run_one sort-u-C "$file" env LC_ALL=C sort -u
+        run_one sort-u-C-S64M-par2 "$file" env LC_ALL=C sort -u -S 64M --parallel=2
+        run_one sort-u "$file" sort -u
+        run_one mawk "$file" mawk '!a[$0]++'
+        run_one perl "$file" perl -ne 'print unless $s{$_}++'
+    done
+    cmp -s "$DATA/out.dedup-exact" "$DATA/out.mawk" && same=yes || same=NO
+    echo
+    echo "### $label: $(wc -l < "$file") lines, $(du -h "$file" | cut -f1), $(wc -l < "$DATA/out.dedup-exact") distinct; dedup exact output identical to mawk: $same"
+    echo
+    python3 - "$RES" "$(stat -c %s "$file")" <<'PY'
+import sys, statistics
+rows = {}
+for line in open(sys.argv[1]):
+    name, wall, user, sys_, rss = line.split()
+    rows.setdefault(name, []).append((float(wall), float(user) + float(sys_), int(rss)))
+med = {k: (statistics.median(w for w, _, _ in v), statistics.median(c for _, c, _ in v), max(r for _, _, r in v)) for k, v in rows.items()}
+size = int(sys.argv[2])
+sortc = med["sort-u-C"]; awk = med["mawk"]
+print("| command | wall s (median) | CPU s | peak RSS MB | wall vs `LC_ALL=C sort -u` | CPU vs mawk | RSS vs mawk |")
+print("|---|---|---|---|---|---|---|")
+for k, (w, c, r) in med.items():
+    print(f"| {k} | {w:.2f} | {c:.2f} | {r/1024:.0f} | {sortc[0]/w:.2f}x faster | {awk[1]/c if c else 0:.1f}x less | {r/awk[2]:.2f} |")
+PY
+}
+echo "## bench_lines: N=$N, REPS=$REPS, $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores"
+bench_file urls "$URLS" "$N"
+bench_file uuids "$UUIDS" "$N"

@@ -1,0 +1,332 @@
+/*
+ * external.c - `dedup --mode exact` under a memory budget (see external.h).
+ *
+ * Records are read in blocks, keyed and hashed exactly as in cmd_dedup.c,
+ * and pushed to the engine, which emits through the buffered writer: first
+ * occurrences as they arrive while the keys fit (so pipes keep streaming),
+ * the rest at the end.  A signal or a broken pipe stops the engine through
+ * the emit callback; temporary files are nameless, so nothing is left
+ * behind in any case.  cmd_dedup.c leaves SIGINT/SIGTERM at their default
+ * action for this path (the finishing phase may not read or write for a
+ * long time); dd_stop_signal is still honoured if a caller sets it.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "external.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/statvfs.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "dedup/extsort.h"
+#include "dedup/hash.h"
+#include "io.h"
+
+#define READ_BLOCK ((size_t)1 << 20)
+#define WRITE_BUF ((size_t)1 << 18)
+#define EXT_BATCH 64
+
+typedef struct ext_batch {
+    const unsigned char *rec[EXT_BATCH], *key[EXT_BATCH];
+    size_t len[EXT_BATCH], klen[EXT_BATCH];
+    dedup_digest dig[EXT_BATCH];
+} ext_batch;
+
+uint64_t dd_external_default_memory(void)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
+    if (pages <= 0 || psize <= 0)
+        return UINT64_C(1) << 30;
+    return (uint64_t)pages * (uint64_t)psize / 2;
+}
+
+typedef struct ext_run {
+    const dd_external_opts *o;
+    dd_writer w;
+} ext_run;
+
+static int ext_emit(void *ctx, const void *rec, size_t len, uint64_t count)
+{
+    ext_run *r = ctx;
+    if (dd_stop_signal)
+        return 3;
+    if (r->o->out == 2) {
+        char prefix[32];
+        int pl = snprintf(prefix, sizeof prefix, "%7llu ", (unsigned long long)count);
+        if (!dd_writer_bytes(&r->w, prefix, (size_t)pl))
+            return r->w.broken_pipe ? 1 : 2;
+    }
+    if (!dd_writer_record(&r->w, rec, len, r->o->term))
+        return r->w.broken_pipe ? 1 : 2;
+    return 0;
+}
+
+static double now_sec(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void print_stats(const dd_external_opts *o, const dedup_extsort_stats *s, uint64_t budget,
+                        uint64_t bytes_in, const char *tmpdir, double secs)
+{
+    uint64_t dups = s->records_in - s->distinct;
+    double rate = s->records_in ? (double)dups / (double)s->records_in : 0.0;
+    if (o->stats == 2) {
+        fprintf(stderr,
+                "{\"records_in\":%llu,\"records_out\":%llu,\"duplicates\":%llu,"
+                "\"duplicate_rate\":%.6f,\"distinct\":%llu,\"mode\":\"exact\",\"external\":true,"
+                "\"sorted\":%s,\"memory_limit\":%llu,\"memory_bytes\":%llu,\"spilled\":%s,"
+                "\"runs\":%llu,\"merge_passes\":%llu,\"max_depth\":%llu,\"bytes_spilled\":%llu,"
+                "\"bytes_read_back\":%llu,\"tmpdir\":",
+                (unsigned long long)s->records_in, (unsigned long long)s->records_out,
+                (unsigned long long)dups, rate, (unsigned long long)s->distinct,
+                o->sorted ? "true" : "false", (unsigned long long)budget,
+                (unsigned long long)s->peak_memory, s->spilled ? "true" : "false",
+                (unsigned long long)s->runs_written, (unsigned long long)s->merge_passes,
+                (unsigned long long)s->max_depth, (unsigned long long)s->bytes_spilled,
+                (unsigned long long)s->bytes_read_back);
+        cli_json_string(stderr, tmpdir);
+        fprintf(stderr, ",\"bytes_in\":%llu,\"seconds\":%.3f}\n", (unsigned long long)bytes_in,
+                secs);
+        return;
+    }
+    char hb[32], hm[32], hl[32], hs[32], hr[32];
+    fprintf(stderr, "dedup: %llu records in (%s), %llu out, %llu duplicates (%.2f%%)\n",
+            (unsigned long long)s->records_in, cli_human_size(bytes_in, hb, sizeof hb),
+            (unsigned long long)s->records_out, (unsigned long long)dups, rate * 100);
+    fprintf(stderr,
+            "dedup: %llu distinct keys, mode exact%s, memory %s of %s allowed, %.2f s "
+            "(%.1fM records/s)\n",
+            (unsigned long long)s->distinct, o->sorted ? " (sorted)" : "",
+            cli_human_size(s->peak_memory, hm, sizeof hm), cli_human_size(budget, hl, sizeof hl),
+            secs, secs > 0 ? (double)s->records_in / secs / 1e6 : 0.0);
+    if (s->spilled)
+        fprintf(stderr,
+                "dedup: spilled to %s: %llu runs written, %llu merge passes, %s written, %s "
+                "read back\n",
+                tmpdir, (unsigned long long)s->runs_written, (unsigned long long)s->merge_passes,
+                cli_human_size(s->bytes_spilled, hs, sizeof hs),
+                cli_human_size(s->bytes_read_back, hr, sizeof hr));
+    else
+        fprintf(stderr, "dedup: everything fit in memory (nothing spilled)\n");
+}
+
+int dd_run_external(const dd_external_opts *o, char **files, int nfiles)
+{
+    uint64_t budget = o->memory ? o->memory : dd_external_default_memory();
+    if (budget < DEDUP_EXTSORT_MIN_MEMORY) {
+        cli_error("-m/--memory must be at least %lluK for exact deduplication",
+                  (unsigned long long)(DEDUP_EXTSORT_MIN_MEMORY >> 10));
+        return CLI_EXIT_USAGE;
+    }
+    ext_run r;
+    memset(&r, 0, sizeof r);
+    r.o = o;
+    int out_fd = STDOUT_FILENO;
+    const char *out_name = "(standard output)";
+    bool out_file = o->output && strcmp(o->output, "-") != 0;
+    if (out_file) {
+        out_fd = open(o->output, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+        if (out_fd < 0) {
+            cli_error("%s: %s", o->output, strerror(errno));
+            return CLI_EXIT_USAGE;
+        }
+        out_name = o->output;
+    }
+    if (dd_writer_init(&r.w, out_fd, out_name, WRITE_BUF) != 0) {
+        cli_error("out of memory");
+        if (out_file)
+            close(out_fd);
+        return CLI_EXIT_FAIL;
+    }
+    r.w.line_buffered = o->line_buffered;
+
+    dedup_extsort_params p;
+    dedup_extsort_params_init(&p);
+    p.memory_limit = budget;
+    p.tmpdir = o->tmpdir;
+    p.order = o->sorted ? DEDUP_EXTSORT_SORTED : DEDUP_EXTSORT_FIRST_OCCURRENCE;
+    p.output = o->out == 1   ? DEDUP_EXTSORT_DUPLICATES
+               : o->out == 2 ? DEDUP_EXTSORT_COUNT
+               : o->out == 3 ? DEDUP_EXTSORT_UNIQUE
+                             : DEDUP_EXTSORT_FIRST;
+    p.seed = o->seed;
+    p.emit = ext_emit;
+    p.emit_ctx = &r;
+    dedup_extsort *es = NULL;
+    dedup_status st = dedup_extsort_create(&p, cli_allocator(), &es);
+    if (st != DEDUP_OK) {
+        cli_error("%s", st == DEDUP_ERR_INVALID_ARG && o->sorted && o->out == 1
+                            ? "--sort cannot be combined with -D/--duplicates (those are in input order)"
+                            : dedup_strerror(st));
+        dd_writer_free(&r.w);
+        if (out_file) {
+            close(out_fd);
+            unlink(o->output);
+        }
+        return st == DEDUP_ERR_INVALID_ARG ? CLI_EXIT_USAGE : CLI_EXIT_FAIL;
+    }
+    const char *tmpdir = NULL;
+    {
+        const char *t = o->tmpdir;
+        if (!t || !*t)
+            t = getenv("TMPDIR");
+        tmpdir = t && *t ? t : "/tmp";
+    }
+    cli_info(2, "exact mode under %llu bytes of memory, spilling to %s if needed",
+             (unsigned long long)budget, tmpdir);
+
+    double start = now_sec(), last = start;
+    uint64_t bytes_in = 0, nrec = 0;
+    int status = CLI_EXIT_OK;
+    bool input_error = false;
+    unsigned char *scratch = NULL;
+    size_t scap = 0;
+    bool identity = dd_keyspec_identity(o->key);
+    ext_batch *b = malloc(sizeof *b);
+    if (!b) {
+        cli_error("out of memory");
+        dedup_extsort_free(es);
+        dd_writer_free(&r.w);
+        if (out_file) {
+            close(out_fd);
+            unlink(o->output);
+        }
+        return CLI_EXIT_FAIL;
+    }
+    for (int fi = 0; fi < nfiles && st == DEDUP_OK && !dd_stop_signal; fi++) {
+        dd_reader rd;
+        int e = dd_reader_open(&rd, files[fi], o->term, READ_BLOCK);
+        if (e) {
+            cli_error("%s: %s", files[fi], strerror(e));
+            status = CLI_EXIT_USAGE;
+            input_error = true;
+            break;
+        }
+        uint64_t before = bytes_in;
+        for (;;) {
+            if (st != DEDUP_OK || dd_stop_signal)
+                break;
+            size_t n = 0;
+            if (!dd_reader_next(&rd, &b->rec[0], &b->len[0]))
+                break;
+            n = 1;
+            while (n < EXT_BATCH && dd_reader_next_buffered(&rd, &b->rec[n], &b->len[n]))
+                n++;
+            if (!identity) {
+                size_t total = 0;
+                for (size_t i = 0; i < n; i++)
+                    total += b->len[i];
+                if (total > scap) {
+                    free(scratch);
+                    scap = total * 2 + 64;
+                    scratch = malloc(scap);
+                    if (!scratch) {
+                        cli_error("out of memory");
+                        status = CLI_EXIT_FAIL;
+                        input_error = true;
+                        break;
+                    }
+                }
+                size_t off = 0;
+                for (size_t i = 0; i < n; i++) {
+                    b->key[i] = dd_key_of(o->key, b->rec[i], b->len[i], scratch + off, &b->klen[i]);
+                    off += b->len[i];
+                }
+            } else {
+                for (size_t i = 0; i < n; i++) {
+                    b->key[i] = b->rec[i];
+                    b->klen[i] = b->len[i];
+                }
+            }
+            for (size_t i = 0; i < n; i++)
+                b->dig[i] = dedup_hash(b->key[i], b->klen[i], o->seed);
+            st = dedup_extsort_push_batch(es, n, (const void *const *)b->rec, b->len,
+                                          (const void *const *)b->key, b->klen, b->dig);
+            nrec += n;
+            if (o->progress && (nrec & 0xffff) < n) {
+                double t = now_sec();
+                if (t - last > 0.25) {
+                    char hb[32];
+                    last = t;
+                    fprintf(stderr, "\rdedup: %s read   ",
+                            cli_human_size(before + rd.bytes_read, hb, sizeof hb));
+                }
+            }
+        }
+        bytes_in = before + rd.bytes_read;
+        if (rd.error && !dd_stop_signal) {
+            cli_error("%s: read error: %s", rd.name, strerror(rd.error));
+            status = CLI_EXIT_USAGE;
+            input_error = true;
+        }
+        dd_reader_close(&rd);
+        if (input_error)
+            break;
+    }
+    free(scratch);
+    free(b);
+    if (st == DEDUP_OK && !input_error && !dd_stop_signal)
+        st = dedup_extsort_finish(es);
+    if (o->progress)
+        fputc('\n', stderr);
+    if (!r.w.broken_pipe && !r.w.error)
+        dd_writer_flush(&r.w);
+
+    bool remove_output = false;
+    if (r.w.error) {
+        cli_error("write error on %s: %s", r.w.name, strerror(r.w.error));
+        status = CLI_EXIT_FAIL;
+    } else if (st == DEDUP_ERR_CANCELLED && r.w.broken_pipe) {
+        /* the reader went away: a normal end */
+    } else if (dd_stop_signal) {
+        cli_info(1, "interrupted; output is incomplete");
+        status = 128 + dd_stop_signal;
+    } else if (st == DEDUP_ERR_IO) {
+        int err = 0;
+        const char *dir = tmpdir;
+        uint64_t need = 0;
+        dedup_extsort_io_error(es, &err, &dir, &need);
+        char hn[32], hf[32];
+        struct statvfs sv;
+        if (statvfs(dir, &sv) == 0)
+            cli_error("temporary files in %s: %s (after writing %s of temporary data; %s "
+                      "free there now): free space, or choose another directory with "
+                      "--tmpdir, or give more memory with -m",
+                      dir, strerror(err), cli_human_size(need, hn, sizeof hn),
+                      cli_human_size((uint64_t)sv.f_bavail * sv.f_frsize, hf, sizeof hf));
+        else
+            cli_error("temporary files in %s: %s (after writing %s of temporary data): "
+                      "choose another directory with --tmpdir",
+                      dir, strerror(err), cli_human_size(need, hn, sizeof hn));
+        status = CLI_EXIT_FAIL;
+        remove_output = true;
+    } else if (st != DEDUP_OK) {
+        cli_error("%s", st == DEDUP_ERR_NOMEM ? "out of memory" : dedup_strerror(st));
+        status = CLI_EXIT_FAIL;
+        remove_output = true;
+    }
+    if (out_file) {
+        if (close(out_fd) != 0 && status == CLI_EXIT_OK) {
+            cli_error("write error on %s: %s", out_name, strerror(errno));
+            status = CLI_EXIT_FAIL;
+        }
+        if (remove_output || (status == CLI_EXIT_FAIL && r.w.error))
+            unlink(o->output);
+    }
+    if (o->stats) {
+        dedup_extsort_stats s;
+        dedup_extsort_stats_get(es, &s);
+        print_stats(o, &s, budget, bytes_in, tmpdir, now_sec() - start);
+    }
+    dedup_extsort_free(es);
+    dd_writer_free(&r.w);
+    return status;
+}

@@ -1,0 +1,307 @@
+/*
+ * filter_bloom.c - `dedup filter` operations for classic and blocked Bloom
+ * filters (dedup/bloom.h).  One set of functions serves both layouts; the
+ * two table entries at the end differ only in name, file type and kind.
+ */
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+#include "dedup/bloom.h"
+#include "filter_types.h"
+
+/* Keys hashed per library batch call: enough to keep many cache misses in
+ * flight, small enough for the stack. */
+#define BLOOM_BATCH 256
+
+static const char *kind_flag(dedup_bloom_kind kind)
+{
+    return kind == DEDUP_BLOOM_BLOCKED ? "blocked" : "bloom";
+}
+
+static uint64_t sizing_bits_for(dedup_bloom_kind kind, uint64_t n, double p)
+{
+    return kind == DEDUP_BLOOM_BLOCKED ? dedup_blocked_bits_for(n, p) : dedup_bloom_bits_for(n, p);
+}
+static uint32_t sizing_k_for(dedup_bloom_kind kind, uint64_t n, uint64_t bits)
+{
+    return kind == DEDUP_BLOOM_BLOCKED ? dedup_blocked_k_for(n, bits) : dedup_bloom_k_for(n, bits);
+}
+static double sizing_fpr_for(dedup_bloom_kind kind, uint64_t n, uint64_t bits, uint32_t k)
+{
+    return kind == DEDUP_BLOOM_BLOCKED ? dedup_blocked_fpr_for(n, bits, k)
+                                       : dedup_bloom_fpr_for(n, bits, k);
+}
+static uint64_t sizing_capacity_for(dedup_bloom_kind kind, uint64_t bits, double p)
+{
+    return kind == DEDUP_BLOOM_BLOCKED ? dedup_blocked_capacity_for(bits, p)
+                                       : dedup_bloom_capacity_for(bits, p);
+}
+
+/* Builds the filter from any two of -n/-p/-m (or -n alone, p = 1%). */
+static int create_kind(dedup_bloom_kind kind, const filter_create_opts *o, void **out)
+{
+    const char *tname = kind_flag(kind);
+    char hb[32];
+    if (o->nextra) {
+        cli_error("filter create: --%s does not apply to --type %s", o->extra[0].name, tname);
+        return CLI_EXIT_USAGE;
+    }
+    uint32_t kmax = kind == DEDUP_BLOOM_BLOCKED ? 16 : DEDUP_MAX_BLOOM_K;
+    if (o->has_k && (o->k < 1 || o->k > kmax)) {
+        cli_error("filter create: -k/--hashes must be between 1 and %u for --type %s (got %u)",
+                  kmax, tname, o->k);
+        return CLI_EXIT_USAGE;
+    }
+    if (o->has_p && o->p < DEDUP_MIN_FPR) {
+        cli_error("filter create: -p/--fpr must be at least %g (got %g): below it the "
+                  "128-bit digest's own collisions dominate",
+                  DEDUP_MIN_FPR, o->p);
+        return CLI_EXIT_USAGE;
+    }
+
+    dedup_bloom_params bp;
+    dedup_bloom_params_init(&bp);
+    bp.kind = kind;
+    bp.seed = o->seed;
+    if (o->has_k)
+        bp.k = o->k;
+
+    uint64_t bits = 0;
+    if (o->has_m) {
+        uint64_t unit = kind == DEDUP_BLOOM_BLOCKED ? 512 : 64;
+        if (o->m > DEDUP_MAX_BITS / 8) {
+            cli_error("filter create: -m/--memory %s exceeds the limit of %s per filter",
+                      cli_human_size(o->m, hb, sizeof hb), "128 GiB (2^40 bits)");
+            return CLI_EXIT_USAGE;
+        }
+        /* Round down so the bit array fits in the memory given. */
+        bits = o->m * 8 / unit * unit;
+        if (bits == 0) {
+            cli_error("filter create: -m/--memory %s is too small for --type %s (at least %u bytes)",
+                      cli_human_size(o->m, hb, sizeof hb), tname, (unsigned)(unit / 8));
+            return CLI_EXIT_USAGE;
+        }
+        bp.bits = bits;
+    }
+
+    if (o->has_n && o->has_m) {
+        bp.capacity = o->n;
+        uint32_t k = o->has_k ? o->k : sizing_k_for(kind, o->n, bits);
+        double reached = sizing_fpr_for(kind, o->n, bits, k);
+        if (o->has_p) {
+            bp.fpr = o->p;
+            if (reached > o->p * 1.0001)
+                cli_warn("filter create: %s (-m) holds %" PRIu64 " items at a false-positive "
+                         "rate of %.4g, above -p %g",
+                         cli_human_size(o->m, hb, sizeof hb), o->n, reached, o->p);
+        } else {
+            if (!(reached < 0.5)) {
+                cli_error("filter create: -m/--memory %s is too small for %" PRIu64
+                          " items (false-positive rate would be %.3g)",
+                          cli_human_size(o->m, hb, sizeof hb), o->n, reached);
+                return CLI_EXIT_USAGE;
+            }
+            bp.fpr = reached < DEDUP_MIN_FPR ? DEDUP_MIN_FPR : reached;
+        }
+    } else if (o->has_n) {
+        bp.capacity = o->n;
+        bp.fpr = o->has_p ? o->p : 0.01;
+    } else if (o->has_m && o->has_p) {
+        uint64_t cap = sizing_capacity_for(kind, bits, o->p);
+        if (cap == 0) {
+            cli_error("filter create: -m/--memory %s cannot hold even one item at -p %g",
+                      cli_human_size(o->m, hb, sizeof hb), o->p);
+            return CLI_EXIT_USAGE;
+        }
+        bp.capacity = cap;
+        bp.fpr = o->p;
+    } else {
+        cli_error("filter create: -n/--items is required for --type %s "
+                  "(or give both -m/--memory and -p/--fpr)",
+                  tname);
+        return CLI_EXIT_USAGE;
+    }
+
+    if (!bits) {
+        uint64_t need = sizing_bits_for(kind, bp.capacity, bp.fpr);
+        if (need == 0 || need > DEDUP_MAX_BITS) {
+            cli_error("filter create: %" PRIu64 " items at p = %g need %.4g bits, beyond the "
+                      "limit of 2^40 bits (128 GiB) per filter",
+                      bp.capacity, bp.fpr, need ? (double)need : INFINITY);
+            return CLI_EXIT_USAGE;
+        }
+    }
+
+    dedup_bloom *bf = NULL;
+    dedup_status s = dedup_bloom_create(&bp, NULL, &bf);
+    if (s == DEDUP_ERR_INVALID_ARG || s == DEDUP_ERR_LIMIT) {
+        cli_error("filter create: cannot create a %s filter with n = %" PRIu64 ", p = %g%s: %s",
+                  tname, bp.capacity, bp.fpr, bits ? " and the -m given" : "", dedup_strerror(s));
+        return CLI_EXIT_USAGE;
+    }
+    if (s) {
+        cli_error("filter create: %s: %s", o->path, dedup_strerror(s));
+        return CLI_EXIT_FAIL;
+    }
+    *out = bf;
+    return CLI_EXIT_OK;
+}
+
+static int create_classic(const filter_create_opts *o, void **out)
+{
+    return create_kind(DEDUP_BLOOM_CLASSIC, o, out);
+}
+static int create_blocked(const filter_create_opts *o, void **out)
+{
+    return create_kind(DEDUP_BLOOM_BLOCKED, o, out);
+}
+
+static dedup_status bloom_load(const char *path, void **out)
+{
+    dedup_bloom *bf = NULL;
+    dedup_status s = dedup_bloom_load_file(path, NULL, &bf);
+    if (!s)
+        *out = bf;
+    return s;
+}
+
+static dedup_status bloom_save(const void *h, const char *path)
+{
+    return dedup_bloom_save_file(h, path);
+}
+
+static void hash_keys(const dedup_bloom *bf, const filter_key *keys, size_t n, dedup_digest *d)
+{
+    for (size_t i = 0; i < n; i++)
+        d[i] = dedup_bloom_digest(bf, keys[i].data, keys[i].len);
+}
+
+static dedup_status bloom_add(void *h, const filter_key *keys, size_t n, size_t *done)
+{
+    dedup_bloom *bf = h;
+    dedup_digest d[BLOOM_BATCH];
+    for (size_t i = 0; i < n; i += BLOOM_BATCH) {
+        size_t c = n - i < BLOOM_BATCH ? n - i : BLOOM_BATCH;
+        hash_keys(bf, keys + i, c, d);
+        dedup_bloom_add_batch(bf, d, c);
+    }
+    *done = n;
+    return DEDUP_OK;
+}
+
+static void bloom_query(const void *h, const filter_key *keys, size_t n, bool *out)
+{
+    const dedup_bloom *bf = h;
+    dedup_digest d[BLOOM_BATCH];
+    for (size_t i = 0; i < n; i += BLOOM_BATCH) {
+        size_t c = n - i < BLOOM_BATCH ? n - i : BLOOM_BATCH;
+        hash_keys(bf, keys + i, c, d);
+        dedup_bloom_might_contain_batch(bf, d, c, out + i);
+    }
+}
+
+static void bloom_info(const void *h, filter_info_out *o)
+{
+    const dedup_bloom *bf = h;
+    bool blocked = dedup_bloom_get_kind(bf) == DEDUP_BLOOM_BLOCKED;
+    uint64_t bits = dedup_bloom_bits(bf), cap = dedup_bloom_capacity(bf);
+    uint32_t k = dedup_bloom_k(bf);
+    info_str(o, "type", "type", blocked ? "blocked" : "bloom");
+    info_str(o, "layout", "layout",
+             blocked ? "blocked Bloom (one 64-byte block per item)"
+                     : "classic Bloom (k probes over the whole array)");
+    info_u64(o, "n", "items planned (n)", cap);
+    info_prob(o, "p", "target false-positive rate (p)", dedup_bloom_target_fpr(bf));
+    info_u64(o, "bits", "bits (m)", bits);
+    info_bytes(o, "bytes", "bit array", bits / 8 + (bits % 8 != 0));
+    info_u64(o, "k", "hashes per item (k)", k);
+    if (cap)
+        info_f64(o, "bits_per_item", "bits per planned item", (double)bits / (double)cap);
+    info_hex(o, "seed", "seed", dedup_bloom_seed(bf));
+    info_u64(o, "bits_set", "bits set", dedup_bloom_popcount(bf));
+    info_f64(o, "fill", "fill ratio", dedup_bloom_fill_ratio(bf));
+    double est = dedup_bloom_estimate_count(bf);
+    if (isfinite(est))
+        info_u64(o, "estimated_items", "estimated items", (uint64_t)llround(est));
+    else
+        info_str(o, "estimated_items", "estimated items", "saturated (every bit set)");
+    info_prob(o, "fpr_current", "false-positive rate now", dedup_bloom_current_fpr(bf));
+    if (cap)
+        info_prob(o, "fpr_at_capacity", "false-positive rate at n",
+                  sizing_fpr_for(blocked ? DEDUP_BLOOM_BLOCKED : DEDUP_BLOOM_CLASSIC, cap, bits, k));
+    info_bytes(o, "memory_bytes", "memory when loaded", dedup_bloom_memory_usage(bf));
+}
+
+static dedup_status bloom_merge(void *dst, const void *src, char *why, size_t cap)
+{
+    const dedup_bloom *a = dst, *b = src;
+    if (dedup_bloom_get_kind(a) != dedup_bloom_get_kind(b)) {
+        snprintf(why, cap, "types differ: %s vs %s", kind_flag(dedup_bloom_get_kind(a)),
+                 kind_flag(dedup_bloom_get_kind(b)));
+        return DEDUP_ERR_INCOMPATIBLE;
+    }
+    if (dedup_bloom_bits(a) != dedup_bloom_bits(b)) {
+        snprintf(why, cap, "sizes differ: %" PRIu64 " vs %" PRIu64 " bits", dedup_bloom_bits(a),
+                 dedup_bloom_bits(b));
+        return DEDUP_ERR_INCOMPATIBLE;
+    }
+    if (dedup_bloom_k(a) != dedup_bloom_k(b)) {
+        snprintf(why, cap, "hash counts differ: k = %u vs %u", dedup_bloom_k(a), dedup_bloom_k(b));
+        return DEDUP_ERR_INCOMPATIBLE;
+    }
+    if (dedup_bloom_seed(a) != dedup_bloom_seed(b)) {
+        snprintf(why, cap, "seeds differ: 0x%016" PRIx64 " vs 0x%016" PRIx64, dedup_bloom_seed(a),
+                 dedup_bloom_seed(b));
+        return DEDUP_ERR_INCOMPATIBLE;
+    }
+    dedup_status s = dedup_bloom_union(dst, src);
+    if (s == DEDUP_ERR_INCOMPATIBLE)
+        snprintf(why, cap, "%s", dedup_strerror(s));
+    return s;
+}
+
+static void bloom_free(void *h)
+{
+    dedup_bloom_free(h);
+}
+
+#define BLOOM_NO_DELETE                                                                    \
+    "clearing an item's bits would also clear bits other items share, which would then " \
+    "be reported absent (false negatives)"
+
+const filter_type filter_type_bloom = {
+    .name = "bloom",
+    .description = "classic Bloom: the fewest bits for a rate, k memory reads per item",
+    .file_type = DEDUP_TYPE_BLOOM,
+    .noun = "classic Bloom filter",
+    .create = create_classic,
+    .load = bloom_load,
+    .save = bloom_save,
+    .add = bloom_add,
+    .query = bloom_query,
+    .del = NULL,
+    .no_delete_reason = BLOOM_NO_DELETE,
+    .info = bloom_info,
+    .merge = bloom_merge,
+    .free = bloom_free,
+};
+
+const filter_type filter_type_blocked = {
+    .name = "blocked",
+    .description = "blocked Bloom: one cache line per item, fastest, somewhat more bits",
+    .file_type = DEDUP_TYPE_BLOCKED_BLOOM,
+    .noun = "blocked Bloom filter",
+    .create = create_blocked,
+    .load = bloom_load,
+    .save = bloom_save,
+    .add = bloom_add,
+    .query = bloom_query,
+    .del = NULL,
+    .no_delete_reason = BLOOM_NO_DELETE,
+    .info = bloom_info,
+    .merge = bloom_merge,
+    .free = bloom_free,
+};

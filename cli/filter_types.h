@@ -1,0 +1,149 @@
+/*
+ * filter_types.h - the filter types `dedup filter` knows, behind one table.
+ *
+ * cmd_filter.c parses the command line, reads items, prints and exits; it
+ * never names a filter type.  Everything type-specific sits behind a
+ * filter_type: a small table of operations, one per type, registered in
+ * filter_registry.c.
+ *
+ * Adding a type (say "cuckoo") is one new file plus one line:
+ *   1. cli/filter_cuckoo.c defines `const filter_type filter_type_cuckoo`
+ *      (see filter_bloom.c for a complete example);
+ *   2. cli/filter_registry.c gains `X(cuckoo)` in FILTER_TYPE_LIST.
+ * The CLI sources are globbed by CMake, so nothing else changes: `filter
+ * create --type cuckoo` finds it by name, add/query/del/info/merge find it
+ * by the structure type in the file's header (dedup_peek_file), and
+ * `dedup filter --help` lists it.  Options only that type takes (cuckoo's
+ * fingerprint bits, scalable's growth) go in its create_options; the
+ * common -n/-p/-m/-k/--seed arrive parsed in filter_create_opts.  Update
+ * docs/dedup.1 (filter create --type) and add the type to
+ * tests/cli/filter.sh.
+ *
+ * Conventions for the operations:
+ *   - An opaque handle (void *) holds the loaded structure.
+ *   - Operations that can fail return a dedup_status; cmd_filter.c turns it
+ *     into a message naming the file.  Operations never exit and never
+ *     print, except create (its argument errors) and info (its fields).
+ *   - Keys reach add/query/del in batches (filter_key arrays) so that a type
+ *     with batch/prefetch calls in the library can use them.
+ */
+#ifndef DEDUP_CLI_FILTER_TYPES_H
+#define DEDUP_CLI_FILTER_TYPES_H
+
+#include <getopt.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "dedup/common.h"
+
+/* One item: bytes, not NUL-terminated, may contain NUL. */
+typedef struct filter_key {
+    const void *data;
+    size_t len;
+} filter_key;
+
+/* A type-specific option given to `filter create` ("--growth 4"). */
+typedef struct filter_kv {
+    const char *name;  /* long option name without dashes */
+    const char *value; /* its argument, or NULL for a flag */
+} filter_kv;
+
+/* What `dedup filter create` parsed.  The has_* flags say which were given. */
+typedef struct filter_create_opts {
+    const char *path;    /* the file to create (for messages) */
+    const char *type;    /* --type name as given */
+    bool has_n, has_p, has_m, has_k;
+    uint64_t n;          /* -n/--items: planned capacity */
+    double p;            /* -p/--fpr: target false-positive rate (0,1) */
+    uint64_t m;          /* -m/--memory: bytes for the bit array / table */
+    uint32_t k;          /* -k/--hashes: probes (types that have them) */
+    uint64_t seed;       /* --seed, or DEDUP_DEFAULT_SEED */
+    size_t nextra;       /* type-specific options, in command-line order */
+    const filter_kv *extra;
+} filter_create_opts;
+
+/* Where an info printer writes: text ("label: value" lines) or the members
+ * of one JSON object.  Use the helpers below, never print directly, so text
+ * and JSON stay in step. */
+typedef struct filter_info_out {
+    FILE *f;
+    bool json;
+    bool first; /* JSON: no member written yet */
+} filter_info_out;
+
+void info_str(filter_info_out *o, const char *key, const char *label, const char *v);
+void info_u64(filter_info_out *o, const char *key, const char *label, uint64_t v);
+/* Doubles: JSON number (non-finite values become null); text "%.6g". */
+void info_f64(filter_info_out *o, const char *key, const char *label, double v);
+/* A probability: text shows it also as a percentage. */
+void info_prob(filter_info_out *o, const char *key, const char *label, double v);
+/* A byte count: text adds the human-readable size. */
+void info_bytes(filter_info_out *o, const char *key, const char *label, uint64_t v);
+void info_bool(filter_info_out *o, const char *key, const char *label, bool v);
+/* Seeds in hex: text "0x...", JSON a number (and a "<key>_hex" string). */
+void info_hex(filter_info_out *o, const char *key, const char *label, uint64_t v);
+
+typedef struct filter_type {
+    /* --type name ("bloom") and a one-line description for --help. */
+    const char *name;
+    const char *description;
+    /* The dedup_type stored in its files (DEDUP_TYPE_BLOOM, ...).  Each
+     * file type belongs to one entry; one load function may serve several
+     * entries (filter_bloom.c loads both Bloom layouts). */
+    uint16_t file_type;
+    /* What it is, for messages ("classic Bloom filter"). */
+    const char *noun;
+
+    /* Extra long options `filter create` accepts for this type, terminated
+     * by a zeroed entry; NULL if none.  Only name and has_arg are used.
+     * Their values reach create() in opts->extra, in command-line order;
+     * the same option given to another --type is refused before create()
+     * runs.  create_help is printed under the type's line in --help, one
+     * option per line indented 12 spaces ("            --growth G  ..."),
+     * or NULL. */
+    const struct option *create_options;
+    const char *create_help;
+
+    /* Builds an empty structure from the options.  On a bad or missing
+     * argument, prints an error naming it (cli_error) and returns
+     * CLI_EXIT_USAGE; on a library error returns CLI_EXIT_FAIL after
+     * printing.  Returns CLI_EXIT_OK and sets *out on success. */
+    int (*create)(const filter_create_opts *opts, void **out);
+
+    /* Loads 'path' (already known to hold file_type) / saves atomically. */
+    dedup_status (*load)(const char *path, void **out);
+    dedup_status (*save)(const void *h, const char *path);
+
+    /* Adds n keys.  On failure (e.g. DEDUP_ERR_FULL) *done says how many
+     * were added before the one that failed. */
+    dedup_status (*add)(void *h, const filter_key *keys, size_t n, size_t *done);
+    /* out[i] = might keys[i] be present. */
+    void (*query)(const void *h, const filter_key *keys, size_t n, bool *out);
+    /* Deletes n keys; removed[i] = false when keys[i] was certainly absent
+     * (nothing changed for it).  NULL: the type cannot delete. */
+    dedup_status (*del)(void *h, const filter_key *keys, size_t n, bool *removed);
+    /* Why del is NULL, as a sentence ending without a period, used in the
+     * error ("a cleared bit may belong to other items ..."), or NULL. */
+    const char *no_delete_reason;
+
+    /* Writes the structure's fields (type, capacity, fpr, bits, fill, ...). */
+    void (*info)(const void *h, filter_info_out *out);
+
+    /* dst |= src.  When shapes differ, returns DEDUP_ERR_INCOMPATIBLE and
+     * writes what differs into why ("bits differ: 958528 vs 1917056").
+     * NULL: the type cannot merge; no_merge_reason says why. */
+    dedup_status (*merge)(void *dst, const void *src, char *why, size_t whycap);
+    const char *no_merge_reason;
+
+    void (*free)(void *h);
+} filter_type;
+
+/* The registry (filter_registry.c): NULL-terminated. */
+extern const filter_type *const filter_types[];
+/* By --type name / by file type; NULL if unknown. */
+const filter_type *filter_type_by_name(const char *name);
+const filter_type *filter_type_by_file_type(uint32_t file_type);
+
+#endif

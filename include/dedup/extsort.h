@@ -1,0 +1,205 @@
+/*
+ * dedup/extsort.h - exact deduplication of data larger than memory, under a
+ * fixed memory budget: in memory while the keys fit, then hash partitions
+ * (first-occurrence order) or sorted runs (sorted order) in temporary files.
+ *
+ * Usage:
+ *
+ *   dedup_extsort_params p; dedup_extsort_params_init(&p);
+ *   p.memory_limit = 64 << 20; p.emit = my_writer; p.emit_ctx = out;
+ *   dedup_extsort *es; dedup_extsort_create(&p, NULL, &es);
+ *   for each record: dedup_extsort_push(es, rec, len, key, keylen, digest);
+ *   dedup_extsort_finish(es);          emits whatever is still pending
+ *   dedup_extsort_free(es);
+ *
+ * Records and keys are byte strings of any content (the caller strips record
+ * terminators).  Records are compared by their key: two records are the same
+ * when their keys are equal byte for byte; the record emitted for a key is the
+ * first record pushed with that key.  'digest' must be the dedup_hash() of the
+ * key under params.seed (the engine recomputes it from the key when it reads a
+ * spilled record back, rather than spend 8-16 bytes of disk IO a record).
+ *
+ * HOW IT WORKS
+ *  1. In memory.  Keys go into an exact hash table (digest tag + full key in
+ *     an arena) until the table would exceed its share of the budget.  In
+ *     first-occurrence order a new key is emitted at once (FIRST) and a
+ *     repeated one at once (DUPLICATES), so `tail -f | dedup` streams.
+ *  2. First-occurrence order, when the table is full: it is frozen: keys
+ *     already in it keep being recognised (and counted), and every record
+ *     whose key is not in it is appended, tagged with its input sequence
+ *     number, to one of P partitions chosen by digest bits (P = 4..256 from
+ *     the budget).  The partitions share one temporary file as lists of
+ *     blocks, so the engine holds two file descriptors per level whatever P
+ *     is.  All occurrences of a key land in one partition, and every key
+ *     first seen after the spill point is absent from the frozen table.
+ *     At finish() the frozen table's entries go first (their first
+ *     occurrences all precede the spill point); then each partition is
+ *     deduplicated by the same procedure one level down (partitioned again
+ *     by other digest bits if its distinct keys still do not fit), its
+ *     result (first occurrences with sequence numbers and counts) written to
+ *     a result file, and a loser-tree k-way merge of the results by sequence
+ *     number emits them in input order.
+ *  3. Sorted order, when the table is full: its entries are sorted (a
+ *     multikey quicksort on 8-byte words) and written as a sorted run with
+ *     their counts, and the table is cleared.  finish() merges the runs with
+ *     the loser tree, combining equal keys (counts summed, the oldest run's
+ *     record kept), in several passes when there are more runs than the
+ *     budget has 8 KiB read buffers for (one pass up to ~8000 runs at 64
+ *     MiB).  Keys compare as memcmp then length, so with key == record the
+ *     output is byte-identical to `LC_ALL=C sort -u`; with a separate key the
+ *     output is sorted by key and the record written is the key's first.
+ *
+ * IO COST, beyond reading the input once (the caller) and writing the output:
+ *  - first-occurrence order: S + R written and read back once each, where
+ *    S = the records not recognised by the frozen table (about the whole
+ *    input when repeats are spread uniformly; ~3-5 bytes of framing each)
+ *    and R = the distinct records among them.  One level of partitions
+ *    suffices up to ~P x budget/2 of distinct keys (~8 GB at 64 MiB); each
+ *    further level costs the same again for the partitions that need it.
+ *    With half the input repeated uniformly: 1 + 2(1 + 0.5) + 0.5 = 4.5x.
+ *  - sorted order: the runs (each record not repeated within its run's
+ *    window, once) written and read back once: 1 + 2 + 0.5 = 3.5x at most
+ *    for the same input, plus the runs again per extra merge pass.
+ *  - nothing when the distinct keys fit in memory.
+ *
+ * MEMORY: the engine's own allocations stay within memory_limit except for
+ * (a) 16 bytes per spill block (blocks are budget/1024 bytes, 4-64 KiB: up
+ * to 0.4% of the bytes spilled at tiny budgets, 0.025% from 64 MiB) and per
+ * sorted run, and (b) a single key + record pair larger than its table
+ * share, which is held whole while it is processed (the caller passes
+ * records whole in any case).  dedup_extsort_stats() reports the measured
+ * peak.
+ *
+ * TEMPORARY FILES are created unlinked (O_TMPFILE, else mkstemp then unlink
+ * at once), so nothing is left in the directory after success, error, a
+ * signal or even kill -9; the space is released when the engine is freed (or
+ * the process ends).  No signal handler is needed or installed.
+ *
+ * Thread-safety: one engine is used by one thread at a time.
+ */
+#ifndef DEDUP_EXTSORT_H
+#define DEDUP_EXTSORT_H
+
+#include "dedup/common.h"
+#include "dedup/hash.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Smallest accepted memory_limit, and the default. */
+#define DEDUP_EXTSORT_MIN_MEMORY (UINT64_C(64) << 10)
+#define DEDUP_EXTSORT_DEFAULT_MEMORY (UINT64_C(256) << 20)
+/* Partitioning levels before the engine gives up with DEDUP_ERR_LIMIT; 16
+ * levels of >= 16-way splits separate any set of keys whose 128-bit digests
+ * differ, which only a digest collision can defeat. */
+#define DEDUP_EXTSORT_MAX_DEPTH 16
+
+typedef enum dedup_extsort_order {
+    DEDUP_EXTSORT_FIRST_OCCURRENCE = 0, /* output in the order keys first appear */
+    DEDUP_EXTSORT_SORTED = 1            /* sorted bytewise by key (memcmp, shorter first) */
+} dedup_extsort_order;
+
+typedef enum dedup_extsort_output {
+    DEDUP_EXTSORT_FIRST = 0,      /* the first record of each distinct key */
+    DEDUP_EXTSORT_DUPLICATES = 1, /* every record after the first of its key, in input order */
+    DEDUP_EXTSORT_COUNT = 2,      /* the first record of each key, with its count */
+    DEDUP_EXTSORT_UNIQUE = 3      /* records whose key occurs exactly once */
+} dedup_extsort_output;
+
+/* Receives one output record ('count' is the key's number of occurrences for
+ * DEDUP_EXTSORT_COUNT, 1 otherwise).  'rec' is valid only during the call.
+ * A nonzero return stops the engine: the call that emitted returns
+ * DEDUP_ERR_CANCELLED and dedup_extsort_emit_result() returns the value. */
+typedef int (*dedup_extsort_emit_fn)(void *ctx, const void *rec, size_t len, uint64_t count);
+
+/* Replaces write(2) for temporary files (failure injection, accounting):
+ * returns bytes written (>= 0) or -1 with errno set. */
+typedef ptrdiff_t (*dedup_extsort_write_fn)(void *ctx, int fd, const void *buf, size_t len);
+
+typedef struct dedup_extsort_params {
+    uint64_t memory_limit;       /* bytes >= DEDUP_EXTSORT_MIN_MEMORY; default 256 MiB */
+    const char *tmpdir;          /* NULL: $TMPDIR if set and non-empty, else /tmp; copied */
+    dedup_extsort_order order;   /* default DEDUP_EXTSORT_FIRST_OCCURRENCE */
+    dedup_extsort_output output; /* default DEDUP_EXTSORT_FIRST */
+    uint64_t seed;               /* seed of the digests passed to push(); default DEDUP_DEFAULT_SEED */
+    dedup_extsort_emit_fn emit;  /* required */
+    void *emit_ctx;
+    dedup_extsort_write_fn write_fn; /* NULL: write(2) */
+    void *write_ctx;
+} dedup_extsort_params;
+
+typedef struct dedup_extsort_stats {
+    uint64_t records_in;      /* records pushed */
+    uint64_t records_out;     /* records emitted */
+    uint64_t distinct;        /* distinct keys (known after finish) */
+    uint64_t runs_written;    /* partitions (first-occurrence order, every level) or
+                                 sorted runs (sorted order) written to disk */
+    uint64_t merge_passes;    /* k-way merges: one per partitioned node, or one per
+                                 group of runs merged (> 1 group: several passes) */
+    uint64_t max_depth;       /* deepest partitioning level used (0: none; sorted
+                                 order: 1 once runs are written) */
+    uint64_t bytes_spilled;   /* bytes written to temporary files */
+    uint64_t bytes_read_back; /* bytes read from temporary files */
+    uint64_t peak_memory;     /* most bytes the engine held at once */
+    bool spilled;             /* whether anything went to disk */
+} dedup_extsort_stats;
+
+typedef struct dedup_extsort dedup_extsort;
+
+/* Fills 'params' with the defaults above. */
+void dedup_extsort_params_init(dedup_extsort_params *params);
+
+/* Creates an engine.  No file is created until the first spill.
+ * Errors: DEDUP_ERR_INVALID_ARG (no emit, memory_limit below the minimum,
+ * unknown order/output, DUPLICATES with SORTED order), DEDUP_ERR_NOMEM. */
+dedup_status dedup_extsort_create(const dedup_extsort_params *params, const dedup_allocator *alloc,
+                                  dedup_extsort **out);
+
+/* Frees the engine and its temporary files; NULL is a no-op. */
+void dedup_extsort_free(dedup_extsort *es);
+
+/* Adds one record.  'key' may be NULL to use the record itself as key (then
+ * keylen is ignored).  May call emit (first-occurrence FIRST/DUPLICATES while
+ * in memory).  Errors: DEDUP_ERR_LIMIT (key or record of 2^32-2 bytes or
+ * more, or partitioning deeper than DEDUP_EXTSORT_MAX_DEPTH), DEDUP_ERR_NOMEM,
+ * DEDUP_ERR_IO (temporary file; see dedup_extsort_io_error), DEDUP_ERR_CANCELLED
+ * (emit returned nonzero), DEDUP_ERR_INVALID_ARG (after finish).  After an
+ * error the engine only accepts free(); every call repeats the error. */
+dedup_status dedup_extsort_push(dedup_extsort *es, const void *rec, size_t len, const void *key,
+                                size_t keylen, dedup_digest digest);
+
+/* Pushes n records as n calls of push() would (same errors; stops at the
+ * first error), but prefetches the table slots of records further ahead so
+ * that their cache misses overlap: faster when the table is larger than the
+ * cache.  'keys' may be NULL (keys are the records; keylens is ignored). */
+dedup_status dedup_extsort_push_batch(dedup_extsort *es, size_t n, const void *const *recs,
+                                      const size_t *lens, const void *const *keys,
+                                      const size_t *keylens, const dedup_digest *digests);
+
+/* Ends the input and emits everything still pending, then releases the
+ * temporary files.  Same errors as push, plus DEDUP_ERR_CORRUPT or
+ * DEDUP_ERR_TRUNCATED if a temporary file was altered behind the engine. */
+dedup_status dedup_extsort_finish(dedup_extsort *es);
+
+/* After DEDUP_ERR_IO: the errno of the failure (ENOSPC when the disk is full),
+ * the temporary directory, and how many bytes of temporary space the engine
+ * had written plus the bytes of the failed write (a lower bound of what it
+ * needs).  Any output pointer may be NULL.  Returns false if no IO error
+ * happened. */
+bool dedup_extsort_io_error(const dedup_extsort *es, int *err, const char **dir,
+                            uint64_t *bytes_needed);
+
+/* After DEDUP_ERR_CANCELLED: the nonzero value emit returned (0 otherwise). */
+int dedup_extsort_emit_result(const dedup_extsort *es);
+
+/* Counters; valid at any time. */
+void dedup_extsort_stats_get(const dedup_extsort *es, dedup_extsort_stats *out);
+
+/* Bytes the engine holds now. */
+size_t dedup_extsort_memory_usage(const dedup_extsort *es);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* DEDUP_EXTSORT_H */

@@ -1,0 +1,1030 @@
+/*
+ * set.c - exact hash sets for strings, 128-bit digests and 64-bit integers.
+ *
+ * How it works.  All three are open-addressing tables with linear probing.
+ * The home slot of a key is dedup_reduce(digest.lo, capacity), so capacity
+ * need not be a power of two (sizing from a capacity hint wastes nothing).
+ *
+ * Strings: a slot is 16 bytes {tag, ref}.  'tag' is digest.lo (never 0; 0
+ * marks an empty slot): it gives the home slot again when the table grows,
+ * so no key is ever hashed twice, and a probe rejects a different key
+ * without touching the key bytes except on a full 64-bit tag match.  'ref' locates the entry
+ * in an append-only arena of chunks: (chunk << 32) | offset.  An entry is
+ * [u32 length][u64 count, only with counts][bytes].  Entries are appended in
+ * insertion order, so iteration walks the arena and needs no extra index.
+ * A key too large for a normal chunk gets a chunk of its own.
+ *
+ * Digests: a slot is the 16-byte digest itself; (0,0) marks empty and the
+ * (astronomically unlikely) all-zero digest is kept in a side flag.  Counts,
+ * when asked for, live in a parallel array.
+ *
+ * Integers: a slot is the 8-byte key; 0 marks empty, with a side flag.
+ *
+ * Growth doubles the table at the maximum load (3/4 strings, 4/5 digests
+ * and integers).  With a memory limit, an insert that would need more
+ * memory (a rehash, during which old and new tables coexist, or a new arena
+ * chunk) returns DEDUP_ERR_FULL and changes nothing.
+ */
+#include "dedup/set.h"
+
+#include "dedup/limits.h"
+#include "internal.h"
+
+#include <stdlib.h>
+
+#define ARENA_CHUNK ((size_t)4 << 20) /* 4 MiB: large enough to amortise, small enough for budgets */
+#define MIN_SLOTS 64u
+
+void dedup_set_params_init(dedup_set_params *params)
+{
+    memset(params, 0, sizeof *params);
+    params->seed = DEDUP_DEFAULT_SEED;
+}
+
+static uint64_t slots_for(uint64_t capacity, unsigned num, unsigned den)
+{
+    uint64_t s = capacity / num * den + (capacity % num * den + num - 1) / num;
+    if (s < MIN_SLOTS)
+        s = MIN_SLOTS;
+    return s + 1; /* always at least one empty slot */
+}
+
+/* ======================================================================== */
+/* Strings                                                                    */
+/* ======================================================================== */
+
+typedef struct str_slot {
+    uint64_t tag; /* digest.lo (1 if it was 0), 0 = empty; the home slot derives from it */
+    uint64_t ref; /* chunk << 32 | offset */
+} str_slot;
+
+typedef struct chunk {
+    unsigned char *data;
+    size_t used;
+    size_t cap;
+} chunk;
+
+struct dedup_strset {
+    dedup_allocator alloc;
+    uint64_t seed;
+    uint64_t limit;
+    bool counts;
+    str_slot *slots;
+    uint64_t nslots;
+    uint64_t size;
+    uint64_t grow_at;
+    chunk *chunks;
+    size_t nchunks, chunks_cap;
+    size_t arena_bytes; /* sum of chunk capacities */
+};
+
+static inline uint64_t str_tag(dedup_digest d) { return d.lo ? d.lo : 1; }
+
+static size_t entry_header(const dedup_strset *s) { return 4 + (s->counts ? 8 : 0); }
+
+static inline unsigned char *entry_at(const dedup_strset *s, uint64_t ref)
+{
+    return s->chunks[ref >> 32].data + (uint32_t)ref;
+}
+
+static inline uint32_t entry_len(const unsigned char *e)
+{
+    uint32_t l;
+    memcpy(&l, e, 4);
+    return l;
+}
+
+static size_t strset_table_bytes(uint64_t nslots) { return (size_t)nslots * sizeof(str_slot); }
+
+size_t dedup_strset_memory_usage(const dedup_strset *s)
+{
+    if (!s)
+        return 0;
+    return sizeof *s + strset_table_bytes(s->nslots) + s->arena_bytes +
+           s->chunks_cap * sizeof(chunk);
+}
+
+dedup_status dedup_strset_create(const dedup_set_params *params, const dedup_allocator *alloc,
+                                 dedup_strset **out)
+{
+    if (!out)
+        return DEDUP_ERR_INVALID_ARG;
+    *out = NULL;
+    dedup_set_params def;
+    if (!params) {
+        dedup_set_params_init(&def);
+        params = &def;
+    }
+    dedup_allocator a;
+    dd_allocator_resolve(&a, alloc);
+    uint64_t nslots = slots_for(params->capacity, 3, 4);
+    if (nslots > (UINT64_C(1) << 40))
+        return DEDUP_ERR_LIMIT;
+    dedup_strset *s = dd_calloc(&a, 1, sizeof *s);
+    if (!s)
+        return DEDUP_ERR_NOMEM;
+    s->alloc = a;
+    s->seed = params->seed;
+    s->limit = params->memory_limit;
+    s->counts = params->counts;
+    if (s->limit && sizeof *s + strset_table_bytes(nslots) > s->limit) {
+        dd_free(&a, s);
+        return DEDUP_ERR_FULL;
+    }
+    s->slots = dd_calloc(&a, (size_t)nslots, sizeof(str_slot));
+    if (!s->slots) {
+        dd_free(&a, s);
+        return DEDUP_ERR_NOMEM;
+    }
+    s->nslots = nslots;
+    s->grow_at = (nslots - 1) / 4 * 3;
+    *out = s;
+    return DEDUP_OK;
+}
+
+void dedup_strset_free(dedup_strset *s)
+{
+    if (!s)
+        return;
+    for (size_t i = 0; i < s->nchunks; i++)
+        dd_free(&s->alloc, s->chunks[i].data);
+    dd_free(&s->alloc, s->chunks);
+    dd_free(&s->alloc, s->slots);
+    dd_free(&s->alloc, s);
+}
+
+void dedup_strset_clear(dedup_strset *s)
+{
+    for (size_t i = 0; i < s->nchunks; i++)
+        dd_free(&s->alloc, s->chunks[i].data);
+    s->nchunks = 0;
+    s->arena_bytes = 0;
+    memset(s->slots, 0, strset_table_bytes(s->nslots));
+    s->size = 0;
+}
+
+dedup_digest dedup_strset_digest(const dedup_strset *s, const void *key, size_t len)
+{
+    return dedup_hash(key, len, s->seed);
+}
+
+void dedup_strset_prefetch(const dedup_strset *s, dedup_digest d)
+{
+    DD_PREFETCH(&s->slots[dedup_reduce(str_tag(d), s->nslots)]);
+}
+
+void dedup_strset_prefetch_key(const dedup_strset *s, dedup_digest d)
+{
+    uint64_t tag = str_tag(d);
+    uint64_t i = dedup_reduce(tag, s->nslots);
+    for (int probes = 0; probes < 4; probes++) {
+        const str_slot *sl = &s->slots[i];
+        if (sl->tag == 0)
+            return;
+        if (sl->tag == tag) {
+            DD_PREFETCH(entry_at(s, sl->ref));
+            return;
+        }
+        if (++i == s->nslots)
+            i = 0;
+    }
+}
+
+/* Finds the slot holding key, or the empty slot where it would go. */
+static inline str_slot *str_find(const dedup_strset *s, const void *key, size_t len,
+                                 dedup_digest d, bool *found)
+{
+    uint64_t tag = str_tag(d);
+    uint64_t i = dedup_reduce(tag, s->nslots);
+    for (;;) {
+        str_slot *sl = &s->slots[i];
+        if (sl->tag == 0) {
+            *found = false;
+            return sl;
+        }
+        if (sl->tag == tag) {
+            const unsigned char *e = entry_at(s, sl->ref);
+            if (entry_len(e) == len && memcmp(e + entry_header(s), key, len) == 0) {
+                *found = true;
+                return sl;
+            }
+        }
+        if (++i == s->nslots)
+            i = 0;
+    }
+}
+
+/* Grows the table; fails without change on limit or allocation failure. */
+static dedup_status strset_rehash(dedup_strset *s)
+{
+    uint64_t n = (s->nslots - 1) * 2 + 1;
+    size_t during = dedup_strset_memory_usage(s) + strset_table_bytes(n);
+    if (s->limit && during > s->limit)
+        return DEDUP_ERR_FULL;
+    str_slot *ns = dd_calloc(&s->alloc, (size_t)n, sizeof(str_slot));
+    if (!ns)
+        return DEDUP_ERR_NOMEM;
+    for (uint64_t i = 0; i < s->nslots; i++) {
+        str_slot sl = s->slots[i];
+        if (!sl.tag)
+            continue;
+        uint64_t j = dedup_reduce(sl.tag, n); /* the tag is the home: no rehashing of keys */
+        while (ns[j].tag)
+            if (++j == n)
+                j = 0;
+        ns[j] = sl;
+    }
+    dd_free(&s->alloc, s->slots);
+    s->slots = ns;
+    s->nslots = n;
+    s->grow_at = (n - 1) / 4 * 3;
+    return DEDUP_OK;
+}
+
+size_t dedup_strset_memory_after_insert(const dedup_strset *s, size_t len)
+{
+    size_t mem = dedup_strset_memory_usage(s);
+    if (s->size + 1 > s->grow_at)
+        mem += strset_table_bytes((s->nslots - 1) * 2 + 1);
+    size_t need = entry_header(s) + len;
+    if (!s->nchunks || s->chunks[s->nchunks - 1].cap - s->chunks[s->nchunks - 1].used < need)
+        mem += need > ARENA_CHUNK ? need : ARENA_CHUNK;
+    return mem;
+}
+
+/* Reserves 'need' arena bytes; returns the ref. */
+static dedup_status arena_alloc(dedup_strset *s, size_t need, uint64_t *ref)
+{
+    chunk *c = s->nchunks ? &s->chunks[s->nchunks - 1] : NULL;
+    if (!c || c->cap - c->used < need) {
+        size_t cap = need > ARENA_CHUNK ? need : ARENA_CHUNK;
+        size_t extra = 0;
+        if (s->nchunks == s->chunks_cap)
+            extra = (s->chunks_cap ? s->chunks_cap : 8) * sizeof(chunk);
+        if (s->limit && dedup_strset_memory_usage(s) + cap + extra > s->limit)
+            return DEDUP_ERR_FULL;
+        if (s->nchunks == s->chunks_cap) {
+            size_t nc = s->chunks_cap ? s->chunks_cap * 2 : 16;
+            chunk *arr = dd_realloc(&s->alloc, s->chunks, s->chunks_cap * sizeof(chunk),
+                                    nc * sizeof(chunk));
+            if (!arr)
+                return DEDUP_ERR_NOMEM;
+            s->chunks = arr;
+            s->chunks_cap = nc;
+        }
+        if (s->nchunks >= UINT32_MAX)
+            return DEDUP_ERR_LIMIT;
+        unsigned char *data = dd_malloc(&s->alloc, cap);
+        if (!data)
+            return DEDUP_ERR_NOMEM;
+        c = &s->chunks[s->nchunks++];
+        c->data = data;
+        c->used = 0;
+        c->cap = cap;
+        s->arena_bytes += cap;
+    }
+    *ref = ((uint64_t)(s->nchunks - 1) << 32) | c->used;
+    c->used += need;
+    return DEDUP_OK;
+}
+
+dedup_status dedup_strset_insert(dedup_strset *s, const void *key, size_t len, dedup_digest d,
+                                 dedup_verdict *verdict)
+{
+    if (len > UINT32_MAX)
+        return DEDUP_ERR_LIMIT;
+    bool found;
+    str_slot *sl = str_find(s, key, len, d, &found);
+    if (found) {
+        if (s->counts) {
+            unsigned char *e = entry_at(s, sl->ref);
+            uint64_t c;
+            memcpy(&c, e + 4, 8);
+            c++;
+            memcpy(e + 4, &c, 8);
+        }
+        *verdict = DEDUP_DUPLICATE;
+        return DEDUP_OK;
+    }
+    /* New key: make room first so that failure changes nothing. */
+    if (s->limit && dedup_strset_memory_after_insert(s, len) > s->limit)
+        return DEDUP_ERR_FULL;
+    if (s->size + 1 > s->grow_at) {
+        dedup_status st = strset_rehash(s);
+        if (st)
+            return st;
+        sl = str_find(s, key, len, d, &found);
+    }
+    uint64_t ref;
+    size_t hdr = entry_header(s);
+    dedup_status st = arena_alloc(s, hdr + len, &ref);
+    if (st)
+        return st;
+    unsigned char *e = entry_at(s, ref);
+    uint32_t l32 = (uint32_t)len;
+    memcpy(e, &l32, 4);
+    if (s->counts) {
+        uint64_t one = 1;
+        memcpy(e + 4, &one, 8);
+    }
+    if (len)
+        memcpy(e + hdr, key, len);
+    sl->tag = str_tag(d);
+    sl->ref = ref;
+    s->size++;
+    *verdict = DEDUP_NEW;
+    return DEDUP_OK;
+}
+
+bool dedup_strset_contains(const dedup_strset *s, const void *key, size_t len, dedup_digest d)
+{
+    bool found;
+    (void)str_find(s, key, len, d, &found);
+    return found;
+}
+
+uint64_t dedup_strset_count_of(const dedup_strset *s, const void *key, size_t len,
+                               dedup_digest d)
+{
+    bool found;
+    str_slot *sl = str_find(s, key, len, d, &found);
+    if (!found)
+        return 0;
+    if (!s->counts)
+        return 1;
+    uint64_t c;
+    memcpy(&c, entry_at(s, sl->ref) + 4, 8);
+    return c;
+}
+
+uint64_t dedup_strset_size(const dedup_strset *s) { return s->size; }
+
+int dedup_strset_foreach(const dedup_strset *s, dedup_strset_visit fn, void *ctx)
+{
+    size_t hdr = entry_header(s);
+    for (size_t c = 0; c < s->nchunks; c++) {
+        const chunk *ch = &s->chunks[c];
+        size_t off = 0;
+        while (off < ch->used) {
+            const unsigned char *e = ch->data + off;
+            uint32_t len = entry_len(e);
+            uint64_t count = 1;
+            if (s->counts)
+                memcpy(&count, e + 4, 8);
+            int r = fn(ctx, e + hdr, len, count);
+            if (r)
+                return r;
+            off += hdr + len;
+        }
+    }
+    return 0;
+}
+
+/* File layout (type SET_STRING): params = keys u64, key bytes u64, flags u32
+ * (bit 0: counts), reserved u32.  Payload: per key in insertion order,
+ * length u32, [count u64], bytes. */
+dedup_status dedup_strset_save(const dedup_strset *s, dedup_sink *sink)
+{
+    uint64_t bytes = 0;
+    for (size_t c = 0; c < s->nchunks; c++)
+        bytes += s->chunks[c].used;
+    unsigned char p[24];
+    dedup_put_u64(p, s->size);
+    dedup_put_u64(p + 8, bytes);
+    dedup_put_u32(p + 16, s->counts ? 1u : 0u);
+    dedup_put_u32(p + 20, 0);
+    dedup_encoder e;
+    dedup_status st = dedup_encoder_begin(&e, *sink, DEDUP_TYPE_SET_STRING, s->seed, p, sizeof p, bytes);
+    size_t hdr = entry_header(s);
+    for (size_t c = 0; !st && c < s->nchunks; c++) {
+        const chunk *ch = &s->chunks[c];
+        size_t off = 0;
+        while (!st && off < ch->used) {
+            const unsigned char *en = ch->data + off;
+            uint32_t len = entry_len(en);
+            unsigned char h[12];
+            dedup_put_u32(h, len);
+            if (s->counts) {
+                uint64_t cnt;
+                memcpy(&cnt, en + 4, 8);
+                dedup_put_u64(h + 4, cnt);
+            }
+            st = dedup_encoder_write(&e, h, hdr);
+            if (!st)
+                st = dedup_encoder_write(&e, en + hdr, len);
+            off += hdr + len;
+        }
+    }
+    if (!st)
+        st = dedup_encoder_end(&e);
+    return st;
+}
+
+dedup_status dedup_strset_load(dedup_source src, const dedup_allocator *alloc, dedup_strset **out)
+{
+    if (!out)
+        return DEDUP_ERR_INVALID_ARG;
+    *out = NULL;
+    dedup_decoder *d = malloc(sizeof *d);
+    if (!d)
+        return DEDUP_ERR_NOMEM;
+    dedup_strset *s = NULL;
+    unsigned char *buf = NULL;
+    dedup_status st = dedup_decoder_begin(d, src, DEDUP_TYPE_SET_STRING);
+    if (st)
+        goto done;
+    if (d->header.params_len != 24) {
+        st = DEDUP_ERR_CORRUPT;
+        goto done;
+    }
+    uint64_t nkeys = dedup_get_u64(d->params);
+    uint64_t bytes = dedup_get_u64(d->params + 8);
+    uint32_t flags = dedup_get_u32(d->params + 16);
+    bool counts = flags & 1u;
+    size_t hdr = 4 + (counts ? 8 : 0);
+    if ((flags & ~1u) || dedup_get_u32(d->params + 20) || bytes != d->header.payload_len ||
+        nkeys > bytes / hdr || nkeys > (UINT64_C(1) << 38)) {
+        st = DEDUP_ERR_CORRUPT;
+        goto done;
+    }
+    dedup_set_params p;
+    dedup_set_params_init(&p);
+    p.capacity = nkeys;
+    p.seed = d->header.seed;
+    p.counts = counts;
+    st = dedup_strset_create(&p, alloc, &s);
+    if (st)
+        goto done;
+    size_t bufcap = 4096;
+    buf = malloc(bufcap);
+    if (!buf) {
+        st = DEDUP_ERR_NOMEM;
+        goto done;
+    }
+    for (uint64_t i = 0; i < nkeys; i++) {
+        unsigned char h[12];
+        st = dedup_decoder_read(d, h, hdr);
+        if (st)
+            goto done;
+        uint32_t len = dedup_get_u32(h);
+        if (len > d->header.payload_len - d->consumed) {
+            st = DEDUP_ERR_CORRUPT;
+            goto done;
+        }
+        if (len > bufcap) {
+            unsigned char *nb = realloc(buf, len);
+            if (!nb) {
+                st = DEDUP_ERR_NOMEM;
+                goto done;
+            }
+            buf = nb;
+            bufcap = len;
+        }
+        st = dedup_decoder_read(d, buf, len);
+        if (st)
+            goto done;
+        dedup_verdict v;
+        dedup_digest dg = dedup_hash(buf, len, s->seed);
+        st = dedup_strset_insert(s, buf, len, dg, &v);
+        if (st)
+            goto done;
+        if (v != DEDUP_NEW) {
+            st = DEDUP_ERR_CORRUPT; /* a key stored twice */
+            goto done;
+        }
+        if (counts) {
+            uint64_t c = dedup_get_u64(h + 4);
+            if (c == 0) {
+                st = DEDUP_ERR_CORRUPT;
+                goto done;
+            }
+            bool found;
+            str_slot *sl = str_find(s, buf, len, dg, &found);
+            memcpy(entry_at(s, sl->ref) + 4, &c, 8);
+        }
+    }
+    st = dedup_decoder_end(d);
+done:
+    free(buf);
+    free(d);
+    if (st) {
+        dedup_strset_free(s);
+        return st;
+    }
+    *out = s;
+    return DEDUP_OK;
+}
+
+/* ======================================================================== */
+/* Digests                                                                    */
+/* ======================================================================== */
+
+struct dedup_digestset {
+    dedup_allocator alloc;
+    uint64_t seed;
+    uint64_t limit;
+    dedup_digest *slots;
+    uint64_t *counts; /* parallel to slots, or NULL */
+    uint64_t nslots;
+    uint64_t size;
+    uint64_t grow_at;
+    bool has_zero;
+    uint64_t zero_count;
+};
+
+static size_t dset_bytes(uint64_t nslots, bool counts)
+{
+    return (size_t)nslots * (sizeof(dedup_digest) + (counts ? 8 : 0));
+}
+
+size_t dedup_digestset_memory_usage(const dedup_digestset *s)
+{
+    return s ? sizeof *s + dset_bytes(s->nslots, s->counts != NULL) : 0;
+}
+
+static dedup_status dset_alloc(dedup_digestset *s, uint64_t nslots, bool counts,
+                               dedup_digest **slots, uint64_t **cnt)
+{
+    *slots = dd_calloc(&s->alloc, (size_t)nslots, sizeof(dedup_digest));
+    *cnt = NULL;
+    if (!*slots)
+        return DEDUP_ERR_NOMEM;
+    if (counts) {
+        *cnt = dd_calloc(&s->alloc, (size_t)nslots, 8);
+        if (!*cnt) {
+            dd_free(&s->alloc, *slots);
+            return DEDUP_ERR_NOMEM;
+        }
+    }
+    return DEDUP_OK;
+}
+
+dedup_status dedup_digestset_create(const dedup_set_params *params, const dedup_allocator *alloc,
+                                    dedup_digestset **out)
+{
+    if (!out)
+        return DEDUP_ERR_INVALID_ARG;
+    *out = NULL;
+    dedup_set_params def;
+    if (!params) {
+        dedup_set_params_init(&def);
+        params = &def;
+    }
+    dedup_allocator a;
+    dd_allocator_resolve(&a, alloc);
+    uint64_t nslots = slots_for(params->capacity, 4, 5);
+    if (nslots > (UINT64_C(1) << 40))
+        return DEDUP_ERR_LIMIT;
+    if (params->memory_limit && dset_bytes(nslots, params->counts) > params->memory_limit)
+        return DEDUP_ERR_FULL;
+    dedup_digestset *s = dd_calloc(&a, 1, sizeof *s);
+    if (!s)
+        return DEDUP_ERR_NOMEM;
+    s->alloc = a;
+    s->seed = params->seed;
+    s->limit = params->memory_limit;
+    dedup_status st = dset_alloc(s, nslots, params->counts, &s->slots, &s->counts);
+    if (st) {
+        dd_free(&a, s);
+        return st;
+    }
+    s->nslots = nslots;
+    s->grow_at = (nslots - 1) / 5 * 4;
+    *out = s;
+    return DEDUP_OK;
+}
+
+void dedup_digestset_free(dedup_digestset *s)
+{
+    if (!s)
+        return;
+    dd_free(&s->alloc, s->slots);
+    dd_free(&s->alloc, s->counts);
+    dd_free(&s->alloc, s);
+}
+
+void dedup_digestset_prefetch(const dedup_digestset *s, dedup_digest d)
+{
+    DD_PREFETCH(&s->slots[dedup_reduce(d.lo, s->nslots)]);
+}
+
+static inline bool dg_zero(dedup_digest d) { return (d.lo | d.hi) == 0; }
+
+static inline uint64_t dset_find(const dedup_digestset *s, dedup_digest d, bool *found)
+{
+    uint64_t i = dedup_reduce(d.lo, s->nslots);
+    for (;;) {
+        dedup_digest x = s->slots[i];
+        if (x.lo == d.lo && x.hi == d.hi) {
+            *found = true;
+            return i;
+        }
+        if (dg_zero(x)) {
+            *found = false;
+            return i;
+        }
+        if (++i == s->nslots)
+            i = 0;
+    }
+}
+
+static dedup_status dset_rehash(dedup_digestset *s)
+{
+    uint64_t n = (s->nslots - 1) * 2 + 1;
+    bool counts = s->counts != NULL;
+    if (s->limit && dedup_digestset_memory_usage(s) + dset_bytes(n, counts) > s->limit)
+        return DEDUP_ERR_FULL;
+    dedup_digest *ns;
+    uint64_t *nc;
+    dedup_status st = dset_alloc(s, n, counts, &ns, &nc);
+    if (st)
+        return st;
+    for (uint64_t i = 0; i < s->nslots; i++) {
+        dedup_digest x = s->slots[i];
+        if (dg_zero(x))
+            continue;
+        uint64_t j = dedup_reduce(x.lo, n);
+        while (!dg_zero(ns[j]))
+            if (++j == n)
+                j = 0;
+        ns[j] = x;
+        if (counts)
+            nc[j] = s->counts[i];
+    }
+    dd_free(&s->alloc, s->slots);
+    dd_free(&s->alloc, s->counts);
+    s->slots = ns;
+    s->counts = nc;
+    s->nslots = n;
+    s->grow_at = (n - 1) / 5 * 4;
+    return DEDUP_OK;
+}
+
+dedup_status dedup_digestset_insert(dedup_digestset *s, dedup_digest d, dedup_verdict *verdict)
+{
+    if (DD_UNLIKELY(dg_zero(d))) {
+        *verdict = s->has_zero ? DEDUP_DUPLICATE : DEDUP_NEW;
+        if (!s->has_zero)
+            s->size++;
+        s->has_zero = true;
+        s->zero_count++;
+        return DEDUP_OK;
+    }
+    bool found;
+    uint64_t i = dset_find(s, d, &found);
+    if (found) {
+        if (s->counts)
+            s->counts[i]++;
+        *verdict = DEDUP_DUPLICATE;
+        return DEDUP_OK;
+    }
+    if (s->size + 1 > s->grow_at) {
+        dedup_status st = dset_rehash(s);
+        if (st)
+            return st;
+        i = dset_find(s, d, &found);
+    }
+    s->slots[i] = d;
+    if (s->counts)
+        s->counts[i] = 1;
+    s->size++;
+    *verdict = DEDUP_NEW;
+    return DEDUP_OK;
+}
+
+bool dedup_digestset_contains(const dedup_digestset *s, dedup_digest d)
+{
+    if (dg_zero(d))
+        return s->has_zero;
+    bool found;
+    (void)dset_find(s, d, &found);
+    return found;
+}
+
+uint64_t dedup_digestset_count_of(const dedup_digestset *s, dedup_digest d)
+{
+    if (dg_zero(d))
+        return s->has_zero ? (s->counts ? s->zero_count : 1) : 0;
+    bool found;
+    uint64_t i = dset_find(s, d, &found);
+    if (!found)
+        return 0;
+    return s->counts ? s->counts[i] : 1;
+}
+
+uint64_t dedup_digestset_size(const dedup_digestset *s) { return s->size; }
+uint64_t dedup_digestset_seed(const dedup_digestset *s) { return s->seed; }
+
+/* File layout (type SET_DIGEST): params = keys u64, flags u32 (bit 0:
+ * counts), reserved u32.  Payload: per key lo u64, hi u64, [count u64]. */
+dedup_status dedup_digestset_save(const dedup_digestset *s, dedup_sink *sink)
+{
+    bool counts = s->counts != NULL;
+    uint64_t per = counts ? 24 : 16;
+    unsigned char p[16];
+    dedup_put_u64(p, s->size);
+    dedup_put_u32(p + 8, counts ? 1u : 0u);
+    dedup_put_u32(p + 12, 0);
+    dedup_encoder e;
+    dedup_status st = dedup_encoder_begin(&e, *sink, DEDUP_TYPE_SET_DIGEST, s->seed, p, sizeof p,
+                                          s->size * per);
+    unsigned char rec[24];
+    if (!st && s->has_zero) {
+        memset(rec, 0, sizeof rec);
+        dedup_put_u64(rec + 16, s->zero_count);
+        st = dedup_encoder_write(&e, rec, per);
+    }
+    for (uint64_t i = 0; !st && i < s->nslots; i++) {
+        dedup_digest x = s->slots[i];
+        if (dg_zero(x))
+            continue;
+        dedup_put_u64(rec, x.lo);
+        dedup_put_u64(rec + 8, x.hi);
+        if (counts)
+            dedup_put_u64(rec + 16, s->counts[i]);
+        st = dedup_encoder_write(&e, rec, per);
+    }
+    if (!st)
+        st = dedup_encoder_end(&e);
+    return st;
+}
+
+dedup_status dedup_digestset_load(dedup_source src, const dedup_allocator *alloc,
+                                  dedup_digestset **out)
+{
+    if (!out)
+        return DEDUP_ERR_INVALID_ARG;
+    *out = NULL;
+    dedup_decoder *d = malloc(sizeof *d);
+    if (!d)
+        return DEDUP_ERR_NOMEM;
+    dedup_digestset *s = NULL;
+    dedup_status st = dedup_decoder_begin(d, src, DEDUP_TYPE_SET_DIGEST);
+    if (st)
+        goto done;
+    if (d->header.params_len != 16) {
+        st = DEDUP_ERR_CORRUPT;
+        goto done;
+    }
+    uint64_t nkeys = dedup_get_u64(d->params);
+    uint32_t flags = dedup_get_u32(d->params + 8);
+    bool counts = flags & 1u;
+    uint64_t per = counts ? 24 : 16;
+    if ((flags & ~1u) || dedup_get_u32(d->params + 12) || nkeys > (UINT64_C(1) << 38) ||
+        nkeys * per != d->header.payload_len) {
+        st = DEDUP_ERR_CORRUPT;
+        goto done;
+    }
+    dedup_set_params p;
+    dedup_set_params_init(&p);
+    p.capacity = nkeys;
+    p.seed = d->header.seed;
+    p.counts = counts;
+    st = dedup_digestset_create(&p, alloc, &s);
+    for (uint64_t i = 0; !st && i < nkeys; i++) {
+        unsigned char rec[24];
+        st = dedup_decoder_read(d, rec, per);
+        if (st)
+            break;
+        dedup_digest x = {dedup_get_u64(rec), dedup_get_u64(rec + 8)};
+        dedup_verdict v;
+        st = dedup_digestset_insert(s, x, &v);
+        if (!st && v != DEDUP_NEW)
+            st = DEDUP_ERR_CORRUPT;
+        if (!st && counts) {
+            uint64_t c = dedup_get_u64(rec + 16);
+            if (c == 0)
+                st = DEDUP_ERR_CORRUPT;
+            else if (dg_zero(x))
+                s->zero_count = c;
+            else {
+                bool found;
+                s->counts[dset_find(s, x, &found)] = c;
+            }
+        }
+    }
+    if (!st)
+        st = dedup_decoder_end(d);
+done:
+    free(d);
+    if (st) {
+        dedup_digestset_free(s);
+        return st;
+    }
+    *out = s;
+    return DEDUP_OK;
+}
+
+/* ======================================================================== */
+/* 64-bit integers                                                            */
+/* ======================================================================== */
+
+struct dedup_u64set {
+    dedup_allocator alloc;
+    uint64_t seed;
+    uint64_t limit;
+    uint64_t *slots;
+    uint64_t nslots;
+    uint64_t size;
+    uint64_t grow_at;
+    bool has_zero;
+};
+
+size_t dedup_u64set_memory_usage(const dedup_u64set *s)
+{
+    return s ? sizeof *s + (size_t)s->nslots * 8 : 0;
+}
+
+dedup_status dedup_u64set_create(const dedup_set_params *params, const dedup_allocator *alloc,
+                                 dedup_u64set **out)
+{
+    if (!out)
+        return DEDUP_ERR_INVALID_ARG;
+    *out = NULL;
+    dedup_set_params def;
+    if (!params) {
+        dedup_set_params_init(&def);
+        params = &def;
+    }
+    if (params->counts)
+        return DEDUP_ERR_INVALID_ARG;
+    dedup_allocator a;
+    dd_allocator_resolve(&a, alloc);
+    uint64_t nslots = slots_for(params->capacity, 4, 5);
+    if (nslots > (UINT64_C(1) << 40))
+        return DEDUP_ERR_LIMIT;
+    if (params->memory_limit && nslots * 8 > params->memory_limit)
+        return DEDUP_ERR_FULL;
+    dedup_u64set *s = dd_calloc(&a, 1, sizeof *s);
+    if (!s)
+        return DEDUP_ERR_NOMEM;
+    s->alloc = a;
+    s->seed = params->seed;
+    s->limit = params->memory_limit;
+    s->slots = dd_calloc(&a, (size_t)nslots, 8);
+    if (!s->slots) {
+        dd_free(&a, s);
+        return DEDUP_ERR_NOMEM;
+    }
+    s->nslots = nslots;
+    s->grow_at = (nslots - 1) / 5 * 4;
+    *out = s;
+    return DEDUP_OK;
+}
+
+void dedup_u64set_free(dedup_u64set *s)
+{
+    if (!s)
+        return;
+    dd_free(&s->alloc, s->slots);
+    dd_free(&s->alloc, s);
+}
+
+static inline uint64_t u64_home(const dedup_u64set *s, uint64_t key, uint64_t nslots)
+{
+    return dedup_reduce(dedup_hash_u64(key, s->seed).lo, nslots);
+}
+
+static inline uint64_t u64_find(const dedup_u64set *s, uint64_t key, bool *found)
+{
+    uint64_t i = u64_home(s, key, s->nslots);
+    for (;;) {
+        uint64_t x = s->slots[i];
+        if (x == key) {
+            *found = true;
+            return i;
+        }
+        if (x == 0) {
+            *found = false;
+            return i;
+        }
+        if (++i == s->nslots)
+            i = 0;
+    }
+}
+
+static dedup_status u64_rehash(dedup_u64set *s)
+{
+    uint64_t n = (s->nslots - 1) * 2 + 1;
+    if (s->limit && dedup_u64set_memory_usage(s) + n * 8 > s->limit)
+        return DEDUP_ERR_FULL;
+    uint64_t *ns = dd_calloc(&s->alloc, (size_t)n, 8);
+    if (!ns)
+        return DEDUP_ERR_NOMEM;
+    for (uint64_t i = 0; i < s->nslots; i++) {
+        uint64_t x = s->slots[i];
+        if (!x)
+            continue;
+        uint64_t j = u64_home(s, x, n);
+        while (ns[j])
+            if (++j == n)
+                j = 0;
+        ns[j] = x;
+    }
+    dd_free(&s->alloc, s->slots);
+    s->slots = ns;
+    s->nslots = n;
+    s->grow_at = (n - 1) / 5 * 4;
+    return DEDUP_OK;
+}
+
+dedup_status dedup_u64set_insert(dedup_u64set *s, uint64_t key, dedup_verdict *verdict)
+{
+    if (key == 0) {
+        *verdict = s->has_zero ? DEDUP_DUPLICATE : DEDUP_NEW;
+        if (!s->has_zero)
+            s->size++;
+        s->has_zero = true;
+        return DEDUP_OK;
+    }
+    bool found;
+    uint64_t i = u64_find(s, key, &found);
+    if (found) {
+        *verdict = DEDUP_DUPLICATE;
+        return DEDUP_OK;
+    }
+    if (s->size + 1 > s->grow_at) {
+        dedup_status st = u64_rehash(s);
+        if (st)
+            return st;
+        i = u64_find(s, key, &found);
+    }
+    s->slots[i] = key;
+    s->size++;
+    *verdict = DEDUP_NEW;
+    return DEDUP_OK;
+}
+
+bool dedup_u64set_contains(const dedup_u64set *s, uint64_t key)
+{
+    if (key == 0)
+        return s->has_zero;
+    bool found;
+    (void)u64_find(s, key, &found);
+    return found;
+}
+
+uint64_t dedup_u64set_size(const dedup_u64set *s) { return s->size; }
+
+/* File layout (type SET_U64): params = keys u64.  Payload: the keys, u64
+ * each, in no particular order. */
+dedup_status dedup_u64set_save(const dedup_u64set *s, dedup_sink *sink)
+{
+    unsigned char p[8];
+    dedup_put_u64(p, s->size);
+    dedup_encoder e;
+    dedup_status st = dedup_encoder_begin(&e, *sink, DEDUP_TYPE_SET_U64, s->seed, p, sizeof p,
+                                          s->size * 8);
+    if (!st && s->has_zero) {
+        uint64_t z = 0;
+        st = dedup_encoder_write_u64s(&e, &z, 1);
+    }
+    for (uint64_t i = 0; !st && i < s->nslots; i++)
+        if (s->slots[i])
+            st = dedup_encoder_write_u64s(&e, &s->slots[i], 1);
+    if (!st)
+        st = dedup_encoder_end(&e);
+    return st;
+}
+
+dedup_status dedup_u64set_load(dedup_source src, const dedup_allocator *alloc, dedup_u64set **out)
+{
+    if (!out)
+        return DEDUP_ERR_INVALID_ARG;
+    *out = NULL;
+    dedup_decoder *d = malloc(sizeof *d);
+    if (!d)
+        return DEDUP_ERR_NOMEM;
+    dedup_u64set *s = NULL;
+    dedup_status st = dedup_decoder_begin(d, src, DEDUP_TYPE_SET_U64);
+    if (!st && d->header.params_len != 8)
+        st = DEDUP_ERR_CORRUPT;
+    uint64_t nkeys = st ? 0 : dedup_get_u64(d->params);
+    if (!st && (nkeys > (UINT64_C(1) << 38) || nkeys * 8 != d->header.payload_len))
+        st = DEDUP_ERR_CORRUPT;
+    if (!st) {
+        dedup_set_params p;
+        dedup_set_params_init(&p);
+        p.capacity = nkeys;
+        p.seed = d->header.seed;
+        st = dedup_u64set_create(&p, alloc, &s);
+    }
+    for (uint64_t i = 0; !st && i < nkeys; i++) {
+        uint64_t k;
+        dedup_verdict v;
+        st = dedup_decoder_read_u64s(d, &k, 1);
+        if (!st)
+            st = dedup_u64set_insert(s, k, &v);
+        if (!st && v != DEDUP_NEW)
+            st = DEDUP_ERR_CORRUPT;
+    }
+    if (!st)
+        st = dedup_decoder_end(d);
+    free(d);
+    if (st) {
+        dedup_u64set_free(s);
+        return st;
+    }
+    *out = s;
+    return DEDUP_OK;
+}

@@ -1,0 +1,1684 @@
+/*
+ * extsort.c - bounded-memory exact deduplication (see dedup/extsort.h for the
+ * algorithm and its IO cost).
+ *
+ * Vocabulary.  A *node* deduplicates one stream of records: the top node gets
+ * the caller's pushes, a node at depth d > 0 reads one partition written by
+ * its parent.  Each node owns an in-memory table; when it is full the node
+ * spills the records of unknown keys into P partitions held in a temporary
+ * file shared by every node of the same depth (SP[depth]), and later runs
+ * one child node per partition, whose outputs go, one contiguous extent each,
+ * to the result file RS[depth].  The node then merges those extents (plus,
+ * for DUPLICATES, the repeats it recognised itself after spilling, and for
+ * sorted order its own sorted table) into its output: the emit callback for
+ * the top node, the parent's result file otherwise.  Nodes of one depth run
+ * one after the other, so SP/RS are truncated and reused.
+ *
+ * Stream encoding (all integers LEB128 varints):
+ *   [seq delta]  when the stream is in sequence order
+ *   [count]      result streams of DEDUP_EXTSORT_COUNT
+ *   keylen, recenc (0: record == key, else record length + 1), key, record
+ * First-occurrence result streams drop a key that differs from its record
+ * (keylen 0): only sorted merges compare keys.
+ */
+#define _GNU_SOURCE /* O_TMPFILE, O_CLOEXEC */
+#include "dedup/extsort.h"
+
+#include "internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define MAX_FIELD (UINT32_MAX - 1u)
+
+/* ---- Engine ---------------------------------------------------------------- */
+
+typedef struct tfile {
+    int fd;
+    uint64_t size;
+} tfile;
+
+typedef struct blk {
+    uint64_t off;
+    uint64_t len;
+} blk;
+
+struct dedup_extsort {
+    dedup_allocator alloc;
+    dedup_extsort_params p;
+    char *tmpdir;
+    size_t budget;
+    dedup_status err;
+    int io_errno;
+    uint64_t io_needed;
+    int emit_rc;
+    bool finished;
+    uint64_t seq;
+    size_t mem_cur;
+    dedup_extsort_stats st;
+    tfile sp[DEDUP_EXTSORT_MAX_DEPTH + 1];
+    tfile rs[DEDUP_EXTSORT_MAX_DEPTH + 1];
+    struct node *top;
+    blk *runs; /* sorted order: the sorted runs written so far, oldest first */
+    size_t nruns, capruns;
+};
+
+static void *es_alloc(dedup_extsort *es, size_t n)
+{
+    void *p = dd_malloc(&es->alloc, n);
+    if (p) {
+        es->mem_cur += n;
+        if (es->mem_cur > es->st.peak_memory)
+            es->st.peak_memory = es->mem_cur;
+    }
+    return p;
+}
+
+static void es_free(dedup_extsort *es, void *p, size_t n)
+{
+    if (!p)
+        return;
+    es->mem_cur -= n;
+    dd_free(&es->alloc, p);
+}
+
+static void *es_realloc(dedup_extsort *es, void *p, size_t old, size_t n)
+{
+    void *q = dd_realloc(&es->alloc, p, old, n);
+    if (q) {
+        es->mem_cur = es->mem_cur - old + n;
+        if (es->mem_cur > es->st.peak_memory)
+            es->st.peak_memory = es->mem_cur;
+    }
+    return q;
+}
+
+static dedup_status fail(dedup_extsort *es, dedup_status s)
+{
+    if (es->err == DEDUP_OK)
+        es->err = s;
+    return s;
+}
+
+/* ---- Temporary files ----------------------------------------------------- */
+
+static dedup_status tf_open(dedup_extsort *es, tfile *f)
+{
+    if (f->fd >= 0)
+        return DEDUP_OK;
+    int fd = -1;
+#ifdef O_TMPFILE
+    fd = open(es->tmpdir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+#endif
+    if (fd < 0) {
+        size_t n = strlen(es->tmpdir) + 32;
+        char *path = es_alloc(es, n);
+        if (!path)
+            return fail(es, DEDUP_ERR_NOMEM);
+        snprintf(path, n, "%s/.dedup-spill-XXXXXX", es->tmpdir);
+        fd = mkstemp(path);
+        if (fd >= 0) {
+            unlink(path); /* nameless from now on: nothing can be left behind */
+            (void)fcntl(fd, F_SETFD, FD_CLOEXEC);
+        }
+        es_free(es, path, n);
+    }
+    if (fd < 0) {
+        es->io_errno = errno;
+        es->io_needed = es->st.bytes_spilled;
+        return fail(es, DEDUP_ERR_IO);
+    }
+    f->fd = fd;
+    f->size = 0;
+    es->st.spilled = true;
+    return DEDUP_OK;
+}
+
+static dedup_status tf_write(dedup_extsort *es, tfile *f, const void *buf, size_t len)
+{
+    dedup_status s = tf_open(es, f);
+    if (s != DEDUP_OK)
+        return s;
+    const uint8_t *q = buf;
+    while (len > 0) {
+        size_t chunk = len > (size_t)1 << 30 ? (size_t)1 << 30 : len;
+        ptrdiff_t n = es->p.write_fn ? es->p.write_fn(es->p.write_ctx, f->fd, q, chunk)
+                                     : (ptrdiff_t)write(f->fd, q, chunk);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            es->io_errno = n < 0 ? errno : ENOSPC;
+            es->io_needed = es->st.bytes_spilled + len;
+            return fail(es, DEDUP_ERR_IO);
+        }
+        q += n;
+        len -= (size_t)n;
+        f->size += (uint64_t)n;
+        es->st.bytes_spilled += (uint64_t)n;
+    }
+    return DEDUP_OK;
+}
+
+static dedup_status tf_pread(dedup_extsort *es, tfile *f, void *buf, size_t len, uint64_t off)
+{
+    uint8_t *q = buf;
+    while (len > 0) {
+        ssize_t n = pread(f->fd, q, len, (off_t)off);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            es->io_errno = errno;
+            es->io_needed = es->st.bytes_spilled;
+            return fail(es, DEDUP_ERR_IO);
+        }
+        if (n == 0)
+            return fail(es, DEDUP_ERR_TRUNCATED);
+        q += n;
+        len -= (size_t)n;
+        off += (uint64_t)n;
+        es->st.bytes_read_back += (uint64_t)n;
+    }
+    return DEDUP_OK;
+}
+
+/* Drops a temporary file's content so the next node of its depth reuses it. */
+static void tf_reset(tfile *f)
+{
+    if (f->fd >= 0 && f->size > 0) {
+        /* write(2) appends at the descriptor's offset: rewind it too.  If
+         * either call fails the next writer simply appends past the old
+         * data, which stays correct. */
+        if (ftruncate(f->fd, 0) != 0 || lseek(f->fd, 0, SEEK_SET) != 0)
+            return;
+        f->size = 0;
+    }
+}
+
+/* ---- Varints and items ---------------------------------------------------- */
+
+static size_t put_varint(uint8_t *p, uint64_t v)
+{
+    size_t n = 0;
+    while (v >= 0x80) {
+        p[n++] = (uint8_t)(v | 0x80);
+        v >>= 7;
+    }
+    p[n++] = (uint8_t)v;
+    return n;
+}
+
+/* Returns bytes consumed, 0 if the varint does not end within [p, end). */
+static size_t get_varint(const uint8_t *p, const uint8_t *end, uint64_t *v)
+{
+    uint64_t x = 0;
+    unsigned shift = 0;
+    size_t n = 0;
+    while (p + n < end && shift < 64) {
+        uint8_t b = p[n++];
+        x |= (uint64_t)(b & 0x7f) << shift;
+        if (!(b & 0x80)) {
+            *v = x;
+            return n;
+        }
+        shift += 7;
+    }
+    return 0;
+}
+
+enum { F_SEQ = 1, F_COUNT = 2, F_KEY = 4 };
+
+typedef struct item {
+    uint64_t seq, count;
+    const uint8_t *key, *rec;
+    size_t keylen, reclen;
+} item;
+
+/* Encodes an item's header into 'h' (at most 40 bytes); returns its length.
+ * '*keep_key' tells whether the key bytes follow. */
+static size_t item_header(uint8_t *h, int flags, uint64_t seq_delta, const item *it, bool *keep_key)
+{
+    size_t n = 0;
+    bool same = it->rec == it->key && it->reclen == it->keylen;
+    if (flags & F_SEQ)
+        n += put_varint(h + n, seq_delta);
+    if (flags & F_COUNT)
+        n += put_varint(h + n, it->count);
+    *keep_key = same || (flags & F_KEY);
+    n += put_varint(h + n, *keep_key ? it->keylen : 0);
+    n += put_varint(h + n, same ? 0 : (uint64_t)it->reclen + 1);
+    return n;
+}
+
+/* ---- Buffered writer (result streams) ------------------------------------- */
+
+typedef struct writer {
+    tfile *f;
+    uint8_t *buf;
+    size_t cap, len;
+    uint64_t prev_seq;
+    int flags;
+} writer;
+
+static dedup_status wr_init(dedup_extsort *es, writer *w, tfile *f, size_t cap, int flags)
+{
+    w->f = f;
+    w->cap = cap;
+    w->len = 0;
+    w->prev_seq = 0;
+    w->flags = flags;
+    w->buf = es_alloc(es, cap);
+    return w->buf ? DEDUP_OK : fail(es, DEDUP_ERR_NOMEM);
+}
+
+static dedup_status wr_flush(dedup_extsort *es, writer *w)
+{
+    if (w->len == 0)
+        return DEDUP_OK;
+    dedup_status s = tf_write(es, w->f, w->buf, w->len);
+    w->len = 0;
+    return s;
+}
+
+static void wr_free(dedup_extsort *es, writer *w)
+{
+    es_free(es, w->buf, w->cap);
+    w->buf = NULL;
+}
+
+static dedup_status wr_bytes(dedup_extsort *es, writer *w, const void *p, size_t n)
+{
+    if (n <= w->cap - w->len) {
+        memcpy(w->buf + w->len, p, n);
+        w->len += n;
+        return DEDUP_OK;
+    }
+    dedup_status s = wr_flush(es, w);
+    if (s != DEDUP_OK)
+        return s;
+    if (n >= w->cap)
+        return tf_write(es, w->f, p, n);
+    memcpy(w->buf, p, n);
+    w->len = n;
+    return DEDUP_OK;
+}
+
+static dedup_status wr_item(dedup_extsort *es, writer *w, const item *it)
+{
+    uint8_t h[48];
+    bool keep_key;
+    size_t hn = item_header(h, w->flags, it->seq - w->prev_seq, it, &keep_key);
+    w->prev_seq = it->seq;
+    bool same = it->rec == it->key && it->reclen == it->keylen;
+    size_t total = hn + (keep_key ? it->keylen : 0) + (same ? 0 : it->reclen);
+    if (total <= w->cap - w->len) { /* fast path */
+        uint8_t *o = w->buf + w->len;
+        memcpy(o, h, hn);
+        o += hn;
+        if (keep_key && it->keylen) {
+            memcpy(o, it->key, it->keylen);
+            o += it->keylen;
+        }
+        if (!same && it->reclen)
+            memcpy(o, it->rec, it->reclen);
+        w->len += total;
+        return DEDUP_OK;
+    }
+    dedup_status s = wr_bytes(es, w, h, hn);
+    if (s == DEDUP_OK && keep_key)
+        s = wr_bytes(es, w, it->key, it->keylen);
+    if (s == DEDUP_OK && !same)
+        s = wr_bytes(es, w, it->rec, it->reclen);
+    return s;
+}
+
+/* ---- Reader over a list of extents of a temporary file --------------------- */
+
+typedef struct reader {
+    tfile *f;
+    const blk *ext;
+    size_t next, n;
+    uint64_t off, left; /* position and bytes left in the current extent */
+    uint8_t *buf;
+    size_t cap, lo, hi;
+    uint8_t *big; /* an item larger than the buffer */
+    size_t bigcap;
+    uint64_t prev_seq;
+    int flags;
+    bool valid;
+    item it;
+} reader;
+
+static dedup_status rd_init(dedup_extsort *es, reader *r, tfile *f, const blk *ext, size_t n,
+                            size_t cap, int flags)
+{
+    memset(r, 0, sizeof *r);
+    r->f = f;
+    r->ext = ext;
+    r->n = n;
+    r->cap = cap;
+    r->flags = flags;
+    r->buf = es_alloc(es, cap);
+    return r->buf ? DEDUP_OK : fail(es, DEDUP_ERR_NOMEM);
+}
+
+static void rd_free(dedup_extsort *es, reader *r)
+{
+    es_free(es, r->buf, r->cap);
+    es_free(es, r->big, r->bigcap);
+    r->buf = r->big = NULL;
+}
+
+/* Moves unread bytes to the front and reads as much as fits. */
+static dedup_status rd_fill(dedup_extsort *es, reader *r)
+{
+    if (r->lo > 0) {
+        memmove(r->buf, r->buf + r->lo, r->hi - r->lo);
+        r->hi -= r->lo;
+        r->lo = 0;
+    }
+    while (r->hi < r->cap) {
+        if (r->left == 0) {
+            if (r->next >= r->n)
+                break;
+            r->off = r->ext[r->next].off;
+            r->left = r->ext[r->next].len;
+            r->next++;
+            continue;
+        }
+        size_t want = r->cap - r->hi;
+        if (want > r->left)
+            want = (size_t)r->left;
+        dedup_status s = tf_pread(es, r->f, r->buf + r->hi, want, r->off);
+        if (s != DEDUP_OK)
+            return s;
+        r->hi += want;
+        r->off += want;
+        r->left -= want;
+    }
+    return DEDUP_OK;
+}
+
+static bool rd_eof(const reader *r)
+{
+    return r->lo == r->hi && r->left == 0 && r->next >= r->n;
+}
+
+/* Copies 'n' stream bytes into 'dst'. */
+static dedup_status rd_copy(dedup_extsort *es, reader *r, uint8_t *dst, size_t n)
+{
+    while (n > 0) {
+        if (r->lo == r->hi) {
+            dedup_status s = rd_fill(es, r);
+            if (s != DEDUP_OK)
+                return s;
+            if (r->lo == r->hi)
+                return fail(es, DEDUP_ERR_TRUNCATED);
+        }
+        size_t k = r->hi - r->lo;
+        if (k > n)
+            k = n;
+        memcpy(dst, r->buf + r->lo, k);
+        r->lo += k;
+        dst += k;
+        n -= k;
+    }
+    return DEDUP_OK;
+}
+
+/* Reads the next item into r->it; r->valid is false at the end. */
+static dedup_status rd_next(dedup_extsort *es, reader *r)
+{
+    dedup_status s;
+    if (r->hi - r->lo < 48 && !(r->left == 0 && r->next >= r->n)) {
+        if ((s = rd_fill(es, r)) != DEDUP_OK)
+            return s;
+    }
+    if (rd_eof(r)) {
+        r->valid = false;
+        return DEDUP_OK;
+    }
+    const uint8_t *p = r->buf + r->lo, *end = r->buf + r->hi;
+    uint64_t v, keylen, recenc;
+    size_t k;
+    item *it = &r->it;
+    if (r->flags & F_SEQ) {
+        if (!(k = get_varint(p, end, &v)))
+            return fail(es, DEDUP_ERR_CORRUPT);
+        p += k;
+        r->prev_seq += v;
+        it->seq = r->prev_seq;
+    }
+    it->count = 1;
+    if (r->flags & F_COUNT) {
+        if (!(k = get_varint(p, end, &it->count)))
+            return fail(es, DEDUP_ERR_CORRUPT);
+        p += k;
+    }
+    if (!(k = get_varint(p, end, &keylen)))
+        return fail(es, DEDUP_ERR_CORRUPT);
+    p += k;
+    if (!(k = get_varint(p, end, &recenc)))
+        return fail(es, DEDUP_ERR_CORRUPT);
+    p += k;
+    if (keylen > MAX_FIELD || recenc > (uint64_t)MAX_FIELD + 1)
+        return fail(es, DEDUP_ERR_CORRUPT);
+    size_t hn = (size_t)(p - (r->buf + r->lo));
+    size_t body = (size_t)keylen + (recenc ? (size_t)(recenc - 1) : 0);
+    if (hn + body > r->hi - r->lo) {
+        if (hn + body <= r->cap) {
+            if ((s = rd_fill(es, r)) != DEDUP_OK)
+                return s;
+            if (hn + body > r->hi - r->lo)
+                return fail(es, DEDUP_ERR_TRUNCATED);
+            p = r->buf + r->lo + hn;
+        } else { /* larger than the buffer: assemble it in 'big' */
+            if (body > r->bigcap) {
+                uint8_t *nb = es_alloc(es, body);
+                if (!nb)
+                    return fail(es, DEDUP_ERR_NOMEM);
+                es_free(es, r->big, r->bigcap);
+                r->big = nb;
+                r->bigcap = body;
+            }
+            r->lo += hn;
+            if ((s = rd_copy(es, r, r->big, body)) != DEDUP_OK)
+                return s;
+            p = r->big;
+            hn = 0;
+            body = 0;
+        }
+    }
+    it->key = p;
+    it->keylen = (size_t)keylen;
+    if (recenc == 0) {
+        it->rec = p;
+        it->reclen = it->keylen;
+    } else {
+        it->rec = p + keylen;
+        it->reclen = (size_t)(recenc - 1);
+    }
+    if (hn + body)
+        r->lo += hn + body;
+    r->valid = true;
+    return DEDUP_OK;
+}
+
+/* ---- The in-memory table ---------------------------------------------------
+ * Open addressing with linear probing; a slot is the digest's low 64 bits and
+ * a pointer to the entry in an arena of chunks laid out in insertion order:
+ *   u64 seq, [u64 count], u32 keylen, u32 recenc, key, [record]
+ * Why not dedup_strset: an entry here also carries the first occurrence's
+ * sequence number and its record (which may differ from the key), the arena
+ * is walked in insertion order, and the slot array is reused in place as the
+ * sort array of sorted order; strset keeps keys only, and parallel arrays
+ * for the rest would cost more memory than this whole table. */
+
+typedef struct slot {
+    uint64_t tag;
+    uint8_t *e;
+} slot;
+
+typedef struct chunk {
+    struct chunk *next;
+    size_t cap, used;
+} chunk;
+
+typedef struct table {
+    slot *slots;
+    size_t mask, n;
+    chunk *head, *tail;
+    size_t arena, limit, chunk_size, hdr;
+    bool counting;
+} table;
+
+#define CHUNK_DATA(c) ((uint8_t *)((c) + 1))
+#define TABLE_MIN_SLOTS 256
+
+static dedup_status table_init(dedup_extsort *es, table *t, size_t limit, bool counting)
+{
+    memset(t, 0, sizeof *t);
+    t->limit = limit;
+    t->counting = counting;
+    t->hdr = counting ? 24 : 16;
+    t->chunk_size = limit / 32;
+    if (t->chunk_size < 4096)
+        t->chunk_size = 4096;
+    if (t->chunk_size > ((size_t)1 << 20))
+        t->chunk_size = (size_t)1 << 20;
+    t->slots = es_alloc(es, TABLE_MIN_SLOTS * sizeof(slot));
+    if (!t->slots)
+        return fail(es, DEDUP_ERR_NOMEM);
+    memset(t->slots, 0, TABLE_MIN_SLOTS * sizeof(slot));
+    t->mask = TABLE_MIN_SLOTS - 1;
+    return DEDUP_OK;
+}
+
+static void table_free(dedup_extsort *es, table *t)
+{
+    chunk *c = t->head;
+    while (c) {
+        chunk *nx = c->next;
+        es_free(es, c, sizeof(chunk) + c->cap);
+        c = nx;
+    }
+    t->head = t->tail = NULL;
+    if (t->slots)
+        es_free(es, t->slots, (t->mask + 1) * sizeof(slot));
+    t->slots = NULL;
+    t->n = 0;
+}
+
+static inline uint32_t rd32(const uint8_t *p)
+{
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+static inline uint64_t rd64(const uint8_t *p)
+{
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return v;
+}
+static inline void wr64(uint8_t *p, uint64_t v) { memcpy(p, &v, 8); }
+
+static inline uint32_t e_keylen(const table *t, const uint8_t *e) { return rd32(e + t->hdr - 8); }
+static inline uint32_t e_recenc(const table *t, const uint8_t *e) { return rd32(e + t->hdr - 4); }
+static inline const uint8_t *e_key(const table *t, const uint8_t *e) { return e + t->hdr; }
+
+static void e_item(const table *t, const uint8_t *e, item *it)
+{
+    it->seq = rd64(e);
+    it->count = t->counting ? rd64(e + 8) : 1;
+    it->keylen = e_keylen(t, e);
+    it->key = e + t->hdr;
+    uint32_t re = e_recenc(t, e);
+    if (re == 0) {
+        it->rec = it->key;
+        it->reclen = it->keylen;
+    } else {
+        it->rec = it->key + it->keylen;
+        it->reclen = re - 1;
+    }
+}
+
+/* Finds the key's entry, or the empty slot where it belongs. */
+static inline slot *table_find(const table *t, dedup_digest d, const uint8_t *key, size_t keylen)
+{
+    size_t i = (size_t)d.lo & t->mask;
+    for (;;) {
+        slot *s = &t->slots[i];
+        if (!s->e)
+            return s;
+        if (s->tag == d.lo && e_keylen(t, s->e) == keylen &&
+            memcmp(e_key(t, s->e), key, keylen) == 0)
+            return s;
+        i = (i + 1) & t->mask;
+    }
+}
+
+static size_t table_bytes(const table *t) { return t->arena + (t->mask + 1) * sizeof(slot); }
+
+/* Inserts a new key (known absent; 's' is its empty slot).  Returns
+ * DEDUP_ERR_FULL when the entry does not fit the table's share of the
+ * budget; an empty table always takes its first entry. */
+static dedup_status table_insert(dedup_extsort *es, table *t, slot *s, dedup_digest d,
+                                 uint64_t seq, const item *it)
+{
+    bool same = it->rec == it->key && it->reclen == it->keylen;
+    size_t esz = t->hdr + it->keylen + (same ? 0 : it->reclen);
+    bool empty = t->n == 0;
+    /* Grow the slot array first (old and new arrays live together briefly). */
+    if ((t->n + 1) * 4 > (t->mask + 1) * 3) {
+        size_t oldn = t->mask + 1, newn = oldn * 2;
+        if (!empty && table_bytes(t) + newn * sizeof(slot) + esz > t->limit)
+            return DEDUP_ERR_FULL;
+        slot *ns = es_alloc(es, newn * sizeof(slot));
+        if (!ns)
+            return fail(es, DEDUP_ERR_NOMEM);
+        memset(ns, 0, newn * sizeof(slot));
+        for (size_t i = 0; i < oldn; i++) {
+            if (!t->slots[i].e)
+                continue;
+            size_t j = (size_t)t->slots[i].tag & (newn - 1);
+            while (ns[j].e)
+                j = (j + 1) & (newn - 1);
+            ns[j] = t->slots[i];
+        }
+        es_free(es, t->slots, oldn * sizeof(slot));
+        t->slots = ns;
+        t->mask = newn - 1;
+        s = table_find(t, d, it->key, it->keylen);
+    }
+    if (!t->tail || t->tail->cap - t->tail->used < esz) {
+        size_t cap = esz > t->chunk_size ? esz : t->chunk_size;
+        if (!empty && table_bytes(t) + sizeof(chunk) + cap > t->limit)
+            return DEDUP_ERR_FULL;
+        chunk *c = es_alloc(es, sizeof(chunk) + cap);
+        if (!c)
+            return fail(es, DEDUP_ERR_NOMEM);
+        c->next = NULL;
+        c->cap = cap;
+        c->used = 0;
+        if (t->tail)
+            t->tail->next = c;
+        else
+            t->head = c;
+        t->tail = c;
+        t->arena += sizeof(chunk) + cap;
+    }
+    uint8_t *e = CHUNK_DATA(t->tail) + t->tail->used;
+    t->tail->used += esz;
+    wr64(e, seq);
+    if (t->counting)
+        wr64(e + 8, 1);
+    uint32_t kl = (uint32_t)it->keylen, re = same ? 0 : (uint32_t)it->reclen + 1;
+    memcpy(e + t->hdr - 8, &kl, 4);
+    memcpy(e + t->hdr - 4, &re, 4);
+    if (it->keylen)
+        memcpy(e + t->hdr, it->key, it->keylen);
+    if (!same && it->reclen)
+        memcpy(e + t->hdr + it->keylen, it->rec, it->reclen);
+    s->tag = d.lo;
+    s->e = e;
+    t->n++;
+    return DEDUP_OK;
+}
+
+/* Calls fn on every entry in insertion order. */
+#define TABLE_FOREACH(t, e)                                                          \
+    for (chunk *c_ = (t)->head; c_; c_ = c_->next)                                   \
+        for (uint8_t *e = CHUNK_DATA(c_); e < CHUNK_DATA(c_) + c_->used;             \
+             e += (t)->hdr + e_keylen((t), e) +                                      \
+                  (e_recenc((t), e) ? e_recenc((t), e) - 1 : 0))
+
+/* ---- Sorting entries by key --------------------------------------------------
+ * A multikey quicksort (Bentley & Sedgewick) whose "characters" are 8-byte
+ * big-endian words of the key, cached next to the entry pointer: a
+ * partitioning step reads only the contiguous array, and an entry is touched
+ * once per 8 bytes of the prefix that tells it apart (instead of once per
+ * byte and per level), which matters when the table is far larger than the
+ * cache.  A key ending inside a word sorts before the longer keys sharing
+ * that word (memcmp order: a prefix first). */
+
+static inline int key_cmp(const uint8_t *a, size_t al, const uint8_t *b, size_t bl)
+{
+    size_t m = al < bl ? al : bl;
+    int c = m ? memcmp(a, b, m) : 0;
+    if (c)
+        return c;
+    return al < bl ? -1 : al > bl;
+}
+
+typedef struct sel {
+    uint64_t w; /* big-endian key bytes [8 * depth, 8 * depth + 8), zero padded */
+    uint8_t *e;
+} sel;
+
+static inline uint64_t key_word(const table *t, const uint8_t *e, size_t wd)
+{
+    size_t kl = e_keylen(t, e), off = wd * 8;
+    const uint8_t *k = e_key(t, e) + off;
+    uint64_t v = 0;
+    if (off + 8 <= kl) {
+        memcpy(&v, k, 8);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+        v = __builtin_bswap64(v);
+#endif
+        return v;
+    }
+    for (size_t i = 0; off + i < kl; i++)
+        v |= (uint64_t)k[i] << (56 - 8 * i);
+    return v;
+}
+
+static void wsort(const table *t, sel *a, size_t n, size_t wd)
+{
+    while (n > 1) {
+        if (n < 16) { /* insertion sort on the bytes from 8 * wd on */
+            size_t off = wd * 8;
+            for (size_t i = 1; i < n; i++) {
+                sel x = a[i];
+                size_t xl = e_keylen(t, x.e) - off, j = i;
+                while (j > 0) {
+                    const sel *y = &a[j - 1];
+                    if (y->w < x.w)
+                        break;
+                    if (y->w == x.w && key_cmp(e_key(t, y->e) + off, e_keylen(t, y->e) - off,
+                                               e_key(t, x.e) + off, xl) <= 0)
+                        break;
+                    a[j] = a[j - 1];
+                    j--;
+                }
+                a[j] = x;
+            }
+            return;
+        }
+        uint64_t c0 = a[0].w, c1 = a[n / 2].w, c2 = a[n - 1].w;
+        uint64_t v = c0 < c1 ? (c1 < c2 ? c1 : (c0 < c2 ? c2 : c0))
+                             : (c0 < c2 ? c0 : (c1 < c2 ? c2 : c1));
+        /* three-way partition: [0,lt) < v, [lt,gt) == v, [gt,n) > v */
+        size_t lt = 0, i = 0, gt = n;
+        while (i < gt) {
+            if (a[i].w < v) {
+                sel tmp = a[lt];
+                a[lt++] = a[i];
+                a[i++] = tmp;
+            } else if (a[i].w > v) {
+                sel tmp = a[--gt];
+                a[gt] = a[i];
+                a[i] = tmp;
+            } else {
+                i++;
+            }
+        }
+        wsort(t, a, lt, wd);
+        wsort(t, a + gt, n - gt, wd);
+        /* equal words: keys ending within this word first (shorter first;
+         * two such keys of one length would be equal keys), then the longer
+         * ones, sorted on their next word */
+        sel *b = a + lt;
+        size_t m = gt - lt, nend = 0, lim = (wd + 1) * 8;
+        for (size_t k = 0; k < m; k++) {
+            if (k + 8 < m)
+                DD_PREFETCH(b[k + 8].e);
+            if (e_keylen(t, b[k].e) <= lim) {
+                sel tmp = b[nend];
+                b[nend++] = b[k];
+                b[k] = tmp;
+            } else {
+                b[k].w = key_word(t, b[k].e, wd + 1);
+            }
+        }
+        for (size_t k = 1; k < nend; k++) {
+            sel x = b[k];
+            size_t j = k;
+            while (j > 0 && e_keylen(t, b[j - 1].e) > e_keylen(t, x.e)) {
+                b[j] = b[j - 1];
+                j--;
+            }
+            b[j] = x;
+        }
+        a = b + nend;
+        n = m - nend;
+        wd++;
+    }
+}
+
+/* Rewrites the slot array as an array of entries sorted by key and returns
+ * it (the table can no longer be probed afterwards). */
+_Static_assert(sizeof(sel) == sizeof(slot), "sorting reuses the slot array");
+static sel *table_sorted(table *t)
+{
+    sel *arr = (sel *)(void *)t->slots; /* a slot and a sel are both 16 bytes */
+    size_t j = 0, cap = t->mask + 1;
+    for (size_t i = 0; i < cap; i++) {
+        if (i + 8 < cap && t->slots[i + 8].e)
+            DD_PREFETCH(t->slots[i + 8].e);
+        uint8_t *e = t->slots[i].e; /* read slot i before sel j <= i is written */
+        if (e) {
+            sel x = {key_word(t, e, 0), e};
+            memcpy(&arr[j++], &x, sizeof x);
+        }
+    }
+    wsort(t, arr, j, 0);
+    return arr;
+}
+
+/* ---- Nodes -------------------------------------------------------------- */
+
+typedef struct part {
+    uint8_t *buf;
+    size_t len;
+    uint64_t prev_seq, bytes;
+    blk *blocks;
+    size_t nblk, capblk;
+} part;
+
+typedef struct node {
+    int depth;
+    table t;
+    bool spilled, table_live;
+    uint32_t P;
+    size_t pbuf;
+    part *parts;
+    writer direct; /* DUPLICATES after the spill point */
+    bool direct_live;
+    uint64_t direct_start;
+    writer *out; /* NULL at the top: emit */
+    int spill_flags, res_flags;
+    unsigned shift;
+} node;
+
+static size_t clampz(size_t v, size_t lo, size_t hi) { return v < lo ? lo : v > hi ? hi : v; }
+
+static bool counting(const dedup_extsort *es)
+{
+    return es->p.output == DEDUP_EXTSORT_COUNT || es->p.output == DEDUP_EXTSORT_UNIQUE;
+}
+
+/* Read/write buffer size for a node's input and output streams. */
+static size_t io_buf(const dedup_extsort *es) { return clampz(es->budget / 16, 4096, 1 << 20); }
+
+static dedup_status node_init(dedup_extsort *es, node *n, int depth, writer *out)
+{
+    memset(n, 0, sizeof *n);
+    n->depth = depth;
+    n->out = out;
+    n->pbuf = clampz(es->budget / 1024, 4096, 64 << 10);
+    n->P = (uint32_t)clampz(es->budget / (4 * n->pbuf), 4, 256);
+    n->shift = (unsigned)(depth * 11) & 63;
+    /* Partitions are only used in first-occurrence order (sorted order
+     * writes sorted runs instead, see runs_add). */
+    bool sorted = es->p.order == DEDUP_EXTSORT_SORTED;
+    n->spill_flags = F_SEQ | F_KEY;
+    n->res_flags = F_SEQ | (es->p.output == DEDUP_EXTSORT_COUNT ? F_COUNT : 0);
+    /* What is left for the table once the spill buffers, this node's input
+     * buffer, its output buffer and the DUPLICATES buffer are reserved. */
+    size_t reserve = n->P * n->pbuf + (size_t)n->P * 64 + 3 * io_buf(es) + 4096;
+    if (sorted && depth == 0) /* sorted runs: only the run writer's buffer */
+        reserve = io_buf(es) + 8192;
+    size_t limit = es->budget > reserve + 16384 ? es->budget - reserve : 16384;
+    dedup_status s = table_init(es, &n->t, limit, counting(es));
+    if (s == DEDUP_OK)
+        n->table_live = true;
+    return s;
+}
+
+static dedup_status part_flush(dedup_extsort *es, node *n, part *p, const void *data, size_t len)
+{
+    tfile *f = &es->sp[n->depth];
+    if (p->nblk == p->capblk) {
+        size_t nc = p->capblk ? p->capblk * 2 : 8;
+        blk *nb = es_realloc(es, p->blocks, p->capblk * sizeof(blk), nc * sizeof(blk));
+        if (!nb)
+            return fail(es, DEDUP_ERR_NOMEM);
+        p->blocks = nb;
+        p->capblk = nc;
+    }
+    dedup_status s = tf_open(es, f);
+    if (s != DEDUP_OK)
+        return s;
+    uint64_t off = f->size;
+    if ((s = tf_write(es, f, data, len)) != DEDUP_OK)
+        return s;
+    if (p->nblk > 0 && p->blocks[p->nblk - 1].off + p->blocks[p->nblk - 1].len == off)
+        p->blocks[p->nblk - 1].len += len; /* contiguous with the previous block */
+    else
+        p->blocks[p->nblk++] = (blk){off, len};
+    p->bytes += len;
+    return DEDUP_OK;
+}
+
+static dedup_status part_put(dedup_extsort *es, node *n, part *p, const void *data, size_t len)
+{
+    if (len <= n->pbuf - p->len) {
+        memcpy(p->buf + p->len, data, len);
+        p->len += len;
+        return DEDUP_OK;
+    }
+    dedup_status s;
+    if (p->len) {
+        if ((s = part_flush(es, n, p, p->buf, p->len)) != DEDUP_OK)
+            return s;
+        p->len = 0;
+    }
+    if (len >= n->pbuf)
+        return part_flush(es, n, p, data, len);
+    memcpy(p->buf, data, len);
+    p->len = len;
+    return DEDUP_OK;
+}
+
+static dedup_status node_start_spill(dedup_extsort *es, node *n)
+{
+    if (n->depth >= DEDUP_EXTSORT_MAX_DEPTH)
+        return fail(es, DEDUP_ERR_LIMIT);
+    n->parts = es_alloc(es, n->P * sizeof(part));
+    if (!n->parts)
+        return fail(es, DEDUP_ERR_NOMEM);
+    memset(n->parts, 0, n->P * sizeof(part));
+    for (uint32_t i = 0; i < n->P; i++) {
+        n->parts[i].buf = es_alloc(es, n->pbuf);
+        if (!n->parts[i].buf)
+            return fail(es, DEDUP_ERR_NOMEM);
+    }
+    if (es->p.output == DEDUP_EXTSORT_DUPLICATES) {
+        dedup_status s = wr_init(es, &n->direct, &es->rs[n->depth], io_buf(es), F_SEQ);
+        if (s != DEDUP_OK)
+            return s;
+        if ((s = tf_open(es, &es->rs[n->depth])) != DEDUP_OK)
+            return s;
+        n->direct_live = true;
+        n->direct_start = es->rs[n->depth].size;
+    }
+    n->spilled = true;
+    if ((uint64_t)n->depth + 1 > es->st.max_depth)
+        es->st.max_depth = (uint64_t)n->depth + 1;
+    return DEDUP_OK;
+}
+
+static void node_free(dedup_extsort *es, node *n)
+{
+    if (n->table_live)
+        table_free(es, &n->t);
+    n->table_live = false;
+    if (n->parts) {
+        for (uint32_t i = 0; i < n->P; i++) {
+            es_free(es, n->parts[i].buf, n->pbuf);
+            es_free(es, n->parts[i].blocks, n->parts[i].capblk * sizeof(blk));
+        }
+        es_free(es, n->parts, n->P * sizeof(part));
+        n->parts = NULL;
+    }
+    if (n->direct_live)
+        wr_free(es, &n->direct);
+    n->direct_live = false;
+}
+
+/* Sends one output item of node 'n' to its parent's result stream or to emit. */
+static dedup_status node_out(dedup_extsort *es, node *n, const item *it)
+{
+    if (!n->out) {
+        es->st.records_out++;
+        int rc = es->p.emit(es->p.emit_ctx, it->rec, it->reclen,
+                            es->p.output == DEDUP_EXTSORT_COUNT ? it->count : 1);
+        if (rc) {
+            es->emit_rc = rc;
+            return fail(es, DEDUP_ERR_CANCELLED);
+        }
+        return DEDUP_OK;
+    }
+    return wr_item(es, n->out, it);
+}
+
+static dedup_status node_add(dedup_extsort *es, node *n, const item *it, dedup_digest d)
+{
+    dedup_status s;
+    slot *sl = table_find(&n->t, d, it->key, it->keylen);
+    if (sl->e) { /* a repeat */
+        if (n->t.counting) {
+            uint64_t c = rd64(sl->e + 8);
+            wr64(sl->e + 8, c + 1);
+        }
+        if (es->p.output == DEDUP_EXTSORT_DUPLICATES) {
+            if (!n->spilled)
+                return node_out(es, n, it);
+            return wr_item(es, &n->direct, it);
+        }
+        return DEDUP_OK;
+    }
+    if (!n->spilled) {
+        s = table_insert(es, &n->t, sl, d, it->seq, it);
+        if (s == DEDUP_OK) {
+            if (es->p.output == DEDUP_EXTSORT_FIRST &&
+                es->p.order == DEDUP_EXTSORT_FIRST_OCCURRENCE)
+                return node_out(es, n, it);
+            return DEDUP_OK;
+        }
+        if (s != DEDUP_ERR_FULL)
+            return s;
+        if ((s = node_start_spill(es, n)) != DEDUP_OK)
+            return s;
+    }
+    /* spill to the partition picked by digest bits this depth has not used */
+    uint64_t x = n->shift ? (d.hi << n->shift) | (d.hi >> (64 - n->shift)) : d.hi;
+    part *p = &n->parts[dedup_reduce(x, n->P)];
+    uint8_t h[48];
+    bool keep_key;
+    size_t hn = item_header(h, n->spill_flags, it->seq - p->prev_seq, it, &keep_key);
+    p->prev_seq = it->seq;
+    bool same = it->rec == it->key && it->reclen == it->keylen;
+    size_t total = hn + it->keylen + (same ? 0 : it->reclen);
+    if (total <= n->pbuf - p->len) {
+        uint8_t *o = p->buf + p->len;
+        memcpy(o, h, hn);
+        if (it->keylen)
+            memcpy(o + hn, it->key, it->keylen);
+        if (!same && it->reclen)
+            memcpy(o + hn + it->keylen, it->rec, it->reclen);
+        p->len += total;
+        return DEDUP_OK;
+    }
+    if ((s = part_put(es, n, p, h, hn)) != DEDUP_OK)
+        return s;
+    if ((s = part_put(es, n, p, it->key, it->keylen)) != DEDUP_OK)
+        return s;
+    if (!same)
+        s = part_put(es, n, p, it->rec, it->reclen);
+    return s;
+}
+
+/* Emits the table's entries that belong in the output, in insertion order. */
+static dedup_status table_out_ordered(dedup_extsort *es, node *n)
+{
+    if (es->p.output != DEDUP_EXTSORT_COUNT && es->p.output != DEDUP_EXTSORT_UNIQUE)
+        return DEDUP_OK; /* FIRST went out on insertion; DUPLICATES never lists keys */
+    item it;
+    TABLE_FOREACH(&n->t, e)
+    {
+        e_item(&n->t, e, &it);
+        if (es->p.output == DEDUP_EXTSORT_UNIQUE && it.count != 1)
+            continue;
+        dedup_status s = node_out(es, n, &it);
+        if (s != DEDUP_OK)
+            return s;
+    }
+    return DEDUP_OK;
+}
+
+/* Emits (or writes to 'w' when not NULL) the table's entries sorted by key. */
+static dedup_status table_out_sorted(dedup_extsort *es, node *n, writer *w, bool filter)
+{
+    size_t cnt = n->t.n;
+    sel *arr = table_sorted(&n->t);
+    item it;
+    for (size_t i = 0; i < cnt; i++) {
+        if (i + 8 < cnt)
+            DD_PREFETCH(arr[i + 8].e);
+        e_item(&n->t, arr[i].e, &it);
+        if (filter && es->p.output == DEDUP_EXTSORT_UNIQUE && it.count != 1)
+            continue;
+        dedup_status s = w ? wr_item(es, w, &it) : node_out(es, n, &it);
+        if (s != DEDUP_OK)
+            return s;
+    }
+    return DEDUP_OK;
+}
+
+/* ---- k-way merge with a loser tree ---------------------------------------- */
+
+typedef struct merger {
+    reader *src;
+    int *tree;
+    size_t k;
+    bool by_key;
+} merger;
+
+static inline bool mg_less(const merger *m, int a, int b)
+{
+    const reader *x = &m->src[a], *y = &m->src[b];
+    if (!x->valid)
+        return false;
+    if (!y->valid)
+        return true;
+    if (m->by_key) {
+        int c = key_cmp(x->it.key, x->it.keylen, y->it.key, y->it.keylen);
+        return c < 0 || (c == 0 && a < b);
+    }
+    return x->it.seq < y->it.seq || (x->it.seq == y->it.seq && a < b);
+}
+
+static void mg_adjust(merger *m, int s)
+{
+    size_t t = ((size_t)s + m->k) >> 1;
+    while (t > 0) {
+        if (m->tree[t] < 0) { /* building: park until the other side arrives */
+            m->tree[t] = s;
+            return;
+        }
+        if (mg_less(m, m->tree[t], s)) {
+            int w = m->tree[t];
+            m->tree[t] = s;
+            s = w;
+        }
+        t >>= 1;
+    }
+    m->tree[0] = s;
+}
+
+static dedup_status node_merge(dedup_extsort *es, node *n, const blk *ext, size_t k)
+{
+    dedup_status s = DEDUP_OK;
+    merger m = {0};
+    m.k = k;
+    m.by_key = false; /* partition results are in sequence order */
+    /* Read buffers get what the budget has left beside the output buffer,
+     * this merge's bookkeeping and the node's partition array. */
+    size_t fixed = (n->out ? n->out->cap : 0) + k * (sizeof(reader) + sizeof(int) + sizeof(blk)) +
+                   n->P * sizeof(part) + 8192;
+    size_t avail = es->budget > fixed ? es->budget - fixed : 4096;
+    size_t rb = clampz(avail / (k ? k : 1), 4096, 1 << 20);
+    m.src = es_alloc(es, k * sizeof(reader));
+    m.tree = es_alloc(es, k * sizeof(int));
+    if (!m.src || !m.tree) {
+        s = fail(es, DEDUP_ERR_NOMEM);
+        goto done;
+    }
+    memset(m.src, 0, k * sizeof(reader));
+    for (size_t i = 0; i < k; i++)
+        m.tree[i] = -1;
+    for (size_t i = 0; i < k && s == DEDUP_OK; i++) {
+        int flags = n->res_flags;
+        if (es->p.output == DEDUP_EXTSORT_DUPLICATES)
+            flags = F_SEQ;
+        s = rd_init(es, &m.src[i], &es->rs[n->depth], &ext[i], 1, rb, flags);
+        if (s == DEDUP_OK)
+            s = rd_next(es, &m.src[i]);
+    }
+    if (s != DEDUP_OK)
+        goto done;
+    es->st.merge_passes++;
+    for (size_t i = 0; i < k; i++)
+        mg_adjust(&m, (int)i);
+    for (;;) {
+        int w = m.tree[0];
+        if (!m.src[w].valid)
+            break;
+        if ((s = node_out(es, n, &m.src[w].it)) != DEDUP_OK)
+            break;
+        if ((s = rd_next(es, &m.src[w])) != DEDUP_OK)
+            break;
+        mg_adjust(&m, w);
+    }
+done:
+    if (m.src)
+        for (size_t i = 0; i < k; i++)
+            rd_free(es, &m.src[i]);
+    es_free(es, m.src, k * sizeof(reader));
+    es_free(es, m.tree, k * sizeof(int));
+    return s;
+}
+
+static dedup_status node_finish(dedup_extsort *es, node *n);
+
+/* Deduplicates partition 'p' of node 'n' (depth d) into RS[d] through 'w'. */
+static dedup_status run_child(dedup_extsort *es, node *n, part *p, writer *w)
+{
+    node *c = es_alloc(es, sizeof(node));
+    if (!c)
+        return fail(es, DEDUP_ERR_NOMEM);
+    reader r;
+    bool rlive = false;
+    dedup_status s = node_init(es, c, n->depth + 1, w);
+    if (s == DEDUP_OK) {
+        s = rd_init(es, &r, &es->sp[n->depth], p->blocks, p->nblk, io_buf(es), n->spill_flags);
+        rlive = s == DEDUP_OK;
+    }
+    while (s == DEDUP_OK) {
+        if ((s = rd_next(es, &r)) != DEDUP_OK || !r.valid)
+            break;
+        dedup_digest d = dedup_hash(r.it.key, r.it.keylen, es->p.seed);
+        s = node_add(es, c, &r.it, d);
+    }
+    if (rlive)
+        rd_free(es, &r);
+    if (s == DEDUP_OK)
+        s = node_finish(es, c);
+    node_free(es, c);
+    es_free(es, c, sizeof(node));
+    return s;
+}
+
+/* Ends node 'n': outputs the table, then the merged results of its partitions. */
+static dedup_status node_finish(dedup_extsort *es, node *n)
+{
+    dedup_status s = DEDUP_OK;
+    bool sorted = es->p.order == DEDUP_EXTSORT_SORTED;
+    if (!n->spilled) {
+        s = sorted ? table_out_sorted(es, n, NULL, true) : table_out_ordered(es, n);
+        es->st.distinct += n->t.n;
+        table_free(es, &n->t);
+        n->table_live = false;
+        return s;
+    }
+    int d = n->depth;
+    tfile *rs = &es->rs[d];
+    blk *ext = NULL;
+    size_t k = 0, extcap = (size_t)n->P + 1;
+    /* 1. the partitions' last blocks */
+    for (uint32_t i = 0; i < n->P && s == DEDUP_OK; i++) {
+        part *p = &n->parts[i];
+        if (p->len)
+            s = part_flush(es, n, p, p->buf, p->len);
+        p->len = 0;
+        es_free(es, p->buf, n->pbuf);
+        p->buf = NULL;
+    }
+    if (s != DEDUP_OK)
+        return s;
+    if ((s = tf_open(es, rs)) != DEDUP_OK)
+        return s;
+    ext = es_alloc(es, extcap * sizeof(blk));
+    if (!ext)
+        return fail(es, DEDUP_ERR_NOMEM);
+    /* 2. what this node recognised itself */
+    es->st.distinct += n->t.n;
+    if (n->direct_live) {
+        s = wr_flush(es, &n->direct);
+        wr_free(es, &n->direct);
+        n->direct_live = false;
+        if (s == DEDUP_OK && rs->size > n->direct_start)
+            ext[k++] = (blk){n->direct_start, rs->size - n->direct_start};
+    } else {
+        s = table_out_ordered(es, n);
+    }
+    table_free(es, &n->t);
+    n->table_live = false;
+    /* 3. each partition, one level down */
+    for (uint32_t i = 0; i < n->P && s == DEDUP_OK; i++) {
+        part *p = &n->parts[i];
+        if (!p->bytes)
+            continue;
+        es->st.runs_written++;
+        writer w;
+        if ((s = wr_init(es, &w, rs, io_buf(es), n->res_flags)) != DEDUP_OK)
+            break;
+        if (es->p.output == DEDUP_EXTSORT_DUPLICATES)
+            w.flags = F_SEQ;
+        uint64_t start = rs->size;
+        s = run_child(es, n, p, &w);
+        if (s == DEDUP_OK)
+            s = wr_flush(es, &w);
+        wr_free(es, &w);
+        if (s == DEDUP_OK && rs->size > start)
+            ext[k++] = (blk){start, rs->size - start};
+        es_free(es, p->blocks, p->capblk * sizeof(blk));
+        p->blocks = NULL;
+        p->capblk = p->nblk = 0;
+    }
+    tf_reset(&es->sp[d]);
+    /* 4. merge */
+    if (s == DEDUP_OK && k > 0)
+        s = node_merge(es, n, ext, k);
+    es_free(es, ext, extcap * sizeof(blk));
+    tf_reset(rs);
+    return s;
+}
+
+/* ---- Sorted order: sorted runs and a combining k-way merge -----------------
+ * In sorted order nothing can be emitted before the end, so the full table is
+ * not frozen as in first-occurrence order: it is written out as a sorted run
+ * (its distinct keys, their counts and first records) and cleared.  finish()
+ * merges the runs with the loser tree, combining equal keys (counts summed,
+ * the record of the oldest run kept, since ties go to the lower run index),
+ * in several passes when there are more runs than the budget has 8 KiB read
+ * buffers for.  IO: each record not repeated within its run's window is
+ * written once and read once, plus once more per extra merge pass (none below
+ * budget^2 / 8 KiB of distinct data: 512 GB at 64 MiB). */
+
+static int run_flags(const dedup_extsort *es) { return F_KEY | (counting(es) ? F_COUNT : 0); }
+
+static dedup_status runs_flush(dedup_extsort *es, node *n)
+{
+    tfile *f = &es->sp[0];
+    dedup_status s = tf_open(es, f);
+    if (s != DEDUP_OK)
+        return s;
+    if (es->nruns == es->capruns) {
+        size_t nc = es->capruns ? es->capruns * 2 : 16;
+        blk *nr = es_realloc(es, es->runs, es->capruns * sizeof(blk), nc * sizeof(blk));
+        if (!nr)
+            return fail(es, DEDUP_ERR_NOMEM);
+        es->runs = nr;
+        es->capruns = nc;
+    }
+    writer w;
+    uint64_t start = f->size;
+    if ((s = wr_init(es, &w, f, io_buf(es), run_flags(es))) != DEDUP_OK)
+        return s;
+    s = table_out_sorted(es, n, &w, false);
+    if (s == DEDUP_OK)
+        s = wr_flush(es, &w);
+    wr_free(es, &w);
+    if (s != DEDUP_OK)
+        return s;
+    es->runs[es->nruns++] = (blk){start, f->size - start};
+    es->st.runs_written++;
+    es->st.max_depth = 1;
+    size_t limit = n->t.limit;
+    table_free(es, &n->t);
+    n->table_live = false;
+    if ((s = table_init(es, &n->t, limit, counting(es))) != DEDUP_OK)
+        return s;
+    n->table_live = true;
+    return DEDUP_OK;
+}
+
+static dedup_status runs_add(dedup_extsort *es, const item *it, dedup_digest d)
+{
+    node *n = es->top;
+    slot *sl = table_find(&n->t, d, it->key, it->keylen);
+    if (sl->e) {
+        if (n->t.counting)
+            wr64(sl->e + 8, rd64(sl->e + 8) + 1);
+        return DEDUP_OK;
+    }
+    dedup_status s = table_insert(es, &n->t, sl, d, it->seq, it);
+    if (s != DEDUP_ERR_FULL)
+        return s;
+    if ((s = runs_flush(es, n)) != DEDUP_OK)
+        return s;
+    sl = table_find(&n->t, d, it->key, it->keylen);
+    return table_insert(es, &n->t, sl, d, it->seq, it); /* an empty table takes it */
+}
+
+/* The item being combined while the merge looks for more of its key. */
+typedef struct held {
+    uint8_t *buf;
+    size_t cap;
+    item it;
+    bool have;
+} held;
+
+static dedup_status held_set(dedup_extsort *es, held *h, const item *it)
+{
+    bool same = it->rec == it->key && it->reclen == it->keylen;
+    size_t need = it->keylen + (same ? 0 : it->reclen);
+    if (need > h->cap || !h->buf) { /* never hand out NULL, even for "" */
+        size_t nc = need > 2 * h->cap ? need : 2 * h->cap;
+        if (nc < 256)
+            nc = 256;
+        uint8_t *nb = es_alloc(es, nc);
+        if (!nb)
+            return fail(es, DEDUP_ERR_NOMEM);
+        es_free(es, h->buf, h->cap);
+        h->buf = nb;
+        h->cap = nc;
+    }
+    if (it->keylen)
+        memcpy(h->buf, it->key, it->keylen);
+    if (!same && it->reclen)
+        memcpy(h->buf + it->keylen, it->rec, it->reclen);
+    h->it = *it;
+    h->it.key = h->buf;
+    h->it.rec = same ? h->buf : h->buf + it->keylen;
+    h->have = true;
+    return DEDUP_OK;
+}
+
+/* Writes the combined item to 'w', or emits it when 'w' is NULL. */
+static dedup_status held_out(dedup_extsort *es, held *h, writer *w)
+{
+    if (w)
+        return wr_item(es, w, &h->it);
+    es->st.distinct++;
+    if (es->p.output == DEDUP_EXTSORT_UNIQUE && h->it.count != 1)
+        return DEDUP_OK;
+    return node_out(es, es->top, &h->it);
+}
+
+static size_t runs_fan_in(const dedup_extsort *es)
+{
+    size_t fixed = io_buf(es) + 16384;
+    size_t per = 8192 + sizeof(reader) + sizeof(int);
+    return es->budget > fixed + 2 * per ? (es->budget - fixed) / per : 2;
+}
+
+static dedup_status runs_merge(dedup_extsort *es, tfile *src, const blk *runs, size_t k, writer *w)
+{
+    dedup_status s = DEDUP_OK;
+    merger m = {0};
+    held h = {0};
+    m.k = k;
+    m.by_key = true;
+    size_t fixed = (w ? w->cap : 0) + k * (sizeof(reader) + sizeof(int)) + 16384;
+    size_t avail = es->budget > fixed ? es->budget - fixed : 4096;
+    size_t rb = clampz(avail / k, 4096, 1 << 20);
+    m.src = es_alloc(es, k * sizeof(reader));
+    m.tree = es_alloc(es, k * sizeof(int));
+    if (!m.src || !m.tree) {
+        s = fail(es, DEDUP_ERR_NOMEM);
+        goto done;
+    }
+    memset(m.src, 0, k * sizeof(reader));
+    for (size_t i = 0; i < k; i++)
+        m.tree[i] = -1;
+    for (size_t i = 0; i < k && s == DEDUP_OK; i++) {
+        s = rd_init(es, &m.src[i], src, &runs[i], 1, rb, run_flags(es));
+        if (s == DEDUP_OK)
+            s = rd_next(es, &m.src[i]);
+    }
+    if (s != DEDUP_OK)
+        goto done;
+    es->st.merge_passes++;
+    for (size_t i = 0; i < k; i++)
+        mg_adjust(&m, (int)i);
+    for (;;) {
+        int x = m.tree[0];
+        if (!m.src[x].valid)
+            break;
+        const item *it = &m.src[x].it;
+        if (h.have && key_cmp(it->key, it->keylen, h.it.key, h.it.keylen) == 0) {
+            h.it.count += it->count;
+        } else {
+            if (h.have && (s = held_out(es, &h, w)) != DEDUP_OK)
+                break;
+            if ((s = held_set(es, &h, it)) != DEDUP_OK)
+                break;
+        }
+        if ((s = rd_next(es, &m.src[x])) != DEDUP_OK)
+            break;
+        mg_adjust(&m, x);
+    }
+    if (s == DEDUP_OK && h.have)
+        s = held_out(es, &h, w);
+done:
+    if (m.src)
+        for (size_t i = 0; i < k; i++)
+            rd_free(es, &m.src[i]);
+    es_free(es, m.src, k * sizeof(reader));
+    es_free(es, m.tree, k * sizeof(int));
+    es_free(es, h.buf, h.cap);
+    return s;
+}
+
+static dedup_status runs_finish(dedup_extsort *es)
+{
+    node *n = es->top;
+    dedup_status s = DEDUP_OK;
+    if (n->t.n > 0)
+        s = runs_flush(es, n);
+    table_free(es, &n->t);
+    n->table_live = false;
+    tfile *a = &es->sp[0], *b = &es->rs[0];
+    size_t kmax = runs_fan_in(es);
+    while (s == DEDUP_OK && es->nruns > kmax) { /* an intermediate pass */
+        size_t groups = (es->nruns + kmax - 1) / kmax;
+        blk *nr = es_alloc(es, groups * sizeof(blk));
+        if (!nr)
+            return fail(es, DEDUP_ERR_NOMEM);
+        if ((s = tf_open(es, b)) != DEDUP_OK) {
+            es_free(es, nr, groups * sizeof(blk));
+            return s;
+        }
+        for (size_t g = 0; g < groups && s == DEDUP_OK; g++) {
+            size_t lo = g * kmax, cnt = es->nruns - lo < kmax ? es->nruns - lo : kmax;
+            writer w;
+            uint64_t start = b->size;
+            if ((s = wr_init(es, &w, b, io_buf(es), run_flags(es))) != DEDUP_OK)
+                break;
+            s = runs_merge(es, a, &es->runs[lo], cnt, &w);
+            if (s == DEDUP_OK)
+                s = wr_flush(es, &w);
+            wr_free(es, &w);
+            nr[g] = (blk){start, b->size - start};
+        }
+        tf_reset(a);
+        es_free(es, es->runs, es->capruns * sizeof(blk));
+        es->runs = nr;
+        es->nruns = es->capruns = groups;
+        tfile *t = a;
+        a = b;
+        b = t;
+    }
+    if (s == DEDUP_OK)
+        s = runs_merge(es, a, es->runs, es->nruns, NULL);
+    tf_reset(a);
+    return s;
+}
+
+/* ---- Public API ------------------------------------------------------------- */
+
+void dedup_extsort_params_init(dedup_extsort_params *p)
+{
+    memset(p, 0, sizeof *p);
+    p->memory_limit = DEDUP_EXTSORT_DEFAULT_MEMORY;
+    p->order = DEDUP_EXTSORT_FIRST_OCCURRENCE;
+    p->output = DEDUP_EXTSORT_FIRST;
+    p->seed = DEDUP_DEFAULT_SEED;
+}
+
+dedup_status dedup_extsort_create(const dedup_extsort_params *params, const dedup_allocator *alloc,
+                                  dedup_extsort **out)
+{
+    if (!params || !out || !params->emit || params->memory_limit < DEDUP_EXTSORT_MIN_MEMORY ||
+        (unsigned)params->order > DEDUP_EXTSORT_SORTED ||
+        (unsigned)params->output > DEDUP_EXTSORT_UNIQUE ||
+        (params->order == DEDUP_EXTSORT_SORTED && params->output == DEDUP_EXTSORT_DUPLICATES))
+        return DEDUP_ERR_INVALID_ARG;
+    *out = NULL;
+    dedup_allocator a;
+    dd_allocator_resolve(&a, alloc);
+    dedup_extsort *es = dd_malloc(&a, sizeof *es);
+    if (!es)
+        return DEDUP_ERR_NOMEM;
+    memset(es, 0, sizeof *es);
+    es->alloc = a;
+    es->p = *params;
+    es->budget = params->memory_limit > SIZE_MAX / 2 ? SIZE_MAX / 2 : (size_t)params->memory_limit;
+    for (int i = 0; i <= DEDUP_EXTSORT_MAX_DEPTH; i++)
+        es->sp[i].fd = es->rs[i].fd = -1;
+    const char *dir = params->tmpdir;
+    if (!dir || !*dir) {
+        dir = getenv("TMPDIR");
+        if (!dir || !*dir)
+            dir = "/tmp";
+    }
+    size_t dl = strlen(dir) + 1;
+    es->tmpdir = es_alloc(es, dl);
+    es->top = es_alloc(es, sizeof(node));
+    if (es->top)
+        memset(es->top, 0, sizeof(node));
+    if (!es->tmpdir || !es->top) {
+        dedup_extsort_free(es);
+        return DEDUP_ERR_NOMEM;
+    }
+    memcpy(es->tmpdir, dir, dl);
+    es->p.tmpdir = es->tmpdir;
+    if (node_init(es, es->top, 0, NULL) != DEDUP_OK) {
+        dedup_extsort_free(es);
+        return DEDUP_ERR_NOMEM;
+    }
+    *out = es;
+    return DEDUP_OK;
+}
+
+void dedup_extsort_free(dedup_extsort *es)
+{
+    if (!es)
+        return;
+    if (es->top) {
+        node_free(es, es->top);
+        es_free(es, es->top, sizeof(node));
+    }
+    for (int i = 0; i <= DEDUP_EXTSORT_MAX_DEPTH; i++) {
+        if (es->sp[i].fd >= 0)
+            close(es->sp[i].fd);
+        if (es->rs[i].fd >= 0)
+            close(es->rs[i].fd);
+    }
+    if (es->tmpdir)
+        es_free(es, es->tmpdir, strlen(es->tmpdir) + 1);
+    es_free(es, es->runs, es->capruns * sizeof(blk));
+    dedup_allocator a = es->alloc;
+    dd_free(&a, es);
+}
+
+dedup_status dedup_extsort_push(dedup_extsort *es, const void *rec, size_t len, const void *key,
+                                size_t keylen, dedup_digest digest)
+{
+    if (es->err != DEDUP_OK)
+        return es->err;
+    if (es->finished)
+        return DEDUP_ERR_INVALID_ARG;
+    if (!key) {
+        key = rec;
+        keylen = len;
+    }
+    if (len > MAX_FIELD - 1 || keylen > MAX_FIELD - 1)
+        return fail(es, DEDUP_ERR_LIMIT);
+    item it;
+    it.seq = es->seq++;
+    it.count = 1;
+    it.key = key;
+    it.keylen = keylen;
+    it.rec = rec;
+    it.reclen = len;
+    if (key != rec && len == keylen && (len == 0 || memcmp(key, rec, len) == 0))
+        it.rec = it.key; /* stored once */
+    es->st.records_in++;
+    if (es->p.order == DEDUP_EXTSORT_SORTED)
+        return runs_add(es, &it, digest);
+    return node_add(es, es->top, &it, digest);
+}
+
+dedup_status dedup_extsort_push_batch(dedup_extsort *es, size_t n, const void *const *recs,
+                                      const size_t *lens, const void *const *keys,
+                                      const size_t *keylens, const dedup_digest *digests)
+{
+    /* Two-stage software prefetch: the slot 16 records ahead, the entry its
+     * tag points at 8 records ahead, so the table's cache misses overlap. */
+    enum { FAR = 16, NEAR = 8 };
+    const table *t = &es->top->t;
+    dedup_status st = DEDUP_OK;
+    for (size_t i = 0; i < n && i < FAR; i++)
+        if (t->slots)
+            DD_PREFETCH(&t->slots[(size_t)digests[i].lo & t->mask]);
+    for (size_t i = 0; i < n && st == DEDUP_OK; i++) {
+        if (t->slots) {
+            if (i + FAR < n)
+                DD_PREFETCH(&t->slots[(size_t)digests[i + FAR].lo & t->mask]);
+            if (i + NEAR < n) {
+                const slot *sl = &t->slots[(size_t)digests[i + NEAR].lo & t->mask];
+                if (sl->e && sl->tag == digests[i + NEAR].lo)
+                    DD_PREFETCH(sl->e);
+            }
+        }
+        st = dedup_extsort_push(es, recs[i], lens[i], keys ? keys[i] : NULL, keys ? keylens[i] : 0,
+                                digests[i]);
+    }
+    return st;
+}
+
+dedup_status dedup_extsort_finish(dedup_extsort *es)
+{
+    if (es->err != DEDUP_OK)
+        return es->err;
+    if (es->finished)
+        return DEDUP_ERR_INVALID_ARG;
+    es->finished = true;
+    dedup_status s = es->nruns ? runs_finish(es) : node_finish(es, es->top);
+    node_free(es, es->top);
+    for (int i = 0; i <= DEDUP_EXTSORT_MAX_DEPTH; i++) {
+        tf_reset(&es->sp[i]);
+        tf_reset(&es->rs[i]);
+    }
+    return s != DEDUP_OK ? fail(es, s) : DEDUP_OK;
+}
+
+bool dedup_extsort_io_error(const dedup_extsort *es, int *err, const char **dir,
+                            uint64_t *bytes_needed)
+{
+    if (es->err != DEDUP_ERR_IO)
+        return false;
+    if (err)
+        *err = es->io_errno;
+    if (dir)
+        *dir = es->tmpdir;
+    if (bytes_needed)
+        *bytes_needed = es->io_needed;
+    return true;
+}
+
+int dedup_extsort_emit_result(const dedup_extsort *es) { return es->emit_rc; }
+
+void dedup_extsort_stats_get(const dedup_extsort *es, dedup_extsort_stats *out) { *out = es->st; }
+
+size_t dedup_extsort_memory_usage(const dedup_extsort *es) { return es->mem_cur + sizeof *es; }

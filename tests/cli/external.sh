@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# The main job under a memory budget (-m in exact mode, --sort, --tmpdir):
+# tiny budgets force spills and several levels; the output must equal the
+# naive reference (lib/ref_dedup.py) for every key option and output kind,
+# `LC_ALL=C sort -u` for --sort and `sort | uniq -c` for --sort -c; no
+# temporary file may outlive a run; a failing temporary directory exits 1
+# with a message naming it and removes the -o file.
+. "$(dirname "$0")/lib/common.sh"
+REF="python3 $SRC/tests/cli/lib/ref_dedup.py"
+export LC_ALL=C
+mkdir "$T/tmp"
+notmp() { [ -z "$(ls -A "$T/tmp")" ] || fail "temporary files left after: $*"; }
+
+gen() { # gen SEED LINES FILE: records with repeats, case/space variants, NUL, \r, empties
+    python3 - "$1" "$2" "$3" <<'PY'
+import random, sys
+seed, n, path = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+r = random.Random(seed)
+words = [b"alpha", b"Beta", b"GAMMA", b"delta", b"", b" x ", b"\tTab", b"a\rb", b"nul\0byte", b"\xff\xfe"]
+out = []
+for i in range(n):
+    k = r.randrange(max(1, n // 2))
+    w = words[k % len(words)] * (1 + k % 5)
+    f1 = b"k%d" % (k % 9973)
+    if r.random() < 0.2: f1 = f1.upper()
+    sp = b" " * r.randrange(3)
+    rec = sp + f1 + sp + b"\t" + w + b"\t" + b"%d" % (k % 7) + b"/" + b"p" * (k % 40)
+    if r.random() < 0.05: rec = b""
+    if r.random() < 0.05: rec = b"id:" + rec
+    out.append(rec)
+data = b"\n".join(out)
+if r.random() < 0.5: data += b"\n"
+open(path, "wb").write(data)
+PY
+}
+
+gen "$SEED" 40000 "$T/in"   # ~1.5 MB
+combos=("" "-D" "-c" "-u" "-i" "--trim --squeeze" "-f 1" "-f 2 -c" "-f 1 -i -u" "--strip-prefix id: -D" "-f 3 -d /")
+for m in 64K 1M; do
+    for c in "${combos[@]}"; do
+        # shellcheck disable=SC2086
+        $REF $c "$T/in" > "$T/exp"
+        # shellcheck disable=SC2086
+        "$DEDUP" -m $m -T "$T/tmp" $c "$T/in" > "$T/got" 2> "$T/err" || fail "-m $m $c exited $?: $(cat "$T/err")"
+        check "-m $m options '$c' equals the reference" cmp -s "$T/exp" "$T/got"
+        notmp "-m $m $c"
+    done
+    "$DEDUP" -m $m -T "$T/tmp" --sort "$T/in" > "$T/got"
+    sort -u "$T/in" > "$T/exp"
+    check "-m $m --sort equals LC_ALL=C sort -u" cmp -s "$T/exp" "$T/got"
+    "$DEDUP" -m $m -T "$T/tmp" --sort -c "$T/in" > "$T/got"
+    sort "$T/in" | uniq -c > "$T/exp"
+    check "-m $m --sort -c equals sort | uniq -c" cmp -s "$T/exp" "$T/got"
+    "$DEDUP" -m $m -T "$T/tmp" --sort -u "$T/in" > "$T/got"
+    sort "$T/in" | uniq -u > "$T/exp"
+    check "-m $m --sort -u equals sort | uniq -u" cmp -s "$T/exp" "$T/got"
+    notmp "-m $m --sort"
+done
+# the same as the unbounded exact mode, and -z
+"$DEDUP" "$T/in" > "$T/exp"
+"$DEDUP" -m 64K -T "$T/tmp" "$T/in" > "$T/got"
+check "-m 64K output is byte-identical to the in-memory exact mode" cmp -s "$T/exp" "$T/got"
+tr '\n\0' '\0\n' < "$T/in" > "$T/inz"
+"$DEDUP" -z "$T/inz" > "$T/exp"
+"$DEDUP" -z -m 64K -T "$T/tmp" "$T/inz" > "$T/got"
+check "-z -m 64K equals -z in memory" cmp -s "$T/exp" "$T/got"
+# stdin and several files
+cat "$T/in" | "$DEDUP" -m 64K -T "$T/tmp" - "$T/in" > "$T/got"
+"$DEDUP" "$T/in" "$T/in" > "$T/exp"
+check "stdin plus a file under -m" cmp -s "$T/exp" "$T/got"
+# --stats reports the spill
+"$DEDUP" -m 64K -T "$T/tmp" --stats "$T/in" > /dev/null 2> "$T/err"
+check "--stats names the runs and bytes spilled" grep -q "runs written, .* merge passes, .* written, .* read back" "$T/err"
+"$DEDUP" -m 64K -T "$T/tmp" --stats=json "$T/in" > /dev/null 2> "$T/err"
+check "--stats=json has the spill fields" python3 -c "
+import json,sys; d=json.load(open('$T/err')); assert d['spilled'] and d['runs']>0 and d['merge_passes']>0 and d['bytes_read_back']==d['bytes_spilled']>0, d"
+"$DEDUP" -m 64M --stats "$T/in" > /dev/null 2> "$T/err"
+check "a budget that fits does not spill" grep -q "nothing spilled" "$T/err"
+# empty input
+: > "$T/empty"
+for c in "" --sort -c -u -D; do
+    "$DEDUP" -m 64K -T "$T/tmp" $c "$T/empty" > "$T/got"
+    check "empty input $c" cmp -s "$T/empty" "$T/got"
+done
+# a record larger than the budget
+python3 -c "
+import sys; big = b'x' * 300000
+sys.stdout.buffer.write(b'a\n' + big + b'\nb\n' + big + b'\n' + big[:-1] + b'y\na\n')" > "$T/bigrec"
+awk '!seen[$0]++' "$T/bigrec" > "$T/exp"
+"$DEDUP" -m 64K -T "$T/tmp" "$T/bigrec" > "$T/got"
+check "a record larger than the budget" cmp -s "$T/exp" "$T/got"
+# a temporary directory that cannot be used: exit 1, named, -o removed
+"$DEDUP" -m 64K -T "$T/nonexistent" -o "$T/out" "$T/in" 2> "$T/err"
+check "unusable --tmpdir exits 1" [ $? -eq 1 ]
+check "the message names the directory" grep -q "$T/nonexistent" "$T/err"
+check "the partial -o file is removed" [ ! -e "$T/out" ]
+# refused combinations (exit 2)
+"$DEDUP" -m 1M --state "$T/s" "$T/in" > /dev/null 2>&1
+check "-m with --state is refused" [ $? -eq 2 ]
+"$DEDUP" --sort -D "$T/in" > /dev/null 2>&1
+check "--sort -D is refused" [ $? -eq 2 ]
+"$DEDUP" --sort --mode bloom "$T/in" > /dev/null 2>&1
+check "--sort with a filter is refused" [ $? -eq 2 ]
+# a closed pipe ends quietly
+"$DEDUP" -m 64K -T "$T/tmp" "$T/in" 2> "$T/err" | head -1 > /dev/null
+check "broken pipe: exit 0" [ "${PIPESTATUS[0]}" -eq 0 ]
+check "broken pipe: no message" [ ! -s "$T/err" ]
+# SIGTERM in the middle of a spilling run: exit 143, nothing left behind
+seq 1 1500000 > "$T/seq"
+"$DEDUP" -m 64K -T "$T/tmp" "$T/seq" > /dev/null 2>&1 &
+pid=$!
+sleep 0.5
+kill -TERM $pid 2>/dev/null
+wait $pid
+rc=$?
+check "SIGTERM ends the run (exit $rc)" [ $rc -eq 143 -o $rc -eq 0 ]
+notmp "SIGTERM"
+notmp "all runs"
+finish
