@@ -149,15 +149,15 @@ static dedup_status setup(dedup_window *w, const dedup_window_params *in)
         w->Q = 1;
     } else {
         w->s = (w->D + (int64_t)p.generations - 1) / (int64_t)p.generations;
-        int64_t a = (2 * w->D - 2) / w->s;
-        int64_t b = (w->L + w->D - 1) / w->s;
+        int64_t a = (2 * (w->D - 1)) / w->s;
+        int64_t b = (w->L + (w->D - 1)) / w->s;
         int64_t q = (a < b ? a : b) + 2;
         w->Q = q > 0xFFFFFFF ? 0xFFFFFFFu : (uint32_t)q;
     }
     if (p.mode == DEDUP_WINDOW_APPROX) {
         /* Generations alive at once: ids from gen_floor(W) to floor(T / s). */
         int64_t alive = p.type == DEDUP_WINDOW_TUMBLING ? w->L / w->D + 2
-                                                        : (w->L + w->D - 1) / w->s + 2;
+                                                        : (w->L + (w->D - 1)) / w->s + 2;
         if (alive > (int64_t)DEDUP_WINDOW_MAX_APPROX_LIVE)
             return DEDUP_ERR_LIMIT;
         double per_gen = p.type == DEDUP_WINDOW_TUMBLING
@@ -945,9 +945,7 @@ dedup_status dedup_window_load(dedup_source src, const dedup_allocator *alloc,
     *out = NULL;
     dedup_allocator a;
     dd_allocator_resolve(&a, alloc);
-    dedup_decoder *d = dd_malloc(&a, sizeof *d);
-    if (!d)
-        return DEDUP_ERR_NOMEM;
+    dedup_decoder dec, *d = &dec; /* ~5 KB, 64-byte aligned: on the stack as bloom.c does */
     dedup_window *w = NULL;
     dedup_status s = dedup_decoder_begin(d, src, DEDUP_TYPE_WINDOW);
     if (s)
@@ -1003,8 +1001,10 @@ dedup_status dedup_window_load(dedup_source src, const dedup_allocator *alloc,
         s = DEDUP_ERR_CORRUPT;
     if ((b[56] | b[57] | b[58] | b[59] | b[60] | b[61] | b[62] | b[63]) && !w->has_W)
         s = DEDUP_ERR_CORRUPT;
-    if ((w->has_T && !time_ok(w->T)) || (w->has_W && !time_ok(w->W)))
-        s = DEDUP_ERR_CORRUPT;
+    if ((w->has_T && !time_ok(w->T)) || (w->has_W && !time_ok(w->W))) {
+        s = DEDUP_ERR_CORRUPT; /* checked before any arithmetic on them */
+        goto done;
+    }
     /* The watermark is never below T - L once there is a T. */
     if (w->has_T && (!w->has_W || (w->W < w->T - w->L && w->W != DEDUP_WINDOW_MIN_TIME)))
         s = DEDUP_ERR_CORRUPT;
@@ -1088,7 +1088,6 @@ dedup_status dedup_window_load(dedup_source src, const dedup_allocator *alloc,
             w->hint = c;
     }
 done:
-    dd_free(&a, d);
     if (s) {
         dedup_window_free(w);
         return s;
