@@ -56,8 +56,9 @@
  *
  * Exact mode: each generation is an ordered open-addressing table of
  * 24-byte entries (digest + kept time) at up to 85% load, compacted when the
- * generation stops being the newest; about 29 bytes per key in the window
- * at G = 4 (bench/results/window.md).  A lookup probes each generation that
+ * generation stops being the newest; 29-37 bytes per key in the window at
+ * G = 4, depending on where the clock is within a span
+ * (bench/results/window.md).  A lookup probes each generation that
  * can hold a time within D of u: at most G + 1 in order, at most 2G + 1 out
  * of order.  Tables of 8 MB and more are advised to use huge pages
  * (madvise, Linux), which removes a TLB miss from each probe.
