@@ -45,7 +45,8 @@
  * ---- Memory: generations -----------------------------------------------
  * Kept records are grouped into generations by event time: for sliding and
  * count windows generation g holds the records kept at t in [g*s, (g+1)*s)
- * with s = ceil(D / G) (G = params.generations), for tumbling windows one
+ * with s = ceil(D / G) (G = params.generations; D = N + 1 for count
+ * windows, whose "time" is the record index), for tumbling windows one
  * generation is one aligned window.  A generation is dropped whole, in O(1)
  * per generation and without looking at its keys, as soon as the watermark
  * makes all its records irrelevant ((g+1)*s <= W - D + 1 for sliding,
@@ -67,8 +68,11 @@
  * Each generation is a blocked Bloom filter (dedup/bloom.h) sized for
  * capacity / G keys (capacity for tumbling windows) and a false-positive
  * rate q = fpr / Q, where Q is the largest number of generations one lookup
- * can consult (G + 1 when lateness is 0; see dedup_window_lookups()).  The
- * verdicts are DEDUP_NEW and DEDUP_MAYBE_DUPLICATE, with these guarantees:
+ * can consult (G + 1 when lateness is 0; see dedup_window_lookups()).  G + 1
+ * filters are alive most of the time, so memory is about (G+1)/G times the
+ * blocked-Bloom bits for fpr/(G+1): 2.15 bytes per planned key at 1% and
+ * G = 4 (lateness adds a filter per s of lateness).  The verdicts are
+ * DEDUP_NEW and DEDUP_MAYBE_DUPLICATE, with these guarantees:
  *
  *  - never a false NEW: a record with the same key as a kept record at t is
  *    never NEW when |u - t| < D (sliding/count) or in t's window (tumbling);
@@ -81,7 +85,7 @@
  *    as each generation received at most its planned number of keys
  *    (capacity / G keys kept per s of event time).  Beyond that the rate
  *    grows gradually; nothing fails.  The rate is per new key: a key wrongly
- *    reported lands in the same filter blocks at its next occurrences, so
+ *    reported maps to the same filter blocks at its next occurrences, so
  *    while those generations live it tends to be reported again, and the
  *    share of records wrongly dropped can exceed fpr (bench/bench_window.c
  *    measures both).
