@@ -22,6 +22,8 @@
 
 #include "cli.h"
 #include "dedup/hash.h"
+#include "dedup/timeparse.h"
+#include "dedup/window.h"
 #include "io.h"
 #include "external.h"
 #include "keys.h"
@@ -32,6 +34,8 @@
 #define WRITE_BUF ((size_t)1 << 18)
 
 enum output_kind { OUT_FIRST, OUT_DUPLICATES, OUT_COUNT, OUT_UNIQUE };
+enum late_policy { LATE_KEEP, LATE_DROP, LATE_FILE };
+enum bad_time_policy { BAD_TIME_FAIL, BAD_TIME_DROP, BAD_TIME_KEEP };
 enum stats_kind { STATS_NONE, STATS_TEXT, STATS_JSON };
 
 typedef struct opts {
@@ -48,6 +52,17 @@ typedef struct opts {
     bool sorted;        /* --sort */
     const char *tmpdir; /* -T/--tmpdir */
     bool external;      /* exact mode under a budget: external.c */
+    /* Windows (dedup/window.h): --window or --last makes this a windowed run. */
+    uint64_t window_us;          /* --window, 0 = none */
+    uint64_t last_n;             /* --last, 0 = none */
+    bool tumbling;               /* --window-type tumbling */
+    uint64_t lateness_us;        /* --lateness */
+    size_t time_field;           /* --time-field, 0 = arrival time */
+    dedup_time_format time_format; /* --time-format; AUTO = detect on the first value */
+    enum late_policy late;       /* --late */
+    const char *late_file;
+    enum bad_time_policy bad_time; /* --on-bad-time */
+    bool window_opts;            /* some window option was given */
 } opts;
 
 volatile sig_atomic_t dd_stop_signal;
@@ -84,7 +99,27 @@ static void usage(FILE *f)
 "  -i, --ignore-case      ASCII case-insensitive keys\n"
 "      --trim             ignore leading and trailing whitespace (including \\r)\n"
 "      --squeeze          runs of whitespace compare as one space\n"
-"      --strip-prefix=S   ignore S at the start of keys\n"
+"      --strip-prefix=S   ignore S at the start of keys\n");
+    fputs(
+"Windows (streams: a record is a duplicate only within a window of time):\n"
+"      --window=DURATION  duplicate when the same key was kept less than DURATION\n"
+"                         before or after it (500ms, 10s, 10m, 1h, 7d); a key that\n"
+"                         keeps arriving is kept once per DURATION\n"
+"      --window-type=T    sliding (default) or tumbling (same aligned window:\n"
+"                         windows start at multiples of DURATION from the epoch)\n"
+"      --last=N           duplicate when the same key was kept in the previous N records\n"
+"      --time-field=N     event time is field N (-d delimiter); default: arrival time\n"
+"      --time-format=F    epoch | epoch_ms | epoch_us | iso8601 (default: detect\n"
+"                         epoch seconds or milliseconds on the first record)\n"
+"      --lateness=DURATION  records up to DURATION behind the newest event time are\n"
+"                         still decided (default 0); older ones are late\n"
+"      --late=keep|drop|FILE  late records are written (default), dropped, or\n"
+"                         written to FILE\n"
+"      --on-bad-time=fail|drop|keep  a record whose time field cannot be read\n"
+"                         stops the run (default, exit 1), is dropped, or is kept\n"
+"  With --mode bloom|blocked a window is approximate (-n: keys per window, -p);\n"
+"  -s/--state saves and resumes the window.\n", f);
+    fprintf(f,
 "Output:\n"
 "  -D, --duplicates       write every occurrence after the first instead\n"
 "  -c, --count            write each distinct record once, prefixed by its count\n"
@@ -107,7 +142,9 @@ static void usage(FILE *f)
 
 enum {
     OPT_TRIM = 256, OPT_SQUEEZE, OPT_PREFIX, OPT_MODE, OPT_STATS, OPT_PROGRESS, OPT_NO_PROGRESS,
-    OPT_HELP, OPT_VERSION, OPT_LINEBUF, OPT_SEED, OPT_SORT
+    OPT_HELP, OPT_VERSION, OPT_LINEBUF, OPT_SEED, OPT_SORT,
+    OPT_WINDOW, OPT_WINDOW_TYPE, OPT_LAST, OPT_TIME_FIELD, OPT_TIME_FORMAT, OPT_LATENESS,
+    OPT_LATE, OPT_BAD_TIME
 };
 
 static const struct option long_opts[] = {
@@ -134,12 +171,35 @@ static const struct option long_opts[] = {
     {"progress", no_argument, NULL, OPT_PROGRESS},
     {"no-progress", no_argument, NULL, OPT_NO_PROGRESS},
     {"seed", required_argument, NULL, OPT_SEED},
+    {"window", required_argument, NULL, OPT_WINDOW},
+    {"window-type", required_argument, NULL, OPT_WINDOW_TYPE},
+    {"last", required_argument, NULL, OPT_LAST},
+    {"time-field", required_argument, NULL, OPT_TIME_FIELD},
+    {"time-format", required_argument, NULL, OPT_TIME_FORMAT},
+    {"lateness", required_argument, NULL, OPT_LATENESS},
+    {"late", required_argument, NULL, OPT_LATE},
+    {"on-bad-time", required_argument, NULL, OPT_BAD_TIME},
     {"quiet", no_argument, NULL, 'q'},
     {"verbose", no_argument, NULL, 'v'},
     {"help", no_argument, NULL, OPT_HELP},
     {"version", no_argument, NULL, OPT_VERSION},
     {NULL, 0, NULL, 0},
 };
+
+/* "0", "0s", "0.0ms"...: a zero duration, which cli_parse_duration() refuses
+ * but --lateness accepts. */
+static bool zero_duration(const char *s)
+{
+    static const char *const units[] = {"", "s", "sec", "ms", "us", "m", "min", "h", "d"};
+    char *end;
+    double v = strtod(s, &end);
+    if (end == s || v != 0.0 || *s == '-')
+        return false;
+    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)
+        if (strcmp(end, units[i]) == 0)
+            return true;
+    return false;
+}
 
 static int parse_args(int argc, char **argv, opts *o)
 {
@@ -233,6 +293,79 @@ static int parse_args(int argc, char **argv, opts *o)
             }
             break;
         }
+        case OPT_WINDOW:
+            if (!cli_parse_duration(optarg, &o->window_us) ||
+                o->window_us > DEDUP_WINDOW_MAX_DURATION) {
+                cli_error("--window must be a duration like 500ms, 10s, 10m, 1h or 7d (got '%s')", optarg);
+                return -1;
+            }
+            break;
+        case OPT_WINDOW_TYPE:
+            if (strcmp(optarg, "sliding") != 0 && strcmp(optarg, "tumbling") != 0) {
+                cli_error("--window-type must be sliding or tumbling (got '%s')", optarg);
+                return -1;
+            }
+            o->tumbling = strcmp(optarg, "tumbling") == 0;
+            o->window_opts = true;
+            break;
+        case OPT_LAST:
+            if (!cli_parse_count(optarg, &o->last_n) || o->last_n >= DEDUP_WINDOW_MAX_DURATION) {
+                cli_error("--last must be a positive number of records (got '%s')", optarg);
+                return -1;
+            }
+            break;
+        case OPT_TIME_FIELD: {
+            uint64_t f;
+            if (!cli_parse_count(optarg, &f) || f > 1000000) {
+                cli_error("--time-field must be a field number from 1 (got '%s')", optarg);
+                return -1;
+            }
+            o->time_field = (size_t)f;
+            o->window_opts = true;
+            break;
+        }
+        case OPT_TIME_FORMAT:
+            if (!dedup_time_format_from_name(optarg, &o->time_format)) {
+                cli_error("--time-format must be epoch, epoch_ms, epoch_us or iso8601 (got '%s')", optarg);
+                return -1;
+            }
+            o->window_opts = true;
+            break;
+        case OPT_LATENESS:
+            if (!zero_duration(optarg) && (!cli_parse_duration(optarg, &o->lateness_us) ||
+                                           o->lateness_us > DEDUP_WINDOW_MAX_DURATION)) {
+                cli_error("--lateness must be a duration like 0, 500ms, 30s or 5m (got '%s')", optarg);
+                return -1;
+            }
+            o->window_opts = true;
+            break;
+        case OPT_LATE:
+            if (strcmp(optarg, "keep") == 0)
+                o->late = LATE_KEEP;
+            else if (strcmp(optarg, "drop") == 0)
+                o->late = LATE_DROP;
+            else if (*optarg) {
+                o->late = LATE_FILE;
+                o->late_file = optarg;
+            } else {
+                cli_error("--late must be keep, drop or a file name");
+                return -1;
+            }
+            o->window_opts = true;
+            break;
+        case OPT_BAD_TIME:
+            if (strcmp(optarg, "fail") == 0)
+                o->bad_time = BAD_TIME_FAIL;
+            else if (strcmp(optarg, "drop") == 0)
+                o->bad_time = BAD_TIME_DROP;
+            else if (strcmp(optarg, "keep") == 0)
+                o->bad_time = BAD_TIME_KEEP;
+            else {
+                cli_error("--on-bad-time must be fail, drop or keep (got '%s')", optarg);
+                return -1;
+            }
+            o->window_opts = true;
+            break;
         case 'q': cli_verbosity = 0; break;
         case 'v': cli_verbosity++; break;
         case OPT_HELP: usage(stdout); return 1;
@@ -250,6 +383,43 @@ static int parse_args(int argc, char **argv, opts *o)
     }
     if (kinds > 1) {
         cli_error("choose one of -D/--duplicates, -c/--count and -u/--unique");
+        return -1;
+    }
+    if (o->window_us || o->last_n) {
+        if (o->window_us && o->last_n) {
+            cli_error("choose one of --window (time) and --last (records)");
+            return -1;
+        }
+        if (o->out == OUT_COUNT || o->out == OUT_UNIQUE) {
+            cli_error("--%s counts over the whole input: it cannot be combined with --%s",
+                      o->out == OUT_COUNT ? "count" : "unique", o->window_us ? "window" : "last");
+            return -1;
+        }
+        if (o->sizing.memory || o->sorted || o->tmpdir) {
+            cli_error("a window keeps only the keys inside it: -m/--memory, --sort and --tmpdir do not apply");
+            return -1;
+        }
+        bool approx = strcmp(o->mode, "bloom") == 0 || strcmp(o->mode, "blocked") == 0;
+        if (!approx && strcmp(o->mode, "exact") != 0 && strcmp(o->mode, "fingerprint") != 0) {
+            cli_error("a window works with --mode exact (default) or bloom, not %s", o->mode);
+            return -1;
+        }
+        if (approx && !o->sizing.items) {
+            cli_error("--mode %s with a window needs -n/--items: the keys kept per window", o->mode);
+            return -1;
+        }
+        if (o->last_n && (o->time_field || o->time_format || o->lateness_us || o->tumbling)) {
+            cli_error("--last counts records: --time-field, --time-format, --lateness and "
+                      "--window-type do not apply");
+            return -1;
+        }
+        if (o->time_field && o->time_field == o->key.field && o->key.field)
+            cli_warn("the key field is also the time field");
+        return 0;
+    }
+    if (o->window_opts) {
+        cli_error("--window-type, --time-field, --time-format, --lateness, --late and "
+                  "--on-bad-time need --window (or --last)");
         return -1;
     }
     o->sizing.counts = o->out == OUT_COUNT || o->out == OUT_UNIQUE;
@@ -346,6 +516,20 @@ typedef struct run {
     unsigned char *firsts;
     size_t firsts_len, firsts_cap;
     bool failed; /* method error already reported */
+    /* windowed runs */
+    dedup_window *win;
+    dedup_time_format tfmt;   /* the format in use (detected once when AUTO) */
+    bool tfmt_detected;
+    int64_t wtime[BATCH];     /* event times of the records to decide */
+    size_t widx[BATCH];       /* their indexes in the batch */
+    dedup_digest wdig[BATCH];
+    dedup_verdict wverdict[BATCH];
+    unsigned char wskip[BATCH]; /* 0 decided, 1 bad time dropped, 2 bad time kept */
+    const char *file_name;    /* for messages naming a record */
+    uint64_t file_records;    /* records of the current file before this batch */
+    uint64_t bad_times, late_out, late_dropped;
+    dd_writer late_w;
+    int late_fd;
 } run;
 
 static bool firsts_append(run *r, const unsigned char *rec, size_t len)
@@ -366,6 +550,244 @@ static bool firsts_append(run *r, const unsigned char *rec, size_t len)
     memcpy(r->firsts + r->firsts_len + 8, rec, len);
     r->firsts_len = need;
     return true;
+}
+
+/* ---- windows ------------------------------------------------------------------ */
+
+static int64_t realtime_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* Field 'n' (1-based) of rec split by 'delim'; false if it has fewer fields. */
+static bool field_of(const unsigned char *rec, size_t len, size_t n, unsigned char delim,
+                     const unsigned char **f, size_t *flen)
+{
+    const unsigned char *p = rec, *end = rec + len;
+    for (size_t i = 1; i < n; i++) {
+        const unsigned char *d = memchr(p, delim, (size_t)(end - p));
+        if (!d)
+            return false;
+        p = d + 1;
+    }
+    const unsigned char *d = memchr(p, delim, (size_t)(end - p));
+    *f = p;
+    *flen = (size_t)((d ? d : end) - p);
+    return true;
+}
+
+/* A duration in the largest unit that states it exactly, as --lateness reads it. */
+static const char *duration_str(uint64_t us, char *buf, size_t cap)
+{
+    if (us % 86400000000u == 0 && us)
+        snprintf(buf, cap, "%llud", (unsigned long long)(us / 86400000000u));
+    else if (us % 3600000000u == 0 && us)
+        snprintf(buf, cap, "%lluh", (unsigned long long)(us / 3600000000u));
+    else if (us % 60000000u == 0 && us)
+        snprintf(buf, cap, "%llum", (unsigned long long)(us / 60000000u));
+    else if (us % 1000000u == 0)
+        snprintf(buf, cap, "%llus", (unsigned long long)(us / 1000000u));
+    else if (us % 1000u == 0)
+        snprintf(buf, cap, "%llums", (unsigned long long)(us / 1000u));
+    else
+        snprintf(buf, cap, "%lluus", (unsigned long long)us);
+    return buf;
+}
+
+/* Names a record whose time field is bad: "FILE:LINE: bad time field N: 'VALUE'". */
+static void report_bad_time(run *r, size_t i, const unsigned char *f, size_t flen, bool have,
+                            bool fatal)
+{
+    char val[80];
+    size_t k = 0;
+    for (size_t j = 0; have && j < flen && k + 5 < sizeof val; j++) {
+        unsigned char c = f[j];
+        if (c >= 0x20 && c < 0x7f && c != '\\')
+            val[k++] = (char)c;
+        else
+            k += (size_t)snprintf(val + k, sizeof val - k, "\\x%02x", c);
+    }
+    val[k] = 0;
+    if (have && flen > k)
+        snprintf(val + (k > sizeof val - 4 ? sizeof val - 4 : k), 4, "...");
+    unsigned long long line = (unsigned long long)(r->file_records + i + 1);
+    char what[160];
+    if (have)
+        snprintf(what, sizeof what, "bad time in field %zu: '%s' (%s)", r->o->time_field, val,
+                 r->tfmt_detected || r->o->time_format ? dedup_time_format_name(r->tfmt)
+                                                       : "not a time");
+    else
+        snprintf(what, sizeof what, "no field %zu for the time", r->o->time_field);
+    if (fatal)
+        cli_error("%s:%llu: %s", r->file_name, line, what);
+    else if (r->bad_times <= 10)
+        cli_warn("%s:%llu: %s; record %s%s", r->file_name, line, what,
+                 r->o->bad_time == BAD_TIME_KEEP ? "kept" : "dropped",
+                 r->bad_times == 10 ? " (further bad times are counted, not shown)" : "");
+}
+
+/* Decides and writes one batch of a windowed run.  False to stop. */
+static bool window_batch(run *r, size_t n)
+{
+    opts *o = r->o;
+    size_t stop = n, m = 0;
+    bool fail = false;
+    int64_t now = o->time_field || o->last_n ? 0 : realtime_us();
+    for (size_t i = 0; i < n; i++) {
+        r->wskip[i] = 0;
+        int64_t t = now;
+        if (o->time_field) {
+            const unsigned char *f = NULL;
+            size_t flen = 0;
+            bool have = field_of(r->rec[i], r->rlen[i], o->time_field, o->key.delim, &f, &flen);
+            dedup_status ts = DEDUP_ERR_INVALID_ARG;
+            if (have) {
+                if (!r->tfmt_detected && !o->time_format) {
+                    dedup_time_format d = dedup_time_detect((const char *)f, flen);
+                    if (d != DEDUP_TIME_AUTO) {
+                        r->tfmt = d;
+                        r->tfmt_detected = true;
+                        cli_info(2, "time format detected: %s", dedup_time_format_name(d));
+                    }
+                }
+                if (r->tfmt_detected || o->time_format)
+                    ts = dedup_time_parse((const char *)f, flen, r->tfmt, &t);
+            }
+            if (ts) {
+                r->bad_times++;
+                if (o->bad_time == BAD_TIME_FAIL) {
+                    report_bad_time(r, i, f, flen, have, true);
+                    stop = i;
+                    fail = true;
+                    break;
+                }
+                report_bad_time(r, i, f, flen, have, false);
+                r->wskip[i] = o->bad_time == BAD_TIME_KEEP ? 2 : 1;
+                continue;
+            }
+        }
+        r->wtime[m] = t;
+        r->widx[m] = i;
+        r->wdig[m] = dedup_window_digest(r->win, r->key[i], r->klen[i]);
+        m++;
+    }
+    size_t done = 0;
+    dedup_status st = dedup_window_seen_batch(r->win, r->wdig, r->wtime, m, r->wverdict, &done);
+    if (st) {
+        cli_error("%s", dedup_strerror(st));
+        r->failed = true;
+        /* Records before the one that failed were decided: write them. */
+        stop = done < m ? r->widx[done] : stop;
+        m = done;
+        fail = true;
+    }
+    size_t j = 0;
+    for (size_t i = 0; i < stop; i++) {
+        bool write = false, late_file = false;
+        if (r->wskip[i]) {
+            write = r->wskip[i] == 2;
+        } else {
+            dedup_verdict v = r->wverdict[j++];
+            if (v == DEDUP_LATE) {
+                if (o->late == LATE_KEEP)
+                    write = true;
+                else if (o->late == LATE_FILE)
+                    late_file = true;
+                else
+                    r->late_dropped++;
+            } else if (v == DEDUP_NEW) {
+                write = o->out == OUT_FIRST;
+            } else {
+                r->duplicates++;
+                write = o->out == OUT_DUPLICATES;
+            }
+        }
+        r->records_in++;
+        if (write) {
+            r->records_out++;
+            if (!dd_writer_record(&r->w, r->rec[i], r->rlen[i], o->term))
+                return false;
+        } else if (late_file) {
+            r->late_out++;
+            if (!dd_writer_record(&r->late_w, r->rec[i], r->rlen[i], o->term)) {
+                cli_error("write error on %s: %s", r->late_w.name, strerror(r->late_w.error));
+                r->failed = true;
+                return false;
+            }
+        }
+    }
+    r->file_records += n;
+    if (fail) {
+        r->failed = true;
+        return false;
+    }
+    return true;
+}
+
+static void print_window_stats(run *r, double seconds)
+{
+    opts *o = r->o;
+    dedup_window_stats ws;
+    dedup_window_get_stats(r->win, &ws);
+    dedup_window_params wp;
+    dedup_window_get_params(r->win, &wp);
+    size_t mem = dedup_window_memory_usage(r->win);
+    double rate = r->records_in ? (double)r->duplicates / (double)r->records_in : 0.0;
+    const char *type = wp.type == DEDUP_WINDOW_COUNT      ? "last"
+                       : wp.type == DEDUP_WINDOW_TUMBLING ? "tumbling"
+                                                          : "sliding";
+    const char *tsrc = o->last_n ? "records" : o->time_field ? "field" : "arrival";
+    const char *tfmt = o->time_field ? dedup_time_format_name(r->tfmt) : "none";
+    bool detected = o->time_field && !o->time_format && r->tfmt_detected;
+    char d1[32], d2[32];
+    if (o->stats == STATS_JSON) {
+        fprintf(stderr,
+                "{\"records_in\":%llu,\"records_out\":%llu,\"duplicates\":%llu,"
+                "\"duplicate_rate\":%.6f,\"mode\":\"%s\",\"window\":\"%s\",\"window_us\":%llu,"
+                "\"lateness_us\":%llu,\"time\":\"%s\",\"time_format\":\"%s\","
+                "\"time_format_detected\":%s,\"keys_live\":%llu,\"keys_peak\":%llu,"
+                "\"keys_expired\":%llu,\"late\":%llu,\"late_max_behind_us\":%lld,"
+                "\"late_written\":%llu,\"bad_times\":%llu,\"memory_bytes\":%zu,"
+                "\"bytes_in\":%llu,\"seconds\":%.3f}\n",
+                (unsigned long long)r->records_in, (unsigned long long)r->records_out,
+                (unsigned long long)r->duplicates, rate,
+                wp.mode == DEDUP_WINDOW_APPROX ? "bloom" : "exact", type,
+                (unsigned long long)(o->last_n ? 0 : wp.duration),
+                (unsigned long long)wp.lateness, tsrc, tfmt, detected ? "true" : "false",
+                (unsigned long long)ws.live, (unsigned long long)ws.peak_live,
+                (unsigned long long)ws.expired, (unsigned long long)ws.late,
+                (long long)ws.late_max_behind, (unsigned long long)r->late_out,
+                (unsigned long long)r->bad_times, mem, (unsigned long long)r->bytes_in, seconds);
+        return;
+    }
+    char hb[32], hm[32];
+    fprintf(stderr, "dedup: %llu records in (%s), %llu out, %llu duplicates (%.2f%%)\n",
+            (unsigned long long)r->records_in, cli_human_size(r->bytes_in, hb, sizeof hb),
+            (unsigned long long)r->records_out, (unsigned long long)r->duplicates, rate * 100);
+    if (o->last_n)
+        fprintf(stderr, "dedup: window: last %llu records, mode %s\n",
+                (unsigned long long)o->last_n, wp.mode == DEDUP_WINDOW_APPROX ? "bloom" : "exact");
+    else {
+        char tdesc[96];
+        if (o->time_field)
+            snprintf(tdesc, sizeof tdesc, "event time from field %zu (%s%s)", o->time_field, tfmt,
+                     detected ? ", detected" : "");
+        else
+            snprintf(tdesc, sizeof tdesc, "arrival time");
+        fprintf(stderr, "dedup: window: %s %s, lateness %s, %s, mode %s\n", type,
+                duration_str(wp.duration, d1, sizeof d1), duration_str(wp.lateness, d2, sizeof d2),
+                tdesc, wp.mode == DEDUP_WINDOW_APPROX ? "bloom" : "exact");
+    }
+    fprintf(stderr, "dedup: keys live %llu, peak %llu, expired %llu, memory %s, %.2f s\n",
+            (unsigned long long)ws.live, (unsigned long long)ws.peak_live,
+            (unsigned long long)ws.expired, cli_human_size(mem, hm, sizeof hm), seconds);
+    if (!o->last_n)
+        fprintf(stderr, "dedup: %llu late records (%s), %llu bad time fields\n",
+                (unsigned long long)ws.late,
+                o->late == LATE_KEEP ? "written" : o->late == LATE_DROP ? "dropped" : o->late_file,
+                (unsigned long long)r->bad_times);
 }
 
 /* Decides and writes one batch.  False to stop (error or broken pipe). */
@@ -398,6 +820,8 @@ static bool process_batch(run *r, size_t n)
             off += r->rlen[i];
         }
     }
+    if (r->win)
+        return window_batch(r, n);
     for (size_t i = 0; i < n; i++)
         r->dig[i] = dedup_hash(r->key[i], r->klen[i], r->m->seed);
     dedup_status st = r->m->decide(r->m, n, r->key, r->klen, r->dig, r->verdict);
@@ -593,8 +1017,60 @@ int cmd_dedup(int argc, char **argv)
     /* The method: from the state file if there is one, else new. */
     char err[512] = "";
     dd_method *m = NULL;
+    dedup_window *win = NULL;
     dedup_status st;
-    if (o.state && access(o.state, F_OK) == 0) {
+    bool windowed = o.window_us || o.last_n;
+    if (windowed) {
+        dedup_window_params wp;
+        dedup_window_params_init(&wp);
+        wp.type = o.last_n ? DEDUP_WINDOW_COUNT
+                           : o.tumbling ? DEDUP_WINDOW_TUMBLING : DEDUP_WINDOW_SLIDING;
+        wp.mode = strcmp(o.mode, "bloom") == 0 || strcmp(o.mode, "blocked") == 0
+                      ? DEDUP_WINDOW_APPROX : DEDUP_WINDOW_EXACT;
+        wp.duration = o.last_n ? o.last_n : o.window_us;
+        wp.lateness = o.last_n ? 0 : o.lateness_us;
+        wp.capacity = o.sizing.items;
+        if (o.sizing.fpr > 0)
+            wp.fpr = o.sizing.fpr;
+        wp.seed = o.sizing.seed;
+        if (o.state && access(o.state, F_OK) == 0) {
+            st = dedup_window_load_file(o.state, NULL, &win);
+            if (st) {
+                dedup_header h;
+                if (st == DEDUP_ERR_WRONG_TYPE && dedup_peek_file(o.state, &h) == DEDUP_OK)
+                    cli_error("%s: holds a %s, not a window's state", o.state,
+                              dedup_type_name(h.type));
+                else
+                    cli_error("%s: %s", o.state,
+                              st == DEDUP_ERR_IO ? strerror(errno) : dedup_strerror(st));
+                return CLI_EXIT_USAGE;
+            }
+            dedup_window_params have;
+            dedup_window_get_params(win, &have);
+            if (have.type != wp.type || have.mode != wp.mode || have.duration != wp.duration ||
+                have.lateness != wp.lateness || have.seed != wp.seed ||
+                (wp.mode == DEDUP_WINDOW_APPROX &&
+                 (have.capacity != wp.capacity || have.fpr != wp.fpr))) {
+                cli_error("%s: the saved window has other settings (%s, %s, duration %llu, "
+                          "lateness %llu us); give the same options to resume it",
+                          o.state, have.type == DEDUP_WINDOW_COUNT ? "last N"
+                                   : have.type == DEDUP_WINDOW_TUMBLING ? "tumbling" : "sliding",
+                          have.mode == DEDUP_WINDOW_APPROX ? "bloom" : "exact",
+                          (unsigned long long)have.duration, (unsigned long long)have.lateness);
+                dedup_window_free(win);
+                return CLI_EXIT_USAGE;
+            }
+            cli_info(2, "%s: loaded window state", o.state);
+        } else {
+            st = dedup_window_create(&wp, NULL, &win);
+            if (st) {
+                cli_error("cannot create the window: %s%s", dedup_strerror(st),
+                          st == DEDUP_ERR_LIMIT ? " (the lateness is too large for an approximate "
+                                                  "window of this duration)" : "");
+                return CLI_EXIT_USAGE;
+            }
+        }
+    } else if (o.state && access(o.state, F_OK) == 0) {
         st = dd_method_load(o.mode, o.state, &m, err, sizeof err);
         if (st) {
             cli_error("%s: %s", o.state, err[0] ? err : strerror(errno));
@@ -616,6 +1092,7 @@ int cmd_dedup(int argc, char **argv)
         if (out_fd < 0) {
             cli_error("%s: %s", o.output, strerror(errno));
             dd_method_free(m);
+            dedup_window_free(win);
             return CLI_EXIT_USAGE;
         }
         out_name = o.output;
@@ -626,10 +1103,27 @@ int cmd_dedup(int argc, char **argv)
         cli_error("out of memory");
         free(r);
         dd_method_free(m);
+        dedup_window_free(win);
         return CLI_EXIT_FAIL;
     }
     r->o = &o;
     r->m = m;
+    r->win = win;
+    r->tfmt = o.time_format;
+    r->late_fd = -1;
+    if (o.late == LATE_FILE) {
+        r->late_fd = open(o.late_file, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+        if (r->late_fd < 0 || dd_writer_init(&r->late_w, r->late_fd, o.late_file, WRITE_BUF) != 0) {
+            cli_error("%s: %s", o.late_file, r->late_fd < 0 ? strerror(errno) : "out of memory");
+            if (r->late_fd >= 0)
+                close(r->late_fd);
+            dd_writer_free(&r->w);
+            free(r);
+            dedup_window_free(win);
+            return CLI_EXIT_USAGE;
+        }
+        r->late_w.line_buffered = o.line_buffered;
+    }
     r->w.line_buffered = o.line_buffered;
     r->identity_key = dd_keyspec_identity(&o.key);
     r->prog.on = o.progress == 1 || (o.progress == -1 && isatty(STDERR_FILENO) && cli_verbosity > 0);
@@ -655,6 +1149,8 @@ int cmd_dedup(int argc, char **argv)
             break;
         }
         uint64_t before = r->bytes_in;
+        r->file_name = strcmp(files[fi], "-") == 0 ? "(standard input)" : files[fi];
+        r->file_records = 0;
         for (;;) {
             if (dd_stop_signal) {
                 stopped = true;
@@ -685,6 +1181,33 @@ int cmd_dedup(int argc, char **argv)
         stopped = !write_counts(r);
     if (!r->w.broken_pipe && !r->w.error)
         dd_writer_flush(&r->w);
+    if (r->late_fd >= 0) {
+        if (!r->late_w.error)
+            dd_writer_flush(&r->late_w);
+        if (r->late_w.error) {
+            cli_error("write error on %s: %s", o.late_file, strerror(r->late_w.error));
+            r->failed = true;
+        }
+        if (close(r->late_fd) != 0 && !r->failed) {
+            cli_error("write error on %s: %s", o.late_file, strerror(errno));
+            r->failed = true;
+        }
+        dd_writer_free(&r->late_w);
+    }
+    if (win) {
+        dedup_window_stats ws;
+        dedup_window_get_stats(win, &ws);
+        if (ws.late) {
+            char b1[32];
+            cli_warn("%llu late record%s (event time up to %s behind the newest): %s; "
+                     "--lateness %s would have covered them",
+                     (unsigned long long)ws.late, ws.late == 1 ? "" : "s",
+                     duration_str((uint64_t)ws.late_max_behind, b1, sizeof b1),
+                     o.late == LATE_KEEP ? "written unchanged, not deduplicated"
+                     : o.late == LATE_DROP ? "dropped" : "written to the --late file",
+                     b1);
+        }
+    }
     progress_show(&r->prog, r->bytes_in, r->records_in, true);
 
     if (r->w.error) {
@@ -702,20 +1225,25 @@ int cmd_dedup(int argc, char **argv)
     }
     /* Save the seen-set only after a complete run. */
     if (o.state && !stopped && status == CLI_EXIT_OK && !r->w.broken_pipe) {
-        st = m->save(m, o.state);
+        st = win ? dedup_window_save_file(win, o.state) : m->save(m, o.state);
         if (st) {
             cli_error("%s: cannot save state: %s", o.state,
                       st == DEDUP_ERR_IO ? strerror(errno) : dedup_strerror(st));
             status = CLI_EXIT_FAIL;
         }
     }
-    if (o.stats != STATS_NONE)
-        print_stats(r, now_sec() - r->prog.start);
+    if (o.stats != STATS_NONE) {
+        if (win)
+            print_window_stats(r, now_sec() - r->prog.start);
+        else
+            print_stats(r, now_sec() - r->prog.start);
+    }
 
     dd_writer_free(&r->w);
     free(r->scratch);
     free(r->firsts);
     free(r);
     dd_method_free(m);
+    dedup_window_free(win);
     return status;
 }

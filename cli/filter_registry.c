@@ -11,7 +11,11 @@
 
 #define FILTER_TYPE_LIST(X) \
     X(bloom)                \
-    X(blocked)
+    X(blocked)              \
+    X(counting)             \
+    X(cuckoo)               \
+    X(cuckoo_chain)         \
+    X(scalable)
 
 #define DECLARE_TYPE(name) extern const filter_type filter_type_##name;
 #define LIST_TYPE(name) &filter_type_##name,

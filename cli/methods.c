@@ -267,8 +267,10 @@ dedup_status dd_method_create(const char *name, const dd_sizing *s, dd_method **
         if (s->fpr > 0)
             p.fpr = s->fpr;
         if (s->items) {
+            /* Growth is only a safety net past -n: links of the same size
+             * keep later deletes (dedup filter del on the state) exact. */
             p.capacity = s->items;
-            p.expansion = s->memory ? 0 : 2; /* -m is a ceiling: no growth then */
+            p.expansion = s->memory ? 0 : 1; /* -m is a ceiling: no growth then */
         } else if (s->memory) {
             uint32_t f = dedup_cuckoo_fingerprint_bits_for(p.fpr, 4);
             p.buckets = s->memory * 8 / ((uint64_t)f * 4);

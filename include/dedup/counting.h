@@ -96,6 +96,9 @@ dedup_verdict dedup_counting_test_and_add_key(dedup_counting *cb, const void *ke
 dedup_status dedup_counting_delete_key(dedup_counting *cb, const void *key, size_t len);
 uint32_t dedup_counting_count_key(const dedup_counting *cb, const void *key, size_t len);
 
+/* Batch add: the same as dedup_counting_add on d[0..n-1], with the counter
+ * words of keys further on prefetched. */
+void dedup_counting_add_batch(dedup_counting *cb, const dedup_digest *d, size_t n);
 /* Batch query: out[i] = might_contain(d[i]); the counter words of many keys
  * are prefetched ahead, so large filters answer several times faster. */
 void dedup_counting_might_contain_batch(const dedup_counting *cb, const dedup_digest *d,

@@ -9,7 +9,8 @@
  *   fp   = the top f bits of digest.hi, or 1 if those are all zero
  *          (0 is reserved for "empty"; fingerprint 1 is thus twice as likely);
  *   i1   = dedup_reduce(digest.lo, nb);
- *   h    = dedup_reduce(mix64(fp), nb), mix64 being the splitmix64 finaliser;
+ *   h    = dedup_reduce(mix64(fp + 0x9E3779B97F4A7C15), nb), mix64 being the
+ *          splitmix64 finaliser;
  *   alt(i, fp) = (h - i) mod nb,  i2 = alt(i1, fp).
  * alt is an involution for any nb: alt(alt(i)) = h - (h - i) = i (mod nb),
  * so a fingerprint can be moved between its two buckets knowing only its
@@ -34,7 +35,8 @@
  * b = 4 and the default max_kicks = 500 reaches at least 95% load before an
  * insert fails (tested).  params.buckets sets nb directly instead.
  *
- * Insertion: into a free slot of i1 or i2; otherwise evict a random
+ * Insertion: into a free slot of the emptier of i1 and i2 (balancing the
+ * buckets postpones kick-out chains); if both are full, evict a random
  * occupant of one of them and move it to its other bucket, at most
  * max_kicks times.  If that fails, every move is undone (the table is
  * exactly as before the call) and then:
@@ -47,8 +49,8 @@
  *    exist or the next link would exceed DEDUP_MAX_BITS bits, and
  *    DEDUP_ERR_NOMEM if the new link cannot be allocated (nothing changed
  *    in either case).
- * Queries, counts and deletes look at every link.  The FPR of a chain is at
- * most the sum of its links' rates.
+ * Queries, counts and deletes look at every link.  The expected FPR of a
+ * chain is at most the sum of its links' rates (union bound).
  *
  * Deleting removes one copy of the key's fingerprint from one of its
  * buckets (newest link first).  Delete only keys that were added: deleting

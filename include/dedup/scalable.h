@@ -3,8 +3,10 @@
  *
  * A chain of Bloom filters (dedup/bloom.h), the "links".  Link i (0 is the
  * first) is planned for n_i = capacity * growth^i new keys at rate p_i, and
- * is sized by the Bloom formulas for (n_i, p_i) (dedup_bloom_bits_for, or
- * dedup_blocked_bits_for for blocked links).  New keys go into the newest
+ * is sized by the Bloom formulas for (n_i, p_i): dedup_bloom_bits_for, made
+ * a little larger when needed so that the exact rate with the integer k,
+ * dedup_bloom_fpr_for, is within p_i (classic links); dedup_blocked_bits_for
+ * (blocked links, already exact).  New keys go into the newest
  * link; when it has received n_i new keys the next new key starts link
  * i+1.  A query checks every link, newest first.
  *
@@ -28,7 +30,8 @@
  * Why r = 0.9 and not 0.5 (RedisBloom's default): growing from 1,000 to 10M
  * keys at p = 1% with growth 2 takes 14 links; with r = 0.5 the later links
  * pay log2(1/r) = 1 extra bit of rate per link, about 1.44 bits per key
- * each, and the chain needs 46 bits per key; with r = 0.9 it needs 28.
+ * each, and the chain needs 47 bits per key; with r = 0.9 it needs 28
+ * (measured: bench/results/filters2.md).
  * The first link is tighter (p/10) and so about 1.5x the size of a plain
  * filter for p, which only matters while the chain is small.
  *
@@ -147,6 +150,9 @@ typedef struct dedup_scalable_link_info {
     size_t memory;
 } dedup_scalable_link_info;
 
+/* O(total bits): fpr_current counts the set bits of every link.  Everything
+ * else in the info is O(links); dedup_scalable_link_info's fpr_current is
+ * O(bits of that link). */
 void dedup_scalable_get_info(const dedup_scalable *sb, dedup_scalable_info *info);
 /* Link 0 is the oldest.  DEDUP_ERR_RANGE if link >= links. */
 dedup_status dedup_scalable_get_link_info(const dedup_scalable *sb, uint32_t link,

@@ -250,6 +250,20 @@ uint32_t dedup_counting_count_key(const dedup_counting *cb, const void *key, siz
     return dedup_counting_count(cb, dedup_hash(key, len, cb->seed));
 }
 
+void dedup_counting_add_batch(dedup_counting *cb, const dedup_digest *d, size_t n)
+{
+    /* Every probe of a key is written, so all k words are prefetched, for
+     * keys AHEAD positions further on. */
+    enum { AHEAD = 8 };
+    for (size_t i = 0; i < n; i++) {
+        if (i + AHEAD < n)
+            for (uint32_t p = 0; p < cb->k; p++)
+                DD_PREFETCH_W(&cb->words[probe_at(d[i + AHEAD].lo, d[i + AHEAD].hi, p,
+                                                  cb->counters) >> 4]);
+        dedup_counting_add(cb, d[i]);
+    }
+}
+
 void dedup_counting_might_contain_batch(const dedup_counting *cb, const dedup_digest *d,
                                         size_t n, bool *out)
 {

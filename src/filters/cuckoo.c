@@ -140,6 +140,19 @@ static uint32_t bucket_count(const dedup_cuckoo *cf, const link *l, uint64_t i, 
     return c;
 }
 
+/* Free slots of bucket i; *first = the first of them (when any). */
+static uint32_t bucket_free(const dedup_cuckoo *cf, const link *l, uint64_t i, uint32_t *first)
+{
+    uint32_t n = 0;
+    *first = 0;
+    for (uint32_t j = cf->b; j-- > 0;)
+        if (slot_get(cf, l, i, j) == 0) {
+            n++;
+            *first = j;
+        }
+    return n;
+}
+
 /* Puts fp into a free slot of bucket i; false if none. */
 static bool bucket_put(const dedup_cuckoo *cf, link *l, uint64_t i, uint32_t fp)
 {
@@ -181,12 +194,20 @@ static bool link_put_trivial(const dedup_cuckoo *cf, link *l, dedup_digest d, ui
 
 /* Inserts with up to max_kicks relocations; on failure undoes them all and
  * returns false with the link exactly as before. */
-static bool link_insert(dedup_cuckoo *cf, link *l, dedup_digest d, uint32_t fp)
+static bool link_insert(dedup_cuckoo *cf, link *l, uint64_t i1, uint64_t i2, uint32_t fp)
 {
-    uint64_t i1 = dedup_reduce(d.lo, l->nb);
-    uint64_t i2 = alt_bucket(i1, fp, l->nb);
-    if (bucket_put(cf, l, i1, fp) || bucket_put(cf, l, i2, fp))
+    /* Into the emptier of the two buckets: keeping buckets balanced
+     * postpones the first kick-out chains until the table is nearly full. */
+    uint32_t j1, j2;
+    uint32_t f1 = bucket_free(cf, l, i1, &j1), f2 = i2 == i1 ? 0 : bucket_free(cf, l, i2, &j2);
+    if (f1 | f2) {
+        if (f2 > f1)
+            slot_set(cf, l, i2, j2, fp);
+        else
+            slot_set(cf, l, i1, j1, fp);
+        l->items++;
         return true;
+    }
     uint64_t i = (next_rand(cf) & 1) ? i1 : i2;
     uint32_t cur = fp;
     uint32_t n;
@@ -391,11 +412,12 @@ dedup_digest dedup_cuckoo_digest(const dedup_cuckoo *cf, const void *key, size_t
 
 /* ---- operations --------------------------------------------------------------- */
 
-dedup_status dedup_cuckoo_add(dedup_cuckoo *cf, dedup_digest d)
+/* Adds a key whose fingerprint and buckets in the newest link are known. */
+static dedup_status add_prepared(dedup_cuckoo *cf, dedup_digest d, uint32_t fp, uint64_t i1,
+                                 uint64_t i2)
 {
-    uint32_t fp = fingerprint(cf, d);
     link *newest = &cf->links[cf->nlinks - 1];
-    if (link_insert(cf, newest, d, fp)) {
+    if (link_insert(cf, newest, i1, i2, fp)) {
         cf->inserted++;
         return DEDUP_OK;
     }
@@ -419,6 +441,14 @@ dedup_status dedup_cuckoo_add(dedup_cuckoo *cf, dedup_digest d)
         return DEDUP_ERR_FULL; /* unreachable: a new link is empty */
     cf->inserted++;
     return DEDUP_OK;
+}
+
+dedup_status dedup_cuckoo_add(dedup_cuckoo *cf, dedup_digest d)
+{
+    uint32_t fp = fingerprint(cf, d);
+    const link *l = &cf->links[cf->nlinks - 1];
+    uint64_t i1 = dedup_reduce(d.lo, l->nb);
+    return add_prepared(cf, d, fp, i1, alt_bucket(i1, fp, l->nb));
 }
 
 bool dedup_cuckoo_might_contain(const dedup_cuckoo *cf, dedup_digest d)
@@ -499,45 +529,83 @@ uint64_t dedup_cuckoo_count_key(const dedup_cuckoo *cf, const void *key, size_t 
 
 enum { AHEAD = 16 };
 
-static inline void prefetch_key(const dedup_cuckoo *cf, const link *l, dedup_digest d, bool write)
+
+/* out[i] (or out[i] |= when 'accumulate') = key i is in link l.  Each key's
+ * buckets are computed once and kept in a ring while their lines arrive. */
+static void link_query_batch(const dedup_cuckoo *cf, const link *l, const dedup_digest *d,
+                             size_t n, bool *out, bool accumulate)
 {
-    uint32_t fp = fingerprint(cf, d);
-    uint64_t i1 = dedup_reduce(d.lo, l->nb);
-    uint64_t i2 = alt_bucket(i1, fp, l->nb);
-    if (write) {
-        DD_PREFETCH_W(bucket_ptr(cf, l, i1));
-        DD_PREFETCH_W(bucket_ptr(cf, l, i2));
-    } else {
-        DD_PREFETCH(bucket_ptr(cf, l, i1));
-        DD_PREFETCH(bucket_ptr(cf, l, i2));
+    enum { RING = 32 };
+    _Static_assert((int)RING > (int)AHEAD && (RING & (RING - 1)) == 0, "ring size");
+    uint64_t r1[RING], r2[RING];
+    uint32_t rf[RING];
+    for (size_t i = 0; i < n && i < AHEAD; i++) {
+        rf[i] = fingerprint(cf, d[i]);
+        r1[i] = dedup_reduce(d[i].lo, l->nb);
+        r2[i] = alt_bucket(r1[i], rf[i], l->nb);
+        DD_PREFETCH(bucket_ptr(cf, l, r1[i]));
+        DD_PREFETCH(bucket_ptr(cf, l, r2[i]));
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (i + AHEAD < n) {
+            size_t t = (i + AHEAD) & (RING - 1);
+            rf[t] = fingerprint(cf, d[i + AHEAD]);
+            r1[t] = dedup_reduce(d[i + AHEAD].lo, l->nb);
+            r2[t] = alt_bucket(r1[t], rf[t], l->nb);
+            DD_PREFETCH(bucket_ptr(cf, l, r1[t]));
+            DD_PREFETCH(bucket_ptr(cf, l, r2[t]));
+        }
+        size_t q = i & (RING - 1);
+        bool hit = bucket_has(cf, l, r1[q], rf[q]) || bucket_has(cf, l, r2[q], rf[q]);
+        out[i] = accumulate ? (out[i] || hit) : hit;
     }
 }
 
 void dedup_cuckoo_might_contain_batch(const dedup_cuckoo *cf, const dedup_digest *d, size_t n,
                                       bool *out)
 {
-    for (size_t i = 0; i < n && i < AHEAD; i++)
-        for (uint32_t t = 0; t < cf->nlinks; t++)
-            prefetch_key(cf, &cf->links[t], d[i], false);
-    for (size_t i = 0; i < n; i++) {
-        if (i + AHEAD < n)
-            for (uint32_t t = 0; t < cf->nlinks; t++)
-                prefetch_key(cf, &cf->links[t], d[i + AHEAD], false);
-        out[i] = dedup_cuckoo_might_contain(cf, d[i]);
-    }
+    link_query_batch(cf, &cf->links[cf->nlinks - 1], d, n, out, false);
+    for (uint32_t t = cf->nlinks - 1; t-- > 0;)
+        link_query_batch(cf, &cf->links[t], d, n, out, true);
 }
 
 dedup_status dedup_cuckoo_add_batch(dedup_cuckoo *cf, const dedup_digest *d, size_t n,
                                     size_t *added)
 {
-    size_t i;
+    /* As in the query batch: buckets computed once, kept in a ring while
+     * their lines are fetched.  An add may append a link; the ring then
+     * holds buckets of the old newest link, so it is refilled. */
+    enum { RING = 32 };
+    _Static_assert((int)RING > (int)AHEAD && (RING & (RING - 1)) == 0, "ring size");
+    uint64_t r1[RING], r2[RING];
+    uint32_t rf[RING];
+    uint32_t links = 0;
     dedup_status s = DEDUP_OK;
-    for (i = 0; i < n && i < AHEAD; i++)
-        prefetch_key(cf, &cf->links[cf->nlinks - 1], d[i], true);
+    size_t i;
     for (i = 0; i < n; i++) {
-        if (i + AHEAD < n)
-            prefetch_key(cf, &cf->links[cf->nlinks - 1], d[i + AHEAD], true);
-        s = dedup_cuckoo_add(cf, d[i]);
+        if (links != cf->nlinks) {
+            links = cf->nlinks;
+            const link *l = &cf->links[links - 1];
+            for (size_t t = i; t < n && t < i + AHEAD; t++) {
+                size_t q = t & (RING - 1);
+                rf[q] = fingerprint(cf, d[t]);
+                r1[q] = dedup_reduce(d[t].lo, l->nb);
+                r2[q] = alt_bucket(r1[q], rf[q], l->nb);
+                DD_PREFETCH_W(bucket_ptr(cf, l, r1[q]));
+                DD_PREFETCH_W(bucket_ptr(cf, l, r2[q]));
+            }
+        }
+        if (i + AHEAD < n) {
+            const link *l = &cf->links[links - 1];
+            size_t q = (i + AHEAD) & (RING - 1);
+            rf[q] = fingerprint(cf, d[i + AHEAD]);
+            r1[q] = dedup_reduce(d[i + AHEAD].lo, l->nb);
+            r2[q] = alt_bucket(r1[q], rf[q], l->nb);
+            DD_PREFETCH_W(bucket_ptr(cf, l, r1[q]));
+            DD_PREFETCH_W(bucket_ptr(cf, l, r2[q]));
+        }
+        size_t q = i & (RING - 1);
+        s = add_prepared(cf, d[i], rf[q], r1[q], r2[q]);
         if (s)
             break;
     }

@@ -102,6 +102,21 @@ static dedup_status add_link(dedup_scalable *sb)
     bp.capacity = cap;
     bp.fpr = p;
     bp.seed = sb->seed;
+    if (sb->kind == DEDUP_BLOOM_CLASSIC) {
+        /* m = dedup_bloom_bits_for(n, p) is the optimum for a real-valued
+         * k; with k rounded to an integer the rate at capacity can exceed p
+         * by a percent or two.  The chain's bound is a promise, so grow m
+         * (by 1/512 steps) until the exact rate with the integer k is
+         * within p_i. */
+        uint64_t m = dedup_bloom_bits_for(cap, p);
+        if (m == 0 || m > DEDUP_MAX_BITS)
+            return DEDUP_ERR_LIMIT;
+        while (dedup_bloom_fpr_for(cap, m, dedup_bloom_k_for(cap, m)) > p && m <= DEDUP_MAX_BITS)
+            m += m / 512 + 1;
+        if (m > DEDUP_MAX_BITS)
+            return DEDUP_ERR_LIMIT;
+        bp.bits = m;
+    }
     dedup_bloom *bf = NULL;
     dedup_status s = dedup_bloom_create(&bp, &sb->alloc, &bf);
     if (s)

@@ -203,7 +203,7 @@ expect_err "state.ds: holds a structure of type exact-set (9), not a filter" "$D
 
 # ---- del: Bloom filters cannot delete -----------------------------------------
 cp bloom.bf before.bf
-expect_err "bloom.bf is a classic Bloom filter, which cannot delete items.*counting Bloom or cuckoo" \
+expect_err "bloom.bf is a classic Bloom filter, which cannot delete items.*\(counting Bloom or cuckoo\|--type counting\)" \
     "$DEDUP" filter del bloom.bf item-1
 expect_err "blocked.bf is a blocked Bloom filter, which cannot delete" "$DEDUP" filter del blocked.bf item-1
 cmp -s bloom.bf before.bf || fail "del changed the file"

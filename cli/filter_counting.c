@@ -1,0 +1,211 @@
+/*
+ * filter_counting.c - `dedup filter` operations for the counting Bloom
+ * filter (dedup/counting.h): 4-bit counters, so items can be deleted.
+ */
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+#include "dedup/bloom.h"
+#include "dedup/counting.h"
+#include "filter_types.h"
+
+#define COUNTING_BATCH 256
+
+/* From -n [-p], -n -m, or -m -p (m in bytes: two counters a byte). */
+static int counting_create(const filter_create_opts *o, void **out)
+{
+    char hb[32];
+    if (o->nextra) {
+        cli_error("filter create: --%s does not apply to --type counting", o->extra[0].name);
+        return CLI_EXIT_USAGE;
+    }
+    if (o->has_k && (o->k < 1 || o->k > DEDUP_MAX_BLOOM_K)) {
+        cli_error("filter create: -k/--hashes must be between 1 and %u for --type counting (got %u)",
+                  DEDUP_MAX_BLOOM_K, o->k);
+        return CLI_EXIT_USAGE;
+    }
+    if (o->has_p && o->p < DEDUP_MIN_FPR) {
+        cli_error("filter create: -p/--fpr must be at least %g (got %g)", DEDUP_MIN_FPR, o->p);
+        return CLI_EXIT_USAGE;
+    }
+    dedup_counting_params cp;
+    dedup_counting_params_init(&cp);
+    cp.seed = o->seed;
+    if (o->has_k)
+        cp.k = o->k;
+    if (o->has_m) {
+        if (o->m > DEDUP_MAX_BITS / 4 / 2 || o->m < 8) {
+            cli_error("filter create: -m/--memory %s is out of range for --type counting "
+                      "(8 bytes to 128 GiB: 2^38 counters of 4 bits)",
+                      cli_human_size(o->m, hb, sizeof hb));
+            return CLI_EXIT_USAGE;
+        }
+        cp.counters = o->m * 2 / 16 * 16;
+    }
+    if (o->has_n) {
+        cp.capacity = o->n;
+        cp.fpr = o->has_p ? o->p : 0.01;
+    } else if (o->has_m && o->has_p) {
+        cp.capacity = dedup_bloom_capacity_for(cp.counters, o->p);
+        cp.fpr = o->p;
+        if (cp.capacity == 0) {
+            cli_error("filter create: -m/--memory %s cannot hold even one item at -p %g",
+                      cli_human_size(o->m, hb, sizeof hb), o->p);
+            return CLI_EXIT_USAGE;
+        }
+    } else {
+        cli_error("filter create: -n/--items is required for --type counting "
+                  "(or give both -m/--memory and -p/--fpr)");
+        return CLI_EXIT_USAGE;
+    }
+    if (o->has_n && o->has_m && o->has_p) {
+        double reached = dedup_bloom_fpr_for(o->n, cp.counters,
+                                             cp.k ? cp.k : dedup_bloom_k_for(o->n, cp.counters));
+        if (reached > o->p * 1.0001)
+            cli_warn("filter create: %s (-m) holds %" PRIu64 " items at a false-positive rate "
+                     "of %.4g, above -p %g",
+                     cli_human_size(o->m, hb, sizeof hb), o->n, reached, o->p);
+    }
+    dedup_counting *cb = NULL;
+    dedup_status s = dedup_counting_create(&cp, NULL, &cb);
+    if (s == DEDUP_ERR_INVALID_ARG || s == DEDUP_ERR_LIMIT) {
+        cli_error("filter create: cannot create a counting filter with n = %" PRIu64 ", p = %g: %s",
+                  cp.capacity, cp.fpr, dedup_strerror(s));
+        return CLI_EXIT_USAGE;
+    }
+    if (s) {
+        cli_error("filter create: %s: %s", o->path, dedup_strerror(s));
+        return CLI_EXIT_FAIL;
+    }
+    *out = cb;
+    return CLI_EXIT_OK;
+}
+
+static dedup_status counting_load(const char *path, void **out)
+{
+    dedup_counting *cb = NULL;
+    dedup_status s = dedup_counting_load_file(path, NULL, &cb);
+    if (!s)
+        *out = cb;
+    return s;
+}
+
+static dedup_status counting_save(const void *h, const char *path)
+{
+    return dedup_counting_save_file(h, path);
+}
+
+static dedup_status counting_add(void *h, const filter_key *keys, size_t n, size_t *done)
+{
+    dedup_counting *cb = h;
+    dedup_digest d[COUNTING_BATCH];
+    for (size_t i = 0; i < n; i += COUNTING_BATCH) {
+        size_t c = n - i < COUNTING_BATCH ? n - i : COUNTING_BATCH;
+        for (size_t j = 0; j < c; j++)
+            d[j] = dedup_counting_digest(cb, keys[i + j].data, keys[i + j].len);
+        dedup_counting_add_batch(cb, d, c);
+    }
+    *done = n;
+    return DEDUP_OK;
+}
+
+static void counting_query(const void *h, const filter_key *keys, size_t n, bool *out)
+{
+    const dedup_counting *cb = h;
+    dedup_digest d[COUNTING_BATCH];
+    for (size_t i = 0; i < n; i += COUNTING_BATCH) {
+        size_t c = n - i < COUNTING_BATCH ? n - i : COUNTING_BATCH;
+        for (size_t j = 0; j < c; j++)
+            d[j] = dedup_counting_digest(cb, keys[i + j].data, keys[i + j].len);
+        dedup_counting_might_contain_batch(cb, d, c, out + i);
+    }
+}
+
+static dedup_status counting_del(void *h, const filter_key *keys, size_t n, bool *removed)
+{
+    dedup_counting *cb = h;
+    for (size_t i = 0; i < n; i++) {
+        dedup_status s = dedup_counting_delete_key(cb, keys[i].data, keys[i].len);
+        if (s && s != DEDUP_ERR_NOT_FOUND)
+            return s;
+        removed[i] = s == DEDUP_OK;
+    }
+    return DEDUP_OK;
+}
+
+static void counting_info(const void *h, filter_info_out *o)
+{
+    const dedup_counting *cb = h;
+    uint64_t m = dedup_counting_counters(cb), cap = dedup_counting_capacity(cb);
+    uint32_t k = dedup_counting_k(cb);
+    info_str(o, "type", "type", "counting");
+    info_str(o, "layout", "layout", "counting Bloom (4-bit counters, saturating at 15)");
+    info_u64(o, "n", "items planned (n)", cap);
+    info_prob(o, "p", "target false-positive rate (p)", dedup_counting_target_fpr(cb));
+    info_u64(o, "counters", "counters (m)", m);
+    info_bytes(o, "bytes", "counter array", m / 2);
+    info_u64(o, "k", "hashes per item (k)", k);
+    if (cap)
+        info_f64(o, "bits_per_item", "bits per planned item", 4.0 * (double)m / (double)cap);
+    info_hex(o, "seed", "seed", dedup_counting_seed(cb));
+    info_u64(o, "adds", "items added", dedup_counting_adds(cb));
+    info_u64(o, "deletes", "items deleted", dedup_counting_deletes(cb));
+    uint64_t adds = dedup_counting_adds(cb), dels = dedup_counting_deletes(cb);
+    info_u64(o, "items", "items (added - deleted)", adds > dels ? adds - dels : 0);
+    uint64_t nz = dedup_counting_nonzero(cb);
+    info_u64(o, "counters_nonzero", "non-zero counters", nz);
+    info_f64(o, "fill", "fill ratio", (double)nz / (double)m);
+    info_u64(o, "saturated", "saturated counters (stuck at 15)", dedup_counting_saturated(cb));
+    info_prob(o, "fpr_current", "false-positive rate now", pow((double)nz / (double)m, (double)k));
+    if (cap)
+        info_prob(o, "fpr_at_capacity", "false-positive rate at n", dedup_bloom_fpr_for(cap, m, k));
+    info_bytes(o, "memory_bytes", "memory when loaded", dedup_counting_memory_usage(cb));
+}
+
+static dedup_status counting_merge(void *dst, const void *src, char *why, size_t cap)
+{
+    const dedup_counting *a = dst, *b = src;
+    if (dedup_counting_counters(a) != dedup_counting_counters(b)) {
+        snprintf(why, cap, "sizes differ: %" PRIu64 " vs %" PRIu64 " counters",
+                 dedup_counting_counters(a), dedup_counting_counters(b));
+        return DEDUP_ERR_INCOMPATIBLE;
+    }
+    if (dedup_counting_k(a) != dedup_counting_k(b)) {
+        snprintf(why, cap, "hash counts differ: k = %u vs %u", dedup_counting_k(a),
+                 dedup_counting_k(b));
+        return DEDUP_ERR_INCOMPATIBLE;
+    }
+    if (dedup_counting_seed(a) != dedup_counting_seed(b)) {
+        snprintf(why, cap, "seeds differ: 0x%016" PRIx64 " vs 0x%016" PRIx64,
+                 dedup_counting_seed(a), dedup_counting_seed(b));
+        return DEDUP_ERR_INCOMPATIBLE;
+    }
+    dedup_status s = dedup_counting_merge(dst, src);
+    if (s == DEDUP_ERR_INCOMPATIBLE)
+        snprintf(why, cap, "%s", dedup_strerror(s));
+    return s;
+}
+
+static void counting_free(void *h)
+{
+    dedup_counting_free(h);
+}
+
+const filter_type filter_type_counting = {
+    .name = "counting",
+    .description = "counting Bloom: can delete items; 4x the bits of a classic Bloom filter",
+    .file_type = DEDUP_TYPE_COUNTING_BLOOM,
+    .noun = "counting Bloom filter",
+    .create = counting_create,
+    .load = counting_load,
+    .save = counting_save,
+    .add = counting_add,
+    .query = counting_query,
+    .del = counting_del,
+    .info = counting_info,
+    .merge = counting_merge,
+    .free = counting_free,
+};

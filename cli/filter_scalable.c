@@ -1,0 +1,219 @@
+/*
+ * filter_scalable.c - `dedup filter` operations for the scalable Bloom
+ * filter (dedup/scalable.h): a chain of Bloom filters that grows, with the
+ * rate split so that the whole chain stays within -p.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "dedup/scalable.h"
+#include "filter_types.h"
+
+#define SCALABLE_BATCH 256
+
+static int scalable_create(const filter_create_opts *o, void **out)
+{
+    dedup_scalable_params sp;
+    dedup_scalable_params_init(&sp);
+    sp.seed = o->seed;
+    if (o->has_k || o->has_m) {
+        cli_error("filter create: %s does not apply to --type scalable (each sub-filter is sized "
+                  "from its capacity and rate; give -n for the first one and -p for the chain)",
+                  o->has_k ? "-k/--hashes" : "-m/--memory");
+        return CLI_EXIT_USAGE;
+    }
+    if (o->has_n)
+        sp.capacity = o->n;
+    if (o->has_p) {
+        if (o->p < DEDUP_MIN_FPR) {
+            cli_error("filter create: -p/--fpr must be at least %g (got %g)", DEDUP_MIN_FPR, o->p);
+            return CLI_EXIT_USAGE;
+        }
+        sp.fpr = o->p;
+    }
+    for (size_t i = 0; i < o->nextra; i++) {
+        const filter_kv *kv = &o->extra[i];
+        char *e = NULL;
+        errno = 0;
+        bool ok = kv->value && *kv->value && kv->value[0] != '-';
+        if (strcmp(kv->name, "growth") == 0) {
+            unsigned long long v = ok ? strtoull(kv->value, &e, 10) : 0;
+            ok = ok && !*e && !errno && v >= 1 && v <= DEDUP_SCALABLE_MAX_GROWTH;
+            sp.growth = (uint32_t)v;
+        } else if (strcmp(kv->name, "tightening") == 0) {
+            double v = ok ? strtod(kv->value, &e) : 0;
+            ok = ok && !*e && !errno && v > 0 && v < 1;
+            sp.tightening = v;
+        } else if (strcmp(kv->name, "max-links") == 0) {
+            unsigned long long v = ok ? strtoull(kv->value, &e, 10) : 0;
+            ok = ok && !*e && !errno && v >= 1 && v <= DEDUP_MAX_CHAIN;
+            sp.max_links = (uint32_t)v;
+        } else if (strcmp(kv->name, "blocked") == 0) {
+            ok = true;
+            sp.kind = DEDUP_BLOOM_BLOCKED;
+        } else {
+            cli_error("filter create: --%s does not apply to --type scalable", kv->name);
+            return CLI_EXIT_USAGE;
+        }
+        if (!ok) {
+            cli_error("filter create: bad value '%s' for --%s (see dedup filter --help)",
+                      kv->value ? kv->value : "", kv->name);
+            return CLI_EXIT_USAGE;
+        }
+    }
+    dedup_scalable *sb = NULL;
+    dedup_status s = dedup_scalable_create(&sp, NULL, &sb);
+    if (s == DEDUP_ERR_INVALID_ARG || s == DEDUP_ERR_LIMIT) {
+        cli_error("filter create: cannot create a scalable filter with n = %" PRIu64
+                  ", p = %g: %s",
+                  sp.capacity, sp.fpr, dedup_strerror(s));
+        return CLI_EXIT_USAGE;
+    }
+    if (s) {
+        cli_error("filter create: %s: %s", o->path, dedup_strerror(s));
+        return CLI_EXIT_FAIL;
+    }
+    *out = sb;
+    return CLI_EXIT_OK;
+}
+
+static dedup_status scalable_load(const char *path, void **out)
+{
+    dedup_scalable *sb = NULL;
+    dedup_status s = dedup_scalable_load_file(path, NULL, &sb);
+    if (!s)
+        *out = sb;
+    return s;
+}
+
+static dedup_status scalable_save(const void *h, const char *path)
+{
+    return dedup_scalable_save_file(h, path);
+}
+
+static dedup_status scalable_add(void *h, const filter_key *keys, size_t n, size_t *done)
+{
+    dedup_scalable *sb = h;
+    dedup_digest d[SCALABLE_BATCH];
+    dedup_verdict v[SCALABLE_BATCH];
+    for (size_t i = 0; i < n; i += SCALABLE_BATCH) {
+        size_t c = n - i < SCALABLE_BATCH ? n - i : SCALABLE_BATCH, got = 0;
+        for (size_t j = 0; j < c; j++)
+            d[j] = dedup_scalable_digest(sb, keys[i + j].data, keys[i + j].len);
+        dedup_status s = dedup_scalable_test_and_add_batch(sb, d, c, v, &got);
+        if (s) {
+            *done = i + got;
+            return s;
+        }
+    }
+    *done = n;
+    return DEDUP_OK;
+}
+
+static void scalable_query(const void *h, const filter_key *keys, size_t n, bool *out)
+{
+    const dedup_scalable *sb = h;
+    dedup_digest d[SCALABLE_BATCH];
+    for (size_t i = 0; i < n; i += SCALABLE_BATCH) {
+        size_t c = n - i < SCALABLE_BATCH ? n - i : SCALABLE_BATCH;
+        for (size_t j = 0; j < c; j++)
+            d[j] = dedup_scalable_digest(sb, keys[i + j].data, keys[i + j].len);
+        dedup_scalable_might_contain_batch(sb, d, c, out + i);
+    }
+}
+
+static void scalable_info(const void *h, filter_info_out *o)
+{
+    const dedup_scalable *sb = h;
+    dedup_scalable_info in;
+    dedup_scalable_get_info(sb, &in);
+    info_str(o, "type", "type", "scalable");
+    info_str(o, "layout", "layout",
+             in.kind == DEDUP_BLOOM_BLOCKED ? "chain of blocked Bloom filters"
+                                            : "chain of classic Bloom filters");
+    info_u64(o, "n", "first sub-filter items (n)", in.initial_capacity);
+    info_prob(o, "p", "false-positive rate promised (p)", in.fpr);
+    info_u64(o, "growth", "growth per sub-filter", in.growth);
+    info_f64(o, "tightening", "tightening ratio (r)", in.tightening);
+    info_u64(o, "max_links", "sub-filters at most", in.max_links);
+    info_str(o, "split", "rate of sub-filter i", "p (1 - r) r^i / (1 - r^max): all of them sum to p");
+    info_u64(o, "links", "sub-filters", in.links);
+    info_u64(o, "capacity", "capacity of the sub-filters", in.capacity);
+    info_u64(o, "items", "items added", in.items);
+    info_u64(o, "bits", "bits", in.bits);
+    if (in.items)
+        info_f64(o, "bits_per_item", "bits per item", (double)in.bits / (double)in.items);
+    info_hex(o, "seed", "seed", in.seed);
+    info_prob(o, "fpr_current", "false-positive rate now", in.fpr_current);
+    info_prob(o, "fpr_bound", "false-positive bound in force",
+              in.fpr_bound);
+    info_bytes(o, "memory_bytes", "memory when loaded", in.memory);
+    for (uint32_t t = 0; t < in.links; t++) {
+        dedup_scalable_link_info li;
+        if (dedup_scalable_get_link_info(sb, t, &li))
+            break;
+        char key[48], label[80];
+        snprintf(key, sizeof key, "link%u_capacity", t);
+        snprintf(label, sizeof label, "sub-filter %u capacity", t);
+        info_u64(o, key, label, li.capacity);
+        snprintf(key, sizeof key, "link%u_items", t);
+        snprintf(label, sizeof label, "sub-filter %u items", t);
+        info_u64(o, key, label, li.items);
+        snprintf(key, sizeof key, "link%u_bits", t);
+        snprintf(label, sizeof label, "sub-filter %u bits", t);
+        info_u64(o, key, label, li.bits);
+        snprintf(key, sizeof key, "link%u_k", t);
+        snprintf(label, sizeof label, "sub-filter %u hashes (k)", t);
+        info_u64(o, key, label, li.k);
+        snprintf(key, sizeof key, "link%u_fpr", t);
+        snprintf(label, sizeof label, "sub-filter %u rate (p_%u)", t, t);
+        info_prob(o, key, label, li.fpr);
+        snprintf(key, sizeof key, "link%u_fpr_current", t);
+        snprintf(label, sizeof label, "sub-filter %u rate now", t);
+        info_prob(o, key, label, li.fpr_current);
+    }
+}
+
+static void scalable_free(void *h)
+{
+    dedup_scalable_free(h);
+}
+
+static const struct option scalable_options[] = {
+    {"growth", required_argument, NULL, 0},
+    {"tightening", required_argument, NULL, 0},
+    {"max-links", required_argument, NULL, 0},
+    {"blocked", no_argument, NULL, 0},
+    {NULL, 0, NULL, 0},
+};
+
+const filter_type filter_type_scalable = {
+    .name = "scalable",
+    .description = "scalable Bloom: grows without -n (default first sub-filter 1000 items); "
+                   "the whole chain stays within -p",
+    .file_type = DEDUP_TYPE_SCALABLE_BLOOM,
+    .noun = "scalable Bloom filter",
+    .create_options = scalable_options,
+    .create_help = "            --growth G       each sub-filter holds G times the previous (default 2)\n"
+                   "            --tightening R   sub-filter i gets p(1-R)R^i/(1-R^max) (default 0.9)\n"
+                   "            --max-links L    at most L sub-filters, 1..64 (default 64)\n"
+                   "            --blocked        blocked Bloom sub-filters (faster, more bits)\n",
+    .create = scalable_create,
+    .load = scalable_load,
+    .save = scalable_save,
+    .add = scalable_add,
+    .query = scalable_query,
+    .del = NULL,
+    .no_delete_reason = "its sub-filters are Bloom filters: clearing an item's bits would also "
+                        "clear bits other items share (false negatives)",
+    .info = scalable_info,
+    .merge = NULL,
+    .no_merge_reason = "two chains hold different items in sub-filters of different sizes and "
+                       "rates, so no merged chain could keep the rate promised by -p",
+    .free = scalable_free,
+};

@@ -1,0 +1,260 @@
+/*
+ * dedup/window.h - deduplication of a stream over a window of event time.
+ *
+ * In a stream the question is not "ever seen?" but "seen in the last
+ * DURATION?".  A dedup_window answers it for each record in one call,
+ *
+ *     dedup_window_seen(w, digest, event_time, &verdict)
+ *
+ * and its memory follows the keys inside the window, not the history.
+ *
+ * ---- Semantics (exact mode) ----------------------------------------------
+ * Time is an int64 count of microseconds (any epoch; the CLI uses the Unix
+ * epoch).  A record is KEPT when the verdict is DEDUP_NEW; only kept records
+ * are remembered (keep-first, anchored at the kept record, as Beam's
+ * Deduplicate and Flink's keep-first deduplication).  With D = duration:
+ *
+ *  - DEDUP_WINDOW_SLIDING: a record with event time u is a DUPLICATE iff a
+ *    record with the same key was kept at a time t with |u - t| < D.
+ *    "Apart" is symmetric, so an out-of-order record at u = 95 that arrives
+ *    after one kept at t = 100 (D = 10) is a duplicate.  A key that never
+ *    stops arriving is kept once per D: at t0, then at the first arrival
+ *    u >= t0 + D, and so on.
+ *  - DEDUP_WINDOW_TUMBLING: a DUPLICATE iff a record with the same key was
+ *    kept in the same aligned window, floor(u / D) == floor(t / D): windows
+ *    start at multiples of D from time 0 (floor also for negative times).
+ *  - DEDUP_WINDOW_COUNT ("last N", N = duration): time is the record index
+ *    i = 0, 1, 2, ... counted by the object (the event_time argument is
+ *    ignored).  A DUPLICATE iff the same key was kept at an index j with
+ *    i - j <= N, i.e. within the previous N records.  Nothing is ever late.
+ *
+ * Out-of-order events and the watermark: T is the largest event time seen
+ * so far (over all non-late records, duplicates included) and the watermark
+ * is W = max(T - lateness, the last value given to
+ * dedup_window_advance_watermark()).  A record with u < W is LATE: no
+ * decision is made, nothing is recorded, it is only counted (the caller
+ * decides whether to write it).  A record with u >= W is decided exactly as
+ * above, however out of order it is; records kept more than D before W can
+ * never make a non-late record a duplicate, and are forgotten.
+ *
+ * Keys: each record enters as its 128-bit digest (dedup/hash.h) under the
+ * window's seed (dedup_window_digest()).  Exact mode compares full digests:
+ * two distinct keys collide with probability about n^2 / 2^129 over n keys
+ * held at once.  The digest {0, 0} is stored as {0, 1}.
+ *
+ * ---- Memory: generations -----------------------------------------------
+ * Kept records are grouped into generations by event time: for sliding and
+ * count windows generation g holds the records kept at t in [g*s, (g+1)*s)
+ * with s = ceil(D / G) (G = params.generations; D = N + 1 for count
+ * windows, whose "time" is the record index), for tumbling windows one
+ * generation is one aligned window.  A generation is dropped whole, in O(1)
+ * per generation and without looking at its keys, as soon as the watermark
+ * makes all its records irrelevant ((g+1)*s <= W - D + 1 for sliding,
+ * (g+1)*D <= W for tumbling).  So a window holds the keys kept in the last
+ * D + s + lateness of event time, no per-key timer is ever scanned, and a
+ * stream with a constant number of keys in its window runs in constant
+ * memory.
+ *
+ * Exact mode: each generation is an ordered open-addressing table of
+ * 24-byte entries (digest + kept time) at up to 85% load, compacted when the
+ * generation stops being the newest; 29-37 bytes per key in the window at
+ * G = 4, depending on where the clock is within a span
+ * (bench/results/window.md).  A lookup probes each generation that
+ * can hold a time within D of u: at most G + 1 in order, at most 2G + 1 out
+ * of order.  Tables of 8 MB and more are advised to use huge pages
+ * (madvise, Linux), which removes a TLB miss from each probe.
+ *
+ * ---- Approximate mode (DEDUP_WINDOW_APPROX) --------------------------------
+ * Each generation is a blocked Bloom filter (dedup/bloom.h) sized for
+ * capacity / G keys (capacity for tumbling windows) and a false-positive
+ * rate q = fpr / Q, where Q is the largest number of generations one lookup
+ * can consult (G + 1 when lateness is 0; see dedup_window_lookups()).  G + 1
+ * filters are alive most of the time, so memory is about (G+1)/G times the
+ * blocked-Bloom bits for fpr/(G+1): 2.15 bytes per planned key at 1% and
+ * G = 4 (lateness adds a filter per s of lateness).  The verdicts are
+ * DEDUP_NEW and DEDUP_MAYBE_DUPLICATE, with these guarantees:
+ *
+ *  - never a false NEW: a record with the same key as a kept record at t is
+ *    never NEW when |u - t| < D (sliding/count) or in t's window (tumbling);
+ *  - granularity (sliding/count only): a kept record may also make a record
+ *    a MAYBE_DUPLICATE when D <= |u - t| < D + s, because whole generations
+ *    are consulted; so a key is remembered at least D and at most
+ *    D + s = D * (1 + 1/G) (rounded up to whole time units);
+ *  - otherwise a record whose key was never kept (in the consulted
+ *    generations) is a MAYBE_DUPLICATE with probability at most fpr, as long
+ *    as each generation received at most its planned number of keys
+ *    (capacity / G keys kept per s of event time).  Beyond that the rate
+ *    grows gradually; nothing fails.  The rate is per new key: a key wrongly
+ *    reported maps to the same filter blocks at its next occurrences, so
+ *    while those generations live it tends to be reported again, and the
+ *    share of records wrongly dropped can exceed fpr (bench/bench_window.c
+ *    measures both).
+ *
+ * The stats then count keys kept (Bloom filters cannot delete or count
+ * distinct keys precisely), and a key expires with its generation as above.
+ *
+ * Thread-safety: one writer.  seen(), advance_watermark(), load and free need
+ * exclusive access; the const functions may run concurrently with each other
+ * but not with a writer.
+ */
+#ifndef DEDUP_WINDOW_H
+#define DEDUP_WINDOW_H
+
+#include "dedup/common.h"
+#include "dedup/format.h"
+#include "dedup/hash.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum dedup_window_type {
+    DEDUP_WINDOW_SLIDING = 0,  /* |u - t| < D */
+    DEDUP_WINDOW_TUMBLING = 1, /* floor(u / D) == floor(t / D) */
+    DEDUP_WINDOW_COUNT = 2     /* last N records: i - j <= N */
+} dedup_window_type;
+
+typedef enum dedup_window_mode {
+    DEDUP_WINDOW_EXACT = 0, /* verdicts NEW / DUPLICATE, digest-exact */
+    DEDUP_WINDOW_APPROX = 1 /* verdicts NEW / MAYBE_DUPLICATE, Bloom generations */
+} dedup_window_mode;
+
+/* Limits.  Event times and durations are bounded so that every difference
+ * of two of them fits an int64 (+-2^62 us is +-146,000 years). */
+#define DEDUP_WINDOW_MAX_TIME ((INT64_C(1) << 62) - 1)
+#define DEDUP_WINDOW_MIN_TIME (-(INT64_C(1) << 62))
+#define DEDUP_WINDOW_MAX_DURATION (UINT64_C(1) << 62)
+/* Generations per window: above 64 a lookup probes too many tables for no
+ * useful gain in precision. */
+#define DEDUP_WINDOW_MAX_GENERATIONS 64u
+/* Approximate mode: Bloom generations that may be alive at once (each is a
+ * full filter).  Reached only when lateness is hundreds of times the
+ * window; create refuses such parameters with DEDUP_ERR_LIMIT. */
+#define DEDUP_WINDOW_MAX_APPROX_LIVE 1024u
+
+#define DEDUP_WINDOW_DEFAULT_GENERATIONS 4u
+
+typedef struct dedup_window_params {
+    dedup_window_type type; /* default DEDUP_WINDOW_SLIDING */
+    dedup_window_mode mode; /* default DEDUP_WINDOW_EXACT */
+    uint64_t duration;      /* D: microseconds, or N records for COUNT; required,
+                               1 .. DEDUP_WINDOW_MAX_DURATION */
+    uint64_t lateness;      /* allowed lateness in microseconds; default 0;
+                               at most DEDUP_WINDOW_MAX_DURATION; ignored (0) for COUNT */
+    uint32_t generations;   /* G: 1 .. DEDUP_WINDOW_MAX_GENERATIONS; default 4;
+                               ignored for TUMBLING (one generation = one window) */
+    uint64_t capacity;      /* distinct keys expected to be kept per window D.
+                               APPROX: required (>= 1), sizes the filters.
+                               EXACT: optional hint for the first tables (0 = learn) */
+    double fpr;             /* APPROX: false duplicates per new key, in
+                               [DEDUP_MIN_FPR, 0.5]; default 0.01 */
+    uint64_t seed;          /* hash seed; default DEDUP_DEFAULT_SEED */
+} dedup_window_params;
+
+/* Defaults as listed above; duration 0 (must be set). */
+void dedup_window_params_init(dedup_window_params *params);
+
+typedef struct dedup_window dedup_window;
+
+/* Creates an empty window.
+ * Errors: DEDUP_ERR_INVALID_ARG (a field outside its range above),
+ * DEDUP_ERR_LIMIT (APPROX with more than DEDUP_WINDOW_MAX_APPROX_LIVE
+ * generations alive at once, or a filter beyond dedup/limits.h),
+ * DEDUP_ERR_NOMEM.  Exact mode allocates its tables lazily; approximate
+ * mode allocates one filter per live generation as they open. */
+dedup_status dedup_window_create(const dedup_window_params *params, const dedup_allocator *alloc,
+                                 dedup_window **out);
+/* Frees the window; NULL is a no-op. */
+void dedup_window_free(dedup_window *w);
+
+/* The digest of a key under this window's seed. */
+dedup_digest dedup_window_digest(const dedup_window *w, const void *key, size_t len);
+
+/* ---- The one verb -----------------------------------------------------------
+ * Decides the record with key digest 'd' and event time 'time' (microseconds;
+ * ignored for COUNT windows) and, when it is kept, records it.  *verdict is
+ * DEDUP_NEW (kept), DEDUP_DUPLICATE (exact), DEDUP_MAYBE_DUPLICATE (approx)
+ * or DEDUP_LATE (time below the watermark: not decided, not recorded).
+ * A non-late record raises the maximum event time, which may advance the
+ * watermark and drop generations.  O(G) expected per call (exact: one table
+ * probe per consulted generation; approx: one cache line per generation).
+ * Errors: DEDUP_ERR_RANGE (time outside [DEDUP_WINDOW_MIN_TIME,
+ * DEDUP_WINDOW_MAX_TIME]; nothing changed), DEDUP_ERR_NOMEM (a table or
+ * filter could not be allocated: the key is not recorded and the record not
+ * counted, but the watermark may have advanced as the time demanded; the
+ * window stays usable). */
+dedup_status dedup_window_seen(dedup_window *w, dedup_digest d, int64_t time,
+                               dedup_verdict *verdict);
+
+/* The same verdicts as calling dedup_window_seen() on (d[i], times[i]) for
+ * i = 0 .. n-1 in order, but the table slots of the next records are
+ * fetched while the current one is decided, so a window much larger than
+ * the CPU caches runs faster (exact mode).  'times' may be NULL for COUNT
+ * windows.  Stops at the first error and returns it; *done (may be NULL)
+ * receives the number of records decided, whose verdicts are valid. */
+dedup_status dedup_window_seen_batch(dedup_window *w, const dedup_digest *d,
+                                     const int64_t *times, size_t n, dedup_verdict *verdicts,
+                                     size_t *done);
+
+/* Convenience: hash 'key' with the window's seed, then as above. */
+dedup_status dedup_window_seen_key(dedup_window *w, const void *key, size_t len, int64_t time,
+                                   dedup_verdict *verdict);
+
+/* Raises the watermark to at least 'watermark' (lower values are ignored):
+ * the caller declares that no record older than it matters any more, e.g.
+ * when wall-clock time passes in an idle stream.  Generations it makes
+ * irrelevant are dropped.  Records below it become LATE.
+ * Errors: DEDUP_ERR_RANGE (outside the time limits), DEDUP_ERR_UNSUPPORTED
+ * (COUNT windows). */
+dedup_status dedup_window_advance_watermark(dedup_window *w, int64_t watermark);
+
+/* ---- State ------------------------------------------------------------------ */
+typedef struct dedup_window_stats {
+    uint64_t records;     /* seen() calls that returned DEDUP_OK */
+    uint64_t kept;        /* DEDUP_NEW verdicts */
+    uint64_t duplicates;  /* DEDUP_DUPLICATE or DEDUP_MAYBE_DUPLICATE verdicts */
+    uint64_t late;        /* DEDUP_LATE verdicts */
+    int64_t late_max_behind; /* largest (max time - time) of a late record: a
+                                lateness >= this would have covered them all; 0 if none */
+    uint64_t live;        /* kept records still remembered */
+    uint64_t peak_live;   /* largest value 'live' has had */
+    uint64_t expired;     /* kept records forgotten with their generation */
+    uint64_t generations; /* generations alive */
+    bool has_time;        /* a non-late record (or a watermark) has been seen */
+    int64_t max_time;     /* T (COUNT: next record index - 1); valid if has_time */
+    int64_t watermark;    /* W; valid if has_time */
+} dedup_window_stats;
+
+void dedup_window_get_stats(const dedup_window *w, dedup_window_stats *out);
+/* The parameters the window runs with (defaults filled in). */
+void dedup_window_get_params(const dedup_window *w, dedup_window_params *out);
+/* Generation span s in time units (D for tumbling windows). */
+uint64_t dedup_window_span(const dedup_window *w);
+/* Largest number of generations one seen() call consults (Q above). */
+uint32_t dedup_window_lookups(const dedup_window *w);
+/* Bytes held, the struct included. */
+size_t dedup_window_memory_usage(const dedup_window *w);
+
+/* ---- Persistence (docs/FORMAT.md: type WINDOW) -------------------------------
+ * The saved state holds the parameters, the clock (max time, watermark,
+ * record index), the stats and every live generation, so a stream resumed
+ * from it gets exactly the verdicts an uninterrupted run would have got. */
+dedup_status dedup_window_save(const dedup_window *w, dedup_sink *sink);
+/* Bytes dedup_window_save() writes. */
+uint64_t dedup_window_serialized_size(const dedup_window *w);
+/* Loads a saved window; validates every field (ranges, order, generation
+ * placement, lengths against what the input holds) before allocating, and
+ * the checksum.  Errors: the decoder's (BAD_MAGIC, VERSION, WRONG_TYPE,
+ * TRUNCATED, CORRUPT, CHECKSUM), LIMIT, NOMEM, IO. */
+dedup_status dedup_window_load(dedup_source src, const dedup_allocator *alloc,
+                               dedup_window **out);
+/* Atomic save to a path (temporary file, fsync, rename) and load from one
+ * (trailing bytes after the structure are rejected as DEDUP_ERR_CORRUPT). */
+dedup_status dedup_window_save_file(const dedup_window *w, const char *path);
+dedup_status dedup_window_load_file(const char *path, const dedup_allocator *alloc,
+                                    dedup_window **out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* DEDUP_WINDOW_H */

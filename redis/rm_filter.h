@@ -1,0 +1,202 @@
+/*
+ * redis/rm_filter.h - the values the Redis module stores under a key, with
+ * no dependency on Redis: Bloom (BF.*), cuckoo (CF.*) and expiring dedup
+ * (DEDUP.*) objects, their serialized form (used by RDB, SCANDUMP/LOADCHUNK
+ * and AOF rewrite) and the incremental chunk loader.  Compiled into the
+ * module and, without Redis, into fuzz/fuzz_redis_chunks.c.
+ *
+ * Serialized form ("envelope"), all integers little-endian:
+ *
+ *   offset size field
+ *   0      4    magic "DDRM"
+ *   4      1    kind: 1 Bloom, 2 cuckoo, 3 expiring dedup
+ *   5      1    envelope version, 1
+ *   6      2    flags: bit 0 NONSCALING (Bloom), bit 1 EXACT (dedup); others zero
+ *   8      8    items inserted
+ *   16     8    items deleted (cuckoo), else 0
+ *   24     8    capacity asked for at creation
+ *   32     8    error rate asked for (f64 bit pattern; 0 for cuckoo)
+ *   40     4    expansion
+ *   44     4    bucket size (cuckoo), else 0
+ *   48     4    max iterations (cuckoo) / generations (approximate dedup), else 0
+ *   52     4    number of blobs that follow, N
+ *   56     8    window length in ms (dedup), else 0
+ *   64     8    slot index of the newest generation (dedup), else 0
+ *   72     8    total length B of the N blobs
+ *   80     8    XXH3-64 (seed 0) of bytes [0, 80)
+ *   88     B    N blobs, back to back: Bloom, one scalable Bloom container
+ *               (docs/FORMAT.md type 6); cuckoo, one cuckoo container (type 5
+ *               or 11); approximate dedup, one blocked Bloom container (type
+ *               3) per generation, in slot order; EXACT dedup, the table blob
+ *               described in rm_filter.c (magic "DDEX", entries, XXH3-64)
+ *
+ * Every field is checked against its legal range and against the module's
+ * limits before anything is allocated; each blob is loaded by the library's
+ * own validating loader (checksum included), or by the EXACT table's, which
+ * checks its sizes before allocating, every entry and its checksum; then
+ * the blobs are checked for consistency with the envelope.  A load either yields a complete object or
+ * an error message, never a partial object.
+ *
+ * Not thread-safe: Redis calls the module from one thread (the fork child
+ * of BGSAVE works on its own copy).
+ */
+#ifndef DEDUP_RM_FILTER_H
+#define DEDUP_RM_FILTER_H
+
+#include "dedup/bloom.h"
+#include "dedup/common.h"
+#include "dedup/format.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define RMF_ENVELOPE_SIZE 88u
+#define RMF_ENVELOPE_VERSION 1u
+
+typedef enum rmf_kind { RMF_BLOOM = 1, RMF_CUCKOO = 2, RMF_DEDUP = 3 } rmf_kind;
+
+/* Module-wide defaults and ceilings (module arguments). */
+typedef struct rmf_config {
+    double bf_error_rate;        /* ERROR_RATE, default 0.01 */
+    uint64_t bf_initial_size;    /* INITIAL_SIZE, default 100 */
+    uint32_t bf_expansion;       /* EXPANSION, default 2 */
+    uint64_t cf_initial_size;    /* CF_INITIAL_SIZE, default 1024 */
+    uint32_t cf_bucket_size;     /* CF_BUCKET_SIZE, default 4 */
+    uint32_t cf_max_iterations;  /* CF_MAX_ITERATIONS, default 500 */
+    uint32_t cf_expansion;       /* default 1 */
+    uint32_t cf_max_expansions;  /* CF_MAX_EXPANSIONS: max sub-filters, default 32 */
+    double cf_error_rate;        /* CF_ERROR_RATE: picks the fingerprint size, 0.01 */
+    uint64_t max_memory;         /* MAX_MEMORY: bytes per key, default 1 GiB */
+    uint64_t max_capacity;       /* MAX_CAPACITY: items per reserve, default 2^32 */
+    uint32_t max_expansion;      /* ceiling of BF EXPANSION, 1024 */
+} rmf_config;
+
+void rmf_config_init(rmf_config *c);
+
+typedef struct rmf_obj rmf_obj;
+
+/* Result of an operation: 0 = OK, otherwise an error text for the reply
+ * ("ERR ..."), constant storage. */
+typedef const char *rmf_err;
+
+/* ---- Bloom ---------------------------------------------------------------- */
+typedef struct rmf_bf_params {
+    double error_rate;
+    uint64_t capacity;
+    uint32_t expansion;
+    bool nonscaling;
+} rmf_bf_params;
+
+rmf_err rmf_bf_create(const rmf_bf_params *p, const rmf_config *c, const dedup_allocator *a,
+                      rmf_obj **out);
+/* 1 newly added, 0 may have existed; or an error (full, memory cap). */
+rmf_err rmf_bf_add(rmf_obj *o, const void *item, size_t len, int *added);
+bool rmf_bf_exists(const rmf_obj *o, const void *item, size_t len);
+uint64_t rmf_bf_capacity(const rmf_obj *o);
+uint32_t rmf_bf_filters(const rmf_obj *o);
+bool rmf_bf_nonscaling(const rmf_obj *o);
+uint32_t rmf_bf_expansion(const rmf_obj *o);
+
+/* ---- Cuckoo ----------------------------------------------------------------- */
+typedef struct rmf_cf_params {
+    uint64_t capacity;
+    uint32_t bucket_size;
+    uint32_t max_iterations;
+    uint32_t expansion; /* 0: fixed size */
+} rmf_cf_params;
+
+typedef struct rmf_cf_info {
+    uint64_t buckets, items, deleted;
+    uint32_t filters, bucket_size, expansion, max_iterations, fingerprint_bits;
+    double fpr_full;
+} rmf_cf_info;
+
+rmf_err rmf_cf_create(const rmf_cf_params *p, const rmf_config *c, const dedup_allocator *a,
+                      rmf_obj **out);
+/* Whether the filter may still grow by one sub-filter (RedisBloom refuses
+ * inserts once CF_MAX_EXPANSIONS sub-filters exist; so do we, and also when
+ * the next one would pass MAX_MEMORY).  NULL if it may. */
+rmf_err rmf_cf_can_grow(const rmf_obj *o);
+/* 1 added, 0 already present (nx only), -1 no room, -2 error (*err set). */
+int rmf_cf_add(rmf_obj *o, const void *item, size_t len, bool nx, rmf_err *err);
+bool rmf_cf_exists(const rmf_obj *o, const void *item, size_t len);
+uint64_t rmf_cf_count(const rmf_obj *o, const void *item, size_t len);
+/* true if one copy was removed. */
+bool rmf_cf_del(rmf_obj *o, const void *item, size_t len);
+void rmf_cf_get_info(const rmf_obj *o, rmf_cf_info *out);
+
+/* ---- Expiring dedup ------------------------------------------------------ */
+typedef struct rmf_dd_params {
+    uint64_t window_ms;
+    double error_rate;
+    uint64_t capacity;
+    uint32_t generations; /* 3..16; 0 selects 5 */
+    uint64_t now_ms;      /* creation time: the first generation's slot */
+    bool exact;           /* EXACT: a table of digests and last-seen times */
+} rmf_dd_params;
+
+rmf_err rmf_dd_create(const rmf_dd_params *p, const rmf_config *c, const dedup_allocator *a,
+                      rmf_obj **out);
+/* Add-if-new at time 'now_ms': *is_new = 1 if not seen within the window. */
+rmf_err rmf_dd_add(rmf_obj *o, const void *item, size_t len, uint64_t now_ms, int *is_new);
+bool rmf_dd_exists(rmf_obj *o, const void *item, size_t len, uint64_t now_ms);
+uint64_t rmf_dd_window_ms(const rmf_obj *o);
+uint32_t rmf_dd_generations(const rmf_obj *o);
+uint64_t rmf_dd_slot_ms(const rmf_obj *o);
+double rmf_dd_error_rate(const rmf_obj *o);
+bool rmf_dd_exact(const rmf_obj *o);
+/* Keys seen within the window (EXACT; O(table)); 0 in approximate mode. */
+uint64_t rmf_dd_live(const rmf_obj *o, uint64_t now_ms);
+/* Estimated error rate of a query right now (sum over live generations). */
+double rmf_dd_current_fpr(rmf_obj *o, uint64_t now_ms);
+
+/* ---- Common -------------------------------------------------------------- */
+rmf_kind rmf_obj_kind(const rmf_obj *o);
+uint64_t rmf_items(const rmf_obj *o);
+uint64_t rmf_capacity_asked(const rmf_obj *o);
+/* Bytes held by the object, every allocation included. */
+size_t rmf_memory_usage(const rmf_obj *o);
+void rmf_free(rmf_obj *o);
+/* A deep copy (COPY command); NULL on allocation failure. */
+rmf_obj *rmf_copy(const rmf_obj *o);
+
+/* Bytes rmf_save() writes. */
+uint64_t rmf_serialized_size(const rmf_obj *o);
+dedup_status rmf_save(const rmf_obj *o, dedup_sink *sink);
+/* Loads one envelope from 'src'.  'expect' 0 accepts any kind. */
+rmf_err rmf_load(dedup_source src, rmf_kind expect, const rmf_config *c,
+                 const dedup_allocator *a, rmf_obj **out);
+
+/* ---- Chunked loading (LOADCHUNK, AOF replay) ------------------------------
+ * The serialized form travels in chunks.  SCANDUMP numbering: the reply to
+ * SCANDUMP key 0 is (1 + 88, envelope header); to SCANDUMP key i (i > 0)
+ * the pair (1 + end, bytes [i-1, end)), chunks of at most RMF_CHUNK bytes;
+ * (0, empty) when i-1 has reached the end.  So an iterator 'it' given with
+ * 'data' to LOADCHUNK means the chunk covers [it-1-len, it-1).  Chunks must
+ * arrive in order; the first one (offset 0) is exactly the envelope header. */
+#define RMF_CHUNK (16u << 20)
+
+typedef struct rmf_partial rmf_partial;
+
+/* Starts a load from the envelope header chunk; validates it against the
+ * limits before allocating the buffer for the rest. */
+rmf_err rmf_partial_begin(const void *hdr, size_t len, rmf_kind expect, const rmf_config *c,
+                          const dedup_allocator *a, rmf_partial **out);
+/* Appends the chunk at 'offset' (must equal rmf_partial_received()). */
+rmf_err rmf_partial_append(rmf_partial *p, uint64_t offset, const void *data, size_t len);
+uint64_t rmf_partial_received(const rmf_partial *p);
+uint64_t rmf_partial_total(const rmf_partial *p);
+rmf_kind rmf_partial_kind(const rmf_partial *p);
+const unsigned char *rmf_partial_data(const rmf_partial *p);
+/* When complete: validates and builds the object.  The partial is left
+ * unchanged (free it in any case). */
+rmf_err rmf_partial_finish(const rmf_partial *p, const rmf_config *c, rmf_obj **out);
+size_t rmf_partial_memory_usage(const rmf_partial *p);
+void rmf_partial_free(rmf_partial *p);
+
+/* Copies bytes [off, off+len) of the serialized form into 'buf' (len <=
+ * RMF_CHUNK); returns the number copied (less at the end). */
+dedup_status rmf_serialize_range(const rmf_obj *o, uint64_t off, void *buf, size_t len,
+                                 size_t *copied);
+
+#endif /* DEDUP_RM_FILTER_H */

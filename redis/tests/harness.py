@@ -1,0 +1,210 @@
+"""Test harness for dedup_redis.so: a private redis-server per test file.
+
+The server listens on a free port on 127.0.0.1 only, works in a temporary
+directory, has persistence off unless a test asks for it, loads the module
+named by $DEDUP_REDIS_MODULE and is always stopped at the end (also when a
+test fails or raises).  In a sanitized build $DEDUP_REDIS_PRELOAD names the
+ASan/UBSan runtimes to preload into the server; the server log is then
+checked for sanitizer reports.
+
+Each test is a function test_*(srv) of the calling module.  run() prints one
+line per test and a closing "N passed, M failed" line, and exits non-zero
+on any failure.
+"""
+import os
+import random
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+
+import redis
+
+MODULE = os.environ.get("DEDUP_REDIS_MODULE")
+SERVER = os.environ.get("REDIS_SERVER", "/usr/bin/redis-server")
+PRELOAD = os.environ.get("DEDUP_REDIS_PRELOAD", "")
+
+
+def free_port():
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+class Server:
+    """A redis-server with the module loaded.  'appendonly' turns the AOF
+    on; stop(save=True) writes dump.rdb; 'server_args' are extra server
+    options, 'module_args' are passed after the module path."""
+
+    def __init__(self, module_args=(), appendonly=False, rdb=False, directory=None,
+                 server_args=(), address_space=None):
+        self.module_args = [str(a) for a in module_args]
+        self.address_space = address_space  # RLIMIT_AS in bytes, to provoke OOM
+        self.server_args = [str(a) for a in server_args]
+        self.appendonly = appendonly
+        self.rdb = rdb
+        self.own_dir = directory is None
+        self.dir = directory or tempfile.mkdtemp(prefix="dedup-redis-")
+        self.proc = None
+        self.port = None
+        self.logs = []
+
+    def start(self):
+        self.port = free_port()
+        log = os.path.join(self.dir, "redis-%d.log" % len(self.logs))
+        self.logs.append(log)
+        args = [SERVER, "--port", str(self.port), "--bind", "127.0.0.1",
+                "--dir", self.dir, "--logfile", log, "--daemonize", "no",
+                "--save", "", "--appendonly", "yes" if self.appendonly else "no",
+                "--dbfilename", "dump.rdb", "--enable-debug-command", "yes"
+                ] + self.server_args + ["--loadmodule", MODULE] + self.module_args
+        env = dict(os.environ)
+        if PRELOAD:
+            env["LD_PRELOAD"] = PRELOAD
+            env["ASAN_OPTIONS"] = "detect_leaks=0:abort_on_error=0"
+            env["UBSAN_OPTIONS"] = "print_stacktrace=1"
+        limit = None
+        if self.address_space:
+            import resource
+            cap = self.address_space
+
+            def limit():
+                resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+        self.proc = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL,
+                                     stderr=open(log + ".stderr", "w"), preexec_fn=limit)
+        deadline = time.time() + 20
+        while True:
+            try:
+                self.client().ping()
+                if PRELOAD:
+                    # Canary: the sanitizer runtime must really be in the server.
+                    with open("/proc/%d/maps" % self.proc.pid) as f:
+                        if "libasan" not in f.read():
+                            raise RuntimeError("ASan runtime not loaded into redis-server")
+                return self
+            except redis.exceptions.ConnectionError:
+                if self.proc.poll() is not None or time.time() > deadline:
+                    raise RuntimeError("redis-server did not start:\n" + self.log_text())
+                time.sleep(0.05)
+
+    def client(self, **kw):
+        return redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=60, **kw)
+
+    def alive(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self, save=False):
+        """Stops the server: SHUTDOWN SAVE (writes dump.rdb) or NOSAVE."""
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            try:
+                self.client().execute_command("SHUTDOWN", "SAVE" if save else "NOSAVE")
+            except (redis.exceptions.ConnectionError, redis.exceptions.ResponseError):
+                pass
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc = None
+
+    def restart(self, save=False):
+        self.stop(save=save)
+        return self.start()
+
+    def log_text(self):
+        out = []
+        for log in self.logs:
+            for path in (log, log + ".stderr"):
+                if os.path.exists(path):
+                    with open(path, errors="replace") as f:
+                        out.append(f.read())
+        return "\n".join(out)
+
+    def sanitizer_reports(self):
+        text = self.log_text()
+        return [line for line in text.splitlines()
+                if "AddressSanitizer" in line or "runtime error:" in line
+                or "LeakSanitizer" in line]
+
+    def cleanup(self):
+        self.stop()
+        if self.own_dir:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def seed():
+    s = int(os.environ.get("DEDUP_TEST_SEED", random.randrange(1 << 32)))
+    print("seed %d (DEDUP_TEST_SEED=%d replays)" % (s, s))
+    return random.Random(s)
+
+
+def binomial_upper(n, p):
+    """A 99.9% upper bound for a Binomial(n, p) count (normal approximation
+    plus a continuity margin)."""
+    import math
+    return n * p + 3.3 * math.sqrt(n * p * (1 - p)) + 3
+
+
+def run(module_globals, make_server=lambda: Server()):
+    if not MODULE or not os.path.exists(MODULE):
+        print("DEDUP_REDIS_MODULE is not set to the built module")
+        print("0 passed, 1 failed")
+        sys.exit(1)
+    tests = [(n, f) for n, f in module_globals.items()
+             if n.startswith("test_") and callable(f)]
+    only = os.environ.get("DEDUP_REDIS_ONLY")
+    if only:
+        tests = [(n, f) for n, f in tests if only in n]
+    passed = failed = 0
+    srv = make_server()
+    try:
+        srv.start()
+        for name, fn in tests:
+            if not srv.alive():
+                srv.start()
+            srv.client().flushall()
+            t0 = time.time()
+            try:
+                fn(srv)
+                if not srv.alive():
+                    raise AssertionError("redis-server died:\n" + srv.log_text()[-4000:])
+                passed += 1
+                print("PASS %-40s %.2fs" % (name, time.time() - t0))
+            except Exception:
+                failed += 1
+                print("FAIL %s" % name)
+                traceback.print_exc()
+                if not srv.alive():
+                    print(srv.log_text()[-4000:])
+            sys.stdout.flush()
+    finally:
+        srv.stop()
+        reports = srv.sanitizer_reports()
+        if reports:
+            failed += 1
+            print("FAIL sanitizer reports in the server log:")
+            print(srv.log_text()[-8000:])
+        srv.cleanup()
+    print("%d passed, %d failed" % (passed, failed))
+    sys.exit(1 if failed else 0)
+
+
+def expect_error(fn, *args, match=None):
+    """Calls fn(*args) and returns the error text; fails unless it raised a
+    redis ResponseError containing 'match'."""
+    try:
+        r = fn(*args)
+    except redis.exceptions.ResponseError as e:
+        text = str(e)
+        if match is not None and match not in text:
+            raise AssertionError("error %r does not contain %r" % (text, match))
+        return text
+    raise AssertionError("expected an error%s, got %r" % (
+        "" if match is None else " containing %r" % match, r))

@@ -1,0 +1,236 @@
+#!/usr/bin/python3
+"""CF.* commands: arguments, replies, errors, rates, dumps."""
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import redis  # noqa: E402
+from harness import binomial_upper, expect_error, run, seed  # noqa: E402
+
+RNG = seed()
+
+
+def items(prefix, n):
+    return ["%s:%d:%d" % (prefix, RNG.randrange(1 << 30), i) for i in range(n)]
+
+
+def info(r, key):
+    v = r.execute_command("CF.INFO", key)
+    return dict(zip([x.decode() for x in v[::2]], v[1::2]))
+
+
+def insert_all(r, key, xs, cmd="CF.INSERT", chunk=2000):
+    out = []
+    for i in range(0, len(xs), chunk):
+        out += r.execute_command(cmd, key, "ITEMS", *xs[i:i + chunk])
+    return out
+
+
+def mexists_all(r, key, xs, chunk=2000):
+    out = []
+    for i in range(0, len(xs), chunk):
+        out += r.execute_command("CF.MEXISTS", key, *xs[i:i + chunk])
+    return out
+
+
+def test_reserve_and_errors(srv):
+    r = srv.client()
+    assert r.execute_command("CF.RESERVE", "cf", 1000) == b"OK"
+    expect_error(r.execute_command, "CF.RESERVE", "cf", 1000, match="item exists")
+    expect_error(r.execute_command, "CF.RESERVE", "x", "many", match="Bad capacity")
+    expect_error(r.execute_command, "CF.RESERVE", "x", 3, match="Capacity must be at least (BucketSize * 2)")
+    expect_error(r.execute_command, "CF.RESERVE", "x", 100, "BUCKETSIZE", "b",
+                 match="Couldn't parse BUCKETSIZE")
+    expect_error(r.execute_command, "CF.RESERVE", "x", 100, "BUCKETSIZE", 0,
+                 match="BUCKETSIZE parameter needs to be a positive integer")
+    expect_error(r.execute_command, "CF.RESERVE", "x", 100, "MAXITERATIONS", "m",
+                 match="Couldn't parse MAXITERATIONS")
+    expect_error(r.execute_command, "CF.RESERVE", "x", 100, "MAXITERATIONS", 0,
+                 match="MAXITERATIONS parameter needs to be a positive integer")
+    expect_error(r.execute_command, "CF.RESERVE", "x", 100, "EXPANSION", "e",
+                 match="Couldn't parse EXPANSION")
+    expect_error(r.execute_command, "CF.RESERVE", "x", 100, "EXPANSION", -1,
+                 match="EXPANSION parameter needs to be a non-negative integer")
+    expect_error(r.execute_command, "CF.RESERVE", "x", 100, "COLOUR", 1, match="unknown argument")
+    expect_error(r.execute_command, "CF.RESERVE", "x", 100, "BUCKETSIZE", match="wrong number")
+    expect_error(r.execute_command, "CF.RESERVE", "x", match="wrong number")
+    expect_error(r.execute_command, "CF.ADD", "x", match="wrong number")
+    expect_error(r.execute_command, "CF.EXISTS", "x", "a", "b", match="wrong number")
+    expect_error(r.execute_command, "CF.INFO", "missing", match="not found")
+    expect_error(r.execute_command, "CF.DEL", "missing", "a", match="Not found")
+    expect_error(r.execute_command, "CF.RESERVE", "big", 1 << 33, match="MAX_CAPACITY")
+    expect_error(r.execute_command, "CF.RESERVE", "big", 2000000000, match="per-key memory limit")
+    assert r.exists("x") == 0 and r.exists("big") == 0
+
+
+def test_wrongtype(srv):
+    r = srv.client()
+    r.set("s", "v")
+    r.execute_command("BF.ADD", "b", "x")
+    for key in ("s", "b"):
+        for cmd in (("CF.ADD", key, "a"), ("CF.ADDNX", key, "a"), ("CF.EXISTS", key, "a"),
+                    ("CF.MEXISTS", key, "a"), ("CF.COUNT", key, "a"), ("CF.DEL", key, "a"),
+                    ("CF.INFO", key), ("CF.RESERVE", key, 100),
+                    ("CF.INSERT", key, "ITEMS", "a"), ("CF.SCANDUMP", key, 0)):
+            expect_error(r.execute_command, *cmd, match="WRONGTYPE")
+    r.execute_command("CF.ADD", "c", "x")
+    expect_error(r.execute_command, "BF.ADD", "c", "x", match="WRONGTYPE")
+
+
+def test_add_exists_count_del(srv):
+    r = srv.client()
+    assert r.execute_command("CF.EXISTS", "cf", "a") == 0
+    assert r.execute_command("CF.COUNT", "cf", "a") == 0
+    assert r.execute_command("CF.MEXISTS", "cf", "a", "b") == [0, 0]
+    assert r.execute_command("CF.ADD", "cf", "a") == 1       # auto-created
+    assert r.execute_command("CF.ADD", "cf", "a") == 1       # ADD adds another copy
+    assert r.execute_command("CF.COUNT", "cf", "a") == 2
+    assert r.execute_command("CF.ADDNX", "cf", "a") == 0
+    assert r.execute_command("CF.ADDNX", "cf", "b") == 1
+    assert r.execute_command("CF.MEXISTS", "cf", "a", "b", "c") == [1, 1, 0]
+    assert r.execute_command("CF.DEL", "cf", "a") == 1
+    assert r.execute_command("CF.COUNT", "cf", "a") == 1
+    assert r.execute_command("CF.DEL", "cf", "a") == 1
+    assert r.execute_command("CF.DEL", "cf", "a") == 0
+    assert r.execute_command("CF.EXISTS", "cf", "a") == 0
+    i = info(r, "cf")
+    assert i["Number of items inserted"] == 1 and i["Number of items deleted"] == 2, i
+    assert i["Number of filters"] == 1 and i["Bucket size"] == 4, i
+    assert i["Expansion rate"] == 1 and i["Max iterations"] == 500, i
+    assert i["Number of buckets"] >= 1024 // 4, i
+
+
+def test_info_shape(srv):
+    r = srv.client()
+    r.execute_command("CF.RESERVE", "cf", 1000, "BUCKETSIZE", 2, "MAXITERATIONS", 30,
+                      "EXPANSION", 2)
+    v = r.execute_command("CF.INFO", "cf")
+    assert [x.decode() for x in v[::2]] == [
+        "Size", "Number of buckets", "Number of filters", "Number of items inserted",
+        "Number of items deleted", "Bucket size", "Expansion rate", "Max iterations"]
+    i = info(r, "cf")
+    assert i["Bucket size"] == 2 and i["Max iterations"] == 30 and i["Expansion rate"] == 2
+    assert r.memory_usage("cf") >= i["Size"] > 0
+
+
+def test_insert_and_full(srv):
+    r = srv.client()
+    expect_error(r.execute_command, "CF.INSERT", "k", "NOCREATE", "ITEMS", "a", match="not found")
+    assert r.execute_command("CF.INSERT", "k", "CAPACITY", 100, "ITEMS", "a", "b", "a") == [1, 1, 1]
+    assert r.execute_command("CF.INSERTNX", "k", "ITEMS", "a", "c") == [0, 1]
+    expect_error(r.execute_command, "CF.INSERT", "k", "CAPACITY", "x", "ITEMS", "a",
+                 match="Bad capacity")
+    expect_error(r.execute_command, "CF.INSERT", "k", "CAPACITY", 1, "ITEMS", "a",
+                 match="Capacity must be at least")
+    expect_error(r.execute_command, "CF.INSERT", "k", "WHAT", "ITEMS", "a",
+                 match="unknown argument")
+    expect_error(r.execute_command, "CF.INSERT", "k", "ITEMS", match="wrong number")
+    expect_error(r.execute_command, "CF.INSERT", "k", "CAPACITY", match="wrong number")
+    # a fixed filter: -1 per item once full, ADD answers "Filter is full"
+    r.execute_command("CF.RESERVE", "fixed", 64, "EXPANSION", 0)
+    out = insert_all(r, "fixed", items("fill", 200))
+    assert out.count(-1) > 0 and set(out) <= {1, -1}, out
+    assert 1 in out and out.index(-1) >= 56, out.index(-1)   # >= 87% load before the first refusal
+    expect_error(r.execute_command, "CF.ADD", "fixed", "one-more", match="Filter is full")
+    assert info(r, "fixed")["Number of filters"] == 1
+
+
+def test_growth_and_max_expansions(srv):
+    r = srv.client()
+    r.execute_command("CF.RESERVE", "g", 8, "EXPANSION", 1, "BUCKETSIZE", 2)
+    xs = items("grow", 2000)
+    out = []
+    for i in range(0, len(xs), 50):
+        try:
+            out += r.execute_command("CF.INSERT", "g", "ITEMS", *xs[i:i + 50])
+        except redis.exceptions.ResponseError as e:
+            assert "Maximum expansions reached" in str(e), e
+            break
+    errors = [a for a in out if isinstance(a, redis.exceptions.ResponseError)]
+    assert errors and "Maximum expansions reached" in str(errors[0]), out[-5:]
+    assert info(r, "g")["Number of filters"] == 32, info(r, "g")
+    expect_error(r.execute_command, "CF.ADD", "g", "more", match="Maximum expansions reached")
+    added = [x for x, a in zip(xs, out) if a == 1]
+    assert all(mexists_all(r, "g", added)), "false negative after growth"
+
+
+def test_no_false_negatives_rate_and_bits(srv):
+    r = srv.client()
+    n = 100000
+    r.execute_command("CF.RESERVE", "cf", n, "EXPANSION", 0)
+    xs = items("in", n)
+    out = insert_all(r, "cf", xs)
+    assert out.count(1) == n, "a reserved capacity must fit"
+    assert all(mexists_all(r, "cf", xs)), "false negative"
+    i = info(r, "cf")
+    # Size includes about 3 KiB of fixed structure per key; the table itself
+    # must take at most 12.8 bits per item (bench/bench_redis.sh measures the
+    # whole Size at 10M items).
+    bits = (i["Size"] - 4096) * 8.0 / n
+    assert bits <= 12.8, bits
+    fresh = items("out", 50000)
+    fp = sum(mexists_all(r, "cf", fresh))
+    p = 2 * 4 / 4095.0  # 12-bit fingerprints, 4 slots: the rate of a full table
+    assert fp <= binomial_upper(len(fresh), p), fp
+    # deletes: every deleted item was added, so no other item disappears
+    for x in xs[:1000]:
+        assert r.execute_command("CF.DEL", "cf", x) == 1
+    assert all(mexists_all(r, "cf", xs[1000:])), "delete caused a false negative"
+
+
+def test_scandump_loadchunk(srv):
+    r = srv.client()
+    r.execute_command("CF.RESERVE", "src", 500, "EXPANSION", 2)
+    xs = items("dump", 3000)
+    insert_all(r, "src", xs)
+    r.execute_command("CF.DEL", "src", xs[0])
+    chunks = []
+    it = 0
+    while True:
+        it, data = r.execute_command("CF.SCANDUMP", "src", it)
+        if it == 0:
+            assert data is None
+            break
+        chunks.append((it, data))
+    for it, data in chunks:
+        assert r.execute_command("CF.LOADCHUNK", "dst", it, data) == b"OK"
+    assert info(r, "dst") == info(r, "src")
+    probe = xs + items("dump-out", 3000)
+    assert mexists_all(r, "dst", probe) == mexists_all(r, "src", probe)
+    expect_error(r.execute_command, "CF.LOADCHUNK", "dst", chunks[0][0], chunks[0][1],
+                 match="item exists")
+    expect_error(r.execute_command, "CF.SCANDUMP", "missing", 0, match="not found")
+
+
+def test_python_client_unchanged(srv):
+    r = srv.client()
+    cf = r.cf()
+    assert cf.create("pycf", 1000)
+    assert cf.create("pycf2", 1000, expansion=2, bucket_size=2, max_iterations=10)
+    assert cf.add("pycf", "foo") == 1
+    assert cf.addnx("pycf", "foo") == 0
+    assert cf.insert("pycf", ["bar", "baz"]) == [1, 1]
+    assert cf.insertnx("pycf", ["bar", "qux"]) == [0, 1]
+    assert cf.insert("pynew", ["x"], capacity=100) == [1]
+    assert cf.exists("pycf", "foo") == 1 and cf.exists("pycf", "nope") == 0
+    assert cf.mexists("pycf", "foo", "nope") == [1, 0]
+    assert cf.count("pycf", "foo") == 1
+    assert cf.delete("pycf", "foo") == 1
+    i = cf.info("pycf")
+    assert i.insertedNum == 3 and i.deletedNum == 1 and i.filterNum == 1 and i.bucketSize == 4
+    i2 = cf.info("pycf2")
+    assert i2.bucketSize == 2 and i2.expansionRate == 2 and i2.maxIteration == 10
+    chunks = []
+    it = 0
+    while True:
+        it, data = cf.scandump("pycf", it)
+        if it == 0:
+            break
+        chunks.append([it, data])
+    for it, data in chunks:
+        cf.loadchunk("pycopy", it, data)
+    assert cf.mexists("pycopy", "bar", "baz", "qux", "foo") == [1, 1, 1, 0]
+
+
+if __name__ == "__main__":
+    run(globals())

@@ -1,0 +1,209 @@
+#!/usr/bin/python3
+"""DEDUP.* commands: expiring "seen within the window" filters."""
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import Server, binomial_upper, expect_error, run, seed  # noqa: E402
+
+RNG = seed()
+
+
+def info(r, key):
+    v = r.execute_command("DEDUP.INFO", key)
+    return dict(zip([x.decode() for x in v[::2]], v[1::2]))
+
+
+def test_reserve_errors(srv):
+    r = srv.client()
+    assert r.execute_command("DEDUP.RESERVE", "d", 60000, 0.01, 1000) == b"OK"
+    expect_error(r.execute_command, "DEDUP.RESERVE", "d", 60000, 0.01, 1000, match="item exists")
+    expect_error(r.execute_command, "DEDUP.RESERVE", "x", 0, 0.01, 10, match="bad window")
+    expect_error(r.execute_command, "DEDUP.RESERVE", "x", "soon", 0.01, 10, match="bad window")
+    expect_error(r.execute_command, "DEDUP.RESERVE", "x", 1000, "p", 10, match="bad error rate")
+    expect_error(r.execute_command, "DEDUP.RESERVE", "x", 1000, 1, 10, match="error rate range")
+    expect_error(r.execute_command, "DEDUP.RESERVE", "x", 1000, 0.01, 0, match="capacity")
+    expect_error(r.execute_command, "DEDUP.RESERVE", "x", 1000, 0.01, 10, "GENERATIONS", 2,
+                 match="GENERATIONS")
+    expect_error(r.execute_command, "DEDUP.RESERVE", "x", 1000, 0.01, 10, "WHAT",
+                 match="unknown argument")
+    expect_error(r.execute_command, "DEDUP.RESERVE", "x", 1000, 0.01, match="wrong number")
+    expect_error(r.execute_command, "DEDUP.ADD", "x", match="wrong number")
+    expect_error(r.execute_command, "DEDUP.ADD", "missing", "a", match="not found")
+    expect_error(r.execute_command, "DEDUP.INFO", "missing", match="not found")
+    assert r.execute_command("DEDUP.EXISTS", "missing", "a") == 0
+    r.set("s", "v")
+    expect_error(r.execute_command, "DEDUP.ADD", "s", "a", match="WRONGTYPE")
+    expect_error(r.execute_command, "DEDUP.RESERVE", "s", 10, 0.01, 10, match="WRONGTYPE")
+    assert r.exists("x") == 0
+
+
+def test_add_within_window(srv):
+    r = srv.client()
+    r.execute_command("DEDUP.RESERVE", "d", 60000, 0.01, 1000)
+    assert r.execute_command("DEDUP.ADD", "d", "a") == 1
+    assert r.execute_command("DEDUP.ADD", "d", "a") == 0
+    assert r.execute_command("DEDUP.EXISTS", "d", "a") == 1
+    assert r.execute_command("DEDUP.EXISTS", "d", "b") == 0
+    assert r.execute_command("DEDUP.EXISTS", "d", "b") == 0  # EXISTS does not record
+    assert r.execute_command("DEDUP.MADD", "d", "a", "b", "c", "b") == [0, 1, 1, 0]
+    i = info(r, "d")
+    assert i["Number of items inserted"] == 3 and i["Window"] == 60000, i
+    assert i["Generations"] == 5 and i["Generation span"] == 20000, i
+    assert i["Capacity"] == 1000 and float(i["Error rate"]) == 0.01, i
+    assert i["Size"] > 0 and r.memory_usage("d") >= i["Size"]
+
+
+def test_items_expire(srv):
+    r = srv.client()
+    w = 300
+    r.execute_command("DEDUP.RESERVE", "d", w, 0.01, 1000)
+    t0 = time.time()
+    assert r.execute_command("DEDUP.ADD", "d", "old") == 1
+    # Seen within the window: always 0 (guaranteed for at least w ms).
+    while time.time() - t0 < w / 1000.0 * 0.8:
+        assert r.execute_command("DEDUP.EXISTS", "d", "old") == 1
+        time.sleep(0.02)
+    # Forgotten after at most w * G/(G-2) ms (G = 5: 500 ms) plus scheduling slack.
+    time.sleep(max(0.0, t0 + w / 1000.0 * 5 / 3 + 0.05 - time.time()))
+    assert r.execute_command("DEDUP.EXISTS", "d", "old") == 0
+    assert r.execute_command("DEDUP.ADD", "d", "old") == 1
+
+
+def test_repeated_items_stay_seen(srv):
+    r = srv.client()
+    w = 300
+    r.execute_command("DEDUP.RESERVE", "d", w, 0.01, 100)
+    assert r.execute_command("DEDUP.ADD", "d", "hot") == 1
+    t_end = time.time() + 1.2  # four windows
+    while time.time() < t_end:
+        time.sleep(0.1)  # well inside the window: the previous sighting is recent
+        assert r.execute_command("DEDUP.ADD", "d", "hot") == 0
+
+
+def test_fpr_and_no_false_negatives(srv):
+    r = srv.client()
+    n, p = 10000, 0.01
+    r.execute_command("DEDUP.RESERVE", "d", 600000, p, n)
+    xs = ["in:%d:%d" % (RNG.randrange(1 << 40), i) for i in range(n)]
+    new = []
+    for i in range(0, n, 2000):
+        new += r.execute_command("DEDUP.MADD", "d", *xs[i:i + 2000])
+    assert new.count(0) <= binomial_upper(n, p)
+    for i in range(0, n, 2000):
+        pipe = r.pipeline(transaction=False)
+        for x in xs[i:i + 2000]:
+            pipe.execute_command("DEDUP.EXISTS", "d", x)
+        assert all(pipe.execute()), "false negative"
+    fresh = ["out:%d:%d" % (RNG.randrange(1 << 40), i) for i in range(30000)]
+    pipe = r.pipeline(transaction=False)
+    for x in fresh:
+        pipe.execute_command("DEDUP.EXISTS", "d", x)
+    fp = sum(pipe.execute())
+    assert fp <= binomial_upper(len(fresh), p), fp
+    assert float(info(r, "d")["Current error rate"]) < p
+
+
+def test_scandump_loadchunk(srv):
+    r = srv.client()
+    r.execute_command("DEDUP.RESERVE", "d", 600000, 0.01, 1000)
+    xs = ["k%d" % i for i in range(500)]
+    r.execute_command("DEDUP.MADD", "d", *xs)
+    it = 0
+    chunks = []
+    while True:
+        it, data = r.execute_command("DEDUP.SCANDUMP", "d", it)
+        if it == 0:
+            break
+        chunks.append((it, data))
+    for it, data in chunks:
+        assert r.execute_command("DEDUP.LOADCHUNK", "copy", it, data) == b"OK"
+    probe = xs + ["z%d" % i for i in range(2000)]
+    pipe = r.pipeline(transaction=False)
+    for x in probe:
+        pipe.execute_command("DEDUP.EXISTS", "d", x)
+        pipe.execute_command("DEDUP.EXISTS", "copy", x)
+    out = pipe.execute()
+    assert out[0::2] == out[1::2]
+    expect_error(r.execute_command, "BF.LOADCHUNK", "bfcopy", chunks[0][0], chunks[0][1],
+                 match="another filter kind")
+
+
+def test_exact_mode(srv):
+    r = srv.client()
+    assert r.execute_command("DEDUP.RESERVE", "e", 60000, 0.01, 100, "EXACT") == b"OK"
+    assert r.execute_command("DEDUP.ADD", "e", "a") == 1
+    assert r.execute_command("DEDUP.ADD", "e", "a") == 0
+    assert r.execute_command("DEDUP.MADD", "e", "a", "b", "b") == [0, 1, 0]
+    assert r.execute_command("DEDUP.EXISTS", "e", "c") == 0
+    i = info(r, "e")
+    assert i["Mode"] == b"exact" and i["Keys in window"] == 2, i
+    assert i["Number of items inserted"] == 2 and float(i["Current error rate"]) == 0
+    # grows far past its capacity hint, and is exact: no false positive
+    xs = ["x%d" % k for k in range(30000)]
+    for lo in range(0, len(xs), 5000):
+        assert r.execute_command("DEDUP.MADD", "e", *xs[lo:lo + 5000]) == [1] * 5000
+    for lo in range(0, len(xs), 5000):
+        assert r.execute_command("DEDUP.MADD", "e", *xs[lo:lo + 5000]) == [0] * 5000
+    fresh = ["y%d" % k for k in range(30000)]
+    pipe = r.pipeline(transaction=False)
+    for x in fresh:
+        pipe.execute_command("DEDUP.EXISTS", "e", x)
+    assert sum(pipe.execute()) == 0
+    assert info(r, "e")["Keys in window"] == 30002
+    assert info(r, "e")["Size"] < 30002 * 64  # at most 1/4 of 24-byte slots empty, x2 growth
+
+
+def test_exact_expiry_and_reuse(srv):
+    r = srv.client()
+    w = 300
+    r.execute_command("DEDUP.RESERVE", "e", w, 0.01, 1000, "EXACT")
+    old = ["old%d" % k for k in range(3000)]
+    t0 = time.time()
+    r.execute_command("DEDUP.MADD", "e", *old)
+    assert r.execute_command("DEDUP.EXISTS", "e", "old7") == 1
+    time.sleep(max(0.0, t0 + w / 1000.0 + 0.05 - time.time()))
+    # exactly the window: forgotten right after it
+    assert r.execute_command("DEDUP.EXISTS", "e", "old7") == 0
+    size_before = info(r, "e")["Size"]
+    new = ["new%d" % k for k in range(3000)]
+    assert r.execute_command("DEDUP.MADD", "e", *new) == [1] * 3000
+    i = info(r, "e")
+    assert i["Keys in window"] == 3000, i
+    assert i["Size"] <= size_before * 2, (i["Size"], size_before)  # expired slots reused
+    assert r.execute_command("DEDUP.ADD", "e", "old7") == 1
+
+
+def test_exact_memory_cap(srv):
+    s = Server(module_args=["MAX_MEMORY", 1 << 20])
+    try:
+        r = s.start().client()
+        r.execute_command("DEDUP.RESERVE", "e", 3600000, 0.01, 10, "EXACT")
+        err = None
+        for batch in range(40):
+            out = r.execute_command("DEDUP.MADD", "e", *["k%d:%d" % (batch, i) for i in range(2000)])
+            bad = [x for x in out if not isinstance(x, int)]
+            if bad:
+                err = str(bad[0])
+                break
+        assert err is not None and "MAX_MEMORY" in err, err
+        assert info(r, "e")["Size"] <= 1 << 20
+        assert r.execute_command("DEDUP.EXISTS", "e", "k0:5") == 1
+        expect_error(r.execute_command, "DEDUP.ADD", "e", "one-more", match="MAX_MEMORY")
+        assert r.execute_command("DEDUP.ADD", "e", "k0:5") == 0  # known keys still answer
+    finally:
+        s.cleanup()
+
+
+def test_command_docs(srv):
+    r = srv.client()
+    r.response_callbacks["COMMAND"] = lambda resp, **kw: resp
+    for c in ("dedup.reserve", "dedup.add", "dedup.madd", "dedup.exists", "dedup.info"):
+        docs = r.execute_command("COMMAND", "DOCS", c)
+        flat = [x.decode() if isinstance(x, bytes) else x for x in docs[1]]
+        assert "summary" in flat and "complexity" in flat, (c, docs)
+
+
+if __name__ == "__main__":
+    run(globals())
