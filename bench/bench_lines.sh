@@ -6,7 +6,8 @@
 # neighbour hurts all of them alike; medians and ratios are printed as a
 # Markdown table.  Peak RSS and CPU come from /usr/bin/time.
 #
-#   bench/bench_lines.sh [BUILD_DIR]     env: N (lines, default 20000000), REPS, DATA_DIR
+#   bench/bench_lines.sh [BUILD_DIR]     env: N (lines, default 20000000), REPS, DATA_DIR,
+#                                        ONLY=urls|uuids (default both)
 set -eu
 BUILD=${1:-build}
 DEDUP=$(cd "$BUILD" && pwd)/dedup
@@ -50,21 +51,8 @@ bench_file() { # bench_file LABEL FILE DISTINCT_HINT
     echo
     echo "### $label: $(wc -l < "$file") lines, $(du -h "$file" | cut -f1), $(wc -l < "$DATA/out.dedup-exact") distinct; dedup exact output identical to mawk: $same"
     echo
-    python3 - "$RES" "$(stat -c %s "$file")" <<'PY'
-import sys, statistics
-rows = {}
-for line in open(sys.argv[1]):
-    name, wall, user, sys_, rss = line.split()
-    rows.setdefault(name, []).append((float(wall), float(user) + float(sys_), int(rss)))
-med = {k: (statistics.median(w for w, _, _ in v), statistics.median(c for _, c, _ in v), max(r for _, _, r in v)) for k, v in rows.items()}
-size = int(sys.argv[2])
-sortc = med["sort-u-C"]; awk = med["mawk"]
-print("| command | wall s (median) | CPU s | peak RSS MB | wall vs `LC_ALL=C sort -u` | CPU vs mawk | RSS vs mawk |")
-print("|---|---|---|---|---|---|---|")
-for k, (w, c, r) in med.items():
-    print(f"| {k} | {w:.2f} | {c:.2f} | {r/1024:.0f} | {sortc[0]/w:.2f}x faster | {awk[1]/c if c else 0:.1f}x less | {r/awk[2]:.2f} |")
-PY
+    python3 "$HERE/summarize_lines.py" "$RES"
 }
 echo "## bench_lines: N=$N, REPS=$REPS, $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores"
-bench_file urls "$URLS" "$N"
-bench_file uuids "$UUIDS" "$N"
+case ${ONLY:-urls,uuids} in *urls*) bench_file urls "$URLS" "$N" ;; esac
+case ${ONLY:-urls,uuids} in *uuids*) bench_file uuids "$UUIDS" "$N" ;; esac
