@@ -526,3 +526,37 @@ dedup_status dedup_peek_file(const char *path, dedup_header *out)
     free(f);
     return s;
 }
+
+dedup_status dd_load_file(const char *path, const dedup_allocator *alloc, dd_load_fn load,
+                          dd_free_fn destroy, void **out)
+{
+    if (!path || !out)
+        return DEDUP_ERR_INVALID_ARG;
+    *out = NULL;
+    dedup_allocator a;
+    dd_allocator_resolve(&a, alloc);
+    dedup_file_source *f = dd_malloc(&a, sizeof *f);
+    if (!f)
+        return DEDUP_ERR_NOMEM;
+    dedup_source src;
+    dedup_status s = dedup_file_source_open(f, path, &src);
+    if (!s) {
+        void *obj = NULL;
+        s = load(src, &a, &obj);
+        if (!s) {
+            uint64_t left = src.remaining(src.ctx);
+            unsigned char extra;
+            if (left == UINT64_MAX)
+                left = src.read(src.ctx, &extra, 1) == DEDUP_OK;
+            if (left != 0) {
+                destroy(obj);
+                obj = NULL;
+                s = DEDUP_ERR_CORRUPT; /* trailing bytes: not a file we wrote */
+            }
+        }
+        *out = obj;
+        dedup_file_source_close(f);
+    }
+    dd_free(&a, f);
+    return s;
+}

@@ -228,33 +228,23 @@ dedup_status dedup_bitmap_save_file(const dedup_bitmap *bm, const char *path)
     return dedup_save_file(path, save_cb, bm);
 }
 
-dedup_status dedup_bitmap_load_file(const char *path, const dedup_allocator *alloc,
-                                    dedup_bitmap **out)
+static dedup_status load_any(dedup_source src, const dedup_allocator *alloc, void **out)
 {
-    if (!path || !out)
+    dedup_bitmap *x = NULL;
+    dedup_status s = dedup_bitmap_load(src, alloc, &x);
+    *out = x;
+    return s;
+}
+
+static void free_any(void *obj) { dedup_bitmap_free(obj); }
+
+dedup_status dedup_bitmap_load_file(const char *path, const dedup_allocator *alloc,
+                                dedup_bitmap **out)
+{
+    if (!out)
         return DEDUP_ERR_INVALID_ARG;
-    *out = NULL;
-    dedup_allocator a;
-    dd_allocator_resolve(&a, alloc);
-    dedup_file_source *f = dd_malloc(&a, sizeof *f);
-    if (!f)
-        return DEDUP_ERR_NOMEM;
-    dedup_source src;
-    dedup_status s = dedup_file_source_open(f, path, &src);
-    if (s) {
-        dd_free(&a, f);
-        return s;
-    }
-    dedup_bitmap *bm = NULL;
-    s = dedup_bitmap_load(src, &a, &bm);
-    unsigned char extra;
-    if (!s && src.read(src.ctx, &extra, 1) == DEDUP_OK) {
-        dedup_bitmap_free(bm);
-        bm = NULL;
-        s = DEDUP_ERR_CORRUPT;
-    }
-    dedup_file_source_close(f);
-    dd_free(&a, f);
-    *out = bm;
+    void *obj = NULL;
+    dedup_status s = dd_load_file(path, alloc, load_any, free_any, &obj);
+    *out = obj;
     return s;
 }

@@ -1020,34 +1020,23 @@ dedup_status dedup_bloom_save_file(const dedup_bloom *bf, const char *path)
     return dedup_save_file(path, save_cb, bf);
 }
 
-dedup_status dedup_bloom_load_file(const char *path, const dedup_allocator *alloc,
-                                   dedup_bloom **out)
+static dedup_status load_any(dedup_source src, const dedup_allocator *alloc, void **out)
 {
-    if (!path || !out)
+    dedup_bloom *x = NULL;
+    dedup_status s = dedup_bloom_load(src, alloc, &x);
+    *out = x;
+    return s;
+}
+
+static void free_any(void *obj) { dedup_bloom_free(obj); }
+
+dedup_status dedup_bloom_load_file(const char *path, const dedup_allocator *alloc,
+                                dedup_bloom **out)
+{
+    if (!out)
         return DEDUP_ERR_INVALID_ARG;
-    *out = NULL;
-    dedup_allocator a;
-    dd_allocator_resolve(&a, alloc);
-    dedup_file_source *f = dd_malloc(&a, sizeof *f);
-    if (!f)
-        return DEDUP_ERR_NOMEM;
-    dedup_source src;
-    dedup_status s = dedup_file_source_open(f, path, &src);
-    if (s) {
-        dd_free(&a, f);
-        return s;
-    }
-    dedup_bloom *bf = NULL;
-    s = dedup_bloom_load(src, &a, &bf);
-    unsigned char extra;
-    if (!s && src.read(src.ctx, &extra, 1) == DEDUP_OK) {
-        /* Trailing bytes after the checksum: not a file we wrote. */
-        dedup_bloom_free(bf);
-        bf = NULL;
-        s = DEDUP_ERR_CORRUPT;
-    }
-    dedup_file_source_close(f);
-    dd_free(&a, f);
-    *out = bf;
+    void *obj = NULL;
+    dedup_status s = dd_load_file(path, alloc, load_any, free_any, &obj);
+    *out = obj;
     return s;
 }

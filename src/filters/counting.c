@@ -16,7 +16,6 @@
 
 #include "dedup/bloom.h"
 #include "dedup/limits.h"
-#include "f2_util.h"
 #include "internal.h"
 
 #include <math.h>
@@ -492,7 +491,7 @@ dedup_status dedup_counting_load_file(const char *path, const dedup_allocator *a
                                       dedup_counting **out)
 {
     void *obj = NULL;
-    dedup_status s = f2_load_file(path, alloc, load_any, free_any, &obj);
+    dedup_status s = dd_load_file(path, alloc, load_any, free_any, &obj);
     if (out)
         *out = obj;
     return s;

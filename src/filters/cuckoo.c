@@ -21,7 +21,6 @@
 #include "dedup/cuckoo.h"
 
 #include "dedup/limits.h"
-#include "f2_util.h"
 #include "internal.h"
 
 #include <math.h>
@@ -863,7 +862,7 @@ dedup_status dedup_cuckoo_load_file(const char *path, const dedup_allocator *all
                                     dedup_cuckoo **out)
 {
     void *obj = NULL;
-    dedup_status s = f2_load_file(path, alloc, load_any, free_any, &obj);
+    dedup_status s = dd_load_file(path, alloc, load_any, free_any, &obj);
     if (out)
         *out = obj;
     return s;

@@ -11,7 +11,6 @@
 #include "dedup/scalable.h"
 
 #include "dedup/limits.h"
-#include "f2_util.h"
 #include "internal.h"
 
 #include <math.h>
@@ -568,7 +567,7 @@ dedup_status dedup_scalable_load_file(const char *path, const dedup_allocator *a
                                       dedup_scalable **out)
 {
     void *obj = NULL;
-    dedup_status s = f2_load_file(path, alloc, load_any, free_any, &obj);
+    dedup_status s = dd_load_file(path, alloc, load_any, free_any, &obj);
     if (out)
         *out = obj;
     return s;

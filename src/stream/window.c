@@ -1108,34 +1108,23 @@ dedup_status dedup_window_save_file(const dedup_window *w, const char *path)
     return dedup_save_file(path, save_cb, w);
 }
 
-dedup_status dedup_window_load_file(const char *path, const dedup_allocator *alloc,
-                                    dedup_window **out)
+static dedup_status load_any(dedup_source src, const dedup_allocator *alloc, void **out)
 {
-    if (!path || !out)
+    dedup_window *x = NULL;
+    dedup_status s = dedup_window_load(src, alloc, &x);
+    *out = x;
+    return s;
+}
+
+static void free_any(void *obj) { dedup_window_free(obj); }
+
+dedup_status dedup_window_load_file(const char *path, const dedup_allocator *alloc,
+                                dedup_window **out)
+{
+    if (!out)
         return DEDUP_ERR_INVALID_ARG;
-    *out = NULL;
-    dedup_allocator a;
-    dd_allocator_resolve(&a, alloc);
-    dedup_file_source *f = dd_malloc(&a, sizeof *f);
-    if (!f)
-        return DEDUP_ERR_NOMEM;
-    dedup_source src;
-    dedup_status s = dedup_file_source_open(f, path, &src);
-    if (s) {
-        dd_free(&a, f);
-        return s;
-    }
-    dedup_window *w = NULL;
-    s = dedup_window_load(src, &a, &w);
-    unsigned char extra;
-    if (!s && src.read(src.ctx, &extra, 1) == DEDUP_OK) {
-        dedup_window_free(w);
-        w = NULL;
-        s = DEDUP_ERR_CORRUPT;
-    }
-    dedup_file_source_close(f);
-    dd_free(&a, f);
-    if (!s)
-        *out = w;
+    void *obj = NULL;
+    dedup_status s = dd_load_file(path, alloc, load_any, free_any, &obj);
+    *out = obj;
     return s;
 }
