@@ -18,17 +18,14 @@ static dedup_digest key_digest(const dedup_counting *cb, uint64_t key)
     return dedup_hash_u64(key, dedup_counting_seed(cb));
 }
 
+static dedup_status save_any(const void *obj, dedup_sink *sink)
+{
+    return dedup_counting_save(obj, sink);
+}
+
 static unsigned char *save_blob(const dedup_counting *cb, size_t *len)
 {
-    uint64_t size = dedup_counting_serialized_size(cb);
-    unsigned char *buf = malloc((size_t)size);
-    assert_non_null(buf);
-    dedup_mem_sink ms;
-    dedup_sink sink = dedup_mem_sink_init(&ms, buf, (size_t)size);
-    assert_int_equal(dedup_counting_save(cb, &sink), DEDUP_OK);
-    assert_int_equal(ms.len, size);
-    *len = ms.len;
-    return buf;
+    return tu_save_blob(save_any, cb, dedup_counting_serialized_size(cb), len);
 }
 
 static dedup_status load_blob(const void *buf, size_t len, const dedup_allocator *a,

@@ -21,17 +21,14 @@ static dedup_digest kd(uint64_t key)
     return dedup_hash_u64(key, g_seed);
 }
 
+static dedup_status save_any(const void *obj, dedup_sink *sink)
+{
+    return dedup_scalable_save(obj, sink);
+}
+
 static unsigned char *save_blob(const dedup_scalable *sb, size_t *len)
 {
-    uint64_t size = dedup_scalable_serialized_size(sb);
-    unsigned char *buf = malloc((size_t)size);
-    assert_non_null(buf);
-    dedup_mem_sink ms;
-    dedup_sink sink = dedup_mem_sink_init(&ms, buf, (size_t)size);
-    assert_int_equal(dedup_scalable_save(sb, &sink), DEDUP_OK);
-    assert_int_equal(ms.len, size);
-    *len = ms.len;
-    return buf;
+    return tu_save_blob(save_any, sb, dedup_scalable_serialized_size(sb), len);
 }
 
 static dedup_status load_blob(const void *buf, size_t len, const dedup_allocator *a,

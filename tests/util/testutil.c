@@ -114,3 +114,16 @@ dedup_allocator tu_failing_allocator(tu_failing_alloc *state)
     dedup_allocator a = {fa_malloc, fa_calloc, fa_realloc, fa_free, state};
     return a;
 }
+
+unsigned char *tu_save_blob(dedup_save_fn save, const void *obj, uint64_t expected_size,
+                            size_t *len)
+{
+    unsigned char *buf = malloc((size_t)expected_size);
+    assert_non_null(buf);
+    dedup_mem_sink ms;
+    dedup_sink sink = dedup_mem_sink_init(&ms, buf, (size_t)expected_size);
+    assert_int_equal(save(obj, &sink), DEDUP_OK);
+    assert_int_equal(ms.len, expected_size);
+    *len = ms.len;
+    return buf;
+}

@@ -45,4 +45,11 @@ typedef struct tu_failing_alloc {
 } tu_failing_alloc;
 dedup_allocator tu_failing_allocator(tu_failing_alloc *state);
 
+/* Saves an object into a malloc'd buffer of exactly 'expected_size' bytes
+ * (its serialized_size), asserting that save succeeds and fills it; the
+ * caller frees the buffer.  'save' adapts a structure's dedup_X_save. */
+#include "dedup/format.h"
+unsigned char *tu_save_blob(dedup_save_fn save, const void *obj, uint64_t expected_size,
+                            size_t *len);
+
 #endif
