@@ -830,8 +830,11 @@ static bool process_batch(run *r, size_t n)
             cli_error("%s", strcmp(r->m->name, "cuckoo") == 0
                                 ? "the cuckoo filter is full (it was sized by -m/--memory, so it "
                                   "does not grow): give -n/--items instead, or more memory"
-                                : "the distinct keys exceed the memory allowed (-m/--memory); "
-                                  "raise it or use --mode fingerprint or blocked");
+                                : strcmp(r->m->name, "fingerprint") == 0 || strcmp(r->m->name, "exact") == 0
+                                      ? "the distinct keys need more memory than -m/--memory allows; raise it, "
+                                        "or use --mode blocked (fixed size) or --mode exact -m (spills to disk)"
+                                      : "the filter grew past -m/--memory; raise it, or size a fixed "
+                                        "filter with --mode blocked -n N -p P");
         else
             cli_error("%s", dedup_strerror(st));
         r->failed = true;

@@ -149,7 +149,10 @@ static dedup_status scalable_decide(dd_method *m, size_t n, const unsigned char 
 {
     (void)keys;
     (void)lens;
-    return dedup_scalable_test_and_add_batch(m->impl, d, n, out, NULL);
+    dedup_status st = dedup_scalable_test_and_add_batch(m->impl, d, n, out, NULL);
+    if (!st && m->memory_limit && dedup_scalable_memory_usage(m->impl) > m->memory_limit)
+        st = DEDUP_ERR_FULL; /* the chain grew past -m: the run cannot keep its promise */
+    return st;
 }
 static uint64_t scalable_distinct(const dd_method *m)
 {
@@ -248,12 +251,14 @@ dedup_status dd_method_create(const char *name, const dd_sizing *s, dd_method **
     }
     dedup_status st;
     m->seed = s->seed;
+    m->memory_limit = s->memory;
     if (!m->probabilistic) {
         dedup_set_params p;
         dedup_set_params_init(&p);
         p.capacity = s->items;
         p.seed = s->seed;
         p.counts = s->counts;
+        p.memory_limit = s->memory; /* -m bounds the set: past it the run stops, never guesses */
         if (m->decide == exact_decide)
             st = dedup_strset_create(&p, cli_allocator(), (dedup_strset **)&m->impl);
         else

@@ -31,6 +31,7 @@ struct dd_method {
     const char *name;
     bool probabilistic; /* answers MAYBE_DUPLICATE, never DUPLICATE */
     uint64_t seed;      /* digests must use this seed */
+    uint64_t memory_limit; /* -m: a growing method fails with DEDUP_ERR_FULL past it; 0 = none */
     /* Decides n keys in order; out[i] = DEDUP_NEW / DEDUP_DUPLICATE /
      * DEDUP_MAYBE_DUPLICATE.  keys/lens are the key bytes (exact methods need
      * them), d the digests. */

@@ -91,6 +91,12 @@ check "--mode scalable needs no -n and keeps (almost) every new record" \
 "$DEDUP" --mode cuckoo -m 2K "$T/big" > /dev/null 2> "$T/err"
 check "a full fixed-size cuckoo filter is exit 1" test $? -eq 1
 check "... with a message saying what to do" grep -q "cuckoo filter is full" "$T/err"
+"$DEDUP" --mode scalable -m 4K "$T/big" > /dev/null 2> "$T/err"
+check "a scalable filter that grows past -m ends the run with 1" test $? -eq 1
+check "... naming -m" grep -q "grew past -m/--memory" "$T/err"
+"$DEDUP" --mode fingerprint -m 8K "$T/big" > /dev/null 2> "$T/err"
+check "a fingerprint set past -m ends the run with 1" test $? -eq 1
+check "... saying what to do" grep -q "more memory than -m/--memory" "$T/err"
 "$DEDUP" --mode bloom "$T/big" > /dev/null 2> "$T/err"
 check "bloom without a size exits 2" test $? -eq 2
 check "bloom without a size explains -n/-m" grep -q -- "-n/--items" "$T/err"
