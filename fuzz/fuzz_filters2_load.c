@@ -14,13 +14,8 @@
 
 #include <stdlib.h>
 #include <string.h>
-#include <xxhash.h>
+#include "fuzz_util.h"
 
-static void check(int cond)
-{
-    if (!cond)
-        abort();
-}
 
 #define MAX_SAVE (1u << 24)
 
@@ -140,19 +135,6 @@ static void load_all(const uint8_t *data, size_t size)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    load_all(data, size);
-    if (size < DEDUP_HEADER_SIZE + DEDUP_TRAILER_SIZE)
-        return 0;
-    unsigned char *c = malloc(size);
-    if (!c)
-        return 0;
-    memcpy(c, data, size);
-    uint64_t plen = dedup_get_u32(c + 20), len = dedup_get_u64(c + 32);
-    uint64_t end = size - DEDUP_TRAILER_SIZE;
-    if (plen <= size && len <= size && DEDUP_HEADER_SIZE + plen + len < end)
-        end = DEDUP_HEADER_SIZE + plen + len;
-    dedup_put_u64(c + end, XXH3_64bits(c, (size_t)end));
-    load_all(c, size);
-    free(c);
+    fuzz_container(data, size, load_all);
     return 0;
 }
