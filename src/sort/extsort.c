@@ -1164,12 +1164,13 @@ static dedup_status node_merge(dedup_extsort *es, node *n, const blk *ext, size_
     size_t avail = es->budget > fixed ? es->budget - fixed : 4096;
     size_t rb = clampz(avail / (k ? k : 1), 4096, 1 << 20);
     m.src = es_alloc(es, k * sizeof(reader));
+    if (m.src) /* zeroed at once: the cleanup below frees every reader */
+        memset(m.src, 0, k * sizeof(reader));
     m.tree = es_alloc(es, k * sizeof(int));
     if (!m.src || !m.tree) {
         s = fail(es, DEDUP_ERR_NOMEM);
         goto done;
     }
-    memset(m.src, 0, k * sizeof(reader));
     for (size_t i = 0; i < k; i++)
         m.tree[i] = -1;
     for (size_t i = 0; i < k && s == DEDUP_OK; i++) {
@@ -1440,12 +1441,13 @@ static dedup_status runs_merge(dedup_extsort *es, tfile *src, const blk *runs, s
     size_t avail = es->budget > fixed ? es->budget - fixed : 4096;
     size_t rb = clampz(avail / k, 4096, 1 << 20);
     m.src = es_alloc(es, k * sizeof(reader));
+    if (m.src) /* zeroed at once: the cleanup below frees every reader */
+        memset(m.src, 0, k * sizeof(reader));
     m.tree = es_alloc(es, k * sizeof(int));
     if (!m.src || !m.tree) {
         s = fail(es, DEDUP_ERR_NOMEM);
         goto done;
     }
-    memset(m.src, 0, k * sizeof(reader));
     for (size_t i = 0; i < k; i++)
         m.tree[i] = -1;
     for (size_t i = 0; i < k && s == DEDUP_OK; i++) {
@@ -1571,6 +1573,8 @@ dedup_status dedup_extsort_create(const dedup_extsort_params *params, const dedu
     }
     size_t dl = strlen(dir) + 1;
     es->tmpdir = es_alloc(es, dl);
+    if (es->tmpdir) /* before anything can fail: free() takes its strlen */
+        memcpy(es->tmpdir, dir, dl);
     es->top = es_alloc(es, sizeof(node));
     if (es->top)
         memset(es->top, 0, sizeof(node));
@@ -1578,7 +1582,6 @@ dedup_status dedup_extsort_create(const dedup_extsort_params *params, const dedu
         dedup_extsort_free(es);
         return DEDUP_ERR_NOMEM;
     }
-    memcpy(es->tmpdir, dir, dl);
     es->p.tmpdir = es->tmpdir;
     if (node_init(es, es->top, 0, NULL) != DEDUP_OK) {
         dedup_extsort_free(es);

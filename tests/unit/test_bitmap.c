@@ -318,8 +318,7 @@ static void test_files_and_oom(void **state)
     unsigned char *buf = save_mem(bm, &len);
     for (uint64_t fail = 1; fail < 10; fail++) {
         tu_failing_alloc st;
-        dedup_allocator a = tu_failing_allocator(&st);
-        st.fail_at = fail;
+        dedup_allocator a = tu_failing_allocator(&st, fail);
         dedup_bitmap_params p = {1000};
         dedup_bitmap *x = NULL;
         dedup_status s = dedup_bitmap_create(&p, &a, &x);

@@ -604,7 +604,7 @@ static void test_load_validation(void **state)
                                     T[i].bits, T[i].k, T[i].res, T[i].pay, &len);
         dedup_bloom *out = NULL;
         tu_failing_alloc st;
-        dedup_allocator a = tu_failing_allocator(&st);
+        dedup_allocator a = tu_failing_allocator(&st, 0);
         dedup_status s = load_mem(f, len, &a, &out);
         if (s != T[i].want)
             fprintf(stderr, "case %zu: got %d want %d\n", i, s, T[i].want);
@@ -726,8 +726,7 @@ static void test_oom(void **state)
         unsigned char *buf = save_mem(src, &len);
         for (uint64_t fail = 1; fail <= 4; fail++) {
             tu_failing_alloc st;
-            dedup_allocator a = tu_failing_allocator(&st);
-            st.fail_at = fail;
+            dedup_allocator a = tu_failing_allocator(&st, fail);
             dedup_bloom_params pa;
             dedup_bloom_params_init(&pa);
             pa.kind = KINDS[ki];

@@ -469,8 +469,8 @@ static void test_oom(void **state)
     size_t len = 0;
     unsigned char *blob = NULL;
     for (uint64_t fail = 1; fail < 10; fail++) {
-        tu_failing_alloc st = {0, fail, 0};
-        dedup_allocator a = tu_failing_allocator(&st);
+        tu_failing_alloc st;
+        dedup_allocator a = tu_failing_allocator(&st, fail);
         dedup_counting_params prm;
         dedup_counting_params_init(&prm);
         prm.capacity = 1000;
@@ -490,8 +490,8 @@ static void test_oom(void **state)
         assert_int_equal(st.live, 0);
     }
     for (uint64_t fail = 1; fail < 10; fail++) {
-        tu_failing_alloc st = {0, fail, 0};
-        dedup_allocator a = tu_failing_allocator(&st);
+        tu_failing_alloc st;
+        dedup_allocator a = tu_failing_allocator(&st, fail);
         dedup_counting *cb = NULL;
         dedup_status s = load_blob(blob, len, &a, &cb);
         if (s)

@@ -587,8 +587,8 @@ static void test_oom(void **state)
     size_t len = 0;
     unsigned char *blob = NULL;
     for (uint64_t fail = 1; fail < 40; fail++) {
-        tu_failing_alloc st = {0, fail, 0};
-        dedup_allocator a = tu_failing_allocator(&st);
+        tu_failing_alloc st;
+        dedup_allocator a = tu_failing_allocator(&st, fail);
         dedup_cuckoo_params p;
         dedup_cuckoo_params_init(&p);
         p.capacity = 100;
@@ -624,8 +624,8 @@ static void test_oom(void **state)
     }
     assert_non_null(blob);
     for (uint64_t fail = 1; fail < 40; fail++) {
-        tu_failing_alloc st = {0, fail, 0};
-        dedup_allocator a = tu_failing_allocator(&st);
+        tu_failing_alloc st;
+        dedup_allocator a = tu_failing_allocator(&st, fail);
         dedup_cuckoo *cf = NULL;
         dedup_status s = load_blob(blob, len, &a, &cf);
         if (s)

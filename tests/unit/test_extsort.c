@@ -609,8 +609,8 @@ static void test_oom(void **state)
         reference(&in, (dedup_extsort_order)order, DEDUP_EXTSORT_COUNT, &want);
         bool succeeded = false;
         for (uint64_t at = 1; at < 5000 && !succeeded; at += (at < 200 ? 1 : 37)) {
-            tu_failing_alloc fa = {0, at, 0};
-            dedup_allocator al = tu_failing_allocator(&fa);
+            tu_failing_alloc fa;
+            dedup_allocator al = tu_failing_allocator(&fa, at);
             dedup_extsort_params p;
             dedup_extsort_params_init(&p);
             p.memory_limit = 64 << 10;

@@ -242,8 +242,7 @@ static void test_oom_leaks_nothing(void **state)
     (void)state;
     for (uint64_t fail = 1; fail < 40; fail++) {
         tu_failing_alloc fa;
-        dedup_allocator a = tu_failing_allocator(&fa);
-        fa.fail_at = fail;
+        dedup_allocator a = tu_failing_allocator(&fa, fail);
         dedup_strset *s = NULL;
         dedup_status st = dedup_strset_create(NULL, &a, &s);
         unsigned char key[64];

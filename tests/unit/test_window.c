@@ -835,8 +835,7 @@ static void test_oom(void **state)
         bool completed = false;
         for (uint64_t fail_at = 1; !completed; fail_at++) {
             tu_failing_alloc st;
-            dedup_allocator a = tu_failing_allocator(&st);
-            st.fail_at = fail_at;
+            dedup_allocator a = tu_failing_allocator(&st, fail_at);
             dedup_window_params p;
             dedup_window_params_init(&p);
             p.mode = (dedup_window_mode)mode;

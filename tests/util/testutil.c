@@ -108,9 +108,10 @@ static void *fa_realloc(void *ctx, void *p, size_t size)
     return q;
 }
 
-dedup_allocator tu_failing_allocator(tu_failing_alloc *state)
+dedup_allocator tu_failing_allocator(tu_failing_alloc *state, uint64_t fail_at)
 {
     memset(state, 0, sizeof *state);
+    state->fail_at = fail_at;
     dedup_allocator a = {fa_malloc, fa_calloc, fa_realloc, fa_free, state};
     return a;
 }

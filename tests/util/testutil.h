@@ -37,13 +37,14 @@ uint64_t tu_binomial_upper(uint64_t trials, double p);
 uint64_t tu_binomial_lower(uint64_t trials, double p);
 
 /* An allocator that fails the Nth allocation (1-based) and every one after
- * it when fail_at != 0; counts live bytes so leaks can be asserted. */
+ * it when fail_at != 0; counts live bytes so leaks can be asserted.
+ * tu_failing_allocator() initialises *state, fail_at included. */
 typedef struct tu_failing_alloc {
     uint64_t calls;
     uint64_t fail_at;
     int64_t live;
 } tu_failing_alloc;
-dedup_allocator tu_failing_allocator(tu_failing_alloc *state);
+dedup_allocator tu_failing_allocator(tu_failing_alloc *state, uint64_t fail_at);
 
 /* Saves an object into a malloc'd buffer of exactly 'expected_size' bytes
  * (its serialized_size), asserting that save succeeds and fills it; the
