@@ -26,11 +26,11 @@
 #include "dedup/window.h"
 #include "io.h"
 #include "external.h"
+#include "feeder.h"
 #include "keys.h"
 #include "methods.h"
 
 #define BATCH 64
-#define READ_BLOCK ((size_t)1 << 20)
 #define WRITE_BUF ((size_t)1 << 18)
 
 enum output_kind { OUT_FIRST, OUT_DUPLICATES, OUT_COUNT, OUT_UNIQUE };
@@ -503,15 +503,13 @@ typedef struct run {
     progress prog;
     uint64_t records_in, records_out, duplicates, bytes_in;
     bool identity_key;
-    /* batch */
-    const unsigned char *rec[BATCH];
-    size_t rlen[BATCH];
-    const unsigned char *key[BATCH];
-    size_t klen[BATCH];
-    dedup_digest dig[BATCH];
+    /* batch: records, keys and digests come from the feeder's block */
+    const unsigned char *const *rec;
+    const size_t *rlen;
+    const unsigned char *const *key;
+    const size_t *klen;
+    const dedup_digest *dig;
     dedup_verdict verdict[BATCH];
-    unsigned char *scratch;
-    size_t scratch_cap;
     /* first records for --count/--unique: [u64 len][bytes] entries */
     unsigned char *firsts;
     size_t firsts_len, firsts_cap;
@@ -794,36 +792,8 @@ static void print_window_stats(run *r, double seconds)
 static bool process_batch(run *r, size_t n)
 {
     opts *o = r->o;
-    if (r->identity_key) {
-        for (size_t i = 0; i < n; i++) {
-            r->key[i] = r->rec[i];
-            r->klen[i] = r->rlen[i];
-        }
-    } else {
-        size_t total = 0;
-        for (size_t i = 0; i < n; i++)
-            total += r->rlen[i];
-        if (total > r->scratch_cap) {
-            size_t nc = total * 2;
-            unsigned char *nb = realloc(r->scratch, nc ? nc : 1);
-            if (!nb) {
-                cli_error("out of memory");
-                r->failed = true;
-                return false;
-            }
-            r->scratch = nb;
-            r->scratch_cap = nc;
-        }
-        size_t off = 0;
-        for (size_t i = 0; i < n; i++) {
-            r->key[i] = dd_key_of(&o->key, r->rec[i], r->rlen[i], r->scratch + off, &r->klen[i]);
-            off += r->rlen[i];
-        }
-    }
     if (r->win)
         return window_batch(r, n);
-    for (size_t i = 0; i < n; i++)
-        r->dig[i] = dedup_hash(r->key[i], r->klen[i], r->m->seed);
     dedup_status st = r->m->decide(r->m, n, r->key, r->klen, r->dig, r->verdict);
     if (st) {
         if (st == DEDUP_ERR_FULL)
@@ -1143,8 +1113,9 @@ int cmd_dedup(int argc, char **argv)
     int status = CLI_EXIT_OK;
     bool stopped = false; /* broken pipe, error or signal: no state save */
     for (int fi = 0; fi < nfiles && !stopped; fi++) {
-        dd_reader rd;
-        int e = dd_reader_open(&rd, files[fi], o.term, READ_BLOCK);
+        dd_feeder *fd = NULL;
+        dd_feeder_opts fo = {.term = o.term, .key = &o.key, .hash = !win, .seed = m ? m->seed : 0};
+        int e = dd_feeder_open(&fd, files[fi], &fo);
         if (e) {
             cli_error("%s: %s", files[fi], strerror(e));
             status = CLI_EXIT_USAGE;
@@ -1154,31 +1125,32 @@ int cmd_dedup(int argc, char **argv)
         uint64_t before = r->bytes_in;
         r->file_name = strcmp(files[fi], "-") == 0 ? "(standard input)" : files[fi];
         r->file_records = 0;
-        for (;;) {
-            if (dd_stop_signal) {
-                stopped = true;
-                break;
+        const dd_block *b;
+        while (!stopped && (b = dd_feeder_next(fd)) != NULL) {
+            for (size_t off = 0; off < b->n; off += BATCH) {
+                size_t n = b->n - off < BATCH ? b->n - off : BATCH;
+                r->rec = b->rec + off;
+                r->rlen = b->rlen + off;
+                r->key = b->key + off;
+                r->klen = b->klen + off;
+                r->dig = b->dig + off;
+                if (dd_stop_signal || !process_batch(r, n)) {
+                    stopped = true;
+                    break;
+                }
             }
-            size_t n = 0;
-            if (!dd_reader_next(&rd, &r->rec[0], &r->rlen[0]))
-                break;
-            n = 1;
-            while (n < BATCH && dd_reader_next_buffered(&rd, &r->rec[n], &r->rlen[n]))
-                n++;
-            if (!process_batch(r, n)) {
-                stopped = true;
-                break;
-            }
-            r->bytes_in = before + rd.bytes_read;
+            r->bytes_in = before + b->bytes_read;
             progress_show(&r->prog, r->bytes_in, r->records_in, false);
         }
-        r->bytes_in = before + rd.bytes_read;
-        if (rd.error && !dd_stop_signal) {
-            cli_error("%s: read error: %s", rd.name, strerror(rd.error));
+        if (dd_stop_signal)
+            stopped = true;
+        e = dd_feeder_error(fd);
+        if (e && !stopped) {
+            cli_error("%s: read error: %s", dd_feeder_name(fd), strerror(e));
             status = CLI_EXIT_USAGE;
             stopped = true;
         }
-        dd_reader_close(&rd);
+        dd_feeder_close(fd);
     }
     if (!stopped && (o.out == OUT_COUNT || o.out == OUT_UNIQUE))
         stopped = !write_counts(r);
@@ -1243,7 +1215,6 @@ int cmd_dedup(int argc, char **argv)
     }
 
     dd_writer_free(&r->w);
-    free(r->scratch);
     free(r->firsts);
     free(r);
     dd_method_free(m);

@@ -1,7 +1,7 @@
 /*
  * external.c - `dedup --mode exact` under a memory budget (see external.h).
  *
- * Records are read in blocks, keyed and hashed exactly as in cmd_dedup.c,
+ * Records are read, keyed and hashed on the feeder's thread (feeder.h),
  * and pushed to the engine, which emits through the buffered writer: first
  * occurrences as they arrive while the keys fit (so pipes keep streaming),
  * the rest at the end.  A signal or a broken pipe stops the engine through
@@ -25,17 +25,11 @@
 #include "cli.h"
 #include "dedup/extsort.h"
 #include "dedup/hash.h"
+#include "feeder.h"
 #include "io.h"
 
-#define READ_BLOCK ((size_t)1 << 20)
 #define WRITE_BUF ((size_t)1 << 18)
 #define EXT_BATCH 64
-
-typedef struct ext_batch {
-    const unsigned char *rec[EXT_BATCH], *key[EXT_BATCH];
-    size_t len[EXT_BATCH], klen[EXT_BATCH];
-    dedup_digest dig[EXT_BATCH];
-} ext_batch;
 
 uint64_t dd_external_default_memory(void)
 {
@@ -184,95 +178,49 @@ int dd_run_external(const dd_external_opts *o, char **files, int nfiles)
              (unsigned long long)budget, tmpdir);
 
     double start = now_sec(), last = start;
-    uint64_t bytes_in = 0, nrec = 0;
+    uint64_t bytes_in = 0;
     int status = CLI_EXIT_OK;
     bool input_error = false;
-    unsigned char *scratch = NULL;
-    size_t scap = 0;
-    bool identity = dd_keyspec_identity(o->key);
-    ext_batch *b = malloc(sizeof *b);
-    if (!b) {
-        cli_error("out of memory");
-        dedup_extsort_free(es);
-        dd_writer_free(&r.w);
-        if (out_file) {
-            close(out_fd);
-            unlink(o->output);
-        }
-        return CLI_EXIT_FAIL;
-    }
     for (int fi = 0; fi < nfiles && st == DEDUP_OK && !dd_stop_signal; fi++) {
-        dd_reader rd;
-        int e = dd_reader_open(&rd, files[fi], o->term, READ_BLOCK);
+        dd_feeder *fd = NULL;
+        dd_feeder_opts fo = {.term = o->term, .key = o->key, .hash = true, .seed = o->seed};
+        int e = dd_feeder_open(&fd, files[fi], &fo);
         if (e) {
             cli_error("%s: %s", files[fi], strerror(e));
             status = CLI_EXIT_USAGE;
             input_error = true;
             break;
         }
-        uint64_t before = bytes_in;
-        for (;;) {
-            if (st != DEDUP_OK || dd_stop_signal)
-                break;
-            size_t n = 0;
-            if (!dd_reader_next(&rd, &b->rec[0], &b->len[0]))
-                break;
-            n = 1;
-            while (n < EXT_BATCH && dd_reader_next_buffered(&rd, &b->rec[n], &b->len[n]))
-                n++;
-            if (!identity) {
-                size_t total = 0;
-                for (size_t i = 0; i < n; i++)
-                    total += b->len[i];
-                if (total > scap) {
-                    free(scratch);
-                    scap = total * 2 + 64;
-                    scratch = malloc(scap);
-                    if (!scratch) {
-                        cli_error("out of memory");
-                        status = CLI_EXIT_FAIL;
-                        input_error = true;
-                        break;
-                    }
-                }
-                size_t off = 0;
-                for (size_t i = 0; i < n; i++) {
-                    b->key[i] = dd_key_of(o->key, b->rec[i], b->len[i], scratch + off, &b->klen[i]);
-                    off += b->len[i];
-                }
-            } else {
-                for (size_t i = 0; i < n; i++) {
-                    b->key[i] = b->rec[i];
-                    b->klen[i] = b->len[i];
-                }
+        uint64_t before = bytes_in, got = 0;
+        const dd_block *blk;
+        while (st == DEDUP_OK && !dd_stop_signal && (blk = dd_feeder_next(fd)) != NULL) {
+            for (size_t off = 0; off < blk->n && st == DEDUP_OK; off += EXT_BATCH) {
+                size_t n = blk->n - off < EXT_BATCH ? blk->n - off : EXT_BATCH;
+                st = dedup_extsort_push_batch(es, n, (const void *const *)(blk->rec + off),
+                                              blk->rlen + off, (const void *const *)(blk->key + off),
+                                              blk->klen + off, blk->dig + off);
             }
-            for (size_t i = 0; i < n; i++)
-                b->dig[i] = dedup_hash(b->key[i], b->klen[i], o->seed);
-            st = dedup_extsort_push_batch(es, n, (const void *const *)b->rec, b->len,
-                                          (const void *const *)b->key, b->klen, b->dig);
-            nrec += n;
-            if (o->progress && (nrec & 0xffff) < n) {
+            got = blk->bytes_read;
+            if (o->progress) {
                 double t = now_sec();
                 if (t - last > 0.25) {
                     char hb[32];
                     last = t;
-                    fprintf(stderr, "\rdedup: %s read   ",
-                            cli_human_size(before + rd.bytes_read, hb, sizeof hb));
+                    fprintf(stderr, "\rdedup: %s read   ", cli_human_size(before + got, hb, sizeof hb));
                 }
             }
         }
-        bytes_in = before + rd.bytes_read;
-        if (rd.error && !dd_stop_signal) {
-            cli_error("%s: read error: %s", rd.name, strerror(rd.error));
+        bytes_in = before + got;
+        e = dd_feeder_error(fd);
+        if (e && !dd_stop_signal) {
+            cli_error("%s: read error: %s", dd_feeder_name(fd), strerror(e));
             status = CLI_EXIT_USAGE;
             input_error = true;
         }
-        dd_reader_close(&rd);
+        dd_feeder_close(fd);
         if (input_error)
             break;
     }
-    free(scratch);
-    free(b);
     if (st == DEDUP_OK && !input_error && !dd_stop_signal)
         st = dedup_extsort_finish(es);
     if (o->progress)

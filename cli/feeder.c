@@ -1,0 +1,341 @@
+/* feeder.c - reading, splitting, keying and hashing on a second thread (see feeder.h). */
+#define _GNU_SOURCE /* memrchr */
+#include "feeder.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "io.h" /* dd_stop_signal */
+
+#define NSLOT 4                     /* blocks in flight: one filling, the rest queued or in use */
+#define BLOCK ((size_t)1 << 20)     /* initial buffer; grows for a longer record */
+#define WAIT_NS 100000000L          /* the caller looks at dd_stop_signal this often */
+
+typedef struct slot {
+    dd_block b;
+    unsigned char *buf;
+    size_t cap, len;     /* buffer and the bytes in it */
+    size_t used;         /* bytes the records cover (the rest starts the next block) */
+    unsigned char *scratch;
+    size_t scratch_cap;
+    size_t rcap;         /* capacity of the per-record arrays */
+} slot;
+
+struct dd_feeder {
+    int fd;
+    bool own_fd, regular;
+    const char *name;
+    dd_feeder_opts o;
+    dd_keyspec key;
+    bool identity;
+    pthread_t th;
+    bool started;
+    pthread_mutex_t mu;
+    pthread_cond_t cv_prod, cv_cons;
+    slot s[NSLOT];
+    /* counters under mu: blocks published, handed to the caller, released by it */
+    uint64_t produced, taken, released;
+    bool done, stop;
+    int error;
+    uint64_t bytes_read; /* producer's own */
+};
+
+static bool grow_records(slot *s, size_t need)
+{
+    if (need <= s->rcap)
+        return true;
+    size_t nc = s->rcap ? s->rcap : 4096;
+    while (nc < need)
+        nc *= 2;
+    const unsigned char **rec = realloc(s->b.rec, nc * sizeof *rec);
+    if (rec)
+        s->b.rec = rec;
+    size_t *rlen = realloc(s->b.rlen, nc * sizeof *rlen);
+    if (rlen)
+        s->b.rlen = rlen;
+    const unsigned char **key = realloc(s->b.key, nc * sizeof *key);
+    if (key)
+        s->b.key = key;
+    size_t *klen = realloc(s->b.klen, nc * sizeof *klen);
+    if (klen)
+        s->b.klen = klen;
+    dedup_digest *dig = realloc(s->b.dig, nc * sizeof *dig);
+    if (dig)
+        s->b.dig = dig;
+    if (!rec || !rlen || !key || !klen || !dig)
+        return false;
+    s->rcap = nc;
+    return true;
+}
+
+/* Splits s->buf[0, used) (plus a last unterminated record of 'tail' bytes
+ * when the input ended) into records, keys and digests. */
+static bool split(dd_feeder *f, slot *s, size_t tail)
+{
+    unsigned char *p = s->buf, *end = s->buf + s->used;
+    size_t n = 0;
+    if (!f->identity && s->scratch_cap < s->used + tail) {
+        unsigned char *ns = realloc(s->scratch, s->used + tail);
+        if (!ns)
+            return false;
+        s->scratch = ns;
+        s->scratch_cap = s->used + tail;
+    }
+    size_t off = 0;
+    for (;;) {
+        unsigned char *q;
+        size_t len;
+        if (p < end) {
+            q = memchr(p, f->o.term, (size_t)(end - p));
+            len = (size_t)(q - p);
+        } else if (tail) {
+            q = p + tail;
+            len = tail;
+            tail = 0;
+        } else {
+            break;
+        }
+        if (n == s->rcap && !grow_records(s, n + 1))
+            return false;
+        s->b.rec[n] = p;
+        s->b.rlen[n] = len;
+        if (f->identity) {
+            s->b.key[n] = p;
+            s->b.klen[n] = len;
+        } else {
+            s->b.key[n] = dd_key_of(&f->key, p, len, s->scratch + off, &s->b.klen[n]);
+            off += len;
+        }
+        if (f->o.hash)
+            s->b.dig[n] = dedup_hash(s->b.key[n], s->b.klen[n], f->o.seed);
+        n++;
+        p = q + 1;
+    }
+    s->b.n = n;
+    return true;
+}
+
+static void publish(dd_feeder *f, slot *s, bool last, int err)
+{
+    pthread_mutex_lock(&f->mu);
+    s->b.bytes_read = f->bytes_read;
+    if (s->b.n)
+        f->produced++;
+    if (last) {
+        f->done = true;
+        f->error = err;
+    }
+    pthread_cond_signal(&f->cv_cons);
+    pthread_mutex_unlock(&f->mu);
+}
+
+static void *feeder_main(void *arg)
+{
+    dd_feeder *f = arg;
+    int old;
+    pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &old);
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, NULL);
+
+    slot *prev = NULL;
+    for (;;) {
+        pthread_mutex_lock(&f->mu);
+        while (f->produced - f->released >= NSLOT && !f->stop)
+            pthread_cond_wait(&f->cv_prod, &f->mu);
+        bool stop = f->stop;
+        slot *s = &f->s[f->produced % NSLOT];
+        pthread_mutex_unlock(&f->mu);
+        if (stop)
+            return NULL;
+
+        /* The partial record the previous block ended with comes first.  The
+         * previous buffer is only ever read by the caller, and this thread
+         * rewrites it no sooner than NSLOT blocks later. */
+        size_t carry = prev ? prev->len - prev->used : 0;
+        size_t want = carry * 2 > BLOCK ? carry * 2 : BLOCK;
+        if (s->cap < want) {
+            free(s->buf);
+            s->buf = malloc(want);
+            s->cap = s->buf ? want : 0;
+            if (!s->buf) {
+                s->b.n = 0;
+                publish(f, s, true, ENOMEM);
+                return NULL;
+            }
+        }
+        if (carry)
+            memcpy(s->buf, prev->buf + prev->used, carry);
+        s->len = carry;
+        s->used = 0;
+        bool eof = false;
+        int err = 0;
+        for (;;) {
+            if (s->len == s->cap) {
+                if (s->used)
+                    break; /* full: publish, the rest moves on */
+                /* One record fills the whole buffer: grow it. */
+                unsigned char *nb = realloc(s->buf, s->cap * 2);
+                if (!nb) {
+                    err = ENOMEM;
+                    break;
+                }
+                s->buf = nb;
+                s->cap *= 2;
+            }
+            pthread_setcancelstate(PTHREAD_CANCEL_ENABLE, &old);
+            ssize_t r = read(f->fd, s->buf + s->len, s->cap - s->len);
+            int e = errno;
+            pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &old);
+            if (r < 0) {
+                if (e == EINTR)
+                    continue;
+                err = e;
+                break;
+            }
+            if (r == 0) {
+                eof = true;
+                break;
+            }
+            unsigned char *t = memrchr(s->buf + s->len, f->o.term, (size_t)r);
+            s->len += (size_t)r;
+            f->bytes_read += (uint64_t)r;
+            if (t)
+                s->used = (size_t)(t - s->buf) + 1;
+            if (!f->regular && s->used)
+                break; /* a pipe: decide what came without waiting for more */
+        }
+        /* After a read error the complete records before it still count. */
+        size_t tail = eof ? s->len - s->used : 0;
+        if (!split(f, s, tail)) {
+            err = ENOMEM;
+            s->b.n = 0;
+        }
+        if (eof)
+            s->used = s->len;
+        publish(f, s, eof || err, err);
+        if (eof || err)
+            return NULL;
+        prev = s;
+    }
+}
+
+int dd_feeder_open(dd_feeder **out, const char *path, const dd_feeder_opts *o)
+{
+    *out = NULL;
+    dd_feeder *f = calloc(1, sizeof *f);
+    if (!f)
+        return ENOMEM;
+    f->o = *o;
+    f->key = *o->key;
+    f->identity = dd_keyspec_identity(o->key);
+    f->name = path;
+    if (strcmp(path, "-") == 0) {
+        f->fd = STDIN_FILENO;
+        f->name = "(standard input)";
+    } else {
+        f->fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (f->fd < 0) {
+            int e = errno;
+            free(f);
+            return e;
+        }
+        f->own_fd = true;
+#ifdef POSIX_FADV_SEQUENTIAL
+        (void)posix_fadvise(f->fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+#endif
+    }
+    struct stat st;
+    f->regular = fstat(f->fd, &st) == 0 && S_ISREG(st.st_mode);
+    pthread_mutex_init(&f->mu, NULL);
+    pthread_cond_init(&f->cv_prod, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&f->cv_cons, &ca);
+    pthread_condattr_destroy(&ca);
+    int e = pthread_create(&f->th, NULL, feeder_main, f);
+    if (e) {
+        dd_feeder_close(f);
+        return e;
+    }
+    f->started = true;
+    *out = f;
+    return 0;
+}
+
+const dd_block *dd_feeder_next(dd_feeder *f)
+{
+    const dd_block *b = NULL;
+    pthread_mutex_lock(&f->mu);
+    if (f->taken > f->released) {
+        f->released++;
+        pthread_cond_signal(&f->cv_prod);
+    }
+    while (f->produced == f->taken && !f->done && !dd_stop_signal) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        ts.tv_nsec += WAIT_NS;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&f->cv_cons, &f->mu, &ts);
+    }
+    if (f->produced > f->taken && !dd_stop_signal) {
+        b = &f->s[f->taken % NSLOT].b;
+        f->taken++;
+    }
+    pthread_mutex_unlock(&f->mu);
+    return b;
+}
+
+int dd_feeder_error(const dd_feeder *f)
+{
+    dd_feeder *m = (dd_feeder *)f;
+    pthread_mutex_lock(&m->mu);
+    int e = m->error;
+    pthread_mutex_unlock(&m->mu);
+    return e;
+}
+
+const char *dd_feeder_name(const dd_feeder *f) { return f->name; }
+
+void dd_feeder_close(dd_feeder *f)
+{
+    if (!f)
+        return;
+    if (f->started) {
+        pthread_mutex_lock(&f->mu);
+        f->stop = true;
+        pthread_cond_broadcast(&f->cv_prod);
+        bool done = f->done;
+        pthread_mutex_unlock(&f->mu);
+        if (!done)
+            pthread_cancel(f->th); /* it may be blocked in read() on a pipe */
+        pthread_join(f->th, NULL);
+    }
+    pthread_mutex_destroy(&f->mu);
+    pthread_cond_destroy(&f->cv_prod);
+    pthread_cond_destroy(&f->cv_cons);
+    if (f->own_fd)
+        close(f->fd);
+    for (int i = 0; i < NSLOT; i++) {
+        slot *s = &f->s[i];
+        free(s->buf);
+        free(s->scratch);
+        free(s->b.rec);
+        free(s->b.rlen);
+        free(s->b.key);
+        free(s->b.klen);
+        free(s->b.dig);
+    }
+    free(f);
+}

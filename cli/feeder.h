@@ -1,0 +1,75 @@
+/*
+ * feeder.h - reads, splits, keys and hashes the input on a second thread.
+ *
+ * The command's work per record is in two halves of similar cost: getting
+ * the record (read(2) copying it out of the page cache, memchr for the
+ * terminator, the key's normalisation and its XXH3 digest) and deciding it
+ * (the set or filter probe, a cache miss or two, and the output).  The
+ * feeder runs the first half on its own thread, a block ahead of the
+ * caller, so on two cores the run takes about as long as the slower half
+ * instead of the sum of both.
+ *
+ * Blocks: the feeder reads into one of a few buffers (1 MiB; a buffer grows
+ * when one record does not fit), cuts it after the last terminator (the
+ * partial record goes to the front of the next buffer) and publishes the
+ * complete records with their keys and, when asked, their digests.  A last
+ * record without a terminator is still a record.  The caller takes blocks in
+ * input order; a block stays valid until the next dd_feeder_next() call.
+ *
+ * Streaming: from a regular file the feeder fills whole buffers; from a pipe
+ * or terminal it publishes after every read that completed a record, so
+ * `tail -f log | dedup --line-buffered` still decides each line as it comes.
+ *
+ * Signals are blocked on the feeder's thread: SIGINT/SIGTERM reach the
+ * caller's thread, whose waits wake up at least every 100 ms to look at
+ * dd_stop_signal.  dd_feeder_close() stops the thread even when it is
+ * blocked in read(2) on a pipe that never ends.
+ */
+#ifndef DEDUP_CLI_FEEDER_H
+#define DEDUP_CLI_FEEDER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dedup/hash.h"
+#include "keys.h"
+
+typedef struct dd_block {
+    size_t n;                       /* records in the block */
+    const unsigned char **rec;      /* record i, without its terminator */
+    size_t *rlen;
+    const unsigned char **key;      /* its key (== rec when keys are whole records) */
+    size_t *klen;
+    dedup_digest *dig;              /* dedup_hash(key, seed); NULL when not asked */
+    uint64_t bytes_read;            /* bytes read from the input up to this block */
+} dd_block;
+
+typedef struct dd_feeder_opts {
+    unsigned char term;     /* record terminator */
+    const dd_keyspec *key;  /* how keys are made from records */
+    bool hash;              /* compute digests */
+    uint64_t seed;          /* their seed */
+} dd_feeder_opts;
+
+typedef struct dd_feeder dd_feeder;
+
+/* Opens 'path' ("-" = standard input) and starts the thread.  Returns 0 or
+ * an errno value (the file cannot be opened, or no memory/thread). */
+int dd_feeder_open(dd_feeder **out, const char *path, const dd_feeder_opts *o);
+
+/* The next block in input order, or NULL at the end of the input, on a read
+ * error (dd_feeder_error() != 0) or when dd_stop_signal is set. */
+const dd_block *dd_feeder_next(dd_feeder *f);
+
+/* errno of a failed read (ENOMEM if a buffer could not grow), 0 if none. */
+int dd_feeder_error(const dd_feeder *f);
+
+/* Name for messages: the path, or "(standard input)". */
+const char *dd_feeder_name(const dd_feeder *f);
+
+/* Stops the thread (wherever it is), closes the file and frees everything.
+ * Accepts NULL. */
+void dd_feeder_close(dd_feeder *f);
+
+#endif
