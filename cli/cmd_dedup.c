@@ -22,6 +22,7 @@
 
 #include "cli.h"
 #include "dedup/hash.h"
+#include "dedup/set.h"
 #include "dedup/timeparse.h"
 #include "dedup/window.h"
 #include "io.h"
@@ -71,6 +72,10 @@ static void on_signal(int sig) { dd_stop_signal = sig; }
 
 static void usage(FILE *f)
 {
+    char hb[32];
+    const char *src;
+    uint64_t budget = dd_external_default_memory(&src);
+    cli_human_size(budget, hb, sizeof hb);
     fprintf(f,
 "Usage: dedup [OPTION]... [FILE]...\n"
 "Write each record's first occurrence, in input order; drop the repeats.\n"
@@ -88,8 +93,8 @@ static void usage(FILE *f)
 "  -m, --memory=SIZE      memory for a filter (K/M/G); with -n, a ceiling.  In exact\n"
 "                         mode, the budget: while the distinct keys fit it works in\n"
 "                         memory, beyond it spills to --tmpdir and finishes on disk\n"
-"                         (peak about SIZE + 16M; without -m exact mode is unbounded,\n"
-"                         --sort uses half the physical memory)\n"
+"                         (peak about SIZE + 16M).  Without -m: %s here\n"
+"                         (%s; $DEDUP_MEMORY sets it)\n"
 "  -T, --tmpdir=DIR       temporary files for -m/--sort (default $TMPDIR, else /tmp)\n"
 "  -s, --state=FILE       seen-set kept across runs: loaded if it exists, records\n"
 "                         in it are dropped, saved atomically at the end\n"
@@ -99,7 +104,7 @@ static void usage(FILE *f)
 "  -i, --ignore-case      ASCII case-insensitive keys\n"
 "      --trim             ignore leading and trailing whitespace (including \\r)\n"
 "      --squeeze          runs of whitespace compare as one space\n"
-"      --strip-prefix=S   ignore S at the start of keys\n");
+"      --strip-prefix=S   ignore S at the start of keys\n", hb, src);
     fputs(
 "Windows (streams: a record is a duplicate only within a window of time):\n"
 "      --window=DURATION  duplicate when the same key was kept less than DURATION\n"
@@ -439,7 +444,10 @@ static int parse_args(int argc, char **argv, opts *o)
         cli_error("--%s works with --mode exact only", o->sorted ? "sort" : "tmpdir");
         return -1;
     }
-    o->external = exact && (o->sizing.memory || o->sorted || o->tmpdir);
+    /* -D writes repeats in input order as they come; past the in-memory
+     * share only the engine can keep that order, so it runs from the start. */
+    o->external = exact && (o->sizing.memory || o->sorted || o->tmpdir ||
+                            (o->out == OUT_DUPLICATES && !o->state));
     if (o->external && o->state) {
         cli_error("--state cannot be combined with -m/--memory, --sort or --tmpdir in exact mode "
                   "(a bounded run keeps no seen-set to save)");
@@ -514,6 +522,17 @@ typedef struct run {
     unsigned char *firsts;
     size_t firsts_len, firsts_cap;
     bool failed; /* method error already reported */
+    /* exact mode past its in-memory share: the set is frozen (still answers
+     * and counts the keys it holds) and every other record goes to an
+     * external engine (external.h) with the other share of the budget */
+    bool can_spill;
+    uint64_t budget;
+    const char *budget_source;
+    dd_external_opts eo;
+    dd_spill *spill;
+    const unsigned char *prec[BATCH], *pkey[BATCH];
+    size_t prlen[BATCH], pklen[BATCH];
+    dedup_digest pdig[BATCH];
     /* windowed runs */
     dedup_window *win;
     dedup_time_format tfmt;   /* the format in use (detected once when AUTO) */
@@ -788,30 +807,13 @@ static void print_window_stats(run *r, double seconds)
                 (unsigned long long)r->bad_times);
 }
 
-/* Decides and writes one batch.  False to stop (error or broken pipe). */
-static bool process_batch(run *r, size_t n)
+/* Writes (or keeps for --count/--unique) records [from, to) of the batch,
+ * whose verdicts are decided.  False to stop. */
+static bool emit_decided(run *r, size_t from, size_t to)
 {
     opts *o = r->o;
-    if (r->win)
-        return window_batch(r, n);
-    dedup_status st = r->m->decide(r->m, n, r->key, r->klen, r->dig, r->verdict);
-    if (st) {
-        if (st == DEDUP_ERR_FULL)
-            cli_error("%s", strcmp(r->m->name, "cuckoo") == 0
-                                ? "the cuckoo filter is full (it was sized by -m/--memory, so it "
-                                  "does not grow): give -n/--items instead, or more memory"
-                                : strcmp(r->m->name, "fingerprint") == 0 || strcmp(r->m->name, "exact") == 0
-                                      ? "the distinct keys need more memory than -m/--memory allows; raise it, "
-                                        "or use --mode blocked (fixed size) or --mode exact -m (spills to disk)"
-                                      : "the filter grew past -m/--memory; raise it, or size a fixed "
-                                        "filter with --mode blocked -n N -p P");
-        else
-            cli_error("%s", dedup_strerror(st));
-        r->failed = true;
-        return false;
-    }
-    r->records_in += n;
-    for (size_t i = 0; i < n; i++) {
+    r->records_in += to - from;
+    for (size_t i = from; i < to; i++) {
         bool is_new = r->verdict[i] == DEDUP_NEW;
         if (!is_new)
             r->duplicates++;
@@ -841,6 +843,90 @@ static bool process_batch(run *r, size_t n)
         }
     }
     return true;
+}
+
+/* The exact set has reached its share of the budget: from now on it only
+ * answers for the keys it holds, and the engine takes the others. */
+static bool start_spill(run *r)
+{
+    dedup_status st = dd_spill_create(&r->spill, &r->eo, r->budget - r->budget / 2, &r->w);
+    if (st) {
+        cli_error("%s", st == DEDUP_ERR_NOMEM ? "out of memory" : dedup_strerror(st));
+        r->failed = true;
+        return false;
+    }
+    char hh[32], hb[32];
+    cli_info(2, "the distinct keys filled their %s of memory (half of %s, %s); the rest goes "
+             "through temporary files in %s",
+             cli_human_size(r->budget / 2, hh, sizeof hh), cli_human_size(r->budget, hb, sizeof hb),
+             r->budget_source, dd_spill_tmpdir(r->spill));
+    return true;
+}
+
+/* Records [from, to) after the spill point. */
+static bool spill_batch(run *r, size_t from, size_t to)
+{
+    dedup_strset *set = r->m->impl;
+    for (size_t i = from; i < to; i++)
+        dedup_strset_prefetch(set, r->dig[i]);
+    size_t np = 0;
+    for (size_t i = from; i < to; i++) {
+        if (dedup_strset_contains(set, r->key[i], r->klen[i], r->dig[i])) {
+            r->records_in++;
+            r->duplicates++;
+            if (r->o->out == OUT_COUNT || r->o->out == OUT_UNIQUE) {
+                dedup_verdict v; /* counts the repeat; a present key needs no memory */
+                (void)dedup_strset_insert(set, r->key[i], r->klen[i], r->dig[i], &v);
+            }
+            continue;
+        }
+        r->prec[np] = r->rec[i];
+        r->prlen[np] = r->rlen[i];
+        r->pkey[np] = r->key[i];
+        r->pklen[np] = r->klen[i];
+        r->pdig[np] = r->dig[i];
+        np++;
+    }
+    dedup_status st = dd_spill_push(r->spill, np, r->prec, r->prlen, r->pkey, r->pklen, r->pdig);
+    if (st == DEDUP_ERR_CANCELLED && r->w.broken_pipe)
+        return false;
+    if (st) {
+        if (!r->w.error)
+            dd_spill_report(r->spill, st);
+        r->failed = true;
+        return false;
+    }
+    return true;
+}
+
+/* Decides and writes one batch.  False to stop (error or broken pipe). */
+static bool process_batch(run *r, size_t n)
+{
+    if (r->win)
+        return window_batch(r, n);
+    if (r->spill)
+        return spill_batch(r, 0, n);
+    dedup_status st = r->m->decide(r->m, n, r->key, r->klen, r->dig, r->verdict);
+    if (st == DEDUP_ERR_FULL && r->can_spill) {
+        size_t done = r->m->done;
+        return emit_decided(r, 0, done) && start_spill(r) && spill_batch(r, done, n);
+    }
+    if (st) {
+        if (st == DEDUP_ERR_FULL)
+            cli_error("%s", strcmp(r->m->name, "cuckoo") == 0
+                                ? "the cuckoo filter is full (it was sized by -m/--memory, so it "
+                                  "does not grow): give -n/--items instead, or more memory"
+                                : strcmp(r->m->name, "fingerprint") == 0 || strcmp(r->m->name, "exact") == 0
+                                      ? "the distinct keys need more memory than -m/--memory allows; raise it, "
+                                        "or use --mode blocked (fixed size) or --mode exact -m (spills to disk)"
+                                      : "the filter grew past -m/--memory; raise it, or size a fixed "
+                                        "filter with --mode blocked -n N -p P");
+        else
+            cli_error("%s", dedup_strerror(st));
+        r->failed = true;
+        return false;
+    }
+    return emit_decided(r, 0, n);
 }
 
 /* Writes the --count / --unique output from the first records kept. */
@@ -890,29 +976,58 @@ static void print_stats(run *r, double seconds)
     opts *o = r->o;
     uint64_t distinct = r->m->distinct(r->m);
     size_t mem = r->m->memory(r->m);
-    double rate = r->records_in ? (double)r->duplicates / (double)r->records_in : 0.0;
+    uint64_t in = r->records_in, out = r->records_out, dups = r->duplicates;
+    dedup_extsort_stats es;
+    memset(&es, 0, sizeof es);
+    if (r->spill) {
+        dd_spill_stats(r->spill, &es);
+        in += es.records_in;
+        out += es.records_out;
+        dups += es.records_in - es.distinct;
+        distinct += es.distinct;
+        mem += es.peak_memory;
+    }
+    double rate = in ? (double)dups / (double)in : 0.0;
     if (o->stats == STATS_JSON) {
         fprintf(stderr,
                 "{\"records_in\":%llu,\"records_out\":%llu,\"duplicates\":%llu,"
                 "\"duplicate_rate\":%.6f,\"distinct\":%llu,\"mode\":",
-                (unsigned long long)r->records_in, (unsigned long long)r->records_out,
-                (unsigned long long)r->duplicates, rate, (unsigned long long)distinct);
+                (unsigned long long)in, (unsigned long long)out, (unsigned long long)dups, rate,
+                (unsigned long long)distinct);
         cli_json_string(stderr, r->m->name);
         fprintf(stderr, ",\"memory_bytes\":%zu,\"bytes_in\":%llu,\"seconds\":%.3f", mem,
                 (unsigned long long)r->bytes_in, seconds);
+        if (r->can_spill)
+            fprintf(stderr,
+                    ",\"memory_limit\":%llu,\"spilled\":%s,\"runs\":%llu,\"merge_passes\":%llu,"
+                    "\"bytes_spilled\":%llu,\"bytes_read_back\":%llu",
+                    (unsigned long long)r->budget, r->spill && es.spilled ? "true" : "false",
+                    (unsigned long long)es.runs_written, (unsigned long long)es.merge_passes,
+                    (unsigned long long)es.bytes_spilled, (unsigned long long)es.bytes_read_back);
         if (r->m->probabilistic)
             fprintf(stderr, ",\"fpr\":%.6g,\"distinct_is_estimate\":true", r->m->fpr(r->m));
         fputs("}\n", stderr);
         return;
     }
-    char hb[32], hm[32];
+    char hb[32], hm[32], hl[32];
     fprintf(stderr, "dedup: %llu records in (%s), %llu out, %llu duplicates (%.2f%%)\n",
-            (unsigned long long)r->records_in, cli_human_size(r->bytes_in, hb, sizeof hb),
-            (unsigned long long)r->records_out, (unsigned long long)r->duplicates, rate * 100);
-    fprintf(stderr, "dedup: %s%llu distinct keys, mode %s, memory %s, %.2f s (%.1fM records/s)\n",
-            r->m->probabilistic ? "about " : "", (unsigned long long)distinct, r->m->name,
-            cli_human_size(mem, hm, sizeof hm), seconds,
-            seconds > 0 ? (double)r->records_in / seconds / 1e6 : 0.0);
+            (unsigned long long)in, cli_human_size(r->bytes_in, hb, sizeof hb),
+            (unsigned long long)out, (unsigned long long)dups, rate * 100);
+    fprintf(stderr, "dedup: %s%llu distinct keys, mode %s, memory %s", r->m->probabilistic ? "about " : "",
+            (unsigned long long)distinct, r->m->name, cli_human_size(mem, hm, sizeof hm));
+    if (r->can_spill)
+        fprintf(stderr, " of %s allowed (%s)", cli_human_size(r->budget, hl, sizeof hl), r->budget_source);
+    fprintf(stderr, ", %.2f s (%.1fM records/s)\n", seconds, seconds > 0 ? (double)in / seconds / 1e6 : 0.0);
+    if (r->spill) {
+        char hs[32], hr[32];
+        fprintf(stderr,
+                "dedup: %llu distinct keys kept in memory, the rest through %s: %llu runs written, "
+                "%llu merge passes, %s written, %s read back\n",
+                (unsigned long long)r->m->distinct(r->m), dd_spill_tmpdir(r->spill),
+                (unsigned long long)es.runs_written, (unsigned long long)es.merge_passes,
+                cli_human_size(es.bytes_spilled, hs, sizeof hs),
+                cli_human_size(es.bytes_read_back, hr, sizeof hr));
+    }
     if (r->m->probabilistic)
         fprintf(stderr, "dedup: estimated false-positive rate at the final fill: %.4g%%\n",
                 r->m->fpr(r->m) * 100);
@@ -966,24 +1081,24 @@ int cmd_dedup(int argc, char **argv)
         }
     }
 
+    dd_external_opts eo;
+    memset(&eo, 0, sizeof eo);
+    eo.memory = o.sizing.memory;
+    eo.tmpdir = o.tmpdir;
+    eo.sorted = o.sorted;
+    eo.out = o.out == OUT_DUPLICATES ? 1 : o.out == OUT_COUNT ? 2 : o.out == OUT_UNIQUE ? 3 : 0;
+    eo.term = o.term;
+    eo.key = &o.key;
+    eo.seed = o.sizing.seed;
+    eo.stats = o.stats == STATS_JSON ? 2 : o.stats == STATS_TEXT ? 1 : 0;
+    eo.line_buffered = o.line_buffered;
+    eo.progress = o.progress == 1 || (o.progress == -1 && isatty(STDERR_FILENO) && cli_verbosity > 0);
+    eo.output = o.output;
     if (o.external) {
         /* Exact mode under a memory budget.  SIGINT/SIGTERM keep their
          * default action here: the engine's finishing phase can run for
          * minutes without reading or writing, and its temporary files have
          * no name, so ending the process at once leaves nothing behind. */
-        dd_external_opts eo;
-        memset(&eo, 0, sizeof eo);
-        eo.memory = o.sizing.memory;
-        eo.tmpdir = o.tmpdir;
-        eo.sorted = o.sorted;
-        eo.out = o.out == OUT_DUPLICATES ? 1 : o.out == OUT_COUNT ? 2 : o.out == OUT_UNIQUE ? 3 : 0;
-        eo.term = o.term;
-        eo.key = &o.key;
-        eo.seed = o.sizing.seed;
-        eo.stats = o.stats == STATS_JSON ? 2 : o.stats == STATS_TEXT ? 1 : 0;
-        eo.line_buffered = o.line_buffered;
-        eo.progress = o.progress == 1 || (o.progress == -1 && isatty(STDERR_FILENO) && cli_verbosity > 0);
-        eo.output = o.output;
         return dd_run_external(&eo, files, nfiles);
     }
 
@@ -993,6 +1108,8 @@ int cmd_dedup(int argc, char **argv)
     dedup_window *win = NULL;
     dedup_status st;
     bool windowed = o.window_us || o.last_n;
+    uint64_t spill_budget = 0;
+    const char *budget_source = NULL;
     if (windowed) {
         dedup_window_params wp;
         dedup_window_params_init(&wp);
@@ -1051,6 +1168,16 @@ int cmd_dedup(int argc, char **argv)
         }
         cli_info(2, "%s: loaded %s state", o.state, m->name);
     } else {
+        /* Exact mode without -m: keys stay in memory up to half the default
+         * budget, then the run goes on with the external engine. */
+        if (!windowed && !o.state && strcmp(o.mode, "exact") == 0) {
+            const char *env = getenv("DEDUP_MEMORY");
+            uint64_t v;
+            if (env && *env && !(cli_parse_size(env, &v) && v > 0))
+                cli_warn("DEDUP_MEMORY='%s' is not a size (e.g. 8G); using the default budget", env);
+            spill_budget = dd_external_default_memory(&budget_source);
+            o.sizing.spill_at = spill_budget / 2;
+        }
         st = dd_method_create(o.mode, &o.sizing, &m, err, sizeof err);
         if (st) {
             cli_error("%s", err);
@@ -1082,6 +1209,10 @@ int cmd_dedup(int argc, char **argv)
     r->o = &o;
     r->m = m;
     r->win = win;
+    r->can_spill = spill_budget != 0;
+    r->budget = spill_budget;
+    r->budget_source = budget_source;
+    r->eo = eo;
     r->tfmt = o.time_format;
     r->late_fd = -1;
     if (o.late == LATE_FILE) {
@@ -1154,6 +1285,17 @@ int cmd_dedup(int argc, char **argv)
     }
     if (!stopped && (o.out == OUT_COUNT || o.out == OUT_UNIQUE))
         stopped = !write_counts(r);
+    if (!stopped && r->spill) {
+        /* The engine's records all come after the frozen set's: its spilled
+         * first occurrences, counts and uniques are written now. */
+        dedup_status fs = dd_spill_finish(r->spill);
+        if (fs && !(fs == DEDUP_ERR_CANCELLED && (r->w.broken_pipe || dd_stop_signal))) {
+            if (!r->w.error)
+                dd_spill_report(r->spill, fs);
+            r->failed = true;
+        }
+        stopped = fs != DEDUP_OK;
+    }
     if (!r->w.broken_pipe && !r->w.error)
         dd_writer_flush(&r->w);
     if (r->late_fd >= 0) {
@@ -1198,6 +1340,10 @@ int cmd_dedup(int argc, char **argv)
         cli_error("write error on %s: %s", out_name, strerror(errno));
         status = CLI_EXIT_FAIL;
     }
+    /* A run that failed past the spill point may have written only part of
+     * its output, and a file must not look complete. */
+    if (out_fd != STDOUT_FILENO && r->spill && status == CLI_EXIT_FAIL)
+        unlink(o.output);
     /* Save the seen-set only after a complete run. */
     if (o.state && !stopped && status == CLI_EXIT_OK && !r->w.broken_pipe) {
         st = win ? dedup_window_save_file(win, o.state) : m->save(m, o.state);
@@ -1214,6 +1360,7 @@ int cmd_dedup(int argc, char **argv)
             print_stats(r, now_sec() - r->prog.start);
     }
 
+    dd_spill_free(r->spill);
     dd_writer_free(&r->w);
     free(r->firsts);
     free(r);

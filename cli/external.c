@@ -31,17 +31,43 @@
 #define WRITE_BUF ((size_t)1 << 18)
 #define EXT_BATCH 64
 
-uint64_t dd_external_default_memory(void)
+/* The memory this process may use: physical memory, or less when a cgroup
+ * (v2 memory.max, v1 memory.limit_in_bytes) says so, as in a container. */
+static uint64_t usable_memory(void)
 {
     long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
-    if (pages <= 0 || psize <= 0)
-        return UINT64_C(1) << 30;
-    return (uint64_t)pages * (uint64_t)psize / 2;
+    uint64_t phys = pages > 0 && psize > 0 ? (uint64_t)pages * (uint64_t)psize : UINT64_C(2) << 30;
+    static const char *const limits[] = {"/sys/fs/cgroup/memory.max",
+                                         "/sys/fs/cgroup/memory/memory.limit_in_bytes"};
+    for (size_t i = 0; i < sizeof limits / sizeof *limits; i++) {
+        FILE *f = fopen(limits[i], "r");
+        if (!f)
+            continue;
+        unsigned long long v;
+        if (fscanf(f, "%llu", &v) == 1 && v > 0 && v < phys)
+            phys = v;
+        fclose(f);
+    }
+    return phys;
+}
+
+uint64_t dd_external_default_memory(const char **source)
+{
+    const char *env = getenv("DEDUP_MEMORY");
+    uint64_t v;
+    if (env && *env && cli_parse_size(env, &v) && v > 0) {
+        if (source)
+            *source = "DEDUP_MEMORY";
+        return v;
+    }
+    if (source)
+        *source = "half of the usable memory";
+    return usable_memory() / 2;
 }
 
 typedef struct ext_run {
     const dd_external_opts *o;
-    dd_writer w;
+    dd_writer *w;
 } ext_run;
 
 static int ext_emit(void *ctx, const void *rec, size_t len, uint64_t count)
@@ -52,11 +78,11 @@ static int ext_emit(void *ctx, const void *rec, size_t len, uint64_t count)
     if (r->o->out == 2) {
         char prefix[32];
         int pl = snprintf(prefix, sizeof prefix, "%7llu ", (unsigned long long)count);
-        if (!dd_writer_bytes(&r->w, prefix, (size_t)pl))
-            return r->w.broken_pipe ? 1 : 2;
+        if (!dd_writer_bytes(r->w, prefix, (size_t)pl))
+            return r->w->broken_pipe ? 1 : 2;
     }
-    if (!dd_writer_record(&r->w, rec, len, r->o->term))
-        return r->w.broken_pipe ? 1 : 2;
+    if (!dd_writer_record(r->w, rec, len, r->o->term))
+        return r->w->broken_pipe ? 1 : 2;
     return 0;
 }
 
@@ -112,36 +138,29 @@ static void print_stats(const dd_external_opts *o, const dedup_extsort_stats *s,
         fprintf(stderr, "dedup: everything fit in memory (nothing spilled)\n");
 }
 
-int dd_run_external(const dd_external_opts *o, char **files, int nfiles)
-{
-    uint64_t budget = o->memory ? o->memory : dd_external_default_memory();
-    if (budget < DEDUP_EXTSORT_MIN_MEMORY) {
-        cli_error("-m/--memory must be at least %lluK for exact deduplication",
-                  (unsigned long long)(DEDUP_EXTSORT_MIN_MEMORY >> 10));
-        return CLI_EXIT_USAGE;
-    }
-    ext_run r;
-    memset(&r, 0, sizeof r);
-    r.o = o;
-    int out_fd = STDOUT_FILENO;
-    const char *out_name = "(standard output)";
-    bool out_file = o->output && strcmp(o->output, "-") != 0;
-    if (out_file) {
-        out_fd = open(o->output, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-        if (out_fd < 0) {
-            cli_error("%s: %s", o->output, strerror(errno));
-            return CLI_EXIT_USAGE;
-        }
-        out_name = o->output;
-    }
-    if (dd_writer_init(&r.w, out_fd, out_name, WRITE_BUF) != 0) {
-        cli_error("out of memory");
-        if (out_file)
-            close(out_fd);
-        return CLI_EXIT_FAIL;
-    }
-    r.w.line_buffered = o->line_buffered;
+/* ---- the engine bound to a writer ------------------------------------------ */
 
+struct dd_spill {
+    ext_run r;
+    dedup_extsort *es;
+    uint64_t budget;
+    const char *tmpdir;
+};
+
+dedup_status dd_spill_create(dd_spill **out, const dd_external_opts *o, uint64_t budget,
+                             dd_writer *w)
+{
+    *out = NULL;
+    dd_spill *s = calloc(1, sizeof *s);
+    if (!s)
+        return DEDUP_ERR_NOMEM;
+    s->r.o = o;
+    s->r.w = w;
+    s->budget = budget;
+    const char *t = o->tmpdir;
+    if (!t || !*t)
+        t = getenv("TMPDIR");
+    s->tmpdir = t && *t ? t : "/tmp";
     dedup_extsort_params p;
     dedup_extsort_params_init(&p);
     p.memory_limit = budget;
@@ -153,27 +172,109 @@ int dd_run_external(const dd_external_opts *o, char **files, int nfiles)
                              : DEDUP_EXTSORT_FIRST;
     p.seed = o->seed;
     p.emit = ext_emit;
-    p.emit_ctx = &r;
-    dedup_extsort *es = NULL;
-    dedup_status st = dedup_extsort_create(&p, cli_allocator(), &es);
+    p.emit_ctx = &s->r;
+    dedup_status st = dedup_extsort_create(&p, cli_allocator(), &s->es);
+    if (st) {
+        free(s);
+        return st;
+    }
+    *out = s;
+    return DEDUP_OK;
+}
+
+dedup_status dd_spill_push(dd_spill *s, size_t n, const unsigned char *const *rec, const size_t *rlen,
+                           const unsigned char *const *key, const size_t *klen,
+                           const dedup_digest *dig)
+{
+    dedup_status st = DEDUP_OK;
+    for (size_t off = 0; off < n && st == DEDUP_OK; off += EXT_BATCH) {
+        size_t c = n - off < EXT_BATCH ? n - off : EXT_BATCH;
+        st = dedup_extsort_push_batch(s->es, c, (const void *const *)(rec + off), rlen + off,
+                                      (const void *const *)(key + off), klen + off, dig + off);
+    }
+    return st;
+}
+
+dedup_status dd_spill_finish(dd_spill *s) { return dedup_extsort_finish(s->es); }
+
+void dd_spill_stats(const dd_spill *s, dedup_extsort_stats *st) { dedup_extsort_stats_get(s->es, st); }
+
+const char *dd_spill_tmpdir(const dd_spill *s) { return s->tmpdir; }
+
+void dd_spill_report(dd_spill *s, dedup_status st)
+{
+    if (st == DEDUP_ERR_IO) {
+        int err = 0;
+        const char *dir = s->tmpdir;
+        uint64_t need = 0;
+        dedup_extsort_io_error(s->es, &err, &dir, &need);
+        char hn[32], hf[32];
+        struct statvfs sv;
+        if (statvfs(dir, &sv) == 0)
+            cli_error("temporary files in %s: %s (after writing %s of temporary data; %s "
+                      "free there now): free space, or choose another directory with "
+                      "--tmpdir, or give more memory with -m",
+                      dir, strerror(err), cli_human_size(need, hn, sizeof hn),
+                      cli_human_size((uint64_t)sv.f_bavail * sv.f_frsize, hf, sizeof hf));
+        else
+            cli_error("temporary files in %s: %s (after writing %s of temporary data): "
+                      "choose another directory with --tmpdir",
+                      dir, strerror(err), cli_human_size(need, hn, sizeof hn));
+    } else {
+        cli_error("%s", st == DEDUP_ERR_NOMEM ? "out of memory" : dedup_strerror(st));
+    }
+}
+
+void dd_spill_free(dd_spill *s)
+{
+    if (!s)
+        return;
+    dedup_extsort_free(s->es);
+    free(s);
+}
+
+int dd_run_external(const dd_external_opts *o, char **files, int nfiles)
+{
+    uint64_t budget = o->memory ? o->memory : dd_external_default_memory(NULL);
+    if (budget < DEDUP_EXTSORT_MIN_MEMORY) {
+        cli_error("-m/--memory must be at least %lluK for exact deduplication",
+                  (unsigned long long)(DEDUP_EXTSORT_MIN_MEMORY >> 10));
+        return CLI_EXIT_USAGE;
+    }
+    dd_writer w;
+    int out_fd = STDOUT_FILENO;
+    const char *out_name = "(standard output)";
+    bool out_file = o->output && strcmp(o->output, "-") != 0;
+    if (out_file) {
+        out_fd = open(o->output, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+        if (out_fd < 0) {
+            cli_error("%s: %s", o->output, strerror(errno));
+            return CLI_EXIT_USAGE;
+        }
+        out_name = o->output;
+    }
+    if (dd_writer_init(&w, out_fd, out_name, WRITE_BUF) != 0) {
+        cli_error("out of memory");
+        if (out_file)
+            close(out_fd);
+        return CLI_EXIT_FAIL;
+    }
+    w.line_buffered = o->line_buffered;
+
+    dd_spill *sp = NULL;
+    dedup_status st = dd_spill_create(&sp, o, budget, &w);
     if (st != DEDUP_OK) {
         cli_error("%s", st == DEDUP_ERR_INVALID_ARG && o->sorted && o->out == 1
                             ? "--sort cannot be combined with -D/--duplicates (those are in input order)"
                             : dedup_strerror(st));
-        dd_writer_free(&r.w);
+        dd_writer_free(&w);
         if (out_file) {
             close(out_fd);
             unlink(o->output);
         }
         return st == DEDUP_ERR_INVALID_ARG ? CLI_EXIT_USAGE : CLI_EXIT_FAIL;
     }
-    const char *tmpdir = NULL;
-    {
-        const char *t = o->tmpdir;
-        if (!t || !*t)
-            t = getenv("TMPDIR");
-        tmpdir = t && *t ? t : "/tmp";
-    }
+    const char *tmpdir = dd_spill_tmpdir(sp);
     cli_info(2, "exact mode under %llu bytes of memory, spilling to %s if needed",
              (unsigned long long)budget, tmpdir);
 
@@ -194,12 +295,7 @@ int dd_run_external(const dd_external_opts *o, char **files, int nfiles)
         uint64_t before = bytes_in, got = 0;
         const dd_block *blk;
         while (st == DEDUP_OK && !dd_stop_signal && (blk = dd_feeder_next(fd)) != NULL) {
-            for (size_t off = 0; off < blk->n && st == DEDUP_OK; off += EXT_BATCH) {
-                size_t n = blk->n - off < EXT_BATCH ? blk->n - off : EXT_BATCH;
-                st = dedup_extsort_push_batch(es, n, (const void *const *)(blk->rec + off),
-                                              blk->rlen + off, (const void *const *)(blk->key + off),
-                                              blk->klen + off, blk->dig + off);
-            }
+            st = dd_spill_push(sp, blk->n, blk->rec, blk->rlen, blk->key, blk->klen, blk->dig);
             got = blk->bytes_read;
             if (o->progress) {
                 double t = now_sec();
@@ -222,42 +318,23 @@ int dd_run_external(const dd_external_opts *o, char **files, int nfiles)
             break;
     }
     if (st == DEDUP_OK && !input_error && !dd_stop_signal)
-        st = dedup_extsort_finish(es);
+        st = dd_spill_finish(sp);
     if (o->progress)
         fputc('\n', stderr);
-    if (!r.w.broken_pipe && !r.w.error)
-        dd_writer_flush(&r.w);
+    if (!w.broken_pipe && !w.error)
+        dd_writer_flush(&w);
 
     bool remove_output = false;
-    if (r.w.error) {
-        cli_error("write error on %s: %s", r.w.name, strerror(r.w.error));
+    if (w.error) {
+        cli_error("write error on %s: %s", w.name, strerror(w.error));
         status = CLI_EXIT_FAIL;
-    } else if (st == DEDUP_ERR_CANCELLED && r.w.broken_pipe) {
+    } else if (st == DEDUP_ERR_CANCELLED && w.broken_pipe) {
         /* the reader went away: a normal end */
     } else if (dd_stop_signal) {
         cli_info(1, "interrupted; output is incomplete");
         status = 128 + dd_stop_signal;
-    } else if (st == DEDUP_ERR_IO) {
-        int err = 0;
-        const char *dir = tmpdir;
-        uint64_t need = 0;
-        dedup_extsort_io_error(es, &err, &dir, &need);
-        char hn[32], hf[32];
-        struct statvfs sv;
-        if (statvfs(dir, &sv) == 0)
-            cli_error("temporary files in %s: %s (after writing %s of temporary data; %s "
-                      "free there now): free space, or choose another directory with "
-                      "--tmpdir, or give more memory with -m",
-                      dir, strerror(err), cli_human_size(need, hn, sizeof hn),
-                      cli_human_size((uint64_t)sv.f_bavail * sv.f_frsize, hf, sizeof hf));
-        else
-            cli_error("temporary files in %s: %s (after writing %s of temporary data): "
-                      "choose another directory with --tmpdir",
-                      dir, strerror(err), cli_human_size(need, hn, sizeof hn));
-        status = CLI_EXIT_FAIL;
-        remove_output = true;
     } else if (st != DEDUP_OK) {
-        cli_error("%s", st == DEDUP_ERR_NOMEM ? "out of memory" : dedup_strerror(st));
+        dd_spill_report(sp, st);
         status = CLI_EXIT_FAIL;
         remove_output = true;
     }
@@ -266,15 +343,15 @@ int dd_run_external(const dd_external_opts *o, char **files, int nfiles)
             cli_error("write error on %s: %s", out_name, strerror(errno));
             status = CLI_EXIT_FAIL;
         }
-        if (remove_output || (status == CLI_EXIT_FAIL && r.w.error))
+        if (remove_output || (status == CLI_EXIT_FAIL && w.error))
             unlink(o->output);
     }
     if (o->stats) {
         dedup_extsort_stats s;
-        dedup_extsort_stats_get(es, &s);
+        dd_spill_stats(sp, &s);
         print_stats(o, &s, budget, bytes_in, tmpdir, now_sec() - start);
     }
-    dedup_extsort_free(es);
-    dd_writer_free(&r.w);
+    dd_spill_free(sp);
+    dd_writer_free(&w);
     return status;
 }

@@ -27,8 +27,10 @@ static dedup_status exact_decide(dd_method *m, size_t n, const unsigned char *co
         dedup_strset_prefetch_key(s, d[i]);
     for (size_t i = 0; i < n; i++) {
         dedup_status st = dedup_strset_insert(s, keys[i], lens[i], d[i], &out[i]);
-        if (st)
+        if (st) {
+            m->done = i;
             return st;
+        }
     }
     return DEDUP_OK;
 }
@@ -259,6 +261,8 @@ dedup_status dd_method_create(const char *name, const dd_sizing *s, dd_method **
         p.seed = s->seed;
         p.counts = s->counts;
         p.memory_limit = s->memory; /* -m bounds the set: past it the run stops, never guesses */
+        if (!p.memory_limit && m->decide == exact_decide)
+            p.memory_limit = s->spill_at;
         if (m->decide == exact_decide)
             st = dedup_strset_create(&p, cli_allocator(), (dedup_strset **)&m->impl);
         else

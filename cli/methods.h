@@ -24,6 +24,8 @@ typedef struct dd_sizing {
     uint64_t memory; /* -m, 0 = not given */
     uint64_t seed;
     bool counts;     /* keep per-key counts (exact, fingerprint) */
+    uint64_t spill_at; /* exact without -m: the set stops growing at this many bytes
+                          (decide fails with DEDUP_ERR_FULL) so the run can go on on disk */
 } dd_sizing;
 
 typedef struct dd_method dd_method;
@@ -32,6 +34,7 @@ struct dd_method {
     bool probabilistic; /* answers MAYBE_DUPLICATE, never DUPLICATE */
     uint64_t seed;      /* digests must use this seed */
     uint64_t memory_limit; /* -m: a growing method fails with DEDUP_ERR_FULL past it; 0 = none */
+    size_t done;        /* after decide() failed: how many keys it decided first */
     /* Decides n keys in order; out[i] = DEDUP_NEW / DEDUP_DUPLICATE /
      * DEDUP_MAYBE_DUPLICATE.  keys/lens are the key bytes (exact methods need
      * them), d the digests. */
