@@ -132,7 +132,13 @@ typedef enum dedup_window_mode {
  * window; create refuses such parameters with DEDUP_ERR_LIMIT. */
 #define DEDUP_WINDOW_MAX_APPROX_LIVE 1024u
 
+/* Approximate mode: fingerprint tables chained at most (a table is added
+ * each time the last one is full; see above). */
+#define DEDUP_WINDOW_MAX_APPROX_TABLES 64u
+
+/* Default G: 4 for exact windows, 7 for approximate ones (memory above). */
 #define DEDUP_WINDOW_DEFAULT_GENERATIONS 4u
+#define DEDUP_WINDOW_DEFAULT_APPROX_GENERATIONS 7u
 
 typedef struct dedup_window_params {
     dedup_window_type type; /* default DEDUP_WINDOW_SLIDING */
