@@ -42,6 +42,7 @@
 #include "internal.h"
 
 #include <math.h>
+#include <stdlib.h>
 #if defined(__linux__)
 #include <sys/mman.h>
 #endif
@@ -59,12 +60,23 @@ typedef struct wgen {
     wentry *slots;  /* exact; NULL until the first insert */
 } wgen;
 
-/* Approximate: an entry the table had no room for, kept aside exactly with
- * the smaller of its two buckets (which, with the fingerprint, names the
- * pair).  v = 0: an empty slot (b = 0) or a removed entry (b = 1). */
+/* Approximate: an entry the table had no room for, kept aside with the
+ * smaller of its two buckets (which, with the fingerprint, names the pair).
+ * v holds the slot value in its low S bits and 64 - S more bits of the
+ * digest above them, so a stash entry matches another key with probability
+ * about 2^-(f + 64 - S): the stash adds nothing measurable to the rate.
+ * v = 0: an empty slot (b = 0) or a removed entry (b = 1). */
 typedef struct sentry {
     uint64_t b, v;
 } sentry;
+
+static int sentry_cmp(const void *a, const void *b)
+{
+    const sentry *x = a, *y = b;
+    if (x->b != y->b)
+        return x->b < y->b ? -1 : 1;
+    return x->v < y->v ? -1 : x->v > y->v;
+}
 
 enum { TAG_FREE = 0, TAG_LIVE = 1, TAG_DEAD = 2 };
 
@@ -99,7 +111,7 @@ struct dedup_window {
     uint64_t *tag_n;              /* per tag: table slots holding it (live, or dead not swept) */
     uint64_t tab_live;            /* table slots of live generations */
     uint64_t kick_fail_live;      /* tab_live when a kick chain last failed: none is
-                                     tried again until fewer are live (not saved) */
+                                     tried again until fewer are live */
     sentry *st;                   /* the stash: open addressing on mix64(b), NULL if empty */
     uint64_t st_cap, st_used, st_live; /* slots (power of 2), used incl. removed, live */
     uint8_t *tag_state;           /* TAG_* per tag */
@@ -541,6 +553,11 @@ static inline bool tag_consulted(const dedup_window *w, uint64_t v, int64_t firs
            w->tag_id[tag] <= last_id;
 }
 
+static inline uint32_t st_tag(const dedup_window *w, uint64_t v)
+{
+    return (uint32_t)((v >> w->fbits) & (w->ntags - 1));
+}
+
 static inline uint64_t st_home(const dedup_window *w, uint64_t b)
 {
     return mix64(b + UINT64_C(0x9E3779B97F4A7C15)) & (w->st_cap - 1);
@@ -550,7 +567,7 @@ static inline uint64_t st_home(const dedup_window *w, uint64_t b)
  * holds it with the pair {b1, b2}, tagged with a live generation whose id is
  * in [first_id, last_id]. */
 static bool ap_lookup(const dedup_window *w, uint64_t b1, uint64_t b2, uint64_t fp,
-                      int64_t first_id, int64_t last_id)
+                      uint64_t ext, int64_t first_id, int64_t last_id)
 {
     for (int k = 0; k < 2; k++) {
         uint64_t b = k ? b2 : b1;
@@ -566,8 +583,8 @@ static bool ap_lookup(const dedup_window *w, uint64_t b1, uint64_t b2, uint64_t 
             const sentry *e = &w->st[i];
             if (!e->v && !e->b)
                 return false;
-            if (e->v && e->b == mb && (e->v & w->fmask) == fp &&
-                tag_consulted(w, e->v, first_id, last_id))
+            if (e->v && e->b == mb && (e->v & w->fmask) == fp && e->v >> w->sbits == ext &&
+                tag_consulted(w, e->v & ((UINT64_C(1) << w->sbits) - 1), first_id, last_id))
                 return true;
         }
     }
@@ -620,7 +637,7 @@ static bool st_rebuild(dedup_window *w, uint64_t extra)
 {
     uint64_t need = extra, cap = 0;
     for (uint64_t i = 0; i < w->st_cap; i++)
-        need += w->st[i].v && w->tag_state[w->st[i].v >> w->fbits] == TAG_LIVE;
+        need += w->st[i].v && w->tag_state[st_tag(w, w->st[i].v)] == TAG_LIVE;
     if (need) {
         cap = 64;
         while (cap < 2 * need)
@@ -638,7 +655,7 @@ static bool st_rebuild(dedup_window *w, uint64_t extra)
     w->st_cap = cap;
     w->st_used = w->st_live = 0;
     for (uint64_t i = 0; i < ocap; i++)
-        if (old[i].v && w->tag_state[old[i].v >> w->fbits] == TAG_LIVE)
+        if (old[i].v && w->tag_state[st_tag(w, old[i].v)] == TAG_LIVE)
             st_place(w, old[i].b, old[i].v);
     dd_free(&w->alloc, old);
     return true;
@@ -687,14 +704,15 @@ static bool tab_place(dedup_window *w, uint64_t b1, uint64_t b2, uint64_t v)
 /* Records fingerprint fp with tag 'tag' (buckets b1, b2): in the table, or
  * in the stash when the table is full around the key.  Error:
  * DEDUP_ERR_NOMEM (the stash could not grow); then nothing changed. */
-static dedup_status ap_insert(dedup_window *w, uint64_t b1, uint64_t b2, uint64_t fp, uint32_t tag)
+static dedup_status ap_insert(dedup_window *w, uint64_t b1, uint64_t b2, uint64_t fp,
+                              uint64_t ext, uint32_t tag)
 {
     uint64_t v = fp | (uint64_t)tag << w->fbits;
     if (tab_place(w, b1, b2, v))
         return DEDUP_OK;
     if ((w->st_used + 1) * 2 > w->st_cap && !st_rebuild(w, 1))
         return DEDUP_ERR_NOMEM;
-    st_place(w, b1 < b2 ? b1 : b2, v);
+    st_place(w, b1 < b2 ? b1 : b2, v | ext << w->sbits);
     return DEDUP_OK;
 }
 
@@ -734,24 +752,44 @@ static void ap_tag_close(dedup_window *w, uint32_t tag)
 }
 
 /* After generations were dropped: the stash loses their entries, and its
- * other entries move into the table where it now has room; an empty stash
- * is freed. */
+ * other entries move into the table where it now has room, in the order of
+ * (bucket, entry) so that a window resumed from a file, whose stash is laid
+ * out otherwise, moves the same ones; an empty stash is freed. */
 static void ap_stash_settle(dedup_window *w)
 {
     if (!w->st_cap)
         return;
-    for (uint64_t i = 0; i < w->st_cap; i++) {
-        sentry *e = &w->st[i];
-        if (!e->v)
-            continue;
-        bool live = w->tag_state[e->v >> w->fbits] == TAG_LIVE;
-        if (live && !tab_place(w, e->b, alt_bucket(w, e->b, e->v & w->fmask), e->v))
-            continue;
-        e->v = 0; /* dropped, or moved: removed in place */
-        e->b = 1;
-        w->st_live--;
+    size_t n = 0;
+    for (uint64_t i = 0; i < w->st_cap; i++)
+        n += w->st[i].v && w->tag_state[st_tag(w, w->st[i].v)] == TAG_LIVE;
+    sentry *tmp = n ? dd_malloc(&w->alloc, n * sizeof(sentry)) : NULL;
+    if (n && !tmp) {
+        /* No memory to sort: only remove the dropped entries, in place. */
+        for (uint64_t i = 0; i < w->st_cap; i++) {
+            sentry *e = &w->st[i];
+            if (e->v && w->tag_state[st_tag(w, e->v)] != TAG_LIVE) {
+                e->v = 0;
+                e->b = 1;
+                w->st_live--;
+            }
+        }
+        return;
     }
-    (void)st_rebuild(w, 0); /* compacts, or frees; on failure keep the array */
+    size_t k = 0;
+    for (uint64_t i = 0; i < w->st_cap; i++)
+        if (w->st[i].v && w->tag_state[st_tag(w, w->st[i].v)] == TAG_LIVE)
+            tmp[k++] = w->st[i];
+    qsort(tmp, n, sizeof(sentry), sentry_cmp);
+    memset(w->st, 0, (size_t)w->st_cap * sizeof(sentry));
+    w->st_used = w->st_live = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t slot = tmp[i].v & ((UINT64_C(1) << w->sbits) - 1);
+        if (!tab_place(w, tmp[i].b, alt_bucket(w, tmp[i].b, tmp[i].v & w->fmask), slot))
+            st_place(w, tmp[i].b, tmp[i].v); /* fits: fewer than before */
+    }
+    dd_free(&w->alloc, tmp);
+    if (w->st_live * 8 < w->st_cap)
+        (void)st_rebuild(w, 0); /* shrinks, or frees; on failure keeps the array */
 }
 
 /* ---- generations ------------------------------------------------------------ */
@@ -789,8 +827,10 @@ static void expire(dedup_window *w)
     if (k) {
         memmove(w->gv, w->gv + k, (w->gn - k) * sizeof(wgen));
         w->gn -= k;
-        if (w->p.mode == DEDUP_WINDOW_APPROX)
+        if (w->p.mode == DEDUP_WINDOW_APPROX) {
+            w->kick_fail_live = UINT64_MAX; /* fewer live now: kick chains may succeed */
             ap_stash_settle(w);
+        }
     }
 }
 
@@ -865,7 +905,7 @@ static dedup_status decide(dedup_window *w, dedup_digest d, int64_t u, dedup_ver
         last_id = fdiv(u + w->D - 1, w->s);
     }
     bool dup = false;
-    uint64_t fp = 0, b1 = 0, b2 = 0;
+    uint64_t fp = 0, b1 = 0, b2 = 0, ext = 0;
     size_t i = gen_lower(w, first_id);
     if (w->p.mode == DEDUP_WINDOW_EXACT) {
         /* Every consulted table's home slot is fetched before any is read,
@@ -893,8 +933,9 @@ static dedup_status decide(dedup_window *w, dedup_digest d, int64_t u, dedup_ver
         fp = key_fp(w, hi);
         b1 = dedup_reduce(lo, w->nb);
         b2 = alt_bucket(w, b1, fp);
+        ext = hi & (~UINT64_C(0) >> w->sbits); /* low bits of hi, which fp hardly depends on */
         dup = i < w->gn && w->gv[i].id <= last_id &&
-              ap_lookup(w, b1, b2, fp, first_id, last_id);
+              ap_lookup(w, b1, b2, fp, ext, first_id, last_id);
     }
     if (dup) {
         w->duplicates++;
@@ -908,7 +949,7 @@ static dedup_status decide(dedup_window *w, dedup_digest d, int64_t u, dedup_ver
         if (!tab_insert(w, g, lo, hi, u))
             return DEDUP_ERR_NOMEM;
     } else {
-        dedup_status s = ap_insert(w, b1, b2, fp, gen_tag(w, g->id));
+        dedup_status s = ap_insert(w, b1, b2, fp, ext, gen_tag(w, g->id));
         if (s)
             return s;
         g->count++;
@@ -1087,7 +1128,7 @@ size_t dedup_window_memory_usage(const dedup_window *w)
  * docs/FORMAT.md, "Time window", is the normative description. */
 
 #define WIN_PARAMS_LEN 136u        /* exact */
-#define WIN_PARAMS_LEN_APPROX 168u /* approximate: + table geometry */
+#define WIN_PARAMS_LEN_APPROX 176u /* approximate: + table geometry and state */
 #define GEN_HEADER_LEN 16u         /* id, count */
 #define FLAG_HAS_T 1u
 #define FLAG_HAS_W 2u
@@ -1131,6 +1172,7 @@ static void put_params(const dedup_window *w, unsigned char *b)
         dedup_put_u64(b + 144, w->nb);
         dedup_put_u64(b + 152, w->st_live);
         dedup_put_u64(b + 160, w->rng);
+        dedup_put_u64(b + 168, w->kick_fail_live);
     }
 }
 
@@ -1178,11 +1220,22 @@ static dedup_status save_approx(const dedup_window *w, dedup_encoder *e)
         }
         s = dedup_encoder_write(e, buf, bytes);
     }
-    for (uint64_t i = 0; !s && i < w->st_cap; i++)
-        if (w->st[i].v) {
-            uint64_t x[2] = {w->st[i].b, w->st[i].v};
-            s = dedup_encoder_write_u64s(e, x, 2);
-        }
+    if (s || !w->st_live)
+        return s;
+    /* The stash sorted by (bucket, entry): one canonical order. */
+    sentry *tmp = dd_malloc(&w->alloc, (size_t)w->st_live * sizeof(sentry));
+    if (!tmp)
+        return DEDUP_ERR_NOMEM;
+    size_t m = 0;
+    for (uint64_t i = 0; i < w->st_cap; i++)
+        if (w->st[i].v)
+            tmp[m++] = w->st[i];
+    qsort(tmp, m, sizeof(sentry), sentry_cmp);
+    for (size_t i = 0; !s && i < m; i++) {
+        uint64_t x[2] = {tmp[i].b, tmp[i].v};
+        s = dedup_encoder_write_u64s(e, x, 2);
+    }
+    dd_free(&w->alloc, tmp);
     return s;
 }
 
@@ -1307,18 +1360,22 @@ static dedup_status load_approx(dedup_window *w, dedup_decoder *d, uint64_t sn)
     }
     if (!s && sn && !st_rebuild(w, sn))
         s = DEDUP_ERR_NOMEM;
+    uint64_t pb = 0, pv = 0;
     for (uint64_t k = 0; !s && k < sn; k++) {
         uint64_t x[2];
         s = dedup_decoder_read_u64s(d, x, 2);
         if (s)
             break;
         uint64_t fp = x[1] & w->fmask;
-        if (x[0] >= w->nb || x[1] >> w->sbits || !slot_live(w, x[1]) ||
-            alt_bucket(w, x[0], fp) < x[0]) {
+        if (x[0] >= w->nb || !slot_live(w, x[1] & ((UINT64_C(1) << w->sbits) - 1)) ||
+            alt_bucket(w, x[0], fp) < x[0] ||
+            (k && (x[0] < pb || (x[0] == pb && x[1] <= pv)))) {
             s = DEDUP_ERR_CORRUPT;
             break;
         }
-        cnt[x[1] >> w->fbits]++;
+        pb = x[0];
+        pv = x[1];
+        cnt[st_tag(w, x[1])]++;
         st_place(w, x[0], x[1]);
     }
     for (size_t i = 0; !s && i < w->gn; i++)
@@ -1391,6 +1448,7 @@ dedup_status dedup_window_load(dedup_source src, const dedup_allocator *alloc,
         /* The geometry must be what these params create. */
         sn = dedup_get_u64(b + 152);
         w->rng = dedup_get_u64(b + 160);
+        w->kick_fail_live = dedup_get_u64(b + 168);
         if (dedup_get_u32(b + 136) != w->fbits || dedup_get_u32(b + 140) != w->tbits ||
             dedup_get_u64(b + 144) != w->nb || !w->rng) {
             s = DEDUP_ERR_CORRUPT;
