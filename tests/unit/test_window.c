@@ -831,10 +831,10 @@ static void test_save_resume(void **state)
 }
 
 /* A buffer with a stream's state, for the corruption tests. */
-static void sample_state(dedup_window_mode mode, dedup_window_type type, unsigned char **buf,
-                         size_t *len)
+static void sample_state_cap(dedup_window_mode mode, dedup_window_type type, uint64_t capacity,
+                             unsigned char **buf, size_t *len)
 {
-    dedup_window *w = make(type, mode, 40, 15, 3, 50, 0.01);
+    dedup_window *w = make(type, mode, 40, 15, 3, capacity, 0.01);
     tu_rng r = {42};
     event *ev = gen_stream(&r, 300, 40, 0, 2, 30, false);
     for (size_t i = 0; i < 300; i++)
@@ -842,6 +842,12 @@ static void sample_state(dedup_window_mode mode, dedup_window_type type, unsigne
     save_to(w, buf, len);
     free(ev);
     dedup_window_free(w);
+}
+
+static void sample_state(dedup_window_mode mode, dedup_window_type type, unsigned char **buf,
+                         size_t *len)
+{
+    sample_state_cap(mode, type, 50, buf, len);
 }
 
 static void fix_checksum(unsigned char *buf, size_t len)
@@ -930,6 +936,52 @@ static void test_corrupt_rejected(void **state)
             fix_checksum(copy, len);
             assert_int_equal(load_from(copy, len, NULL, &w), DEDUP_ERR_CORRUPT);
         }
+        if (mode == DEDUP_WINDOW_APPROX) {
+            /* The geometry must be what the params create; the stash count
+             * must match the payload. */
+            const size_t bad_approx[][3] = {
+                {P + 136, 11, 4}, {P + 140, 4, 4}, {P + 144, 3, 8}, {P + 152, 1, 8},
+                {P + 160, 0, 8},
+            };
+            for (size_t i = 0; i < sizeof bad_approx / sizeof bad_approx[0]; i++) {
+                memcpy(copy, buf, len);
+                if (bad_approx[i][2] == 4)
+                    dedup_put_u32(copy + bad_approx[i][0], (uint32_t)bad_approx[i][1]);
+                else
+                    dedup_put_u64(copy + bad_approx[i][0], bad_approx[i][1]);
+                fix_checksum(copy, len);
+                w = NULL;
+                assert_int_equal(load_from(copy, len, NULL, &w), DEDUP_ERR_CORRUPT);
+                assert_null(w);
+            }
+            /* A generation's count that its entries do not match. */
+            const size_t g0 = P + 176;
+            memcpy(copy, buf, len);
+            dedup_put_u64(copy + g0 + 8, dedup_get_u64(buf + g0 + 8) + 1);
+            fix_checksum(copy, len);
+            assert_int_equal(load_from(copy, len, NULL, &w), DEDUP_ERR_CORRUPT);
+            /* An entry whose tag is no saved generation's: every slot of the
+             * table gets a tag with no generation, in turn, until one is
+             * found non-empty (the first byte holding a slot's tag). */
+            uint32_t ng = dedup_get_u32(buf + P + 128);
+            const size_t t0 = g0 + 16 * (size_t)ng;
+            bool tried = false;
+            for (size_t i = t0; i < t0 + 64 && !tried; i++) {
+                if (!buf[i])
+                    continue;
+                memcpy(copy, buf, len);
+                copy[i] = 0xFF;
+                fix_checksum(copy, len);
+                assert_int_not_equal(load_from(copy, len, NULL, &w), DEDUP_OK);
+                tried = true;
+            }
+            /* The layout before the tagged table (params of 136 bytes) is an
+             * older version. */
+            memcpy(copy, buf, len);
+            dedup_put_u32(copy + 20, 136);
+            fix_checksum(copy, len);
+            assert_int_equal(load_from(copy, len, NULL, &w), DEDUP_ERR_VERSION);
+        }
         /* Another structure type. */
         memcpy(copy, buf, len);
         copy[10] = DEDUP_TYPE_BLOOM;
@@ -940,15 +992,66 @@ static void test_corrupt_rejected(void **state)
     }
 }
 
+/* A saved approximate window with a stash: its entries must name the
+ * smaller bucket of a pair, carry a live tag and come in (bucket, entry)
+ * order. */
+static void test_corrupt_stash(void **state)
+{
+    (void)state;
+    unsigned char *buf;
+    size_t len;
+    sample_state_cap(DEDUP_WINDOW_APPROX, DEDUP_WINDOW_SLIDING, 2, &buf, &len);
+    const size_t P = DEDUP_HEADER_SIZE;
+    uint64_t sn = dedup_get_u64(buf + P + 152);
+    fprintf(stderr, "sample: %llu stash entries\n", (unsigned long long)sn);
+    assert_true(sn >= 2);
+    dedup_window *w = NULL;
+    assert_int_equal(load_from(buf, len, NULL, &w), DEDUP_OK);
+    dedup_window_free(w);
+    unsigned char *copy = malloc(len);
+    assert_non_null(copy);
+    const size_t s0 = len - 8 - 16 * (size_t)sn; /* first stash entry */
+    /* Out of order: the first two swapped. */
+    memcpy(copy, buf, len);
+    memcpy(copy + s0, buf + s0 + 16, 16);
+    memcpy(copy + s0 + 16, buf + s0, 16);
+    fix_checksum(copy, len);
+    assert_int_equal(load_from(copy, len, NULL, &w), DEDUP_ERR_CORRUPT);
+    /* A bucket beyond the table. */
+    memcpy(copy, buf, len);
+    dedup_put_u64(copy + s0, UINT64_C(1) << 40);
+    fix_checksum(copy, len);
+    assert_int_equal(load_from(copy, len, NULL, &w), DEDUP_ERR_CORRUPT);
+    /* A zero fingerprint. */
+    memcpy(copy, buf, len);
+    dedup_put_u64(copy + s0 + 8, 0);
+    fix_checksum(copy, len);
+    assert_int_equal(load_from(copy, len, NULL, &w), DEDUP_ERR_CORRUPT);
+    /* One entry fewer: counts no longer add up (payload shortened too). */
+    memcpy(copy, buf, len);
+    dedup_put_u64(copy + P + 152, sn - 1);
+    dedup_put_u64(copy + 32, dedup_get_u64(buf + 32) - 16);
+    memmove(copy + len - 24, copy + len - 8, 8);
+    fix_checksum(copy, len - 16);
+    assert_int_equal(load_from(copy, len - 16, NULL, &w), DEDUP_ERR_CORRUPT);
+    free(copy);
+    free(buf);
+}
+
 /* ---- out of memory ------------------------------------------------------------------ */
 
 static void test_oom(void **state)
 {
     (void)state;
-    for (int mode = 0; mode < 2; mode++) {
+    for (int variant = 0; variant < 3; variant++) {
+        /* 0 exact, 1 approximate, 2 approximate with 20x fewer keys planned
+         * than kept: the stash grows and moves back into the table. */
+        int mode = variant ? DEDUP_WINDOW_APPROX : DEDUP_WINDOW_EXACT;
+        uint64_t capacity = variant == 2 ? 100 : 2000;
         unsigned char *saved;
         size_t saved_len;
-        sample_state((dedup_window_mode)mode, DEDUP_WINDOW_SLIDING, &saved, &saved_len);
+        sample_state_cap((dedup_window_mode)mode, DEDUP_WINDOW_SLIDING, variant == 2 ? 2 : 50,
+                         &saved, &saved_len);
         bool completed = false;
         for (uint64_t fail_at = 1; !completed; fail_at++) {
             tu_failing_alloc st;
@@ -958,7 +1061,7 @@ static void test_oom(void **state)
             p.mode = (dedup_window_mode)mode;
             p.duration = 100;
             p.lateness = 50;
-            p.capacity = 2000;
+            p.capacity = capacity;
             dedup_window *w = NULL;
             dedup_status s = dedup_window_create(&p, &a, &w);
             bool all_ok = s == DEDUP_OK;
@@ -976,6 +1079,20 @@ static void test_oom(void **state)
                 dedup_window_stats ws;
                 dedup_window_get_stats(w, &ws);
                 assert_int_equal(ws.live + ws.expired, ws.kept);
+                /* Saving may need memory too (the stash, sorted). */
+                size_t want = (size_t)dedup_window_serialized_size(w);
+                unsigned char *out = malloc(want);
+                assert_non_null(out);
+                dedup_mem_sink ms;
+                dedup_sink sink = dedup_mem_sink_init(&ms, out, want);
+                s = dedup_window_save(w, &sink);
+                if (s) {
+                    assert_int_equal(s, DEDUP_ERR_NOMEM);
+                    all_ok = false;
+                } else {
+                    assert_int_equal(ms.len, want);
+                }
+                free(out);
                 dedup_window_free(w);
             }
             dedup_window *l = NULL;
@@ -1007,6 +1124,7 @@ int main(void)
         cmocka_unit_test(test_approx_full_table),
         cmocka_unit_test(test_save_resume),
         cmocka_unit_test(test_corrupt_rejected),
+        cmocka_unit_test(test_corrupt_stash),
         cmocka_unit_test(test_oom),
         cmocka_unit_test(test_memory_flat),
     };
