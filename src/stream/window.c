@@ -32,9 +32,12 @@
  * compares the fingerprint with the 8 slots of the key's two buckets and
  * accepts a match only if its tag is a live generation the lookup consults:
  * one union bound over 8 slots instead of one per generation.  When a kick
- * chain fails (more keys than planned) the homeless entry starts a second
- * table of the same geometry (a chain); lookups read every table, and a
- * table is freed once it holds no live entry.
+ * chain fails (more keys than planned) the key goes to an exact stash, a
+ * small hash table keyed by its bucket pair; when generations expire, stash
+ * entries move back into the table where there is room again.  Which slot
+ * or stash holds an entry never changes a verdict except through the stash's
+ * longer fingerprints, and the kick choices come from a saved generator, so
+ * a resumed window places everything as the original would have.
  */
 #define _DEFAULT_SOURCE /* madvise() and MADV_HUGEPAGE */
 #include "dedup/window.h"
