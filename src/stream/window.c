@@ -782,7 +782,8 @@ static void ap_stash_settle(dedup_window *w)
     for (uint64_t i = 0; i < w->st_cap; i++)
         if (w->st[i].v && w->tag_state[st_tag(w, w->st[i].v)] == TAG_LIVE)
             tmp[k++] = w->st[i];
-    qsort(tmp, n, sizeof(sentry), sentry_cmp);
+    if (n)
+        qsort(tmp, n, sizeof(sentry), sentry_cmp);
     memset(w->st, 0, (size_t)w->st_cap * sizeof(sentry));
     w->st_used = w->st_live = 0;
     for (size_t i = 0; i < n; i++) {
