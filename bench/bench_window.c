@@ -15,7 +15,8 @@
  * at the end (distinct keys kept within the last D), outside the timed
  * loop.
  *
- *   bench_window [--live N] [--events N] [--fpr P] [--generations G]
+ *   bench_window [--live N] [--events N] [--fpr P] [--generations G (both modes;
+ *                default: the library's, 4 exact and 7 approximate)]
  *                [--no-baseline]
  */
 #define _POSIX_C_SOURCE 200809L
@@ -23,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <math.h>
 
 #include "dedup/window.h"
 
@@ -121,6 +123,8 @@ typedef struct result {
     double bytes_mean; /* mean of samples every 2^20 events from event 2D on */
     size_t bytes_max;
     uint64_t kept, live, gens;
+    uint32_t G;    /* generations the window ran with */
+    uint64_t span; /* its generation span */
 } result;
 
 #define BATCH 256
@@ -202,6 +206,10 @@ static result run_window(dedup_window_mode mode, uint64_t live, uint64_t events,
     r.kept = st.kept;
     r.live = st.live;
     r.gens = st.generations;
+    dedup_window_params wp;
+    dedup_window_get_params(w, &wp);
+    r.G = wp.generations;
+    r.span = dedup_window_span(w);
     dedup_window_free(w);
     return r;
 }
@@ -344,7 +352,7 @@ int main(int argc, char **argv)
 {
     uint64_t live = 10000000, events = 50000000;
     double fpr = 0.01;
-    uint32_t gens = DEDUP_WINDOW_DEFAULT_GENERATIONS;
+    uint32_t gens = 0; /* the library's default for each mode */
     bool baseline = true;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--live") && i + 1 < argc)
@@ -364,8 +372,10 @@ int main(int argc, char **argv)
         }
     }
     printf("window dedup: %llu events, window D = %llu us (1 event/us), key universe %llu, "
-           "G = %u\n", (unsigned long long)events, (unsigned long long)(2 * live),
-           (unsigned long long)(2 * live), gens);
+           "G = %u exact, %u approx\n", (unsigned long long)events,
+           (unsigned long long)(2 * live), (unsigned long long)(2 * live),
+           gens ? gens : DEDUP_WINDOW_DEFAULT_GENERATIONS,
+           gens ? gens : DEDUP_WINDOW_DEFAULT_APPROX_GENERATIONS);
     unsigned char *verdicts = calloc(events / 8 + 1, 1);
     if (!verdicts)
         return 1;
@@ -390,21 +400,21 @@ int main(int argc, char **argv)
     print_row("dedup window approx (batch)", &ap, in_window);
     if (ex1.kept != ex.kept)
         printf("error: batch and single calls kept different records\n");
-    uint64_t span = (2 * live + gens - 1) / gens, trials;
+    uint64_t span = ap.span, trials;
     uint64_t rtrials;
     double rrate;
     double rate = approx_fpr(live, events, span, averdicts, &trials, &rrate, &rtrials);
     printf("approx: %llu kept records remembered in %llu generations at the end (%.0f per "
            "generation; planned %.0f)\n", (unsigned long long)ap.live, (unsigned long long)ap.gens,
-           (double)ap.live / (double)ap.gens, (double)live * (double)span / (double)(2 * live));
+           (double)ap.live / (double)ap.gens, ceil((double)live * (double)span / (double)(2 * live)));
     printf("approx: kept %llu vs exact %llu (a key is remembered D..D+s, s = D/%u)\n",
-           (unsigned long long)ap.kept, (unsigned long long)ex.kept, gens);
+           (unsigned long long)ap.kept, (unsigned long long)ex.kept, ap.G);
     printf("approx: false duplicates per new key (no occurrence within D+s): %.4f%% of %llu "
            "(target p = %g); per record whose key was not kept within D+s: %.4f%% of %llu "
            "(both after the first 2D events)\n", 100.0 * rate, (unsigned long long)trials, fpr,
            100.0 * rrate, (unsigned long long)rtrials);
     if (baseline) {
-        result sm = run_scan_map(live, events, gens);
+        result sm = run_scan_map(live, events, ex.G);
         print_row("hash map + full expiry scan", &sm, in_window);
         if (sm.kept != ex.kept)
             printf("note: the scan map kept %llu records (in-order stream: should equal exact)\n",

@@ -65,14 +65,47 @@
  * (madvise, Linux), which removes a TLB miss from each probe.
  *
  * ---- Approximate mode (DEDUP_WINDOW_APPROX) --------------------------------
- * Each generation is a blocked Bloom filter (dedup/bloom.h) sized for
- * capacity / G keys (capacity for tumbling windows) and a false-positive
- * rate q = fpr / Q, where Q is the largest number of generations one lookup
- * can consult (G + 1 when lateness is 0; see dedup_window_lookups()).  G + 1
- * filters are alive most of the time, so memory is about (G+1)/G times the
- * blocked-Bloom bits for fpr/(G+1): 2.15 bytes per planned key at 1% and
- * G = 4 (lateness adds a filter per s of lateness).  The verdicts are
- * DEDUP_NEW and DEDUP_MAYBE_DUPLICATE, with these guarantees:
+ * One table of short fingerprints serves all generations (partial-key
+ * cuckoo hashing, as dedup/cuckoo.h: nb buckets of 4 slots, a key may live
+ * in 2 buckets).  Each slot holds f bits of fingerprint and t bits of tag,
+ * the generation id mod 2^t, so the A generations that can be alive at once
+ * have distinct tags:
+ *     A = ceil((L + D - 1) / s) + 1   (sliding, count; G + 1 when L = 0 and
+ *                                      G divides D),
+ *     A = ceil(L / D) + 1             (tumbling; 1 when L = 0),
+ *     t = ceil(log2 A) (0 .. 10),  f = the smallest with 8 / (2^f - 1) <= fpr
+ *     (10 at 1%).
+ * All indexes come from the key's digest: bucket b1 = dedup_reduce(lo, nb),
+ * fingerprint 1 + dedup_reduce(hi, 2^f - 1), b2 = (h(fp) - b1) mod nb.
+ * A slot whose tag is not a live generation's counts as empty, so a
+ * generation is still dropped in O(1); the slots it leaves are cleared by
+ * one sequential pass over the table just before its tag is reused (skipped
+ * if new entries already overwrote them all).  A lookup compares the
+ * fingerprint with the 8 slots of the key's two buckets and accepts a match
+ * only if its tag is that of a live generation the lookup consults.
+ *
+ * Memory: the table is sized for the keys the live generations are planned
+ * to hold, A * ceil(capacity * s / D) (A * capacity for tumbling windows),
+ * at 95% load:
+ *     bytes ~= A * ceil(capacity * s / D) / 0.95 * (f + t) / 8
+ * plus under 20 KB.  With the default G = 7 and no lateness: 8/7 / 0.95 *
+ * 13 bits = 1.96 bytes per planned key at fpr = 1% (2.14 at G = 4, which
+ * needs the same 3 tag bits; G = 6: 2.00).  Lateness adds generations (and
+ * possibly a tag bit).
+ *
+ * More keys than planned: when the key's buckets are full and a kick chain
+ * (at most 500 moves) finds no room, the entry goes to an exact stash
+ * (16 bytes per entry, at most half full): it keeps the key's bucket pair,
+ * tag, fingerprint and 64 - f - t more bits of the digest, so it adds
+ * nothing measurable to the rate and never loses a key.  When generations
+ * expire, stash entries move back into the table where it has room, and an
+ * empty stash is freed: memory exceeds the formula above only while the
+ * window holds more keys than the table fits (a few percent above the plan)
+ * and until the next generation expires after that, by 16 to 32 bytes per
+ * key in the stash.  Nothing fails except DEDUP_ERR_NOMEM.
+ *
+ * The verdicts are DEDUP_NEW and DEDUP_MAYBE_DUPLICATE, with these
+ * guarantees, at any load:
  *
  *  - never a false NEW: a record with the same key as a kept record at t is
  *    never NEW when |u - t| < D (sliding/count) or in t's window (tumbling);
@@ -81,17 +114,18 @@
  *    are consulted; so a key is remembered at least D and at most
  *    D + s = D * (1 + 1/G) (rounded up to whole time units);
  *  - otherwise a record whose key was never kept (in the consulted
- *    generations) is a MAYBE_DUPLICATE with probability at most fpr, as long
- *    as each generation received at most its planned number of keys
- *    (capacity / G keys kept per s of event time).  Beyond that the rate
- *    grows gradually; nothing fails.  The rate is per new key: a key wrongly
- *    reported maps to the same filter blocks at its next occurrences, so
- *    while those generations live it tends to be reported again, and the
- *    share of records wrongly dropped can exceed fpr (bench/bench_window.c
- *    measures both).
+ *    generations) is a MAYBE_DUPLICATE with probability at most
+ *    8 * load / (2^f - 1) <= fpr (0.74% at 95% load and f = 10).  The rate
+ *    is per new key: a key wrongly reported collides with the same entries
+ *    at its next occurrences while they live, so the share of records
+ *    wrongly dropped can exceed fpr (bench/bench_window.c measures both).
  *
- * The stats then count keys kept (Bloom filters cannot delete or count
- * distinct keys precisely), and a key expires with its generation as above.
+ * The stats then count keys kept (fingerprints cannot tell keys apart
+ * exactly), and a key expires with its generation as above.  A window
+ * resumed from a saved state gives exactly the verdicts of an uninterrupted
+ * run (the table, the stash, the kick generator's state are saved), except
+ * after an allocation failure while moving stash entries back, which can
+ * change which entries sit where, and so which false duplicates occur.
  *
  * Thread-safety: one writer.  seen(), advance_watermark(), load and free need
  * exclusive access; the const functions may run concurrently with each other
@@ -116,7 +150,7 @@ typedef enum dedup_window_type {
 
 typedef enum dedup_window_mode {
     DEDUP_WINDOW_EXACT = 0, /* verdicts NEW / DUPLICATE, digest-exact */
-    DEDUP_WINDOW_APPROX = 1 /* verdicts NEW / MAYBE_DUPLICATE, Bloom generations */
+    DEDUP_WINDOW_APPROX = 1 /* verdicts NEW / MAYBE_DUPLICATE, tagged fingerprints */
 } dedup_window_mode;
 
 /* Limits.  Event times and durations are bounded so that every difference
@@ -127,12 +161,15 @@ typedef enum dedup_window_mode {
 /* Generations per window: above 64 a lookup probes too many tables for no
  * useful gain in precision. */
 #define DEDUP_WINDOW_MAX_GENERATIONS 64u
-/* Approximate mode: Bloom generations that may be alive at once (each is a
- * full filter).  Reached only when lateness is hundreds of times the
- * window; create refuses such parameters with DEDUP_ERR_LIMIT. */
+/* Approximate mode: generations that may be alive at once (A below: they
+ * need distinct tags of at most 10 bits).  Reached only when lateness is
+ * hundreds of times the window; create refuses such parameters with
+ * DEDUP_ERR_LIMIT. */
 #define DEDUP_WINDOW_MAX_APPROX_LIVE 1024u
 
+/* Default G: 4 for exact windows, 7 for approximate ones (memory above). */
 #define DEDUP_WINDOW_DEFAULT_GENERATIONS 4u
+#define DEDUP_WINDOW_DEFAULT_APPROX_GENERATIONS 7u
 
 typedef struct dedup_window_params {
     dedup_window_type type; /* default DEDUP_WINDOW_SLIDING */
@@ -141,17 +178,20 @@ typedef struct dedup_window_params {
                                1 .. DEDUP_WINDOW_MAX_DURATION */
     uint64_t lateness;      /* allowed lateness in microseconds; default 0;
                                at most DEDUP_WINDOW_MAX_DURATION; ignored (0) for COUNT */
-    uint32_t generations;   /* G: 1 .. DEDUP_WINDOW_MAX_GENERATIONS; default 4;
-                               ignored for TUMBLING (one generation = one window) */
+    uint32_t generations;   /* G: 1 .. DEDUP_WINDOW_MAX_GENERATIONS; 0 (what
+                               params_init sets) = the mode's default, 4 exact,
+                               7 approximate; ignored for TUMBLING (one
+                               generation = one window) */
     uint64_t capacity;      /* distinct keys expected to be kept per window D.
-                               APPROX: required (>= 1), sizes the filters.
+                               APPROX: required (>= 1), sizes the table.
                                EXACT: optional hint for the first tables (0 = learn) */
     double fpr;             /* APPROX: false duplicates per new key, in
                                [DEDUP_MIN_FPR, 0.5]; default 0.01 */
     uint64_t seed;          /* hash seed; default DEDUP_DEFAULT_SEED */
 } dedup_window_params;
 
-/* Defaults as listed above; duration 0 (must be set). */
+/* Defaults as listed above; duration 0 (must be set), generations 0 (the
+ * mode's default, filled in by create: get_params() shows it). */
 void dedup_window_params_init(dedup_window_params *params);
 
 typedef struct dedup_window dedup_window;
@@ -159,9 +199,9 @@ typedef struct dedup_window dedup_window;
 /* Creates an empty window.
  * Errors: DEDUP_ERR_INVALID_ARG (a field outside its range above),
  * DEDUP_ERR_LIMIT (APPROX with more than DEDUP_WINDOW_MAX_APPROX_LIVE
- * generations alive at once, or a filter beyond dedup/limits.h),
+ * generations alive at once, or a table of more than DEDUP_MAX_BITS bits),
  * DEDUP_ERR_NOMEM.  Exact mode allocates its tables lazily; approximate
- * mode allocates one filter per live generation as they open. */
+ * mode allocates its table here (and a stash only if it overflows). */
 dedup_status dedup_window_create(const dedup_window_params *params, const dedup_allocator *alloc,
                                  dedup_window **out);
 /* Frees the window; NULL is a no-op. */
@@ -176,12 +216,15 @@ dedup_digest dedup_window_digest(const dedup_window *w, const void *key, size_t 
  * DEDUP_NEW (kept), DEDUP_DUPLICATE (exact), DEDUP_MAYBE_DUPLICATE (approx)
  * or DEDUP_LATE (time below the watermark: not decided, not recorded).
  * A non-late record raises the maximum event time, which may advance the
- * watermark and drop generations.  O(G) expected per call (exact: one table
- * probe per consulted generation; approx: one cache line per generation).
+ * watermark and drop generations.  Exact: O(G) expected per call, one table
+ * probe per consulted generation.  Approx: two buckets (two cache lines) per
+ * call, plus a kick chain of at most 500 moves when both are full, plus one
+ * probe of the stash when there is one; dropping a generation costs nothing,
+ * reusing its tag one pass over the table (once per generation span).
  * Errors: DEDUP_ERR_RANGE (time outside [DEDUP_WINDOW_MIN_TIME,
  * DEDUP_WINDOW_MAX_TIME]; nothing changed), DEDUP_ERR_NOMEM (a table or
- * filter could not be allocated: the key is not recorded and the record not
- * counted, but the watermark may have advanced as the time demanded; the
+ * the stash could not be allocated: the key is not recorded and the record
+ * not counted, but the watermark may have advanced as the time demanded; the
  * window stays usable). */
 dedup_status dedup_window_seen(dedup_window *w, dedup_digest d, int64_t time,
                                dedup_verdict *verdict);
@@ -189,7 +232,7 @@ dedup_status dedup_window_seen(dedup_window *w, dedup_digest d, int64_t time,
 /* The same verdicts as calling dedup_window_seen() on (d[i], times[i]) for
  * i = 0 .. n-1 in order, but the table slots of the next records are
  * fetched while the current one is decided, so a window much larger than
- * the CPU caches runs faster (exact mode).  'times' may be NULL for COUNT
+ * the CPU caches runs faster (both modes).  'times' may be NULL for COUNT
  * windows.  Stops at the first error and returns it; *done (may be NULL)
  * receives the number of records decided, whose verdicts are valid. */
 dedup_status dedup_window_seen_batch(dedup_window *w, const dedup_digest *d,
@@ -238,14 +281,18 @@ size_t dedup_window_memory_usage(const dedup_window *w);
 /* ---- Persistence (docs/FORMAT.md: type WINDOW) -------------------------------
  * The saved state holds the parameters, the clock (max time, watermark,
  * record index), the stats and every live generation, so a stream resumed
- * from it gets exactly the verdicts an uninterrupted run would have got. */
+ * from it gets exactly the verdicts an uninterrupted run would have got.
+ * Errors: the sink's, DEDUP_ERR_LIMIT, DEDUP_ERR_NOMEM (an approximate
+ * window with a stash sorts a copy of it). */
 dedup_status dedup_window_save(const dedup_window *w, dedup_sink *sink);
 /* Bytes dedup_window_save() writes. */
 uint64_t dedup_window_serialized_size(const dedup_window *w);
 /* Loads a saved window; validates every field (ranges, order, generation
  * placement, lengths against what the input holds) before allocating, and
  * the checksum.  Errors: the decoder's (BAD_MAGIC, VERSION, WRONG_TYPE,
- * TRUNCATED, CORRUPT, CHECKSUM), LIMIT, NOMEM, IO. */
+ * TRUNCATED, CORRUPT, CHECKSUM), LIMIT, NOMEM, IO; DEDUP_ERR_VERSION also
+ * for an approximate window saved in the older Bloom-generation layout
+ * (before the tagged table; docs/FORMAT.md). */
 dedup_status dedup_window_load(dedup_source src, const dedup_allocator *alloc,
                                dedup_window **out);
 /* Atomic save to a path (temporary file, fsync, rename) and load from one

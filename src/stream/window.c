@@ -22,16 +22,30 @@
  *    spills into a tail that is extended on demand.
  * An insertion shifts the rest of its cluster right by one entry.
  *
- * Approximate generations are blocked Bloom filters (dedup/bloom.h), one
- * cache line per key and generation.
+ * Approximate windows keep one table of short fingerprints for all
+ * generations (partial-key cuckoo hashing, 4 slots per bucket, 2 candidate
+ * buckets, as dedup/cuckoo.h); each slot is f bits of fingerprint and t bits
+ * of generation tag (id mod 2^t), packed back to back.  A slot whose tag is
+ * not a live generation's counts as empty, so a generation is dropped in
+ * O(1) like an exact one; its tag's slots are cleared by one sequential
+ * sweep just before the tag is reused (skipped when none is left).  A lookup
+ * compares the fingerprint with the 8 slots of the key's two buckets and
+ * accepts a match only if its tag is a live generation the lookup consults:
+ * one union bound over 8 slots instead of one per generation.  When a kick
+ * chain fails (more keys than planned) the key goes to an exact stash, a
+ * small hash table keyed by its bucket pair; when generations expire, stash
+ * entries move back into the table where there is room again.  Which slot
+ * or stash holds an entry never changes a verdict except through the stash's
+ * longer fingerprints, and the kick choices come from a saved generator, so
+ * a resumed window places everything as the original would have.
  */
 #define _DEFAULT_SOURCE /* madvise() and MADV_HUGEPAGE */
 #include "dedup/window.h"
-#include "dedup/bloom.h"
 #include "dedup/limits.h"
 #include "internal.h"
 
 #include <math.h>
+#include <stdlib.h>
 #if defined(__linux__)
 #include <sys/mman.h>
 #endif
@@ -43,12 +57,31 @@ typedef struct wentry {
 
 typedef struct wgen {
     int64_t id;
-    uint64_t count;  /* kept records in this generation */
-    uint64_t cap;    /* home slots (exact) */
-    uint64_t len;    /* allocated slots: cap + tail */
-    wentry *slots;   /* exact; NULL until the first insert */
-    dedup_bloom *bf; /* approximate */
+    uint64_t count; /* kept records in this generation */
+    uint64_t cap;   /* home slots (exact) */
+    uint64_t len;   /* allocated slots: cap + tail */
+    wentry *slots;  /* exact; NULL until the first insert */
 } wgen;
+
+/* Approximate: an entry the table had no room for, kept aside with the
+ * smaller of its two buckets (which, with the fingerprint, names the pair).
+ * v holds the slot value in its low S bits and 64 - S more bits of the
+ * digest above them, so a stash entry matches another key with probability
+ * about 2^-(f + 64 - S): the stash adds nothing measurable to the rate.
+ * v = 0: an empty slot (b = 0) or a removed entry (b = 1). */
+typedef struct sentry {
+    uint64_t b, v;
+} sentry;
+
+static int sentry_cmp(const void *a, const void *b)
+{
+    const sentry *x = a, *y = b;
+    if (x->b != y->b)
+        return x->b < y->b ? -1 : 1;
+    return x->v < y->v ? -1 : x->v > y->v;
+}
+
+enum { TAG_FREE = 0, TAG_LIVE = 1, TAG_DEAD = 2 };
 
 struct dedup_window {
     dedup_allocator alloc;
@@ -71,12 +104,29 @@ struct dedup_window {
     uint64_t hint;     /* exact: expected entries of a new newest generation */
     size_t slot_bytes; /* exact: bytes held by all tables */
 
-    /* approximate */
-    dedup_bloom_params bp;
-    dedup_bloom *spare; /* the filter made by create(), until the first generation */
-    uint64_t bloom_bits;
-    uint32_t bloom_k;
+    /* approximate: tagged fingerprint tables */
+    uint32_t fbits, tbits, sbits; /* fingerprint, tag and slot bits */
+    uint32_t ntags;               /* 2^tbits */
+    uint64_t fmask;               /* 2^fbits - 1: fingerprints are 1 .. fmask */
+    uint64_t nb;                  /* buckets per table */
+    size_t tab_bytes;             /* packed bytes of one table (as saved) */
+    unsigned char *tab;           /* nb * 4 packed slots, then TAB_SLACK zero bytes */
+    uint64_t *tag_n;              /* per tag: table slots holding it (live, or dead not swept) */
+    uint64_t tab_live;            /* table slots of live generations */
+    uint64_t kick_fail_live;      /* tab_live when a kick chain last failed: none is
+                                     tried again until fewer are live */
+    sentry *st;                   /* the stash: open addressing on mix64(b), NULL if empty */
+    uint64_t st_cap, st_used, st_live; /* slots (power of 2), used incl. removed, live */
+    uint8_t *tag_state;           /* TAG_* per tag */
+    int64_t *tag_id;              /* the live generation holding each TAG_LIVE tag */
+    uint64_t rng;                 /* xorshift64 state for kick choices (never 0) */
 };
+
+#define SLOTS_PER_BUCKET 4u
+#define PLANNED_LOAD 0.95 /* the table is sized for the planned keys at this load */
+#define MAX_KICKS 500u
+#define NO_KICKS_ABOVE 98u /* percent of slots live: a kick chain would likely fail */
+#define TAB_SLACK 8u /* bytes after the packed slots: every slot is read with one 8-byte load */
 
 #define TAIL_SLOTS 64u
 #define MAX_LOAD_NUM 85u /* grow past 85% load */
@@ -112,7 +162,7 @@ void dedup_window_params_init(dedup_window_params *p)
     memset(p, 0, sizeof *p);
     p->type = DEDUP_WINDOW_SLIDING;
     p->mode = DEDUP_WINDOW_EXACT;
-    p->generations = DEDUP_WINDOW_DEFAULT_GENERATIONS;
+    p->generations = 0; /* the mode's default */
     p->fpr = 0.01;
     p->seed = DEDUP_DEFAULT_SEED;
 }
@@ -130,7 +180,8 @@ static dedup_status setup(dedup_window *w, const dedup_window_params *in)
     if (p.type == DEDUP_WINDOW_COUNT && p.duration == DEDUP_WINDOW_MAX_DURATION)
         return DEDUP_ERR_INVALID_ARG; /* N + 1 must stay within the time range */
     if (p.generations == 0)
-        p.generations = DEDUP_WINDOW_DEFAULT_GENERATIONS;
+        p.generations = p.mode == DEDUP_WINDOW_APPROX ? DEDUP_WINDOW_DEFAULT_APPROX_GENERATIONS
+                                                      : DEDUP_WINDOW_DEFAULT_GENERATIONS;
     if (p.generations > DEDUP_WINDOW_MAX_GENERATIONS)
         return DEDUP_ERR_INVALID_ARG;
     if (p.type == DEDUP_WINDOW_COUNT)
@@ -155,21 +206,37 @@ static dedup_status setup(dedup_window *w, const dedup_window_params *in)
         w->Q = q > 0xFFFFFFF ? 0xFFFFFFFu : (uint32_t)q;
     }
     if (p.mode == DEDUP_WINDOW_APPROX) {
-        /* Generations alive at once: ids from gen_floor(W) to floor(T / s). */
-        int64_t alive = p.type == DEDUP_WINDOW_TUMBLING ? w->L / w->D + 2
-                                                        : (w->L + (w->D - 1)) / w->s + 2;
+        /* A: generations alive at once, the ids from gen_floor(W) to
+         * floor(T / s) with W >= T - L: ceil((L + D - 1) / s) + 1 (sliding,
+         * count), ceil(L / D) + 1 (tumbling).  They need distinct tags. */
+        int64_t x = p.type == DEDUP_WINDOW_TUMBLING ? w->L : w->L + (w->D - 1);
+        int64_t alive = x / w->s + (x % w->s != 0) + 1;
         if (alive > (int64_t)DEDUP_WINDOW_MAX_APPROX_LIVE)
             return DEDUP_ERR_LIMIT;
+        uint32_t t = 0;
+        while ((INT64_C(1) << t) < alive)
+            t++;
+        /* f: the rate of a full table, 8 compared slots each matching with
+         * probability 1 / (2^f - 1), is at most fpr. */
+        uint32_t f = 2;
+        while ((double)((UINT64_C(1) << f) - 1) * p.fpr < 2.0 * SLOTS_PER_BUCKET)
+            f++;
         double per_gen = p.type == DEDUP_WINDOW_TUMBLING
                              ? (double)p.capacity
                              : ceil((double)p.capacity * (double)w->s / (double)w->D);
-        dedup_bloom_params_init(&w->bp);
-        w->bp.kind = DEDUP_BLOOM_BLOCKED;
-        w->bp.capacity = per_gen < 1 ? 1 : (uint64_t)per_gen;
-        w->bp.fpr = p.fpr / (double)w->Q;
-        if (w->bp.fpr < DEDUP_MIN_FPR)
-            w->bp.fpr = DEDUP_MIN_FPR;
-        w->bp.seed = p.seed;
+        double slots = ceil((double)alive * per_gen / PLANNED_LOAD);
+        double nb = ceil(slots / SLOTS_PER_BUCKET);
+        if (nb < 2)
+            nb = 2;
+        if (nb * SLOTS_PER_BUCKET * (double)(f + t) > (double)DEDUP_MAX_BITS)
+            return DEDUP_ERR_LIMIT;
+        w->fbits = f;
+        w->tbits = t;
+        w->sbits = f + t; /* <= 43 + 10: one 8-byte load reads any slot */
+        w->ntags = UINT32_C(1) << t;
+        w->fmask = (UINT64_C(1) << f) - 1;
+        w->nb = (uint64_t)nb;
+        w->tab_bytes = (size_t)((w->nb * SLOTS_PER_BUCKET * w->sbits + 7) / 8);
     }
     if (p.mode == DEDUP_WINDOW_EXACT && p.capacity) {
         double per_gen = p.type == DEDUP_WINDOW_TUMBLING
@@ -180,10 +247,23 @@ static dedup_status setup(dedup_window *w, const dedup_window_params *in)
     return DEDUP_OK;
 }
 
-/* Allocates a window for 'params'.  A created window gets its first filter
- * now (which also checks the sizing); a loading one computes the filter size
- * only, so a hostile file cannot make it allocate before its payload is
- * known to hold the filters. */
+static void advise_huge(void *p, size_t bytes);
+
+/* Allocates the (empty) fingerprint table.  False on allocation failure. */
+static bool tab_alloc(dedup_window *w)
+{
+    w->tab = dd_calloc(&w->alloc, w->tab_bytes + TAB_SLACK, 1);
+    w->tag_n = dd_calloc(&w->alloc, w->ntags, sizeof(uint64_t));
+    if (!w->tab || !w->tag_n)
+        return false;
+    advise_huge(w->tab, w->tab_bytes + TAB_SLACK);
+    return true;
+}
+
+/* Allocates a window for 'params'.  A created approximate window gets its
+ * table now; a loading one only its tag arrays (at most 1024 entries), and
+ * the table once the payload is known to hold it, so a hostile file cannot
+ * make it allocate first. */
 static dedup_status alloc_window(const dedup_window_params *params, const dedup_allocator *alloc,
                                  bool loading, dedup_window **out)
 {
@@ -198,22 +278,17 @@ static dedup_status alloc_window(const dedup_window_params *params, const dedup_
         dd_free(&a, w);
         return s;
     }
-    if (w->p.mode == DEDUP_WINDOW_APPROX && loading) {
-        w->bloom_bits = dedup_blocked_bits_for(w->bp.capacity, w->bp.fpr);
-        if (w->bloom_bits == 0 || w->bloom_bits > DEDUP_MAX_BITS) {
-            dd_free(&a, w);
-            return DEDUP_ERR_LIMIT;
+    if (w->p.mode == DEDUP_WINDOW_APPROX) {
+        w->kick_fail_live = UINT64_MAX;
+        w->rng = w->p.seed ^ UINT64_C(0x6A09E667F3BCC909);
+        if (!w->rng)
+            w->rng = 1;
+        w->tag_state = dd_calloc(&w->alloc, w->ntags, 1);
+        w->tag_id = dd_calloc(&w->alloc, w->ntags, sizeof(int64_t));
+        if (!w->tag_state || !w->tag_id || (!loading && !tab_alloc(w))) {
+            dedup_window_free(w);
+            return DEDUP_ERR_NOMEM;
         }
-    } else if (w->p.mode == DEDUP_WINDOW_APPROX) {
-        /* One filter up front: it checks the sizing and becomes the first
-         * generation. */
-        s = dedup_bloom_create(&w->bp, &w->alloc, &w->spare);
-        if (s) {
-            dd_free(&a, w);
-            return s;
-        }
-        w->bloom_bits = w->bp.bits = dedup_bloom_bits(w->spare);
-        w->bloom_k = w->bp.k = dedup_bloom_k(w->spare);
     }
     *out = w;
     return DEDUP_OK;
@@ -234,9 +309,7 @@ static void gen_release(dedup_window *w, wgen *g)
         dd_free(&w->alloc, g->slots);
         w->slot_bytes -= (size_t)g->len * sizeof(wentry);
     }
-    dedup_bloom_free(g->bf);
     g->slots = NULL;
-    g->bf = NULL;
 }
 
 void dedup_window_free(dedup_window *w)
@@ -246,7 +319,11 @@ void dedup_window_free(dedup_window *w)
     for (size_t i = 0; i < w->gn; i++)
         gen_release(w, &w->gv[i]);
     dd_free(&w->alloc, w->gv);
-    dedup_bloom_free(w->spare);
+    dd_free(&w->alloc, w->tab);
+    dd_free(&w->alloc, w->tag_n);
+    dd_free(&w->alloc, w->st);
+    dd_free(&w->alloc, w->tag_state);
+    dd_free(&w->alloc, w->tag_id);
     dedup_allocator a = w->alloc;
     dd_free(&a, w);
 }
@@ -419,6 +496,306 @@ static bool tab_insert(dedup_window *w, wgen *g, uint64_t lo, uint64_t hi, int64
     return true;
 }
 
+/* ---- approximate tables -------------------------------------------------------
+ * Slot i of a table occupies bits [i*S, (i+1)*S) of its byte string (bit k
+ * is bit k mod 8 of byte k / 8); its value is fp | tag << f, and 0 when
+ * empty (fingerprints are never 0).  S <= 53, so one little-endian 8-byte
+ * load at byte (i*S) / 8 holds the whole slot. */
+
+static inline uint64_t slot_get(const dedup_window *w, const unsigned char *mem, uint64_t i)
+{
+    uint64_t bit = i * w->sbits;
+    return (dedup_get_u64(mem + (bit >> 3)) >> (bit & 7)) & ((UINT64_C(1) << w->sbits) - 1);
+}
+
+static inline void slot_set(const dedup_window *w, unsigned char *mem, uint64_t i, uint64_t v)
+{
+    uint64_t bit = i * w->sbits, sh = bit & 7;
+    uint64_t m = ((UINT64_C(1) << w->sbits) - 1) << sh;
+    uint64_t x = dedup_get_u64(mem + (bit >> 3));
+    dedup_put_u64(mem + (bit >> 3), (x & ~m) | (v << sh));
+}
+
+static inline uint64_t mix64(uint64_t z)
+{
+    z = (z ^ (z >> 30)) * UINT64_C(0xBF58476D1CE4E5B9);
+    z = (z ^ (z >> 27)) * UINT64_C(0x94D049BB133111EB);
+    return z ^ (z >> 31);
+}
+
+/* The key's fingerprint (1 .. fmask) and buckets, all from its digest. */
+static inline uint64_t key_fp(const dedup_window *w, uint64_t hi)
+{
+    return dedup_reduce(hi, w->fmask) + 1;
+}
+
+/* The other bucket of fingerprint fp in bucket b: (h - b) mod nb, an
+ * involution for any nb. */
+static inline uint64_t alt_bucket(const dedup_window *w, uint64_t b, uint64_t fp)
+{
+    uint64_t h = dedup_reduce(mix64(fp + UINT64_C(0x9E3779B97F4A7C15)), w->nb);
+    return h >= b ? h - b : h + w->nb - b;
+}
+
+static inline uint32_t gen_tag(const dedup_window *w, int64_t id)
+{
+    return (uint32_t)((uint64_t)id & (w->ntags - 1));
+}
+
+/* True if a slot holds an entry of a live generation. */
+static inline bool slot_live(const dedup_window *w, uint64_t v)
+{
+    return (v & w->fmask) && w->tag_state[v >> w->fbits] == TAG_LIVE;
+}
+
+static inline bool tag_consulted(const dedup_window *w, uint64_t v, int64_t first_id,
+                                 int64_t last_id)
+{
+    uint32_t tag = (uint32_t)(v >> w->fbits);
+    return w->tag_state[tag] == TAG_LIVE && w->tag_id[tag] >= first_id &&
+           w->tag_id[tag] <= last_id;
+}
+
+static inline uint32_t st_tag(const dedup_window *w, uint64_t v)
+{
+    return (uint32_t)((v >> w->fbits) & (w->ntags - 1));
+}
+
+static inline uint64_t st_home(const dedup_window *w, uint64_t b)
+{
+    return mix64(b + UINT64_C(0x9E3779B97F4A7C15)) & (w->st_cap - 1);
+}
+
+/* True if the table holds fingerprint fp in bucket b1 or b2, or the stash
+ * holds it with the pair {b1, b2}, tagged with a live generation whose id is
+ * in [first_id, last_id]. */
+static bool ap_lookup(const dedup_window *w, uint64_t b1, uint64_t b2, uint64_t fp,
+                      uint64_t ext, int64_t first_id, int64_t last_id)
+{
+    for (int k = 0; k < 2; k++) {
+        uint64_t b = k ? b2 : b1;
+        for (uint32_t j = 0; j < SLOTS_PER_BUCKET; j++) {
+            uint64_t v = slot_get(w, w->tab, b * SLOTS_PER_BUCKET + j);
+            if ((v & w->fmask) == fp && tag_consulted(w, v, first_id, last_id))
+                return true;
+        }
+    }
+    if (w->st_live) {
+        uint64_t mb = b1 < b2 ? b1 : b2;
+        for (uint64_t i = st_home(w, mb);; i = (i + 1) & (w->st_cap - 1)) {
+            const sentry *e = &w->st[i];
+            if (!e->v && !e->b)
+                return false;
+            if (e->v && e->b == mb && (e->v & w->fmask) == fp && e->v >> w->sbits == ext &&
+                tag_consulted(w, e->v & ((UINT64_C(1) << w->sbits) - 1), first_id, last_id))
+                return true;
+        }
+    }
+    return false;
+}
+
+/* Puts v into a free slot of bucket b (a slot of a dead generation is
+ * free).  False if the bucket holds 4 live entries. */
+static bool bucket_put(dedup_window *w, uint64_t b, uint64_t v)
+{
+    for (uint32_t j = 0; j < SLOTS_PER_BUCKET; j++) {
+        uint64_t i = b * SLOTS_PER_BUCKET + j, old = slot_get(w, w->tab, i);
+        if (slot_live(w, old))
+            continue;
+        if (old & w->fmask)
+            w->tag_n[old >> w->fbits]--; /* overwrites a dead entry */
+        slot_set(w, w->tab, i, v);
+        w->tag_n[v >> w->fbits]++;
+        return true;
+    }
+    return false;
+}
+
+static inline uint64_t xorshift(uint64_t *s)
+{
+    uint64_t x = *s;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    return *s = x;
+}
+
+/* Places a live entry into a stash known to have a free slot. */
+static void st_place(dedup_window *w, uint64_t b, uint64_t v)
+{
+    uint64_t i = st_home(w, b);
+    while (w->st[i].v)
+        i = (i + 1) & (w->st_cap - 1);
+    if (!w->st[i].b)
+        w->st_used++; /* an empty slot, not a removed entry's */
+    w->st[i].b = b;
+    w->st[i].v = v;
+    w->st_live++;
+}
+
+/* Rebuilds the stash with room for 'extra' more entries, keeping the
+ * entries of live generations (an empty one is freed).  False on allocation
+ * failure (nothing changed). */
+static bool st_rebuild(dedup_window *w, uint64_t extra)
+{
+    uint64_t need = extra, cap = 0;
+    for (uint64_t i = 0; i < w->st_cap; i++)
+        need += w->st[i].v && w->tag_state[st_tag(w, w->st[i].v)] == TAG_LIVE;
+    if (need) {
+        cap = 64;
+        while (cap < 2 * need)
+            cap *= 2;
+    }
+    sentry *old = w->st;
+    uint64_t ocap = w->st_cap;
+    sentry *n = NULL;
+    if (cap) {
+        n = dd_calloc(&w->alloc, (size_t)cap, sizeof(sentry));
+        if (!n)
+            return false;
+    }
+    w->st = n;
+    w->st_cap = cap;
+    w->st_used = w->st_live = 0;
+    for (uint64_t i = 0; i < ocap; i++)
+        if (old[i].v && w->tag_state[st_tag(w, old[i].v)] == TAG_LIVE)
+            st_place(w, old[i].b, old[i].v);
+    dd_free(&w->alloc, old);
+    return true;
+}
+
+/* Puts entry v (buckets b1, b2) into the table: into a free slot of either
+ * bucket, else by a kick chain (swap the entry in hand with a random one of
+ * the bucket, take that one to its other bucket; undone if it fails).
+ * False if there was no room (the table is then as it was). */
+static bool tab_place(dedup_window *w, uint64_t b1, uint64_t b2, uint64_t v)
+{
+    if (bucket_put(w, b1, v) || bucket_put(w, b2, v)) {
+        w->tab_live++;
+        return true;
+    }
+    uint64_t slots = w->nb * SLOTS_PER_BUCKET;
+    if (w->tab_live * 100 >= slots * NO_KICKS_ABOVE || w->tab_live >= w->kick_fail_live)
+        return false;
+    uint64_t path[MAX_KICKS];
+    uint64_t cur = v, b = (xorshift(&w->rng) & 1) ? b2 : b1;
+    for (uint32_t k = 0; k < MAX_KICKS; k++) {
+        uint64_t i = b * SLOTS_PER_BUCKET + (xorshift(&w->rng) >> 62);
+        uint64_t out = slot_get(w, w->tab, i);
+        slot_set(w, w->tab, i, cur);
+        path[k] = i;
+        w->tag_n[cur >> w->fbits]++;
+        w->tag_n[out >> w->fbits]--;
+        cur = out;
+        b = alt_bucket(w, b, cur & w->fmask);
+        if (bucket_put(w, b, cur)) {
+            w->tab_live++;
+            return true;
+        }
+    }
+    w->kick_fail_live = w->tab_live;
+    for (uint32_t k = MAX_KICKS; k-- > 0;) { /* undo: v is in hand again */
+        uint64_t back = slot_get(w, w->tab, path[k]);
+        slot_set(w, w->tab, path[k], cur);
+        w->tag_n[cur >> w->fbits]++;
+        w->tag_n[back >> w->fbits]--;
+        cur = back;
+    }
+    return false;
+}
+
+/* Records fingerprint fp with tag 'tag' (buckets b1, b2): in the table, or
+ * in the stash when the table is full around the key.  Error:
+ * DEDUP_ERR_NOMEM (the stash could not grow); then nothing changed. */
+static dedup_status ap_insert(dedup_window *w, uint64_t b1, uint64_t b2, uint64_t fp,
+                              uint64_t ext, uint32_t tag)
+{
+    uint64_t v = fp | (uint64_t)tag << w->fbits;
+    if (tab_place(w, b1, b2, v))
+        return DEDUP_OK;
+    if ((w->st_used + 1) * 2 > w->st_cap && !st_rebuild(w, 1))
+        return DEDUP_ERR_NOMEM;
+    st_place(w, b1 < b2 ? b1 : b2, v | ext << w->sbits);
+    return DEDUP_OK;
+}
+
+/* Clears the table slots of dead generations' tags; those tags become
+ * free.  (The stash holds no dead entry: they are removed on expiry.) */
+static void ap_sweep(dedup_window *w)
+{
+    uint64_t n = w->nb * SLOTS_PER_BUCKET;
+    for (uint64_t i = 0; i < n; i++) {
+        uint64_t v = slot_get(w, w->tab, i);
+        if ((v & w->fmask) && w->tag_state[v >> w->fbits] == TAG_DEAD)
+            slot_set(w, w->tab, i, 0);
+    }
+    for (uint32_t g = 0; g < w->ntags; g++)
+        if (w->tag_state[g] == TAG_DEAD) {
+            w->tag_n[g] = 0;
+            w->tag_state[g] = TAG_FREE;
+        }
+}
+
+/* Makes 'tag' live for generation 'id', sweeping first if a dead
+ * generation left slots with that tag. */
+static void ap_tag_open(dedup_window *w, uint32_t tag, int64_t id)
+{
+    if (w->tag_state[tag] == TAG_DEAD && w->tag_n[tag])
+        ap_sweep(w);
+    w->tag_state[tag] = TAG_LIVE;
+    w->tag_id[tag] = id;
+}
+
+/* A generation with tag 'tag' is dropped: its table slots become free at
+ * once (they are cleared before the tag is reused). */
+static void ap_tag_close(dedup_window *w, uint32_t tag)
+{
+    w->tag_state[tag] = TAG_DEAD;
+    w->tab_live -= w->tag_n[tag];
+}
+
+/* After generations were dropped: the stash loses their entries, and its
+ * other entries move into the table where it now has room, in the order of
+ * (bucket, entry) so that a window resumed from a file, whose stash is laid
+ * out otherwise, moves the same ones; an empty stash is freed. */
+static void ap_stash_settle(dedup_window *w)
+{
+    if (!w->st_cap)
+        return;
+    size_t n = 0;
+    for (uint64_t i = 0; i < w->st_cap; i++)
+        n += w->st[i].v && w->tag_state[st_tag(w, w->st[i].v)] == TAG_LIVE;
+    sentry *tmp = n ? dd_malloc(&w->alloc, n * sizeof(sentry)) : NULL;
+    if (n && !tmp) {
+        /* No memory to sort: only remove the dropped entries, in place. */
+        for (uint64_t i = 0; i < w->st_cap; i++) {
+            sentry *e = &w->st[i];
+            if (e->v && w->tag_state[st_tag(w, e->v)] != TAG_LIVE) {
+                e->v = 0;
+                e->b = 1;
+                w->st_live--;
+            }
+        }
+        return;
+    }
+    size_t k = 0;
+    for (uint64_t i = 0; i < w->st_cap; i++)
+        if (w->st[i].v && w->tag_state[st_tag(w, w->st[i].v)] == TAG_LIVE)
+            tmp[k++] = w->st[i];
+    if (n)
+        qsort(tmp, n, sizeof(sentry), sentry_cmp);
+    memset(w->st, 0, (size_t)w->st_cap * sizeof(sentry));
+    w->st_used = w->st_live = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t slot = tmp[i].v & ((UINT64_C(1) << w->sbits) - 1);
+        if (!tab_place(w, tmp[i].b, alt_bucket(w, tmp[i].b, tmp[i].v & w->fmask), slot))
+            st_place(w, tmp[i].b, tmp[i].v); /* fits: fewer than before */
+    }
+    dd_free(&w->alloc, tmp);
+    if (w->st_live * 8 < w->st_cap)
+        (void)st_rebuild(w, 0); /* shrinks, or frees; on failure keeps the array */
+}
+
 /* ---- generations ------------------------------------------------------------ */
 
 /* Index of the first generation with id >= x (gn if none). */
@@ -446,12 +823,18 @@ static void expire(dedup_window *w)
         wgen *g = &w->gv[k];
         w->expired += g->count;
         w->live -= g->count;
+        if (w->p.mode == DEDUP_WINDOW_APPROX)
+            ap_tag_close(w, gen_tag(w, g->id));
         gen_release(w, g);
         k++;
     }
     if (k) {
         memmove(w->gv, w->gv + k, (w->gn - k) * sizeof(wgen));
         w->gn -= k;
+        if (w->p.mode == DEDUP_WINDOW_APPROX) {
+            w->kick_fail_live = UINT64_MAX; /* fewer live now: kick chains may succeed */
+            ap_stash_settle(w);
+        }
     }
 }
 
@@ -494,22 +877,8 @@ static wgen *gen_get(dedup_window *w, int64_t id)
     wgen g;
     memset(&g, 0, sizeof g);
     g.id = id;
-    if (w->p.mode == DEDUP_WINDOW_APPROX) {
-        /* The first filter was made by create(); later ones are created
-         * with the bits and k it settled on, which skips the sizing
-         * search.  A fresh calloc'd filter costs no more than clearing an
-         * old one, and a dropped generation's memory is returned at once. */
-        if (w->spare) {
-            g.bf = w->spare;
-            w->spare = NULL;
-        } else if (dedup_bloom_create(&w->bp, &w->alloc, &g.bf) != DEDUP_OK) {
-            return NULL;
-        }
-        if (!w->bp.k) {
-            w->bloom_bits = w->bp.bits = dedup_bloom_bits(g.bf);
-            w->bloom_k = w->bp.k = dedup_bloom_k(g.bf);
-        }
-    }
+    if (w->p.mode == DEDUP_WINDOW_APPROX)
+        ap_tag_open(w, gen_tag(w, id), id);
     bool newest = i == w->gn;
     if (newest && w->gn && w->p.mode == DEDUP_WINDOW_EXACT) {
         wgen *prev = &w->gv[w->gn - 1];
@@ -540,6 +909,7 @@ static dedup_status decide(dedup_window *w, dedup_digest d, int64_t u, dedup_ver
         last_id = fdiv(u + w->D - 1, w->s);
     }
     bool dup = false;
+    uint64_t fp = 0, b1 = 0, b2 = 0, ext = 0;
     size_t i = gen_lower(w, first_id);
     if (w->p.mode == DEDUP_WINDOW_EXACT) {
         /* Every consulted table's home slot is fetched before any is read,
@@ -564,13 +934,12 @@ static dedup_status decide(dedup_window *w, dedup_digest d, int64_t u, dedup_ver
             }
         }
     } else {
-        dedup_digest dd = {lo, hi};
-        for (size_t j = i; j < w->gn && w->gv[j].id <= last_id; j++) {
-            if (dedup_bloom_might_contain(w->gv[j].bf, dd)) {
-                dup = true;
-                break;
-            }
-        }
+        fp = key_fp(w, hi);
+        b1 = dedup_reduce(lo, w->nb);
+        b2 = alt_bucket(w, b1, fp);
+        ext = hi & (~UINT64_C(0) >> w->sbits); /* low bits of hi, which fp hardly depends on */
+        dup = i < w->gn && w->gv[i].id <= last_id &&
+              ap_lookup(w, b1, b2, fp, ext, first_id, last_id);
     }
     if (dup) {
         w->duplicates++;
@@ -584,8 +953,9 @@ static dedup_status decide(dedup_window *w, dedup_digest d, int64_t u, dedup_ver
         if (!tab_insert(w, g, lo, hi, u))
             return DEDUP_ERR_NOMEM;
     } else {
-        dedup_digest dd = {lo, hi};
-        dedup_bloom_add(g->bf, dd);
+        dedup_status s = ap_insert(w, b1, b2, fp, ext, gen_tag(w, g->id));
+        if (s)
+            return s;
         g->count++;
     }
     w->kept++;
@@ -639,7 +1009,17 @@ dedup_status dedup_window_seen(dedup_window *w, dedup_digest d, int64_t time,
  * every exact table it will probe. */
 static void prefetch_event(const dedup_window *w, dedup_digest d, int64_t u)
 {
-    if (w->p.mode != DEDUP_WINDOW_EXACT || !time_ok(u))
+    if (w->p.mode == DEDUP_WINDOW_APPROX) {
+        /* The key's two buckets. */
+        uint64_t hi = (d.lo | d.hi) ? d.hi : 1;
+        uint64_t fp = key_fp(w, hi), b1 = dedup_reduce(d.lo, w->nb), b2 = alt_bucket(w, b1, fp);
+        uint64_t o1 = (b1 * SLOTS_PER_BUCKET * w->sbits) >> 3;
+        uint64_t o2 = (b2 * SLOTS_PER_BUCKET * w->sbits) >> 3;
+        DD_PREFETCH(w->tab + o1);
+        DD_PREFETCH(w->tab + o2);
+        return;
+    }
+    if (!time_ok(u))
         return;
     uint64_t lo = d.lo;
     int64_t first_id, last_id;
@@ -741,26 +1121,35 @@ uint32_t dedup_window_lookups(const dedup_window *w)
 size_t dedup_window_memory_usage(const dedup_window *w)
 {
     size_t m = sizeof *w + w->gcap * sizeof(wgen) + w->slot_bytes;
-    for (size_t i = 0; i < w->gn; i++)
-        if (w->gv[i].bf)
-            m += dedup_bloom_memory_usage(w->gv[i].bf);
-    if (w->spare)
-        m += dedup_bloom_memory_usage(w->spare);
+    if (w->p.mode == DEDUP_WINDOW_APPROX) {
+        m += w->tab_bytes + TAB_SLACK + (size_t)w->ntags * (1 + 2 * sizeof(int64_t));
+        m += (size_t)w->st_cap * sizeof(sentry);
+    }
     return m;
 }
 
 /* ---- persistence ------------------------------------------------------------------
  * docs/FORMAT.md, "Time window", is the normative description. */
 
-#define WIN_PARAMS_LEN 136u
-#define GEN_HEADER_LEN 16u /* exact: id, count */
-#define GEN_HEADER_LEN_APPROX 24u /* approx: id, count, filter length */
+#define WIN_PARAMS_LEN 136u        /* exact */
+#define WIN_PARAMS_LEN_APPROX 176u /* approximate: + table geometry and state */
+#define GEN_HEADER_LEN 16u         /* id, count */
 #define FLAG_HAS_T 1u
 #define FLAG_HAS_W 2u
 
+/* Generations with at least one kept record (the only ones saved: an empty
+ * one is left behind only by an allocation failure). */
+static uint32_t saved_gens(const dedup_window *w)
+{
+    uint32_t n = 0;
+    for (size_t i = 0; i < w->gn; i++)
+        n += w->gv[i].count != 0;
+    return n;
+}
+
 static void put_params(const dedup_window *w, unsigned char *b)
 {
-    memset(b, 0, WIN_PARAMS_LEN);
+    memset(b, 0, WIN_PARAMS_LEN_APPROX);
     dedup_put_u32(b + 0, (uint32_t)w->p.type);
     dedup_put_u32(b + 4, (uint32_t)w->p.mode);
     dedup_put_u64(b + 8, w->p.duration);
@@ -779,8 +1168,16 @@ static void put_params(const dedup_window *w, unsigned char *b)
     dedup_put_u64(b + 104, (uint64_t)w->late_max_behind);
     dedup_put_u64(b + 112, w->peak_live);
     dedup_put_u64(b + 120, w->expired);
-    dedup_put_u32(b + 128, (uint32_t)w->gn);
+    dedup_put_u32(b + 128, saved_gens(w));
     dedup_put_u32(b + 132, 0);
+    if (w->p.mode == DEDUP_WINDOW_APPROX) {
+        dedup_put_u32(b + 136, w->fbits);
+        dedup_put_u32(b + 140, w->tbits);
+        dedup_put_u64(b + 144, w->nb);
+        dedup_put_u64(b + 152, w->st_live);
+        dedup_put_u64(b + 160, w->rng);
+        dedup_put_u64(b + 168, w->kick_fail_live);
+    }
 }
 
 static uint64_t payload_len(const dedup_window *w)
@@ -788,26 +1185,62 @@ static uint64_t payload_len(const dedup_window *w)
     uint64_t n = 0;
     for (size_t i = 0; i < w->gn; i++) {
         const wgen *g = &w->gv[i];
-        if (w->p.mode == DEDUP_WINDOW_EXACT)
-            n += GEN_HEADER_LEN + g->count * sizeof(wentry);
-        else
-            n += GEN_HEADER_LEN_APPROX + dedup_bloom_serialized_size(g->bf);
+        if (g->count)
+            n += GEN_HEADER_LEN +
+                 (w->p.mode == DEDUP_WINDOW_EXACT ? g->count * sizeof(wentry) : 0);
     }
+    if (w->p.mode == DEDUP_WINDOW_APPROX)
+        n += w->tab_bytes + w->st_live * sizeof(sentry);
     return n;
+}
+
+static uint32_t params_len(const dedup_window *w)
+{
+    return w->p.mode == DEDUP_WINDOW_APPROX ? WIN_PARAMS_LEN_APPROX : WIN_PARAMS_LEN;
 }
 
 uint64_t dedup_window_serialized_size(const dedup_window *w)
 {
-    return DEDUP_HEADER_SIZE + WIN_PARAMS_LEN + payload_len(w) + DEDUP_TRAILER_SIZE;
+    return DEDUP_HEADER_SIZE + params_len(w) + payload_len(w) + DEDUP_TRAILER_SIZE;
 }
 
-typedef struct enc_sink_ctx {
-    dedup_encoder *e;
-} enc_sink_ctx;
-
-static dedup_status enc_sink_write(void *ctx, const void *buf, size_t len)
+/* Writes the table as saved: its packed slots with the entries of dead
+ * generations cleared, in pieces of 8 * CHUNK slots (whole bytes); then the
+ * stash's live entries. */
+#define CHUNK 128u
+static dedup_status save_approx(const dedup_window *w, dedup_encoder *e)
 {
-    return dedup_encoder_write(((enc_sink_ctx *)ctx)->e, buf, len);
+    unsigned char buf[CHUNK * 64 + TAB_SLACK];
+    uint64_t n = w->nb * SLOTS_PER_BUCKET;
+    dedup_status s = DEDUP_OK;
+    for (uint64_t i0 = 0; !s && i0 < n; i0 += 8 * CHUNK) {
+        uint64_t i1 = n - i0 < 8 * CHUNK ? n : i0 + 8 * CHUNK;
+        size_t bytes = (size_t)(((i1 - i0) * w->sbits + 7) / 8);
+        memset(buf, 0, bytes + TAB_SLACK);
+        for (uint64_t i = i0; i < i1; i++) {
+            uint64_t v = slot_get(w, w->tab, i);
+            if (slot_live(w, v))
+                slot_set(w, buf, i - i0, v);
+        }
+        s = dedup_encoder_write(e, buf, bytes);
+    }
+    if (s || !w->st_live)
+        return s;
+    /* The stash sorted by (bucket, entry): one canonical order. */
+    sentry *tmp = dd_malloc(&w->alloc, (size_t)w->st_live * sizeof(sentry));
+    if (!tmp)
+        return DEDUP_ERR_NOMEM;
+    size_t m = 0;
+    for (uint64_t i = 0; i < w->st_cap; i++)
+        if (w->st[i].v)
+            tmp[m++] = w->st[i];
+    qsort(tmp, m, sizeof(sentry), sentry_cmp);
+    for (size_t i = 0; !s && i < m; i++) {
+        uint64_t x[2] = {tmp[i].b, tmp[i].v};
+        s = dedup_encoder_write_u64s(e, x, 2);
+    }
+    dd_free(&w->alloc, tmp);
+    return s;
 }
 
 dedup_status dedup_window_save(const dedup_window *w, dedup_sink *sink)
@@ -816,16 +1249,18 @@ dedup_status dedup_window_save(const dedup_window *w, dedup_sink *sink)
         return DEDUP_ERR_INVALID_ARG;
     if (w->gn > UINT32_MAX)
         return DEDUP_ERR_LIMIT;
-    unsigned char params[WIN_PARAMS_LEN];
+    unsigned char params[WIN_PARAMS_LEN_APPROX];
     put_params(w, params);
     dedup_encoder e;
     dedup_status s = dedup_encoder_begin(&e, *sink, DEDUP_TYPE_WINDOW, w->p.seed, params,
-                                         WIN_PARAMS_LEN, payload_len(w));
+                                         params_len(w), payload_len(w));
     for (size_t i = 0; !s && i < w->gn; i++) {
         const wgen *g = &w->gv[i];
-        uint64_t h[3] = {(uint64_t)g->id, g->count, 0};
+        if (!g->count)
+            continue;
+        uint64_t h[2] = {(uint64_t)g->id, g->count};
+        s = dedup_encoder_write_u64s(&e, h, 2);
         if (w->p.mode == DEDUP_WINDOW_EXACT) {
-            s = dedup_encoder_write_u64s(&e, h, 2);
             uint64_t buf[3 * 256];
             size_t nb = 0;
             for (uint64_t k = 0; !s && g->slots && k < g->len; k++) {
@@ -842,39 +1277,13 @@ dedup_status dedup_window_save(const dedup_window *w, dedup_sink *sink)
             }
             if (!s && nb)
                 s = dedup_encoder_write_u64s(&e, buf, nb);
-        } else {
-            h[2] = dedup_bloom_serialized_size(g->bf);
-            s = dedup_encoder_write_u64s(&e, h, 3);
-            if (!s) {
-                enc_sink_ctx c = {&e};
-                dedup_sink sub = {enc_sink_write, &c};
-                s = dedup_bloom_save(g->bf, &sub);
-            }
         }
     }
+    if (!s && w->p.mode == DEDUP_WINDOW_APPROX)
+        s = save_approx(w, &e);
     if (!s)
         s = dedup_encoder_end(&e);
     return s;
-}
-
-/* A source over the next 'left' payload bytes of a decoder (nested filters). */
-typedef struct dec_src_ctx {
-    dedup_decoder *d;
-    uint64_t left;
-} dec_src_ctx;
-
-static dedup_status dec_src_read(void *ctx, void *buf, size_t len)
-{
-    dec_src_ctx *c = ctx;
-    if (len > c->left)
-        return DEDUP_ERR_TRUNCATED;
-    c->left -= len;
-    return dedup_decoder_read(c->d, buf, len);
-}
-
-static uint64_t dec_src_remaining(void *ctx)
-{
-    return ((dec_src_ctx *)ctx)->left;
 }
 
 /* Reads and validates one exact generation's entries into g. */
@@ -920,21 +1329,64 @@ static dedup_status load_exact_gen(dedup_window *w, dedup_decoder *d, wgen *g)
     return s;
 }
 
-static dedup_status load_approx_gen(dedup_window *w, dedup_decoder *d, wgen *g, uint64_t blen)
+/* Reads the approximate table and stash (the generations are loaded and
+ * their tags live): every entry must carry a non-zero fingerprint and the tag
+ * of a saved generation, the bits after the last slot must be zero, a stash
+ * entry must name the smaller bucket of a pair, and each generation must own
+ * exactly its count of entries. */
+static dedup_status load_approx(dedup_window *w, dedup_decoder *d, uint64_t sn)
 {
-    dec_src_ctx c = {d, blen};
-    dedup_source src = {dec_src_read, dec_src_remaining, &c};
-    dedup_status s = dedup_bloom_load(src, &w->alloc, &g->bf);
+    uint64_t n = w->nb * SLOTS_PER_BUCKET;
+    if (!tab_alloc(w))
+        return DEDUP_ERR_NOMEM;
+    dedup_status s = dedup_decoder_read(d, w->tab, w->tab_bytes);
     if (s)
-        return s == DEDUP_ERR_TRUNCATED ? DEDUP_ERR_CORRUPT : s;
-    if (c.left != 0 || dedup_bloom_get_kind(g->bf) != DEDUP_BLOOM_BLOCKED ||
-        dedup_bloom_bits(g->bf) != w->bloom_bits || dedup_bloom_seed(g->bf) != w->p.seed ||
-        (w->bloom_k && dedup_bloom_k(g->bf) != w->bloom_k))
+        return s;
+    uint32_t tail = (uint32_t)(n * w->sbits % 8);
+    if (tail && (w->tab[w->tab_bytes - 1] >> tail))
         return DEDUP_ERR_CORRUPT;
-    /* All generations share one shape; later ones are created like it. */
-    w->bloom_k = w->bp.k = dedup_bloom_k(g->bf);
-    w->bp.bits = w->bloom_bits;
-    return DEDUP_OK;
+    uint64_t *cnt = dd_calloc(&w->alloc, w->ntags, sizeof(uint64_t));
+    if (!cnt)
+        return DEDUP_ERR_NOMEM;
+    for (uint64_t i = 0; !s && i < n; i++) {
+        uint64_t v = slot_get(w, w->tab, i);
+        if (!v)
+            continue;
+        if (!slot_live(w, v))
+            s = DEDUP_ERR_CORRUPT;
+        else
+            w->tag_n[v >> w->fbits]++;
+    }
+    w->tab_live = 0;
+    for (uint32_t g = 0; g < w->ntags; g++) {
+        cnt[g] = w->tag_n[g];
+        w->tab_live += w->tag_n[g];
+    }
+    if (!s && sn && !st_rebuild(w, sn))
+        s = DEDUP_ERR_NOMEM;
+    uint64_t pb = 0, pv = 0;
+    for (uint64_t k = 0; !s && k < sn; k++) {
+        uint64_t x[2];
+        s = dedup_decoder_read_u64s(d, x, 2);
+        if (s)
+            break;
+        uint64_t fp = x[1] & w->fmask;
+        if (x[0] >= w->nb || !slot_live(w, x[1] & ((UINT64_C(1) << w->sbits) - 1)) ||
+            alt_bucket(w, x[0], fp) < x[0] ||
+            (k && (x[0] < pb || (x[0] == pb && x[1] <= pv)))) {
+            s = DEDUP_ERR_CORRUPT;
+            break;
+        }
+        pb = x[0];
+        pv = x[1];
+        cnt[st_tag(w, x[1])]++;
+        st_place(w, x[0], x[1]);
+    }
+    for (size_t i = 0; !s && i < w->gn; i++)
+        if (cnt[gen_tag(w, w->gv[i].id)] != w->gv[i].count)
+            s = DEDUP_ERR_CORRUPT;
+    dd_free(&w->alloc, cnt);
+    return s;
 }
 
 dedup_status dedup_window_load(dedup_source src, const dedup_allocator *alloc,
@@ -951,7 +1403,8 @@ dedup_status dedup_window_load(dedup_source src, const dedup_allocator *alloc,
     if (s)
         goto done;
     const unsigned char *b = d->params;
-    if (d->header.params_len != WIN_PARAMS_LEN) {
+    uint32_t plen = d->header.params_len;
+    if (plen < WIN_PARAMS_LEN) {
         s = DEDUP_ERR_CORRUPT;
         goto done;
     }
@@ -959,6 +1412,16 @@ dedup_status dedup_window_load(dedup_source src, const dedup_allocator *alloc,
     dedup_window_params_init(&p);
     uint32_t type = dedup_get_u32(b), mode = dedup_get_u32(b + 4);
     uint32_t flags = dedup_get_u32(b + 28);
+    if (mode == DEDUP_WINDOW_APPROX && plen == WIN_PARAMS_LEN) {
+        /* An approximate window of the Bloom-generation layout (before the
+         * tagged fingerprint table): not readable any more. */
+        s = DEDUP_ERR_VERSION;
+        goto done;
+    }
+    if (plen != (mode == DEDUP_WINDOW_APPROX ? WIN_PARAMS_LEN_APPROX : WIN_PARAMS_LEN)) {
+        s = DEDUP_ERR_CORRUPT;
+        goto done;
+    }
     p.duration = dedup_get_u64(b + 8);
     p.lateness = dedup_get_u64(b + 16);
     p.generations = dedup_get_u32(b + 24);
@@ -983,6 +1446,18 @@ dedup_status dedup_window_load(dedup_source src, const dedup_allocator *alloc,
         w->p.fpr != p.fpr) {
         s = DEDUP_ERR_CORRUPT;
         goto done;
+    }
+    uint64_t sn = 0;
+    if (p.mode == DEDUP_WINDOW_APPROX) {
+        /* The geometry must be what these params create. */
+        sn = dedup_get_u64(b + 152);
+        w->rng = dedup_get_u64(b + 160);
+        w->kick_fail_live = dedup_get_u64(b + 168);
+        if (dedup_get_u32(b + 136) != w->fbits || dedup_get_u32(b + 140) != w->tbits ||
+            dedup_get_u64(b + 144) != w->nb || !w->rng) {
+            s = DEDUP_ERR_CORRUPT;
+            goto done;
+        }
     }
     w->has_T = flags & FLAG_HAS_T;
     w->has_W = flags & FLAG_HAS_W;
@@ -1024,10 +1499,19 @@ dedup_status dedup_window_load(dedup_source src, const dedup_allocator *alloc,
         s = DEDUP_ERR_CORRUPT; /* nothing is kept before a first record */
     if (s)
         goto done;
-    /* Every generation is at least its header long: refuse counts the
-     * payload cannot hold before allocating the array. */
-    uint64_t gh = p.mode == DEDUP_WINDOW_EXACT ? GEN_HEADER_LEN : GEN_HEADER_LEN_APPROX;
-    if ((uint64_t)ng > d->header.payload_len / gh) {
+    if (p.mode == DEDUP_WINDOW_APPROX) {
+        /* The payload length is implied by the params: check it before
+         * allocating anything. */
+        uint64_t want = (uint64_t)ng * GEN_HEADER_LEN + w->tab_bytes; /* < 2^38 */
+        if (d->header.payload_len < want ||
+            (d->header.payload_len - want) / sizeof(sentry) != sn ||
+            (d->header.payload_len - want) % sizeof(sentry) != 0) {
+            s = DEDUP_ERR_CORRUPT;
+            goto done;
+        }
+    } else if ((uint64_t)ng > d->header.payload_len / GEN_HEADER_LEN) {
+        /* Every generation is at least its header long: refuse counts the
+         * payload cannot hold before allocating the array. */
         s = DEDUP_ERR_CORRUPT;
         goto done;
     }
@@ -1043,8 +1527,8 @@ dedup_status dedup_window_load(dedup_source src, const dedup_allocator *alloc,
     int64_t top_id = w->has_T ? fdiv(w->T, w->s) : INT64_MIN;
     uint64_t live = 0;
     for (uint32_t i = 0; i < ng; i++) {
-        uint64_t h[3];
-        s = dedup_decoder_read_u64s(d, h, p.mode == DEDUP_WINDOW_EXACT ? 2 : 3);
+        uint64_t h[2];
+        s = dedup_decoder_read_u64s(d, h, 2);
         if (s)
             goto done;
         int64_t id = (int64_t)h[0];
@@ -1065,16 +1549,23 @@ dedup_status dedup_window_load(dedup_source src, const dedup_allocator *alloc,
                 goto done;
             }
             s = load_exact_gen(w, d, g);
+            if (s)
+                goto done;
         } else {
-            if (h[2] > left) {
+            /* Ids between floor and top are fewer than 2^t: distinct tags. */
+            if (w->tag_state[gen_tag(w, id)] != TAG_FREE) {
                 s = DEDUP_ERR_CORRUPT;
                 goto done;
             }
-            s = load_approx_gen(w, d, g, h[2]);
+            w->tag_state[gen_tag(w, id)] = TAG_LIVE;
+            w->tag_id[gen_tag(w, id)] = id;
         }
+        live += cnt;
+    }
+    if (p.mode == DEDUP_WINDOW_APPROX) {
+        s = load_approx(w, d, sn);
         if (s)
             goto done;
-        live += cnt;
     }
     if (live != w->kept - w->expired || w->peak_live < live || w->peak_live > w->kept) {
         s = DEDUP_ERR_CORRUPT;

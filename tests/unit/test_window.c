@@ -468,13 +468,15 @@ static void test_batch(void **state)
 /* ---- approximate ------------------------------------------------------------------ */
 
 static void run_approx(tu_rng *r, dedup_window_type type, int64_t duration, int64_t lateness,
-                       uint32_t gens, double p, uint64_t *trials_out, uint64_t *fp_out)
+                       uint32_t gens, uint64_t capacity, double p, uint64_t *trials_out,
+                       uint64_t *fp_out)
 {
     /* One event per time unit on average, so at most 'duration' keys are
-     * kept per window: capacity = duration. */
+     * kept per window: capacity = duration plans for them, less overloads
+     * the table (the overflow goes to the stash). */
     const size_t n = 40000 * (size_t)SCALE;
     dedup_window *w = make(type, DEDUP_WINDOW_APPROX, (uint64_t)duration, (uint64_t)lateness,
-                           gens, (uint64_t)duration, p);
+                           gens, capacity, p);
     int64_t D = duration + (type == DEDUP_WINDOW_COUNT ? 1 : 0);
     int64_t s = (int64_t)dedup_window_span(w);
     /* Keys: 60% fresh, 40% one of the last 2D events' keys. */
@@ -559,15 +561,126 @@ static void test_approx_guarantees(void **state)
                                        DEDUP_WINDOW_COUNT};
     for (size_t ti = 0; ti < 3; ti++) {
         uint64_t trials = 0, fp = 0;
-        run_approx(&r, types[ti], 2000, 0, 4, p, &trials, &fp);
-        run_approx(&r, types[ti], 1000, 300, 3, p, &trials, &fp);
-        run_approx(&r, types[ti], 500, 2000, 8, p, &trials, &fp);
+        run_approx(&r, types[ti], 2000, 0, 4, 2000, p, &trials, &fp);
+        run_approx(&r, types[ti], 1000, 300, 3, 1000, p, &trials, &fp);
+        run_approx(&r, types[ti], 500, 2000, 8, 500, p, &trials, &fp);
+        run_approx(&r, types[ti], 1400, 0, 0, 1400, p, &trials, &fp); /* default G = 7 */
         fprintf(stderr, "approx type %d: %llu false duplicates in %llu fresh keys (%.4f%%)\n",
                 (int)types[ti], (unsigned long long)fp, (unsigned long long)trials,
                 100.0 * (double)fp / (double)trials);
         assert_true(trials > 10000);
         assert_true(fp <= tu_binomial_upper(trials, p));
     }
+}
+
+/* More keys than planned: the table fills, the stash takes the rest, and
+ * still no false NEW and no more than p false duplicates per fresh key. */
+static void test_approx_overload(void **state)
+{
+    (void)state;
+    tu_rng r = {tu_seed() ^ 0x0F10};
+    const double p = 0.01;
+    const dedup_window_type types[] = {DEDUP_WINDOW_SLIDING, DEDUP_WINDOW_TUMBLING,
+                                       DEDUP_WINDOW_COUNT};
+    for (size_t ti = 0; ti < 3; ti++) {
+        uint64_t trials = 0, fp = 0;
+        run_approx(&r, types[ti], 2000, 0, 0, 250, p, &trials, &fp);   /* 8x the plan */
+        run_approx(&r, types[ti], 1000, 300, 5, 700, p, &trials, &fp); /* 1.4x */
+        fprintf(stderr, "overloaded approx type %d: %llu false duplicates in %llu fresh keys "
+                "(%.4f%%)\n", (int)types[ti], (unsigned long long)fp,
+                (unsigned long long)trials, 100.0 * (double)fp / (double)trials);
+        assert_true(trials > 10000);
+        assert_true(fp <= tu_binomial_upper(trials, p));
+    }
+}
+
+/* A key kept D - 1 ago is always a duplicate, over thousands of generation
+ * rotations (every tag reused and swept many times), in order and not. */
+static void test_approx_rotations(void **state)
+{
+    (void)state;
+    tu_rng r = {tu_seed() ^ 0x2071};
+    for (uint32_t gens = 0; gens <= 9; gens += 3) {
+        const int64_t D = 70;
+        dedup_window *w = make(DEDUP_WINDOW_SLIDING, DEDUP_WINDOW_APPROX, (uint64_t)D, 10, gens,
+                               (uint64_t)D, 0.01);
+        int64_t steps = 20000 * SCALE;
+        uint64_t kept_at[70] = {0}; /* key kept at time t, by t mod D */
+        bool was_kept[70] = {false};
+        for (int64_t t = 0; t < steps; t++) {
+            size_t key = (size_t)(t + 1) * 1000003u + (size_t)tu_below(&r, 7);
+            dedup_verdict v = seen(w, key, t);
+            int64_t back = t - (D - 1);
+            size_t slot = (size_t)(t % D);
+            if (back >= 0 && was_kept[(size_t)(back % D)]) {
+                /* Age D - 1: inside the window. */
+                assert_int_equal(seen(w, kept_at[back % D], t), DEDUP_MAYBE_DUPLICATE);
+            }
+            was_kept[slot] = v == DEDUP_NEW;
+            kept_at[slot] = key;
+            if (t >= 5 && tu_below(&r, 4) == 0) {
+                /* Out of order by up to the lateness: a key kept at t - 3
+                 * is a duplicate at t - 5 too. */
+                if (was_kept[(size_t)((t - 3) % D)])
+                    assert_int_equal(seen(w, kept_at[(t - 3) % D], t - 5), DEDUP_MAYBE_DUPLICATE);
+            }
+        }
+        dedup_window_stats st;
+        dedup_window_get_stats(w, &st);
+        assert_int_equal(st.live + st.expired, st.kept);
+        assert_true(st.expired > (uint64_t)steps / 2);
+        dedup_window_free(w);
+    }
+}
+
+/* A full table: memory grows by the stash while the window holds more keys
+ * than planned, and comes back to the table alone once they expire; a copy
+ * saved and loaded in the middle decides exactly like the original. */
+static void test_approx_full_table(void **state)
+{
+    (void)state;
+    tu_rng r = {tu_seed() ^ 0xF011};
+    dedup_window *w = make(DEDUP_WINDOW_SLIDING, DEDUP_WINDOW_APPROX, 1000, 0, 0, 100, 0.01);
+    assert_int_equal(seen(w, 999999, 0), DEDUP_NEW); /* the generation array is made */
+    size_t mem0 = dedup_window_memory_usage(w), mem_max = mem0;
+    dedup_window *c = NULL;
+    size_t *keys = malloc(20000 * sizeof *keys);
+    assert_non_null(keys);
+    for (int64_t t = 0; t < 20000; t++) {
+        if (t == 5000) {
+            unsigned char *buf;
+            size_t len;
+            save_to(w, &buf, &len);
+            assert_int_equal(load_from(buf, len, NULL, &c), DEDUP_OK);
+            free(buf);
+        }
+        /* 10x the plan: one fresh key per time unit, some repeats. */
+        size_t key = (size_t)t;
+        if (t > 0 && tu_below(&r, 3) == 0)
+            key = keys[t - 1 - (int64_t)tu_below(&r, (uint64_t)(t < 999 ? t : 999))];
+        keys[t] = key;
+        dedup_verdict v = seen(w, key, t);
+        if (c)
+            assert_int_equal(seen(c, key, t), v);
+        size_t m = dedup_window_memory_usage(w);
+        if (m > mem_max)
+            mem_max = m;
+    }
+    dedup_window_stats st;
+    dedup_window_get_stats(w, &st);
+    fprintf(stderr, "full table: %zu bytes planned, up to %zu held, %llu live\n", mem0, mem_max,
+            (unsigned long long)st.live);
+    assert_true(st.live > 5 * 100);
+    assert_true(mem_max > mem0);
+    /* The keys expire: nothing but the table is left. */
+    assert_int_equal(dedup_window_advance_watermark(w, 100000), DEDUP_OK);
+    assert_int_equal(dedup_window_memory_usage(w), mem0);
+    dedup_window_get_stats(w, &st);
+    assert_int_equal(st.live, 0);
+    assert_int_equal(seen(w, 1, 100000), DEDUP_NEW);
+    free(keys);
+    dedup_window_free(c);
+    dedup_window_free(w);
 }
 
 /* ---- memory follows the window ------------------------------------------------------ */
@@ -631,15 +744,18 @@ static void test_memory_flat(void **state)
 
 /* ---- save / load ------------------------------------------------------------------- */
 
-static void resume_run(tu_rng *r, dedup_window_type type, dedup_window_mode mode)
+static void resume_run(tu_rng *r, dedup_window_type type, dedup_window_mode mode,
+                       uint64_t capacity)
 {
     const size_t n = 6000 * (size_t)SCALE;
     int64_t duration = 50 + (int64_t)tu_below(r, 200);
     int64_t lateness = (int64_t)tu_below(r, (uint64_t)duration);
     uint32_t gens = 1 + (uint32_t)tu_below(r, 6);
     event *ev = gen_stream(r, n, 500, -1000, 2, duration, type != DEDUP_WINDOW_COUNT);
-    dedup_window *a = make(type, mode, (uint64_t)duration, (uint64_t)lateness, gens, 400, 0.01);
-    dedup_window *b = make(type, mode, (uint64_t)duration, (uint64_t)lateness, gens, 400, 0.01);
+    dedup_window *a = make(type, mode, (uint64_t)duration, (uint64_t)lateness, gens, capacity,
+                           0.01);
+    dedup_window *b = make(type, mode, (uint64_t)duration, (uint64_t)lateness, gens, capacity,
+                           0.01);
     size_t cuts[3] = {n / 5, n / 2, n - 7};
     size_t ci = 0;
     for (size_t i = 0; i < n; i++) {
@@ -699,7 +815,8 @@ static void test_save_resume(void **state)
     for (int round = 0; round < 2 * SCALE; round++)
         for (int type = 0; type < 3; type++)
             for (int mode = 0; mode < 2; mode++)
-                resume_run(&r, (dedup_window_type)type, (dedup_window_mode)mode);
+                resume_run(&r, (dedup_window_type)type, (dedup_window_mode)mode,
+                           round % 2 ? 400 : 20); /* 20: approximate overflows */
     /* An empty window round-trips too. */
     dedup_window *w = make(DEDUP_WINDOW_SLIDING, DEDUP_WINDOW_APPROX, 10, 0, 4, 10, 0.01), *c;
     unsigned char *buf;
@@ -714,10 +831,10 @@ static void test_save_resume(void **state)
 }
 
 /* A buffer with a stream's state, for the corruption tests. */
-static void sample_state(dedup_window_mode mode, dedup_window_type type, unsigned char **buf,
-                         size_t *len)
+static void sample_state_cap(dedup_window_mode mode, dedup_window_type type, uint64_t capacity,
+                             unsigned char **buf, size_t *len)
 {
-    dedup_window *w = make(type, mode, 40, 15, 3, 50, 0.01);
+    dedup_window *w = make(type, mode, 40, 15, 3, capacity, 0.01);
     tu_rng r = {42};
     event *ev = gen_stream(&r, 300, 40, 0, 2, 30, false);
     for (size_t i = 0; i < 300; i++)
@@ -725,6 +842,12 @@ static void sample_state(dedup_window_mode mode, dedup_window_type type, unsigne
     save_to(w, buf, len);
     free(ev);
     dedup_window_free(w);
+}
+
+static void sample_state(dedup_window_mode mode, dedup_window_type type, unsigned char **buf,
+                         size_t *len)
+{
+    sample_state_cap(mode, type, 50, buf, len);
 }
 
 static void fix_checksum(unsigned char *buf, size_t len)
@@ -813,6 +936,52 @@ static void test_corrupt_rejected(void **state)
             fix_checksum(copy, len);
             assert_int_equal(load_from(copy, len, NULL, &w), DEDUP_ERR_CORRUPT);
         }
+        if (mode == DEDUP_WINDOW_APPROX) {
+            /* The geometry must be what the params create; the stash count
+             * must match the payload. */
+            const size_t bad_approx[][3] = {
+                {P + 136, 11, 4}, {P + 140, 4, 4}, {P + 144, 3, 8}, {P + 152, 1, 8},
+                {P + 160, 0, 8},
+            };
+            for (size_t i = 0; i < sizeof bad_approx / sizeof bad_approx[0]; i++) {
+                memcpy(copy, buf, len);
+                if (bad_approx[i][2] == 4)
+                    dedup_put_u32(copy + bad_approx[i][0], (uint32_t)bad_approx[i][1]);
+                else
+                    dedup_put_u64(copy + bad_approx[i][0], bad_approx[i][1]);
+                fix_checksum(copy, len);
+                w = NULL;
+                assert_int_equal(load_from(copy, len, NULL, &w), DEDUP_ERR_CORRUPT);
+                assert_null(w);
+            }
+            /* A generation's count that its entries do not match. */
+            const size_t g0 = P + 176;
+            memcpy(copy, buf, len);
+            dedup_put_u64(copy + g0 + 8, dedup_get_u64(buf + g0 + 8) + 1);
+            fix_checksum(copy, len);
+            assert_int_equal(load_from(copy, len, NULL, &w), DEDUP_ERR_CORRUPT);
+            /* An entry whose tag is no saved generation's: every slot of the
+             * table gets a tag with no generation, in turn, until one is
+             * found non-empty (the first byte holding a slot's tag). */
+            uint32_t ng = dedup_get_u32(buf + P + 128);
+            const size_t t0 = g0 + 16 * (size_t)ng;
+            bool tried = false;
+            for (size_t i = t0; i < t0 + 64 && !tried; i++) {
+                if (!buf[i])
+                    continue;
+                memcpy(copy, buf, len);
+                copy[i] = 0xFF;
+                fix_checksum(copy, len);
+                assert_int_not_equal(load_from(copy, len, NULL, &w), DEDUP_OK);
+                tried = true;
+            }
+            /* The layout before the tagged table (params of 136 bytes) is an
+             * older version. */
+            memcpy(copy, buf, len);
+            dedup_put_u32(copy + 20, 136);
+            fix_checksum(copy, len);
+            assert_int_equal(load_from(copy, len, NULL, &w), DEDUP_ERR_VERSION);
+        }
         /* Another structure type. */
         memcpy(copy, buf, len);
         copy[10] = DEDUP_TYPE_BLOOM;
@@ -823,15 +992,66 @@ static void test_corrupt_rejected(void **state)
     }
 }
 
+/* A saved approximate window with a stash: its entries must name the
+ * smaller bucket of a pair, carry a live tag and come in (bucket, entry)
+ * order. */
+static void test_corrupt_stash(void **state)
+{
+    (void)state;
+    unsigned char *buf;
+    size_t len;
+    sample_state_cap(DEDUP_WINDOW_APPROX, DEDUP_WINDOW_SLIDING, 2, &buf, &len);
+    const size_t P = DEDUP_HEADER_SIZE;
+    uint64_t sn = dedup_get_u64(buf + P + 152);
+    fprintf(stderr, "sample: %llu stash entries\n", (unsigned long long)sn);
+    assert_true(sn >= 2);
+    dedup_window *w = NULL;
+    assert_int_equal(load_from(buf, len, NULL, &w), DEDUP_OK);
+    dedup_window_free(w);
+    unsigned char *copy = malloc(len);
+    assert_non_null(copy);
+    const size_t s0 = len - 8 - 16 * (size_t)sn; /* first stash entry */
+    /* Out of order: the first two swapped. */
+    memcpy(copy, buf, len);
+    memcpy(copy + s0, buf + s0 + 16, 16);
+    memcpy(copy + s0 + 16, buf + s0, 16);
+    fix_checksum(copy, len);
+    assert_int_equal(load_from(copy, len, NULL, &w), DEDUP_ERR_CORRUPT);
+    /* A bucket beyond the table. */
+    memcpy(copy, buf, len);
+    dedup_put_u64(copy + s0, UINT64_C(1) << 40);
+    fix_checksum(copy, len);
+    assert_int_equal(load_from(copy, len, NULL, &w), DEDUP_ERR_CORRUPT);
+    /* A zero fingerprint. */
+    memcpy(copy, buf, len);
+    dedup_put_u64(copy + s0 + 8, 0);
+    fix_checksum(copy, len);
+    assert_int_equal(load_from(copy, len, NULL, &w), DEDUP_ERR_CORRUPT);
+    /* One entry fewer: counts no longer add up (payload shortened too). */
+    memcpy(copy, buf, len);
+    dedup_put_u64(copy + P + 152, sn - 1);
+    dedup_put_u64(copy + 32, dedup_get_u64(buf + 32) - 16);
+    memmove(copy + len - 24, copy + len - 8, 8);
+    fix_checksum(copy, len - 16);
+    assert_int_equal(load_from(copy, len - 16, NULL, &w), DEDUP_ERR_CORRUPT);
+    free(copy);
+    free(buf);
+}
+
 /* ---- out of memory ------------------------------------------------------------------ */
 
 static void test_oom(void **state)
 {
     (void)state;
-    for (int mode = 0; mode < 2; mode++) {
+    for (int variant = 0; variant < 3; variant++) {
+        /* 0 exact, 1 approximate, 2 approximate with 20x fewer keys planned
+         * than kept: the stash grows and moves back into the table. */
+        int mode = variant ? DEDUP_WINDOW_APPROX : DEDUP_WINDOW_EXACT;
+        uint64_t capacity = variant == 2 ? 100 : 2000;
         unsigned char *saved;
         size_t saved_len;
-        sample_state((dedup_window_mode)mode, DEDUP_WINDOW_SLIDING, &saved, &saved_len);
+        sample_state_cap((dedup_window_mode)mode, DEDUP_WINDOW_SLIDING, variant == 2 ? 2 : 50,
+                         &saved, &saved_len);
         bool completed = false;
         for (uint64_t fail_at = 1; !completed; fail_at++) {
             tu_failing_alloc st;
@@ -841,7 +1061,7 @@ static void test_oom(void **state)
             p.mode = (dedup_window_mode)mode;
             p.duration = 100;
             p.lateness = 50;
-            p.capacity = 2000;
+            p.capacity = capacity;
             dedup_window *w = NULL;
             dedup_status s = dedup_window_create(&p, &a, &w);
             bool all_ok = s == DEDUP_OK;
@@ -859,6 +1079,20 @@ static void test_oom(void **state)
                 dedup_window_stats ws;
                 dedup_window_get_stats(w, &ws);
                 assert_int_equal(ws.live + ws.expired, ws.kept);
+                /* Saving may need memory too (the stash, sorted). */
+                size_t want = (size_t)dedup_window_serialized_size(w);
+                unsigned char *out = malloc(want);
+                assert_non_null(out);
+                dedup_mem_sink ms;
+                dedup_sink sink = dedup_mem_sink_init(&ms, out, want);
+                s = dedup_window_save(w, &sink);
+                if (s) {
+                    assert_int_equal(s, DEDUP_ERR_NOMEM);
+                    all_ok = false;
+                } else {
+                    assert_int_equal(ms.len, want);
+                }
+                free(out);
                 dedup_window_free(w);
             }
             dedup_window *l = NULL;
@@ -885,8 +1119,12 @@ int main(void)
         cmocka_unit_test(test_exact_vs_model_large),
         cmocka_unit_test(test_batch),
         cmocka_unit_test(test_approx_guarantees),
+        cmocka_unit_test(test_approx_overload),
+        cmocka_unit_test(test_approx_rotations),
+        cmocka_unit_test(test_approx_full_table),
         cmocka_unit_test(test_save_resume),
         cmocka_unit_test(test_corrupt_rejected),
+        cmocka_unit_test(test_corrupt_stash),
         cmocka_unit_test(test_oom),
         cmocka_unit_test(test_memory_flat),
     };
