@@ -26,6 +26,7 @@ typedef struct slot {
     unsigned char *scratch;
     size_t scratch_cap;
     size_t rcap;         /* capacity of the per-record arrays */
+    bool hashed;         /* digests computed (else the caller computes them) */
 } slot;
 
 struct dd_feeder {
@@ -76,8 +77,9 @@ static bool grow_records(slot *s, size_t need)
 }
 
 /* Splits s->buf[0, used) (plus a last unterminated record of 'tail' bytes
- * when the input ended) into records, keys and digests. */
-static bool split(dd_feeder *f, slot *s, size_t tail)
+ * when the input ended) into records and keys, and digests them when
+ * 'hash' (otherwise the caller's thread does, see dd_feeder_next). */
+static bool split(dd_feeder *f, slot *s, size_t tail, bool hash)
 {
     unsigned char *p = s->buf, *end = s->buf + s->used;
     size_t n = 0;
@@ -113,12 +115,13 @@ static bool split(dd_feeder *f, slot *s, size_t tail)
             s->b.key[n] = dd_key_of(&f->key, p, len, s->scratch + off, &s->b.klen[n]);
             off += len;
         }
-        if (f->o.hash)
+        if (hash)
             s->b.dig[n] = dedup_hash(s->b.key[n], s->b.klen[n], f->o.seed);
         n++;
         p = q + 1;
     }
     s->b.n = n;
+    s->hashed = hash || !f->o.hash;
     return true;
 }
 
@@ -214,7 +217,13 @@ static void *feeder_main(void *arg)
         }
         /* After a read error the complete records before it still count. */
         size_t tail = eof ? s->len - s->used : 0;
-        if (!split(f, s, tail)) {
+        /* Digests are computed by whichever thread has time: here when the
+         * caller still has blocks queued (it is the slower side), by the
+         * caller when it is waiting for this one. */
+        pthread_mutex_lock(&f->mu);
+        bool caller_busy = f->produced > f->taken;
+        pthread_mutex_unlock(&f->mu);
+        if (!split(f, s, tail, f->o.hash && caller_busy)) {
             err = ENOMEM;
             s->b.n = 0;
         }
@@ -273,7 +282,6 @@ int dd_feeder_open(dd_feeder **out, const char *path, const dd_feeder_opts *o)
 
 const dd_block *dd_feeder_next(dd_feeder *f)
 {
-    const dd_block *b = NULL;
     pthread_mutex_lock(&f->mu);
     if (f->taken > f->released) {
         f->released++;
@@ -289,12 +297,20 @@ const dd_block *dd_feeder_next(dd_feeder *f)
         }
         pthread_cond_timedwait(&f->cv_cons, &f->mu, &ts);
     }
+    slot *s = NULL;
     if (f->produced > f->taken && !dd_stop_signal) {
-        b = &f->s[f->taken % NSLOT].b;
+        s = &f->s[f->taken % NSLOT];
         f->taken++;
     }
     pthread_mutex_unlock(&f->mu);
-    return b;
+    if (!s)
+        return NULL;
+    if (!s->hashed) {
+        for (size_t i = 0; i < s->b.n; i++)
+            s->b.dig[i] = dedup_hash(s->b.key[i], s->b.klen[i], f->o.seed);
+        s->hashed = true;
+    }
+    return &s->b;
 }
 
 int dd_feeder_error(const dd_feeder *f)
