@@ -10,22 +10,12 @@
 #include "dedup/bitmap.h"
 #include "dedup/bloom.h"
 
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
-static const char *dir;
+#include "gen_util.h"
 
-static void put(const char *name, const unsigned char *p, size_t n)
-{
-    char path[512];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    FILE *f = fopen(path, "wb");
-    if (!f || fwrite(p, 1, n, f) != n || fclose(f) != 0) {
-        perror(path);
-        exit(1);
-    }
-}
+static dedup_status save_bloom(const void *o, dedup_sink *s) { return dedup_bloom_save(o, s); }
+static dedup_status save_bitmap(const void *o, dedup_sink *s) { return dedup_bitmap_save(o, s); }
 
 static unsigned char *bloom_bytes(dedup_bloom_kind kind, uint64_t n, double p, uint64_t bits,
                                   size_t *len)
@@ -41,12 +31,7 @@ static unsigned char *bloom_bytes(dedup_bloom_kind kind, uint64_t n, double p, u
         exit(1);
     for (uint64_t i = 0; i < n; i++)
         dedup_bloom_add(bf, dedup_hash_u64(i, dedup_bloom_seed(bf)));
-    *len = (size_t)dedup_bloom_serialized_size(bf);
-    unsigned char *buf = malloc(*len);
-    dedup_mem_sink ms;
-    dedup_sink sink = dedup_mem_sink_init(&ms, buf, *len);
-    if (dedup_bloom_save(bf, &sink))
-        exit(1);
+    unsigned char *buf = gen_saved(save_bloom, bf, (size_t)dedup_bloom_serialized_size(bf), len);
     dedup_bloom_free(bf);
     return buf;
 }
@@ -59,12 +44,7 @@ static unsigned char *bitmap_bytes(uint64_t nbits, size_t *len)
         exit(1);
     for (uint64_t i = 0; i < nbits; i += 7)
         dedup_bitmap_set(bm, i);
-    *len = (size_t)dedup_bitmap_serialized_size(bm);
-    unsigned char *buf = malloc(*len);
-    dedup_mem_sink ms;
-    dedup_sink sink = dedup_mem_sink_init(&ms, buf, *len);
-    if (dedup_bitmap_save(bm, &sink))
-        exit(1);
+    unsigned char *buf = gen_saved(save_bitmap, bm, (size_t)dedup_bitmap_serialized_size(bm), len);
     dedup_bitmap_free(bm);
     return buf;
 }
@@ -109,7 +89,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: %s DIR\n", argv[0]);
         return 2;
     }
-    dir = argv[1];
+    gen_dir = argv[1];
     size_t len;
     unsigned char *b;
     b = bloom_bytes(DEDUP_BLOOM_CLASSIC, 100, 0.01, 0, &len);

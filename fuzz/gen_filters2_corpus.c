@@ -11,24 +11,10 @@
 #include "dedup/cuckoo.h"
 #include "dedup/scalable.h"
 
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <xxhash.h>
 
-static const char *dir;
-
-static void put(const char *name, const unsigned char *b, size_t n)
-{
-    char path[512];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    FILE *f = fopen(path, "wb");
-    if (!f || fwrite(b, 1, n, f) != n) {
-        perror(path);
-        exit(1);
-    }
-    fclose(f);
-}
+#include "gen_util.h"
 
 /* The blob, plus damaged variants. */
 static void variants(const char *base, unsigned char *b, size_t n)
@@ -52,17 +38,11 @@ static void variants(const char *base, unsigned char *b, size_t n)
     free(c);
 }
 
-typedef dedup_status (*save_fn)(const void *, dedup_sink *);
-
-static void emit(const char *base, uint64_t size, dedup_status (*save)(const void *, dedup_sink *),
-                 const void *obj)
+static void emit(const char *base, uint64_t size, gen_save_fn save, const void *obj)
 {
-    unsigned char *b = malloc(size);
-    dedup_mem_sink ms;
-    dedup_sink sink = dedup_mem_sink_init(&ms, b, size);
-    if (save(obj, &sink) != DEDUP_OK)
-        exit(1);
-    variants(base, b, ms.len);
+    size_t len;
+    unsigned char *b = gen_saved(save, obj, (size_t)size, &len);
+    variants(base, b, len);
     free(b);
 }
 
@@ -74,7 +54,7 @@ int main(int argc, char **argv)
 {
     if (argc != 2)
         return 2;
-    dir = argv[1];
+    gen_dir = argv[1];
     dedup_counting_params cp;
     dedup_counting_params_init(&cp);
     cp.capacity = 100;

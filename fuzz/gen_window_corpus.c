@@ -12,22 +12,11 @@
  */
 #include "dedup/window.h"
 
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
-static const char *dir;
+#include "gen_util.h"
 
-static void put(const char *name, const unsigned char *p, size_t n)
-{
-    char path[512];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    FILE *f = fopen(path, "wb");
-    if (!f || fwrite(p, 1, n, f) != n || fclose(f) != 0) {
-        perror(path);
-        exit(1);
-    }
-}
+static dedup_status save_window(const void *o, dedup_sink *s) { return dedup_window_save(o, s); }
 
 /* A window of 'type' fed 'n' records of keys below 'keys', one time unit
  * apart with some disorder, saved. */
@@ -55,12 +44,7 @@ static unsigned char *window_bytes(dedup_window_type type, uint64_t duration, ui
         if (dedup_window_seen(w, dedup_window_digest(w, &key, sizeof key), t, &v) != DEDUP_OK)
             exit(1);
     }
-    *len = (size_t)dedup_window_serialized_size(w);
-    unsigned char *buf = malloc(*len);
-    dedup_mem_sink ms;
-    dedup_sink sink = dedup_mem_sink_init(&ms, buf, *len);
-    if (!buf || dedup_window_save(w, &sink) != DEDUP_OK || ms.len != *len)
-        exit(1);
+    unsigned char *buf = gen_saved(save_window, w, (size_t)dedup_window_serialized_size(w), len);
     dedup_window_free(w);
     return buf;
 }
@@ -71,7 +55,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: %s DIR\n", argv[0]);
         return 2;
     }
-    dir = argv[1];
+    gen_dir = argv[1];
     size_t len;
     unsigned char *b = window_bytes(DEDUP_WINDOW_SLIDING, 100, 20, 0, 30, 300, 60, &len);
     put("approx_sliding", b, len);
