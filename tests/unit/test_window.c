@@ -552,25 +552,42 @@ static void run_approx(tu_rng *r, dedup_window_type type, int64_t duration, int6
     *fp_out += fp;
 }
 
-static void test_approx_guarantees(void **state)
+/* One stream configuration for run_approx(). */
+typedef struct approx_cfg {
+    int64_t duration, lateness;
+    uint32_t gens;
+    uint64_t capacity;
+} approx_cfg;
+
+/* Every configuration for each window type: no false NEW (run_approx
+ * asserts it) and at most p false duplicates per fresh key. */
+static void check_approx(tu_rng *r, const char *label, const approx_cfg *cfg, size_t ncfg)
 {
-    (void)state;
-    tu_rng r = {tu_seed() ^ 0xA9};
     const double p = 0.01;
     const dedup_window_type types[] = {DEDUP_WINDOW_SLIDING, DEDUP_WINDOW_TUMBLING,
                                        DEDUP_WINDOW_COUNT};
     for (size_t ti = 0; ti < 3; ti++) {
         uint64_t trials = 0, fp = 0;
-        run_approx(&r, types[ti], 2000, 0, 4, 2000, p, &trials, &fp);
-        run_approx(&r, types[ti], 1000, 300, 3, 1000, p, &trials, &fp);
-        run_approx(&r, types[ti], 500, 2000, 8, 500, p, &trials, &fp);
-        run_approx(&r, types[ti], 1400, 0, 0, 1400, p, &trials, &fp); /* default G = 7 */
-        fprintf(stderr, "approx type %d: %llu false duplicates in %llu fresh keys (%.4f%%)\n",
+        for (size_t c = 0; c < ncfg; c++)
+            run_approx(r, types[ti], cfg[c].duration, cfg[c].lateness, cfg[c].gens,
+                       cfg[c].capacity, p, &trials, &fp);
+        fprintf(stderr, "%s type %d: %llu false duplicates in %llu fresh keys (%.4f%%)\n", label,
                 (int)types[ti], (unsigned long long)fp, (unsigned long long)trials,
                 100.0 * (double)fp / (double)trials);
         assert_true(trials > 10000);
         assert_true(fp <= tu_binomial_upper(trials, p));
     }
+}
+
+static void test_approx_guarantees(void **state)
+{
+    (void)state;
+    tu_rng r = {tu_seed() ^ 0xA9};
+    const approx_cfg cfg[] = {
+        {2000, 0, 4, 2000}, {1000, 300, 3, 1000}, {500, 2000, 8, 500},
+        {1400, 0, 0, 1400}, /* default G = 7 */
+    };
+    check_approx(&r, "approx", cfg, sizeof cfg / sizeof *cfg);
 }
 
 /* More keys than planned: the table fills, the stash takes the rest, and
@@ -579,19 +596,11 @@ static void test_approx_overload(void **state)
 {
     (void)state;
     tu_rng r = {tu_seed() ^ 0x0F10};
-    const double p = 0.01;
-    const dedup_window_type types[] = {DEDUP_WINDOW_SLIDING, DEDUP_WINDOW_TUMBLING,
-                                       DEDUP_WINDOW_COUNT};
-    for (size_t ti = 0; ti < 3; ti++) {
-        uint64_t trials = 0, fp = 0;
-        run_approx(&r, types[ti], 2000, 0, 0, 250, p, &trials, &fp);   /* 8x the plan */
-        run_approx(&r, types[ti], 1000, 300, 5, 700, p, &trials, &fp); /* 1.4x */
-        fprintf(stderr, "overloaded approx type %d: %llu false duplicates in %llu fresh keys "
-                "(%.4f%%)\n", (int)types[ti], (unsigned long long)fp,
-                (unsigned long long)trials, 100.0 * (double)fp / (double)trials);
-        assert_true(trials > 10000);
-        assert_true(fp <= tu_binomial_upper(trials, p));
-    }
+    const approx_cfg cfg[] = {
+        {2000, 0, 0, 250},   /* 8x the plan */
+        {1000, 300, 5, 700}, /* 1.4x */
+    };
+    check_approx(&r, "overloaded approx", cfg, sizeof cfg / sizeof *cfg);
 }
 
 /* A key kept D - 1 ago is always a duplicate, over thousands of generation
