@@ -26,6 +26,7 @@ typedef struct slot {
     unsigned char *scratch;
     size_t scratch_cap;
     size_t rcap;         /* capacity of the per-record arrays */
+    unsigned char *arrays; /* their one allocation */
     bool hashed;         /* digests computed (else the caller computes them) */
 } slot;
 
@@ -48,30 +49,35 @@ struct dd_feeder {
     uint64_t bytes_read; /* producer's own */
 };
 
-static bool grow_records(slot *s, size_t need)
+/* The per-record arrays live in one allocation, digests first (16-byte
+ * aligned), then the pointers and lengths; the first 'keep' entries move
+ * along. */
+static bool grow_records(slot *s, size_t need, size_t keep)
 {
     if (need <= s->rcap)
         return true;
     size_t nc = s->rcap ? s->rcap : 4096;
     while (nc < need)
         nc *= 2;
-    const unsigned char **rec = realloc(s->b.rec, nc * sizeof *rec);
-    if (rec)
-        s->b.rec = rec;
-    size_t *rlen = realloc(s->b.rlen, nc * sizeof *rlen);
-    if (rlen)
-        s->b.rlen = rlen;
-    const unsigned char **key = realloc(s->b.key, nc * sizeof *key);
-    if (key)
-        s->b.key = key;
-    size_t *klen = realloc(s->b.klen, nc * sizeof *klen);
-    if (klen)
-        s->b.klen = klen;
-    dedup_digest *dig = realloc(s->b.dig, nc * sizeof *dig);
-    if (dig)
-        s->b.dig = dig;
-    if (!rec || !rlen || !key || !klen || !dig)
+    size_t per = sizeof(dedup_digest) + 2 * sizeof(unsigned char *) + 2 * sizeof(size_t);
+    unsigned char *a = malloc(nc * per);
+    if (!a)
         return false;
+    dd_block old = s->b;
+    s->b.dig = (dedup_digest *)(void *)a;
+    s->b.rec = (const unsigned char **)(void *)(a + nc * sizeof(dedup_digest));
+    s->b.key = s->b.rec + nc;
+    s->b.rlen = (size_t *)(void *)(s->b.key + nc);
+    s->b.klen = s->b.rlen + nc;
+    if (keep) {
+        memcpy(s->b.dig, old.dig, keep * sizeof *old.dig);
+        memcpy(s->b.rec, old.rec, keep * sizeof *old.rec);
+        memcpy(s->b.key, old.key, keep * sizeof *old.key);
+        memcpy(s->b.rlen, old.rlen, keep * sizeof *old.rlen);
+        memcpy(s->b.klen, old.klen, keep * sizeof *old.klen);
+    }
+    free(s->arrays);
+    s->arrays = a;
     s->rcap = nc;
     return true;
 }
@@ -104,7 +110,7 @@ static bool split(dd_feeder *f, slot *s, size_t tail, bool hash)
         } else {
             break;
         }
-        if (n == s->rcap && !grow_records(s, n + 1))
+        if (n == s->rcap && !grow_records(s, n + 1, n))
             return false;
         s->b.rec[n] = p;
         s->b.rlen[n] = len;
@@ -347,11 +353,7 @@ void dd_feeder_close(dd_feeder *f)
         slot *s = &f->s[i];
         free(s->buf);
         free(s->scratch);
-        free(s->b.rec);
-        free(s->b.rlen);
-        free(s->b.key);
-        free(s->b.klen);
-        free(s->b.dig);
+        free(s->arrays);
     }
     free(f);
 }
