@@ -3,8 +3,10 @@
 # same data in one run: dedup (exact, fingerprint, blocked), LC_ALL=C sort -u,
 # sort -u, mawk '!a[$0]++', perl, and `cat FILE > /dev/null` as the floor.
 # Each command runs REPS times (default 3), interleaved so that a noisy
-# neighbour hurts all of them alike; medians and ratios are printed as a
-# Markdown table.  Peak RSS and CPU come from /usr/bin/time.
+# neighbour hurts all of them alike; medians and the medians of the
+# per-repetition ratios are printed as a Markdown table.  Outputs go to
+# files, except for the -null rows (`cat FILE > /dev/null`, the issue's
+# floor, and dedup blocked the same way).  Peak RSS and CPU come from /usr/bin/time.
 #
 #   bench/bench_lines.sh [BUILD_DIR]     env: N (lines, default 20000000), REPS, DATA_DIR,
 #                                        ONLY=urls|uuids (default both)
@@ -25,9 +27,12 @@ UUIDS="$DATA/uuids-$N.txt"
 [ -s "$UUIDS" ] || "$DATA/gen_uuids" "$N" -r 0.1 -S 1 > "$UUIDS"
 
 run_one() { # run_one NAME FILE CMD... ; appends "name wall user sys maxrss_kb" to $RES
-    local name=$1 file=$2; shift 2
+    # Output goes to $DATA/out.NAME (compared afterwards), or to /dev/null
+    # for names ending in -null (the floor: `cat FILE > /dev/null`).
+    local name=$1 file=$2 out; shift 2
+    case $name in *-null) out=/dev/null ;; *) out=$DATA/out.$name ;; esac
     cat "$file" > /dev/null # same cache state for everyone
-    /usr/bin/time -f "%e %U %S %M" -o "$DATA/time.out" "$@" < "$file" > "$DATA/out.$name" 2>/dev/null
+    /usr/bin/time -f "%e %U %S %M" -o "$DATA/time.out" "$@" < "$file" > "$out" 2>/dev/null
     echo "$name $(cat "$DATA/time.out")" >> "$RES"
 }
 
@@ -36,11 +41,13 @@ bench_file() { # bench_file LABEL FILE DISTINCT_HINT
     RES="$DATA/results-$label.txt"
     : > "$RES"
     for r in $(seq "$REPS"); do
+        run_one cat-null "$file" cat
         run_one cat "$file" cat
         run_one dedup-exact "$file" "$DEDUP"
         run_one dedup-fingerprint "$file" "$DEDUP" --mode fingerprint
         run_one dedup-fingerprint-n "$file" "$DEDUP" --mode fingerprint -n "$nd"
         run_one dedup-blocked "$file" "$DEDUP" --mode blocked -n "$nd" -p 0.01
+        run_one dedup-blocked-null "$file" "$DEDUP" --mode blocked -n "$nd" -p 0.01
         run_one sort-u-C "$file" env LC_ALL=C sort -u
         run_one sort-u-C-S64M-par2 "$file" env LC_ALL=C sort -u -S 64M --parallel=2
         run_one sort-u "$file" sort -u

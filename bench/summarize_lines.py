@@ -10,10 +10,19 @@ for line in open(sys.argv[1]):
     rows.setdefault(name, []).append((float(wall), float(user) + float(sys_), int(rss)))
 med = {k: (statistics.median(w for w, _, _ in v), statistics.median(c for _, c, _ in v),
            max(r for _, _, r in v), len(v)) for k, v in rows.items()}
-sortc = med["sort-u-C"]
+
+
+def ratio(num, den, col):
+    """Median over repetitions of num[i]/den[i] (the commands of one
+    repetition ran back to back, so their ratio carries less noise)."""
+    a, b = rows[num], rows[den]
+    return statistics.median(x[col] / y[col] for x, y in zip(a, b) if y[col] > 0)
+
+
+floor = "cat-null" if "cat-null" in rows else "cat"
 awk = med["mawk"]
-cat = med["cat"]
-print("| command | runs | wall s (median) | CPU s | peak RSS MB | wall: `LC_ALL=C sort -u` / this | CPU: mawk / this | RSS: this / mawk | wall: this / cat |")
+print("| command | runs | wall s (median) | CPU s | peak RSS MB | wall: `LC_ALL=C sort -u` / this | CPU: mawk / this | RSS: this / mawk | wall: this / `cat > /dev/null` |")
 print("|---|---|---|---|---|---|---|---|---|")
 for k, (w, c, r, n) in med.items():
-    print(f"| {k} | {n} | {w:.2f} | {c:.2f} | {r/1024:.0f} | {sortc[0]/w:.2f} | {awk[1]/c if c else 0:.1f} | {r/awk[2]:.2f} | {w/cat[0]:.2f} |")
+    print(f"| {k} | {n} | {w:.2f} | {c:.2f} | {r/1024:.0f} | {ratio('sort-u-C', k, 0):.2f} | "
+          f"{ratio('mawk', k, 1):.1f} | {r/awk[2]:.2f} | {ratio(k, floor, 0):.2f} |")
