@@ -139,8 +139,10 @@ typedef struct dedup_extsort_stats {
                                  group of runs merged (> 1 group: several passes) */
     uint64_t max_depth;       /* deepest partitioning level used (0: none; sorted
                                  order: 1 once runs are written) */
-    uint64_t bytes_spilled;   /* bytes written to temporary files */
-    uint64_t bytes_read_back; /* bytes read from temporary files */
+    uint64_t bytes_spilled;   /* bytes written to temporary files (compressed
+                                 frames with their headers: what reaches the disk) */
+    uint64_t bytes_read_back; /* bytes read from temporary files (same measure) */
+    uint64_t bytes_spilled_raw; /* the spilled streams' size before compression */
     uint64_t peak_memory;     /* most bytes the engine held at once */
     bool spilled;             /* whether anything went to disk */
 } dedup_extsort_stats;

@@ -35,7 +35,17 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <lz4.h>
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
 #define MAX_FIELD (UINT32_MAX - 1u)
+
+/* Frame header on disk: u32 stored length (FR_RAW: the payload is the raw
+ * bytes, LZ4 did not shrink them), u32 raw length, u64 XXH3-64 of the payload
+ * seeded with both lengths. */
+#define FH 16u
+#define FR_RAW UINT32_C(0x80000000)
 
 /* ---- Engine ---------------------------------------------------------------- */
 
@@ -67,7 +77,18 @@ struct dedup_extsort {
     struct node *top;
     blk *runs; /* sorted order: the sorted runs written so far, oldest first */
     size_t nruns, capruns;
+    /* Compression scratch, shared by every stream (one thread): the LZ4
+     * state and one frame's header + worst-case compressed payload, used to
+     * compress on write and to read a frame before decompressing it. */
+    size_t frame;          /* raw bytes per frame at most */
+    uint8_t *zbuf;         /* FH + LZ4_COMPRESSBOUND(frame) bytes */
+    size_t zcap;
+    void *zstate;          /* LZ4_sizeofState() bytes */
+    size_t zstate_n;
 };
+
+/* Bytes the compression scratch takes once the engine has spilled. */
+static size_t scratch_bytes(const dedup_extsort *es) { return es->zcap + es->zstate_n; }
 
 static void *es_alloc(dedup_extsort *es, size_t n)
 {
@@ -112,6 +133,14 @@ static dedup_status tf_open(dedup_extsort *es, tfile *f)
 {
     if (f->fd >= 0)
         return DEDUP_OK;
+    if (!es->zbuf) { /* the first temporary file: compression scratch too */
+        es->zbuf = es_alloc(es, es->zcap);
+        if (!es->zbuf)
+            return fail(es, DEDUP_ERR_NOMEM);
+        es->zstate = es_alloc(es, es->zstate_n);
+        if (!es->zstate)
+            return fail(es, DEDUP_ERR_NOMEM);
+    }
     int fd = -1;
 #ifdef O_TMPFILE
     fd = open(es->tmpdir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
@@ -140,11 +169,8 @@ static dedup_status tf_open(dedup_extsort *es, tfile *f)
     return DEDUP_OK;
 }
 
-static dedup_status tf_write(dedup_extsort *es, tfile *f, const void *buf, size_t len)
+static dedup_status tf_write_raw(dedup_extsort *es, tfile *f, const void *buf, size_t len)
 {
-    dedup_status s = tf_open(es, f);
-    if (s != DEDUP_OK)
-        return s;
     const uint8_t *q = buf;
     while (len > 0) {
         size_t chunk = len > (size_t)1 << 30 ? (size_t)1 << 30 : len;
@@ -161,6 +187,61 @@ static dedup_status tf_write(dedup_extsort *es, tfile *f, const void *buf, size_
         len -= (size_t)n;
         f->size += (uint64_t)n;
         es->st.bytes_spilled += (uint64_t)n;
+    }
+    return DEDUP_OK;
+}
+
+static inline uint32_t rd32(const uint8_t *p)
+{
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+static inline uint64_t rd64(const uint8_t *p)
+{
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return v;
+}
+static inline void wr64(uint8_t *p, uint64_t v) { memcpy(p, &v, 8); }
+static inline void wr32(uint8_t *p, uint32_t v) { memcpy(p, &v, 4); }
+
+static uint64_t frame_check(const void *payload, size_t n, uint32_t stored, uint32_t raw)
+{
+    return XXH3_64bits_withSeed(payload, n, ((uint64_t)raw << 32) | stored);
+}
+
+/* Appends 'len' stream bytes to 'f' as frames of at most es->frame raw
+ * bytes, each LZ4-compressed on its own (kept raw if that does not shrink
+ * it) behind its header. */
+static dedup_status tf_write(dedup_extsort *es, tfile *f, const void *buf, size_t len)
+{
+    dedup_status s = tf_open(es, f);
+    if (s != DEDUP_OK)
+        return s;
+    const uint8_t *q = buf;
+    while (len > 0) {
+        size_t raw = len < es->frame ? len : es->frame;
+        int z = LZ4_compress_fast_extState(es->zstate, (const char *)q, (char *)es->zbuf + FH,
+                                           (int)raw, (int)(es->zcap - FH), 1);
+        size_t n;
+        uint32_t stored;
+        if (z > 0 && (size_t)z < raw) {
+            n = (size_t)z;
+            stored = (uint32_t)n;
+        } else {
+            n = raw;
+            stored = (uint32_t)raw | FR_RAW;
+            memcpy(es->zbuf + FH, q, raw);
+        }
+        wr32(es->zbuf, stored);
+        wr32(es->zbuf + 4, (uint32_t)raw);
+        wr64(es->zbuf + 8, frame_check(es->zbuf + FH, n, stored, (uint32_t)raw));
+        if ((s = tf_write_raw(es, f, es->zbuf, FH + n)) != DEDUP_OK)
+            return s;
+        es->st.bytes_spilled_raw += raw;
+        q += raw;
+        len -= raw;
     }
     return DEDUP_OK;
 }
@@ -351,6 +432,9 @@ typedef struct reader {
     uint64_t prev_seq;
     int flags;
     bool valid;
+    bool ph;           /* a frame header was read, its payload not yet */
+    uint32_t ph_stored, ph_raw;
+    uint64_t ph_check;
     item it;
 } reader;
 
@@ -361,6 +445,11 @@ static dedup_status rd_init(dedup_extsort *es, reader *r, tfile *f, const blk *e
     r->f = f;
     r->ext = ext;
     r->n = n;
+    /* Whole frames are decoded into the buffer: it holds two, so that a
+     * refill always makes progress and an item up to cap - frame bytes can
+     * be completed in place. */
+    if (cap < 2 * es->frame)
+        cap = 2 * es->frame;
     r->cap = cap;
     r->flags = flags;
     r->buf = es_alloc(es, cap);
@@ -374,32 +463,58 @@ static void rd_free(dedup_extsort *es, reader *r)
     r->buf = r->big = NULL;
 }
 
-/* Moves unread bytes to the front and reads as much as fits. */
+/* Moves unread bytes to the front and decodes as many whole frames as fit. */
 static dedup_status rd_fill(dedup_extsort *es, reader *r)
 {
+    dedup_status s;
     if (r->lo > 0) {
         memmove(r->buf, r->buf + r->lo, r->hi - r->lo);
         r->hi -= r->lo;
         r->lo = 0;
     }
-    while (r->hi < r->cap) {
-        if (r->left == 0) {
-            if (r->next >= r->n)
-                break;
-            r->off = r->ext[r->next].off;
-            r->left = r->ext[r->next].len;
-            r->next++;
-            continue;
+    for (;;) {
+        if (!r->ph) {
+            if (r->left == 0) {
+                if (r->next >= r->n)
+                    break;
+                r->off = r->ext[r->next].off;
+                r->left = r->ext[r->next].len;
+                r->next++;
+                continue;
+            }
+            uint8_t h[FH];
+            if (r->left < FH)
+                return fail(es, DEDUP_ERR_CORRUPT);
+            if ((s = tf_pread(es, r->f, h, FH, r->off)) != DEDUP_OK)
+                return s;
+            r->off += FH;
+            r->left -= FH;
+            r->ph_stored = rd32(h);
+            r->ph_raw = rd32(h + 4);
+            r->ph_check = rd64(h + 8);
+            size_t n = r->ph_stored & ~FR_RAW;
+            if (r->ph_raw == 0 || r->ph_raw > es->frame || n > es->zcap - FH || n > r->left ||
+                ((r->ph_stored & FR_RAW) && n != r->ph_raw))
+                return fail(es, DEDUP_ERR_CORRUPT);
+            r->ph = true;
         }
-        size_t want = r->cap - r->hi;
-        if (want > r->left)
-            want = (size_t)r->left;
-        dedup_status s = tf_pread(es, r->f, r->buf + r->hi, want, r->off);
-        if (s != DEDUP_OK)
+        if (r->ph_raw > r->cap - r->hi)
+            break; /* the next frame does not fit yet */
+        size_t n = r->ph_stored & ~FR_RAW;
+        uint8_t *dst = r->buf + r->hi;
+        uint8_t *src = (r->ph_stored & FR_RAW) ? dst : es->zbuf;
+        if ((s = tf_pread(es, r->f, src, n, r->off)) != DEDUP_OK)
             return s;
-        r->hi += want;
-        r->off += want;
-        r->left -= want;
+        r->off += n;
+        r->left -= n;
+        if (frame_check(src, n, r->ph_stored, r->ph_raw) != r->ph_check)
+            return fail(es, DEDUP_ERR_CORRUPT);
+        if (!(r->ph_stored & FR_RAW) &&
+            LZ4_decompress_safe((const char *)src, (char *)dst, (int)n, (int)r->ph_raw) !=
+                (int)r->ph_raw)
+            return fail(es, DEDUP_ERR_CORRUPT);
+        r->hi += r->ph_raw;
+        r->ph = false;
     }
     return DEDUP_OK;
 }
@@ -471,7 +586,7 @@ static dedup_status rd_next(dedup_extsort *es, reader *r)
     size_t hn = (size_t)(p - (r->buf + r->lo));
     size_t body = (size_t)keylen + (recenc ? (size_t)(recenc - 1) : 0);
     if (hn + body > r->hi - r->lo) {
-        if (hn + body <= r->cap) {
+        if (hn + body <= r->cap - es->frame) {
             if ((s = rd_fill(es, r)) != DEDUP_OK)
                 return s;
             if (hn + body > r->hi - r->lo)
@@ -573,20 +688,6 @@ static void table_free(dedup_extsort *es, table *t)
     t->slots = NULL;
     t->n = 0;
 }
-
-static inline uint32_t rd32(const uint8_t *p)
-{
-    uint32_t v;
-    memcpy(&v, p, 4);
-    return v;
-}
-static inline uint64_t rd64(const uint8_t *p)
-{
-    uint64_t v;
-    memcpy(&v, p, 8);
-    return v;
-}
-static inline void wr64(uint8_t *p, uint64_t v) { memcpy(p, &v, 8); }
 
 static inline uint32_t e_keylen(const table *t, const uint8_t *e) { return rd32(e + t->hdr - 8); }
 static inline uint32_t e_recenc(const table *t, const uint8_t *e) { return rd32(e + t->hdr - 4); }
@@ -902,6 +1003,7 @@ static dedup_status node_init(dedup_extsort *es, node *n, int depth, writer *out
     size_t reserve = n->P * n->pbuf + (size_t)n->P * 64 + 3 * io_buf(es) + 4096;
     if (sorted && depth == 0) /* sorted runs: only the run writer's buffer */
         reserve = io_buf(es) + 8192;
+    reserve += scratch_bytes(es); /* compression, from the first spill on */
     size_t limit = es->budget > reserve + 16384 ? es->budget - reserve : 16384;
     dedup_status s = table_init(es, &n->t, limit, counting(es));
     if (s == DEDUP_OK)
@@ -926,10 +1028,11 @@ static dedup_status part_flush(dedup_extsort *es, node *n, part *p, const void *
     uint64_t off = f->size;
     if ((s = tf_write(es, f, data, len)) != DEDUP_OK)
         return s;
+    uint64_t dlen = f->size - off; /* on disk: framed and compressed */
     if (p->nblk > 0 && p->blocks[p->nblk - 1].off + p->blocks[p->nblk - 1].len == off)
-        p->blocks[p->nblk - 1].len += len; /* contiguous with the previous block */
+        p->blocks[p->nblk - 1].len += dlen; /* contiguous with the previous block */
     else
-        p->blocks[p->nblk++] = (blk){off, len};
+        p->blocks[p->nblk++] = (blk){off, dlen};
     p->bytes += len;
     return DEDUP_OK;
 }
@@ -1160,7 +1263,7 @@ static dedup_status node_merge(dedup_extsort *es, node *n, const blk *ext, size_
     /* Read buffers get what the budget has left beside the output buffer,
      * this merge's bookkeeping and the node's partition array. */
     size_t fixed = (n->out ? n->out->cap : 0) + k * (sizeof(reader) + sizeof(int) + sizeof(blk)) +
-                   n->P * sizeof(part) + 8192;
+                   n->P * sizeof(part) + scratch_bytes(es) + 8192;
     size_t avail = es->budget > fixed ? es->budget - fixed : 4096;
     size_t rb = clampz(avail / (k ? k : 1), 4096, 1 << 20);
     m.src = es_alloc(es, k * sizeof(reader));
@@ -1425,8 +1528,8 @@ static dedup_status held_out(dedup_extsort *es, held *h, writer *w)
 
 static size_t runs_fan_in(const dedup_extsort *es)
 {
-    size_t fixed = io_buf(es) + 16384;
-    size_t per = 8192 + sizeof(reader) + sizeof(int);
+    size_t fixed = io_buf(es) + scratch_bytes(es) + 16384;
+    size_t per = (2 * es->frame > 8192 ? 2 * es->frame : 8192) + sizeof(reader) + sizeof(int);
     return es->budget > fixed + 2 * per ? (es->budget - fixed) / per : 2;
 }
 
@@ -1437,7 +1540,7 @@ static dedup_status runs_merge(dedup_extsort *es, tfile *src, const blk *runs, s
     held h = {0};
     m.k = k;
     m.by_key = true;
-    size_t fixed = (w ? w->cap : 0) + k * (sizeof(reader) + sizeof(int)) + 16384;
+    size_t fixed = (w ? w->cap : 0) + k * (sizeof(reader) + sizeof(int)) + scratch_bytes(es) + 16384;
     size_t avail = es->budget > fixed ? es->budget - fixed : 4096;
     size_t rb = clampz(avail / k, 4096, 1 << 20);
     m.src = es_alloc(es, k * sizeof(reader));
@@ -1563,6 +1666,9 @@ dedup_status dedup_extsort_create(const dedup_extsort_params *params, const dedu
     es->alloc = a;
     es->p = *params;
     es->budget = params->memory_limit > SIZE_MAX / 2 ? SIZE_MAX / 2 : (size_t)params->memory_limit;
+    es->frame = clampz(es->budget / 1024, 2048, 64 << 10);
+    es->zcap = FH + (size_t)LZ4_COMPRESSBOUND(es->frame);
+    es->zstate_n = (size_t)LZ4_sizeofState();
     for (int i = 0; i <= DEDUP_EXTSORT_MAX_DEPTH; i++)
         es->sp[i].fd = es->rs[i].fd = -1;
     const char *dir = params->tmpdir;
@@ -1608,6 +1714,8 @@ void dedup_extsort_free(dedup_extsort *es)
     if (es->tmpdir)
         es_free(es, es->tmpdir, strlen(es->tmpdir) + 1);
     es_free(es, es->runs, es->capruns * sizeof(blk));
+    es_free(es, es->zbuf, es->zcap);
+    es_free(es, es->zstate, es->zstate_n);
     dedup_allocator a = es->alloc;
     dd_free(&a, es);
 }
