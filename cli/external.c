@@ -84,20 +84,20 @@ static void print_stats(const dd_external_opts *o, const dedup_extsort_stats *s,
                 "\"duplicate_rate\":%.6f,\"distinct\":%llu,\"mode\":\"exact\",\"external\":true,"
                 "\"sorted\":%s,\"memory_limit\":%llu,\"memory_bytes\":%llu,\"spilled\":%s,"
                 "\"runs\":%llu,\"merge_passes\":%llu,\"max_depth\":%llu,\"bytes_spilled\":%llu,"
-                "\"bytes_read_back\":%llu,\"tmpdir\":",
+                "\"bytes_read_back\":%llu,\"bytes_spilled_raw\":%llu,\"tmpdir\":",
                 (unsigned long long)s->records_in, (unsigned long long)s->records_out,
                 (unsigned long long)dups, rate, (unsigned long long)s->distinct,
                 o->sorted ? "true" : "false", (unsigned long long)budget,
                 (unsigned long long)s->peak_memory, s->spilled ? "true" : "false",
                 (unsigned long long)s->runs_written, (unsigned long long)s->merge_passes,
                 (unsigned long long)s->max_depth, (unsigned long long)s->bytes_spilled,
-                (unsigned long long)s->bytes_read_back);
+                (unsigned long long)s->bytes_read_back, (unsigned long long)s->bytes_spilled_raw);
         cli_json_string(stderr, tmpdir);
         fprintf(stderr, ",\"bytes_in\":%llu,\"seconds\":%.3f}\n", (unsigned long long)bytes_in,
                 secs);
         return;
     }
-    char hb[32], hm[32], hl[32], hs[32], hr[32];
+    char hb[32], hm[32], hl[32], hs[32], hr[32], hw[32];
     fprintf(stderr, "dedup: %llu records in (%s), %llu out, %llu duplicates (%.2f%%)\n",
             (unsigned long long)s->records_in, cli_human_size(bytes_in, hb, sizeof hb),
             (unsigned long long)s->records_out, (unsigned long long)dups, rate * 100);
@@ -110,10 +110,11 @@ static void print_stats(const dd_external_opts *o, const dedup_extsort_stats *s,
     if (s->spilled)
         fprintf(stderr,
                 "dedup: spilled to %s: %llu runs written, %llu merge passes, %s written, %s "
-                "read back\n",
+                "read back (LZ4: %s before compression)\n",
                 tmpdir, (unsigned long long)s->runs_written, (unsigned long long)s->merge_passes,
                 cli_human_size(s->bytes_spilled, hs, sizeof hs),
-                cli_human_size(s->bytes_read_back, hr, sizeof hr));
+                cli_human_size(s->bytes_read_back, hr, sizeof hr),
+                cli_human_size(s->bytes_spilled_raw, hw, sizeof hw));
     else
         fprintf(stderr, "dedup: everything fit in memory (nothing spilled)\n");
 }

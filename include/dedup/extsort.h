@@ -44,8 +44,8 @@
  *     their counts, and the table is cleared.  finish() merges the runs with
  *     the loser tree, combining equal keys (counts summed, the oldest run's
  *     record kept), in several passes when there are more runs than the
- *     budget has 8 KiB read buffers for (one pass up to ~8000 runs at 64
- *     MiB).  Keys compare as memcmp then length, so with key == record the
+ *     budget has read buffers of two frames (at least 8 KiB) for (one pass
+ *     up to ~500 runs, ~30 GB of distinct keys, at 64 MiB).  Keys compare as memcmp then length, so with key == record the
  *     output is byte-identical to `LC_ALL=C sort -u`; with a separate key the
  *     output is sorted by key and the record written is the key's first.
  *  4. On disk every stream (partitions, per-partition results, sorted runs,

@@ -20,6 +20,11 @@
  *   keylen, recenc (0: record == key, else record length + 1), key, record
  * First-occurrence result streams drop a key that differs from its record
  * (keylen 0): only sorted merges compare keys.
+ *
+ * On disk a stream is a sequence of frames (tf_write / rd_fill): header
+ * (u32 stored length | FR_RAW, u32 raw length, u64 XXH3-64 of the payload
+ * seeded with both lengths) + LZ4 block or raw bytes.  Extents (blk) are in
+ * file bytes and always hold whole frames; readers decode whole frames.
  */
 #define _GNU_SOURCE /* O_TMPFILE, O_CLOEXEC */
 #include "dedup/extsort.h"
@@ -1762,10 +1767,11 @@ static dedup_status node_finish(dedup_extsort *es, node *n)
  * (its distinct keys, their counts and first records) and cleared.  finish()
  * merges the runs with the loser tree, combining equal keys (counts summed,
  * the record of the oldest run kept, since ties go to the lower run index),
- * in several passes when there are more runs than the budget has 8 KiB read
- * buffers for.  IO: each record not repeated within its run's window is
- * written once and read once, plus once more per extra merge pass (none below
- * budget^2 / 8 KiB of distinct data: 512 GB at 64 MiB). */
+ * in several passes when there are more runs than the budget has read
+ * buffers of max(8 KiB, 2 frames) for.  IO: each record not repeated within
+ * its run's window is written once and read once, plus once more per extra
+ * merge pass (none below ~budget^2 / 128 KiB of distinct data: ~30 GB at 64
+ * MiB, since a reader decodes whole 64 KiB frames). */
 
 static int run_flags(const dedup_extsort *es) { return F_KEY | (counting(es) ? F_COUNT : 0); }
 
