@@ -1436,7 +1436,9 @@ static XXH3_state_t *xstate(dedup_extsort *es)
 static dedup_status giant_push_whole(dedup_extsort *es, const void *rec, size_t len,
                                      dedup_digest d)
 {
-    dedup_status s = tf_open(es, &es->gf);
+    dedup_status s = giant_buffers(es); /* gbuf takes sorted order's prefixes */
+    if (s == DEDUP_OK)
+        s = tf_open(es, &es->gf);
     if (s != DEDUP_OK)
         return s;
     uint64_t off = es->gf.size;

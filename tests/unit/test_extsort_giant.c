@@ -461,12 +461,55 @@ static void test_piece_misuse(void **state)
     free(got.o);
 }
 
+/* Giants pushed whole only, nothing spilled, sorted order (the giant's
+ * prefix buffer must exist without push_begin). */
+static void test_giant_whole_sorted(void **state)
+{
+    (void)state;
+    for (int order = 0; order < 2; order++) {
+        capture got = {0};
+        dedup_extsort_params p;
+        dedup_extsort_params_init(&p);
+        p.memory_limit = BUDGET;
+        p.order = (dedup_extsort_order)order;
+        p.output = DEDUP_EXTSORT_COUNT;
+        p.emit = cap_emit;
+        p.emit_piece = cap_piece;
+        p.emit_ctx = &got;
+        dedup_extsort *es;
+        assert_int_equal(dedup_extsort_create(&p, NULL, &es), DEDUP_OK);
+        size_t big = 100000;
+        char *G = malloc(big);
+        assert_non_null(G);
+        memset(G, 'm', big);
+        const char *recs[] = {"z", G, "a", G, "b"};
+        for (int i = 0; i < 5; i++) {
+            size_t len = recs[i] == G ? big : 1;
+            assert_int_equal(dedup_extsort_push(es, recs[i], len, NULL, 0, dedup_hash(recs[i], len, p.seed)),
+                             DEDUP_OK);
+        }
+        assert_int_equal(dedup_extsort_finish(es), DEDUP_OK);
+        dedup_extsort_free(es);
+        assert_int_equal(got.n, 4);
+        /* sorted: a b G z; input order: z G a b */
+        size_t gi = order == DEDUP_EXTSORT_SORTED ? 2 : 1;
+        assert_int_equal(got.o[gi].len, big);
+        assert_int_equal(got.o[gi].h, fnv(FNV0, G, big));
+        assert_int_equal(got.o[gi].count, 2);
+        assert_true(got.o[gi].pieces);
+        assert_int_equal(got.o[order == DEDUP_EXTSORT_SORTED ? 3 : 0].h, fnv(FNV0, "z", 1));
+        free(G);
+        free(got.o);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_giant_rss), /* first: before this process grows */
         cmocka_unit_test(test_giants_against_reference),
         cmocka_unit_test(test_piece_misuse),
+        cmocka_unit_test(test_giant_whole_sorted),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
