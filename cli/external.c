@@ -66,6 +66,25 @@ static int ext_emit(void *ctx, const void *rec, size_t len, uint64_t count)
     return 0;
 }
 
+/* A giant record (longer than dedup_extsort_giant_min), written as the
+ * engine streams it from its temporary file. */
+static int ext_emit_piece(void *ctx, const void *piece, size_t len, bool first, bool last,
+                          uint64_t count)
+{
+    ext_run *r = ctx;
+    if (dd_stop_signal)
+        return 3;
+    if (first && r->o->out == 2) {
+        char prefix[32];
+        int pl = snprintf(prefix, sizeof prefix, "%7llu ", (unsigned long long)count);
+        if (!dd_writer_bytes(&r->w, prefix, (size_t)pl))
+            return r->w.broken_pipe ? 1 : 2;
+    }
+    if (!dd_writer_bytes(&r->w, piece, len) || (last && !dd_writer_bytes(&r->w, &r->o->term, 1)))
+        return r->w.broken_pipe ? 1 : 2;
+    return 0;
+}
+
 static double now_sec(void)
 {
     struct timespec ts;
@@ -161,6 +180,11 @@ int dd_run_external(const dd_external_opts *o, char **files, int nfiles)
     p.seed = o->seed;
     p.emit = ext_emit;
     p.emit_ctx = &r;
+    /* A record that is its own key and longer than budget/16 is kept by the
+     * engine in a temporary file, not in its table, and written out from
+     * there in pieces. */
+    if (dd_keyspec_identity(o->key))
+        p.emit_piece = ext_emit_piece;
     dedup_extsort *es = NULL;
     dedup_status st = dedup_extsort_create(&p, cli_allocator(), &es);
     if (st != DEDUP_OK) {
