@@ -89,14 +89,15 @@
  * pair larger than its table share, which is held whole while it is
  * processed (the caller passes it whole in any case).  The compression
  * scratch (LZ4 state + one compressed frame, ~82 KiB at 64 MiB) and, with
- * emit_piece, the giants' staging buffer (budget/16) and two frame readers
+ * emit_piece, the giants' staging buffer (giant_min) and two frame readers
  * are taken out of the budget.  dedup_extsort_stats() reports the measured
  * peak.
  *
  * GIANT RECORDS: with params.emit_piece set, a record that is its own key
  * (push() with key NULL or equal to the record, or push_begin/part/end) and
- * is longer than dedup_extsort_giant_min() = max(budget/16, 2F) bytes is
- * never held whole: its pieces go straight to a temporary file (compressed
+ * is longer than dedup_extsort_giant_min() = budget/16 bytes (at least 2F,
+ * at most 1 MiB) is never held whole: its pieces go straight to a
+ * temporary file (compressed
  * frames), and only a 56-byte entry (sequence number, digest, extent,
  * length, count) stays in memory.  It is compared with earlier giants of
  * the same digest and length by streaming both from the file; a repeat is
@@ -247,8 +248,8 @@ dedup_status dedup_extsort_push_begin(dedup_extsort *es);
 dedup_status dedup_extsort_push_part(dedup_extsort *es, const void *data, size_t len);
 dedup_status dedup_extsort_push_end(dedup_extsort *es);
 
-/* Records longer than this many bytes (max(budget / 16, 2 frames)) are giants
- * when params.emit_piece is set. */
+/* Records longer than this many bytes (budget / 16, at least two frames, at
+ * most 1 MiB) are giants when params.emit_piece is set. */
 size_t dedup_extsort_giant_min(const dedup_extsort *es);
 
 /* Ends the input and emits everything still pending, then releases the

@@ -2020,7 +2020,9 @@ dedup_status dedup_extsort_create(const dedup_extsort_params *params, const dedu
     es->frame = clampz(es->budget / 1024, 2048, 64 << 10);
     es->zcap = FH + (size_t)LZ4_COMPRESSBOUND(es->frame);
     es->zstate_n = (size_t)LZ4_sizeofState();
-    es->giant_min = es->budget / 16 > 2 * es->frame ? es->budget / 16 : 2 * es->frame;
+    /* Giants: longer than budget/16, at most 1 MiB (the staging buffer is
+     * taken out of the table's share), at least two frames. */
+    es->giant_min = clampz(es->budget / 16, 2 * es->frame, (size_t)1 << 20);
     es->gf.fd = -1;
     for (int i = 0; i <= DEDUP_EXTSORT_MAX_DEPTH; i++)
         es->sp[i].fd = es->rs[i].fd = -1;
