@@ -97,9 +97,8 @@
  * (push() with key NULL or equal to the record, or push_begin/part/end) and
  * is longer than dedup_extsort_giant_min() = budget/16 bytes (at least 2F,
  * at most 1 MiB) is never held whole: its pieces go straight to a
- * temporary file (compressed
- * frames), and only a 56-byte entry (sequence number, digest, extent,
- * length, count) stays in memory.  It is compared with earlier giants of
+ * temporary file (compressed frames), and only a 56-byte entry (sequence
+ * number, digest, extent, length, count) stays in memory.  It is compared with earlier giants of
  * the same digest and length by streaming both from the file; a repeat is
  * counted and its bytes dropped again (kept for DUPLICATES, which writes it
  * out).  Giants are emitted through emit_piece, streamed from the file in
