@@ -67,15 +67,15 @@
  *    suffices up to ~P x budget/2 of distinct keys (~8 GB at 64 MiB); each
  *    further level costs the same again for the partitions that need it.
  *    With half the input repeated uniformly: 1 + 2c(1 + 0.5) + 0.5, measured
- *    2.94x on 1.2 GB of URLs at 64 MiB (4.19x before compression).
+ *    3.13x on 5 GiB of URLs at 64 MiB (4.56x before compression).
  *  - sorted order: the runs (each record not repeated within its run's
  *    window, once) written and read back once: 1 + 2c + 0.5 at most for the
- *    same input (measured 2.35x, 3.36x before), plus the runs again per
+ *    same input (measured 2.41x, 3.48x before), plus the runs again per
  *    extra merge pass.
  *  - nothing when the distinct keys fit in memory.
  *  - CPU: LZ4 compresses ~0.5 GB/s and decompresses ~3.5 GB/s per core
- *    here: ~2 s per GB of raw spill, repaid wherever the disk, not the page
- *    cache, takes the writes.
+ *    here: ~2.2 s per GB of raw spill, repaid where the disk, not the page
+ *    cache, takes the writes (bench/results/extsort.md).
  *  A keep-bit pass (re-reading the partitions instead of writing results)
  *  would move as many logical bytes (it re-reads cS where the results cost
  *  2cR = cS at half repeats) and decompress every partition twice, so it is
