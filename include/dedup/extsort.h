@@ -84,10 +84,10 @@
  * MEMORY: the engine's own allocations stay within memory_limit except for
  * (a) 16 bytes per spill block (blocks are budget/1024 bytes, 4-64 KiB: up
  * to 0.4% of the bytes spilled at tiny budgets, 0.025% from 64 MiB) and per
- * sorted run, (b) 56 bytes per distinct giant record (and per repeated one
- * for DUPLICATES), and (c) without params.emit_piece, a single key + record
- * pair larger than its table share, which is held whole while it is
- * processed (the caller passes it whole in any case).  The compression
+ * sorted run, (b) 64 bytes per distinct giant record (72 in sorted order)
+ * and per repeated one for DUPLICATES, and (c) without params.emit_piece, a
+ * single key + record pair larger than its table share, which is held whole
+ * while it is processed (the caller passes it whole in any case).  The compression
  * scratch (LZ4 state + one compressed frame, ~82 KiB at 64 MiB) and, with
  * emit_piece, the giants' staging buffer (giant_min) and two frame readers
  * are taken out of the budget.  dedup_extsort_stats() reports the measured
@@ -97,7 +97,7 @@
  * (push() with key NULL or equal to the record, or push_begin/part/end) and
  * is longer than dedup_extsort_giant_min() = budget/16 bytes (at least 2F,
  * at most 1 MiB) is never held whole: its pieces go straight to a
- * temporary file (compressed frames), and only a 56-byte entry (sequence
+ * temporary file (compressed frames), and only a 64-byte entry (sequence
  * number, digest, extent, length, count) stays in memory.  It is compared with earlier giants of
  * the same digest and length by streaming both from the file; a repeat is
  * counted and its bytes dropped again (kept for DUPLICATES, which writes it
