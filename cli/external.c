@@ -86,6 +86,25 @@ static int ext_emit(void *ctx, const void *rec, size_t len, uint64_t count)
     return 0;
 }
 
+/* A giant record (longer than dedup_extsort_giant_min), written as the
+ * engine streams it from its temporary file. */
+static int ext_emit_piece(void *ctx, const void *piece, size_t len, bool first, bool last,
+                          uint64_t count)
+{
+    ext_run *r = ctx;
+    if (dd_stop_signal)
+        return 3;
+    if (first && r->o->out == 2) {
+        char prefix[32];
+        int pl = snprintf(prefix, sizeof prefix, "%7llu ", (unsigned long long)count);
+        if (!dd_writer_bytes(r->w, prefix, (size_t)pl))
+            return r->w->broken_pipe ? 1 : 2;
+    }
+    if (!dd_writer_bytes(r->w, piece, len) || (last && !dd_writer_bytes(r->w, &r->o->term, 1)))
+        return r->w->broken_pipe ? 1 : 2;
+    return 0;
+}
+
 static double now_sec(void)
 {
     struct timespec ts;
@@ -104,20 +123,20 @@ static void print_stats(const dd_external_opts *o, const dedup_extsort_stats *s,
                 "\"duplicate_rate\":%.6f,\"distinct\":%llu,\"mode\":\"exact\",\"external\":true,"
                 "\"sorted\":%s,\"memory_limit\":%llu,\"memory_bytes\":%llu,\"spilled\":%s,"
                 "\"runs\":%llu,\"merge_passes\":%llu,\"max_depth\":%llu,\"bytes_spilled\":%llu,"
-                "\"bytes_read_back\":%llu,\"tmpdir\":",
+                "\"bytes_read_back\":%llu,\"bytes_spilled_raw\":%llu,\"tmpdir\":",
                 (unsigned long long)s->records_in, (unsigned long long)s->records_out,
                 (unsigned long long)dups, rate, (unsigned long long)s->distinct,
                 o->sorted ? "true" : "false", (unsigned long long)budget,
                 (unsigned long long)s->peak_memory, s->spilled ? "true" : "false",
                 (unsigned long long)s->runs_written, (unsigned long long)s->merge_passes,
                 (unsigned long long)s->max_depth, (unsigned long long)s->bytes_spilled,
-                (unsigned long long)s->bytes_read_back);
+                (unsigned long long)s->bytes_read_back, (unsigned long long)s->bytes_spilled_raw);
         cli_json_string(stderr, tmpdir);
         fprintf(stderr, ",\"bytes_in\":%llu,\"seconds\":%.3f}\n", (unsigned long long)bytes_in,
                 secs);
         return;
     }
-    char hb[32], hm[32], hl[32], hs[32], hr[32];
+    char hb[32], hm[32], hl[32], hs[32], hr[32], hw[32];
     fprintf(stderr, "dedup: %llu records in (%s), %llu out, %llu duplicates (%.2f%%)\n",
             (unsigned long long)s->records_in, cli_human_size(bytes_in, hb, sizeof hb),
             (unsigned long long)s->records_out, (unsigned long long)dups, rate * 100);
@@ -130,10 +149,11 @@ static void print_stats(const dd_external_opts *o, const dedup_extsort_stats *s,
     if (s->spilled)
         fprintf(stderr,
                 "dedup: spilled to %s: %llu runs written, %llu merge passes, %s written, %s "
-                "read back\n",
+                "read back (LZ4: %s before compression)\n",
                 tmpdir, (unsigned long long)s->runs_written, (unsigned long long)s->merge_passes,
                 cli_human_size(s->bytes_spilled, hs, sizeof hs),
-                cli_human_size(s->bytes_read_back, hr, sizeof hr));
+                cli_human_size(s->bytes_read_back, hr, sizeof hr),
+                cli_human_size(s->bytes_spilled_raw, hw, sizeof hw));
     else
         fprintf(stderr, "dedup: everything fit in memory (nothing spilled)\n");
 }
@@ -173,6 +193,11 @@ dedup_status dd_spill_create(dd_spill **out, const dd_external_opts *o, uint64_t
     p.seed = o->seed;
     p.emit = ext_emit;
     p.emit_ctx = &s->r;
+    /* A record that is its own key and longer than budget/16 is kept by the
+     * engine in a temporary file, not in its table, and written out from
+     * there in pieces (the feeder hands such records over in pieces too). */
+    if (dd_keyspec_identity(o->key))
+        p.emit_piece = ext_emit_piece;
     dedup_status st = dedup_extsort_create(&p, cli_allocator(), &s->es);
     if (st) {
         free(s);
@@ -192,6 +217,18 @@ dedup_status dd_spill_push(dd_spill *s, size_t n, const unsigned char *const *re
         st = dedup_extsort_push_batch(s->es, c, (const void *const *)(rec + off), rlen + off,
                                       (const void *const *)(key + off), klen + off, dig + off);
     }
+    return st;
+}
+
+dedup_status dd_spill_push_piece(dd_spill *s, const unsigned char *data, size_t len, unsigned flags)
+{
+    dedup_status st = DEDUP_OK;
+    if (flags & DD_PIECE_FIRST)
+        st = dedup_extsort_push_begin(s->es);
+    if (st == DEDUP_OK)
+        st = dedup_extsort_push_part(s->es, data, len);
+    if (st == DEDUP_OK && (flags & DD_PIECE_LAST))
+        st = dedup_extsort_push_end(s->es);
     return st;
 }
 
@@ -284,7 +321,10 @@ int dd_run_external(const dd_external_opts *o, char **files, int nfiles)
     bool input_error = false;
     for (int fi = 0; fi < nfiles && st == DEDUP_OK && !dd_stop_signal; fi++) {
         dd_feeder *fd = NULL;
-        dd_feeder_opts fo = {.term = o->term, .key = o->key, .hash = true, .seed = o->seed};
+        /* Records longer than the feeder's buffer come in pieces and go to
+         * the engine that way, never whole (when they are their own key). */
+        dd_feeder_opts fo = {.term = o->term, .key = o->key, .hash = true, .seed = o->seed,
+                             .pieces = dd_keyspec_identity(o->key)};
         int e = dd_feeder_open(&fd, files[fi], &fo);
         if (e) {
             cli_error("%s: %s", files[fi], strerror(e));
@@ -295,7 +335,10 @@ int dd_run_external(const dd_external_opts *o, char **files, int nfiles)
         uint64_t before = bytes_in, got = 0;
         const dd_block *blk;
         while (st == DEDUP_OK && !dd_stop_signal && (blk = dd_feeder_next(fd)) != NULL) {
-            st = dd_spill_push(sp, blk->n, blk->rec, blk->rlen, blk->key, blk->klen, blk->dig);
+            if (blk->piece)
+                st = dd_spill_push_piece(sp, blk->rec[0], blk->rlen[0], blk->piece);
+            else
+                st = dd_spill_push(sp, blk->n, blk->rec, blk->rlen, blk->key, blk->klen, blk->dig);
             got = blk->bytes_read;
             if (o->progress) {
                 double t = now_sec();

@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "dedup/extsort.h"
+#include "feeder.h"
 #include "io.h"
 #include "keys.h"
 
@@ -46,6 +47,9 @@ dedup_status dd_spill_create(dd_spill **out, const dd_external_opts *o, uint64_t
 dedup_status dd_spill_push(dd_spill *s, size_t n, const unsigned char *const *rec, const size_t *rlen,
                            const unsigned char *const *key, const size_t *klen,
                            const dedup_digest *dig);
+/* One piece of a record longer than the feeder's buffer (flags: the
+ * dd_block's DD_PIECE_FIRST / DD_PIECE_LAST); the record is its own key. */
+dedup_status dd_spill_push_piece(dd_spill *s, const unsigned char *data, size_t len, unsigned flags);
 dedup_status dd_spill_finish(dd_spill *s);
 void dd_spill_stats(const dd_spill *s, dedup_extsort_stats *st);
 const char *dd_spill_tmpdir(const dd_spill *s);

@@ -26,6 +26,8 @@ typedef struct slot {
     unsigned char *scratch;
     size_t scratch_cap;
     size_t rcap;         /* capacity of the per-record arrays */
+    const unsigned char *piece_rec[1]; /* a piece block's one "record" */
+    size_t piece_len[1];
     unsigned char *arrays; /* their one allocation */
     bool hashed;         /* digests computed (else the caller computes them) */
 } slot;
@@ -87,6 +89,10 @@ static bool grow_records(slot *s, size_t need, size_t keep)
  * 'hash' (otherwise the caller's thread does, see dd_feeder_next). */
 static bool split(dd_feeder *f, slot *s, size_t tail, bool hash)
 {
+    if (s->arrays) { /* a piece block pointed these elsewhere */
+        s->b.rec = (const unsigned char **)(void *)(s->arrays + s->rcap * sizeof(dedup_digest));
+        s->b.rlen = (size_t *)(void *)(s->b.rec + 2 * s->rcap);
+    }
     unsigned char *p = s->buf, *end = s->buf + s->used;
     size_t n = 0;
     if (!f->identity && s->scratch_cap < s->used + tail) {
@@ -155,6 +161,7 @@ static void *feeder_main(void *arg)
     pthread_sigmask(SIG_BLOCK, &all, NULL);
 
     slot *prev = NULL;
+    bool in_giant = false; /* handing over a long record in pieces */
     for (;;) {
         pthread_mutex_lock(&f->mu);
         while (f->produced - f->released >= NSLOT && !f->stop)
@@ -169,7 +176,9 @@ static void *feeder_main(void *arg)
          * previous buffer is only ever read by the caller, and this thread
          * rewrites it no sooner than NSLOT blocks later. */
         size_t carry = prev ? prev->len - prev->used : 0;
-        size_t want = carry * 2 > BLOCK ? carry * 2 : BLOCK;
+        /* Room for the carry and as much again; with pieces a buffer never
+         * grows (a carry that fills it is handed over as a piece). */
+        size_t want = carry * 2 > BLOCK && !f->o.pieces ? carry * 2 : BLOCK;
         if (s->cap < want) {
             free(s->buf);
             s->buf = malloc(want);
@@ -184,12 +193,24 @@ static void *feeder_main(void *arg)
             memcpy(s->buf, prev->buf + prev->used, carry);
         s->len = carry;
         s->used = 0;
-        bool eof = false;
+        s->b.piece = 0;
+        if (carry && prev->b.piece) {
+            /* After the last piece of a long record the bytes carried over
+             * may hold whole records already. */
+            unsigned char *t = memrchr(s->buf, f->o.term, carry);
+            if (t)
+                s->used = (size_t)(t - s->buf) + 1;
+        }
+        bool eof = false, full = false;
         int err = 0;
         for (;;) {
             if (s->len == s->cap) {
                 if (s->used)
                     break; /* full: publish, the rest moves on */
+                if (f->o.pieces) {
+                    full = true; /* one record fills the buffer: hand it over as a piece */
+                    break;
+                }
                 /* One record fills the whole buffer: grow it. */
                 unsigned char *nb = realloc(s->buf, s->cap * 2);
                 if (!nb) {
@@ -213,13 +234,38 @@ static void *feeder_main(void *arg)
                 eof = true;
                 break;
             }
-            unsigned char *t = memrchr(s->buf + s->len, f->o.term, (size_t)r);
+            /* In a long record only its end matters: the first terminator. */
+            unsigned char *t = in_giant ? memchr(s->buf + s->len, f->o.term, (size_t)r)
+                                        : memrchr(s->buf + s->len, f->o.term, (size_t)r);
             s->len += (size_t)r;
             f->bytes_read += (uint64_t)r;
             if (t)
                 s->used = (size_t)(t - s->buf) + 1;
+            if (in_giant && t)
+                break;
             if (!f->regular && s->used)
                 break; /* a pipe: decide what came without waiting for more */
+        }
+        if (!err && (in_giant || full)) {
+            /* A piece of a long record: up to its terminator (the rest starts
+             * the next block), to the end of the input, or the full buffer. */
+            bool last = in_giant && (s->used || eof);
+            s->b.piece = DD_PIECE | (in_giant ? 0u : DD_PIECE_FIRST) | (last ? DD_PIECE_LAST : 0u);
+            s->b.rec = s->piece_rec;
+            s->b.rlen = s->piece_len;
+            s->piece_rec[0] = s->buf;
+            s->piece_len[0] = s->used ? s->used - 1 : s->len;
+            s->b.n = 1;
+            s->hashed = true; /* pieces have no digest: the engine streams one */
+            if (!s->used || eof)
+                s->used = s->len;
+            in_giant = !last;
+            eof = eof && s->used == s->len;
+            publish(f, s, eof, 0);
+            if (eof)
+                return NULL;
+            prev = s;
+            continue;
         }
         /* After a read error the complete records before it still count. */
         size_t tail = eof ? s->len - s->used : 0;

@@ -20,6 +20,11 @@
  * record without a terminator is still a record.  The caller takes blocks in
  * input order; a block stays valid until the next dd_feeder_next() call.
  *
+ * Long records: a record longer than a buffer makes the buffer grow, so it
+ * is handed over whole, unless opts.pieces asks for it in pieces (blocks
+ * of one piece each), as the external engine takes records larger than
+ * its memory budget.
+ *
  * Streaming: from a regular file the feeder fills whole buffers; from a pipe
  * or terminal it publishes after every read that completed a record, so
  * `tail -f log | dedup --line-buffered` still decides each line as it comes.
@@ -39,7 +44,17 @@
 #include "dedup/hash.h"
 #include "keys.h"
 
+#define DD_PIECE 1u       /* the block is a piece of a long record */
+#define DD_PIECE_FIRST 2u /* its first piece */
+#define DD_PIECE_LAST 4u  /* its last piece */
+
 typedef struct dd_block {
+    unsigned piece;                 /* 0: n records.  Else (only with opts.pieces)
+                                       DD_PIECE: the block is one piece of a record
+                                       longer than a buffer, rec[0]/rlen[0], with
+                                       DD_PIECE_FIRST on its first piece and
+                                       DD_PIECE_LAST on its last (it ends there);
+                                       no key or digest */
     size_t n;                       /* records in the block */
     const unsigned char **rec;      /* record i, without its terminator */
     size_t *rlen;
@@ -54,6 +69,8 @@ typedef struct dd_feeder_opts {
     const dd_keyspec *key;  /* how keys are made from records */
     bool hash;              /* compute digests */
     uint64_t seed;          /* their seed */
+    bool pieces;            /* records longer than a buffer (1 MiB) come in pieces
+                               instead of whole; keys must be whole records */
 } dd_feeder_opts;
 
 typedef struct dd_feeder dd_feeder;

@@ -3,7 +3,7 @@
 # Debian 12 (as `make` does); as another user it only says what is missing.
 set -eu
 # build + library
-PKGS="build-essential cmake pkg-config libxxhash-dev"
+PKGS="build-essential cmake pkg-config libxxhash-dev liblz4-dev"
 # tests: unit tests, the sanitizer and fuzz builds, CLI reference tools
 PKGS="$PKGS libcmocka-dev clang mawk perl python3 groff-base"
 # benchmarks compare against Debian's libbloom; Redis module tests

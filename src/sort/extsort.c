@@ -20,6 +20,11 @@
  *   keylen, recenc (0: record == key, else record length + 1), key, record
  * First-occurrence result streams drop a key that differs from its record
  * (keylen 0): only sorted merges compare keys.
+ *
+ * On disk a stream is a sequence of frames (tf_write / rd_fill): header
+ * (u32 stored length | FR_RAW, u32 raw length, u64 XXH3-64 of the payload
+ * seeded with both lengths) + LZ4 block or raw bytes.  Extents (blk) are in
+ * file bytes and always hold whole frames; readers decode whole frames.
  */
 #define _GNU_SOURCE /* O_TMPFILE, O_CLOEXEC */
 #include "dedup/extsort.h"
@@ -35,7 +40,17 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <lz4.h>
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
 #define MAX_FIELD (UINT32_MAX - 1u)
+
+/* Frame header on disk: u32 stored length (FR_RAW: the payload is the raw
+ * bytes, LZ4 did not shrink them), u32 raw length, u64 XXH3-64 of the payload
+ * seeded with both lengths. */
+#define FH 16u
+#define FR_RAW UINT32_C(0x80000000)
 
 /* ---- Engine ---------------------------------------------------------------- */
 
@@ -67,7 +82,32 @@ struct dedup_extsort {
     struct node *top;
     blk *runs; /* sorted order: the sorted runs written so far, oldest first */
     size_t nruns, capruns;
+    /* Compression scratch, shared by every stream (one thread): the LZ4
+     * state and one frame's header + worst-case compressed payload, used to
+     * compress on write and to read a frame before decompressing it. */
+    size_t frame;          /* raw bytes per frame at most */
+    uint8_t *zbuf;         /* FH + LZ4_COMPRESSBOUND(frame) bytes */
+    size_t zcap;
+    void *zstate;          /* LZ4_sizeofState() bytes */
+    size_t zstate_n;
+    /* Giant records (see "Giant records" below). */
+    size_t giant_min;      /* longer records that are their own key are giants */
+    tfile gf;
+    struct giant *g;       /* every distinct giant, and DUPLICATES' repeats, by seq */
+    size_t ng, capg;
+    size_t *gord, ngord, gordcap; /* sorted order: distinct giants by key */
+    size_t gnext;          /* first giant (of g or gord) not yet written out */
+    bool gpre_ok;          /* gbuf holds the prefix of that giant */
+    uint8_t *gbuf;         /* giant_min bytes: staging of pieces, then prefixes */
+    uint8_t *xsmem;        /* the streaming digest state, 64-byte aligned inside */
+    bool in_piece, piece_giant; /* between push_begin and push_end; spilled to GF */
+    size_t plen;
+    uint64_t poff, ptotal;
 };
+
+/* Bytes the compression scratch takes once the engine has spilled. */
+static size_t scratch_bytes(const dedup_extsort *es) { return es->zcap + es->zstate_n; }
+static size_t giant_reserve(const dedup_extsort *es);
 
 static void *es_alloc(dedup_extsort *es, size_t n)
 {
@@ -112,6 +152,14 @@ static dedup_status tf_open(dedup_extsort *es, tfile *f)
 {
     if (f->fd >= 0)
         return DEDUP_OK;
+    if (!es->zbuf) { /* the first temporary file: compression scratch too */
+        es->zbuf = es_alloc(es, es->zcap);
+        if (!es->zbuf)
+            return fail(es, DEDUP_ERR_NOMEM);
+        es->zstate = es_alloc(es, es->zstate_n);
+        if (!es->zstate)
+            return fail(es, DEDUP_ERR_NOMEM);
+    }
     int fd = -1;
 #ifdef O_TMPFILE
     fd = open(es->tmpdir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
@@ -140,11 +188,8 @@ static dedup_status tf_open(dedup_extsort *es, tfile *f)
     return DEDUP_OK;
 }
 
-static dedup_status tf_write(dedup_extsort *es, tfile *f, const void *buf, size_t len)
+static dedup_status tf_write_raw(dedup_extsort *es, tfile *f, const void *buf, size_t len)
 {
-    dedup_status s = tf_open(es, f);
-    if (s != DEDUP_OK)
-        return s;
     const uint8_t *q = buf;
     while (len > 0) {
         size_t chunk = len > (size_t)1 << 30 ? (size_t)1 << 30 : len;
@@ -161,6 +206,61 @@ static dedup_status tf_write(dedup_extsort *es, tfile *f, const void *buf, size_
         len -= (size_t)n;
         f->size += (uint64_t)n;
         es->st.bytes_spilled += (uint64_t)n;
+    }
+    return DEDUP_OK;
+}
+
+static inline uint32_t rd32(const uint8_t *p)
+{
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+static inline uint64_t rd64(const uint8_t *p)
+{
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return v;
+}
+static inline void wr64(uint8_t *p, uint64_t v) { memcpy(p, &v, 8); }
+static inline void wr32(uint8_t *p, uint32_t v) { memcpy(p, &v, 4); }
+
+static uint64_t frame_check(const void *payload, size_t n, uint32_t stored, uint32_t raw)
+{
+    return XXH3_64bits_withSeed(payload, n, ((uint64_t)raw << 32) | stored);
+}
+
+/* Appends 'len' stream bytes to 'f' as frames of at most es->frame raw
+ * bytes, each LZ4-compressed on its own (kept raw if that does not shrink
+ * it) behind its header. */
+static dedup_status tf_write(dedup_extsort *es, tfile *f, const void *buf, size_t len)
+{
+    dedup_status s = tf_open(es, f);
+    if (s != DEDUP_OK)
+        return s;
+    const uint8_t *q = buf;
+    while (len > 0) {
+        size_t raw = len < es->frame ? len : es->frame;
+        int z = LZ4_compress_fast_extState(es->zstate, (const char *)q, (char *)es->zbuf + FH,
+                                           (int)raw, (int)(es->zcap - FH), 1);
+        size_t n;
+        uint32_t stored;
+        if (z > 0 && (size_t)z < raw) {
+            n = (size_t)z;
+            stored = (uint32_t)n;
+        } else {
+            n = raw;
+            stored = (uint32_t)raw | FR_RAW;
+            memcpy(es->zbuf + FH, q, raw);
+        }
+        wr32(es->zbuf, stored);
+        wr32(es->zbuf + 4, (uint32_t)raw);
+        wr64(es->zbuf + 8, frame_check(es->zbuf + FH, n, stored, (uint32_t)raw));
+        if ((s = tf_write_raw(es, f, es->zbuf, FH + n)) != DEDUP_OK)
+            return s;
+        es->st.bytes_spilled_raw += raw;
+        q += raw;
+        len -= raw;
     }
     return DEDUP_OK;
 }
@@ -351,6 +451,9 @@ typedef struct reader {
     uint64_t prev_seq;
     int flags;
     bool valid;
+    bool ph;           /* a frame header was read, its payload not yet */
+    uint32_t ph_stored, ph_raw;
+    uint64_t ph_check;
     item it;
 } reader;
 
@@ -361,6 +464,11 @@ static dedup_status rd_init(dedup_extsort *es, reader *r, tfile *f, const blk *e
     r->f = f;
     r->ext = ext;
     r->n = n;
+    /* Whole frames are decoded into the buffer: it holds two, so that a
+     * refill always makes progress and an item up to cap - frame bytes can
+     * be completed in place. */
+    if (cap < 2 * es->frame)
+        cap = 2 * es->frame;
     r->cap = cap;
     r->flags = flags;
     r->buf = es_alloc(es, cap);
@@ -374,32 +482,58 @@ static void rd_free(dedup_extsort *es, reader *r)
     r->buf = r->big = NULL;
 }
 
-/* Moves unread bytes to the front and reads as much as fits. */
+/* Moves unread bytes to the front and decodes as many whole frames as fit. */
 static dedup_status rd_fill(dedup_extsort *es, reader *r)
 {
+    dedup_status s;
     if (r->lo > 0) {
         memmove(r->buf, r->buf + r->lo, r->hi - r->lo);
         r->hi -= r->lo;
         r->lo = 0;
     }
-    while (r->hi < r->cap) {
-        if (r->left == 0) {
-            if (r->next >= r->n)
-                break;
-            r->off = r->ext[r->next].off;
-            r->left = r->ext[r->next].len;
-            r->next++;
-            continue;
+    for (;;) {
+        if (!r->ph) {
+            if (r->left == 0) {
+                if (r->next >= r->n)
+                    break;
+                r->off = r->ext[r->next].off;
+                r->left = r->ext[r->next].len;
+                r->next++;
+                continue;
+            }
+            uint8_t h[FH];
+            if (r->left < FH)
+                return fail(es, DEDUP_ERR_CORRUPT);
+            if ((s = tf_pread(es, r->f, h, FH, r->off)) != DEDUP_OK)
+                return s;
+            r->off += FH;
+            r->left -= FH;
+            r->ph_stored = rd32(h);
+            r->ph_raw = rd32(h + 4);
+            r->ph_check = rd64(h + 8);
+            size_t n = r->ph_stored & ~FR_RAW;
+            if (r->ph_raw == 0 || r->ph_raw > es->frame || n > es->zcap - FH || n > r->left ||
+                ((r->ph_stored & FR_RAW) && n != r->ph_raw))
+                return fail(es, DEDUP_ERR_CORRUPT);
+            r->ph = true;
         }
-        size_t want = r->cap - r->hi;
-        if (want > r->left)
-            want = (size_t)r->left;
-        dedup_status s = tf_pread(es, r->f, r->buf + r->hi, want, r->off);
-        if (s != DEDUP_OK)
+        if (r->ph_raw > r->cap - r->hi)
+            break; /* the next frame does not fit yet */
+        size_t n = r->ph_stored & ~FR_RAW;
+        uint8_t *dst = r->buf + r->hi;
+        uint8_t *src = (r->ph_stored & FR_RAW) ? dst : es->zbuf;
+        if ((s = tf_pread(es, r->f, src, n, r->off)) != DEDUP_OK)
             return s;
-        r->hi += want;
-        r->off += want;
-        r->left -= want;
+        r->off += n;
+        r->left -= n;
+        if (frame_check(src, n, r->ph_stored, r->ph_raw) != r->ph_check)
+            return fail(es, DEDUP_ERR_CORRUPT);
+        if (!(r->ph_stored & FR_RAW) &&
+            LZ4_decompress_safe((const char *)src, (char *)dst, (int)n, (int)r->ph_raw) !=
+                (int)r->ph_raw)
+            return fail(es, DEDUP_ERR_CORRUPT);
+        r->hi += r->ph_raw;
+        r->ph = false;
     }
     return DEDUP_OK;
 }
@@ -471,7 +605,7 @@ static dedup_status rd_next(dedup_extsort *es, reader *r)
     size_t hn = (size_t)(p - (r->buf + r->lo));
     size_t body = (size_t)keylen + (recenc ? (size_t)(recenc - 1) : 0);
     if (hn + body > r->hi - r->lo) {
-        if (hn + body <= r->cap) {
+        if (hn + body <= r->cap - es->frame) {
             if ((s = rd_fill(es, r)) != DEDUP_OK)
                 return s;
             if (hn + body > r->hi - r->lo)
@@ -573,20 +707,6 @@ static void table_free(dedup_extsort *es, table *t)
     t->slots = NULL;
     t->n = 0;
 }
-
-static inline uint32_t rd32(const uint8_t *p)
-{
-    uint32_t v;
-    memcpy(&v, p, 4);
-    return v;
-}
-static inline uint64_t rd64(const uint8_t *p)
-{
-    uint64_t v;
-    memcpy(&v, p, 8);
-    return v;
-}
-static inline void wr64(uint8_t *p, uint64_t v) { memcpy(p, &v, 8); }
 
 static inline uint32_t e_keylen(const table *t, const uint8_t *e) { return rd32(e + t->hdr - 8); }
 static inline uint32_t e_recenc(const table *t, const uint8_t *e) { return rd32(e + t->hdr - 4); }
@@ -902,6 +1022,7 @@ static dedup_status node_init(dedup_extsort *es, node *n, int depth, writer *out
     size_t reserve = n->P * n->pbuf + (size_t)n->P * 64 + 3 * io_buf(es) + 4096;
     if (sorted && depth == 0) /* sorted runs: only the run writer's buffer */
         reserve = io_buf(es) + 8192;
+    reserve += scratch_bytes(es) + giant_reserve(es); /* compression; giant records */
     size_t limit = es->budget > reserve + 16384 ? es->budget - reserve : 16384;
     dedup_status s = table_init(es, &n->t, limit, counting(es));
     if (s == DEDUP_OK)
@@ -926,10 +1047,11 @@ static dedup_status part_flush(dedup_extsort *es, node *n, part *p, const void *
     uint64_t off = f->size;
     if ((s = tf_write(es, f, data, len)) != DEDUP_OK)
         return s;
+    uint64_t dlen = f->size - off; /* on disk: framed and compressed */
     if (p->nblk > 0 && p->blocks[p->nblk - 1].off + p->blocks[p->nblk - 1].len == off)
-        p->blocks[p->nblk - 1].len += len; /* contiguous with the previous block */
+        p->blocks[p->nblk - 1].len += dlen; /* contiguous with the previous block */
     else
-        p->blocks[p->nblk++] = (blk){off, len};
+        p->blocks[p->nblk++] = (blk){off, dlen};
     p->bytes += len;
     return DEDUP_OK;
 }
@@ -1000,10 +1122,340 @@ static void node_free(dedup_extsort *es, node *n)
     n->direct_live = false;
 }
 
+/* ---- Giant records ------------------------------------------------------------
+ * With params.emit_piece set, a record that is its own key and is longer than
+ * es->giant_min (pushed in pieces, or whole by push()) never enters a table or
+ * a stream: its bytes go, as compressed frames, straight to the giant file GF
+ * and an entry (sequence number, digest, extent, length, count) stays in
+ * memory.  A new giant is compared with the earlier distinct giants of the
+ * same digest and length by streaming both from GF (two frame readers); a
+ * repeat only counts (its bytes are truncated away again, except for
+ * DUPLICATES output, which must write it later).  Giants are written out by
+ * streaming them from GF to emit_piece: at once while first-occurrence output
+ * streams, else interleaved with the other output at the top level in
+ * sequence order (node_out) or, in sorted order, in key order: no ordinary
+ * key is longer than giant_min, so the giant's first giant_min bytes decide
+ * where it goes, and the giants are sorted among themselves by streaming
+ * comparisons before the final merge. */
+
+enum { G_DUP = 1, G_DONE = 2 };
+
+typedef struct giant {
+    uint64_t seq, count, off, dlen, rawlen;
+    dedup_digest d;
+    unsigned flags;
+} giant;
+
+/* The giants' share of the budget: the staging buffer, two frame readers and
+ * the streaming digest state. */
+static size_t giant_reserve(const dedup_extsort *es)
+{
+    return es->p.emit_piece ? es->giant_min + 4 * es->frame + 2 * sizeof(reader) +
+                                  sizeof(XXH3_state_t) + 64
+                            : 0;
+}
+
+/* Drops what was appended to 'f' from 'off' on (a repeated giant). */
+static void tf_truncate(tfile *f, uint64_t off)
+{
+    if (f->fd >= 0 && f->size > off && ftruncate(f->fd, (off_t)off) == 0 &&
+        lseek(f->fd, (off_t)off, SEEK_SET) == (off_t)off)
+        f->size = off;
+}
+
+/* Makes the next bytes of a raw-stream reader available; false at its end. */
+static dedup_status rd_more(dedup_extsort *es, reader *r, bool *more)
+{
+    dedup_status s = DEDUP_OK;
+    if (r->lo == r->hi)
+        s = rd_fill(es, r);
+    *more = s == DEDUP_OK && r->lo < r->hi;
+    return s;
+}
+
+/* Streams giants a and b from GF and compares them as keys (memcmp, then
+ * shorter first). */
+static dedup_status giant_cmp(dedup_extsort *es, const giant *a, const giant *b, int *res)
+{
+    blk ea = {a->off, a->dlen}, eb = {b->off, b->dlen};
+    reader ra, rb;
+    memset(&rb, 0, sizeof rb);
+    dedup_status s = rd_init(es, &ra, &es->gf, &ea, 1, 2 * es->frame, 0);
+    if (s == DEDUP_OK)
+        s = rd_init(es, &rb, &es->gf, &eb, 1, 2 * es->frame, 0);
+    *res = 0;
+    while (s == DEDUP_OK) {
+        bool ma, mb;
+        if ((s = rd_more(es, &ra, &ma)) != DEDUP_OK || (s = rd_more(es, &rb, &mb)) != DEDUP_OK)
+            break;
+        if (!ma || !mb) {
+            *res = ma ? 1 : mb ? -1 : 0;
+            break;
+        }
+        size_t na = ra.hi - ra.lo, nb = rb.hi - rb.lo, m = na < nb ? na : nb;
+        int c = memcmp(ra.buf + ra.lo, rb.buf + rb.lo, m);
+        if (c) {
+            *res = c;
+            break;
+        }
+        ra.lo += m;
+        rb.lo += m;
+    }
+    rd_free(es, &ra);
+    rd_free(es, &rb);
+    return s;
+}
+
+/* Streams giant g from GF to emit_piece. */
+static dedup_status giant_emit(dedup_extsort *es, giant *g)
+{
+    blk e = {g->off, g->dlen};
+    reader r;
+    dedup_status s = rd_init(es, &r, &es->gf, &e, 1, 2 * es->frame, 0);
+    uint64_t left = g->rawlen;
+    bool first = true;
+    while (s == DEDUP_OK && left > 0) {
+        bool more;
+        if ((s = rd_more(es, &r, &more)) != DEDUP_OK)
+            break;
+        size_t n = r.hi - r.lo;
+        if (!more || n > left) {
+            s = fail(es, more ? DEDUP_ERR_CORRUPT : DEDUP_ERR_TRUNCATED);
+            break;
+        }
+        left -= n;
+        int rc = es->p.emit_piece(es->p.emit_ctx, r.buf + r.lo, n, first, left == 0,
+                                  es->p.output == DEDUP_EXTSORT_COUNT ? g->count : 1);
+        r.lo = r.hi;
+        first = false;
+        if (rc) {
+            es->emit_rc = rc;
+            s = fail(es, DEDUP_ERR_CANCELLED);
+        }
+    }
+    rd_free(es, &r);
+    if (s == DEDUP_OK) {
+        es->st.records_out++;
+        g->flags |= G_DONE;
+    }
+    return s;
+}
+
+/* Whether giant g is still to be written out. */
+static bool giant_due(const dedup_extsort *es, const giant *g)
+{
+    if (g->flags & G_DONE)
+        return false;
+    if (es->p.output == DEDUP_EXTSORT_DUPLICATES)
+        return (g->flags & G_DUP) != 0;
+    return !(g->flags & G_DUP) && (es->p.output != DEDUP_EXTSORT_UNIQUE || g->count == 1);
+}
+
+/* Reads the first giant_min bytes of g into es->gpre. */
+static dedup_status giant_prefix(dedup_extsort *es, const giant *g)
+{
+    blk e = {g->off, g->dlen};
+    reader r;
+    dedup_status s = rd_init(es, &r, &es->gf, &e, 1, 2 * es->frame, 0);
+    size_t have = 0;
+    while (s == DEDUP_OK && have < es->giant_min) {
+        bool more;
+        if ((s = rd_more(es, &r, &more)) != DEDUP_OK)
+            break;
+        if (!more) {
+            s = fail(es, DEDUP_ERR_TRUNCATED);
+            break;
+        }
+        size_t n = r.hi - r.lo;
+        if (n > es->giant_min - have)
+            n = es->giant_min - have;
+        memcpy(es->gbuf + have, r.buf + r.lo, n);
+        r.lo += n;
+        have += n;
+    }
+    rd_free(es, &r);
+    return s;
+}
+
+/* Writes out the due giants that come before 'it' at the top level (all of
+ * them when it is NULL): by sequence number, or in sorted order by key. */
+static dedup_status giants_before(dedup_extsort *es, const item *it)
+{
+    bool sorted = es->p.order == DEDUP_EXTSORT_SORTED;
+    size_t end = sorted ? es->ngord : es->ng;
+    while (es->gnext < end) {
+        giant *g = &es->g[sorted ? es->gord[es->gnext] : es->gnext];
+        if (!giant_due(es, g)) {
+            es->gnext++;
+            es->gpre_ok = false;
+            continue;
+        }
+        if (it) {
+            if (!sorted && g->seq > it->seq)
+                break;
+            if (sorted) {
+                if (!es->gpre_ok) {
+                    dedup_status s = giant_prefix(es, g);
+                    if (s != DEDUP_OK)
+                        return s;
+                    es->gpre_ok = true;
+                }
+                /* it->keylen <= giant_min < g->rawlen: the giant comes first
+                 * only if its prefix is smaller */
+                if (it->keylen == 0 || memcmp(es->gbuf, it->key, it->keylen) >= 0)
+                    break;
+            }
+        }
+        dedup_status s = giant_emit(es, g);
+        if (s != DEDUP_OK)
+            return s;
+        es->gnext++;
+        es->gpre_ok = false;
+    }
+    return DEDUP_OK;
+}
+
+/* Sorted order, at finish: orders the distinct giants by key (binary
+ * insertion, O(G log G) streaming comparisons). */
+static dedup_status giants_sort(dedup_extsort *es)
+{
+    size_t nd = 0;
+    for (size_t i = 0; i < es->ng; i++)
+        nd += !(es->g[i].flags & G_DUP);
+    if (nd == 0)
+        return DEDUP_OK;
+    es->gord = es_alloc(es, nd * sizeof(size_t));
+    if (!es->gord)
+        return fail(es, DEDUP_ERR_NOMEM);
+    es->gordcap = nd;
+    for (size_t i = 0; i < es->ng; i++) {
+        if (es->g[i].flags & G_DUP)
+            continue;
+        size_t lo = 0, hi = es->ngord;
+        while (lo < hi) {
+            size_t mid = lo + (hi - lo) / 2;
+            int c;
+            dedup_status s = giant_cmp(es, &es->g[es->gord[mid]], &es->g[i], &c);
+            if (s != DEDUP_OK)
+                return s;
+            if (c < 0)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        memmove(es->gord + lo + 1, es->gord + lo, (es->ngord - lo) * sizeof(size_t));
+        es->gord[lo] = i;
+        es->ngord++;
+    }
+    return DEDUP_OK;
+}
+
+/* Whether output goes out as records arrive (first-occurrence FIRST or
+ * DUPLICATES before the top node spills). */
+static bool streaming(const dedup_extsort *es)
+{
+    return es->p.order == DEDUP_EXTSORT_FIRST_OCCURRENCE && !es->top->spilled &&
+           (es->p.output == DEDUP_EXTSORT_FIRST || es->p.output == DEDUP_EXTSORT_DUPLICATES);
+}
+
+/* A giant's bytes are in GF from 'off' to its end: dedups it against the
+ * earlier giants and records or writes it out. */
+static dedup_status giant_add(dedup_extsort *es, uint64_t off, uint64_t rawlen, dedup_digest d)
+{
+    dedup_status s;
+    if (es->ng == es->capg) {
+        size_t nc = es->capg ? es->capg * 2 : 8;
+        giant *ng = es_realloc(es, es->g, es->capg * sizeof(giant), nc * sizeof(giant));
+        if (!ng)
+            return fail(es, DEDUP_ERR_NOMEM);
+        es->g = ng;
+        es->capg = nc;
+    }
+    giant *g = &es->g[es->ng];
+    memset(g, 0, sizeof *g);
+    g->seq = es->seq++;
+    g->count = 1;
+    g->off = off;
+    g->dlen = es->gf.size - off;
+    g->rawlen = rawlen;
+    g->d = d;
+    es->st.records_in++;
+    for (size_t i = 0; i < es->ng; i++) {
+        giant *o = &es->g[i];
+        if ((o->flags & G_DUP) || o->d.lo != d.lo || o->d.hi != d.hi || o->rawlen != rawlen)
+            continue;
+        int c;
+        if ((s = giant_cmp(es, o, g, &c)) != DEDUP_OK)
+            return s;
+        if (c != 0)
+            continue;
+        o->count++; /* a repeat */
+        if (es->p.output != DEDUP_EXTSORT_DUPLICATES) {
+            tf_truncate(&es->gf, off);
+            return DEDUP_OK;
+        }
+        g->flags = G_DUP;
+        if (streaming(es)) {
+            s = giant_emit(es, g);
+            tf_truncate(&es->gf, off);
+            return s;
+        }
+        es->ng++; /* written out later, in sequence order */
+        return DEDUP_OK;
+    }
+    es->st.distinct++;
+    es->ng++;
+    if (streaming(es) && es->p.output == DEDUP_EXTSORT_FIRST)
+        return giant_emit(es, &es->g[es->ng - 1]);
+    return DEDUP_OK;
+}
+
+/* Lazily allocates the staging buffer and the digest state. */
+static dedup_status giant_buffers(dedup_extsort *es)
+{
+    if (!es->gbuf) {
+        es->gbuf = es_alloc(es, es->giant_min);
+        if (!es->gbuf)
+            return fail(es, DEDUP_ERR_NOMEM);
+    }
+    if (!es->xsmem) {
+        es->xsmem = es_alloc(es, sizeof(XXH3_state_t) + 64);
+        if (!es->xsmem)
+            return fail(es, DEDUP_ERR_NOMEM);
+    }
+    return DEDUP_OK;
+}
+
+static XXH3_state_t *xstate(dedup_extsort *es)
+{
+    uintptr_t p = (uintptr_t)es->xsmem;
+    return (XXH3_state_t *)(void *)(es->xsmem + ((64 - (p & 63)) & 63));
+}
+
+/* push() of a giant the caller holds whole. */
+static dedup_status giant_push_whole(dedup_extsort *es, const void *rec, size_t len,
+                                     dedup_digest d)
+{
+    dedup_status s = giant_buffers(es); /* gbuf takes sorted order's prefixes */
+    if (s == DEDUP_OK)
+        s = tf_open(es, &es->gf);
+    if (s != DEDUP_OK)
+        return s;
+    uint64_t off = es->gf.size;
+    if ((s = tf_write(es, &es->gf, rec, len)) != DEDUP_OK)
+        return s;
+    return giant_add(es, off, len, d);
+}
+
 /* Sends one output item of node 'n' to its parent's result stream or to emit. */
 static dedup_status node_out(dedup_extsort *es, node *n, const item *it)
 {
     if (!n->out) {
+        if (es->ng) {
+            dedup_status s = giants_before(es, it);
+            if (s != DEDUP_OK)
+                return s;
+        }
         es->st.records_out++;
         int rc = es->p.emit(es->p.emit_ctx, it->rec, it->reclen,
                             es->p.output == DEDUP_EXTSORT_COUNT ? it->count : 1);
@@ -1160,7 +1612,7 @@ static dedup_status node_merge(dedup_extsort *es, node *n, const blk *ext, size_
     /* Read buffers get what the budget has left beside the output buffer,
      * this merge's bookkeeping and the node's partition array. */
     size_t fixed = (n->out ? n->out->cap : 0) + k * (sizeof(reader) + sizeof(int) + sizeof(blk)) +
-                   n->P * sizeof(part) + 8192;
+                   n->P * sizeof(part) + scratch_bytes(es) + giant_reserve(es) + 8192;
     size_t avail = es->budget > fixed ? es->budget - fixed : 4096;
     size_t rb = clampz(avail / (k ? k : 1), 4096, 1 << 20);
     m.src = es_alloc(es, k * sizeof(reader));
@@ -1317,10 +1769,11 @@ static dedup_status node_finish(dedup_extsort *es, node *n)
  * (its distinct keys, their counts and first records) and cleared.  finish()
  * merges the runs with the loser tree, combining equal keys (counts summed,
  * the record of the oldest run kept, since ties go to the lower run index),
- * in several passes when there are more runs than the budget has 8 KiB read
- * buffers for.  IO: each record not repeated within its run's window is
- * written once and read once, plus once more per extra merge pass (none below
- * budget^2 / 8 KiB of distinct data: 512 GB at 64 MiB). */
+ * in several passes when there are more runs than the budget has read
+ * buffers of max(8 KiB, 2 frames) for.  IO: each record not repeated within
+ * its run's window is written once and read once, plus once more per extra
+ * merge pass (none below ~budget^2 / 128 KiB of distinct data: ~30 GB at 64
+ * MiB, since a reader decodes whole 64 KiB frames). */
 
 static int run_flags(const dedup_extsort *es) { return F_KEY | (counting(es) ? F_COUNT : 0); }
 
@@ -1425,8 +1878,8 @@ static dedup_status held_out(dedup_extsort *es, held *h, writer *w)
 
 static size_t runs_fan_in(const dedup_extsort *es)
 {
-    size_t fixed = io_buf(es) + 16384;
-    size_t per = 8192 + sizeof(reader) + sizeof(int);
+    size_t fixed = io_buf(es) + scratch_bytes(es) + giant_reserve(es) + 16384;
+    size_t per = (2 * es->frame > 8192 ? 2 * es->frame : 8192) + sizeof(reader) + sizeof(int);
     return es->budget > fixed + 2 * per ? (es->budget - fixed) / per : 2;
 }
 
@@ -1437,7 +1890,8 @@ static dedup_status runs_merge(dedup_extsort *es, tfile *src, const blk *runs, s
     held h = {0};
     m.k = k;
     m.by_key = true;
-    size_t fixed = (w ? w->cap : 0) + k * (sizeof(reader) + sizeof(int)) + 16384;
+    size_t fixed = (w ? w->cap : 0) + k * (sizeof(reader) + sizeof(int)) + scratch_bytes(es) +
+                   giant_reserve(es) + 16384;
     size_t avail = es->budget > fixed ? es->budget - fixed : 4096;
     size_t rb = clampz(avail / k, 4096, 1 << 20);
     m.src = es_alloc(es, k * sizeof(reader));
@@ -1563,6 +2017,13 @@ dedup_status dedup_extsort_create(const dedup_extsort_params *params, const dedu
     es->alloc = a;
     es->p = *params;
     es->budget = params->memory_limit > SIZE_MAX / 2 ? SIZE_MAX / 2 : (size_t)params->memory_limit;
+    es->frame = clampz(es->budget / 1024, 2048, 64 << 10);
+    es->zcap = FH + (size_t)LZ4_COMPRESSBOUND(es->frame);
+    es->zstate_n = (size_t)LZ4_sizeofState();
+    /* Giants: longer than budget/16, at most 1 MiB (the staging buffer is
+     * taken out of the table's share), at least two frames. */
+    es->giant_min = clampz(es->budget / 16, 2 * es->frame, (size_t)1 << 20);
+    es->gf.fd = -1;
     for (int i = 0; i <= DEDUP_EXTSORT_MAX_DEPTH; i++)
         es->sp[i].fd = es->rs[i].fd = -1;
     const char *dir = params->tmpdir;
@@ -1608,6 +2069,14 @@ void dedup_extsort_free(dedup_extsort *es)
     if (es->tmpdir)
         es_free(es, es->tmpdir, strlen(es->tmpdir) + 1);
     es_free(es, es->runs, es->capruns * sizeof(blk));
+    es_free(es, es->zbuf, es->zcap);
+    es_free(es, es->zstate, es->zstate_n);
+    if (es->gf.fd >= 0)
+        close(es->gf.fd);
+    es_free(es, es->g, es->capg * sizeof(giant));
+    es_free(es, es->gord, es->gordcap * sizeof(size_t));
+    es_free(es, es->gbuf, es->giant_min);
+    es_free(es, es->xsmem, sizeof(XXH3_state_t) + 64);
     dedup_allocator a = es->alloc;
     dd_free(&a, es);
 }
@@ -1617,11 +2086,16 @@ dedup_status dedup_extsort_push(dedup_extsort *es, const void *rec, size_t len, 
 {
     if (es->err != DEDUP_OK)
         return es->err;
-    if (es->finished)
+    if (es->finished || es->in_piece)
         return DEDUP_ERR_INVALID_ARG;
     if (!key) {
         key = rec;
         keylen = len;
+    }
+    if (es->p.emit_piece && keylen > es->giant_min) {
+        if (len != keylen || (key != rec && memcmp(key, rec, len) != 0))
+            return fail(es, DEDUP_ERR_LIMIT); /* a giant key must be its record */
+        return giant_push_whole(es, rec, len, digest);
     }
     if (len > MAX_FIELD - 1 || keylen > MAX_FIELD - 1)
         return fail(es, DEDUP_ERR_LIMIT);
@@ -1677,10 +2151,17 @@ dedup_status dedup_extsort_finish(dedup_extsort *es)
 {
     if (es->err != DEDUP_OK)
         return es->err;
-    if (es->finished)
+    if (es->finished || es->in_piece)
         return DEDUP_ERR_INVALID_ARG;
     es->finished = true;
-    dedup_status s = es->nruns ? runs_finish(es) : node_finish(es, es->top);
+    dedup_status s = DEDUP_OK;
+    if (es->ng && es->p.order == DEDUP_EXTSORT_SORTED)
+        s = giants_sort(es);
+    if (s == DEDUP_OK)
+        s = es->nruns ? runs_finish(es) : node_finish(es, es->top);
+    if (s == DEDUP_OK && es->ng)
+        s = giants_before(es, NULL);
+    tf_reset(&es->gf);
     node_free(es, es->top);
     for (int i = 0; i <= DEDUP_EXTSORT_MAX_DEPTH; i++) {
         tf_reset(&es->sp[i]);
@@ -1688,6 +2169,79 @@ dedup_status dedup_extsort_finish(dedup_extsort *es)
     }
     return s != DEDUP_OK ? fail(es, s) : DEDUP_OK;
 }
+
+dedup_status dedup_extsort_push_begin(dedup_extsort *es)
+{
+    if (es->err != DEDUP_OK)
+        return es->err;
+    if (es->finished || es->in_piece || !es->p.emit_piece)
+        return DEDUP_ERR_INVALID_ARG;
+    dedup_status s = giant_buffers(es);
+    if (s != DEDUP_OK)
+        return s;
+    XXH3_128bits_reset_withSeed(xstate(es), es->p.seed);
+    es->in_piece = true;
+    es->piece_giant = false;
+    es->plen = 0;
+    es->ptotal = 0;
+    return DEDUP_OK;
+}
+
+dedup_status dedup_extsort_push_part(dedup_extsort *es, const void *data, size_t len)
+{
+    if (es->err != DEDUP_OK)
+        return es->err;
+    if (!es->in_piece)
+        return DEDUP_ERR_INVALID_ARG;
+    if (len == 0)
+        return DEDUP_OK;
+    XXH3_128bits_update(xstate(es), data, len);
+    es->ptotal += len;
+    const uint8_t *q = data;
+    dedup_status s;
+    while (len > 0) {
+        if (len <= es->giant_min - es->plen) {
+            memcpy(es->gbuf + es->plen, q, len);
+            es->plen += len;
+            return DEDUP_OK;
+        }
+        /* longer than giant_min: a giant, whose bytes go to GF */
+        if (!es->piece_giant) {
+            if ((s = tf_open(es, &es->gf)) != DEDUP_OK)
+                return s;
+            es->piece_giant = true;
+            es->poff = es->gf.size;
+        }
+        if (es->plen) {
+            if ((s = tf_write(es, &es->gf, es->gbuf, es->plen)) != DEDUP_OK)
+                return s;
+            es->plen = 0;
+        }
+        if (len >= es->giant_min)
+            return tf_write(es, &es->gf, q, len);
+    }
+    return DEDUP_OK;
+}
+
+dedup_status dedup_extsort_push_end(dedup_extsort *es)
+{
+    if (es->err != DEDUP_OK)
+        return es->err;
+    if (!es->in_piece)
+        return DEDUP_ERR_INVALID_ARG;
+    XXH128_hash_t h = XXH3_128bits_digest(xstate(es));
+    dedup_digest d = {h.low64, h.high64};
+    es->in_piece = false;
+    if (!es->piece_giant) /* it fitted: an ordinary record */
+        return dedup_extsort_push(es, es->gbuf, es->plen, NULL, 0, d);
+    dedup_status s = DEDUP_OK;
+    if (es->plen)
+        s = tf_write(es, &es->gf, es->gbuf, es->plen);
+    es->plen = 0;
+    return s == DEDUP_OK ? giant_add(es, es->poff, es->ptotal, d) : s;
+}
+
+size_t dedup_extsort_giant_min(const dedup_extsort *es) { return es->giant_min; }
 
 bool dedup_extsort_io_error(const dedup_extsort *es, int *err, const char **dir,
                             uint64_t *bytes_needed)

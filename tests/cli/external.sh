@@ -89,6 +89,34 @@ sys.stdout.buffer.write(b'a\n' + big + b'\nb\n' + big + b'\n' + big[:-1] + b'y\n
 awk '!seen[$0]++' "$T/bigrec" > "$T/exp"
 "$DEDUP" -m 64K -T "$T/tmp" "$T/bigrec" > "$T/got"
 check "a record larger than the budget" cmp -s "$T/exp" "$T/got"
+# ... in every output (giants: the engine streams them from its temporary file)
+LC_ALL=C sort -u "$T/bigrec" > "$T/exp"
+"$DEDUP" -m 64K -T "$T/tmp" --sort "$T/bigrec" > "$T/got"
+check "a record larger than the budget, --sort" cmp -s "$T/exp" "$T/got"
+awk 'seen[$0]++' "$T/bigrec" > "$T/exp"
+"$DEDUP" -m 64K -T "$T/tmp" -D "$T/bigrec" > "$T/got"
+check "a record larger than the budget, -D" cmp -s "$T/exp" "$T/got"
+awk '{c[$0]++; if (c[$0] == 1) k[++n] = $0} END {for (i = 1; i <= n; i++) printf "%7d %s\n", c[k[i]], k[i]}' "$T/bigrec" > "$T/exp"
+"$DEDUP" -m 64K -T "$T/tmp" -c "$T/bigrec" > "$T/got"
+check "a record larger than the budget, -c" cmp -s "$T/exp" "$T/got"
+awk '{c[$0]++; if (c[$0] == 1) k[++n] = $0} END {for (i = 1; i <= n; i++) if (c[k[i]] == 1) print k[i]}' "$T/bigrec" > "$T/exp"
+"$DEDUP" -m 64K -T "$T/tmp" -u "$T/bigrec" > "$T/got"
+check "a record larger than the budget, -u" cmp -s "$T/exp" "$T/got"
+# records far larger than the budget and than the reader's buffer: they are
+# read in pieces and spilled as they come, so the process never holds one
+python3 -c "
+import sys; big = b'%d' * (8 << 20)
+sys.stdout.buffer.write(b'a\n' + big + b'\nb\n' + big + b'\n' + big[:-1] + b'y\na\n' + big)" > "$T/giant"
+for c in "" --sort -c -u -D; do
+    # shellcheck disable=SC2086
+    python3 "$SRC/tests/cli/lib/ref_dedup.py" $c "$T/giant" > "$T/exp"
+    [ "$c" = --sort ] && LC_ALL=C sort -u "$T/giant" > "$T/exp"
+    # shellcheck disable=SC2086
+    /usr/bin/time -f %M -o "$T/rss" "$DEDUP" -m 1M -T "$T/tmp" $c "$T/giant" > "$T/got"
+    check "16 MB records at -m 1M, options '$c'" cmp -s "$T/exp" "$T/got"
+    rss=$(tail -1 "$T/rss")
+    check "16 MB records at -m 1M, options '$c': peak RSS ${rss} KB < 14 MB" [ "$rss" -lt 14336 ]
+done
 # a temporary directory that cannot be used: exit 1, named, -o removed
 "$DEDUP" -m 64K -T "$T/nonexistent" -o "$T/out" "$T/in" 2> "$T/err"
 check "unusable --tmpdir exits 1" [ $? -eq 1 ]

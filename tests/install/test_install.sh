@@ -17,7 +17,7 @@ cc -std=c11 -Wall -Werror "$DEDUP_SRC/examples/consumer/consumer.c" -o "$T/c-sha
 "$T/c-shared"
 # pkg-config, static library
 cc -std=c11 -Wall -Werror "$DEDUP_SRC/examples/consumer/consumer.c" -o "$T/c-static" \
-    $(pkg-config --cflags dedup) "$libdir/libdedup.a" $(pkg-config --libs-only-l --static libxxhash) -lpthread -lm
+    $(pkg-config --cflags dedup) "$libdir/libdedup.a" $(pkg-config --libs-only-l --static libxxhash liblz4) -lpthread -lm
 "$T/c-static"
 # CMake find_package
 cmake -S "$DEDUP_SRC/examples/consumer" -B "$T/cm" -DCMAKE_PREFIX_PATH="$T/prefix" > /dev/null

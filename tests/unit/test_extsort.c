@@ -530,6 +530,60 @@ static void test_write_failure(void **state)
     input_free(&in);
 }
 
+/* A write hook that damages one byte of the k-th write (one frame each):
+ * what a bad disk or a stray writer would leave in a temporary file. */
+typedef struct wflip {
+    uint64_t calls, at_call;
+    size_t at_byte;
+    bool flipped;
+} wflip;
+
+static ptrdiff_t flipping_write(void *ctx, int fd, const void *buf, size_t len)
+{
+    wflip *w = ctx;
+    if (w->calls++ != w->at_call || len == 0)
+        return (ptrdiff_t)write(fd, buf, len);
+    unsigned char *copy = malloc(len);
+    assert_non_null(copy);
+    memcpy(copy, buf, len);
+    copy[w->at_byte % len] ^= 0x20;
+    w->flipped = true;
+    ptrdiff_t n = (ptrdiff_t)write(fd, copy, len);
+    free(copy);
+    return n;
+}
+
+/* A damaged temporary frame is an error (its check, lengths or LZ4 data),
+ * never wrong output. */
+static void test_corrupt_frame(void **state)
+{
+    (void)state;
+    tu_rng g = {tu_seed() + 13};
+    input in = make_input(&g, 20000, false, 100);
+    size_t bytes[] = {0, 2, 5, 9, 15, 16, 17, 40, 300, 5000};
+    for (int order = 0; order < 2; order++) {
+        for (size_t b = 0; b < sizeof bytes / sizeof *bytes; b++) {
+            wflip w = {0, tu_below(&g, 30), bytes[b], false};
+            dedup_extsort_params p;
+            dedup_extsort_params_init(&p);
+            p.memory_limit = 64 << 10;
+            p.order = (dedup_extsort_order)order;
+            p.output = DEDUP_EXTSORT_COUNT;
+            p.write_fn = flipping_write;
+            p.write_ctx = &w;
+            capture got;
+            dedup_status s = run_engine(&in, &p, &got, NULL, NULL);
+            assert_true(w.flipped);
+            if (s != DEDUP_ERR_CORRUPT && s != DEDUP_ERR_TRUNCATED)
+                fprintf(stderr, "order %d, write %llu, byte %zu: status %d\n", order,
+                        (unsigned long long)w.at_call, bytes[b], (int)s);
+            assert_true(s == DEDUP_ERR_CORRUPT || s == DEDUP_ERR_TRUNCATED);
+            cap_free(&got);
+        }
+    }
+    input_free(&in);
+}
+
 static void test_tmpdir_missing(void **state)
 {
     (void)state;
@@ -769,6 +823,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_streaming),
         cmocka_unit_test(test_write_failure),
         cmocka_unit_test(test_tmpdir_missing),
+        cmocka_unit_test(test_corrupt_frame),
         cmocka_unit_test(test_emit_cancel),
         cmocka_unit_test(test_invalid_args),
         cmocka_unit_test(test_oom),
