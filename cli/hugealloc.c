@@ -110,10 +110,13 @@ static void ha_free(void *ctx, void *p)
 /* Resizes a mapped block without copying: in place when the address space
  * after it is free, else by moving its pages (mremap) onto a fresh 2 MiB
  * aligned reservation, so old and new never both hold memory and the
- * alignment huge pages need is kept.  NULL if the kernel refuses. */
+ * alignment huge pages need is kept.  NULL if the kernel refuses (the
+ * caller then copies). */
 static void *huge_remap(hdr *h, size_t size)
 {
-    size_t keep = map_len_for(size);
+    /* A block that grows is likely to grow again: whole 2 MiB units, so the
+     * end of one size is not left in small pages under the next. */
+    size_t keep = (size + HDR + HUGE_ALIGN - 1) & ~(HUGE_ALIGN - 1);
     void *old = h->map;
     size_t old_len = h->map_len;
     if (keep <= old_len) {

@@ -109,23 +109,27 @@ dedup_status dedup_strset_load(dedup_source src, const dedup_allocator *alloc, d
  *     100,000 digests on);
  *   - T grows only if the last cluster of the table runs past it (digests
  *     crowded at the very top of the lo range), by half of itself.
- * Growth needs no second table: the blocks are enlarged through the
- * allocator's realloc_fn and the digests are moved to their new slots in
- * place.  The only other memory it takes for the duration of the growth is
- * a scratch array of 8 bytes per 1024 slots (0.05% of the table).  With the
- * malloc family (NULL allocator) or any realloc_fn that can extend a block,
- * the peak is therefore the grown table; an allocator hook without
- * realloc_fn makes the library copy (old and new block both live for a
- * moment, and a memory limit counts both).
+ * Growth needs no second table and no scratch memory: the blocks are
+ * enlarged through the allocator's realloc_fn and the digests are moved to
+ * their new slots in place (one pass over the table, right to left).  With
+ * the malloc family (NULL allocator) or any realloc_fn that can extend a
+ * block without copying (glibc does for large blocks, with mremap), the
+ * peak is the grown table; an allocator hook without realloc_fn makes the
+ * library copy (old and new block both live for a moment, and a memory
+ * limit counts both).  A fresh table is filled with 0xff bytes (the empty
+ * mark) at creation, so all of it is touched up front.
  *
  * Limits and errors: insert returns DEDUP_ERR_FULL (memory limit: the grown
- * table plus scratch, and the old table too without realloc_fn, would pass
+ * table, and the old one too without realloc_fn, would pass
  * params.memory_limit), DEDUP_ERR_NOMEM (the allocator failed) or
  * DEDUP_ERR_LIMIT (more than 2^40 slots); in every case the set is
  * unchanged and usable (a block may have grown and memory_usage says so).
  * Insert is O(1) expected (it shifts the rest of the digest's cluster one
  * slot right, about 5 to 20 slots at these loads); a growth step is O(H)
  * sequential work, about 5 table passes in total over the life of a set.
+ * Digests crowded on nearly equal lo values (which a seeded hash does not
+ * produce) make one long cluster: inserts and growth then cost time in
+ * proportion to its length, never correctness.
  * The all-ones digest (lo = hi = 2^64 - 1) marks empty slots and is kept
  * aside, so every digest is a valid key.
  *

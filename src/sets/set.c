@@ -545,17 +545,17 @@ done:
  * tail is lengthened first.
  *
  * Growth is in place: the home range grows by 1/4 when the load passes
- * 17/20 of 'nhome', the block is enlarged through the allocator's realloc
+ * 17/20 of 'nhome', the blocks are enlarged through the allocator's realloc
  * (no second table), and every digest moves to its canonical position for
  * the new home range.  New positions are never left of old ones (homes only
  * move right and the layout is canonical), so a pass from the last digest to
- * the first never overwrites one not yet moved.  That pass needs each new
- * position before the digest is moved, but the new positions follow from a
- * left-to-right recurrence; so a read-only forward pass first records the
- * recurrence's carry at the start of every segment of DSET_SEG slots
- * (scratch: 8 bytes per segment), then the backward pass recomputes the
- * positions of one segment at a time into a stack buffer and moves its
- * digests right to left.  Counts move with their digests.
+ * the first never overwrites one not yet moved.  The new positions follow a
+ * left-to-right recurrence, so the pass works on segments of DSET_SEG
+ * slots from the right: it finds the recurrence's carry into the segment
+ * from the few digests just left of it (dset_carry bounds how far to look),
+ * computes the segment's new positions into a stack buffer, then moves its
+ * digests right to left.  One read and one write of the table, no scratch
+ * memory.  Counts move with their digests.
  */
 
 #define DSET_SEG 1024u  /* slots per segment of the growth pass */
@@ -625,14 +625,14 @@ static dedup_status dset_reserve(dedup_digestset *s, uint64_t n)
     return DEDUP_OK;
 }
 
-/* Whether holding 'n' slots plus 'scratch' bytes stays within the limit.
+/* Whether holding 'n' slots stays within the limit.
  * Without a realloc in the allocator hook, enlarging copies the block, so
  * the old blocks count too. */
-static bool dset_fits(const dedup_digestset *s, uint64_t n, size_t scratch)
+static bool dset_fits(const dedup_digestset *s, uint64_t n)
 {
     if (!s->limit)
         return true;
-    size_t need = dset_bytes_with(s, n) + scratch;
+    size_t need = dset_bytes_with(s, n);
     if (!s->alloc.realloc_fn && n > s->slots_cap)
         need += dset_bytes_with(s, 0) - sizeof *s;
     return need <= s->limit;
@@ -715,63 +715,69 @@ static inline uint64_t dset_seek(const dedup_digestset *s, dedup_digest d)
     return i;
 }
 
+/* The lowest new slot free for the first digest at or right of old slot
+ * 'base' when the home range grows from 'h0' to 'h1': one more than the new
+ * position of the last digest left of 'base' (0 if there is none).
+ *
+ * The new positions satisfy pos'(k) = max(home'(k), pos'(k-1) + 1), so the
+ * answer is the maximum over digests j left of 'base' of home'(j) + (number
+ * of digests from j to the last one).  Scanning j leftwards, the digests
+ * still to the left can only matter through pos'(j-1) + 1 + that number,
+ * and pos'(i) < (pos(i) + 1) * h1 / h0 for every digest i (by induction:
+ * home'(i) < (home(i) + 1) * h1 / h0 <= (pos(i) + 1) * h1 / h0, and the
+ * ratio is at least 1).  So the scan stops as soon as that bound cannot
+ * beat the maximum found: a few slots past the start of the cluster, since
+ * the bound falls by h1/h0 per slot and the count rises by at most 1. */
+static uint64_t dset_carry(const dedup_digest *t, uint64_t base, uint64_t h0, uint64_t h1)
+{
+    uint64_t best = 0, count = 0;
+    for (uint64_t p = base; p-- > 0;) {
+        if (dg_empty(t[p]))
+            continue;
+        count++;
+        uint64_t v = dedup_reduce(t[p].lo, h1) + count;
+        if (v > best)
+            best = v;
+        /* digests left of p: pos'(j-1) + 1 <= ceil(p * h1 / h0) */
+        uint64_t bound = (uint64_t)(((dedup_u128_)p * h1 + h0 - 1) / h0);
+        if (bound + count <= best)
+            break;
+    }
+    return best;
+}
+
 /* Grows the home range by 1/4 and moves every digest to its new canonical
  * slot in place (see "How the digest set works"). */
 static dedup_status dset_grow(dedup_digestset *s)
 {
     uint64_t add = s->nhome / 4 > 16 ? s->nhome / 4 : 16;
     uint64_t nh = s->nhome + add;
-    if (nh + DSET_TAIL > DSET_MAX_SLOTS)
-        return DEDUP_ERR_LIMIT;
     uint64_t old = s->nslots;
-    uint64_t nseg = (old + DSET_SEG - 1) / DSET_SEG;
-    size_t cp_bytes = (size_t)nseg * 8;
-    if (!dset_fits(s, nh + DSET_TAIL, cp_bytes))
-        return DEDUP_ERR_FULL;
-    uint64_t *cp = dd_malloc(&s->alloc, cp_bytes);
-    if (!cp)
-        return DEDUP_ERR_NOMEM;
-
-    /* Forward, read only: the carry (lowest free new position) at the start
-     * of every segment, and the extent of the new layout. */
-    dedup_digest *t = s->slots;
-    uint64_t next = 0;
-    for (uint64_t g = 0; g < nseg; g++) {
-        cp[g] = next;
-        uint64_t end = (g + 1) * DSET_SEG < old ? (g + 1) * DSET_SEG : old;
-        for (uint64_t p = g * DSET_SEG; p < end; p++) {
-            if (dg_empty(t[p]))
-                continue;
-            uint64_t h = dedup_reduce(t[p].lo, nh);
-            next = (h > next ? h : next) + 1;
-        }
-    }
-    uint64_t n = nh + DSET_TAIL;
-    if (n < next + DSET_TAIL / 2)
-        n = next + DSET_TAIL / 2; /* the last cluster runs far past the home range */
+    /* the new layout ends one slot after the last digest's new position */
+    uint64_t n = dset_carry(s->slots, old, s->nhome, nh) + DSET_TAIL / 2;
+    if (n < nh + DSET_TAIL)
+        n = nh + DSET_TAIL;
     if (n < old)
         n = old;
-    dedup_status st = DEDUP_OK;
     if (n > DSET_MAX_SLOTS)
-        st = DEDUP_ERR_LIMIT;
-    else if (!dset_fits(s, n, cp_bytes))
-        st = DEDUP_ERR_FULL;
-    else
-        st = dset_reserve(s, n);
-    if (st) {
-        dd_free(&s->alloc, cp);
+        return DEDUP_ERR_LIMIT;
+    if (!dset_fits(s, n))
+        return DEDUP_ERR_FULL;
+    dedup_status st = dset_reserve(s, n);
+    if (st)
         return st;
-    }
 
-    /* Backward: one segment at a time, new positions recomputed from the
-     * segment's carry, then digests moved right to left. */
-    t = s->slots;
+    /* Right to left, one segment at a time: the carry into the segment from
+     * the digests left of it (still in their old slots), the segment's new
+     * positions left to right, then its digests moved right to left. */
+    dedup_digest *t = s->slots;
     uint64_t *c = s->counts;
     uint64_t pos[DSET_SEG];
+    uint64_t nseg = (old + DSET_SEG - 1) / DSET_SEG;
     for (uint64_t g = nseg; g-- > 0;) {
         uint64_t base = g * DSET_SEG;
         uint64_t end = base + DSET_SEG < old ? base + DSET_SEG : old;
-        next = cp[g];
+        uint64_t next = dset_carry(t, base, s->nhome, nh);
         for (uint64_t p = base; p < end; p++) {
             if (dg_empty(t[p]))
                 continue;
@@ -791,7 +797,6 @@ static dedup_status dset_grow(dedup_digestset *s)
                 c[q] = c[p];
         }
     }
-    dd_free(&s->alloc, cp);
     s->nhome = nh;
     s->nslots = n;
     s->grow_at = dset_grow_at(nh);
@@ -805,7 +810,7 @@ static dedup_status dset_extend_tail(dedup_digestset *s)
     uint64_t n = s->nslots + (tail / 2 > DSET_TAIL ? tail / 2 : DSET_TAIL);
     if (n > DSET_MAX_SLOTS)
         return DEDUP_ERR_LIMIT;
-    if (!dset_fits(s, n, 0))
+    if (!dset_fits(s, n))
         return DEDUP_ERR_FULL;
     dedup_status st = dset_reserve(s, n);
     if (st)
