@@ -133,6 +133,15 @@ dedup_status dedup_strset_load(dedup_source src, const dedup_allocator *alloc, d
  * The all-ones digest (lo = hi = 2^64 - 1) marks empty slots and is kept
  * aside, so every digest is a valid key.
  *
+ * Insertion order: digests of real keys arrive in random order.  Digests
+ * inserted in increasing order crowd the left part of the table beyond
+ * its share unless the table is sized for all of them up front
+ * (params.capacity): without that, inserts slow down in proportion to the
+ * keys still to come.  load sizes for the declared key count for this
+ * reason (and, as a fresh table is written in full with the empty mark,
+ * touches that much memory before the first key is read; the memory and
+ * file sources check the declared length against the data first).
+ *
  * save writes the digests in increasing (lo, hi) order; load accepts any
  * order and rebuilds the table (see docs/FORMAT.md, type 8). */
 typedef struct dedup_digestset dedup_digestset;
