@@ -237,6 +237,325 @@ static void test_digestset_and_u64set_model(void **state)
     free(cnt);
 }
 
+/* ---- Digest set: ordered table that grows in place ------------------------ */
+
+/* A naive model: open addressing on a hash of its own, never resized. */
+typedef struct dmodel {
+    dedup_digest *k;
+    uint64_t *c;
+    unsigned char *used;
+    uint64_t cap, n;
+} dmodel;
+
+static void dm_init(dmodel *m, uint64_t cap)
+{
+    m->cap = cap;
+    m->n = 0;
+    m->k = calloc(cap, sizeof *m->k);
+    m->c = calloc(cap, sizeof *m->c);
+    m->used = calloc(cap, 1);
+    assert_non_null(m->k);
+    assert_non_null(m->c);
+    assert_non_null(m->used);
+}
+static void dm_free(dmodel *m)
+{
+    free(m->k);
+    free(m->c);
+    free(m->used);
+}
+static uint64_t *dm_slot(dmodel *m, dedup_digest d, bool add)
+{
+    uint64_t h = (d.lo ^ (d.hi * UINT64_C(0x9E3779B97F4A7C15))) * UINT64_C(0xBF58476D1CE4E5B9);
+    uint64_t i = (h >> 20) % m->cap;
+    while (m->used[i]) {
+        if (m->k[i].lo == d.lo && m->k[i].hi == d.hi)
+            return &m->c[i];
+        i = (i + 1) % m->cap;
+    }
+    if (!add)
+        return NULL;
+    assert_true(m->n + 1 < m->cap);
+    m->used[i] = 1;
+    m->k[i] = d;
+    m->n++;
+    return &m->c[i];
+}
+
+/* Digests of several shapes: uniform; sharing the top bits of lo (one home
+ * slot, long clusters); lo near 2^64 (clusters at the end of the table, in
+ * the overflow tail); equal lo with different hi; the all-zero and all-ones
+ * digests. */
+static dedup_digest dm_draw(tu_rng *r, uint64_t universe, unsigned shape_mask)
+{
+    uint64_t id = tu_below(r, universe);
+    tu_rng k = {id * 0x1000193u + 17};
+    dedup_digest d = {tu_next(&k), tu_next(&k)};
+    unsigned shape = (unsigned)(tu_next(&k) % 16) & shape_mask;
+    switch (shape) {
+    case 1: d.lo = UINT64_C(0x1234500000000000) | (d.lo >> 44); break; /* same top 20 bits */
+    case 2: d.lo = UINT64_MAX - (d.lo >> 48); break;                   /* the very end */
+    case 3: d.lo = UINT64_C(42); break;                                /* equal lo */
+    case 4: d.lo = 0; break;                                           /* lo 0 */
+    case 5:
+        if (id % 97 == 0)
+            d.lo = d.hi = (id & 1) ? 0 : UINT64_MAX; /* the two special digests */
+        break;
+    default: break;
+    }
+    return d;
+}
+
+static void dm_check_all(const dedup_digestset *s, dmodel *m)
+{
+    assert_int_equal(dedup_digestset_size(s), m->n);
+    for (uint64_t i = 0; i < m->cap; i++) {
+        if (!m->used[i])
+            continue;
+        assert_true(dedup_digestset_contains(s, m->k[i]));
+        assert_int_equal(dedup_digestset_count_of(s, m->k[i]), m->c[i]);
+    }
+}
+
+static void digestset_model_run(uint64_t seed, unsigned shape_mask, uint64_t capacity)
+{
+    tu_rng r = {seed};
+    enum { UNIVERSE = 60000, OPS = 150000 };
+    dmodel m;
+    dm_init(&m, 4 * UNIVERSE);
+    dedup_set_params p;
+    dedup_set_params_init(&p);
+    p.counts = true;
+    p.capacity = capacity;
+    dedup_digestset *s;
+    assert_int_equal(dedup_digestset_create(&p, NULL, &s), DEDUP_OK);
+    for (int i = 0; i < OPS; i++) {
+        dedup_digest d = dm_draw(&r, UNIVERSE, shape_mask);
+        uint64_t *c = dm_slot(&m, d, false);
+        dedup_verdict v;
+        if (i % 3 == 0) { /* lookups of present and absent keys */
+            assert_int_equal(dedup_digestset_contains(s, d), c != NULL);
+            assert_int_equal(dedup_digestset_count_of(s, d), c ? *c : 0);
+        }
+        assert_int_equal(dedup_digestset_insert(s, d, &v), DEDUP_OK);
+        assert_int_equal(v, c ? DEDUP_DUPLICATE : DEDUP_NEW);
+        if (!c)
+            c = dm_slot(&m, d, true);
+        (*c)++;
+        if ((i & (i - 1)) == 0) /* at powers of two: the whole set */
+            dm_check_all(s, &m);
+    }
+    dm_check_all(s, &m);
+    /* absent keys: never inserted ids */
+    for (uint64_t id = UNIVERSE; id < UNIVERSE + 20000; id++) {
+        tu_rng k = {id * 0x1000193u + 17};
+        dedup_digest d = {tu_next(&k), tu_next(&k)};
+        if (!dm_slot(&m, d, false))
+            assert_false(dedup_digestset_contains(s, d));
+    }
+    /* round trip */
+    uint64_t size;
+    dedup_sink cs = dedup_count_sink_init(&size);
+    assert_int_equal(dedup_digestset_save(s, &cs), DEDUP_OK);
+    unsigned char *buf = malloc(size);
+    dedup_mem_sink ms;
+    dedup_sink sink = dedup_mem_sink_init(&ms, buf, size);
+    assert_int_equal(dedup_digestset_save(s, &sink), DEDUP_OK);
+    dedup_mem_source src;
+    dedup_digestset *t;
+    assert_int_equal(dedup_digestset_load(dedup_mem_source_init(&src, buf, size), NULL, &t),
+                     DEDUP_OK);
+    dm_check_all(t, &m);
+    /* saving the loaded set gives the same bytes (records in digest order) */
+    unsigned char *buf2 = malloc(size);
+    sink = dedup_mem_sink_init(&ms, buf2, size);
+    assert_int_equal(dedup_digestset_save(t, &sink), DEDUP_OK);
+    assert_memory_equal(buf, buf2, size);
+    free(buf);
+    free(buf2);
+    dedup_digestset_free(t);
+    dedup_digestset_free(s);
+    dm_free(&m);
+}
+
+static void test_digestset_grow_model(void **state)
+{
+    (void)state;
+    uint64_t seed = tu_seed() + 10;
+    digestset_model_run(seed, 0, 0);          /* uniform digests, many growth steps */
+    digestset_model_run(seed + 1, 15, 0);     /* every shape */
+    digestset_model_run(seed + 2, 15, 50000); /* sized up front, then grows */
+}
+
+/* Counts live and peak bytes; a real realloc, like the CLI's allocator. */
+typedef struct peak_alloc {
+    size_t live, peak;
+} peak_alloc;
+static void pa_note(peak_alloc *a, size_t add, size_t sub)
+{
+    a->live = a->live + add - sub;
+    if (a->live > a->peak)
+        a->peak = a->live;
+}
+static void *pa_malloc(void *ctx, size_t n)
+{
+    size_t *p = malloc(n + 16);
+    if (!p)
+        return NULL;
+    *p = n;
+    pa_note(ctx, n, 0);
+    return (unsigned char *)p + 16;
+}
+static void pa_free(void *ctx, void *q)
+{
+    if (!q)
+        return;
+    size_t *p = (size_t *)((unsigned char *)q - 16);
+    pa_note(ctx, 0, *p);
+    free(p);
+}
+static void *pa_realloc(void *ctx, void *q, size_t n)
+{
+    if (!q)
+        return pa_malloc(ctx, n);
+    size_t *p = (size_t *)((unsigned char *)q - 16);
+    size_t old = *p;
+    p = realloc(p, n + 16); /* counted as growing in place */
+    if (!p)
+        return NULL;
+    *p = n;
+    pa_note(ctx, n, old);
+    return (unsigned char *)p + 16;
+}
+
+static void test_digestset_memory(void **state)
+{
+    (void)state;
+    tu_rng r = {tu_seed() + 11};
+    for (int counts = 0; counts < 2; counts++) {
+        peak_alloc pa = {0, 0};
+        dedup_allocator a = {pa_malloc, NULL, pa_realloc, pa_free, &pa};
+        dedup_set_params p;
+        dedup_set_params_init(&p);
+        p.counts = counts;
+        dedup_digestset *s;
+        assert_int_equal(dedup_digestset_create(&p, &a, &s), DEDUP_OK);
+        size_t per = counts ? 24 : 16;
+        size_t prev = dedup_digestset_memory_usage(s);
+        for (uint64_t i = 1; i <= 400000; i++) {
+            dedup_digest d = {tu_next(&r), tu_next(&r)};
+            dedup_verdict v;
+            assert_int_equal(dedup_digestset_insert(s, d, &v), DEDUP_OK);
+            size_t mem = dedup_digestset_memory_usage(s);
+            /* exact: everything the set holds is counted */
+            assert_int_equal(mem, pa.live);
+            if (mem != prev) { /* a growth step: home range x1.25 (+16 at small sizes) */
+                assert_true(mem - 128 <= (prev - 128) * 5 / 4 + 16 * per + 128 * per);
+                prev = mem;
+            }
+            /* never below load 2/3 of the table once past the start, peak included */
+            if (i >= 20000) {
+                assert_true(mem <= i * per * 3 / 2);
+                assert_true(pa.peak <= i * per * 3 / 2);
+            }
+            /* and never above 17/20 of the home range (+1 for rounding) */
+            assert_true(i * 20 <= (mem / per) * 17 + 20);
+        }
+        dedup_digestset_free(s);
+        assert_int_equal(pa.live, 0);
+    }
+}
+
+static void test_digestset_oom(void **state)
+{
+    (void)state;
+    for (uint64_t fail = 1; fail < 60; fail++) {
+        for (int counts = 0; counts < 2; counts++) {
+            tu_failing_alloc fa;
+            dedup_allocator a = tu_failing_allocator(&fa, fail);
+            dedup_set_params p;
+            dedup_set_params_init(&p);
+            p.counts = counts;
+            dedup_digestset *s = NULL;
+            dedup_status st = dedup_digestset_create(&p, &a, &s);
+            uint64_t n = 0;
+            tu_rng r = {fail};
+            dedup_digest d = {0, 0};
+            for (; st == DEDUP_OK && n < 30000; n++) {
+                d.lo = tu_next(&r);
+                d.hi = tu_next(&r);
+                dedup_verdict v;
+                st = dedup_digestset_insert(s, d, &v);
+            }
+            if (st != DEDUP_OK) {
+                assert_int_equal(st, DEDUP_ERR_NOMEM);
+                if (s) {
+                    /* the failed insert changed nothing; the set still answers */
+                    n--;
+                    assert_int_equal(dedup_digestset_size(s), n);
+                    assert_false(dedup_digestset_contains(s, d));
+                    tu_rng q = {fail};
+                    for (uint64_t i = 0; i < n; i++) {
+                        dedup_digest x = {tu_next(&q), tu_next(&q)};
+                        assert_true(dedup_digestset_contains(s, x));
+                        assert_int_equal(dedup_digestset_count_of(s, x), 1);
+                        dedup_verdict v;
+                        assert_int_equal(dedup_digestset_insert(s, x, &v), DEDUP_OK);
+                        assert_int_equal(v, DEDUP_DUPLICATE);
+                    }
+                }
+            }
+            dedup_digestset_free(s);
+            assert_int_equal(fa.live, 0);
+        }
+    }
+}
+
+static void test_digestset_limit(void **state)
+{
+    (void)state;
+    tu_rng r = {tu_seed() + 12};
+    const uint64_t limit = 1u << 20;
+    for (int with_realloc = 0; with_realloc < 2; with_realloc++) {
+        peak_alloc pa = {0, 0};
+        dedup_allocator a = {pa_malloc, NULL, with_realloc ? pa_realloc : NULL, pa_free, &pa};
+        dedup_set_params p;
+        dedup_set_params_init(&p);
+        p.memory_limit = limit;
+        dedup_digestset *s;
+        assert_int_equal(dedup_digestset_create(&p, &a, &s), DEDUP_OK);
+        dedup_status st = DEDUP_OK;
+        uint64_t n = 0;
+        dedup_digest d;
+        while (st == DEDUP_OK) {
+            d.lo = tu_next(&r);
+            d.hi = tu_next(&r);
+            dedup_verdict v;
+            st = dedup_digestset_insert(s, d, &v);
+            n += st == DEDUP_OK;
+        }
+        assert_int_equal(st, DEDUP_ERR_FULL);
+        assert_int_equal(dedup_digestset_size(s), n);
+        assert_false(dedup_digestset_contains(s, d));
+        assert_true(dedup_digestset_memory_usage(s) <= limit);
+        assert_true(pa.peak <= limit); /* the limit holds at every moment */
+        /* ... and is not wasted: load >= 2/3 of a table that fits (a table and
+         * its 1.25x successor must fit at once when the allocator cannot
+         * grow a block in place) */
+        assert_true(n > (with_realloc ? limit / 16 / 2 : limit / 16 / 4));
+        dedup_verdict v;
+        assert_int_equal(dedup_digestset_insert(s, d, &v), DEDUP_ERR_FULL);
+        dedup_digestset_free(s);
+    }
+    /* Too small for the initial table. */
+    dedup_set_params p;
+    dedup_set_params_init(&p);
+    p.memory_limit = 100;
+    dedup_digestset *s = NULL;
+    assert_int_equal(dedup_digestset_create(&p, NULL, &s), DEDUP_ERR_FULL);
+    assert_null(s);
+}
+
 static void test_oom_leaks_nothing(void **state)
 {
     (void)state;
@@ -267,6 +586,10 @@ int main(void)
         cmocka_unit_test(test_strset_huge_key),
         cmocka_unit_test(test_digestset_and_u64set_model),
         cmocka_unit_test(test_oom_leaks_nothing),
+        cmocka_unit_test(test_digestset_grow_model),
+        cmocka_unit_test(test_digestset_memory),
+        cmocka_unit_test(test_digestset_oom),
+        cmocka_unit_test(test_digestset_limit),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
