@@ -29,7 +29,9 @@ typedef struct slot {
     const unsigned char *piece_rec[1]; /* a piece block's one "record" */
     size_t piece_len[1];
     unsigned char *arrays; /* their one allocation */
+    bool split_done;     /* records found (else the caller splits the block) */
     bool hashed;         /* digests computed (else the caller computes them) */
+    size_t tail;         /* at the end of the input: a last record without terminator */
 } slot;
 
 struct dd_feeder {
@@ -134,6 +136,7 @@ static bool split(dd_feeder *f, slot *s, size_t tail, bool hash)
     }
     s->b.n = n;
     s->hashed = hash || !f->o.hash;
+    s->split_done = true;
     return true;
 }
 
@@ -141,7 +144,7 @@ static void publish(dd_feeder *f, slot *s, bool last, int err)
 {
     pthread_mutex_lock(&f->mu);
     s->b.bytes_read = f->bytes_read;
-    if (s->b.n)
+    if (s->b.piece || (s->split_done ? s->b.n > 0 : s->used + s->tail > 0))
         f->produced++;
     if (last) {
         f->done = true;
@@ -256,7 +259,7 @@ static void *feeder_main(void *arg)
             s->piece_rec[0] = s->buf;
             s->piece_len[0] = s->used ? s->used - 1 : s->len;
             s->b.n = 1;
-            s->hashed = true; /* pieces have no digest: the engine streams one */
+            s->hashed = s->split_done = true; /* pieces have no digest: the engine streams one */
             if (!s->used || eof)
                 s->used = s->len;
             in_giant = !last;
@@ -268,19 +271,21 @@ static void *feeder_main(void *arg)
             continue;
         }
         /* After a read error the complete records before it still count. */
-        size_t tail = eof ? s->len - s->used : 0;
-        /* Digests are computed by whichever thread has time: here when the
-         * caller still has blocks queued (it is the slower side), by the
-         * caller when it is waiting for this one. */
+        s->tail = eof ? s->len - s->used : 0;
+        /* Splitting and hashing are done by whichever thread has time: here
+         * when the caller still has blocks queued (it is the slower side),
+         * by the caller when it is waiting for this one. */
         pthread_mutex_lock(&f->mu);
         bool caller_busy = f->produced > f->taken;
         pthread_mutex_unlock(&f->mu);
-        if (!split(f, s, tail, f->o.hash && caller_busy)) {
+        s->split_done = false;
+        s->hashed = false;
+        if (caller_busy && !split(f, s, s->tail, f->o.hash)) {
             err = ENOMEM;
+            s->used = s->tail = 0;
             s->b.n = 0;
+            s->split_done = true;
         }
-        if (eof)
-            s->used = s->len;
         publish(f, s, eof || err, err);
         if (eof || err)
             return NULL;
@@ -357,7 +362,15 @@ const dd_block *dd_feeder_next(dd_feeder *f)
     pthread_mutex_unlock(&f->mu);
     if (!s)
         return NULL;
-    if (!s->hashed) {
+    if (!s->split_done) {
+        if (!split(f, s, s->tail, f->o.hash)) {
+            pthread_mutex_lock(&f->mu);
+            f->error = ENOMEM;
+            f->done = true;
+            pthread_mutex_unlock(&f->mu);
+            return NULL;
+        }
+    } else if (!s->hashed) {
         for (size_t i = 0; i < s->b.n; i++)
             s->b.dig[i] = dedup_hash(s->b.key[i], s->b.klen[i], f->o.seed);
         s->hashed = true;

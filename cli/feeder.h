@@ -12,11 +12,11 @@
  * Blocks: the feeder reads into one of a few buffers (1 MiB; a buffer grows
  * when one record does not fit), cuts it after the last terminator (the
  * partial record goes to the front of the next buffer) and publishes the
- * complete records with their keys and, when asked, their digests.  The
- * digests are computed by whichever thread has time: by the feeder while
- * the caller still has blocks queued (exact mode, where probes dominate),
- * by the caller when it had to wait for the block (Bloom filters, where
- * reading dominates).  A last
+ * complete records with their keys and, when asked, their digests.
+ * Splitting and hashing are done by whichever thread has time: by the
+ * feeder while the caller still has blocks queued (exact mode, where the
+ * probes are the slower half), by the caller inside dd_feeder_next() when
+ * it had to wait for the block (Bloom filters, where reading is).  A last
  * record without a terminator is still a record.  The caller takes blocks in
  * input order; a block stays valid until the next dd_feeder_next() call.
  *
