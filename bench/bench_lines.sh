@@ -9,7 +9,9 @@
 # floor, and dedup blocked the same way).  Peak RSS and CPU come from /usr/bin/time.
 #
 #   bench/bench_lines.sh [BUILD_DIR]     env: N (lines, default 20000000), REPS, DATA_DIR,
-#                                        ONLY=urls|uuids (default both)
+#                                        ONLY=urls|uuids (default both),
+#                                        ROWS="cat-null dedup-exact ..." (default all; mawk
+#                                        and sort-u-C are the ratio anchors)
 set -eu
 BUILD=${1:-build}
 DEDUP=$(cd "$BUILD" && pwd)/dedup
@@ -30,6 +32,7 @@ run_one() { # run_one NAME FILE CMD... ; appends "name wall user sys maxrss_kb" 
     # Output goes to $DATA/out.NAME (compared afterwards), or to /dev/null
     # for names ending in -null (the floor: `cat FILE > /dev/null`).
     local name=$1 file=$2 out; shift 2
+    case " ${ROWS:-$name} " in *" $name "*) ;; *) return 0 ;; esac
     case $name in *-null) out=/dev/null ;; *) out=$DATA/out.$name ;; esac
     cat "$file" > /dev/null # same cache state for everyone
     /usr/bin/time -f "%e %U %S %M" -o "$DATA/time.out" "$@" < "$file" > "$out" 2>/dev/null
@@ -54,7 +57,9 @@ bench_file() { # bench_file LABEL FILE DISTINCT_HINT
         run_one mawk "$file" mawk '!a[$0]++'
         run_one perl "$file" perl -ne 'print unless $s{$_}++'
     done
-    cmp -s "$DATA/out.dedup-exact" "$DATA/out.mawk" && same=yes || same=NO
+    if [ -s "$DATA/out.mawk" ] && [ -s "$DATA/out.dedup-exact" ]; then
+        cmp -s "$DATA/out.dedup-exact" "$DATA/out.mawk" && same=yes || same=NO
+    else same="not compared"; fi
     echo
     echo "### $label: $(wc -l < "$file") lines, $(du -h "$file" | cut -f1), $(wc -l < "$DATA/out.dedup-exact") distinct; dedup exact output identical to mawk: $same"
     echo

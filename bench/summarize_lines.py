@@ -20,9 +20,12 @@ def ratio(num, den, col):
 
 
 floor = "cat-null" if "cat-null" in rows else "cat"
-awk = med["mawk"]
+awk = med.get("mawk")
 print("| command | runs | wall s (median) | CPU s | peak RSS MB | wall: `LC_ALL=C sort -u` / this | CPU: mawk / this | RSS: this / mawk | wall: this / `cat > /dev/null` |")
 print("|---|---|---|---|---|---|---|---|---|")
 for k, (w, c, r, n) in med.items():
-    print(f"| {k} | {n} | {w:.2f} | {c:.2f} | {r/1024:.0f} | {ratio('sort-u-C', k, 0):.2f} | "
-          f"{ratio('mawk', k, 1):.1f} | {r/awk[2]:.2f} | {ratio(k, floor, 0):.2f} |")
+    sortr = f"{ratio('sort-u-C', k, 0):.2f}" if "sort-u-C" in rows else "-"
+    awkc = f"{ratio('mawk', k, 1):.1f}" if awk else "-"
+    awkr = f"{r/awk[2]:.2f}" if awk else "-"
+    print(f"| {k} | {n} | {w:.2f} | {c:.2f} | {r/1024:.0f} | {sortr} | {awkc} | {awkr} | "
+          f"{ratio(k, floor, 0):.2f} |")
