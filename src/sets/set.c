@@ -638,6 +638,17 @@ static bool dset_fits(const dedup_digestset *s, uint64_t n)
     return need <= s->limit;
 }
 
+/* The table enlarged to n slots, within the limits: DEDUP_ERR_LIMIT past the
+ * largest table, DEDUP_ERR_FULL past the memory limit, else dset_reserve(). */
+static dedup_status dset_make_room(dedup_digestset *s, uint64_t n)
+{
+    if (n > DSET_MAX_SLOTS)
+        return DEDUP_ERR_LIMIT;
+    if (!dset_fits(s, n))
+        return DEDUP_ERR_FULL;
+    return dset_reserve(s, n);
+}
+
 dedup_status dedup_digestset_create(const dedup_set_params *params, const dedup_allocator *alloc,
                                     dedup_digestset **out)
 {
@@ -759,11 +770,7 @@ static dedup_status dset_grow(dedup_digestset *s)
         n = nh + DSET_TAIL;
     if (n < old)
         n = old;
-    if (n > DSET_MAX_SLOTS)
-        return DEDUP_ERR_LIMIT;
-    if (!dset_fits(s, n))
-        return DEDUP_ERR_FULL;
-    dedup_status st = dset_reserve(s, n);
+    dedup_status st = dset_make_room(s, n);
     if (st)
         return st;
 
@@ -808,11 +815,7 @@ static dedup_status dset_extend_tail(dedup_digestset *s)
 {
     uint64_t tail = s->nslots - s->nhome;
     uint64_t n = s->nslots + (tail / 2 > DSET_TAIL ? tail / 2 : DSET_TAIL);
-    if (n > DSET_MAX_SLOTS)
-        return DEDUP_ERR_LIMIT;
-    if (!dset_fits(s, n))
-        return DEDUP_ERR_FULL;
-    dedup_status st = dset_reserve(s, n);
+    dedup_status st = dset_make_room(s, n);
     if (st)
         return st;
     s->nslots = n;

@@ -8,6 +8,19 @@
 #include "dedup/set.h"
 
 /* Key i of a small universe: variable length, embedded NUL bytes, some empty. */
+
+static dedup_status save_dset(const void *o, dedup_sink *k) { return dedup_digestset_save(o, k); }
+static dedup_status save_u64set(const void *o, dedup_sink *k) { return dedup_u64set_save(o, k); }
+
+/* What 'save' writes for obj, in a malloc'd buffer of *len bytes. */
+static unsigned char *saved(dedup_save_fn save, const void *obj, size_t *len)
+{
+    uint64_t size;
+    dedup_sink cs = dedup_count_sink_init(&size);
+    assert_int_equal(save(obj, &cs), DEDUP_OK);
+    return tu_save_blob(save, obj, size, len);
+}
+
 static size_t make_key(uint64_t id, unsigned char *buf)
 {
     if (id == 0)
@@ -202,22 +215,13 @@ static void test_digestset_and_u64set_model(void **state)
         cnt[id]++;
     }
     /* round trips */
-    uint64_t size;
-    dedup_sink cs = dedup_count_sink_init(&size);
-    assert_int_equal(dedup_digestset_save(ds, &cs), DEDUP_OK);
-    unsigned char *buf = malloc(size);
-    dedup_mem_sink ms;
-    dedup_sink sink = dedup_mem_sink_init(&ms, buf, size);
-    assert_int_equal(dedup_digestset_save(ds, &sink), DEDUP_OK);
+    size_t size;
+    unsigned char *buf = saved(save_dset, ds, &size);
     dedup_mem_source src;
     dedup_digestset *ds2;
     assert_int_equal(dedup_digestset_load(dedup_mem_source_init(&src, buf, size), NULL, &ds2), DEDUP_OK);
     free(buf);
-    dedup_sink cs2 = dedup_count_sink_init(&size);
-    assert_int_equal(dedup_u64set_save(us, &cs2), DEDUP_OK);
-    buf = malloc(size);
-    sink = dedup_mem_sink_init(&ms, buf, size);
-    assert_int_equal(dedup_u64set_save(us, &sink), DEDUP_OK);
+    buf = saved(save_u64set, us, &size);
     dedup_u64set *us2;
     assert_int_equal(dedup_u64set_load(dedup_mem_source_init(&src, buf, size), NULL, &us2), DEDUP_OK);
     free(buf);
@@ -354,22 +358,17 @@ static void digestset_model_run(uint64_t seed, unsigned shape_mask, uint64_t cap
             assert_false(dedup_digestset_contains(s, d));
     }
     /* round trip */
-    uint64_t size;
-    dedup_sink cs = dedup_count_sink_init(&size);
-    assert_int_equal(dedup_digestset_save(s, &cs), DEDUP_OK);
-    unsigned char *buf = malloc(size);
-    dedup_mem_sink ms;
-    dedup_sink sink = dedup_mem_sink_init(&ms, buf, size);
-    assert_int_equal(dedup_digestset_save(s, &sink), DEDUP_OK);
+    size_t size;
+    unsigned char *buf = saved(save_dset, s, &size);
     dedup_mem_source src;
     dedup_digestset *t;
     assert_int_equal(dedup_digestset_load(dedup_mem_source_init(&src, buf, size), NULL, &t),
                      DEDUP_OK);
     dm_check_all(t, &m);
     /* saving the loaded set gives the same bytes (records in digest order) */
-    unsigned char *buf2 = malloc(size);
-    sink = dedup_mem_sink_init(&ms, buf2, size);
-    assert_int_equal(dedup_digestset_save(t, &sink), DEDUP_OK);
+    size_t size2;
+    unsigned char *buf2 = saved(save_dset, t, &size2);
+    assert_int_equal(size2, size);
     assert_memory_equal(buf, buf2, size);
     free(buf);
     free(buf2);
