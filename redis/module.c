@@ -151,6 +151,67 @@ static int store_new(RedisModuleKey *key, const family *f, rmf_obj *o)
     return 0;
 }
 
+/* Creates a family's object from its parameters (the rmf_*_create calls,
+ * with this module's config and allocator). */
+typedef rmf_err (*create_fn)(const void *params, rmf_obj **o);
+static rmf_err create_bf(const void *p, rmf_obj **o) { return rmf_bf_create(p, &config, &ALLOC, o); }
+static rmf_err create_cf(const void *p, rmf_obj **o) { return rmf_cf_create(p, &config, &ALLOC, o); }
+static rmf_err create_dd(const void *p, rmf_obj **o) { return rmf_dd_create(p, &config, &ALLOC, o); }
+
+/* Creates an object and stores it under the empty key. */
+static rmf_err create_stored(RedisModuleKey *key, const family *f, create_fn create,
+                             const void *params, rmf_obj **o)
+{
+    rmf_err e = create(params, o);
+    if (!e && store_new(key, f, *o) != 0)
+        e = "ERR allocation failure";
+    return e;
+}
+
+/* The *.RESERVE commands: a new object under a key that must not exist;
+ * replies OK (and replicates) or the error. */
+static int reserve_new(RedisModuleCtx *ctx, RedisModuleString *name, const family *f,
+                       create_fn create, const void *params)
+{
+    RedisModuleKey *key = RedisModule_OpenKey(ctx, name, REDISMODULE_READ | REDISMODULE_WRITE);
+    rm_value *v;
+    key_status ks = lookup(key, f, &v);
+    if (ks != K_EMPTY) {
+        close_key(key);
+        return RedisModule_ReplyWithError(ctx, ks == K_WRONGTYPE ? REDISMODULE_ERRORMSG_WRONGTYPE
+                                                                 : ERR_EXISTS);
+    }
+    rmf_obj *o;
+    rmf_err e = create_stored(key, f, create, params, &o);
+    close_key(key);
+    if (e)
+        return RedisModule_ReplyWithError(ctx, e);
+    RedisModule_ReplicateVerbatim(ctx);
+    return RedisModule_ReplyWithSimpleString(ctx, "OK");
+}
+
+/* The object under 'name' for writing; an empty key gets a new one when
+ * 'create' is given (BF.ADD, CF.ADD and the like), else ERR_NOT_FOUND.
+ * NULL once the error has been replied; the caller closes *keyp. */
+static rmf_obj *open_or_create(RedisModuleCtx *ctx, RedisModuleString *name, const family *f,
+                               create_fn create, const void *params, RedisModuleKey **keyp)
+{
+    int empty;
+    rmf_obj *o = open_obj(ctx, name, f, REDISMODULE_READ | REDISMODULE_WRITE, keyp, 1, &empty);
+    if (o || !empty)
+        return o;
+    if (!create) {
+        RedisModule_ReplyWithError(ctx, ERR_NOT_FOUND);
+        return NULL;
+    }
+    rmf_err e = create_stored(*keyp, f, create, params, &o);
+    if (e) {
+        RedisModule_ReplyWithError(ctx, e);
+        return NULL;
+    }
+    return o;
+}
+
 /* ---- argument helpers ---------------------------------------------------------- */
 static int arg_is(RedisModuleString *s, const char *word)
 {
@@ -208,23 +269,7 @@ static int bf_reserve(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
     if (p.nonscaling && have_exp)
         return RedisModule_ReplyWithError(ctx, "ERR Nonscaling filters cannot expand");
 
-    RedisModuleKey *key = RedisModule_OpenKey(ctx, argv[1], REDISMODULE_READ | REDISMODULE_WRITE);
-    rm_value *v;
-    key_status ks = lookup(key, &BF, &v);
-    if (ks != K_EMPTY) {
-        close_key(key);
-        return RedisModule_ReplyWithError(ctx, ks == K_WRONGTYPE ? REDISMODULE_ERRORMSG_WRONGTYPE
-                                                                 : ERR_EXISTS);
-    }
-    rmf_obj *o;
-    rmf_err e = rmf_bf_create(&p, &config, &ALLOC, &o);
-    if (!e && store_new(key, &BF, o) != 0)
-        e = "ERR allocation failure";
-    close_key(key);
-    if (e)
-        return RedisModule_ReplyWithError(ctx, e);
-    RedisModule_ReplicateVerbatim(ctx);
-    return RedisModule_ReplyWithSimpleString(ctx, "OK");
+    return reserve_new(ctx, argv[1], &BF, create_bf, &p);
 }
 
 /* Adds items; 'multi' replies with an array that stops after the first
@@ -233,24 +278,10 @@ static int bf_add_items(RedisModuleCtx *ctx, RedisModuleString *name, RedisModul
                         int nitems, int multi, int autocreate, const rmf_bf_params *p)
 {
     RedisModuleKey *key;
-    int empty;
-    rmf_obj *o = open_obj(ctx, name, &BF, REDISMODULE_READ | REDISMODULE_WRITE, &key, 1, &empty);
-    if (!o && !empty) {
+    rmf_obj *o = open_or_create(ctx, name, &BF, autocreate ? create_bf : NULL, p, &key);
+    if (!o) {
         close_key(key);
         return REDISMODULE_OK;
-    }
-    if (!o) {
-        if (!autocreate) {
-            close_key(key);
-            return RedisModule_ReplyWithError(ctx, ERR_NOT_FOUND);
-        }
-        rmf_err e = rmf_bf_create(p, &config, &ALLOC, &o);
-        if (!e && store_new(key, &BF, o) != 0)
-            e = "ERR allocation failure";
-        if (e) {
-            close_key(key);
-            return RedisModule_ReplyWithError(ctx, e);
-        }
     }
     if (multi)
         RedisModule_ReplyWithArray(ctx, REDISMODULE_POSTPONED_ARRAY_LEN);
@@ -639,23 +670,7 @@ static int cf_reserve(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
     }
     if (p.capacity < 2ull * p.bucket_size)
         return RedisModule_ReplyWithError(ctx, "ERR Capacity must be at least (BucketSize * 2)");
-    RedisModuleKey *key = RedisModule_OpenKey(ctx, argv[1], REDISMODULE_READ | REDISMODULE_WRITE);
-    rm_value *val;
-    key_status ks = lookup(key, &CF, &val);
-    if (ks != K_EMPTY) {
-        close_key(key);
-        return RedisModule_ReplyWithError(ctx, ks == K_WRONGTYPE ? REDISMODULE_ERRORMSG_WRONGTYPE
-                                                                 : ERR_EXISTS);
-    }
-    rmf_obj *o;
-    rmf_err e = rmf_cf_create(&p, &config, &ALLOC, &o);
-    if (!e && store_new(key, &CF, o) != 0)
-        e = "ERR allocation failure";
-    close_key(key);
-    if (e)
-        return RedisModule_ReplyWithError(ctx, e);
-    RedisModule_ReplicateVerbatim(ctx);
-    return RedisModule_ReplyWithSimpleString(ctx, "OK");
+    return reserve_new(ctx, argv[1], &CF, create_cf, &p);
 }
 
 static int cf_insert_common(RedisModuleCtx *ctx, RedisModuleString *name, RedisModuleString **items,
@@ -663,24 +678,10 @@ static int cf_insert_common(RedisModuleCtx *ctx, RedisModuleString *name, RedisM
                             const rmf_cf_params *p)
 {
     RedisModuleKey *key;
-    int empty;
-    rmf_obj *o = open_obj(ctx, name, &CF, REDISMODULE_READ | REDISMODULE_WRITE, &key, 1, &empty);
-    if (!o && !empty) {
+    rmf_obj *o = open_or_create(ctx, name, &CF, autocreate ? create_cf : NULL, p, &key);
+    if (!o) {
         close_key(key);
         return REDISMODULE_OK;
-    }
-    if (!o) {
-        if (!autocreate) {
-            close_key(key);
-            return RedisModule_ReplyWithError(ctx, ERR_NOT_FOUND);
-        }
-        rmf_err e = rmf_cf_create(p, &config, &ALLOC, &o);
-        if (!e && store_new(key, &CF, o) != 0)
-            e = "ERR allocation failure";
-        if (e) {
-            close_key(key);
-            return RedisModule_ReplyWithError(ctx, e);
-        }
     }
     rmf_err e = rmf_cf_can_grow(o);
     if (e) {
@@ -914,24 +915,8 @@ static int dd_reserve(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
             return RedisModule_ReplyWithError(ctx, "ERR unknown argument received");
         }
     }
-    RedisModuleKey *key = RedisModule_OpenKey(ctx, argv[1], REDISMODULE_READ | REDISMODULE_WRITE);
-    rm_value *v;
-    key_status ks = lookup(key, &DD, &v);
-    if (ks != K_EMPTY) {
-        close_key(key);
-        return RedisModule_ReplyWithError(ctx, ks == K_WRONGTYPE ? REDISMODULE_ERRORMSG_WRONGTYPE
-                                                                 : ERR_EXISTS);
-    }
-    rmf_obj *o;
     p.now_ms = now_ms();
-    rmf_err e = rmf_dd_create(&p, &config, &ALLOC, &o);
-    if (!e && store_new(key, &DD, o) != 0)
-        e = "ERR allocation failure";
-    close_key(key);
-    if (e)
-        return RedisModule_ReplyWithError(ctx, e);
-    RedisModule_ReplicateVerbatim(ctx);
-    return RedisModule_ReplyWithSimpleString(ctx, "OK");
+    return reserve_new(ctx, argv[1], &DD, create_dd, &p);
 }
 
 static int dd_add_common(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, int multi)
