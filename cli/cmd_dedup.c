@@ -942,9 +942,9 @@ static bool write_counts(run *r)
         memcpy(&len, r->firsts + off, 8);
         const unsigned char *rec = r->firsts + off + 8;
         off += 8 + len;
-        if (len > scap) {
+        if (len >= scap) { /* never NULL, even for an empty record */
             free(scratch);
-            scap = len * 2;
+            scap = len * 2 + 16;
             scratch = malloc(scap);
             if (!scratch) {
                 cli_error("out of memory");

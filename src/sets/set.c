@@ -207,7 +207,7 @@ static inline str_slot *str_find(const dedup_strset *s, const void *key, size_t 
         }
         if (sl->tag == tag) {
             const unsigned char *e = entry_at(s, sl->ref);
-            if (entry_len(e) == len && memcmp(e + entry_header(s), key, len) == 0) {
+            if (entry_len(e) == len && (len == 0 || memcmp(e + entry_header(s), key, len) == 0)) {
                 *found = true;
                 return sl;
             }
