@@ -626,14 +626,7 @@ static void test_load_validation(void **state)
         memcpy(params, f + 40, 32);
         unsigned char *pay = calloc(1, cpay);
         dedup_put_u64(pay + cpay - 8, UINT64_C(1) << 63);
-        unsigned char *g = malloc(len);
-        dedup_mem_sink ms;
-        dedup_sink sink = dedup_mem_sink_init(&ms, g, len);
-        dedup_encoder e;
-        assert_int_equal(dedup_encoder_begin(&e, sink, 2, DEDUP_DEFAULT_SEED, params, 32, cpay),
-                         DEDUP_OK);
-        assert_int_equal(dedup_encoder_write(&e, pay, cpay), DEDUP_OK);
-        assert_int_equal(dedup_encoder_end(&e), DEDUP_OK);
+        unsigned char *g = tu_container(2, DEDUP_DEFAULT_SEED, params, 32, pay, cpay, &len);
         dedup_bloom *out = NULL;
         assert_int_equal(cbits % 64 != 63, true);
         assert_int_equal(load_mem(g, len, NULL, &out), DEDUP_ERR_CORRUPT);

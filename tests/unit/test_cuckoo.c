@@ -497,16 +497,7 @@ static void test_save_load(void **state)
 static unsigned char *craft(uint16_t type, const unsigned char *params, uint32_t plen,
                             const void *payload, uint64_t paylen, size_t *len)
 {
-    size_t cap = DEDUP_HEADER_SIZE + plen + (size_t)paylen + DEDUP_TRAILER_SIZE;
-    unsigned char *buf = malloc(cap);
-    dedup_mem_sink ms;
-    dedup_sink sink = dedup_mem_sink_init(&ms, buf, cap);
-    dedup_encoder e;
-    assert_int_equal(dedup_encoder_begin(&e, sink, type, 1, params, plen, paylen), DEDUP_OK);
-    assert_int_equal(dedup_encoder_write(&e, payload, (size_t)paylen), DEDUP_OK);
-    assert_int_equal(dedup_encoder_end(&e), DEDUP_OK);
-    *len = ms.len;
-    return buf;
+    return tu_container(type, 1, params, plen, payload, paylen, len);
 }
 
 static void test_corrupt(void **state)

@@ -128,3 +128,19 @@ unsigned char *tu_save_blob(dedup_save_fn save, const void *obj, uint64_t expect
     *len = ms.len;
     return buf;
 }
+
+unsigned char *tu_container(uint16_t type, uint64_t seed, const void *params, uint32_t plen,
+                            const void *payload, uint64_t paylen, size_t *len)
+{
+    size_t cap = DEDUP_HEADER_SIZE + plen + (size_t)paylen + DEDUP_TRAILER_SIZE;
+    unsigned char *buf = malloc(cap);
+    assert_non_null(buf);
+    dedup_mem_sink ms;
+    dedup_sink sink = dedup_mem_sink_init(&ms, buf, cap);
+    dedup_encoder e;
+    assert_int_equal(dedup_encoder_begin(&e, sink, type, seed, params, plen, paylen), DEDUP_OK);
+    assert_int_equal(dedup_encoder_write(&e, payload, (size_t)paylen), DEDUP_OK);
+    assert_int_equal(dedup_encoder_end(&e), DEDUP_OK);
+    *len = ms.len;
+    return buf;
+}

@@ -53,4 +53,10 @@ dedup_allocator tu_failing_allocator(tu_failing_alloc *state, uint64_t fail_at);
 unsigned char *tu_save_blob(dedup_save_fn save, const void *obj, uint64_t expected_size,
                             size_t *len);
 
+/* A container file in a malloc'd buffer (*len bytes) holding exactly the
+ * given type, seed, parameters and payload, with a correct checksum: how the
+ * loaders' tests build files whose fields lie.  The caller frees it. */
+unsigned char *tu_container(uint16_t type, uint64_t seed, const void *params, uint32_t plen,
+                            const void *payload, uint64_t paylen, size_t *len);
+
 #endif
