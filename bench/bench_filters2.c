@@ -155,6 +155,61 @@ static void print_row(const result *r)
 
 /* ---- Bloom (classic, blocked) --------------------------------------------------- */
 
+/* ---- timed queries, shared by every filter --------------------------------------------- */
+
+/* One filter's queries ('one' may be NULL for filters timed in batches only). */
+typedef struct query_ops {
+    bool (*one)(const void *f, dedup_digest d);
+    void (*batch)(const void *f, const dedup_digest *d, size_t n, bool *out);
+} query_ops;
+
+/* Asks for keys 0..q-1 of the inserted (present) or never inserted set;
+ * returns ns per query and adds the positive answers to *hits. */
+static double time_queries(const void *f, const query_ops *ops, bool present, uint64_t q,
+                           uint64_t hs, bool batch, uint64_t *hits)
+{
+    dedup_digest d[CHUNK];
+    bool out[CHUNK];
+    double t = now();
+    for (uint64_t i = 0; i < q; i += CHUNK) {
+        size_t m = q - i < CHUNK ? (size_t)(q - i) : CHUNK;
+        if (batch) {
+            for (size_t j = 0; j < m; j++)
+                d[j] = present ? key_present(i + j, hs) : key_absent(i + j, hs);
+            ops->batch(f, d, m, out);
+            for (size_t j = 0; j < m; j++)
+                *hits += out[j];
+        } else {
+            for (size_t j = 0; j < m; j++)
+                *hits += ops->one(f, present ? key_present(i + j, hs) : key_absent(i + j, hs));
+        }
+    }
+    return (now() - t) * 1e9 / (double)q;
+}
+
+static bool bloom_one(const void *f, dedup_digest d) { return dedup_bloom_might_contain(f, d); }
+static void bloom_batch(const void *f, const dedup_digest *d, size_t n, bool *out)
+{
+    dedup_bloom_might_contain_batch(f, d, n, out);
+}
+static const query_ops bloom_q = {bloom_one, bloom_batch};
+static void counting_batch(const void *f, const dedup_digest *d, size_t n, bool *out)
+{
+    dedup_counting_might_contain_batch(f, d, n, out);
+}
+static const query_ops counting_q = {NULL, counting_batch};
+static bool cuckoo_one(const void *f, dedup_digest d) { return dedup_cuckoo_might_contain(f, d); }
+static void cuckoo_batch(const void *f, const dedup_digest *d, size_t n, bool *out)
+{
+    dedup_cuckoo_might_contain_batch(f, d, n, out);
+}
+static const query_ops cuckoo_q = {cuckoo_one, cuckoo_batch};
+static void scalable_batch(const void *f, const dedup_digest *d, size_t n, bool *out)
+{
+    dedup_scalable_might_contain_batch(f, d, n, out);
+}
+static const query_ops scalable_q = {NULL, scalable_batch};
+
 static void bench_bloom(dedup_bloom_kind kind, uint64_t n, double p, uint64_t q, bool batch,
                         result *r)
 {
@@ -172,7 +227,6 @@ static void bench_bloom(dedup_bloom_kind kind, uint64_t n, double p, uint64_t q,
     snprintf(r->name, sizeof r->name, "%s", kind == DEDUP_BLOOM_CLASSIC ? "classic" : "blocked");
     r->api = batch ? "batch" : "1";
     dedup_digest d[CHUNK];
-    bool out[CHUNK];
     uint64_t qp = q < n ? q : n, hits = 0;
     double t = now();
     for (uint64_t i = 0; i < n; i += CHUNK) {
@@ -187,41 +241,13 @@ static void bench_bloom(dedup_bloom_kind kind, uint64_t n, double p, uint64_t q,
         }
     }
     r->ins = (now() - t) * 1e9 / (double)n;
-    t = now();
-    for (uint64_t i = 0; i < qp; i += CHUNK) {
-        size_t m = qp - i < CHUNK ? (size_t)(qp - i) : CHUNK;
-        if (batch) {
-            for (size_t j = 0; j < m; j++)
-                d[j] = key_present(i + j, hs);
-            dedup_bloom_might_contain_batch(bf, d, m, out);
-            for (size_t j = 0; j < m; j++)
-                hits += out[j];
-        } else {
-            for (size_t j = 0; j < m; j++)
-                hits += dedup_bloom_might_contain(bf, key_present(i + j, hs));
-        }
-    }
-    r->qp = (now() - t) * 1e9 / (double)qp;
+    r->qp = time_queries(bf, &bloom_q, true, qp, hs, batch, &hits);
     if (hits != qp) {
         fprintf(stderr, "FALSE NEGATIVE in %s\n", r->name);
         exit(1);
     }
     hits = 0;
-    t = now();
-    for (uint64_t i = 0; i < q; i += CHUNK) {
-        size_t m = q - i < CHUNK ? (size_t)(q - i) : CHUNK;
-        if (batch) {
-            for (size_t j = 0; j < m; j++)
-                d[j] = key_absent(i + j, hs);
-            dedup_bloom_might_contain_batch(bf, d, m, out);
-            for (size_t j = 0; j < m; j++)
-                hits += out[j];
-        } else {
-            for (size_t j = 0; j < m; j++)
-                hits += dedup_bloom_might_contain(bf, key_absent(i + j, hs));
-        }
-    }
-    r->qa = (now() - t) * 1e9 / (double)q;
+    r->qa = time_queries(bf, &bloom_q, false, q, hs, batch, &hits);
     r->fpr = (double)hits / (double)q;
     r->del = -1;
     r->bits_per_key = (double)dedup_bloom_memory_usage(bf) * 8 / (double)n;
@@ -245,7 +271,6 @@ static void bench_counting(uint64_t n, double p, uint64_t q, result *r)
     snprintf(r->name, sizeof r->name, "counting");
     r->api = "batch (delete 1)";
     dedup_digest d[CHUNK];
-    bool out[CHUNK];
     uint64_t qp = q < n ? q : n, hits = 0;
     double t = now();
     for (uint64_t i = 0; i < n; i += CHUNK) {
@@ -255,31 +280,13 @@ static void bench_counting(uint64_t n, double p, uint64_t q, result *r)
         dedup_counting_add_batch(cb, d, m);
     }
     r->ins = (now() - t) * 1e9 / (double)n;
-    t = now();
-    for (uint64_t i = 0; i < qp; i += CHUNK) {
-        size_t m = qp - i < CHUNK ? (size_t)(qp - i) : CHUNK;
-        for (size_t j = 0; j < m; j++)
-            d[j] = key_present(i + j, hs);
-        dedup_counting_might_contain_batch(cb, d, m, out);
-        for (size_t j = 0; j < m; j++)
-            hits += out[j];
-    }
-    r->qp = (now() - t) * 1e9 / (double)qp;
+    r->qp = time_queries(cb, &counting_q, true, qp, hs, true, &hits);
     if (hits != qp) {
         fprintf(stderr, "FALSE NEGATIVE in counting\n");
         exit(1);
     }
     hits = 0;
-    t = now();
-    for (uint64_t i = 0; i < q; i += CHUNK) {
-        size_t m = q - i < CHUNK ? (size_t)(q - i) : CHUNK;
-        for (size_t j = 0; j < m; j++)
-            d[j] = key_absent(i + j, hs);
-        dedup_counting_might_contain_batch(cb, d, m, out);
-        for (size_t j = 0; j < m; j++)
-            hits += out[j];
-    }
-    r->qa = (now() - t) * 1e9 / (double)q;
+    r->qa = time_queries(cb, &counting_q, false, q, hs, true, &hits);
     r->fpr = (double)hits / (double)q;
     r->bits_per_key = (double)dedup_counting_memory_usage(cb) * 8 / (double)n;
     t = now();
@@ -311,7 +318,6 @@ static void bench_cuckoo(uint64_t n, double p, uint64_t q, bool batch, result *r
     snprintf(r->name, sizeof r->name, "cuckoo-%u", info.fingerprint_bits);
     r->api = batch ? "batch" : "1";
     dedup_digest d[CHUNK];
-    bool out[CHUNK];
     uint64_t qp = q < n ? q : n, hits = 0;
     r->failed = 0;
     double t = now();
@@ -336,41 +342,13 @@ static void bench_cuckoo(uint64_t n, double p, uint64_t q, bool batch, result *r
         }
     }
     r->ins = (now() - t) * 1e9 / (double)n;
-    t = now();
-    for (uint64_t i = 0; i < qp; i += CHUNK) {
-        size_t m = qp - i < CHUNK ? (size_t)(qp - i) : CHUNK;
-        if (batch) {
-            for (size_t j = 0; j < m; j++)
-                d[j] = key_present(i + j, hs);
-            dedup_cuckoo_might_contain_batch(cf, d, m, out);
-            for (size_t j = 0; j < m; j++)
-                hits += out[j];
-        } else {
-            for (size_t j = 0; j < m; j++)
-                hits += dedup_cuckoo_might_contain(cf, key_present(i + j, hs));
-        }
-    }
-    r->qp = (now() - t) * 1e9 / (double)qp;
+    r->qp = time_queries(cf, &cuckoo_q, true, qp, hs, batch, &hits);
     if (hits + r->failed < qp) {
         fprintf(stderr, "FALSE NEGATIVE in cuckoo\n");
         exit(1);
     }
     hits = 0;
-    t = now();
-    for (uint64_t i = 0; i < q; i += CHUNK) {
-        size_t m = q - i < CHUNK ? (size_t)(q - i) : CHUNK;
-        if (batch) {
-            for (size_t j = 0; j < m; j++)
-                d[j] = key_absent(i + j, hs);
-            dedup_cuckoo_might_contain_batch(cf, d, m, out);
-            for (size_t j = 0; j < m; j++)
-                hits += out[j];
-        } else {
-            for (size_t j = 0; j < m; j++)
-                hits += dedup_cuckoo_might_contain(cf, key_absent(i + j, hs));
-        }
-    }
-    r->qa = (now() - t) * 1e9 / (double)q;
+    r->qa = time_queries(cf, &cuckoo_q, false, q, hs, batch, &hits);
     r->fpr = (double)hits / (double)q;
     dedup_cuckoo_get_info(cf, &info);
     r->bits_per_key = (double)dedup_cuckoo_memory_usage(cf) * 8 / (double)n;
@@ -400,7 +378,6 @@ static void bench_scalable(uint64_t n, double p, double r_tight, uint64_t q)
     uint64_t hs = sp.seed;
     dedup_digest d[CHUNK];
     dedup_verdict v[CHUNK];
-    bool out[CHUNK];
     uint64_t maybe = 0;
     double t = now();
     for (uint64_t i = 0; i < n; i += CHUNK) {
@@ -416,16 +393,7 @@ static void bench_scalable(uint64_t n, double p, double r_tight, uint64_t q)
     }
     double ins = (now() - t) * 1e9 / (double)n;
     uint64_t hits = 0;
-    t = now();
-    for (uint64_t i = 0; i < q; i += CHUNK) {
-        size_t m = q - i < CHUNK ? (size_t)(q - i) : CHUNK;
-        for (size_t j = 0; j < m; j++)
-            d[j] = key_absent(i + j, hs);
-        dedup_scalable_might_contain_batch(sb, d, m, out);
-        for (size_t j = 0; j < m; j++)
-            hits += out[j];
-    }
-    double qa = (now() - t) * 1e9 / (double)q;
+    double qa = time_queries(sb, &scalable_q, false, q, hs, true, &hits);
     dedup_scalable_info info;
     dedup_scalable_get_info(sb, &info);
     printf("| %.2f | %llu | %u | %.2f | %.2f | %.1f | %.1f | %.5f | %.5f | %.5f | %llu |\n", r_tight,
