@@ -3,28 +3,11 @@
 # stdin items, damaged files and clear errors.  Needs $DEDUP and python3.
 set -u
 DEDUP=${DEDUP:?set DEDUP to the dedup binary}
+. "$(dirname "$0")/lib/expect.sh" # fail, expect, expect_err
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 cd "$tmp" || exit 1
 fails=0
-fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
-
-# expect RC CMD... : runs CMD (stdout -> out, stderr -> err), checks its status.
-expect() {
-    local want=$1
-    shift
-    "$@" >out 2>err
-    local rc=$?
-    [ $rc -eq "$want" ] || fail "'$*' exited $rc, expected $want; stderr: $(head -c 500 err)"
-}
-# expect_err PATTERN CMD... : exit 2, stderr matches, stdout empty.
-expect_err() {
-    local pat=$1
-    shift
-    expect 2 "$@"
-    grep -q -- "$pat" err || fail "'$*': stderr lacks '$pat': $(head -c 500 err)"
-    [ ! -s out ] || fail "'$*' wrote to stdout on error"
-}
 
 seq -f 'item-%g' 1 5000 >items
 seq -f 'absent-%g' 1 5000 >absent

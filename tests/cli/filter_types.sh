@@ -5,26 +5,11 @@
 # python3.
 set -u
 DEDUP=${DEDUP:?set DEDUP to the dedup binary}
+. "$(dirname "$0")/lib/expect.sh" # fail, expect, expect_err
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 cd "$tmp" || exit 1
 fails=0
-fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
-
-expect() {
-    local want=$1
-    shift
-    "$@" >out 2>err
-    local rc=$?
-    [ $rc -eq "$want" ] || fail "'$*' exited $rc, expected $want; stderr: $(head -c 500 err)"
-}
-expect_err() {
-    local pat=$1
-    shift
-    expect 2 "$@"
-    grep -q -- "$pat" err || fail "'$*': stderr lacks '$pat': $(head -c 500 err)"
-    [ ! -s out ] || fail "'$*' wrote to stdout on error"
-}
 json_check() { # FILE PYTHON-EXPR (o = the object)
     python3 -c "import json,sys; o=json.load(open(sys.argv[1])); assert $2, o" "$1" ||
         fail "info --json: $2"
