@@ -185,7 +185,10 @@ void dedup_strset_prefetch_key(const dedup_strset *s, dedup_digest d)
         if (sl->tag == 0)
             return;
         if (sl->tag == tag) {
-            DD_PREFETCH(entry_at(s, sl->ref));
+            /* the entry's header and key often straddle two lines */
+            const unsigned char *e = entry_at(s, sl->ref);
+            DD_PREFETCH(e);
+            DD_PREFETCH(e + 64);
             return;
         }
         if (++i == s->nslots)
