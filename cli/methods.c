@@ -330,6 +330,7 @@ dedup_status dd_method_create(const char *name, const dd_sizing *s, dd_method **
                 free(m);
                 return DEDUP_ERR_LIMIT;
             }
+            p.bits = bits; /* sized once: create only picks k for it */
         } else if (s->memory) {
             p.bits = s->memory * 8;
             p.capacity = p.kind == DEDUP_BLOOM_BLOCKED ? dedup_blocked_capacity_for(p.bits, p.fpr)

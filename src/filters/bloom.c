@@ -219,21 +219,49 @@ double dedup_blocked_fpr_for(uint64_t n, uint64_t bits, uint32_t k)
     return blocked_fpr_lambda((double)n / (double)nblocks, k);
 }
 
-/* The k in 1..16 with the lowest model FPR for lambda, and that FPR. */
-static uint32_t blocked_best_k(double lambda, double *fpr_out)
+/* The FPR is unimodal in k at a fixed lambda (it falls while another probe
+ * rejects more fresh keys than the extra bits it sets admit, then rises), so
+ * the searches over k below walk from a good start towards lower values and
+ * stop at the first step that is worse: a few model evaluations instead of
+ * sixteen.  tests/unit/test_bloom.c checks them against exhaustive scans. */
+
+/* The k in 1..16 with the lowest model FPR for lambda (the smallest such k
+ * on a tie), and that FPR; the walk starts at k0. */
+static uint32_t blocked_best_k_from(double lambda, uint32_t k0, double *fpr_out)
 {
-    uint32_t best = 1;
-    double bestf = 2.0;
-    for (uint32_t k = 1; k <= BLOCKED_MAX_K; k++) {
+    uint32_t best = k0;
+    double bestf = blocked_fpr_lambda(lambda, k0);
+    for (uint32_t k = k0 + 1; k <= BLOCKED_MAX_K; k++) {
         double f = blocked_fpr_lambda(lambda, k);
-        if (f < bestf) {
-            bestf = f;
-            best = k;
-        }
+        if (!(f < bestf))
+            break;
+        best = k;
+        bestf = f;
     }
+    if (best == k0)
+        for (uint32_t k = k0 - 1; k >= 1; k--) {
+            double f = blocked_fpr_lambda(lambda, k);
+            if (!(f <= bestf))
+                break;
+            best = k;
+            bestf = f;
+        }
     if (fpr_out)
         *fpr_out = bestf;
     return best;
+}
+
+/* The classic optimal k for mean lambda keys per 512-bit block: a start for
+ * the walks. */
+static uint32_t blocked_k_guess(double lambda)
+{
+    double kc = round((double)BLOCK_BITS / lambda * LN2);
+    return kc < 1.0 ? 1 : kc > BLOCKED_MAX_K ? BLOCKED_MAX_K : (uint32_t)kc;
+}
+
+static uint32_t blocked_best_k(double lambda, double *fpr_out)
+{
+    return blocked_best_k_from(lambda, blocked_k_guess(lambda), fpr_out);
 }
 
 uint32_t dedup_blocked_k_for(uint64_t n, uint64_t bits)
@@ -244,15 +272,45 @@ uint32_t dedup_blocked_k_for(uint64_t n, uint64_t bits)
 }
 
 /* Smallest block count whose FPR with k probes is <= p, searched in
- * [lo, hi] where fpr(hi) <= p is known; returns hi if none lower. */
+ * [lo, hi] where fpr(hi) <= p is known; returns hi if none lower.  The
+ * FPR falls with the block count, smoothly: each step interpolates log FPR
+ * linearly between the bracket's ends (once both are known), and falls back
+ * to halving whenever that did not cut the bracket to a quarter. */
 static uint64_t blocks_search(uint64_t n, double p, uint32_t k, uint64_t lo, uint64_t hi)
 {
+    double lp = log(p);
+    double fhi = log(blocked_fpr_lambda((double)n / (double)hi, k)); /* <= lp */
+    double flo = NAN; /* log fpr(lo - 1) > lp, once known */
     while (lo < hi) {
-        uint64_t mid = lo + (hi - lo) / 2;
-        if (blocked_fpr_lambda((double)n / (double)mid, k) <= p)
+        uint64_t width = hi - lo, mid;
+        if (!isnan(flo) && isfinite(fhi) && flo > fhi) {
+            /* x = the block count where the line through (lo - 1, flo) and
+             * (hi, fhi) meets lp; probe just above it */
+            double x = (double)(lo - 1) + (flo - lp) / (flo - fhi) * (double)(hi - lo + 1);
+            mid = x <= (double)lo ? lo : x >= (double)(hi - 1) ? hi - 1 : (uint64_t)x;
+        } else {
+            mid = lo + (hi - lo) / 2;
+        }
+        double f = blocked_fpr_lambda((double)n / (double)mid, k);
+        if (f <= p) {
             hi = mid;
-        else
+            fhi = log(f);
+        } else {
             lo = mid + 1;
+            flo = log(f);
+        }
+        if (lo < hi && hi - lo > width / 4 && !isnan(flo)) {
+            /* interpolation crept: halve once */
+            uint64_t m2 = lo + (hi - lo) / 2;
+            double f2 = blocked_fpr_lambda((double)n / (double)m2, k);
+            if (f2 <= p) {
+                hi = m2;
+                fhi = log(f2);
+            } else {
+                lo = m2 + 1;
+                flo = log(f2);
+            }
+        }
     }
     return hi;
 }
@@ -266,7 +324,7 @@ static uint64_t blocks_search(uint64_t n, double p, uint32_t k, uint64_t lo, uin
 static uint64_t blocked_blocks_for(uint64_t n, double p, uint32_t fixed_k, uint32_t *k_out)
 {
     /* Start from the classic size (blocked needs at least about as much)
-     * with the classic optimal k, then bracket and bisect; other k values
+     * with the classic optimal k, then bracket and search; other k values
      * are tried only where they could do better than the best so far. */
     uint64_t cb = dedup_bloom_bits_for(n, p);
     uint64_t guess = cb / BLOCK_BITS + 1;
@@ -302,21 +360,36 @@ static uint64_t blocked_blocks_for(uint64_t n, double p, uint32_t fixed_k, uint3
         }
         best = blocks_search(n, p, k0, lo, hi);
     }
-    for (uint32_t k = 1; k <= BLOCKED_MAX_K && !fixed_k; k++) {
-        if (k == k0)
-            continue;
+    if (!fixed_k) {
+        /* Another k does better only if it meets p with one block fewer.
+         * Those that do form a run of k around the best k there (the FPR
+         * is unimodal in k); each gets its own search, smallest wins, the
+         * smaller k on a tie. */
         uint64_t cand = best > MAX_BLOCKS ? MAX_BLOCKS : best - 1;
-        if (cand == 0 || blocked_fpr_lambda((double)n / (double)cand, k) > p)
-            continue;
-        uint64_t b = blocks_search(n, p, k, 1, cand);
-        if (b < best || (b == best && k < bestk)) {
-            best = b;
-            bestk = k;
+        if (cand > 0) {
+            double lc = (double)n / (double)cand, fk;
+            uint32_t kb = blocked_best_k_from(lc, k0, &fk);
+            if (fk <= p) {
+                uint32_t klo = kb, khi = kb;
+                while (klo > 1 && blocked_fpr_lambda(lc, klo - 1) <= p)
+                    klo--;
+                while (khi < BLOCKED_MAX_K && blocked_fpr_lambda(lc, khi + 1) <= p)
+                    khi++;
+                for (uint32_t k = klo; k <= khi; k++) {
+                    if (k == k0)
+                        continue;
+                    uint64_t b = blocks_search(n, p, k, 1, cand);
+                    if (b < best || (b == best && k < bestk)) {
+                        best = b;
+                        bestk = k;
+                    }
+                }
+            }
         }
     }
     if (best <= MAX_BLOCKS && !fixed_k) {
         /* The k that minimises the FPR at that size (what k_for reports). */
-        bestk = blocked_best_k((double)n / (double)best, NULL);
+        bestk = blocked_best_k_from((double)n / (double)best, bestk, NULL);
     }
     if (k_out)
         *k_out = bestk;

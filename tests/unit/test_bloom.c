@@ -197,6 +197,40 @@ static void test_create_errors(void **state)
     dedup_bloom_free(NULL);
 }
 
+/* The blocked sizing searches walk over k (the FPR is unimodal in k) and
+ * interpolate over block counts; this checks them against exhaustive scans
+ * of the public model: k_for is the smallest k of least FPR, bits_for meets
+ * p with its k and no k meets p with one block fewer. */
+static void test_blocked_search_exhaustive(void **state)
+{
+    (void)state;
+    static const double P[] = {0.5, 0.1, 0.01, 1e-3, 1e-5, 1e-8};
+    for (size_t pi = 0; pi < sizeof P / sizeof *P; pi++) {
+        for (uint64_t n = 1; n < UINT64_C(50000000); n = n * 7 + 3) {
+            uint64_t bits = dedup_blocked_bits_for(n, P[pi]);
+            assert_true(bits >= 512 && bits % 512 == 0);
+            for (int shape = 0; shape < 3; shape++) {
+                uint64_t b = shape == 0 ? bits : shape == 1 ? bits / 3 + 512 : bits * 5;
+                b -= b % 512;
+                uint32_t best = 0;
+                double bestf = 2.0;
+                for (uint32_t k = 1; k <= 16; k++) {
+                    double f = dedup_blocked_fpr_for(n, b, k);
+                    if (f < bestf) {
+                        bestf = f;
+                        best = k;
+                    }
+                }
+                assert_int_equal(dedup_blocked_k_for(n, b), best);
+            }
+            assert_true(dedup_blocked_fpr_for(n, bits, dedup_blocked_k_for(n, bits)) <= P[pi]);
+            if (bits > 512)
+                for (uint32_t k = 1; k <= 16; k++)
+                    assert_true(dedup_blocked_fpr_for(n, bits - 512, k) > P[pi]);
+        }
+    }
+}
+
 static void test_shape_from_bits(void **state)
 {
     (void)state;
@@ -778,6 +812,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sizing_table),
         cmocka_unit_test(test_sizing_invalid),
+        cmocka_unit_test(test_blocked_search_exhaustive),
         cmocka_unit_test(test_create_errors),
         cmocka_unit_test(test_shape_from_bits),
         cmocka_unit_test(test_no_false_negatives),
