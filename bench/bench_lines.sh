@@ -3,7 +3,8 @@
 # same data in one run: dedup (exact, fingerprint, blocked), LC_ALL=C sort -u,
 # sort -u, mawk '!a[$0]++', perl, and `cat FILE > /dev/null` as the floor.
 # Each command runs REPS times (default 3), interleaved so that a noisy
-# neighbour hurts all of them alike; medians and the medians of the
+# neighbour hurts all of them alike, in an order that rotates from one
+# repetition to the next; medians and the medians of the
 # per-repetition ratios are printed as a Markdown table.  Outputs go to
 # files, except for the -null rows (`cat FILE > /dev/null`, the issue's
 # floor, and dedup blocked the same way).  Peak RSS and CPU come from /usr/bin/time.
@@ -39,23 +40,36 @@ run_one() { # run_one NAME FILE CMD... ; appends "name wall user sys maxrss_kb" 
     echo "$name $(cat "$DATA/time.out")" >> "$RES"
 }
 
+NROWS=12
+row() { # row I FILE DISTINCT_HINT: the I-th command of a repetition
+    local file=$2 nd=$3
+    case $1 in
+    0) run_one cat-null "$file" cat ;;
+    1) run_one cat "$file" cat ;;
+    2) run_one dedup-exact "$file" "$DEDUP" ;;
+    3) run_one dedup-fingerprint "$file" "$DEDUP" --mode fingerprint ;;
+    4) run_one dedup-fingerprint-n "$file" "$DEDUP" --mode fingerprint -n "$nd" ;;
+    5) run_one dedup-blocked "$file" "$DEDUP" --mode blocked -n "$nd" -p 0.01 ;;
+    6) run_one dedup-blocked-null "$file" "$DEDUP" --mode blocked -n "$nd" -p 0.01 ;;
+    7) run_one sort-u-C "$file" env LC_ALL=C sort -u ;;
+    8) run_one sort-u-C-S64M-par2 "$file" env LC_ALL=C sort -u -S 64M --parallel=2 ;;
+    9) run_one sort-u "$file" sort -u ;;
+    10) run_one mawk "$file" mawk '!a[$0]++' ;;
+    11) run_one perl "$file" perl -ne 'print unless $s{$_}++' ;;
+    esac
+}
+
 bench_file() { # bench_file LABEL FILE DISTINCT_HINT
     local label=$1 file=$2 nd=$3
     RES="$DATA/results-$label.txt"
     : > "$RES"
+    # Repetition r starts at a different row (the order rotates), so that
+    # what a command inherits from the one before it (a cache it evicted,
+    # gigabytes it just gave back to the host) falls on every row in turn.
     for r in $(seq "$REPS"); do
-        run_one cat-null "$file" cat
-        run_one cat "$file" cat
-        run_one dedup-exact "$file" "$DEDUP"
-        run_one dedup-fingerprint "$file" "$DEDUP" --mode fingerprint
-        run_one dedup-fingerprint-n "$file" "$DEDUP" --mode fingerprint -n "$nd"
-        run_one dedup-blocked "$file" "$DEDUP" --mode blocked -n "$nd" -p 0.01
-        run_one dedup-blocked-null "$file" "$DEDUP" --mode blocked -n "$nd" -p 0.01
-        run_one sort-u-C "$file" env LC_ALL=C sort -u
-        run_one sort-u-C-S64M-par2 "$file" env LC_ALL=C sort -u -S 64M --parallel=2
-        run_one sort-u "$file" sort -u
-        run_one mawk "$file" mawk '!a[$0]++'
-        run_one perl "$file" perl -ne 'print unless $s{$_}++'
+        for i in $(seq 0 $((NROWS - 1))); do
+            row $(((i + (r - 1) * 5) % NROWS)) "$file" "$nd"
+        done
     done
     if [ -s "$DATA/out.mawk" ] && [ -s "$DATA/out.dedup-exact" ]; then
         cmp -s "$DATA/out.dedup-exact" "$DATA/out.mawk" && same=yes || same=NO
