@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # bench_lines.sh - the main job against the tools people use today, on the
 # same data in one run: dedup (exact, fingerprint, blocked), LC_ALL=C sort -u,
-# sort -u, mawk '!a[$0]++', perl, and `cat FILE > /dev/null` as the floor.
+# sort -u, mawk '!a[$0]++', perl, and `cat FILE > /dev/null` as the floor,
+# with read_floor (reading, line ends and digests only, one thread) beside it.
 # Each command runs REPS times (default 3), interleaved so that a noisy
 # neighbour hurts all of them alike, in an order that rotates from one
 # repetition to the next; medians and the medians of the
@@ -24,6 +25,7 @@ mkdir -p "$DATA"
 [ -x /usr/bin/time ] || { echo "bench_lines: needs /usr/bin/time (apt-get install time)" >&2; exit 2; }
 cc -O2 -o "$DATA/gen_urls" "$HERE/gen_urls.c" -lm
 cc -O2 -o "$DATA/gen_uuids" "$HERE/gen_uuids.c"
+cc -O2 -o "$DATA/read_floor" "$HERE/read_floor.c" -lxxhash
 URLS="$DATA/urls-$N.txt"
 UUIDS="$DATA/uuids-$N.txt"
 [ -s "$URLS" ] || "$DATA/gen_urls" "$N" -r 0.5 -s 1 -S 1 > "$URLS"
@@ -40,7 +42,7 @@ run_one() { # run_one NAME FILE CMD... ; appends "name wall user sys maxrss_kb" 
     echo "$name $(cat "$DATA/time.out")" >> "$RES"
 }
 
-NROWS=12
+NROWS=13
 row() { # row I FILE DISTINCT_HINT: the I-th command of a repetition
     local file=$2 nd=$3
     case $1 in
@@ -56,6 +58,7 @@ row() { # row I FILE DISTINCT_HINT: the I-th command of a repetition
     9) run_one sort-u "$file" sort -u ;;
     10) run_one mawk "$file" mawk '!a[$0]++' ;;
     11) run_one perl "$file" perl -ne 'print unless $s{$_}++' ;;
+    12) run_one read-hash-null "$file" "$DATA/read_floor" ;;
     esac
 }
 
