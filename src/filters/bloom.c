@@ -276,43 +276,46 @@ uint32_t dedup_blocked_k_for(uint64_t n, uint64_t bits)
  * FPR falls with the block count, smoothly: each step interpolates log FPR
  * linearly between the bracket's ends (once both are known), and falls back
  * to halving whenever that did not cut the bracket to a quarter. */
+/* The search's bracket and the log FPR at its ends. */
+typedef struct bsearch_state {
+    uint64_t lo, hi;
+    double flo, fhi;
+} bsearch_state;
+
+/* Evaluates the FPR at 'mid' (in [lo, hi)) and narrows the bracket. */
+static void bsearch_probe(bsearch_state *b, uint64_t n, double p, uint32_t k, uint64_t mid)
+{
+    double f = blocked_fpr_lambda((double)n / (double)mid, k);
+    if (f <= p) {
+        b->hi = mid;
+        b->fhi = log(f);
+    } else {
+        b->lo = mid + 1;
+        b->flo = log(f);
+    }
+}
+
 static uint64_t blocks_search(uint64_t n, double p, uint32_t k, uint64_t lo, uint64_t hi)
 {
     double lp = log(p);
-    double fhi = log(blocked_fpr_lambda((double)n / (double)hi, k)); /* <= lp */
-    double flo = NAN; /* log fpr(lo - 1) > lp, once known */
-    while (lo < hi) {
-        uint64_t width = hi - lo, mid;
-        if (!isnan(flo) && isfinite(fhi) && flo > fhi) {
+    /* fhi <= lp; flo = log fpr(lo - 1) > lp, once known */
+    bsearch_state b = {lo, hi, NAN, log(blocked_fpr_lambda((double)n / (double)hi, k))};
+    while (b.lo < b.hi) {
+        uint64_t width = b.hi - b.lo, mid;
+        if (!isnan(b.flo) && isfinite(b.fhi) && b.flo > b.fhi) {
             /* x = the block count where the line through (lo - 1, flo) and
              * (hi, fhi) meets lp; probe just above it */
-            double x = (double)(lo - 1) + (flo - lp) / (flo - fhi) * (double)(hi - lo + 1);
-            mid = x <= (double)lo ? lo : x >= (double)(hi - 1) ? hi - 1 : (uint64_t)x;
+            double x = (double)(b.lo - 1) +
+                       (b.flo - lp) / (b.flo - b.fhi) * (double)(b.hi - b.lo + 1);
+            mid = x <= (double)b.lo ? b.lo : x >= (double)(b.hi - 1) ? b.hi - 1 : (uint64_t)x;
         } else {
-            mid = lo + (hi - lo) / 2;
+            mid = b.lo + (b.hi - b.lo) / 2;
         }
-        double f = blocked_fpr_lambda((double)n / (double)mid, k);
-        if (f <= p) {
-            hi = mid;
-            fhi = log(f);
-        } else {
-            lo = mid + 1;
-            flo = log(f);
-        }
-        if (lo < hi && hi - lo > width / 4 && !isnan(flo)) {
-            /* interpolation crept: halve once */
-            uint64_t m2 = lo + (hi - lo) / 2;
-            double f2 = blocked_fpr_lambda((double)n / (double)m2, k);
-            if (f2 <= p) {
-                hi = m2;
-                fhi = log(f2);
-            } else {
-                lo = m2 + 1;
-                flo = log(f2);
-            }
-        }
+        bsearch_probe(&b, n, p, k, mid);
+        if (b.lo < b.hi && b.hi - b.lo > width / 4 && !isnan(b.flo))
+            bsearch_probe(&b, n, p, k, b.lo + (b.hi - b.lo) / 2); /* interpolation crept: halve */
     }
-    return hi;
+    return b.hi;
 }
 
 /* Largest block count we ever size: DEDUP_MAX_BITS / 512.  Beyond it the
