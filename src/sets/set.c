@@ -2,19 +2,45 @@
  * set.c - exact hash sets for strings, 128-bit digests and 64-bit integers.
  *
  * How it works.  All three are open-addressing tables with linear probing.
- * The home slot of a key is dedup_reduce(digest.lo, capacity), so capacity
- * need not be a power of two (sizing from a capacity hint wastes nothing).
  * The digest set is the ordered variant that grows in place; its own "How
- * the digest set works" block below describes it.
+ * the digest set works" block below describes it.  Integers use one table
+ * whose home slot is dedup_reduce(hash, capacity), so capacity need not be
+ * a power of two.
  *
  * Strings: a slot is 16 bytes {tag, ref}.  'tag' is digest.lo (never 0; 0
- * marks an empty slot): it gives the home slot again when the table grows,
- * so no key is ever hashed twice, and a probe rejects a different key
- * without touching the key bytes except on a full 64-bit tag match.  'ref' locates the entry
- * in an append-only arena of chunks: (chunk << 32) | offset.  An entry is
- * [u32 length][u64 count, only with counts][bytes].  Entries are appended in
- * insertion order, so iteration walks the arena and needs no extra index.
- * A key too large for a normal chunk gets a chunk of its own.
+ * marks an empty slot): it says where the key goes, again and again as the
+ * set grows, so no key is ever hashed twice, and a probe rejects a
+ * different key without touching the key bytes except on a full 64-bit tag
+ * match.  'ref' locates the entry in an append-only arena of chunks:
+ * (chunk << 32) | offset.  An entry is [u32 length][u64 count, only with
+ * counts][bytes].  Entries are appended in insertion order, so iteration
+ * walks the arena and needs no extra index.  A key too large for a normal
+ * chunk gets a chunk of its own.
+ *
+ * The string slots live in segments (extendible hashing): a directory of
+ * 2^D segment indices, D the global depth, is indexed by the top D bits of
+ * the tag; a segment of local depth ld <= D holds every tag whose top ld
+ * bits are its own (2^(D-ld) directory entries point to it).  Inside a
+ * segment the home slot is dedup_reduce(tag << 32, STR_SEG), from the low
+ * 32 bits (independent of the directory's; D stays <= 32), and probing
+ * wraps inside the segment.  A segment is STR_SEG = 131072 slots, 2 MiB,
+ * one huge page with an allocator that gives them (the CLI's does).
+ *   - Growth: when an insert would pass 3/4 of a segment's slots, the
+ *     segment splits: one new segment takes the entries whose tag bit
+ *     63 - ld is set, both get local depth ld + 1, and the directory is
+ *     doubled first if ld == D (it only holds 4-byte indices).  The old
+ *     segment is rebuilt in place: from an empty slot, one cyclic pass takes
+ *     every entry out and either moves it to the new segment or puts it back
+ *     from its home, which is never past where it was; an entry put back
+ *     never probes across a slot not yet visited, so all probe runs stay
+ *     intact.  No second table and no scratch block: growth allocates
+ *     exactly one segment, and the memory ever touched is the final tables.
+ *   - Small sets: while there is one segment (D = 0) it is an ordinary table
+ *     that grows by doubling (calloc, re-insert, free) from 64 slots, or its
+ *     capacity-sized start, up to STR_SEG; only then does splitting start.
+ *   - params.capacity beyond one segment's 3/4 creates 2^D full segments
+ *     up front, D the least with capacity / 2^D (+ 1/32 for the spread of
+ *     a hash) within 3/4 of a segment, so no split happens before then.
  *
  * Digests: a slot is the 16-byte digest itself, kept in sorted order; the
  * all-ones digest marks empty and the (astronomically unlikely) all-ones key
@@ -22,11 +48,12 @@
  *
  * Integers: a slot is the 8-byte key; 0 marks empty, with a side flag.
  *
- * Strings and integers grow by doubling the table at the maximum load (3/4
- * strings, 4/5 integers); digests grow in place by 1/4 at load 17/20.  With
- * a memory limit, an insert that would need more memory (a rehash, during
- * which old and new tables coexist, a digest-set growth, or a new arena
- * chunk) returns DEDUP_ERR_FULL and changes nothing.
+ * Strings grow one segment at a time at load 3/4 (doubling below one
+ * segment); integers double the table at load 4/5; digests grow in place by
+ * 1/4 at load 17/20.  With a memory limit, an insert that would need more
+ * memory (a split's segment and a doubled directory, a small-table or
+ * integer rehash, during which old and new tables coexist, a digest-set
+ * growth, or a new arena chunk) returns DEDUP_ERR_FULL and changes nothing.
  */
 #include "dedup/set.h"
 
