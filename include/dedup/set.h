@@ -8,8 +8,9 @@
  *  - dedup_strset: full keys, stored once in an append-only arena of 4 MiB
  *    chunks.  A slot is 16 bytes: the digest's low 64 bits (which reject a
  *    different key before the arena is touched) and the key's arena
- *    reference.  Memory per key: its length + 4 (+ 8 with counts) in the
- *    arena, plus 16 / load in the table (21 to 43 bytes).
+ *    reference.  Slots live in segments of 131,072 (2 MiB) reached through
+ *    a directory on the top bits of the digest (extendible hashing; see
+ *    the strset section below).
  *  - dedup_digestset: only the 128-bit digest of each key ("fingerprint"
  *    mode): 16 bytes a slot, kept sorted, growing in place (see its
  *    section below): 18.8 to 23.6 bytes per key, peak included.  Two
@@ -17,9 +18,9 @@
  *    (1e-20 at n = 1e9).
  *  - dedup_u64set: 64-bit integer keys, 8 bytes a slot.
  *
- * String and integer sets grow by doubling when the load passes 3/4
- * (strings) or 4/5 (integers); the digest set grows by 1/4, in place, at
- * 17/20.  With a memory limit, an insert that would need more than the
+ * The string set grows one 2 MiB segment at a time when a segment's load
+ * passes 3/4; the integer set doubles at 4/5; the digest set grows by 1/4,
+ * in place, at 17/20.  With a memory limit, an insert that would need more than the
  * limit fails with DEDUP_ERR_FULL and changes nothing, so the caller can
  * spill (see dedup/extsort.h).  Sizing up front with params.capacity avoids
  * every rehash.
@@ -49,7 +50,42 @@ typedef struct dedup_set_params {
 
 void dedup_set_params_init(dedup_set_params *params);
 
-/* ---- Strings ------------------------------------------------------------ */
+/* ---- Strings --------------------------------------------------------------
+ * Extendible hashing: a directory of 2^D segment indices (D <= 32) is
+ * indexed by the top D bits of digest.lo; a segment is 131,072 slots of 16
+ * bytes (2 MiB), linear probing inside it from a home slot taken from the
+ * low 32 bits.  When an insert would load a segment past 3/4 it splits into
+ * itself and one new segment by the next digest bit (the directory doubles
+ * first when needed).  Below one segment (up to 98,304 keys) the set is a
+ * single table that doubles from 64 slots.
+ *
+ * Memory (dedup_strset_memory_usage, exact):
+ *     arena: 4 MiB chunks holding each key's length + 4 bytes (+ 8 with
+ *            params.counts), plus 24 bytes a chunk for their array
+ *   + tables: 16 bytes a slot; a segment holds between 3/8 (just split) and
+ *            3/4 of its slots, so 21.3 to 42.7 bytes per key.  Segments at
+ *            one depth fill at the same pace with a seeded hash, so the
+ *            total moves between those bounds much as a doubling table's
+ *            did, but in 2 MiB steps
+ *   + directory: 4 bytes an entry, 2^D entries (about one to two per
+ *            segment), + 40 bytes a segment descriptor, + the set object.
+ * Peak during growth: the tables + one new segment (and, for a moment, the
+ * old directory while it doubles); no second table exists at any time.
+ * The memory ever touched is the final tables (with the small table's
+ * doublings, at most 2 MiB more), where a doubling table touched about
+ * twice its final size.  Below one segment the doubling table's old and
+ * new copies coexist: at most 3 MiB.  params.capacity sizes the segments
+ * (or the small table) up front so that no growth happens before that many
+ * keys; a capacity over one segment gives 2^D full segments, 2^D the least
+ * power of two with capacity * 33/32 / 2^D <= 98,304.
+ *
+ * Limits: DEDUP_ERR_LIMIT when a full segment already has local depth 32
+ * (over 98,304 digests sharing their top 32 bits of lo, which a seeded hash
+ * does not produce).  Digests crowded on their top bits can make a split
+ * leave the new key's half full; the set then splits again, and if the
+ * memory limit stops a later split the keys are unchanged but the splits
+ * already made stay (memory_usage counts them).
+ */
 typedef struct dedup_strset dedup_strset;
 
 dedup_status dedup_strset_create(const dedup_set_params *params, const dedup_allocator *alloc,
@@ -79,8 +115,11 @@ uint64_t dedup_strset_count_of(const dedup_strset *set, const void *key, size_t 
 
 uint64_t dedup_strset_size(const dedup_strset *set); /* distinct keys */
 size_t dedup_strset_memory_usage(const dedup_strset *set);
-/* Bytes the set would hold after inserting one more new key of 'len' bytes
- * (including a rehash if one would happen). */
+/* Bytes the set would hold after inserting one more new key of 'len' bytes,
+ * at the peak of any growth that insert may cause (a small-table rehash with
+ * both tables, or a split's new segment and doubled directory).  The key's
+ * segment is not known, so this assumes the largest growth step of any full
+ * segment: an upper bound. */
 size_t dedup_strset_memory_after_insert(const dedup_strset *set, size_t len);
 void dedup_strset_clear(dedup_strset *set);
 

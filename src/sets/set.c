@@ -2,19 +2,45 @@
  * set.c - exact hash sets for strings, 128-bit digests and 64-bit integers.
  *
  * How it works.  All three are open-addressing tables with linear probing.
- * The home slot of a key is dedup_reduce(digest.lo, capacity), so capacity
- * need not be a power of two (sizing from a capacity hint wastes nothing).
  * The digest set is the ordered variant that grows in place; its own "How
- * the digest set works" block below describes it.
+ * the digest set works" block below describes it.  Integers use one table
+ * whose home slot is dedup_reduce(hash, capacity), so capacity need not be
+ * a power of two.
  *
  * Strings: a slot is 16 bytes {tag, ref}.  'tag' is digest.lo (never 0; 0
- * marks an empty slot): it gives the home slot again when the table grows,
- * so no key is ever hashed twice, and a probe rejects a different key
- * without touching the key bytes except on a full 64-bit tag match.  'ref' locates the entry
- * in an append-only arena of chunks: (chunk << 32) | offset.  An entry is
- * [u32 length][u64 count, only with counts][bytes].  Entries are appended in
- * insertion order, so iteration walks the arena and needs no extra index.
- * A key too large for a normal chunk gets a chunk of its own.
+ * marks an empty slot): it says where the key goes, again and again as the
+ * set grows, so no key is ever hashed twice, and a probe rejects a
+ * different key without touching the key bytes except on a full 64-bit tag
+ * match.  'ref' locates the entry in an append-only arena of chunks:
+ * (chunk << 32) | offset.  An entry is [u32 length][u64 count, only with
+ * counts][bytes].  Entries are appended in insertion order, so iteration
+ * walks the arena and needs no extra index.  A key too large for a normal
+ * chunk gets a chunk of its own.
+ *
+ * The string slots live in segments (extendible hashing): a directory of
+ * 2^D segment indices, D the global depth, is indexed by the top D bits of
+ * the tag; a segment of local depth ld <= D holds every tag whose top ld
+ * bits are its own (2^(D-ld) directory entries point to it).  Inside a
+ * segment the home slot is dedup_reduce(tag << 32, STR_SEG), from the low
+ * 32 bits (independent of the directory's; D stays <= 32), and probing
+ * wraps inside the segment.  A segment is STR_SEG = 131072 slots, 2 MiB,
+ * one huge page with an allocator that gives them (the CLI's does).
+ *   - Growth: when an insert would pass 3/4 of a segment's slots, the
+ *     segment splits: one new segment takes the entries whose tag bit
+ *     63 - ld is set, both get local depth ld + 1, and the directory is
+ *     doubled first if ld == D (it only holds 4-byte indices).  The old
+ *     segment is rebuilt in place: from an empty slot, one cyclic pass takes
+ *     every entry out and either moves it to the new segment or puts it back
+ *     from its home, which is never past where it was; an entry put back
+ *     never probes across a slot not yet visited, so all probe runs stay
+ *     intact.  No second table and no scratch block: growth allocates
+ *     exactly one segment, and the memory ever touched is the final tables.
+ *   - Small sets: while there is one segment (D = 0) it is an ordinary table
+ *     that grows by doubling (calloc, re-insert, free) from 64 slots, or its
+ *     capacity-sized start, up to STR_SEG; only then does splitting start.
+ *   - params.capacity beyond one segment's 3/4 creates 2^D full segments
+ *     up front, D the least with capacity / 2^D (+ 1/32 for the spread of
+ *     a hash) within 3/4 of a segment, so no split happens before then.
  *
  * Digests: a slot is the 16-byte digest itself, kept in sorted order; the
  * all-ones digest marks empty and the (astronomically unlikely) all-ones key
@@ -22,11 +48,12 @@
  *
  * Integers: a slot is the 8-byte key; 0 marks empty, with a side flag.
  *
- * Strings and integers grow by doubling the table at the maximum load (3/4
- * strings, 4/5 integers); digests grow in place by 1/4 at load 17/20.  With
- * a memory limit, an insert that would need more memory (a rehash, during
- * which old and new tables coexist, a digest-set growth, or a new arena
- * chunk) returns DEDUP_ERR_FULL and changes nothing.
+ * Strings grow one segment at a time at load 3/4 (doubling below one
+ * segment); integers double the table at load 4/5; digests grow in place by
+ * 1/4 at load 17/20.  With a memory limit, an insert that would need more
+ * memory (a split's segment and a doubled directory, a small-table or
+ * integer rehash, during which old and new tables coexist, a digest-set
+ * growth, or a new arena chunk) returns DEDUP_ERR_FULL and changes nothing.
  */
 #include "dedup/set.h"
 
@@ -56,10 +83,24 @@ static uint64_t slots_for(uint64_t capacity, unsigned num, unsigned den)
 /* Strings                                                                    */
 /* ======================================================================== */
 
+/* Slots per segment: 2 MiB of 16-byte slots, so that an allocator handing
+ * out huge pages for large blocks (the CLI's does) backs each segment with
+ * one huge page. */
+#define STR_SEG ((uint64_t)1 << 17)
+#define STR_MAX_DEPTH 32u /* directory bits; the home inside a segment uses the low 32 */
+
 typedef struct str_slot {
-    uint64_t tag; /* digest.lo (1 if it was 0), 0 = empty; the home slot derives from it */
+    uint64_t tag; /* digest.lo (1 if it was 0), 0 = empty; the slot derives from it */
     uint64_t ref; /* chunk << 32 | offset */
 } str_slot;
+
+typedef struct str_seg {
+    str_slot *slots;
+    uint64_t nslots;  /* STR_SEG, or less while the set is one small table */
+    uint64_t used;    /* keys held */
+    uint64_t grow_at; /* nslots * 3/4: an insert past it grows or splits the segment */
+    unsigned ld;      /* local depth: the segment holds the tags whose top ld bits are its own */
+} str_seg;
 
 typedef struct chunk {
     unsigned char *data;
@@ -72,10 +113,12 @@ struct dedup_strset {
     uint64_t seed;
     uint64_t limit;
     bool counts;
-    str_slot *slots;
-    uint64_t nslots;
+    uint32_t *dir;   /* 2^depth segment indices, by the top 'depth' bits of the tag */
+    unsigned depth;  /* global depth */
+    unsigned dshift; /* 63 - depth: dir index = (tag >> 1) >> dshift */
+    str_seg *segs;
+    size_t nsegs, segs_cap;
     uint64_t size;
-    uint64_t grow_at;
     chunk *chunks;
     size_t nchunks, chunks_cap;
     size_t arena_bytes; /* sum of chunk capacities */
@@ -99,12 +142,69 @@ static inline uint32_t entry_len(const unsigned char *e)
 
 static size_t strset_table_bytes(uint64_t nslots) { return (size_t)nslots * sizeof(str_slot); }
 
+/* The segment a tag belongs to (top 'depth' bits), and its home slot there
+ * (from the low 32 bits, independent of the directory's). */
+static inline str_seg *str_seg_of(const dedup_strset *s, uint64_t tag)
+{
+    return &s->segs[s->dir[(tag >> 1) >> s->dshift]];
+}
+
+static inline uint64_t str_home(uint64_t tag, uint64_t nslots)
+{
+    return dedup_reduce(tag << 32, nslots);
+}
+
+static uint64_t seg_grow_at(uint64_t nslots) { return nslots / 4 * 3 + nslots % 4 * 3 / 4; }
+
 size_t dedup_strset_memory_usage(const dedup_strset *s)
 {
     if (!s)
         return 0;
-    return sizeof *s + strset_table_bytes(s->nslots) + s->arena_bytes +
-           s->chunks_cap * sizeof(chunk);
+    size_t tables = 0;
+    for (size_t i = 0; i < s->nsegs; i++)
+        tables += strset_table_bytes(s->segs[i].nslots);
+    return sizeof *s + ((size_t)sizeof(uint32_t) << s->depth) + s->segs_cap * sizeof(str_seg) +
+           tables + s->arena_bytes + s->chunks_cap * sizeof(chunk);
+}
+
+/* Bytes the next growth step of 'g' adds at its peak: the doubled table
+ * (while the set is one small table: old and new coexist), or a split's new
+ * segment, a larger segment array and, when g is as deep as the directory, the
+ * doubled directory (old and new coexist). */
+static size_t str_grow_bytes(const dedup_strset *s, const str_seg *g)
+{
+    if (g->nslots < STR_SEG) {
+        uint64_t n = g->nslots * 2 < STR_SEG ? g->nslots * 2 : STR_SEG;
+        return strset_table_bytes(n);
+    }
+    size_t b = strset_table_bytes(STR_SEG);
+    if (s->nsegs == s->segs_cap)
+        b += s->segs_cap * sizeof(str_seg);
+    if (g->ld == s->depth)
+        b += (size_t)sizeof(uint32_t) << (s->depth + 1);
+    return b;
+}
+
+/* The global depth for a set created for 'capacity' keys: enough segments
+ * that each expects at most 3/4 of its slots less a margin of 1/32 for the
+ * spread of a hash (about 10 standard deviations at this size). */
+static unsigned str_depth_for(uint64_t capacity)
+{
+    unsigned d = 0;
+    for (;;) {
+        uint64_t per = (capacity >> d) + ((capacity & ((UINT64_C(1) << d) - 1)) != 0);
+        if (per + per / 32 <= seg_grow_at(STR_SEG))
+            return d;
+        d++;
+    }
+}
+
+static void str_free_tables(dedup_strset *s)
+{
+    for (size_t i = 0; i < s->nsegs; i++)
+        dd_free(&s->alloc, s->segs[i].slots);
+    dd_free(&s->alloc, s->segs);
+    dd_free(&s->alloc, s->dir);
 }
 
 dedup_status dedup_strset_create(const dedup_set_params *params, const dedup_allocator *alloc,
@@ -123,6 +223,18 @@ dedup_status dedup_strset_create(const dedup_set_params *params, const dedup_all
     uint64_t nslots = slots_for(params->capacity, 3, 4);
     if (nslots > (UINT64_C(1) << 40))
         return DEDUP_ERR_LIMIT;
+    /* One small table up to a segment's worth, else 2^depth full segments. */
+    unsigned depth = 0;
+    uint64_t per = nslots;
+    if (nslots > STR_SEG || params->capacity > seg_grow_at(nslots)) {
+        depth = str_depth_for(params->capacity);
+        per = STR_SEG;
+    }
+    size_t nsegs = (size_t)1 << depth;
+    size_t bytes = sizeof(dedup_strset) + ((size_t)sizeof(uint32_t) << depth) +
+                   nsegs * (sizeof(str_seg) + strset_table_bytes(per));
+    if (params->memory_limit && bytes > params->memory_limit)
+        return DEDUP_ERR_FULL;
     dedup_strset *s = dd_calloc(&a, 1, sizeof *s);
     if (!s)
         return DEDUP_ERR_NOMEM;
@@ -130,19 +242,27 @@ dedup_status dedup_strset_create(const dedup_set_params *params, const dedup_all
     s->seed = params->seed;
     s->limit = params->memory_limit;
     s->counts = params->counts;
-    if (s->limit && sizeof *s + strset_table_bytes(nslots) > s->limit) {
-        dd_free(&a, s);
-        return DEDUP_ERR_FULL;
+    s->depth = depth;
+    s->dshift = 63 - depth;
+    s->dir = dd_malloc(&a, sizeof(uint32_t) * nsegs);
+    s->segs = dd_calloc(&a, nsegs, sizeof(str_seg));
+    if (!s->dir || !s->segs)
+        goto nomem;
+    s->segs_cap = nsegs;
+    for (size_t i = 0; i < nsegs; i++) {
+        str_slot *t = dd_calloc(&a, (size_t)per, sizeof(str_slot));
+        if (!t)
+            goto nomem;
+        s->segs[i] = (str_seg){t, per, 0, seg_grow_at(per), depth};
+        s->dir[i] = (uint32_t)i;
+        s->nsegs++;
     }
-    s->slots = dd_calloc(&a, (size_t)nslots, sizeof(str_slot));
-    if (!s->slots) {
-        dd_free(&a, s);
-        return DEDUP_ERR_NOMEM;
-    }
-    s->nslots = nslots;
-    s->grow_at = (nslots - 1) / 4 * 3;
     *out = s;
     return DEDUP_OK;
+nomem:
+    str_free_tables(s);
+    dd_free(&a, s);
+    return DEDUP_ERR_NOMEM;
 }
 
 void dedup_strset_free(dedup_strset *s)
@@ -152,7 +272,7 @@ void dedup_strset_free(dedup_strset *s)
     for (size_t i = 0; i < s->nchunks; i++)
         dd_free(&s->alloc, s->chunks[i].data);
     dd_free(&s->alloc, s->chunks);
-    dd_free(&s->alloc, s->slots);
+    str_free_tables(s);
     dd_free(&s->alloc, s);
 }
 
@@ -162,7 +282,10 @@ void dedup_strset_clear(dedup_strset *s)
         dd_free(&s->alloc, s->chunks[i].data);
     s->nchunks = 0;
     s->arena_bytes = 0;
-    memset(s->slots, 0, strset_table_bytes(s->nslots));
+    for (size_t i = 0; i < s->nsegs; i++) {
+        memset(s->segs[i].slots, 0, strset_table_bytes(s->segs[i].nslots));
+        s->segs[i].used = 0;
+    }
     s->size = 0;
 }
 
@@ -173,15 +296,18 @@ dedup_digest dedup_strset_digest(const dedup_strset *s, const void *key, size_t 
 
 void dedup_strset_prefetch(const dedup_strset *s, dedup_digest d)
 {
-    DD_PREFETCH(&s->slots[dedup_reduce(str_tag(d), s->nslots)]);
+    uint64_t tag = str_tag(d);
+    const str_seg *g = str_seg_of(s, tag);
+    DD_PREFETCH(&g->slots[str_home(tag, g->nslots)]);
 }
 
 void dedup_strset_prefetch_key(const dedup_strset *s, dedup_digest d)
 {
     uint64_t tag = str_tag(d);
-    uint64_t i = dedup_reduce(tag, s->nslots);
+    const str_seg *g = str_seg_of(s, tag);
+    uint64_t i = str_home(tag, g->nslots);
     for (int probes = 0; probes < 4; probes++) {
-        const str_slot *sl = &s->slots[i];
+        const str_slot *sl = &g->slots[i];
         if (sl->tag == 0)
             return;
         if (sl->tag == tag) {
@@ -191,19 +317,19 @@ void dedup_strset_prefetch_key(const dedup_strset *s, dedup_digest d)
             DD_PREFETCH(e + 64);
             return;
         }
-        if (++i == s->nslots)
+        if (++i == g->nslots)
             i = 0;
     }
 }
 
-/* Finds the slot holding key, or the empty slot where it would go. */
-static inline str_slot *str_find(const dedup_strset *s, const void *key, size_t len,
-                                 dedup_digest d, bool *found)
+/* Finds the slot holding key in its segment g, or the empty slot where it
+ * would go. */
+static inline str_slot *str_find(const dedup_strset *s, const str_seg *g, const void *key,
+                                 size_t len, uint64_t tag, bool *found)
 {
-    uint64_t tag = str_tag(d);
-    uint64_t i = dedup_reduce(tag, s->nslots);
+    uint64_t i = str_home(tag, g->nslots);
     for (;;) {
-        str_slot *sl = &s->slots[i];
+        str_slot *sl = &g->slots[i];
         if (sl->tag == 0) {
             *found = false;
             return sl;
@@ -215,47 +341,139 @@ static inline str_slot *str_find(const dedup_strset *s, const void *key, size_t 
                 return sl;
             }
         }
-        if (++i == s->nslots)
+        if (++i == g->nslots)
             i = 0;
     }
 }
 
-/* Grows the table; fails without change on limit or allocation failure. */
-static dedup_status strset_rehash(dedup_strset *s)
+static inline void str_place(str_slot *t, uint64_t n, str_slot x)
 {
-    uint64_t n = (s->nslots - 1) * 2 + 1;
-    size_t during = dedup_strset_memory_usage(s) + strset_table_bytes(n);
-    if (s->limit && during > s->limit)
-        return DEDUP_ERR_FULL;
+    uint64_t j = str_home(x.tag, n);
+    while (t[j].tag)
+        if (++j == n)
+            j = 0;
+    t[j] = x;
+}
+
+/* The one small table doubles (up to a segment); the old one is freed. */
+static dedup_status str_grow_table(dedup_strset *s, str_seg *g)
+{
+    uint64_t n = g->nslots * 2 < STR_SEG ? g->nslots * 2 : STR_SEG;
     str_slot *ns = dd_calloc(&s->alloc, (size_t)n, sizeof(str_slot));
     if (!ns)
         return DEDUP_ERR_NOMEM;
-    for (uint64_t i = 0; i < s->nslots; i++) {
-        str_slot sl = s->slots[i];
-        if (!sl.tag)
-            continue;
-        uint64_t j = dedup_reduce(sl.tag, n); /* the tag is the home: no rehashing of keys */
-        while (ns[j].tag)
-            if (++j == n)
-                j = 0;
-        ns[j] = sl;
-    }
-    dd_free(&s->alloc, s->slots);
-    s->slots = ns;
-    s->nslots = n;
-    s->grow_at = (n - 1) / 4 * 3;
+    for (uint64_t i = 0; i < g->nslots; i++)
+        if (g->slots[i].tag)
+            str_place(ns, n, g->slots[i]); /* the tag is the home: no rehashing of keys */
+    dd_free(&s->alloc, g->slots);
+    g->slots = ns;
+    g->nslots = n;
+    g->grow_at = seg_grow_at(n);
     return DEDUP_OK;
+}
+
+/* Splits segment gi (a full-size one) by tag bit 63 - ld into itself and a
+ * new segment, doubling the directory first if the segment is as deep as
+ * it; 'tag' is one that belongs to it.  On failure the set is unchanged (but for a doubled directory, which
+ * is harmless). */
+static dedup_status str_split(dedup_strset *s, size_t gi, uint64_t tag)
+{
+    unsigned ld = s->segs[gi].ld;
+    if (ld >= STR_MAX_DEPTH)
+        return DEDUP_ERR_LIMIT;
+    if (s->nsegs >= UINT32_MAX)
+        return DEDUP_ERR_LIMIT;
+    if (ld == s->depth) {
+        size_t old = (size_t)1 << s->depth;
+        uint32_t *nd = dd_malloc(&s->alloc, sizeof(uint32_t) * old * 2);
+        if (!nd)
+            return DEDUP_ERR_NOMEM;
+        for (size_t i = 0; i < old * 2; i++)
+            nd[i] = s->dir[i >> 1];
+        dd_free(&s->alloc, s->dir);
+        s->dir = nd;
+        s->depth++;
+        s->dshift--;
+    }
+    if (s->nsegs == s->segs_cap) {
+        size_t nc = s->segs_cap * 2;
+        str_seg *arr = dd_realloc(&s->alloc, s->segs, s->segs_cap * sizeof(str_seg),
+                                  nc * sizeof(str_seg));
+        if (!arr)
+            return DEDUP_ERR_NOMEM;
+        s->segs = arr;
+        s->segs_cap = nc;
+    }
+    str_slot *nt = dd_calloc(&s->alloc, (size_t)STR_SEG, sizeof(str_slot));
+    if (!nt)
+        return DEDUP_ERR_NOMEM;
+    size_t ni = s->nsegs++;
+    str_seg *g = &s->segs[gi], *h = &s->segs[ni];
+    *h = (str_seg){nt, STR_SEG, 0, seg_grow_at(STR_SEG), ld + 1};
+    g->ld = ld + 1;
+
+    /* The directory entries of g form a run of 2^(depth - ld); its upper
+     * half (next tag bit set) now points to h. */
+    unsigned span = s->depth - ld;
+    size_t first = (size_t)((tag >> 1) >> s->dshift) >> span << span;
+    size_t half = (size_t)1 << (span - 1);
+    for (size_t i = first + half; i < first + 2 * half; i++)
+        s->dir[i] = (uint32_t)ni;
+
+    /* Redistribute in place.  Starting just after an empty slot, each
+     * entry is taken out and put back from its home (at or before where it
+     * was, in this cyclic order) or moved to h: an entry placed earlier
+     * never probes across a slot taken out later, so every probe sequence
+     * stays intact. */
+    str_slot *t = g->slots;
+    uint64_t e = 0;
+    while (t[e].tag)
+        e++;
+    uint64_t moved = 0;
+    for (uint64_t k = 1, p = e; k < STR_SEG; k++) {
+        if (++p == STR_SEG)
+            p = 0;
+        str_slot x = t[p];
+        if (!x.tag)
+            continue;
+        t[p].tag = 0;
+        if ((x.tag >> (63 - ld)) & 1) {
+            str_place(nt, STR_SEG, x);
+            moved++;
+        } else {
+            str_place(t, STR_SEG, x);
+        }
+    }
+    g->used -= moved;
+    h->used = moved;
+    return DEDUP_OK;
+}
+
+/* Bytes a new entry of 'need' bytes adds to the arena: none while the last
+ * chunk has room, else a chunk (and a larger chunk array, when full). */
+static size_t arena_grow_bytes(const dedup_strset *s, size_t need)
+{
+    if (s->nchunks && s->chunks[s->nchunks - 1].cap - s->chunks[s->nchunks - 1].used >= need)
+        return 0;
+    size_t b = need > ARENA_CHUNK ? need : ARENA_CHUNK;
+    if (s->nchunks == s->chunks_cap)
+        b += (s->chunks_cap ? s->chunks_cap : 16) * sizeof(chunk);
+    return b;
 }
 
 size_t dedup_strset_memory_after_insert(const dedup_strset *s, size_t len)
 {
     size_t mem = dedup_strset_memory_usage(s);
-    if (s->size + 1 > s->grow_at)
-        mem += strset_table_bytes((s->nslots - 1) * 2 + 1);
-    size_t need = entry_header(s) + len;
-    if (!s->nchunks || s->chunks[s->nchunks - 1].cap - s->chunks[s->nchunks - 1].used < need)
-        mem += need > ARENA_CHUNK ? need : ARENA_CHUNK;
-    return mem;
+    /* Without the digest the segment is unknown: the largest growth step
+     * of any full segment. */
+    size_t grow = 0;
+    for (size_t i = 0; i < s->nsegs; i++)
+        if (s->segs[i].used + 1 > s->segs[i].grow_at) {
+            size_t b = str_grow_bytes(s, &s->segs[i]);
+            if (b > grow)
+                grow = b;
+        }
+    return mem + grow + arena_grow_bytes(s, entry_header(s) + len);
 }
 
 /* Reserves 'need' arena bytes; returns the ref. */
@@ -264,10 +482,7 @@ static dedup_status arena_alloc(dedup_strset *s, size_t need, uint64_t *ref)
     chunk *c = s->nchunks ? &s->chunks[s->nchunks - 1] : NULL;
     if (!c || c->cap - c->used < need) {
         size_t cap = need > ARENA_CHUNK ? need : ARENA_CHUNK;
-        size_t extra = 0;
-        if (s->nchunks == s->chunks_cap)
-            extra = (s->chunks_cap ? s->chunks_cap : 8) * sizeof(chunk);
-        if (s->limit && dedup_strset_memory_usage(s) + cap + extra > s->limit)
+        if (s->limit && dedup_strset_memory_usage(s) + arena_grow_bytes(s, need) > s->limit)
             return DEDUP_ERR_FULL;
         if (s->nchunks == s->chunks_cap) {
             size_t nc = s->chunks_cap ? s->chunks_cap * 2 : 16;
@@ -294,13 +509,33 @@ static dedup_status arena_alloc(dedup_strset *s, size_t need, uint64_t *ref)
     return DEDUP_OK;
 }
 
+/* Makes room in the segment of 'tag' for one more key: doubles the small
+ * table or splits the segment (again, while the split left the key's half
+ * full: only digests crowded on their top bits do that). */
+static dedup_status str_make_room(dedup_strset *s, uint64_t tag)
+{
+    for (;;) {
+        str_seg *g = str_seg_of(s, tag);
+        if (g->used + 1 <= g->grow_at)
+            return DEDUP_OK;
+        if (s->limit && dedup_strset_memory_usage(s) + str_grow_bytes(s, g) > s->limit)
+            return DEDUP_ERR_FULL;
+        dedup_status st = g->nslots < STR_SEG ? str_grow_table(s, g)
+                                              : str_split(s, (size_t)(g - s->segs), tag);
+        if (st)
+            return st;
+    }
+}
+
 dedup_status dedup_strset_insert(dedup_strset *s, const void *key, size_t len, dedup_digest d,
                                  dedup_verdict *verdict)
 {
     if (len > UINT32_MAX)
         return DEDUP_ERR_LIMIT;
+    uint64_t tag = str_tag(d);
+    str_seg *g = str_seg_of(s, tag);
     bool found;
-    str_slot *sl = str_find(s, key, len, d, &found);
+    str_slot *sl = str_find(s, g, key, len, tag, &found);
     if (found) {
         if (s->counts) {
             unsigned char *e = entry_at(s, sl->ref);
@@ -313,16 +548,19 @@ dedup_status dedup_strset_insert(dedup_strset *s, const void *key, size_t len, d
         return DEDUP_OK;
     }
     /* New key: make room first so that failure changes nothing. */
-    if (s->limit && dedup_strset_memory_after_insert(s, len) > s->limit)
-        return DEDUP_ERR_FULL;
-    if (s->size + 1 > s->grow_at) {
-        dedup_status st = strset_rehash(s);
+    size_t hdr = entry_header(s);
+    if (DD_UNLIKELY(g->used + 1 > g->grow_at)) {
+        if (s->limit && dedup_strset_memory_usage(s) + str_grow_bytes(s, g) +
+                                arena_grow_bytes(s, hdr + len) >
+                            s->limit)
+            return DEDUP_ERR_FULL;
+        dedup_status st = str_make_room(s, tag);
         if (st)
             return st;
-        sl = str_find(s, key, len, d, &found);
+        g = str_seg_of(s, tag);
+        sl = str_find(s, g, key, len, tag, &found);
     }
     uint64_t ref;
-    size_t hdr = entry_header(s);
     dedup_status st = arena_alloc(s, hdr + len, &ref);
     if (st)
         return st;
@@ -335,8 +573,9 @@ dedup_status dedup_strset_insert(dedup_strset *s, const void *key, size_t len, d
     }
     if (len)
         memcpy(e + hdr, key, len);
-    sl->tag = str_tag(d);
+    sl->tag = tag;
     sl->ref = ref;
+    g->used++;
     s->size++;
     *verdict = DEDUP_NEW;
     return DEDUP_OK;
@@ -344,16 +583,18 @@ dedup_status dedup_strset_insert(dedup_strset *s, const void *key, size_t len, d
 
 bool dedup_strset_contains(const dedup_strset *s, const void *key, size_t len, dedup_digest d)
 {
+    uint64_t tag = str_tag(d);
     bool found;
-    (void)str_find(s, key, len, d, &found);
+    (void)str_find(s, str_seg_of(s, tag), key, len, tag, &found);
     return found;
 }
 
 uint64_t dedup_strset_count_of(const dedup_strset *s, const void *key, size_t len,
                                dedup_digest d)
 {
+    uint64_t tag = str_tag(d);
     bool found;
-    str_slot *sl = str_find(s, key, len, d, &found);
+    str_slot *sl = str_find(s, str_seg_of(s, tag), key, len, tag, &found);
     if (!found)
         return 0;
     if (!s->counts)
@@ -505,7 +746,7 @@ dedup_status dedup_strset_load(dedup_source src, const dedup_allocator *alloc, d
                 goto done;
             }
             bool found;
-            str_slot *sl = str_find(s, buf, len, dg, &found);
+            str_slot *sl = str_find(s, str_seg_of(s, str_tag(dg)), buf, len, str_tag(dg), &found);
             memcpy(entry_at(s, sl->ref) + 4, &c, 8);
         }
     }

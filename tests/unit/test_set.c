@@ -555,6 +555,278 @@ static void test_digestset_limit(void **state)
     assert_null(s);
 }
 
+/* ---- strset segments: many splits and directory doublings ---------------- */
+
+static size_t short_key(uint64_t id, unsigned char *buf)
+{
+    return (size_t)snprintf((char *)buf, 32, "s%llx", (unsigned long long)id);
+}
+
+typedef struct seq_ctx {
+    const uint64_t *order;
+    const uint64_t *seen;
+    uint64_t next;
+} seq_ctx;
+
+static int check_seq(void *ctx, const void *key, size_t len, uint64_t count)
+{
+    seq_ctx *o = ctx;
+    unsigned char expect[32];
+    uint64_t id = o->order[o->next++];
+    size_t el = short_key(id, expect);
+    return !(el == len && memcmp(expect, key, len) == 0 && count == o->seen[id]);
+}
+
+static dedup_status save_strset(const void *o, dedup_sink *k) { return dedup_strset_save(o, k); }
+
+static void test_strset_segments_model(void **state)
+{
+    (void)state;
+    tu_rng r = {tu_seed() + 2};
+    /* About 970,000 distinct keys: a dozen segments, four directory
+     * doublings and a dozen splits past the small table. */
+    enum { UNIVERSE = 1200000, OPS = 2000000, ABSENT = 100000 };
+    uint64_t *seen = calloc(UNIVERSE, sizeof *seen);
+    uint64_t *order = malloc(UNIVERSE * sizeof *order);
+    assert_non_null(seen);
+    assert_non_null(order);
+    dedup_set_params p;
+    dedup_set_params_init(&p);
+    p.counts = true;
+    p.seed = tu_next(&r);
+    dedup_strset *s;
+    assert_int_equal(dedup_strset_create(&p, NULL, &s), DEDUP_OK);
+    unsigned char key[32];
+    uint64_t distinct = 0;
+    size_t mem = dedup_strset_memory_usage(s);
+    for (int i = 0; i < OPS; i++) {
+        uint64_t id = tu_below(&r, UNIVERSE);
+        size_t len = short_key(id, key);
+        size_t after = dedup_strset_memory_after_insert(s, len);
+        dedup_verdict v;
+        assert_int_equal(dedup_strset_insert(s, key, len, dedup_strset_digest(s, key, len), &v),
+                         DEDUP_OK);
+        assert_int_equal(v, seen[id] ? DEDUP_DUPLICATE : DEDUP_NEW);
+        size_t now = dedup_strset_memory_usage(s);
+        assert_true(now >= mem);
+        assert_true(now <= after); /* the prediction covers splits and doublings */
+        mem = now;
+        if (!seen[id])
+            order[distinct++] = id;
+        seen[id]++;
+    }
+    assert_int_equal(dedup_strset_size(s), distinct);
+    /* Tables of at most 43 bytes a key (load 3/8) beyond the arena. */
+    assert_true(mem < distinct * (43 + 16) + (8u << 20));
+    for (uint64_t id = 0; id < UNIVERSE + ABSENT; id++) {
+        size_t len = short_key(id, key);
+        dedup_digest d = dedup_strset_digest(s, key, len);
+        uint64_t want = id < UNIVERSE ? seen[id] : 0;
+        assert_int_equal(dedup_strset_contains(s, key, len, d), want != 0);
+        assert_int_equal(dedup_strset_count_of(s, key, len, d), want);
+    }
+    seq_ctx o = {order, seen, 0};
+    assert_int_equal(dedup_strset_foreach(s, check_seq, &o), 0);
+    assert_int_equal(o.next, distinct);
+
+    /* Save, load, save again: the same bytes, the same keys and counts. */
+    size_t n1, n2;
+    unsigned char *f1 = saved(save_strset, s, &n1);
+    dedup_mem_source src;
+    dedup_strset *t;
+    assert_int_equal(dedup_strset_load(dedup_mem_source_init(&src, f1, n1), NULL, &t), DEDUP_OK);
+    unsigned char *f2 = saved(save_strset, t, &n2);
+    assert_int_equal(n1, n2);
+    assert_memory_equal(f1, f2, n1);
+    for (uint64_t id = 0; id < UNIVERSE + ABSENT; id += 7) {
+        size_t len = short_key(id, key);
+        assert_int_equal(dedup_strset_count_of(t, key, len, dedup_strset_digest(t, key, len)),
+                         id < UNIVERSE ? seen[id] : 0);
+    }
+    free(f1);
+    free(f2);
+    dedup_strset_free(t);
+
+    /* clear keeps the tables and forgets every key. */
+    dedup_strset_clear(s);
+    assert_int_equal(dedup_strset_size(s), 0);
+    for (uint64_t id = 0; id < 1000; id++) {
+        size_t len = short_key(id, key);
+        dedup_digest d = dedup_strset_digest(s, key, len);
+        assert_false(dedup_strset_contains(s, key, len, d));
+        dedup_verdict v;
+        assert_int_equal(dedup_strset_insert(s, key, len, d, &v), DEDUP_OK);
+        assert_int_equal(v, DEDUP_NEW);
+    }
+    dedup_strset_free(s);
+    free(order);
+    free(seen);
+}
+
+/* A memory limit past several segments: FULL changes nothing, and the set
+ * still answers for every key it took. */
+static void test_strset_segments_limit(void **state)
+{
+    (void)state;
+    tu_rng r = {tu_seed() + 3};
+    for (int counts = 0; counts < 2; counts++) {
+        dedup_set_params p;
+        dedup_set_params_init(&p);
+        p.memory_limit = (size_t)(20 + tu_below(&r, 12)) << 20;
+        p.counts = counts;
+        p.seed = tu_next(&r);
+        dedup_strset *s;
+        assert_int_equal(dedup_strset_create(&p, NULL, &s), DEDUP_OK);
+        unsigned char key[32];
+        uint64_t n = 0;
+        dedup_status st = DEDUP_OK;
+        size_t len = 0;
+        while (st == DEDUP_OK) {
+            len = short_key(n, key);
+            dedup_verdict v;
+            st = dedup_strset_insert(s, key, len, dedup_strset_digest(s, key, len), &v);
+            assert_true(dedup_strset_memory_usage(s) <= p.memory_limit);
+            if (st == DEDUP_OK) {
+                assert_int_equal(v, DEDUP_NEW);
+                n++;
+            }
+        }
+        assert_int_equal(st, DEDUP_ERR_FULL);
+        assert_true(n > 200000); /* several segments */
+        size_t mem = dedup_strset_memory_usage(s);
+        assert_true(dedup_strset_memory_after_insert(s, len) > p.memory_limit);
+        dedup_verdict v;
+        assert_int_equal(dedup_strset_insert(s, key, len, dedup_strset_digest(s, key, len), &v),
+                         DEDUP_ERR_FULL);
+        assert_int_equal(dedup_strset_size(s), n);
+        assert_int_equal(dedup_strset_memory_usage(s), mem);
+        assert_false(dedup_strset_contains(s, key, len, dedup_strset_digest(s, key, len)));
+        for (uint64_t id = 0; id < n; id++) {
+            size_t l = short_key(id, key);
+            dedup_digest d = dedup_strset_digest(s, key, l);
+            assert_true(dedup_strset_contains(s, key, l, d));
+            if (id % 16 == 0) {
+                assert_int_equal(dedup_strset_insert(s, key, l, d, &v), DEDUP_OK);
+                assert_int_equal(v, DEDUP_DUPLICATE);
+                assert_int_equal(dedup_strset_count_of(s, key, l, d), counts ? 2 : 1);
+            }
+        }
+        assert_int_equal(dedup_strset_memory_usage(s), mem);
+        dedup_strset_free(s);
+    }
+}
+
+/* An allocator that counts callocs (tables) and mallocs of exactly 1 MiB
+ * (a directory of 2^18 segments). */
+typedef struct calloc_count {
+    uint64_t callocs;
+    uint64_t mib_mallocs;
+} calloc_count;
+static void *cc_malloc(void *ctx, size_t n)
+{
+    if (n == ((size_t)1 << 20))
+        ((calloc_count *)ctx)->mib_mallocs++;
+    return malloc(n);
+}
+static void *cc_calloc(void *ctx, size_t n, size_t sz)
+{
+    ((calloc_count *)ctx)->callocs++;
+    return calloc(n, sz);
+}
+static void cc_free(void *ctx, void *p) { (void)ctx; free(p); }
+
+/* Chosen digests: most keys share their top 16 tag bits (splits that move
+ * nothing, local depths past 16, a directory of 2^18 and more), some share
+ * their low 32 bits (one long probe run), some share a whole tag with
+ * another key, and tag 0 meets tag 1. */
+static dedup_digest crafted_digest(uint64_t id)
+{
+    uint64_t x = id * UINT64_C(0x9E3779B97F4A7C15);
+    x ^= x >> 29;
+    x *= UINT64_C(0xBF58476D1CE4E5B9);
+    x ^= x >> 32;
+    dedup_digest d = {x, id};
+    if (id == 0)
+        d.lo = 0;
+    else if (id == 1)
+        d.lo = 1;
+    else if (id % 101 == 0)
+        d.lo = crafted_digest(id - 1).lo; /* the same tag as another key */
+    else if (id % 97 == 0)
+        d.lo = (x & ~UINT64_C(0xffffffff)) | 0x5a5a5a5au; /* the same home */
+    else if (id % 4 != 0)
+        d.lo = (UINT64_C(0xbeef) << 48) | (x >> 16); /* the same top 16 bits */
+    return d;
+}
+
+static void test_strset_crafted_digests(void **state)
+{
+    (void)state;
+    tu_rng r = {tu_seed() + 4};
+    enum { UNIVERSE = 400000, OPS = 700000 };
+    uint64_t *seen = calloc(UNIVERSE, sizeof *seen);
+    assert_non_null(seen);
+    dedup_set_params p;
+    dedup_set_params_init(&p);
+    p.counts = true;
+    calloc_count cc = {0, 0};
+    dedup_allocator a = {cc_malloc, cc_calloc, NULL, cc_free, &cc};
+    dedup_strset *s;
+    assert_int_equal(dedup_strset_create(&p, &a, &s), DEDUP_OK);
+    unsigned char key[8];
+    uint64_t distinct = 0;
+    for (int i = 0; i < OPS; i++) {
+        uint64_t id = tu_below(&r, UNIVERSE);
+        memcpy(key, &id, 8);
+        size_t len = id == 0 ? 0 : 8;
+        dedup_verdict v;
+        assert_int_equal(dedup_strset_insert(s, key, len, crafted_digest(id), &v), DEDUP_OK);
+        assert_int_equal(v, seen[id] ? DEDUP_DUPLICATE : DEDUP_NEW);
+        distinct += !seen[id];
+        seen[id]++;
+    }
+    assert_int_equal(dedup_strset_size(s), distinct);
+    assert_int_equal(cc.mib_mallocs, 1); /* the directory went past 2^18 entries */
+    for (uint64_t id = 0; id < UNIVERSE + 1000; id++) {
+        memcpy(key, &id, 8);
+        size_t len = id == 0 ? 0 : 8;
+        dedup_digest d = crafted_digest(id);
+        uint64_t want = id < UNIVERSE ? seen[id] : 0;
+        assert_int_equal(dedup_strset_contains(s, key, len, d), want != 0);
+        assert_int_equal(dedup_strset_count_of(s, key, len, d), want);
+    }
+    dedup_strset_free(s);
+    free(seen);
+}
+
+/* Sized for 'capacity' keys: no table is allocated while they go in. */
+static void test_strset_capacity(void **state)
+{
+    (void)state;
+    static const uint64_t caps[] = {1000, 98304, 98305, 300000, 1000000};
+    for (size_t c = 0; c < sizeof caps / sizeof caps[0]; c++) {
+        calloc_count cc = {0, 0};
+        dedup_allocator a = {cc_malloc, cc_calloc, NULL, cc_free, &cc};
+        dedup_set_params p;
+        dedup_set_params_init(&p);
+        p.capacity = caps[c];
+        dedup_strset *s;
+        assert_int_equal(dedup_strset_create(&p, &a, &s), DEDUP_OK);
+        uint64_t before = cc.callocs;
+        unsigned char key[32];
+        for (uint64_t id = 0; id < caps[c]; id++) {
+            size_t len = short_key(id, key);
+            dedup_verdict v;
+            assert_int_equal(
+                dedup_strset_insert(s, key, len, dedup_strset_digest(s, key, len), &v), DEDUP_OK);
+            assert_int_equal(v, DEDUP_NEW);
+        }
+        assert_int_equal(cc.callocs, before); /* no growth, no split */
+        assert_int_equal(dedup_strset_size(s), caps[c]);
+        dedup_strset_free(s);
+    }
+}
+
 static void test_oom_leaks_nothing(void **state)
 {
     (void)state;
@@ -583,6 +855,10 @@ int main(void)
         cmocka_unit_test(test_strset_foreach_order),
         cmocka_unit_test(test_strset_limit),
         cmocka_unit_test(test_strset_huge_key),
+        cmocka_unit_test(test_strset_segments_model),
+        cmocka_unit_test(test_strset_segments_limit),
+        cmocka_unit_test(test_strset_crafted_digests),
+        cmocka_unit_test(test_strset_capacity),
         cmocka_unit_test(test_digestset_and_u64set_model),
         cmocka_unit_test(test_oom_leaks_nothing),
         cmocka_unit_test(test_digestset_grow_model),
