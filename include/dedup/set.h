@@ -8,7 +8,7 @@
  *  - dedup_strset: full keys, stored once in an append-only arena of 4 MiB
  *    chunks.  A slot is 16 bytes: the digest's low 64 bits (which reject a
  *    different key before the arena is touched) and the key's arena
- *    reference.  Slots live in segments of 131,072 (2 MiB) reached through
+ *    reference.  Slots live in segments of 131,068 (2 MiB) reached through
  *    a directory on the top bits of the digest (extendible hashing; see
  *    the strset section below).
  *  - dedup_digestset: only the 128-bit digest of each key ("fingerprint"
@@ -52,11 +52,12 @@ void dedup_set_params_init(dedup_set_params *params);
 
 /* ---- Strings --------------------------------------------------------------
  * Extendible hashing: a directory of 2^D segment indices (D <= 32) is
- * indexed by the top D bits of digest.lo; a segment is 131,072 slots of 16
- * bytes (2 MiB), linear probing inside it from a home slot taken from the
+ * indexed by the top D bits of digest.lo; a segment is 131,068 slots of 16
+ * bytes (2 MiB less 64 bytes, so that one huge page holds it and an
+ * allocator's header), linear probing inside it from a home slot taken from the
  * low 32 bits.  When an insert would load a segment past 3/4 it splits into
  * itself and one new segment by the next digest bit (the directory doubles
- * first when needed).  Below one segment (up to 98,304 keys) the set is a
+ * first when needed).  Below one segment (up to 98,301 keys) the set is a
  * single table that doubles from 64 slots.
  *
  * Memory (dedup_strset_memory_usage, exact):
@@ -77,10 +78,10 @@ void dedup_set_params_init(dedup_set_params *params);
  * new copies coexist: at most 3 MiB.  params.capacity sizes the segments
  * (or the small table) up front so that no growth happens before that many
  * keys; a capacity over one segment gives 2^D full segments, 2^D the least
- * power of two with capacity * 33/32 / 2^D <= 98,304.
+ * power of two with capacity * 33/32 / 2^D <= 98,301.
  *
  * Limits: DEDUP_ERR_LIMIT when a full segment already has local depth 32
- * (over 98,304 digests sharing their top 32 bits of lo, which a seeded hash
+ * (over 98,301 digests sharing their top 32 bits of lo, which a seeded hash
  * does not produce).  Digests crowded on their top bits can make a split
  * leave the new key's half full; the set then splits again, and if the
  * memory limit stops a later split the keys are unchanged but the splits

@@ -23,8 +23,9 @@
  * bits are its own (2^(D-ld) directory entries point to it).  Inside a
  * segment the home slot is dedup_reduce(tag << 32, STR_SEG), from the low
  * 32 bits (independent of the directory's; D stays <= 32), and probing
- * wraps inside the segment.  A segment is STR_SEG = 131072 slots, 2 MiB,
- * one huge page with an allocator that gives them (the CLI's does).
+ * wraps inside the segment.  A segment is STR_SEG = 131068 slots, 2 MiB
+ * less 64 bytes: one huge page, header included, with an allocator that
+ * gives them (the CLI's does).
  *   - Growth: when an insert would pass 3/4 of a segment's slots, the
  *     segment splits: one new segment takes the entries whose tag bit
  *     63 - ld is set, both get local depth ld + 1, and the directory is
@@ -83,10 +84,11 @@ static uint64_t slots_for(uint64_t capacity, unsigned num, unsigned den)
 /* Strings                                                                    */
 /* ======================================================================== */
 
-/* Slots per segment: 2 MiB of 16-byte slots, so that an allocator handing
- * out huge pages for large blocks (the CLI's does) backs each segment with
- * one huge page. */
-#define STR_SEG ((uint64_t)1 << 17)
+/* Slots per segment: 2 MiB of 16-byte slots less 64 bytes, so that an
+ * allocator handing out huge pages for large blocks (the CLI's does) backs
+ * each segment with one huge page even after its own header (the CLI's
+ * takes 64 bytes, glibc's mmap'd chunks 16). */
+#define STR_SEG ((uint64_t)131068)
 #define STR_MAX_DEPTH 32u /* directory bits; the home inside a segment uses the low 32 */
 
 typedef struct str_slot {
