@@ -63,8 +63,15 @@ bool dd_writer_bytes(dd_writer *w, const void *p, size_t len)
 
 bool dd_writer_record(dd_writer *w, const void *rec, size_t len, unsigned char term)
 {
-    if (!dd_writer_bytes(w, rec, len) || !dd_writer_bytes(w, &term, 1))
+    if (w->broken_pipe || w->error)
         return false;
+    if (len < w->cap - w->len) { /* the usual case: record and terminator fit */
+        memcpy(w->buf + w->len, rec, len);
+        w->buf[w->len + len] = term;
+        w->len += len + 1;
+    } else if (!dd_writer_bytes(w, rec, len) || !dd_writer_bytes(w, &term, 1)) {
+        return false;
+    }
     if (w->line_buffered)
         return dd_writer_flush(w);
     return true;
