@@ -55,8 +55,16 @@ const char *cli_human_size(uint64_t bytes, char *buf, size_t cap);
 /* Writes s as a JSON string literal (with quotes) to f. */
 void cli_json_string(FILE *f, const char *s);
 
-/* The allocator the tool gives the library: huge pages for big blocks. */
+/* The allocator the tool gives the library: huge pages for big blocks
+ * (hugealloc.c). */
 const dedup_allocator *cli_allocator(void);
+/* The same for a set that grows block by block (the exact set): its large
+ * blocks come one after another from one region whose pages a thread of
+ * its own populates ahead of use.  One object at a time; not for
+ * concurrent allocation. */
+const dedup_allocator *cli_allocator_growing(void);
+/* Stops the populating thread (before exit; the blocks stay valid). */
+void cli_allocator_shutdown(void);
 
 /* Standard --help/--version handling shared by subcommands. */
 void cli_print_version(void);

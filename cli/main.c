@@ -18,11 +18,13 @@ int main(int argc, char **argv)
     /* A closed pipe (dedup ... | head) must end us quietly: ignore SIGPIPE
      * and treat EPIPE on stdout as a normal end in the writer. */
     signal(SIGPIPE, SIG_IGN);
-    if (argc > 1) {
-        if (strcmp(argv[1], "calc") == 0)
-            return cmd_calc(argc - 1, argv + 1);
-        if (strcmp(argv[1], "filter") == 0)
-            return cmd_filter(argc - 1, argv + 1);
-    }
-    return cmd_dedup(argc, argv);
+    int rc;
+    if (argc > 1 && strcmp(argv[1], "calc") == 0)
+        rc = cmd_calc(argc - 1, argv + 1);
+    else if (argc > 1 && strcmp(argv[1], "filter") == 0)
+        rc = cmd_filter(argc - 1, argv + 1);
+    else
+        rc = cmd_dedup(argc, argv);
+    cli_allocator_shutdown();
+    return rc;
 }

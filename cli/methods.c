@@ -264,7 +264,7 @@ dedup_status dd_method_create(const char *name, const dd_sizing *s, dd_method **
         if (!p.memory_limit && m->decide == exact_decide)
             p.memory_limit = s->spill_at;
         if (m->decide == exact_decide)
-            st = dedup_strset_create(&p, cli_allocator(), (dedup_strset **)&m->impl);
+            st = dedup_strset_create(&p, cli_allocator_growing(), (dedup_strset **)&m->impl);
         else
             st = dedup_digestset_create(&p, cli_allocator(), (dedup_digestset **)&m->impl);
         if (st)
@@ -402,7 +402,7 @@ dedup_status dd_method_load(const char *name, const char *path, dd_method **out,
         st = fs ? dedup_file_source_open(fs, path, &src) : DEDUP_ERR_NOMEM;
         if (!st) {
             if (want == DEDUP_TYPE_SET_STRING)
-                st = dedup_strset_load(src, cli_allocator(), (dedup_strset **)&m->impl);
+                st = dedup_strset_load(src, cli_allocator_growing(), (dedup_strset **)&m->impl);
             else if (want == DEDUP_TYPE_SET_DIGEST)
                 st = dedup_digestset_load(src, cli_allocator(), (dedup_digestset **)&m->impl);
             else if (want == DEDUP_TYPE_CUCKOO || want == DEDUP_TYPE_CUCKOO_CHAIN)
