@@ -144,6 +144,17 @@ static inline uint32_t entry_len(const unsigned char *e)
 
 static size_t strset_table_bytes(uint64_t nslots) { return (size_t)nslots * sizeof(str_slot); }
 
+/* An array of 'elem'-byte items with twice the capacity (16 when empty);
+ * *cap is updated, NULL (the array unchanged) if the allocator fails. */
+static void *grow_array(const dedup_allocator *a, void *arr, size_t *cap, size_t elem)
+{
+    size_t nc = *cap ? *cap * 2 : 16;
+    void *p = dd_realloc(a, arr, *cap * elem, nc * elem);
+    if (p)
+        *cap = nc;
+    return p;
+}
+
 /* The segment a tag belongs to (top 'depth' bits), and its home slot there
  * (from the low 32 bits, independent of the directory's). */
 static inline str_seg *str_seg_of(const dedup_strset *s, uint64_t tag)
@@ -398,13 +409,10 @@ static dedup_status str_split(dedup_strset *s, size_t gi, uint64_t tag)
         s->dshift--;
     }
     if (s->nsegs == s->segs_cap) {
-        size_t nc = s->segs_cap * 2;
-        str_seg *arr = dd_realloc(&s->alloc, s->segs, s->segs_cap * sizeof(str_seg),
-                                  nc * sizeof(str_seg));
+        str_seg *arr = grow_array(&s->alloc, s->segs, &s->segs_cap, sizeof *arr);
         if (!arr)
             return DEDUP_ERR_NOMEM;
         s->segs = arr;
-        s->segs_cap = nc;
     }
     str_slot *nt = dd_calloc(&s->alloc, (size_t)STR_SEG, sizeof(str_slot));
     if (!nt)
@@ -487,13 +495,10 @@ static dedup_status arena_alloc(dedup_strset *s, size_t need, uint64_t *ref)
         if (s->limit && dedup_strset_memory_usage(s) + arena_grow_bytes(s, need) > s->limit)
             return DEDUP_ERR_FULL;
         if (s->nchunks == s->chunks_cap) {
-            size_t nc = s->chunks_cap ? s->chunks_cap * 2 : 16;
-            chunk *arr = dd_realloc(&s->alloc, s->chunks, s->chunks_cap * sizeof(chunk),
-                                    nc * sizeof(chunk));
+            chunk *arr = grow_array(&s->alloc, s->chunks, &s->chunks_cap, sizeof *arr);
             if (!arr)
                 return DEDUP_ERR_NOMEM;
             s->chunks = arr;
-            s->chunks_cap = nc;
         }
         if (s->nchunks >= UINT32_MAX)
             return DEDUP_ERR_LIMIT;
