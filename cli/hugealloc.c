@@ -164,8 +164,9 @@ static bool region_ready(void)
     return true;
 }
 
-/* 'size' bytes (header included) from the region, or NULL. */
-static hdr *region_alloc(size_t size)
+/* 'size' bytes (header included) from the region, or NULL.  *dirty: how
+ * many of them, from the start, earlier blocks may have written. */
+static hdr *region_alloc(size_t size, size_t *dirty)
 {
     if (!region_ready())
         return NULL;
@@ -174,6 +175,7 @@ static hdr *region_alloc(size_t size)
     hdr *h = NULL;
     if (need <= R.len - R.top) {
         h = (hdr *)(void *)(R.base + R.top);
+        *dirty = R.hiwater > R.top ? R.hiwater - R.top : 0;
         R.top += need;
         if (R.top > R.hiwater)
             R.hiwater = R.top;
@@ -207,16 +209,6 @@ static void region_free(hdr *h)
         if (b > a)
             (void)madvise((void *)a, b - a, MADV_DONTNEED);
     }
-}
-
-/* Clears the part of [p, p + n) that earlier blocks may have used. */
-static void region_zero(unsigned char *p, size_t n)
-{
-    pthread_mutex_lock(&R.mu);
-    unsigned char *dirty_end = R.base + R.hiwater;
-    pthread_mutex_unlock(&R.mu);
-    if (p < dirty_end)
-        memset(p, 0, (size_t)((p + n < dirty_end ? p + n : dirty_end) - p));
 }
 
 /* Grows or shrinks the top block in place; NULL if it is not the top one
@@ -255,7 +247,8 @@ void cli_allocator_shutdown(void)
 static void *ha_malloc(void *ctx, size_t size)
 {
     if (size >= HUGE_MIN) {
-        hdr *h = ctx ? region_alloc(size + HDR) : NULL;
+        size_t dirty;
+        hdr *h = ctx ? region_alloc(size + HDR, &dirty) : NULL;
         if (h) {
             h->size = size;
             return (unsigned char *)h + HDR;
@@ -279,10 +272,12 @@ static void *ha_calloc(void *ctx, size_t n, size_t sz)
     if (__builtin_mul_overflow(n, sz, &total))
         return NULL;
     if (total >= HUGE_MIN) {
-        hdr *h = ctx ? region_alloc(total + HDR) : NULL;
+        size_t dirty;
+        hdr *h = ctx ? region_alloc(total + HDR, &dirty) : NULL;
         if (h) {
             h->size = total;
-            region_zero((unsigned char *)h + HDR, total);
+            if (dirty > HDR) /* what an earlier block left; the rest is fresh */
+                memset((unsigned char *)h + HDR, 0, dirty - HDR < total ? dirty - HDR : total);
             return (unsigned char *)h + HDR;
         }
         return huge_map(total); /* fresh mappings are zero */
