@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
@@ -32,7 +33,8 @@
 #define EXT_BATCH 64
 
 /* The memory this process may use: physical memory, or less when a cgroup
- * (v2 memory.max, v1 memory.limit_in_bytes) says so, as in a container. */
+ * (v2 memory.max, v1 memory.limit_in_bytes) says so, as in a container, or
+ * an address-space limit (ulimit -v). */
 static uint64_t usable_memory(void)
 {
     long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
@@ -48,6 +50,12 @@ static uint64_t usable_memory(void)
             phys = v;
         fclose(f);
     }
+    /* An address-space limit (ulimit -v) caps it too: a share of it goes to
+     * the program, its libraries and its buffers, so count three quarters. */
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+        (uint64_t)rl.rlim_cur / 4 * 3 < phys)
+        phys = (uint64_t)rl.rlim_cur / 4 * 3;
     return phys;
 }
 
