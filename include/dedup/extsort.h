@@ -118,6 +118,21 @@
  * signal or even kill -9; the space is released when the engine is freed (or
  * the process ends).  No signal handler is needed or installed.
  *
+ * THREADS: with params.threads >= 2 the engine starts, at its first spill,
+ * one thread of its own that compresses and writes the frames of the
+ * partitions, the per-partition results and the sorted runs while the
+ * caller's thread goes on (see "The compressing thread" in extsort.c).  The
+ * files, the output and the statistics are the same as with one thread;
+ * write errors are reported by a later call than the one whose data failed
+ * (still before finish() returns).  It costs 2F frame buffers, two areas of
+ * F compressed frames and an LZ4 state (F = 8 frames per batch while that
+ * is at most 1/16 of the budget: ~2.1 MiB at 64 MiB; then 4 or 2), taken
+ * out of the table's share, and per buffered writer a second buffer.
+ * Budgets under ~650 KiB, too small for F = 2, get no thread.  params.write_fn and the
+ * allocator's functions are then also called from that thread (one call at
+ * a time per engine for write_fn; the allocator is only called from the
+ * caller's thread).  The thread ends in free().
+ *
  * Thread-safety: one engine is used by one thread at a time.
  */
 #ifndef DEDUP_EXTSORT_H
@@ -179,6 +194,8 @@ typedef struct dedup_extsort_params {
     void *write_ctx;
     dedup_extsort_emit_piece_fn emit_piece; /* NULL: no giant records (push_begin
                                                is refused); shares emit_ctx */
+    unsigned threads;            /* 1 (default): everything on the caller's thread;
+                                    2 or more: see THREADS (more than 2 are not used) */
 } dedup_extsort_params;
 
 typedef struct dedup_extsort_stats {

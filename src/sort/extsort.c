@@ -34,6 +34,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -86,6 +88,9 @@ struct dedup_extsort {
         size_t n;
     } cache[ES_CACHE_N];
     size_t ncache, cached;
+    struct helper *hp; /* the compressing thread (params.threads >= 2), once spilled */
+    bool hp_failed;    /* it could not be started: everything stays on this thread */
+    size_t hb_frames;  /* frames per batch for it; 0: no thread */
     dedup_extsort_stats st;
     tfile sp[DEDUP_EXTSORT_MAX_DEPTH + 1];
     tfile rs[DEDUP_EXTSORT_MAX_DEPTH + 1];
@@ -221,6 +226,8 @@ static dedup_status fail(dedup_extsort *es, dedup_status s)
 
 /* ---- Temporary files ----------------------------------------------------- */
 
+static void hp_start(dedup_extsort *es);
+
 static dedup_status tf_open(dedup_extsort *es, tfile *f)
 {
     if (f->fd >= 0)
@@ -258,6 +265,7 @@ static dedup_status tf_open(dedup_extsort *es, tfile *f)
     f->fd = fd;
     f->size = 0;
     es->st.spilled = true;
+    hp_start(es);
     return DEDUP_OK;
 }
 
@@ -306,30 +314,42 @@ static uint64_t frame_check(const void *payload, size_t n, uint32_t stored, uint
 /* Appends 'len' stream bytes to 'f' as frames of at most es->frame raw
  * bytes, each LZ4-compressed on its own (kept raw if that does not shrink
  * it) behind its header. */
+/* Encodes 'raw' bytes (at most es->frame) as one frame into 'out' (es->zcap
+ * bytes); returns the frame's length. */
+static size_t frame_pack(void *zstate, const uint8_t *q, size_t raw, uint8_t *out, size_t zcap)
+{
+    int z = LZ4_compress_fast_extState(zstate, (const char *)q, (char *)out + FH, (int)raw,
+                                       (int)(zcap - FH), 1);
+    size_t n;
+    uint32_t stored;
+    if (z > 0 && (size_t)z < raw) {
+        n = (size_t)z;
+        stored = (uint32_t)n;
+    } else {
+        n = raw;
+        stored = (uint32_t)raw | FR_RAW;
+        memcpy(out + FH, q, raw);
+    }
+    wr32(out, stored);
+    wr32(out + 4, (uint32_t)raw);
+    wr64(out + 8, frame_check(out + FH, n, stored, (uint32_t)raw));
+    return FH + n;
+}
+
+static dedup_status hp_sync(dedup_extsort *es);
+
 static dedup_status tf_write(dedup_extsort *es, tfile *f, const void *buf, size_t len)
 {
-    dedup_status s = tf_open(es, f);
+    dedup_status s = hp_sync(es); /* frames still queued go first */
     if (s != DEDUP_OK)
+        return s;
+    if ((s = tf_open(es, f)) != DEDUP_OK)
         return s;
     const uint8_t *q = buf;
     while (len > 0) {
         size_t raw = len < es->frame ? len : es->frame;
-        int z = LZ4_compress_fast_extState(es->zstate, (const char *)q, (char *)es->zbuf + FH,
-                                           (int)raw, (int)(es->zcap - FH), 1);
-        size_t n;
-        uint32_t stored;
-        if (z > 0 && (size_t)z < raw) {
-            n = (size_t)z;
-            stored = (uint32_t)n;
-        } else {
-            n = raw;
-            stored = (uint32_t)raw | FR_RAW;
-            memcpy(es->zbuf + FH, q, raw);
-        }
-        wr32(es->zbuf, stored);
-        wr32(es->zbuf + 4, (uint32_t)raw);
-        wr64(es->zbuf + 8, frame_check(es->zbuf + FH, n, stored, (uint32_t)raw));
-        if ((s = tf_write_raw(es, f, es->zbuf, FH + n)) != DEDUP_OK)
+        size_t fl = frame_pack(es->zstate, q, raw, es->zbuf, es->zcap);
+        if ((s = tf_write_raw(es, f, es->zbuf, fl)) != DEDUP_OK)
             return s;
         es->st.bytes_spilled_raw += raw;
         q += raw;
@@ -361,8 +381,9 @@ static dedup_status tf_pread(dedup_extsort *es, tfile *f, void *buf, size_t len,
 }
 
 /* Drops a temporary file's content so the next node of its depth reuses it. */
-static void tf_reset(tfile *f)
+static void tf_reset(dedup_extsort *es, tfile *f)
 {
+    (void)hp_sync(es); /* nothing may still be queued for it (errors are sticky) */
     if (f->fd >= 0 && f->size > 0) {
         /* write(2) appends at the descriptor's offset: rewind it too.  If
          * either call fails the next writer simply appends past the old
@@ -371,6 +392,375 @@ static void tf_reset(tfile *f)
             return;
         f->size = 0;
     }
+}
+
+static size_t clampz(size_t v, size_t lo, size_t hi) { return v < lo ? lo : v > hi ? hi : v; }
+
+/* ---- The compressing thread -------------------------------------------------
+ * With params.threads >= 2, a second thread compresses and writes the frames
+ * of the two streams that carry nearly all the bytes: the partitions (spill)
+ * and the buffered writers (per-partition results, sorted runs).  The engine's
+ * thread fills a batch of up to F frames (pointers to raw bytes it
+ * leaves untouched) and hands it over; the thread packs each frame into the
+ * batch's own output area and appends them all to the file with one write.
+ * At most one batch is with the thread: handing over the next one first
+ * waits for it and takes its results (hp_reap), in order, on the engine's
+ * thread: the file's size, each partition's extents, the statistics, and any
+ * write error, reported by the call that reaps.  A full partition buffer is
+ * swapped for a spare one from a pool and returns to the pool when reaped; a
+ * writer has two buffers and alternates.  Everything else (giants, reading,
+ * truncating) first waits until nothing is queued (hp_sync), so the files are
+ * exactly as the single-threaded engine leaves them, byte for byte.
+ * Memory: with F frames per batch, 2F spare partition buffers, two output
+ * areas of F packed frames and one LZ4 state, plus a second buffer per
+ * writer; all taken out of the table's share.  F is 8 while that stays
+ * within 1/16 of the budget (~2.1 MiB at 64 MiB), else 4 or 2; budgets too
+ * small even for 2 (under ~650 KiB) get no thread. */
+
+#define HB_FRAMES 8
+
+struct part;
+
+typedef struct hframe {
+    const uint8_t *raw;
+    size_t rawlen, dlen;   /* dlen: the packed frame's length, set by the thread */
+    struct part *p;        /* the extent belongs to this partition, or NULL */
+    uint8_t *recycle;      /* a spare buffer to return to the pool once written */
+} hframe;
+
+typedef struct hbatch {
+    tfile *f;
+    int fd;
+    size_t n;
+    size_t packed, pos;    /* frames already packed into out, and their bytes */
+    hframe fr[HB_FRAMES];
+    uint8_t *out;          /* es->hb_frames * es->zcap bytes */
+    uint64_t written;      /* bytes the write accepted */
+    int err;               /* errno of a failed write (ENOSPC for a zero write) */
+} hbatch;
+
+typedef struct helper {
+    pthread_t th;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    atomic_bool job;       /* a batch is with the thread (set and cleared under mu) */
+    bool quit;             /* under mu: stop */
+    hbatch b[2];
+    hbatch *cur;           /* being filled */
+    hbatch *busy;          /* handed to the thread and not reaped yet, or NULL */
+    void *zstate;
+    uint8_t **pool;        /* spare partition buffers of pbuf bytes */
+    size_t npool, pbuf;
+} helper;
+
+static size_t pbuf_size(const dedup_extsort *es) { return clampz(es->budget / 1024, 4096, 64 << 10); }
+
+/* What the thread's buffers take with batches of 'frames' frames. */
+static size_t helper_cost(const dedup_extsort *es, size_t frames)
+{
+    return 2 * frames * (pbuf_size(es) + sizeof(uint8_t *) + es->zcap) + es->zstate_n +
+           sizeof(helper);
+}
+
+/* Frames per batch: as many as HB_FRAMES while the thread's buffers take at
+ * most 1/16 of the budget; below 2 (budgets under ~650 KiB) no thread. */
+static size_t hb_frames_for(const dedup_extsort *es)
+{
+    if (es->p.threads < 2)
+        return 0;
+    for (size_t f = HB_FRAMES; f >= 2; f /= 2)
+        if (helper_cost(es, f) <= es->budget / 16)
+            return f;
+    return 0;
+}
+
+static bool threaded(const dedup_extsort *es) { return es->hb_frames >= 2; }
+
+/* What the thread's buffers take of the budget (reserved from the start). */
+static size_t helper_bytes(const dedup_extsort *es)
+{
+    return threaded(es) ? helper_cost(es, es->hb_frames) : 0;
+}
+
+/* Packs the batch's next frame with LZ4 state 'z'. */
+static void hb_pack_one(const dedup_extsort *es, void *z, hbatch *b)
+{
+    hframe *fr = &b->fr[b->packed++];
+    fr->dlen = frame_pack(z, fr->raw, fr->rawlen, b->out + b->pos, es->zcap);
+    b->pos += fr->dlen;
+}
+
+/* On the thread: packs what the engine's thread did not, and writes. */
+static void hb_run(const dedup_extsort *es, helper *h, hbatch *b)
+{
+    while (b->packed < b->n)
+        hb_pack_one(es, h->zstate, b);
+    size_t pos = b->pos;
+    const uint8_t *q = b->out;
+    b->written = 0;
+    b->err = 0;
+    while (pos > 0) {
+        ptrdiff_t n = es->p.write_fn ? es->p.write_fn(es->p.write_ctx, b->fd, q, pos)
+                                     : (ptrdiff_t)write(b->fd, q, pos);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            b->err = n < 0 ? errno : ENOSPC;
+            if (b->err == 0)
+                b->err = EIO;
+            return;
+        }
+        q += n;
+        pos -= (size_t)n;
+        b->written += (uint64_t)n;
+    }
+}
+
+/* Hand-offs come every few hundred microseconds, and on a virtual machine
+ * waking a thread that went to sleep (and its idle CPU) costs tens of them:
+ * each side first polls for up to HP_SPIN rounds of a pause instruction. */
+#define HP_SPIN 4000
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
+
+/* Polls until h->job == want (true: returns at once if so) or the spin ends. */
+static bool hp_poll(helper *h, bool want)
+{
+    for (int i = 0; i < HP_SPIN; i++) {
+        if (atomic_load_explicit(&h->job, memory_order_acquire) == want)
+            return true;
+        cpu_relax();
+    }
+    return false;
+}
+
+static void *helper_main(void *arg)
+{
+    dedup_extsort *es = arg;
+    helper *h = es->hp;
+    for (;;) {
+        if (!hp_poll(h, true)) {
+            pthread_mutex_lock(&h->mu);
+            while (!atomic_load(&h->job) && !h->quit)
+                pthread_cond_wait(&h->cv, &h->mu);
+            bool stop = !atomic_load(&h->job);
+            pthread_mutex_unlock(&h->mu);
+            if (stop)
+                break;
+        }
+        hb_run(es, h, h->busy);
+        pthread_mutex_lock(&h->mu);
+        atomic_store_explicit(&h->job, false, memory_order_release);
+        pthread_cond_broadcast(&h->cv);
+        pthread_mutex_unlock(&h->mu);
+    }
+    return NULL;
+}
+
+static void hp_free_bufs(dedup_extsort *es, helper *h)
+{
+    for (size_t i = 0; i < h->npool; i++)
+        es_free(es, h->pool[i], h->pbuf);
+    es_free(es, h->pool, 2 * es->hb_frames * sizeof(uint8_t *));
+    for (int i = 0; i < 2; i++)
+        es_free(es, h->b[i].out, es->hb_frames * es->zcap);
+    es_free(es, h->zstate, es->zstate_n);
+}
+
+/* Starts the thread at the first spill.  If anything fails the engine simply
+ * goes on without it. */
+static void hp_start(dedup_extsort *es)
+{
+    if (es->hp || es->hp_failed || !threaded(es))
+        return;
+    es->hp_failed = true;
+    helper *h = es_alloc(es, sizeof *h);
+    if (!h)
+        return;
+    memset(h, 0, sizeof *h);
+    atomic_init(&h->job, false);
+    h->pbuf = pbuf_size(es);
+    bool ok = (h->zstate = es_alloc(es, es->zstate_n)) != NULL &&
+              (h->pool = es_alloc(es, 2 * es->hb_frames * sizeof(uint8_t *))) != NULL;
+    for (int i = 0; ok && i < 2; i++)
+        ok = (h->b[i].out = es_alloc(es, es->hb_frames * es->zcap)) != NULL;
+    while (ok && h->npool < 2 * es->hb_frames) {
+        uint8_t *b = es_alloc(es, h->pbuf);
+        if (!(ok = b != NULL))
+            break;
+        h->pool[h->npool++] = b;
+    }
+    h->cur = &h->b[0];
+    if (ok && pthread_mutex_init(&h->mu, NULL) == 0) {
+        if (pthread_cond_init(&h->cv, NULL) == 0) {
+            es->hp = h;
+            if (pthread_create(&h->th, NULL, helper_main, es) == 0) {
+                es->hp_failed = false;
+                return;
+            }
+            es->hp = NULL;
+            pthread_cond_destroy(&h->cv);
+        }
+        pthread_mutex_destroy(&h->mu);
+    }
+    hp_free_bufs(es, h);
+    es_free(es, h, sizeof *h);
+}
+
+static dedup_status part_extent(dedup_extsort *es, struct part *p, uint64_t off, uint64_t dlen,
+                                size_t rawlen);
+
+/* Waits for the batch with the thread, if any, and takes its results. */
+static dedup_status hp_reap(dedup_extsort *es)
+{
+    helper *h = es->hp;
+    if (!h || !h->busy)
+        return DEDUP_OK;
+    if (!hp_poll(h, false)) {
+        pthread_mutex_lock(&h->mu);
+        while (atomic_load(&h->job))
+            pthread_cond_wait(&h->cv, &h->mu);
+        pthread_mutex_unlock(&h->mu);
+    }
+    hbatch *b = h->busy;
+    h->busy = NULL;
+    dedup_status s = DEDUP_OK;
+    uint64_t off = b->f->size, total = 0;
+    for (size_t i = 0; i < b->n; i++) {
+        hframe *fr = &b->fr[i];
+        if (!b->err && fr->p && s == DEDUP_OK)
+            s = part_extent(es, fr->p, off, fr->dlen, fr->rawlen);
+        off += fr->dlen;
+        total += fr->dlen;
+        es->st.bytes_spilled_raw += fr->rawlen;
+        if (fr->recycle)
+            h->pool[h->npool++] = fr->recycle;
+    }
+    b->n = b->packed = b->pos = 0;
+    b->f->size += b->written;
+    es->st.bytes_spilled += b->written;
+    if (b->err) {
+        es->io_errno = b->err;
+        es->io_needed = es->st.bytes_spilled + (total - b->written);
+        return fail(es, DEDUP_ERR_IO);
+    }
+    return s;
+}
+
+static bool hp_busy(helper *h) { return atomic_load_explicit(&h->job, memory_order_acquire); }
+
+/* Hands the batch being filled to the thread (after reaping the previous).
+ * While the thread is still busy with the previous batch, this thread packs
+ * the frames of the new one itself rather than wait: the work splits itself
+ * between the two. */
+/* Drops the frames of the batch being filled (after an error). */
+static void hp_discard(helper *h)
+{
+    for (size_t i = 0; i < h->cur->n; i++)
+        if (h->cur->fr[i].recycle)
+            h->pool[h->npool++] = h->cur->fr[i].recycle;
+    h->cur->n = h->cur->packed = h->cur->pos = 0;
+}
+
+static dedup_status hp_submit(dedup_extsort *es)
+{
+    helper *h = es->hp;
+    if (!h || h->cur->n == 0)
+        return DEDUP_OK;
+    if (es->err != DEDUP_OK) { /* the engine has failed: nothing more is written */
+        hp_discard(h);
+        return es->err;
+    }
+    while (h->busy && h->cur->packed < h->cur->n && hp_busy(h))
+        hb_pack_one(es, es->zstate, h->cur);
+    dedup_status s = hp_reap(es);
+    if (s != DEDUP_OK)
+        return s;
+    hbatch *b = h->cur;
+    b->fd = b->f->fd;
+    h->cur = b == &h->b[0] ? &h->b[1] : &h->b[0];
+    h->busy = b;
+    pthread_mutex_lock(&h->mu);
+    atomic_store_explicit(&h->job, true, memory_order_release);
+    pthread_cond_broadcast(&h->cv);
+    pthread_mutex_unlock(&h->mu);
+    return DEDUP_OK;
+}
+
+/* Waits until every queued frame is written and accounted for. */
+static dedup_status hp_sync(dedup_extsort *es)
+{
+    if (!es->hp)
+        return DEDUP_OK;
+    dedup_status s = hp_submit(es);
+    dedup_status r = hp_reap(es);
+    return s != DEDUP_OK ? s : r;
+}
+
+/* Queues 'len' bytes at 'raw' for 'f' (open), as frames; 'p' gets their
+ * extents, 'recycle' returns to the pool after the last one.  The bytes must
+ * stay untouched until reaped. */
+static dedup_status hp_add(dedup_extsort *es, tfile *f, const uint8_t *raw, size_t len,
+                           struct part *p, uint8_t *recycle)
+{
+    helper *h = es->hp;
+    dedup_status s = DEDUP_OK;
+    if (h->cur->n && h->cur->f != f)
+        s = hp_submit(es);
+    while (s == DEDUP_OK && len > 0) {
+        if (h->cur->n == es->hb_frames && (s = hp_submit(es)) != DEDUP_OK)
+            break;
+        size_t raw_n = len < es->frame ? len : es->frame;
+        hframe *fr = &h->cur->fr[h->cur->n++];
+        h->cur->f = f;
+        *fr = (hframe){raw, raw_n, 0, p, raw_n == len ? recycle : NULL};
+        raw += raw_n;
+        len -= raw_n;
+    }
+    if (s != DEDUP_OK && recycle && len > 0) /* its last frame was not queued */
+        h->pool[h->npool++] = recycle;
+    return s;
+}
+
+/* Takes a spare partition buffer. */
+static uint8_t *hp_spare(dedup_extsort *es, dedup_status *s)
+{
+    helper *h = es->hp;
+    if (h->npool == 0 && (*s = hp_sync(es)) != DEDUP_OK)
+        return NULL;
+    *s = DEDUP_OK;
+    return h->npool ? h->pool[--h->npool] : NULL;
+}
+
+/* Stops the thread (dropping whatever is queued) and frees its buffers. */
+static void hp_stop(dedup_extsort *es)
+{
+    helper *h = es->hp;
+    if (!h)
+        return;
+    pthread_mutex_lock(&h->mu);
+    while (atomic_load(&h->job))
+        pthread_cond_wait(&h->cv, &h->mu);
+    h->quit = true;
+    pthread_cond_broadcast(&h->cv);
+    pthread_mutex_unlock(&h->mu);
+    pthread_join(h->th, NULL);
+    pthread_cond_destroy(&h->cv);
+    pthread_mutex_destroy(&h->mu);
+    for (int i = 0; i < 2; i++) {
+        for (size_t j = 0; j < h->b[i].n; j++)
+            if (h->b[i].fr[j].recycle)
+                h->pool[h->npool++] = h->b[i].fr[j].recycle;
+        h->b[i].n = h->b[i].packed = h->b[i].pos = 0;
+    }
+    es->hp = NULL;
+    hp_free_bufs(es, h);
+    es_free(es, h, sizeof *h);
 }
 
 /* ---- Varints and items ---------------------------------------------------- */
@@ -433,6 +823,7 @@ static size_t item_header(uint8_t *h, int flags, uint64_t seq_delta, const item 
 typedef struct writer {
     tfile *f;
     uint8_t *buf;
+    uint8_t *buf2; /* with the compressing thread: the buffer it may be writing */
     size_t cap, len;
     uint64_t prev_seq;
     int flags;
@@ -446,22 +837,51 @@ static dedup_status wr_init(dedup_extsort *es, writer *w, tfile *f, size_t cap, 
     w->prev_seq = 0;
     w->flags = flags;
     w->buf = es_alloc(es, cap);
+    w->buf2 = NULL;
+    if (w->buf && es->hp && !(w->buf2 = es_alloc(es, cap))) {
+        es_free(es, w->buf, cap);
+        w->buf = NULL;
+    }
     return w->buf ? DEDUP_OK : fail(es, DEDUP_ERR_NOMEM);
 }
 
+/* With the compressing thread the buffer is queued whole (every frame of it
+ * handed over, so that the previous buffer, written by the time the thread
+ * takes this one, can be reused) and the writer goes on in the other one. */
 static dedup_status wr_flush(dedup_extsort *es, writer *w)
 {
     if (w->len == 0)
         return DEDUP_OK;
-    dedup_status s = tf_write(es, w->f, w->buf, w->len);
+    dedup_status s;
+    if (w->buf2 && es->hp && w->f->fd >= 0) {
+        s = hp_add(es, w->f, w->buf, w->len, NULL, NULL);
+        if (s == DEDUP_OK)
+            s = hp_submit(es);
+        uint8_t *t = w->buf;
+        w->buf = w->buf2;
+        w->buf2 = t;
+    } else {
+        s = tf_write(es, w->f, w->buf, w->len);
+    }
     w->len = 0;
     return s;
 }
 
+/* Flushes and waits until the stream is on disk: the file's size is final. */
+static dedup_status wr_close(dedup_extsort *es, writer *w)
+{
+    dedup_status s = wr_flush(es, w);
+    dedup_status r = hp_sync(es);
+    return s != DEDUP_OK ? s : r;
+}
+
 static void wr_free(dedup_extsort *es, writer *w)
 {
+    if (w->buf2)
+        (void)hp_sync(es); /* the thread may still read it; an error was reported by flush or is sticky */
     es_free(es, w->buf, w->cap);
-    w->buf = NULL;
+    es_free(es, w->buf2, w->cap);
+    w->buf = w->buf2 = NULL;
 }
 
 static dedup_status wr_bytes(dedup_extsort *es, writer *w, const void *p, size_t n)
@@ -534,6 +954,9 @@ static dedup_status rd_init(dedup_extsort *es, reader *r, tfile *f, const blk *e
                             size_t cap, int flags)
 {
     memset(r, 0, sizeof *r);
+    dedup_status s0 = hp_sync(es); /* the file must be complete before it is read */
+    if (s0 != DEDUP_OK)
+        return s0;
     r->f = f;
     r->ext = ext;
     r->n = n;
@@ -1067,7 +1490,6 @@ typedef struct node {
     unsigned shift;
 } node;
 
-static size_t clampz(size_t v, size_t lo, size_t hi) { return v < lo ? lo : v > hi ? hi : v; }
 
 static bool counting(const dedup_extsort *es)
 {
@@ -1082,7 +1504,7 @@ static dedup_status node_init(dedup_extsort *es, node *n, int depth, writer *out
     memset(n, 0, sizeof *n);
     n->depth = depth;
     n->out = out;
-    n->pbuf = clampz(es->budget / 1024, 4096, 64 << 10);
+    n->pbuf = pbuf_size(es);
     n->P = (uint32_t)clampz(es->budget / (4 * n->pbuf), 4, 256);
     n->shift = (unsigned)(depth * 11) & 63;
     /* Partitions are only used in first-occurrence order (sorted order
@@ -1095,6 +1517,8 @@ static dedup_status node_init(dedup_extsort *es, node *n, int depth, writer *out
     size_t reserve = n->P * n->pbuf + (size_t)n->P * 64 + 3 * io_buf(es) + 4096;
     if (sorted && depth == 0) /* sorted runs: only the run writer's buffer */
         reserve = io_buf(es) + 8192;
+    if (threaded(es)) /* the compressing thread's buffers; writers' second buffers */
+        reserve += helper_bytes(es) + (sorted && depth == 0 ? 1 : 2) * io_buf(es);
     reserve += scratch_bytes(es) + giant_reserve(es); /* compression; giant records */
     size_t limit = es->budget > reserve + 16384 ? es->budget - reserve : 16384;
     dedup_status s = table_init(es, &n->t, limit, counting(es));
@@ -1103,30 +1527,47 @@ static dedup_status node_init(dedup_extsort *es, node *n, int depth, writer *out
     return s;
 }
 
+/* Records that 'dlen' file bytes at 'off' hold 'rawlen' bytes of p's stream. */
+static dedup_status part_extent(dedup_extsort *es, part *p, uint64_t off, uint64_t dlen,
+                                size_t rawlen)
+{
+    if (p->nblk > 0 && p->blocks[p->nblk - 1].off + p->blocks[p->nblk - 1].len == off) {
+        p->blocks[p->nblk - 1].len += dlen; /* contiguous with the previous block */
+    } else {
+        if (p->nblk == p->capblk) {
+            size_t nc = p->capblk ? p->capblk * 2 : 8;
+            blk *nb = es_realloc(es, p->blocks, p->capblk * sizeof(blk), nc * sizeof(blk));
+            if (!nb)
+                return fail(es, DEDUP_ERR_NOMEM);
+            p->blocks = nb;
+            p->capblk = nc;
+        }
+        p->blocks[p->nblk++] = (blk){off, dlen};
+    }
+    p->bytes += rawlen;
+    return DEDUP_OK;
+}
+
 static dedup_status part_flush(dedup_extsort *es, node *n, part *p, const void *data, size_t len)
 {
     tfile *f = &es->sp[n->depth];
-    if (p->nblk == p->capblk) {
-        size_t nc = p->capblk ? p->capblk * 2 : 8;
-        blk *nb = es_realloc(es, p->blocks, p->capblk * sizeof(blk), nc * sizeof(blk));
-        if (!nb)
-            return fail(es, DEDUP_ERR_NOMEM);
-        p->blocks = nb;
-        p->capblk = nc;
-    }
     dedup_status s = tf_open(es, f);
     if (s != DEDUP_OK)
+        return s;
+    if (es->hp && data == p->buf) { /* the thread packs and writes it; p takes a spare */
+        uint8_t *spare = hp_spare(es, &s);
+        if (!spare)
+            return s != DEDUP_OK ? s : fail(es, DEDUP_ERR_NOMEM);
+        uint8_t *full = p->buf;
+        p->buf = spare;
+        return hp_add(es, f, full, len, p, full);
+    }
+    if ((s = hp_sync(es)) != DEDUP_OK)
         return s;
     uint64_t off = f->size;
     if ((s = tf_write(es, f, data, len)) != DEDUP_OK)
         return s;
-    uint64_t dlen = f->size - off; /* on disk: framed and compressed */
-    if (p->nblk > 0 && p->blocks[p->nblk - 1].off + p->blocks[p->nblk - 1].len == off)
-        p->blocks[p->nblk - 1].len += dlen; /* contiguous with the previous block */
-    else
-        p->blocks[p->nblk++] = (blk){off, dlen};
-    p->bytes += len;
-    return DEDUP_OK;
+    return part_extent(es, p, off, f->size - off, len);
 }
 
 static dedup_status part_put(dedup_extsort *es, node *n, part *p, const void *data, size_t len)
@@ -1169,6 +1610,8 @@ static dedup_status node_start_spill(dedup_extsort *es, node *n)
         if ((s = tf_open(es, &es->rs[n->depth])) != DEDUP_OK)
             return s;
         n->direct_live = true;
+        if ((s = hp_sync(es)) != DEDUP_OK)
+            return s;
         n->direct_start = es->rs[n->depth].size;
     }
     n->spilled = true;
@@ -1179,6 +1622,8 @@ static dedup_status node_start_spill(dedup_extsort *es, node *n)
 
 static void node_free(dedup_extsort *es, node *n)
 {
+    if (n->parts) /* queued frames name its partitions */
+        (void)hp_sync(es);
     if (n->table_live)
         table_free(es, &n->t);
     n->table_live = false;
@@ -1684,8 +2129,9 @@ static dedup_status node_merge(dedup_extsort *es, node *n, const blk *ext, size_
     m.by_key = false; /* partition results are in sequence order */
     /* Read buffers get what the budget has left beside the output buffer,
      * this merge's bookkeeping and the node's partition array. */
-    size_t fixed = (n->out ? n->out->cap : 0) + k * (sizeof(reader) + sizeof(int) + sizeof(blk)) +
-                   n->P * sizeof(part) + scratch_bytes(es) + giant_reserve(es) + 8192;
+    size_t fixed = (n->out ? (n->out->buf2 ? 2 : 1) * n->out->cap : 0) +
+                   k * (sizeof(reader) + sizeof(int) + sizeof(blk)) + n->P * sizeof(part) +
+                   scratch_bytes(es) + giant_reserve(es) + helper_bytes(es) + 8192;
     size_t avail = es->budget > fixed ? es->budget - fixed : 4096;
     size_t rb = clampz(avail / (k ? k : 1), 4096, 1 << 20);
     m.src = es_alloc(es, k * sizeof(reader));
@@ -1785,6 +2231,8 @@ static dedup_status node_finish(dedup_extsort *es, node *n)
         es_free(es, p->buf, n->pbuf);
         p->buf = NULL;
     }
+    if (s == DEDUP_OK) /* every extent and byte count is known from here on */
+        s = hp_sync(es);
     if (s != DEDUP_OK)
         return s;
     if ((s = tf_open(es, rs)) != DEDUP_OK)
@@ -1795,7 +2243,7 @@ static dedup_status node_finish(dedup_extsort *es, node *n)
     /* 2. what this node recognised itself */
     es->st.distinct += n->t.n;
     if (n->direct_live) {
-        s = wr_flush(es, &n->direct);
+        s = wr_close(es, &n->direct);
         wr_free(es, &n->direct);
         n->direct_live = false;
         if (s == DEDUP_OK && rs->size > n->direct_start)
@@ -1816,10 +2264,14 @@ static dedup_status node_finish(dedup_extsort *es, node *n)
             break;
         if (es->p.output == DEDUP_EXTSORT_DUPLICATES)
             w.flags = F_SEQ;
+        if ((s = hp_sync(es)) != DEDUP_OK) {
+            wr_free(es, &w);
+            break;
+        }
         uint64_t start = rs->size;
         s = run_child(es, n, p, &w);
         if (s == DEDUP_OK)
-            s = wr_flush(es, &w);
+            s = wr_close(es, &w);
         wr_free(es, &w);
         if (s == DEDUP_OK && rs->size > start)
             ext[k++] = (blk){start, rs->size - start};
@@ -1827,12 +2279,12 @@ static dedup_status node_finish(dedup_extsort *es, node *n)
         p->blocks = NULL;
         p->capblk = p->nblk = 0;
     }
-    tf_reset(&es->sp[d]);
+    tf_reset(es, &es->sp[d]);
     /* 4. merge */
     if (s == DEDUP_OK && k > 0)
         s = node_merge(es, n, ext, k);
     es_free(es, ext, extcap * sizeof(blk));
-    tf_reset(rs);
+    tf_reset(es, rs);
     return s;
 }
 
@@ -1865,12 +2317,14 @@ static dedup_status runs_flush(dedup_extsort *es, node *n)
         es->capruns = nc;
     }
     writer w;
+    if ((s = hp_sync(es)) != DEDUP_OK)
+        return s;
     uint64_t start = f->size;
     if ((s = wr_init(es, &w, f, io_buf(es), run_flags(es))) != DEDUP_OK)
         return s;
     s = table_out_sorted(es, n, &w, false);
     if (s == DEDUP_OK)
-        s = wr_flush(es, &w);
+        s = wr_close(es, &w);
     wr_free(es, &w);
     if (s != DEDUP_OK)
         return s;
@@ -1951,7 +2405,8 @@ static dedup_status held_out(dedup_extsort *es, held *h, writer *w)
 
 static size_t runs_fan_in(const dedup_extsort *es)
 {
-    size_t fixed = io_buf(es) + scratch_bytes(es) + giant_reserve(es) + 16384;
+    size_t fixed = (threaded(es) ? 2 : 1) * io_buf(es) + scratch_bytes(es) + giant_reserve(es) +
+                   helper_bytes(es) + 16384;
     size_t per = (2 * es->frame > 8192 ? 2 * es->frame : 8192) + sizeof(reader) + sizeof(int);
     return es->budget > fixed + 2 * per ? (es->budget - fixed) / per : 2;
 }
@@ -2038,16 +2493,18 @@ static dedup_status runs_finish(dedup_extsort *es)
         for (size_t g = 0; g < groups && s == DEDUP_OK; g++) {
             size_t lo = g * kmax, cnt = es->nruns - lo < kmax ? es->nruns - lo : kmax;
             writer w;
+            if ((s = hp_sync(es)) != DEDUP_OK)
+                break;
             uint64_t start = b->size;
             if ((s = wr_init(es, &w, b, io_buf(es), run_flags(es))) != DEDUP_OK)
                 break;
             s = runs_merge(es, a, &es->runs[lo], cnt, &w);
             if (s == DEDUP_OK)
-                s = wr_flush(es, &w);
+                s = wr_close(es, &w);
             wr_free(es, &w);
             nr[g] = (blk){start, b->size - start};
         }
-        tf_reset(a);
+        tf_reset(es, a);
         es_free(es, es->runs, es->capruns * sizeof(blk));
         es->runs = nr;
         es->nruns = es->capruns = groups;
@@ -2057,7 +2514,7 @@ static dedup_status runs_finish(dedup_extsort *es)
     }
     if (s == DEDUP_OK)
         s = runs_merge(es, a, es->runs, es->nruns, NULL);
-    tf_reset(a);
+    tf_reset(es, a);
     return s;
 }
 
@@ -2070,6 +2527,7 @@ void dedup_extsort_params_init(dedup_extsort_params *p)
     p->order = DEDUP_EXTSORT_FIRST_OCCURRENCE;
     p->output = DEDUP_EXTSORT_FIRST;
     p->seed = DEDUP_DEFAULT_SEED;
+    p->threads = 1;
 }
 
 dedup_status dedup_extsort_create(const dedup_extsort_params *params, const dedup_allocator *alloc,
@@ -2096,6 +2554,7 @@ dedup_status dedup_extsort_create(const dedup_extsort_params *params, const dedu
     /* Giants: longer than budget/16, at most 1 MiB (the staging buffer is
      * taken out of the table's share), at least two frames. */
     es->giant_min = clampz(es->budget / 16, 2 * es->frame, (size_t)1 << 20);
+    es->hb_frames = hb_frames_for(es);
     es->gf.fd = -1;
     for (int i = 0; i <= DEDUP_EXTSORT_MAX_DEPTH; i++)
         es->sp[i].fd = es->rs[i].fd = -1;
@@ -2129,6 +2588,7 @@ void dedup_extsort_free(dedup_extsort *es)
 {
     if (!es)
         return;
+    hp_stop(es); /* drops whatever is still queued */
     if (es->top) {
         node_free(es, es->top);
         es_free(es, es->top, sizeof(node));
@@ -2235,11 +2695,11 @@ dedup_status dedup_extsort_finish(dedup_extsort *es)
         s = es->nruns ? runs_finish(es) : node_finish(es, es->top);
     if (s == DEDUP_OK && es->ng)
         s = giants_before(es, NULL);
-    tf_reset(&es->gf);
+    tf_reset(es, &es->gf);
     node_free(es, es->top);
     for (int i = 0; i <= DEDUP_EXTSORT_MAX_DEPTH; i++) {
-        tf_reset(&es->sp[i]);
-        tf_reset(&es->rs[i]);
+        tf_reset(es, &es->sp[i]);
+        tf_reset(es, &es->rs[i]);
     }
     return s != DEDUP_OK ? fail(es, s) : DEDUP_OK;
 }

@@ -19,6 +19,7 @@
 
 #include "../util/extsort_driver.h"
 #include "dedup/extsort.h"
+#include "extsort_threads.h"
 #include "dedup/hash.h"
 
 /* ---- inputs ----------------------------------------------------------- */
@@ -287,7 +288,7 @@ static void compare_all(size_t n, uint64_t budget, size_t maxlen, bool expect_sp
                 if (order == DEDUP_EXTSORT_SORTED && kinds[k] == DEDUP_EXTSORT_DUPLICATES)
                     continue;
                 dedup_extsort_params p;
-                dedup_extsort_params_init(&p);
+                tu_extsort_params(&p);
                 p.memory_limit = budget;
                 p.order = (dedup_extsort_order)order;
                 p.output = kinds[k];
@@ -374,7 +375,7 @@ static void test_record_larger_than_budget(void **state)
             if (order == DEDUP_EXTSORT_SORTED && kinds[k] == DEDUP_EXTSORT_DUPLICATES)
                 continue;
             dedup_extsort_params p;
-            dedup_extsort_params_init(&p);
+            tu_extsort_params(&p);
             p.memory_limit = 64 << 10;
             p.order = (dedup_extsort_order)order;
             p.output = kinds[k];
@@ -400,7 +401,7 @@ static void test_empty_input(void **state)
     (void)state;
     for (int k = 0; k < 4; k++) {
         dedup_extsort_params p;
-        dedup_extsort_params_init(&p);
+        tu_extsort_params(&p);
         p.output = kinds[k];
         p.memory_limit = DEDUP_EXTSORT_MIN_MEMORY;
         capture got;
@@ -413,7 +414,7 @@ static void test_empty_input(void **state)
     }
     /* one empty record is a record */
     dedup_extsort_params p;
-    dedup_extsort_params_init(&p);
+    tu_extsort_params(&p);
     capture got = {0};
     p.emit = cap_emit;
     p.emit_ctx = &got;
@@ -436,7 +437,7 @@ static void test_streaming(void **state)
 {
     (void)state;
     dedup_extsort_params p;
-    dedup_extsort_params_init(&p);
+    tu_extsort_params(&p);
     capture got = {0};
     p.emit = cap_emit;
     p.emit_ctx = &got;
@@ -481,19 +482,18 @@ static ptrdiff_t failing_write(void *ctx, int fd, const void *buf, size_t len)
     return n;
 }
 
-static void test_write_failure(void **state)
+/* Injected ENOSPC after allows[a] bytes, with 'budget' bytes of memory. */
+static void write_failure(uint64_t budget, size_t n, const uint64_t *allows, size_t nallows)
 {
-    (void)state;
     tu_rng g = {tu_seed() + 5};
-    input in = make_input(&g, 20000, false, 100);
-    uint64_t allows[] = {0, 1, 5000, 100000, 400000, 900000};
+    input in = make_input(&g, n, false, 100);
     for (int order = 0; order < 2; order++) {
-        for (size_t a = 0; a < sizeof allows / sizeof *allows; a++) {
+        for (size_t a = 0; a < nallows; a++) {
             char *dir = make_tmpdir();
             wfail w = {allows[a], 0, ENOSPC};
             dedup_extsort_params p;
-            dedup_extsort_params_init(&p);
-            p.memory_limit = 64 << 10;
+            tu_extsort_params(&p);
+            p.memory_limit = budget;
             p.order = (dedup_extsort_order)order;
             p.tmpdir = dir;
             p.write_fn = failing_write;
@@ -530,6 +530,22 @@ static void test_write_failure(void **state)
     input_free(&in);
 }
 
+static void test_write_failure(void **state)
+{
+    (void)state;
+    const uint64_t allows[] = {0, 1, 5000, 100000, 400000, 900000};
+    write_failure(64 << 10, 20000, allows, sizeof allows / sizeof *allows);
+}
+
+/* A budget that gets the compressing thread in the _mt build: the failure
+ * happens on that thread and is reported by a later call. */
+static void test_write_failure_1m(void **state)
+{
+    (void)state;
+    const uint64_t allows[] = {0, 1, 70000, 600000};
+    write_failure(1 << 20, 80000, allows, sizeof allows / sizeof *allows);
+}
+
 /* A write hook that damages one byte of the k-th write (one frame each):
  * what a bad disk or a stray writer would leave in a temporary file. */
 typedef struct wflip {
@@ -555,18 +571,17 @@ static ptrdiff_t flipping_write(void *ctx, int fd, const void *buf, size_t len)
 
 /* A damaged temporary frame is an error (its check, lengths or LZ4 data),
  * never wrong output. */
-static void test_corrupt_frame(void **state)
+static void corrupt_frame(uint64_t budget, size_t n)
 {
-    (void)state;
     tu_rng g = {tu_seed() + 13};
-    input in = make_input(&g, 20000, false, 100);
+    input in = make_input(&g, n, false, 100);
     size_t bytes[] = {0, 2, 5, 9, 15, 16, 17, 40, 300, 5000};
     for (int order = 0; order < 2; order++) {
         for (size_t b = 0; b < sizeof bytes / sizeof *bytes; b++) {
             wflip w = {0, tu_below(&g, 30), bytes[b], false};
             dedup_extsort_params p;
-            dedup_extsort_params_init(&p);
-            p.memory_limit = 64 << 10;
+            tu_extsort_params(&p);
+            p.memory_limit = budget;
             p.order = (dedup_extsort_order)order;
             p.output = DEDUP_EXTSORT_COUNT;
             p.write_fn = flipping_write;
@@ -584,13 +599,34 @@ static void test_corrupt_frame(void **state)
     input_free(&in);
 }
 
+static void test_corrupt_frame(void **state)
+{
+    (void)state;
+    corrupt_frame(64 << 10, 20000);
+}
+
+/* With the compressing thread (the _mt build) a write holds several frames. */
+static void test_corrupt_frame_1m(void **state)
+{
+    (void)state;
+    corrupt_frame(1 << 20, 80000);
+}
+
+/* 1 MiB and ~5 MB of input: one level, and in the _mt build the compressing
+ * thread (partitions, results, sorted runs). */
+static void test_one_level_1m(void **state)
+{
+    (void)state;
+    compare_all(100000, 1 << 20, 100, true, 1);
+}
+
 static void test_tmpdir_missing(void **state)
 {
     (void)state;
     tu_rng g = {tu_seed() + 6};
     input in = make_input(&g, 5000, false, 50);
     dedup_extsort_params p;
-    dedup_extsort_params_init(&p);
+    tu_extsort_params(&p);
     p.memory_limit = 64 << 10;
     p.tmpdir = "/nonexistent/dedup-extsort";
     capture got;
@@ -606,7 +642,7 @@ static void test_emit_cancel(void **state)
     input in = make_input(&g, 20000, false, 80);
     for (int spill = 0; spill < 2; spill++) {
         dedup_extsort_params p;
-        dedup_extsort_params_init(&p);
+        tu_extsort_params(&p);
         p.memory_limit = spill ? 64 << 10 : 64 << 20;
         capture got = {0};
         got.stop_after = 5000;
@@ -636,7 +672,7 @@ static void test_invalid_args(void **state)
     dedup_extsort_params p;
     dedup_extsort *es = (dedup_extsort *)1;
     capture c = {0};
-    dedup_extsort_params_init(&p);
+    tu_extsort_params(&p);
     assert_int_equal(dedup_extsort_create(&p, NULL, &es), DEDUP_ERR_INVALID_ARG); /* no emit */
     p.emit = cap_emit;
     p.emit_ctx = &c;
@@ -666,7 +702,7 @@ static void test_oom(void **state)
             tu_failing_alloc fa;
             dedup_allocator al = tu_failing_allocator(&fa, at);
             dedup_extsort_params p;
-            dedup_extsort_params_init(&p);
+            tu_extsort_params(&p);
             p.memory_limit = 64 << 10;
             p.order = (dedup_extsort_order)order;
             p.output = DEDUP_EXTSORT_COUNT;
@@ -699,7 +735,7 @@ static void test_seed_mismatch(void **state)
     tu_rng g = {tu_seed() + 9};
     input in = make_input(&g, 20000, true, 60);
     dedup_extsort_params p;
-    dedup_extsort_params_init(&p);
+    tu_extsort_params(&p);
     p.memory_limit = 64 << 10;
     p.seed = 12345; /* run_engine hashes with p.seed; the engine is told another */
     capture got, want;
@@ -729,7 +765,7 @@ static void test_push_batch(void **state)
     input in = make_input(&g, 20000, true, 80);
     for (int order = 0; order < 2; order++) {
         dedup_extsort_params p;
-        dedup_extsort_params_init(&p);
+        tu_extsort_params(&p);
         p.memory_limit = 64 << 10;
         p.order = (dedup_extsort_order)order;
         p.output = DEDUP_EXTSORT_COUNT;
@@ -795,7 +831,7 @@ static void test_sorted_common_prefix(void **state)
             continue;
         for (int big = 0; big < 2; big++) {
             dedup_extsort_params p;
-            dedup_extsort_params_init(&p);
+            tu_extsort_params(&p);
             p.memory_limit = big ? 64 << 20 : 64 << 10;
             p.order = DEDUP_EXTSORT_SORTED;
             p.output = kinds[k];
@@ -822,6 +858,9 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_empty_input),
         cmocka_unit_test(test_streaming),
         cmocka_unit_test(test_write_failure),
+        cmocka_unit_test(test_write_failure_1m),
+        cmocka_unit_test(test_one_level_1m),
+        cmocka_unit_test(test_corrupt_frame_1m),
         cmocka_unit_test(test_tmpdir_missing),
         cmocka_unit_test(test_corrupt_frame),
         cmocka_unit_test(test_emit_cancel),
@@ -831,5 +870,9 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_push_batch),
         cmocka_unit_test(test_sorted_common_prefix),
     };
+#if EXTSORT_THREADS > 1
+    /* only the cases whose budgets get the compressing thread (>= ~650 KiB) */
+    cmocka_set_test_filter("*_1m");
+#endif
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "dedup/extsort.h"
+#include "extsort_threads.h"
 #include "dedup/hash.h"
 
 #define BUDGET (UINT64_C(256) << 10)
@@ -266,7 +267,7 @@ static void test_giants_against_reference(void **state)
             dedup_allocator al = {ba_malloc, ba_calloc, ba_realloc, ba_free, &ba};
             capture got = {0}, want;
             dedup_extsort_params p;
-            dedup_extsort_params_init(&p);
+            tu_extsort_params(&p);
             p.memory_limit = BUDGET;
             p.order = (dedup_extsort_order)order;
             p.output = (dedup_extsort_output)k;
@@ -343,7 +344,7 @@ static int child(void)
     struct rusage ru0, ru1;
     getrusage(RUSAGE_SELF, &ru0);
     dedup_extsort_params p;
-    dedup_extsort_params_init(&p);
+    tu_extsort_params(&p);
     p.memory_limit = BUDGET;
     p.emit = count_emit;
     p.emit_piece = count_piece;
@@ -388,7 +389,7 @@ static int child(void)
         return 16;
     if (st.peak_memory > BUDGET + BUDGET / 50)
         return 17;
-#ifndef DEDUP_SANITIZED
+#if !defined(DEDUP_SANITIZED) && !defined(DEDUP_TSANITIZED) /* sanitizer shadow memory */
     if (grew * 1024 >= (long)GIANT / 2) /* a giant held whole would add 4 MiB */
         return 18;
 #else
@@ -416,7 +417,7 @@ static void test_piece_misuse(void **state)
     (void)state;
     capture got = {0};
     dedup_extsort_params p;
-    dedup_extsort_params_init(&p);
+    tu_extsort_params(&p);
     p.memory_limit = BUDGET;
     p.emit = cap_emit;
     p.emit_ctx = &got;
@@ -469,7 +470,7 @@ static void test_giant_whole_sorted(void **state)
     for (int order = 0; order < 2; order++) {
         capture got = {0};
         dedup_extsort_params p;
-        dedup_extsort_params_init(&p);
+        tu_extsort_params(&p);
         p.memory_limit = BUDGET;
         p.order = (dedup_extsort_order)order;
         p.output = DEDUP_EXTSORT_COUNT;

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "dedup/extsort.h"
+#include "extsort_threads.h"
 #include "dedup/hash.h"
 
 #define BUDGET (UINT64_C(4) << 20)
@@ -34,7 +35,7 @@ static int count_emit(void *ctx, const void *rec, size_t len, uint64_t count)
 static int child(uint64_t seed)
 {
     dedup_extsort_params p;
-    dedup_extsort_params_init(&p);
+    tu_extsort_params(&p);
     p.memory_limit = BUDGET;
     p.emit = count_emit;
     dedup_extsort *es;
@@ -73,7 +74,7 @@ static int child(uint64_t seed)
         return 13;
     if (st.peak_memory > BUDGET + BUDGET / 100)
         return 14;
-#ifndef DEDUP_SANITIZED
+#if !defined(DEDUP_SANITIZED) && !defined(DEDUP_TSANITIZED) /* sanitizer shadow memory */
     if (rss > BUDGET + (UINT64_C(16) << 20))
         return 15;
 #endif
