@@ -2418,8 +2418,8 @@ static dedup_status runs_merge(dedup_extsort *es, tfile *src, const blk *runs, s
     held h = {0};
     m.k = k;
     m.by_key = true;
-    size_t fixed = (w ? w->cap : 0) + k * (sizeof(reader) + sizeof(int)) + scratch_bytes(es) +
-                   giant_reserve(es) + 16384;
+    size_t fixed = (w ? (w->buf2 ? 2 : 1) * w->cap : 0) + k * (sizeof(reader) + sizeof(int)) +
+                   scratch_bytes(es) + giant_reserve(es) + helper_bytes(es) + 16384;
     size_t avail = es->budget > fixed ? es->budget - fixed : 4096;
     size_t rb = clampz(avail / k, 4096, 1 << 20);
     m.src = es_alloc(es, k * sizeof(reader));

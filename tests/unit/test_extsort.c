@@ -310,6 +310,8 @@ static void compare_all(size_t n, uint64_t budget, size_t maxlen, bool expect_sp
                     assert_true(st.merge_passes >= 2 && st.runs_written > st.merge_passes);
                 assert_int_equal(st.records_in, n);
                 assert_int_equal(st.records_out, got.n);
+                if (budget >= (1u << 20)) /* below, fixed minimums may exceed it */
+                    assert_true(st.peak_memory <= budget + budget / 64);
                 if (!expect_spill)
                     assert_int_equal(st.bytes_spilled, 0);
                 else
