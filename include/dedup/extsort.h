@@ -121,17 +121,22 @@
  * THREADS: with params.threads >= 2 the engine starts, at its first spill,
  * one thread of its own that compresses and writes the frames of the
  * partitions, the per-partition results and the sorted runs while the
- * caller's thread goes on (see "The compressing thread" in extsort.c).  The
- * files, the output and the statistics are the same as with one thread;
- * write errors are reported by a later call than the one whose data failed
- * (still before finish() returns).  It costs 2F frame buffers, two areas of
- * F compressed frames and an LZ4 state (F = 8 frames per batch while that
- * is at most 1/16 of the budget: ~2.1 MiB at 64 MiB; then 4 or 2), taken
- * out of the table's share, and per buffered writer a second buffer.
- * Budgets under ~650 KiB, too small for F = 2, get no thread.  params.write_fn and the
- * allocator's functions are then also called from that thread (one call at
- * a time per engine for write_fn; the allocator is only called from the
- * caller's thread).  The thread ends in free().
+ * caller's thread goes on; and in first-occurrence order the partitions are
+ * then deduplicated two at a time (the caller's thread and one more, each in
+ * half of the budget left; see "The compressing thread" and "Partitions in
+ * parallel" in extsort.c).  The output and the statistics are the same as
+ * with one thread; write errors may be reported by a later call than the one
+ * whose data failed (still before finish() returns).  The compressing thread
+ * costs 2F frame buffers, two areas of F compressed frames and an LZ4 state
+ * (F = 8 frames per batch while that is at most 1/16 of the budget: ~2.1 MiB
+ * at 64 MiB; then 4 or 2), taken out of the table's share, and per buffered
+ * writer a second buffer.  Budgets under ~650 KiB, too small for F = 2, get
+ * no thread, and the partitions go one at a time below ~1.2 MiB.
+ * params.write_fn is then called from these threads too, one call at a time
+ * (the engine serialises them); the allocator's functions may be called from
+ * two threads at once while the partitions are deduplicated, so they must be
+ * thread-safe (malloc is).  The second partition thread ends before finish()
+ * returns, the compressing thread in free().
  *
  * Thread-safety: one engine is used by one thread at a time.
  */

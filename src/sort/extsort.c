@@ -91,6 +91,9 @@ struct dedup_extsort {
     struct helper *hp; /* the compressing thread (params.threads >= 2), once spilled */
     bool hp_failed;    /* it could not be started: everything stays on this thread */
     size_t hb_frames;  /* frames per batch for it; 0: no thread */
+    pthread_mutex_t wlock; /* serialises params.write_fn between threads */
+    bool wlock_live;
+    pthread_mutex_t *wl;   /* &wlock, or the parent's in a shadow engine */
     dedup_extsort_stats st;
     tfile sp[DEDUP_EXTSORT_MAX_DEPTH + 1];
     tfile rs[DEDUP_EXTSORT_MAX_DEPTH + 1];
@@ -269,12 +272,25 @@ static dedup_status tf_open(dedup_extsort *es, tfile *f)
     return DEDUP_OK;
 }
 
+/* The caller's write hook, one call at a time whatever the thread. */
+static ptrdiff_t call_write_fn(const dedup_extsort *es, int fd, const void *buf, size_t len)
+{
+    if (es->wl)
+        pthread_mutex_lock(es->wl);
+    ptrdiff_t n = es->p.write_fn(es->p.write_ctx, fd, buf, len);
+    int e = errno;
+    if (es->wl)
+        pthread_mutex_unlock(es->wl);
+    errno = e;
+    return n;
+}
+
 static dedup_status tf_write_raw(dedup_extsort *es, tfile *f, const void *buf, size_t len)
 {
     const uint8_t *q = buf;
     while (len > 0) {
         size_t chunk = len > (size_t)1 << 30 ? (size_t)1 << 30 : len;
-        ptrdiff_t n = es->p.write_fn ? es->p.write_fn(es->p.write_ctx, f->fd, q, chunk)
+        ptrdiff_t n = es->p.write_fn ? call_write_fn(es, f->fd, q, chunk)
                                      : (ptrdiff_t)write(f->fd, q, chunk);
         if (n < 0 && errno == EINTR)
             continue;
@@ -500,7 +516,7 @@ static void hb_run(const dedup_extsort *es, helper *h, hbatch *b)
     b->written = 0;
     b->err = 0;
     while (pos > 0) {
-        ptrdiff_t n = es->p.write_fn ? es->p.write_fn(es->p.write_ctx, b->fd, q, pos)
+        ptrdiff_t n = es->p.write_fn ? call_write_fn(es, b->fd, q, pos)
                                      : (ptrdiff_t)write(b->fd, q, pos);
         if (n < 0 && errno == EINTR)
             continue;
@@ -2121,7 +2137,9 @@ static void mg_adjust(merger *m, int s)
     m->tree[0] = s;
 }
 
-static dedup_status node_merge(dedup_extsort *es, node *n, const blk *ext, size_t k)
+/* Merges the k result extents ext[] (in files[], or all in RS[depth]). */
+static dedup_status node_merge(dedup_extsort *es, node *n, const blk *ext, tfile *const *files,
+                               size_t k)
 {
     dedup_status s = DEDUP_OK;
     merger m = {0};
@@ -2148,7 +2166,7 @@ static dedup_status node_merge(dedup_extsort *es, node *n, const blk *ext, size_
         int flags = n->res_flags;
         if (es->p.output == DEDUP_EXTSORT_DUPLICATES)
             flags = F_SEQ;
-        s = rd_init(es, &m.src[i], &es->rs[n->depth], &ext[i], 1, rb, flags);
+        s = rd_init(es, &m.src[i], files ? files[i] : &es->rs[n->depth], &ext[i], 1, rb, flags);
         if (s == DEDUP_OK)
             s = rd_next(es, &m.src[i]);
     }
@@ -2179,7 +2197,7 @@ done:
 static dedup_status node_finish(dedup_extsort *es, node *n);
 
 /* Deduplicates partition 'p' of node 'n' (depth d) into RS[d] through 'w'. */
-static dedup_status run_child(dedup_extsort *es, node *n, part *p, writer *w)
+static dedup_status run_child(dedup_extsort *es, node *n, tfile *src, part *p, writer *w)
 {
     node *c = es_alloc(es, sizeof(node));
     if (!c)
@@ -2188,7 +2206,7 @@ static dedup_status run_child(dedup_extsort *es, node *n, part *p, writer *w)
     bool rlive = false;
     dedup_status s = node_init(es, c, n->depth + 1, w);
     if (s == DEDUP_OK) {
-        s = rd_init(es, &r, &es->sp[n->depth], p->blocks, p->nblk, io_buf(es), n->spill_flags);
+        s = rd_init(es, &r, src, p->blocks, p->nblk, io_buf(es), n->spill_flags);
         rlive = s == DEDUP_OK;
     }
     while (s == DEDUP_OK) {
@@ -2203,6 +2221,221 @@ static dedup_status run_child(dedup_extsort *es, node *n, part *p, writer *w)
         s = node_finish(es, c);
     node_free(es, c);
     es_free(es, c, sizeof(node));
+    return s;
+}
+
+/* ---- Partitions in parallel -------------------------------------------------
+ * With the compressing thread (params.threads >= 2), the top node's
+ * partitions are deduplicated two at a time: the engine's thread and one more
+ * each take the next partition in turn (an atomic counter) and run its child
+ * node in a shadow engine of their own: half of what the budget has left, its
+ * own compression scratch, statistics, errors and temporary files (results,
+ * and deeper levels if a partition still does not fit).  Both read the
+ * partition file with pread.  The results are merged as before, each extent
+ * read from the file of the shadow that wrote it; the shadows live until the
+ * merge is done.  Output and statistics are those of one thread (the peak
+ * adds up both shadows' peaks).  Below 512 KiB per shadow it is not used. */
+
+typedef struct pshared {
+    node *n;
+    tfile *src;            /* the partition file */
+    atomic_uint next;      /* next partition to take */
+    atomic_bool stop;      /* a worker failed */
+    blk *pext;             /* per partition: its results' extent */
+    unsigned char *pwho;   /* per partition: which shadow holds them */
+} pshared;
+
+typedef struct pworker {
+    pshared *ps;
+    dedup_extsort *e;      /* this worker's shadow engine */
+    unsigned id;
+    dedup_status s;
+} pworker;
+
+typedef struct par {
+    bool used;
+    dedup_extsort *e[2];
+    tfile **files;         /* per merged extent: the file it is in */
+    size_t nfiles;
+} par;
+
+static void shadow_free(dedup_extsort *es, dedup_extsort *sh)
+{
+    if (!sh)
+        return;
+    for (int i = 0; i <= DEDUP_EXTSORT_MAX_DEPTH; i++) {
+        if (sh->sp[i].fd >= 0)
+            close(sh->sp[i].fd);
+        if (sh->rs[i].fd >= 0)
+            close(sh->rs[i].fd);
+    }
+    es_free(sh, sh->zbuf, sh->zcap);
+    es_free(sh, sh->zstate, sh->zstate_n);
+    cache_clear(sh);
+    es_free(es, sh, sizeof *sh);
+}
+
+static dedup_extsort *shadow_new(dedup_extsort *es, size_t budget)
+{
+    dedup_extsort *sh = es_alloc(es, sizeof *sh);
+    if (!sh)
+        return NULL;
+    memset(sh, 0, sizeof *sh);
+    sh->alloc = es->alloc;
+    sh->p = es->p;
+    sh->p.threads = 1;
+    sh->p.emit_piece = NULL; /* giants never reach a partition */
+    sh->tmpdir = es->tmpdir;
+    sh->budget = budget;
+    sh->frame = es->frame;
+    sh->zcap = es->zcap;
+    sh->zstate_n = es->zstate_n;
+    sh->giant_min = es->giant_min;
+    sh->hp_failed = true;
+    sh->wl = es->wl;
+    sh->gf.fd = -1;
+    for (int i = 0; i <= DEDUP_EXTSORT_MAX_DEPTH; i++)
+        sh->sp[i].fd = sh->rs[i].fd = -1;
+    sh->zbuf = es_alloc(sh, sh->zcap);
+    sh->zstate = es_alloc(sh, sh->zstate_n);
+    if (!sh->zbuf || !sh->zstate) {
+        shadow_free(es, sh);
+        return NULL;
+    }
+    return sh;
+}
+
+static void *pw_run(void *arg)
+{
+    pworker *w = arg;
+    pshared *ps = w->ps;
+    node *n = ps->n;
+    dedup_extsort *e = w->e;
+    tfile *out = &e->rs[n->depth];
+    dedup_status s = DEDUP_OK;
+    while (s == DEDUP_OK && !atomic_load(&ps->stop)) {
+        unsigned i = atomic_fetch_add(&ps->next, 1u);
+        if (i >= n->P)
+            break;
+        part *p = &n->parts[i];
+        if (!p->bytes)
+            continue;
+        writer wr;
+        if ((s = tf_open(e, out)) != DEDUP_OK ||
+            (s = wr_init(e, &wr, out, io_buf(e), n->res_flags)) != DEDUP_OK)
+            break;
+        if (e->p.output == DEDUP_EXTSORT_DUPLICATES)
+            wr.flags = F_SEQ;
+        uint64_t start = out->size;
+        s = run_child(e, n, ps->src, p, &wr);
+        if (s == DEDUP_OK)
+            s = wr_close(e, &wr);
+        wr_free(e, &wr);
+        if (s == DEDUP_OK) {
+            ps->pext[i] = (blk){start, out->size - start};
+            ps->pwho[i] = (unsigned char)w->id;
+        }
+    }
+    if (s != DEDUP_OK)
+        atomic_store(&ps->stop, true);
+    w->s = s;
+    return NULL;
+}
+
+static void par_free(dedup_extsort *es, par *pr)
+{
+    for (int j = 0; j < 2; j++)
+        shadow_free(es, pr->e[j]);
+    es_free(es, pr->files, pr->nfiles * sizeof(tfile *));
+    memset(pr, 0, sizeof *pr);
+}
+
+/* Step 3 of node_finish for the top node, two partitions at a time: appends
+ * the result extents to ext[*k..] (pr->files names their files).  Leaves
+ * pr->used false when the budget is too small (the caller goes on alone). */
+static dedup_status children_parallel(dedup_extsort *es, node *n, blk *ext, size_t *k,
+                                      size_t extcap, par *pr)
+{
+    memset(pr, 0, sizeof *pr);
+    cache_clear(es);
+    size_t extra = 2 * sizeof(dedup_extsort) + n->P * (sizeof(blk) + 1) + extcap * sizeof(tfile *);
+    size_t used = es->mem_cur + extra + 16384;
+    size_t each = es->budget > used ? (es->budget - used) / 2 : 0;
+    if (each < ((size_t)512 << 10))
+        return DEDUP_OK;
+    dedup_status s = DEDUP_OK;
+    pshared ps;
+    memset(&ps, 0, sizeof ps);
+    ps.n = n;
+    ps.src = &es->sp[n->depth];
+    atomic_init(&ps.next, 0u);
+    atomic_init(&ps.stop, false);
+    ps.pext = es_alloc(es, n->P * sizeof(blk));
+    ps.pwho = es_alloc(es, n->P);
+    pr->files = es_alloc(es, extcap * sizeof(tfile *));
+    pr->nfiles = extcap;
+    pr->e[0] = shadow_new(es, each);
+    pr->e[1] = shadow_new(es, each);
+    if (!ps.pext || !ps.pwho || !pr->files || !pr->e[0] || !pr->e[1]) {
+        s = fail(es, DEDUP_ERR_NOMEM);
+        goto done;
+    }
+    memset(ps.pext, 0, n->P * sizeof(blk));
+    pr->used = true;
+    pworker w[2] = {{&ps, pr->e[0], 0, DEDUP_OK}, {&ps, pr->e[1], 1, DEDUP_OK}};
+    pthread_t th;
+    bool two = pthread_create(&th, NULL, pw_run, &w[1]) == 0;
+    pw_run(&w[0]);
+    if (two)
+        pthread_join(th, NULL);
+    else
+        pw_run(&w[1]); /* nothing left for it unless w[0] stopped early */
+    size_t peaks = 0;
+    for (int j = 0; j < 2; j++) {
+        const dedup_extsort_stats *t = &pr->e[j]->st;
+        es->st.bytes_spilled += t->bytes_spilled;
+        es->st.bytes_read_back += t->bytes_read_back;
+        es->st.bytes_spilled_raw += t->bytes_spilled_raw;
+        es->st.distinct += t->distinct;
+        es->st.runs_written += t->runs_written;
+        es->st.merge_passes += t->merge_passes;
+        if (t->max_depth > es->st.max_depth)
+            es->st.max_depth = t->max_depth;
+        peaks += (size_t)t->peak_memory;
+    }
+    for (int j = 0; j < 2 && s == DEDUP_OK; j++) { /* the first failure, with everything written */
+        dedup_extsort *e = pr->e[j];
+        if ((s = w[j].s) == DEDUP_OK)
+            continue;
+        es->io_errno = e->io_errno;
+        uint64_t more = e->io_needed > e->st.bytes_spilled ? e->io_needed - e->st.bytes_spilled : 0;
+        es->io_needed = es->st.bytes_spilled + more;
+        es->emit_rc = e->emit_rc;
+    }
+    if (es->mem_cur + es->cached + peaks > es->st.peak_memory)
+        es->st.peak_memory = es->mem_cur + es->cached + peaks;
+    if (s != DEDUP_OK) {
+        s = fail(es, s);
+        goto done;
+    }
+    for (size_t j = 0; j < *k; j++) /* the node's own extent, if any */
+        pr->files[j] = &es->rs[n->depth];
+    for (uint32_t i = 0; i < n->P; i++) {
+        part *p = &n->parts[i];
+        if (p->bytes)
+            es->st.runs_written++;
+        if (ps.pext[i].len) {
+            ext[*k] = ps.pext[i];
+            pr->files[*k] = &pr->e[ps.pwho[i]]->rs[n->depth];
+            (*k)++;
+        }
+        es_free(es, p->blocks, p->capblk * sizeof(blk));
+        p->blocks = NULL;
+        p->capblk = p->nblk = 0;
+    }
+done:
+    es_free(es, ps.pext, n->P * sizeof(blk));
+    es_free(es, ps.pwho, n->P);
     return s;
 }
 
@@ -2253,8 +2486,11 @@ static dedup_status node_finish(dedup_extsort *es, node *n)
     }
     table_free(es, &n->t);
     n->table_live = false;
-    /* 3. each partition, one level down */
-    for (uint32_t i = 0; i < n->P && s == DEDUP_OK; i++) {
+    /* 3. each partition, one level down (two at a time at the top, with threads) */
+    par pr = {0};
+    if (s == DEDUP_OK && d == 0 && threaded(es))
+        s = children_parallel(es, n, ext, &k, extcap, &pr);
+    for (uint32_t i = 0; i < n->P && s == DEDUP_OK && !pr.used; i++) {
         part *p = &n->parts[i];
         if (!p->bytes)
             continue;
@@ -2269,7 +2505,7 @@ static dedup_status node_finish(dedup_extsort *es, node *n)
             break;
         }
         uint64_t start = rs->size;
-        s = run_child(es, n, p, &w);
+        s = run_child(es, n, &es->sp[d], p, &w);
         if (s == DEDUP_OK)
             s = wr_close(es, &w);
         wr_free(es, &w);
@@ -2282,7 +2518,8 @@ static dedup_status node_finish(dedup_extsort *es, node *n)
     tf_reset(es, &es->sp[d]);
     /* 4. merge */
     if (s == DEDUP_OK && k > 0)
-        s = node_merge(es, n, ext, k);
+        s = node_merge(es, n, ext, pr.used ? pr.files : NULL, k);
+    par_free(es, &pr);
     es_free(es, ext, extcap * sizeof(blk));
     tf_reset(es, rs);
     return s;
@@ -2555,6 +2792,12 @@ dedup_status dedup_extsort_create(const dedup_extsort_params *params, const dedu
      * taken out of the table's share), at least two frames. */
     es->giant_min = clampz(es->budget / 16, 2 * es->frame, (size_t)1 << 20);
     es->hb_frames = hb_frames_for(es);
+    if (pthread_mutex_init(&es->wlock, NULL) == 0) {
+        es->wlock_live = true;
+        es->wl = &es->wlock;
+    } else {
+        es->hb_frames = 0; /* no second thread without it */
+    }
     es->gf.fd = -1;
     for (int i = 0; i <= DEDUP_EXTSORT_MAX_DEPTH; i++)
         es->sp[i].fd = es->rs[i].fd = -1;
@@ -2611,6 +2854,8 @@ void dedup_extsort_free(dedup_extsort *es)
     es_free(es, es->gbuf, es->giant_min);
     es_free(es, es->xsmem, sizeof(XXH3_state_t) + 64);
     cache_clear(es);
+    if (es->wlock_live)
+        pthread_mutex_destroy(&es->wlock);
     dedup_allocator a = es->alloc;
     dd_free(&a, es);
 }

@@ -485,14 +485,31 @@ static ptrdiff_t failing_write(void *ctx, int fd, const void *buf, size_t len)
 }
 
 /* Injected ENOSPC after allows[a] bytes, with 'budget' bytes of memory. */
-static void write_failure(uint64_t budget, size_t n, const uint64_t *allows, size_t nallows)
+/* With 'permille', allows[] are thousandths of what a run without failure
+ * writes in that order (measured first). */
+static void write_failure(uint64_t budget, size_t n, const uint64_t *allows, size_t nallows,
+                          bool permille)
 {
     tu_rng g = {tu_seed() + 5};
     input in = make_input(&g, n, false, 100);
     for (int order = 0; order < 2; order++) {
+        uint64_t total = 0;
+        if (permille) {
+            dedup_extsort_params p;
+            tu_extsort_params(&p);
+            p.memory_limit = budget;
+            p.order = (dedup_extsort_order)order;
+            wfail w = {UINT64_MAX, 0, ENOSPC};
+            p.write_fn = failing_write;
+            p.write_ctx = &w;
+            capture got;
+            assert_int_equal(run_engine(&in, &p, &got, NULL, NULL), DEDUP_OK);
+            cap_free(&got);
+            total = w.written;
+        }
         for (size_t a = 0; a < nallows; a++) {
             char *dir = make_tmpdir();
-            wfail w = {allows[a], 0, ENOSPC};
+            wfail w = {permille ? total * allows[a] / 1000 : allows[a], 0, ENOSPC};
             dedup_extsort_params p;
             tu_extsort_params(&p);
             p.memory_limit = budget;
@@ -518,7 +535,7 @@ static void write_failure(uint64_t budget, size_t n, const uint64_t *allows, siz
             assert_true(dedup_extsort_io_error(es, &err, &d, &need));
             assert_int_equal(err, ENOSPC);
             assert_string_equal(d, dir);
-            assert_true(need > allows[a]);
+            assert_true(need > w.allow);
             /* the error sticks */
             assert_int_equal(dedup_extsort_finish(es), DEDUP_ERR_IO);
             assert_int_equal(dir_entries(dir), 0); /* nothing visible even before free */
@@ -536,16 +553,16 @@ static void test_write_failure(void **state)
 {
     (void)state;
     const uint64_t allows[] = {0, 1, 5000, 100000, 400000, 900000};
-    write_failure(64 << 10, 20000, allows, sizeof allows / sizeof *allows);
+    write_failure(64 << 10, 20000, allows, sizeof allows / sizeof *allows, false);
 }
 
 /* A budget that gets the compressing thread in the _mt build: the failure
  * happens on that thread and is reported by a later call. */
-static void test_write_failure_1m(void **state)
+static void test_threads_write_failure_1m(void **state)
 {
     (void)state;
     const uint64_t allows[] = {0, 1, 70000, 600000};
-    write_failure(1 << 20, 80000, allows, sizeof allows / sizeof *allows);
+    write_failure(1 << 20, 80000, allows, sizeof allows / sizeof *allows, false);
 }
 
 /* A write hook that damages one byte of the k-th write (one frame each):
@@ -608,14 +625,32 @@ static void test_corrupt_frame(void **state)
 }
 
 /* With the compressing thread (the _mt build) a write holds several frames. */
-static void test_corrupt_frame_1m(void **state)
+static void test_threads_corrupt_frame_1m(void **state)
 {
     (void)state;
-    corrupt_frame(1 << 20, 80000);
+    corrupt_frame(1 << 20, 50000);
 }
 
-/* 1 MiB and ~5 MB of input: one level, and in the _mt build the compressing
- * thread (partitions, results, sorted runs). */
+/* 1 MiB and ~5 MB of input: one level (with two threads it would use the
+ * compressing thread but one partition at a time; test_threads_parallel_2m
+ * covers both, so the _mt build leaves this one out). */
+/* 2 MiB: in the _mt build the partitions are also deduplicated two at a
+ * time, in shadow engines of ~0.9 MiB each. */
+static void test_threads_parallel_2m(void **state)
+{
+    (void)state;
+    compare_all(150000, 2 << 20, 100, true, 1);
+}
+
+/* A write failing late: in first-occurrence order while the partitions are
+ * done two at a time (the spill is ~2/3 of what is written). */
+static void test_threads_write_failure_2m(void **state)
+{
+    (void)state;
+    const uint64_t permille[] = {800, 999};
+    write_failure(2 << 20, 150000, permille, sizeof permille / sizeof *permille, true);
+}
+
 static void test_one_level_1m(void **state)
 {
     (void)state;
@@ -860,9 +895,11 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_empty_input),
         cmocka_unit_test(test_streaming),
         cmocka_unit_test(test_write_failure),
-        cmocka_unit_test(test_write_failure_1m),
+        cmocka_unit_test(test_threads_write_failure_1m),
         cmocka_unit_test(test_one_level_1m),
-        cmocka_unit_test(test_corrupt_frame_1m),
+        cmocka_unit_test(test_threads_corrupt_frame_1m),
+        cmocka_unit_test(test_threads_parallel_2m),
+        cmocka_unit_test(test_threads_write_failure_2m),
         cmocka_unit_test(test_tmpdir_missing),
         cmocka_unit_test(test_corrupt_frame),
         cmocka_unit_test(test_emit_cancel),
@@ -874,7 +911,7 @@ int main(int argc, char **argv)
     };
 #if EXTSORT_THREADS > 1
     /* only the cases whose budgets get the compressing thread (>= ~650 KiB) */
-    cmocka_set_test_filter("*_1m");
+    cmocka_set_test_filter("test_threads_*");
 #endif
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
