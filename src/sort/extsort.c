@@ -94,6 +94,7 @@ struct dedup_extsort {
     pthread_mutex_t wlock; /* serialises params.write_fn between threads */
     bool wlock_live;
     pthread_mutex_t *wl;   /* &wlock, or the parent's in a shadow engine */
+    size_t shadow_held;    /* what the shadow engines still hold (their peaks while they run) */
     dedup_extsort_stats st;
     tfile sp[DEDUP_EXTSORT_MAX_DEPTH + 1];
     tfile rs[DEDUP_EXTSORT_MAX_DEPTH + 1];
@@ -168,8 +169,9 @@ static void cache_room(dedup_extsort *es, size_t n)
 
 static void note_peak(dedup_extsort *es)
 {
-    if (es->mem_cur + es->cached > es->st.peak_memory)
-        es->st.peak_memory = es->mem_cur + es->cached;
+    size_t held = es->mem_cur + es->cached + es->shadow_held;
+    if (held > es->st.peak_memory)
+        es->st.peak_memory = held;
 }
 
 static void *es_alloc(dedup_extsort *es, size_t n)
@@ -2344,6 +2346,7 @@ static void *pw_run(void *arg)
 
 static void par_free(dedup_extsort *es, par *pr)
 {
+    es->shadow_held = 0;
     for (int j = 0; j < 2; j++)
         shadow_free(es, pr->e[j]);
     es_free(es, pr->files, pr->nfiles * sizeof(tfile *));
@@ -2392,7 +2395,14 @@ static dedup_status children_parallel(dedup_extsort *es, node *n, blk *ext, size
         pw_run(&w[1]); /* nothing left for it unless w[0] stopped early */
     size_t peaks = 0;
     for (int j = 0; j < 2; j++) {
-        const dedup_extsort_stats *t = &pr->e[j]->st;
+        /* From here on a shadow only holds its result file open for the
+         * merge: its memory goes back before the merge takes the budget. */
+        dedup_extsort *e = pr->e[j];
+        es_free(e, e->zbuf, e->zcap);
+        es_free(e, e->zstate, e->zstate_n);
+        e->zbuf = e->zstate = NULL;
+        cache_clear(e);
+        const dedup_extsort_stats *t = &e->st;
         es->st.bytes_spilled += t->bytes_spilled;
         es->st.bytes_read_back += t->bytes_read_back;
         es->st.bytes_spilled_raw += t->bytes_spilled_raw;
@@ -2412,8 +2422,11 @@ static dedup_status children_parallel(dedup_extsort *es, node *n, blk *ext, size
         es->io_needed = es->st.bytes_spilled + more;
         es->emit_rc = e->emit_rc;
     }
-    if (es->mem_cur + es->cached + peaks > es->st.peak_memory)
-        es->st.peak_memory = es->mem_cur + es->cached + peaks;
+    es->shadow_held = peaks;
+    note_peak(es);
+    es->shadow_held = 0;
+    for (int j = 0; j < 2; j++) /* what they keep through the merge */
+        es->shadow_held += pr->e[j]->mem_cur + pr->e[j]->cached;
     if (s != DEDUP_OK) {
         s = fail(es, s);
         goto done;
