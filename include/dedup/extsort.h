@@ -127,11 +127,12 @@
  * parallel" in extsort.c).  The output and the statistics are the same as
  * with one thread; write errors may be reported by a later call than the one
  * whose data failed (still before finish() returns).  The compressing thread
- * costs 2F frame buffers, two areas of F compressed frames and an LZ4 state
- * (F = 8 frames per batch while that is at most 1/16 of the budget: ~2.1 MiB
- * at 64 MiB; then 4 or 2), taken out of the table's share, and per buffered
- * writer a second buffer.  Budgets under ~650 KiB, too small for F = 2, get
- * no thread, and the partitions go one at a time below ~1.2 MiB.
+ * costs 3F frame buffers, three areas of F compressed frames (a queue of
+ * three batches) and an LZ4 state (F = 8 frames per batch while that is at
+ * most 1/16 of the budget: ~3.1 MiB at 64 MiB; then 4 or 2), taken out of
+ * the table's share, and per buffered writer a second buffer.  Budgets under
+ * ~900 KiB, too small for F = 2, get no thread, and the partitions go one at
+ * a time below ~1.2 MiB.
  * params.write_fn is then called from these threads too, one call at a time
  * (the engine serialises them); the allocator's functions may be called from
  * two threads at once while the partitions are deduplicated, so they must be

@@ -418,22 +418,25 @@ static size_t clampz(size_t v, size_t lo, size_t hi) { return v < lo ? lo : v > 
  * With params.threads >= 2, a second thread compresses and writes the frames
  * of the two streams that carry nearly all the bytes: the partitions (spill)
  * and the buffered writers (per-partition results, sorted runs).  The engine's
- * thread fills a batch of up to F frames (pointers to raw bytes it
- * leaves untouched) and hands it over; the thread packs each frame into the
- * batch's own output area and appends them all to the file with one write.
- * At most one batch is with the thread: handing over the next one first
- * waits for it and takes its results (hp_reap), in order, on the engine's
- * thread: the file's size, each partition's extents, the statistics, and any
- * write error, reported by the call that reaps.  A full partition buffer is
- * swapped for a spare one from a pool and returns to the pool when reaped; a
- * writer has two buffers and alternates.  Everything else (giants, reading,
- * truncating) first waits until nothing is queued (hp_sync), so the files are
- * exactly as the single-threaded engine leaves them, byte for byte.
- * Memory: with F frames per batch, 2F spare partition buffers, two output
- * areas of F packed frames and one LZ4 state, plus a second buffer per
- * writer; all taken out of the table's share.  F is 8 while that stays
- * within 1/16 of the budget (~2.1 MiB at 64 MiB), else 4 or 2; budgets too
- * small even for 2 (under ~650 KiB) get no thread. */
+ * thread fills a batch of up to F frames (pointers to raw bytes it leaves
+ * untouched) and hands it over; the thread packs each frame into the batch's
+ * own output area and appends them all to the file with one write.  Up to
+ * HB_QUEUE batches are in flight, numbered; the thread does them in order.
+ * The engine's thread takes their results (hp_reap) in the same order: the
+ * file's size, each partition's extents, the statistics, and any write
+ * error, reported by the call that reaps.  When the queue is full it packs
+ * the frames of the batch it hands over itself while the oldest is still
+ * being worked on, then waits for it.  A full partition buffer is swapped
+ * for a spare one from a pool and returns to the pool when reaped; a writer
+ * has two buffers and alternates, reusing one once its batches are reaped.
+ * Everything else (giants, reading, truncating) first waits until nothing is
+ * queued (hp_sync), so the files are exactly as the single-threaded engine
+ * leaves them, byte for byte.
+ * Memory: with F frames per batch, HB_QUEUE * F spare partition buffers,
+ * HB_QUEUE output areas of F packed frames and one LZ4 state, plus a second
+ * buffer per writer; all taken out of the table's share.  F is 8 while that
+ * stays within 1/16 of the budget (~3.1 MiB at 64 MiB), else 4 or 2; budgets
+ * too small even for 2 (under ~900 KiB) get no thread. */
 
 #define HB_FRAMES 8
 
@@ -457,15 +460,20 @@ typedef struct hbatch {
     int err;               /* errno of a failed write (ENOSPC for a zero write) */
 } hbatch;
 
+/* Batches in the queue: one being filled, the others with the thread or
+ * waiting to be reaped. */
+#define HB_QUEUE 3
+
 typedef struct helper {
     pthread_t th;
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    atomic_bool job;       /* a batch is with the thread (set and cleared under mu) */
+    atomic_size_t nsub;    /* batches handed to the thread (written by the engine's thread) */
+    atomic_size_t ndone;   /* batches the thread has finished (written by the thread) */
     bool quit;             /* under mu: stop */
-    hbatch b[2];
-    hbatch *cur;           /* being filled */
-    hbatch *busy;          /* handed to the thread and not reaped yet, or NULL */
+    size_t sub, reaped;    /* the engine's thread's counts: handed over, results taken */
+    hbatch b[HB_QUEUE];    /* batch number i lives in b[i % HB_QUEUE] */
+    hbatch *cur;           /* b[sub % HB_QUEUE], being filled */
     void *zstate;
     uint8_t **pool;        /* spare partition buffers of pbuf bytes */
     size_t npool, pbuf;
@@ -476,7 +484,7 @@ static size_t pbuf_size(const dedup_extsort *es) { return clampz(es->budget / 10
 /* What the thread's buffers take with batches of 'frames' frames. */
 static size_t helper_cost(const dedup_extsort *es, size_t frames)
 {
-    return 2 * frames * (pbuf_size(es) + sizeof(uint8_t *) + es->zcap) + es->zstate_n +
+    return HB_QUEUE * frames * (pbuf_size(es) + sizeof(uint8_t *) + es->zcap) + es->zstate_n +
            sizeof(helper);
 }
 
@@ -546,11 +554,11 @@ static inline void cpu_relax(void)
 #endif
 }
 
-/* Polls until h->job == want (true: returns at once if so) or the spin ends. */
-static bool hp_poll(helper *h, bool want)
+/* Polls until *c != v, then returns true; false if the spin ends first. */
+static bool hp_poll(atomic_size_t *c, size_t v)
 {
     for (int i = 0; i < HP_SPIN; i++) {
-        if (atomic_load_explicit(&h->job, memory_order_acquire) == want)
+        if (atomic_load_explicit(c, memory_order_acquire) != v)
             return true;
         cpu_relax();
     }
@@ -561,19 +569,21 @@ static void *helper_main(void *arg)
 {
     dedup_extsort *es = arg;
     helper *h = es->hp;
+    size_t done = 0;
     for (;;) {
-        if (!hp_poll(h, true)) {
+        if (!hp_poll(&h->nsub, done)) {
             pthread_mutex_lock(&h->mu);
-            while (!atomic_load(&h->job) && !h->quit)
+            while (atomic_load(&h->nsub) == done && !h->quit)
                 pthread_cond_wait(&h->cv, &h->mu);
-            bool stop = !atomic_load(&h->job);
+            bool stop = atomic_load(&h->nsub) == done;
             pthread_mutex_unlock(&h->mu);
             if (stop)
                 break;
         }
-        hb_run(es, h, h->busy);
+        hb_run(es, h, &h->b[done % HB_QUEUE]);
+        done++;
         pthread_mutex_lock(&h->mu);
-        atomic_store_explicit(&h->job, false, memory_order_release);
+        atomic_store_explicit(&h->ndone, done, memory_order_release);
         pthread_cond_broadcast(&h->cv);
         pthread_mutex_unlock(&h->mu);
     }
@@ -584,8 +594,8 @@ static void hp_free_bufs(dedup_extsort *es, helper *h)
 {
     for (size_t i = 0; i < h->npool; i++)
         es_free(es, h->pool[i], h->pbuf);
-    es_free(es, h->pool, 2 * es->hb_frames * sizeof(uint8_t *));
-    for (int i = 0; i < 2; i++)
+    es_free(es, h->pool, HB_QUEUE * es->hb_frames * sizeof(uint8_t *));
+    for (int i = 0; i < HB_QUEUE; i++)
         es_free(es, h->b[i].out, es->hb_frames * es->zcap);
     es_free(es, h->zstate, es->zstate_n);
 }
@@ -601,13 +611,14 @@ static void hp_start(dedup_extsort *es)
     if (!h)
         return;
     memset(h, 0, sizeof *h);
-    atomic_init(&h->job, false);
+    atomic_init(&h->nsub, 0);
+    atomic_init(&h->ndone, 0);
     h->pbuf = pbuf_size(es);
     bool ok = (h->zstate = es_alloc(es, es->zstate_n)) != NULL &&
-              (h->pool = es_alloc(es, 2 * es->hb_frames * sizeof(uint8_t *))) != NULL;
-    for (int i = 0; ok && i < 2; i++)
+              (h->pool = es_alloc(es, HB_QUEUE * es->hb_frames * sizeof(uint8_t *))) != NULL;
+    for (int i = 0; ok && i < HB_QUEUE; i++)
         ok = (h->b[i].out = es_alloc(es, es->hb_frames * es->zcap)) != NULL;
-    while (ok && h->npool < 2 * es->hb_frames) {
+    while (ok && h->npool < HB_QUEUE * es->hb_frames) {
         uint8_t *b = es_alloc(es, h->pbuf);
         if (!(ok = b != NULL))
             break;
@@ -633,20 +644,19 @@ static void hp_start(dedup_extsort *es)
 static dedup_status part_extent(dedup_extsort *es, struct part *p, uint64_t off, uint64_t dlen,
                                 size_t rawlen);
 
-/* Waits for the batch with the thread, if any, and takes its results. */
+/* Takes the results of the oldest batch not reaped yet (there must be one),
+ * waiting for the thread to finish it. */
 static dedup_status hp_reap(dedup_extsort *es)
 {
     helper *h = es->hp;
-    if (!h || !h->busy)
-        return DEDUP_OK;
-    if (!hp_poll(h, false)) {
+    if (atomic_load_explicit(&h->ndone, memory_order_acquire) == h->reaped &&
+        !hp_poll(&h->ndone, h->reaped)) {
         pthread_mutex_lock(&h->mu);
-        while (atomic_load(&h->job))
+        while (atomic_load(&h->ndone) == h->reaped)
             pthread_cond_wait(&h->cv, &h->mu);
         pthread_mutex_unlock(&h->mu);
     }
-    hbatch *b = h->busy;
-    h->busy = NULL;
+    hbatch *b = &h->b[h->reaped++ % HB_QUEUE];
     dedup_status s = DEDUP_OK;
     uint64_t off = b->f->size, total = 0;
     for (size_t i = 0; i < b->n; i++) {
@@ -670,12 +680,18 @@ static dedup_status hp_reap(dedup_extsort *es)
     return s;
 }
 
-static bool hp_busy(helper *h) { return atomic_load_explicit(&h->job, memory_order_acquire); }
+/* Reaps every batch numbered below 'upto', waiting as needed. */
+static dedup_status hp_reap_upto(dedup_extsort *es, size_t upto)
+{
+    dedup_status s = DEDUP_OK;
+    while (es->hp->reaped < upto) {
+        dedup_status r = hp_reap(es);
+        if (s == DEDUP_OK)
+            s = r;
+    }
+    return s;
+}
 
-/* Hands the batch being filled to the thread (after reaping the previous).
- * While the thread is still busy with the previous batch, this thread packs
- * the frames of the new one itself rather than wait: the work splits itself
- * between the two. */
 /* Drops the frames of the batch being filled (after an error). */
 static void hp_discard(helper *h)
 {
@@ -685,6 +701,10 @@ static void hp_discard(helper *h)
     h->cur->n = h->cur->packed = h->cur->pos = 0;
 }
 
+/* Hands the batch being filled to the thread, reaping finished batches on
+ * the way.  When this fills the queue, this thread packs the batch's frames
+ * itself while the oldest is still being worked on (rather than wait), then
+ * waits for the oldest, whose slot the next batch takes. */
 static dedup_status hp_submit(dedup_extsort *es)
 {
     helper *h = es->hp;
@@ -694,20 +714,28 @@ static dedup_status hp_submit(dedup_extsort *es)
         hp_discard(h);
         return es->err;
     }
-    while (h->busy && h->cur->packed < h->cur->n && hp_busy(h))
-        hb_pack_one(es, es->zstate, h->cur);
-    dedup_status s = hp_reap(es);
-    if (s != DEDUP_OK)
+    dedup_status s = DEDUP_OK;
+    while (s == DEDUP_OK && h->reaped < h->sub &&
+           atomic_load_explicit(&h->ndone, memory_order_acquire) > h->reaped)
+        s = hp_reap(es);
+    if (s != DEDUP_OK) {
+        hp_discard(h);
         return s;
-    hbatch *b = h->cur;
-    b->fd = b->f->fd;
-    h->cur = b == &h->b[0] ? &h->b[1] : &h->b[0];
-    h->busy = b;
+    }
+    if (h->sub - h->reaped == HB_QUEUE - 1)
+        while (h->cur->packed < h->cur->n &&
+               atomic_load_explicit(&h->ndone, memory_order_acquire) == h->reaped)
+            hb_pack_one(es, es->zstate, h->cur);
+    h->cur->fd = h->cur->f->fd;
+    h->sub++;
     pthread_mutex_lock(&h->mu);
-    atomic_store_explicit(&h->job, true, memory_order_release);
+    atomic_store_explicit(&h->nsub, h->sub, memory_order_release);
     pthread_cond_broadcast(&h->cv);
     pthread_mutex_unlock(&h->mu);
-    return DEDUP_OK;
+    h->cur = &h->b[h->sub % HB_QUEUE];
+    if (h->sub - h->reaped == HB_QUEUE) /* the next slot is the oldest batch's */
+        s = hp_reap(es);
+    return s;
 }
 
 /* Waits until every queued frame is written and accounted for. */
@@ -716,7 +744,7 @@ static dedup_status hp_sync(dedup_extsort *es)
     if (!es->hp)
         return DEDUP_OK;
     dedup_status s = hp_submit(es);
-    dedup_status r = hp_reap(es);
+    dedup_status r = hp_reap_upto(es, es->hp->sub);
     return s != DEDUP_OK ? s : r;
 }
 
@@ -762,7 +790,7 @@ static void hp_stop(dedup_extsort *es)
     if (!h)
         return;
     pthread_mutex_lock(&h->mu);
-    while (atomic_load(&h->job))
+    while (atomic_load(&h->ndone) != h->sub)
         pthread_cond_wait(&h->cv, &h->mu);
     h->quit = true;
     pthread_cond_broadcast(&h->cv);
@@ -770,7 +798,7 @@ static void hp_stop(dedup_extsort *es)
     pthread_join(h->th, NULL);
     pthread_cond_destroy(&h->cv);
     pthread_mutex_destroy(&h->mu);
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < HB_QUEUE; i++) {
         for (size_t j = 0; j < h->b[i].n; j++)
             if (h->b[i].fr[j].recycle)
                 h->pool[h->npool++] = h->b[i].fr[j].recycle;
@@ -842,6 +870,7 @@ typedef struct writer {
     tfile *f;
     uint8_t *buf;
     uint8_t *buf2; /* with the compressing thread: the buffer it may be writing */
+    size_t buf2_seq; /* buf2's frames are all in batches numbered below this */
     size_t cap, len;
     uint64_t prev_seq;
     int flags;
@@ -856,6 +885,7 @@ static dedup_status wr_init(dedup_extsort *es, writer *w, tfile *f, size_t cap, 
     w->flags = flags;
     w->buf = es_alloc(es, cap);
     w->buf2 = NULL;
+    w->buf2_seq = 0;
     if (w->buf && es->hp && !(w->buf2 = es_alloc(es, cap))) {
         es_free(es, w->buf, cap);
         w->buf = NULL;
@@ -863,9 +893,8 @@ static dedup_status wr_init(dedup_extsort *es, writer *w, tfile *f, size_t cap, 
     return w->buf ? DEDUP_OK : fail(es, DEDUP_ERR_NOMEM);
 }
 
-/* With the compressing thread the buffer is queued whole (every frame of it
- * handed over, so that the previous buffer, written by the time the thread
- * takes this one, can be reused) and the writer goes on in the other one. */
+/* With the compressing thread the buffer is queued whole and the writer goes
+ * on in the other one, once the batches holding that one are reaped. */
 static dedup_status wr_flush(dedup_extsort *es, writer *w)
 {
     if (w->len == 0)
@@ -878,6 +907,10 @@ static dedup_status wr_flush(dedup_extsort *es, writer *w)
         uint8_t *t = w->buf;
         w->buf = w->buf2;
         w->buf2 = t;
+        size_t need = w->buf2_seq;
+        w->buf2_seq = es->hp->sub;
+        if (s == DEDUP_OK)
+            s = hp_reap_upto(es, need);
     } else {
         s = tf_write(es, w->f, w->buf, w->len);
     }
