@@ -222,6 +222,21 @@ static void *es_realloc(dedup_extsort *es, void *p, size_t old, size_t n)
     return q;
 }
 
+/* Room for element number n of an array of *cap elements of 'elem' bytes:
+ * returns the array, doubled (from 'first') when full; NULL if that fails
+ * (the old array stays valid). */
+static void *es_grow(dedup_extsort *es, void *arr, size_t n, size_t *cap, size_t elem,
+                     size_t first)
+{
+    if (n < *cap)
+        return arr;
+    size_t nc = *cap ? *cap * 2 : first;
+    void *na = es_realloc(es, arr, *cap * elem, nc * elem);
+    if (na)
+        *cap = nc;
+    return na;
+}
+
 static dedup_status fail(dedup_extsort *es, dedup_status s)
 {
     if (es->err == DEDUP_OK)
@@ -287,24 +302,38 @@ static ptrdiff_t call_write_fn(const dedup_extsort *es, int fd, const void *buf,
     return n;
 }
 
-static dedup_status tf_write_raw(dedup_extsort *es, tfile *f, const void *buf, size_t len)
+/* Writes all of buf to fd (through params.write_fn if set); '*written' gets
+ * the bytes accepted.  Returns 0, or the errno of the failure (ENOSPC for a
+ * write that accepts nothing). */
+static int write_all(const dedup_extsort *es, int fd, const uint8_t *q, size_t len,
+                     uint64_t *written)
 {
-    const uint8_t *q = buf;
+    *written = 0;
     while (len > 0) {
         size_t chunk = len > (size_t)1 << 30 ? (size_t)1 << 30 : len;
-        ptrdiff_t n = es->p.write_fn ? call_write_fn(es, f->fd, q, chunk)
-                                     : (ptrdiff_t)write(f->fd, q, chunk);
+        ptrdiff_t n = es->p.write_fn ? call_write_fn(es, fd, q, chunk)
+                                     : (ptrdiff_t)write(fd, q, chunk);
         if (n < 0 && errno == EINTR)
             continue;
-        if (n <= 0) {
-            es->io_errno = n < 0 ? errno : ENOSPC;
-            es->io_needed = es->st.bytes_spilled + len;
-            return fail(es, DEDUP_ERR_IO);
-        }
+        if (n <= 0)
+            return n < 0 && errno ? errno : ENOSPC;
         q += n;
         len -= (size_t)n;
-        f->size += (uint64_t)n;
-        es->st.bytes_spilled += (uint64_t)n;
+        *written += (uint64_t)n;
+    }
+    return 0;
+}
+
+static dedup_status tf_write_raw(dedup_extsort *es, tfile *f, const void *buf, size_t len)
+{
+    uint64_t done;
+    int e = write_all(es, f->fd, buf, len, &done);
+    f->size += done;
+    es->st.bytes_spilled += done;
+    if (e) {
+        es->io_errno = e;
+        es->io_needed = es->st.bytes_spilled + (len - done);
+        return fail(es, DEDUP_ERR_IO);
     }
     return DEDUP_OK;
 }
@@ -521,25 +550,7 @@ static void hb_run(const dedup_extsort *es, helper *h, hbatch *b)
 {
     while (b->packed < b->n)
         hb_pack_one(es, h->zstate, b);
-    size_t pos = b->pos;
-    const uint8_t *q = b->out;
-    b->written = 0;
-    b->err = 0;
-    while (pos > 0) {
-        ptrdiff_t n = es->p.write_fn ? call_write_fn(es, b->fd, q, pos)
-                                     : (ptrdiff_t)write(b->fd, q, pos);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0) {
-            b->err = n < 0 ? errno : ENOSPC;
-            if (b->err == 0)
-                b->err = EIO;
-            return;
-        }
-        q += n;
-        pos -= (size_t)n;
-        b->written += (uint64_t)n;
-    }
+    b->err = write_all(es, b->fd, b->out, b->pos, &b->written);
 }
 
 /* Hand-offs come every few hundred microseconds, and on a virtual machine
@@ -1585,14 +1596,10 @@ static dedup_status part_extent(dedup_extsort *es, part *p, uint64_t off, uint64
     if (p->nblk > 0 && p->blocks[p->nblk - 1].off + p->blocks[p->nblk - 1].len == off) {
         p->blocks[p->nblk - 1].len += dlen; /* contiguous with the previous block */
     } else {
-        if (p->nblk == p->capblk) {
-            size_t nc = p->capblk ? p->capblk * 2 : 8;
-            blk *nb = es_realloc(es, p->blocks, p->capblk * sizeof(blk), nc * sizeof(blk));
-            if (!nb)
-                return fail(es, DEDUP_ERR_NOMEM);
-            p->blocks = nb;
-            p->capblk = nc;
-        }
+        blk *nb = es_grow(es, p->blocks, p->nblk, &p->capblk, sizeof(blk), 8);
+        if (!nb)
+            return fail(es, DEDUP_ERR_NOMEM);
+        p->blocks = nb;
         p->blocks[p->nblk++] = (blk){off, dlen};
     }
     p->bytes += rawlen;
@@ -1932,14 +1939,10 @@ static bool streaming(const dedup_extsort *es)
 static dedup_status giant_add(dedup_extsort *es, uint64_t off, uint64_t rawlen, dedup_digest d)
 {
     dedup_status s;
-    if (es->ng == es->capg) {
-        size_t nc = es->capg ? es->capg * 2 : 8;
-        giant *ng = es_realloc(es, es->g, es->capg * sizeof(giant), nc * sizeof(giant));
-        if (!ng)
-            return fail(es, DEDUP_ERR_NOMEM);
-        es->g = ng;
-        es->capg = nc;
-    }
+    giant *ng = es_grow(es, es->g, es->ng, &es->capg, sizeof(giant), 8);
+    if (!ng)
+        return fail(es, DEDUP_ERR_NOMEM);
+    es->g = ng;
     giant *g = &es->g[es->ng];
     memset(g, 0, sizeof *g);
     g->seq = es->seq++;
@@ -2591,14 +2594,10 @@ static dedup_status runs_flush(dedup_extsort *es, node *n)
     dedup_status s = tf_open(es, f);
     if (s != DEDUP_OK)
         return s;
-    if (es->nruns == es->capruns) {
-        size_t nc = es->capruns ? es->capruns * 2 : 16;
-        blk *nr = es_realloc(es, es->runs, es->capruns * sizeof(blk), nc * sizeof(blk));
-        if (!nr)
-            return fail(es, DEDUP_ERR_NOMEM);
-        es->runs = nr;
-        es->capruns = nc;
-    }
+    blk *nr = es_grow(es, es->runs, es->nruns, &es->capruns, sizeof(blk), 16);
+    if (!nr)
+        return fail(es, DEDUP_ERR_NOMEM);
+    es->runs = nr;
     writer w;
     if ((s = hp_sync(es)) != DEDUP_OK)
         return s;
