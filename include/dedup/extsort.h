@@ -131,7 +131,7 @@
  * three batches) and an LZ4 state (F = 8 frames per batch while that is at
  * most 1/16 of the budget: ~3.1 MiB at 64 MiB; then 4 or 2), taken out of
  * the table's share, and per buffered writer a second buffer.  Budgets under
- * ~900 KiB, too small for F = 2, get no thread, and the partitions go one at
+ * ~860 KiB, too small for F = 2, get no thread, and the partitions go one at
  * a time below ~1.2 MiB.
  * params.write_fn is then called from these threads too, one call at a time
  * (the engine serialises them); the allocator's functions may be called from

@@ -465,7 +465,7 @@ static size_t clampz(size_t v, size_t lo, size_t hi) { return v < lo ? lo : v > 
  * HB_QUEUE output areas of F packed frames and one LZ4 state, plus a second
  * buffer per writer; all taken out of the table's share.  F is 8 while that
  * stays within 1/16 of the budget (~3.1 MiB at 64 MiB), else 4 or 2; budgets
- * too small even for 2 (under ~900 KiB) get no thread. */
+ * too small even for 2 (under ~860 KiB) get no thread. */
 
 #define HB_FRAMES 8
 
@@ -518,7 +518,7 @@ static size_t helper_cost(const dedup_extsort *es, size_t frames)
 }
 
 /* Frames per batch: as many as HB_FRAMES while the thread's buffers take at
- * most 1/16 of the budget; below 2 (budgets under ~650 KiB) no thread. */
+ * most 1/16 of the budget; below 2 (budgets under ~860 KiB) no thread. */
 static size_t hb_frames_for(const dedup_extsort *es)
 {
     if (es->p.threads < 2)
@@ -2270,9 +2270,11 @@ static dedup_status run_child(dedup_extsort *es, node *n, tfile *src, part *p, w
  * own compression scratch, statistics, errors and temporary files (results,
  * and deeper levels if a partition still does not fit).  Both read the
  * partition file with pread.  The results are merged as before, each extent
- * read from the file of the shadow that wrote it; the shadows live until the
- * merge is done.  Output and statistics are those of one thread (the peak
- * adds up both shadows' peaks).  Below 512 KiB per shadow it is not used. */
+ * read from the file of the shadow that wrote it; a finished shadow gives
+ * its memory back and keeps only that file open until the merge is done.
+ * The output and the statistics are those of one thread, except the peak,
+ * which adds up both shadows' peaks.  Below 512 KiB per shadow (budgets under
+ * ~1.2 MiB) the partitions go one at a time. */
 
 typedef struct pshared {
     node *n;
