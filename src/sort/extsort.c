@@ -89,11 +89,10 @@ struct dedup_extsort {
     } cache[ES_CACHE_N];
     size_t ncache, cached;
     struct helper *hp; /* the compressing thread (params.threads >= 2), once spilled */
-    bool hp_failed;    /* it could not be started: everything stays on this thread */
-    size_t hb_frames;  /* frames per batch for it; 0: no thread */
+    size_t hb_frames;  /* frames per batch for it; 0: no thread (none asked for, too
+                          small a budget, or it could not be started) */
     pthread_mutex_t wlock; /* serialises params.write_fn between threads */
-    bool wlock_live;
-    pthread_mutex_t *wl;   /* &wlock, or the parent's in a shadow engine */
+    pthread_mutex_t *wl;   /* &wlock once initialised, or the parent's in a shadow engine */
     size_t shadow_held;    /* what the shadow engines still hold (their peaks while they run) */
     dedup_extsort_stats st;
     tfile sp[DEDUP_EXTSORT_MAX_DEPTH + 1];
@@ -358,9 +357,6 @@ static uint64_t frame_check(const void *payload, size_t n, uint32_t stored, uint
     return XXH3_64bits_withSeed(payload, n, ((uint64_t)raw << 32) | stored);
 }
 
-/* Appends 'len' stream bytes to 'f' as frames of at most es->frame raw
- * bytes, each LZ4-compressed on its own (kept raw if that does not shrink
- * it) behind its header. */
 /* Encodes 'raw' bytes (at most es->frame) as one frame into 'out' (es->zcap
  * bytes); returns the frame's length. */
 static size_t frame_pack(void *zstate, const uint8_t *q, size_t raw, uint8_t *out, size_t zcap)
@@ -385,6 +381,9 @@ static size_t frame_pack(void *zstate, const uint8_t *q, size_t raw, uint8_t *ou
 
 static dedup_status hp_sync(dedup_extsort *es);
 
+/* Appends 'len' stream bytes to 'f' as frames of at most es->frame raw
+ * bytes, each LZ4-compressed on its own (kept raw if that does not shrink
+ * it) behind its header. */
 static dedup_status tf_write(dedup_extsort *es, tfile *f, const void *buf, size_t len)
 {
     dedup_status s = hp_sync(es); /* frames still queued go first */
@@ -615,12 +614,13 @@ static void hp_free_bufs(dedup_extsort *es, helper *h)
  * goes on without it. */
 static void hp_start(dedup_extsort *es)
 {
-    if (es->hp || es->hp_failed || !threaded(es))
+    if (es->hp || !threaded(es))
         return;
-    es->hp_failed = true;
     helper *h = es_alloc(es, sizeof *h);
-    if (!h)
+    if (!h) {
+        es->hb_frames = 0;
         return;
+    }
     memset(h, 0, sizeof *h);
     atomic_init(&h->nsub, 0);
     atomic_init(&h->ndone, 0);
@@ -639,10 +639,8 @@ static void hp_start(dedup_extsort *es)
     if (ok && pthread_mutex_init(&h->mu, NULL) == 0) {
         if (pthread_cond_init(&h->cv, NULL) == 0) {
             es->hp = h;
-            if (pthread_create(&h->th, NULL, helper_main, es) == 0) {
-                es->hp_failed = false;
+            if (pthread_create(&h->th, NULL, helper_main, es) == 0)
                 return;
-            }
             es->hp = NULL;
             pthread_cond_destroy(&h->cv);
         }
@@ -650,6 +648,7 @@ static void hp_start(dedup_extsort *es)
     }
     hp_free_bufs(es, h);
     es_free(es, h, sizeof *h);
+    es->hb_frames = 0; /* from here on, one thread */
 }
 
 static dedup_status part_extent(dedup_extsort *es, struct part *p, uint64_t off, uint64_t dlen,
@@ -939,8 +938,8 @@ static dedup_status wr_close(dedup_extsort *es, writer *w)
 
 static void wr_free(dedup_extsort *es, writer *w)
 {
-    if (w->buf2)
-        (void)hp_sync(es); /* the thread may still read it; an error was reported by flush or is sticky */
+    if (w->buf2) /* the thread may still read them (an error here is sticky) */
+        (void)hp_sync(es);
     es_free(es, w->buf, w->cap);
     es_free(es, w->buf2, w->cap);
     w->buf = w->buf2 = NULL;
@@ -1551,7 +1550,6 @@ typedef struct node {
     int spill_flags, res_flags;
     unsigned shift;
 } node;
-
 
 static bool counting(const dedup_extsort *es)
 {
@@ -2201,10 +2199,8 @@ static dedup_status node_merge(dedup_extsort *es, node *n, const blk *ext, tfile
     for (size_t i = 0; i < k; i++)
         m.tree[i] = -1;
     for (size_t i = 0; i < k && s == DEDUP_OK; i++) {
-        int flags = n->res_flags;
-        if (es->p.output == DEDUP_EXTSORT_DUPLICATES)
-            flags = F_SEQ;
-        s = rd_init(es, &m.src[i], files ? files[i] : &es->rs[n->depth], &ext[i], 1, rb, flags);
+        s = rd_init(es, &m.src[i], files ? files[i] : &es->rs[n->depth], &ext[i], 1, rb,
+                    n->res_flags);
         if (s == DEDUP_OK)
             s = rd_next(es, &m.src[i]);
     }
@@ -2331,7 +2327,6 @@ static dedup_extsort *shadow_new(dedup_extsort *es, size_t budget)
     sh->zcap = es->zcap;
     sh->zstate_n = es->zstate_n;
     sh->giant_min = es->giant_min;
-    sh->hp_failed = true;
     sh->wl = es->wl;
     sh->gf.fd = -1;
     for (int i = 0; i <= DEDUP_EXTSORT_MAX_DEPTH; i++)
@@ -2345,36 +2340,50 @@ static dedup_extsort *shadow_new(dedup_extsort *es, size_t budget)
     return sh;
 }
 
+/* Deduplicates partition p of node n, read from 'src', with engine e (the
+ * node's own, or a shadow) into e's result file of that depth; '*ext' gets
+ * the results' extent (empty when there are none). */
+static dedup_status run_partition(dedup_extsort *e, node *n, tfile *src, part *p, blk *ext)
+{
+    tfile *out = &e->rs[n->depth];
+    writer w;
+    dedup_status s;
+    *ext = (blk){0, 0};
+    if ((s = tf_open(e, out)) != DEDUP_OK || (s = hp_sync(e)) != DEDUP_OK ||
+        (s = wr_init(e, &w, out, io_buf(e), n->res_flags)) != DEDUP_OK)
+        return s;
+    uint64_t start = out->size;
+    s = run_child(e, n, src, p, &w);
+    if (s == DEDUP_OK)
+        s = wr_close(e, &w);
+    wr_free(e, &w);
+    if (s == DEDUP_OK)
+        *ext = (blk){start, out->size - start};
+    return s;
+}
+
+/* Drops a partition's block list once its child has run. */
+static void part_done(dedup_extsort *es, part *p)
+{
+    es_free(es, p->blocks, p->capblk * sizeof(blk));
+    p->blocks = NULL;
+    p->capblk = p->nblk = 0;
+}
+
 static void *pw_run(void *arg)
 {
     pworker *w = arg;
     pshared *ps = w->ps;
     node *n = ps->n;
-    dedup_extsort *e = w->e;
-    tfile *out = &e->rs[n->depth];
     dedup_status s = DEDUP_OK;
     while (s == DEDUP_OK && !atomic_load(&ps->stop)) {
         unsigned i = atomic_fetch_add(&ps->next, 1u);
         if (i >= n->P)
             break;
-        part *p = &n->parts[i];
-        if (!p->bytes)
+        if (!n->parts[i].bytes)
             continue;
-        writer wr;
-        if ((s = tf_open(e, out)) != DEDUP_OK ||
-            (s = wr_init(e, &wr, out, io_buf(e), n->res_flags)) != DEDUP_OK)
-            break;
-        if (e->p.output == DEDUP_EXTSORT_DUPLICATES)
-            wr.flags = F_SEQ;
-        uint64_t start = out->size;
-        s = run_child(e, n, ps->src, p, &wr);
-        if (s == DEDUP_OK)
-            s = wr_close(e, &wr);
-        wr_free(e, &wr);
-        if (s == DEDUP_OK) {
-            ps->pext[i] = (blk){start, out->size - start};
-            ps->pwho[i] = (unsigned char)w->id;
-        }
+        s = run_partition(w->e, n, ps->src, &n->parts[i], &ps->pext[i]);
+        ps->pwho[i] = (unsigned char)w->id;
     }
     if (s != DEDUP_OK)
         atomic_store(&ps->stop, true);
@@ -2480,9 +2489,7 @@ static dedup_status children_parallel(dedup_extsort *es, node *n, blk *ext, size
             pr->files[*k] = &pr->e[ps.pwho[i]]->rs[n->depth];
             (*k)++;
         }
-        es_free(es, p->blocks, p->capblk * sizeof(blk));
-        p->blocks = NULL;
-        p->capblk = p->nblk = 0;
+        part_done(es, p);
     }
 done:
     es_free(es, ps.pext, n->P * sizeof(blk));
@@ -2546,25 +2553,10 @@ static dedup_status node_finish(dedup_extsort *es, node *n)
         if (!p->bytes)
             continue;
         es->st.runs_written++;
-        writer w;
-        if ((s = wr_init(es, &w, rs, io_buf(es), n->res_flags)) != DEDUP_OK)
-            break;
-        if (es->p.output == DEDUP_EXTSORT_DUPLICATES)
-            w.flags = F_SEQ;
-        if ((s = hp_sync(es)) != DEDUP_OK) {
-            wr_free(es, &w);
-            break;
-        }
-        uint64_t start = rs->size;
-        s = run_child(es, n, &es->sp[d], p, &w);
-        if (s == DEDUP_OK)
-            s = wr_close(es, &w);
-        wr_free(es, &w);
-        if (s == DEDUP_OK && rs->size > start)
-            ext[k++] = (blk){start, rs->size - start};
-        es_free(es, p->blocks, p->capblk * sizeof(blk));
-        p->blocks = NULL;
-        p->capblk = p->nblk = 0;
+        blk e;
+        if ((s = run_partition(es, n, &es->sp[d], p, &e)) == DEDUP_OK && e.len)
+            ext[k++] = e;
+        part_done(es, p);
     }
     tf_reset(es, &es->sp[d]);
     /* 4. merge */
@@ -2839,12 +2831,10 @@ dedup_status dedup_extsort_create(const dedup_extsort_params *params, const dedu
      * taken out of the table's share), at least two frames. */
     es->giant_min = clampz(es->budget / 16, 2 * es->frame, (size_t)1 << 20);
     es->hb_frames = hb_frames_for(es);
-    if (pthread_mutex_init(&es->wlock, NULL) == 0) {
-        es->wlock_live = true;
+    if (pthread_mutex_init(&es->wlock, NULL) == 0)
         es->wl = &es->wlock;
-    } else {
+    else
         es->hb_frames = 0; /* no second thread without it */
-    }
     es->gf.fd = -1;
     for (int i = 0; i <= DEDUP_EXTSORT_MAX_DEPTH; i++)
         es->sp[i].fd = es->rs[i].fd = -1;
@@ -2901,7 +2891,7 @@ void dedup_extsort_free(dedup_extsort *es)
     es_free(es, es->gbuf, es->giant_min);
     es_free(es, es->xsmem, sizeof(XXH3_state_t) + 64);
     cache_clear(es);
-    if (es->wlock_live)
+    if (es->wl == &es->wlock)
         pthread_mutex_destroy(&es->wlock);
     dedup_allocator a = es->alloc;
     dd_free(&a, es);
