@@ -202,9 +202,11 @@ dedup_status dd_spill_create(dd_spill **out, const dd_external_opts *o, uint64_t
     p.emit = ext_emit;
     p.emit_ctx = &s->r;
     /* Once it spills, the engine compresses and writes its temporary files
-     * on a thread of its own (the reading thread leaves a core mostly idle):
-     * 17-20% faster at 64 MiB on 2 cores.  Below 32 MiB the batches are
-     * small and the hand-offs eat the gain (4 MiB: 3-15% slower). */
+     * on a thread of its own (the reading thread leaves a core mostly idle),
+     * then deduplicates its partitions two at a time: on 2 cores at 64 MiB,
+     * 17-20% faster for the first, about 15% more for the second
+     * (bench/results/extsort.md).  Below 32 MiB the batches are small and
+     * the hand-offs eat the gain (4 MiB: 3-15% slower). */
     p.threads = sysconf(_SC_NPROCESSORS_ONLN) > 1 && budget >= (UINT64_C(32) << 20) ? 2 : 1;
     /* A record that is its own key and longer than budget/16 is kept by the
      * engine in a temporary file, not in its table, and written out from

@@ -125,7 +125,8 @@
  * then deduplicated two at a time (the caller's thread and one more, each in
  * half of the budget left; see "The compressing thread" and "Partitions in
  * parallel" in extsort.c).  The output and the statistics are the same as
- * with one thread; write errors may be reported by a later call than the one
+ * with one thread, except peak_memory, which then adds up both partition
+ * threads' peaks; write errors may be reported by a later call than the one
  * whose data failed (still before finish() returns).  The compressing thread
  * costs 3F frame buffers, three areas of F compressed frames (a queue of
  * three batches) and an LZ4 state (F = 8 frames per batch while that is at

@@ -484,9 +484,9 @@ static ptrdiff_t failing_write(void *ctx, int fd, const void *buf, size_t len)
     return n;
 }
 
-/* Injected ENOSPC after allows[a] bytes, with 'budget' bytes of memory. */
-/* With 'permille', allows[] are thousandths of what a run without failure
- * writes in that order (measured first). */
+/* Injected ENOSPC after allows[a] bytes, with 'budget' bytes of memory; with
+ * 'permille', allows[] are thousandths of what a run without failure writes
+ * in that order (measured first). */
 static void write_failure(uint64_t budget, size_t n, const uint64_t *allows, size_t nallows,
                           bool permille)
 {
@@ -631,9 +631,6 @@ static void test_threads_corrupt_frame_1m(void **state)
     corrupt_frame(1 << 20, 50000);
 }
 
-/* 1 MiB and ~5 MB of input: one level (with two threads it would use the
- * compressing thread but one partition at a time; test_threads_parallel_2m
- * covers both, so the _mt build leaves this one out). */
 /* 2 MiB: in the _mt build the partitions are also deduplicated two at a
  * time, in shadow engines of ~0.9 MiB each. */
 static void test_threads_parallel_2m(void **state)
@@ -651,6 +648,9 @@ static void test_threads_write_failure_2m(void **state)
     write_failure(2 << 20, 150000, permille, sizeof permille / sizeof *permille, true);
 }
 
+/* 1 MiB and ~5 MB of input: one level (with two threads it would use the
+ * compressing thread but one partition at a time; test_threads_parallel_2m
+ * covers both, so the _mt build leaves this one out). */
 static void test_one_level_1m(void **state)
 {
     (void)state;
@@ -910,7 +910,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_sorted_common_prefix),
     };
 #if EXTSORT_THREADS > 1
-    /* only the cases whose budgets get the compressing thread (>= ~650 KiB) */
+    /* only the cases whose budgets get the compressing thread (>= ~860 KiB) */
     cmocka_set_test_filter("test_threads_*");
 #endif
     return cmocka_run_group_tests(tests, NULL, NULL);
