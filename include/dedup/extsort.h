@@ -51,7 +51,7 @@
  *  4. On disk every stream (partitions, per-partition results, sorted runs,
  *     giant records) is cut into frames of at most F = budget/1024 raw bytes
  *     (2-64 KiB), each compressed on its own with LZ4 (LZ4_compress_fast,
- *     acceleration 1; stored raw when that does not shrink it) behind a
+ *     acceleration 8; stored raw when that does not shrink it) behind a
  *     16-byte header: stored length, raw length, and an XXH3-64 of the
  *     payload seeded with both lengths.  A frame that fails its check, its
  *     lengths or its decompression is DEDUP_ERR_CORRUPT, never output.
@@ -59,7 +59,7 @@
  *
  * IO COST, beyond reading the input once (the caller) and writing the output,
  * with c = the compressed share of a stream (LZ4 on shuffled URL-like lines:
- * c ~ 0.53 for partitions and results, ~0.47 for sorted runs):
+ * c ~ 0.61 for partitions and results, ~0.5 for sorted runs):
  *  - first-occurrence order: c(S + R) written and read back once each, where
  *    S = the records not recognised by the frozen table (about the whole
  *    input when repeats are spread uniformly; ~3-5 bytes of framing each)
@@ -67,15 +67,17 @@
  *    suffices up to ~P x budget/2 of distinct keys (~8 GB at 64 MiB); each
  *    further level costs the same again for the partitions that need it.
  *    With half the input repeated uniformly: 1 + 2c(1 + 0.5) + 0.5, measured
- *    3.13x on 5 GiB of URLs at 64 MiB (4.56x before compression).
+ *    3.39x on 5 GiB of URLs at 64 MiB (3.13x with acceleration 1, 4.56x
+ *    without compression).
  *  - sorted order: the runs (each record not repeated within its run's
  *    window, once) written and read back once: 1 + 2c + 0.5 at most for the
- *    same input (measured 2.41x, 3.48x before), plus the runs again per
- *    extra merge pass.
+ *    same input (measured 2.52x; 2.41x with acceleration 1, 3.48x without
+ *    compression), plus the runs again per extra merge pass.
  *  - nothing when the distinct keys fit in memory.
- *  - CPU: LZ4 compresses ~0.5 GB/s and decompresses ~3.5 GB/s per core
- *    here: ~2.2 s per GB of raw spill, repaid where the disk, not the page
- *    cache, takes the writes (bench/results/extsort.md).
+ *  - CPU: LZ4 at acceleration 8 compresses ~0.75 GB/s (0.55 GB/s at 1,
+ *    for 7% fewer bytes on a sample, 15% on a whole run) and decompresses
+ *    ~4 GB/s per core here: ~1.6 s per GB of raw spill, repaid where the
+ *    disk, not the page cache, takes the writes (bench/results/extsort.md).
  *  A keep-bit pass (re-reading the partitions instead of writing results)
  *  would move as many logical bytes (it re-reads cS where the results cost
  *  2cR = cS at half repeats) and decompress every partition twice, so it is
