@@ -1206,7 +1206,8 @@ static dedup_status rd_next(dedup_extsort *es, reader *r)
      * every other reader: fetch its first bytes now, or they are a cache miss
      * then, with hundreds of readers' buffers between. */
     DD_PREFETCH(r->buf + r->lo);
-    DD_PREFETCH(r->buf + r->lo + 64);
+    if (r->hi - r->lo > 64)
+        DD_PREFETCH(r->buf + r->lo + 64);
     r->valid = true;
     return DEDUP_OK;
 }
@@ -2158,7 +2159,7 @@ static dedup_status table_out_sorted(dedup_extsort *es, node *n, writer *w, bool
 typedef struct merger {
     reader *src;
     int *tree;
-    uint64_t *seq; /* sequence order: each source's head, UINT64_MAX once it ends */
+    uint64_t *seq; /* sequence order: each source's head (mg_seq) */
     size_t k;
     bool by_key;
 } merger;
