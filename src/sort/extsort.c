@@ -40,6 +40,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <lz4.h>
@@ -453,14 +454,18 @@ static size_t clampz(size_t v, size_t lo, size_t hi) { return v < lo ? lo : v > 
  * of the two streams that carry nearly all the bytes: the partitions (spill)
  * and the buffered writers (per-partition results, sorted runs).  The engine's
  * thread fills a batch of up to F frames (pointers to raw bytes it leaves
- * untouched) and hands it over; the thread packs each frame into the batch's
- * own output area and appends them all to the file with one write.  Up to
- * HB_QUEUE batches are in flight, numbered; the thread does them in order.
- * The engine's thread takes their results (hp_reap) in the same order: the
- * file's size, each partition's extents, the statistics, and any write
- * error, reported by the call that reaps.  When the queue is full it packs
- * the frames of the batch it hands over itself while the oldest is still
- * being worked on, then waits for it.  A full partition buffer is swapped
+ * untouched) and hands it over; the thread packs each frame into its own
+ * slot of the batch's output area and appends them all to the file with one
+ * writev.  Up to HB_QUEUE batches are in flight, numbered; the thread does
+ * them in order.  The engine's thread takes their results (hp_reap) in the
+ * same order: the file's size, each partition's extents, the statistics, and
+ * any write error, reported by the call that reaps.  Packing is shared: a
+ * frame is claimed by whichever thread takes the batch's next index first,
+ * and the engine's thread, rather than wait for a batch (a full queue, or a
+ * sync), packs the unclaimed frames of the batches in flight itself; the
+ * thread writes a batch once all its frames are packed.  Packing is most of
+ * the thread's work, and without this the engine's thread spent about a
+ * third of the spill waiting for it.  A full partition buffer is swapped
  * for a spare one from a pool and returns to the pool when reaped; a writer
  * has two buffers and alternates, reusing one once its batches are reaped.
  * Everything else (giants, reading, truncating) first waits until nothing is
@@ -478,7 +483,7 @@ struct part;
 
 typedef struct hframe {
     const uint8_t *raw;
-    size_t rawlen, dlen;   /* dlen: the packed frame's length, set by the thread */
+    size_t rawlen, dlen;   /* dlen: the packed frame's length, set by whoever packs it */
     struct part *p;        /* the extent belongs to this partition, or NULL */
     uint8_t *recycle;      /* a spare buffer to return to the pool once written */
 } hframe;
@@ -487,9 +492,10 @@ typedef struct hbatch {
     tfile *f;
     int fd;
     size_t n;
-    size_t packed, pos;    /* frames already packed into out, and their bytes */
+    atomic_size_t claim;   /* next frame to pack (may run past n) */
+    atomic_size_t npacked; /* frames packed */
     hframe fr[HB_FRAMES];
-    uint8_t *out;          /* es->hb_frames * es->zcap bytes */
+    uint8_t *out;          /* es->hb_frames slots of es->zcap bytes, one per frame */
     uint64_t written;      /* bytes the write accepted */
     int err;               /* errno of a failed write (ENOSPC for a zero write) */
 } hbatch;
@@ -542,22 +548,6 @@ static size_t helper_bytes(const dedup_extsort *es)
     return threaded(es) ? helper_cost(es, es->hb_frames) : 0;
 }
 
-/* Packs the batch's next frame with LZ4 state 'z'. */
-static void hb_pack_one(const dedup_extsort *es, void *z, hbatch *b)
-{
-    hframe *fr = &b->fr[b->packed++];
-    fr->dlen = frame_pack(z, fr->raw, fr->rawlen, b->out + b->pos, es->zcap);
-    b->pos += fr->dlen;
-}
-
-/* On the thread: packs what the engine's thread did not, and writes. */
-static void hb_run(const dedup_extsort *es, helper *h, hbatch *b)
-{
-    while (b->packed < b->n)
-        hb_pack_one(es, h->zstate, b);
-    b->err = write_all(es, b->fd, b->out, b->pos, &b->written);
-}
-
 /* Hand-offs come every few hundred microseconds, and on a virtual machine
  * waking a thread that went to sleep (and its idle CPU) costs tens of them:
  * each side first polls for up to HP_SPIN rounds of a pause instruction. */
@@ -579,6 +569,76 @@ static bool hp_poll(atomic_size_t *c, size_t v)
         cpu_relax();
     }
     return false;
+}
+
+/* Claims the batch's next frame and packs it with LZ4 state 'z' (either
+ * thread); false when every frame is claimed. */
+static bool hb_pack_one(const dedup_extsort *es, void *z, hbatch *b)
+{
+    size_t i = atomic_fetch_add_explicit(&b->claim, 1, memory_order_relaxed);
+    if (i >= b->n)
+        return false;
+    hframe *fr = &b->fr[i];
+    fr->dlen = frame_pack(z, fr->raw, fr->rawlen, b->out + i * es->zcap, es->zcap);
+    atomic_fetch_add_explicit(&b->npacked, 1, memory_order_release);
+    return true;
+}
+
+static void hb_reset(hbatch *b)
+{
+    b->n = 0;
+    atomic_store_explicit(&b->claim, 0, memory_order_relaxed);
+    atomic_store_explicit(&b->npacked, 0, memory_order_relaxed);
+}
+
+/* Appends the batch's packed frames to its file: one writev, or one call of
+ * params.write_fn per frame.  Returns 0 or the errno (ENOSPC for a write
+ * that accepts nothing); b->written gets the bytes accepted. */
+static int hb_write(const dedup_extsort *es, hbatch *b)
+{
+    b->written = 0;
+    if (es->p.write_fn) {
+        for (size_t i = 0; i < b->n; i++) {
+            uint64_t w;
+            int e = write_all(es, b->fd, b->out + i * es->zcap, b->fr[i].dlen, &w);
+            b->written += w;
+            if (e)
+                return e;
+        }
+        return 0;
+    }
+    struct iovec iov[HB_FRAMES];
+    for (size_t i = 0; i < b->n; i++)
+        iov[i] = (struct iovec){b->out + i * es->zcap, b->fr[i].dlen};
+    for (size_t k = 0; k < b->n;) {
+        ssize_t r = writev(b->fd, iov + k, (int)(b->n - k));
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            return r < 0 && errno ? errno : ENOSPC;
+        b->written += (uint64_t)r;
+        for (size_t left = (size_t)r; left > 0;) {
+            if (left >= iov[k].iov_len) {
+                left -= iov[k++].iov_len;
+            } else {
+                iov[k].iov_base = (uint8_t *)iov[k].iov_base + left;
+                iov[k].iov_len -= left;
+                left = 0;
+            }
+        }
+    }
+    return 0;
+}
+
+/* On the thread: packs the frames nobody has claimed, waits for the ones the
+ * engine's thread is packing (a frame's work, never a block), and writes. */
+static void hb_run(const dedup_extsort *es, helper *h, hbatch *b)
+{
+    while (hb_pack_one(es, h->zstate, b))
+        ;
+    while (atomic_load_explicit(&b->npacked, memory_order_acquire) < b->n)
+        cpu_relax();
+    b->err = hb_write(es, b);
 }
 
 static void *helper_main(void *arg)
@@ -630,6 +690,10 @@ static void hp_start(dedup_extsort *es)
     memset(h, 0, sizeof *h);
     atomic_init(&h->nsub, 0);
     atomic_init(&h->ndone, 0);
+    for (int i = 0; i < HB_QUEUE; i++) {
+        atomic_init(&h->b[i].claim, 0);
+        atomic_init(&h->b[i].npacked, 0);
+    }
     h->pbuf = pbuf_size(es);
     bool ok = (h->zstate = es_alloc(es, es->zstate_n)) != NULL &&
               (h->pool = es_alloc(es, HB_QUEUE * es->hb_frames * sizeof(uint8_t *))) != NULL;
@@ -665,6 +729,13 @@ static dedup_status part_extent(dedup_extsort *es, struct part *p, uint64_t off,
 static dedup_status hp_reap(dedup_extsort *es)
 {
     helper *h = es->hp;
+    /* Rather than wait, pack what nobody has claimed yet, oldest batch first. */
+    for (size_t i = h->reaped; i < h->sub &&
+                               atomic_load_explicit(&h->ndone, memory_order_acquire) == h->reaped;
+         i++)
+        while (atomic_load_explicit(&h->ndone, memory_order_acquire) == h->reaped &&
+               hb_pack_one(es, es->zstate, &h->b[i % HB_QUEUE]))
+            ;
     if (atomic_load_explicit(&h->ndone, memory_order_acquire) == h->reaped &&
         !hp_poll(&h->ndone, h->reaped)) {
         pthread_mutex_lock(&h->mu);
@@ -685,7 +756,7 @@ static dedup_status hp_reap(dedup_extsort *es)
         if (fr->recycle)
             h->pool[h->npool++] = fr->recycle;
     }
-    b->n = b->packed = b->pos = 0;
+    hb_reset(b);
     b->f->size += b->written;
     es->st.bytes_spilled += b->written;
     if (b->err) {
@@ -714,7 +785,7 @@ static void hp_discard(helper *h)
     for (size_t i = 0; i < h->cur->n; i++)
         if (h->cur->fr[i].recycle)
             h->pool[h->npool++] = h->cur->fr[i].recycle;
-    h->cur->n = h->cur->packed = h->cur->pos = 0;
+    hb_reset(h->cur);
 }
 
 /* Hands the batch being filled to the thread, reaping finished batches on
@@ -739,9 +810,9 @@ static dedup_status hp_submit(dedup_extsort *es)
         return s;
     }
     if (h->sub - h->reaped == HB_QUEUE - 1)
-        while (h->cur->packed < h->cur->n &&
-               atomic_load_explicit(&h->ndone, memory_order_acquire) == h->reaped)
-            hb_pack_one(es, es->zstate, h->cur);
+        while (atomic_load_explicit(&h->ndone, memory_order_acquire) == h->reaped &&
+               hb_pack_one(es, es->zstate, h->cur))
+            ;
     h->cur->fd = h->cur->f->fd;
     h->sub++;
     pthread_mutex_lock(&h->mu);
@@ -818,7 +889,7 @@ static void hp_stop(dedup_extsort *es)
         for (size_t j = 0; j < h->b[i].n; j++)
             if (h->b[i].fr[j].recycle)
                 h->pool[h->npool++] = h->b[i].fr[j].recycle;
-        h->b[i].n = h->b[i].packed = h->b[i].pos = 0;
+        hb_reset(&h->b[i]);
     }
     es->hp = NULL;
     hp_free_bufs(es, h);
