@@ -123,7 +123,8 @@
  * THREADS: with params.threads >= 2 the engine starts, at its first spill,
  * one thread of its own that compresses and writes the frames of the
  * partitions, the per-partition results and the sorted runs while the
- * caller's thread goes on; and in first-occurrence order the partitions are
+ * caller's thread goes on (and compresses frames too rather than wait for
+ * it); and in first-occurrence order the partitions are
  * then deduplicated two at a time (the caller's thread and one more, each in
  * half of the budget left; see "The compressing thread" and "Partitions in
  * parallel" in extsort.c).  The output and the statistics are the same as
@@ -137,7 +138,8 @@
  * ~860 KiB, too small for F = 2, get no thread, and the partitions go one at
  * a time below ~1.2 MiB.
  * params.write_fn is then called from these threads too, one call at a time
- * (the engine serialises them); the allocator's functions may be called from
+ * (the engine serialises them), for one frame per call at most where the
+ * thread writes; the allocator's functions may be called from
  * two threads at once while the partitions are deduplicated, so they must be
  * thread-safe (malloc is).  The second partition thread ends before finish()
  * returns, the compressing thread in free().
