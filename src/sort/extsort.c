@@ -724,20 +724,22 @@ static void hp_start(dedup_extsort *es)
 static dedup_status part_extent(dedup_extsort *es, struct part *p, uint64_t off, uint64_t dlen,
                                 size_t rawlen);
 
+/* The thread has not finished the oldest batch not reaped yet. */
+static bool hp_oldest_busy(helper *h)
+{
+    return atomic_load_explicit(&h->ndone, memory_order_acquire) == h->reaped;
+}
+
 /* Takes the results of the oldest batch not reaped yet (there must be one),
  * waiting for the thread to finish it. */
 static dedup_status hp_reap(dedup_extsort *es)
 {
     helper *h = es->hp;
     /* Rather than wait, pack what nobody has claimed yet, oldest batch first. */
-    for (size_t i = h->reaped; i < h->sub &&
-                               atomic_load_explicit(&h->ndone, memory_order_acquire) == h->reaped;
-         i++)
-        while (atomic_load_explicit(&h->ndone, memory_order_acquire) == h->reaped &&
-               hb_pack_one(es, es->zstate, &h->b[i % HB_QUEUE]))
+    for (size_t i = h->reaped; i < h->sub && hp_oldest_busy(h); i++)
+        while (hp_oldest_busy(h) && hb_pack_one(es, es->zstate, &h->b[i % HB_QUEUE]))
             ;
-    if (atomic_load_explicit(&h->ndone, memory_order_acquire) == h->reaped &&
-        !hp_poll(&h->ndone, h->reaped)) {
+    if (hp_oldest_busy(h) && !hp_poll(&h->ndone, h->reaped)) {
         pthread_mutex_lock(&h->mu);
         while (atomic_load(&h->ndone) == h->reaped)
             pthread_cond_wait(&h->cv, &h->mu);
@@ -802,16 +804,14 @@ static dedup_status hp_submit(dedup_extsort *es)
         return es->err;
     }
     dedup_status s = DEDUP_OK;
-    while (s == DEDUP_OK && h->reaped < h->sub &&
-           atomic_load_explicit(&h->ndone, memory_order_acquire) > h->reaped)
+    while (s == DEDUP_OK && h->reaped < h->sub && !hp_oldest_busy(h))
         s = hp_reap(es);
     if (s != DEDUP_OK) {
         hp_discard(h);
         return s;
     }
     if (h->sub - h->reaped == HB_QUEUE - 1)
-        while (atomic_load_explicit(&h->ndone, memory_order_acquire) == h->reaped &&
-               hb_pack_one(es, es->zstate, h->cur))
+        while (hp_oldest_busy(h) && hb_pack_one(es, es->zstate, h->cur))
             ;
     h->cur->fd = h->cur->f->fd;
     h->sub++;
