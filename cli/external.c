@@ -30,7 +30,7 @@
 #include "io.h"
 
 #define WRITE_BUF ((size_t)1 << 18)
-#define EXT_BATCH 4096
+#define EXT_BATCH 4096 /* records per push_batch: its prefetch runs 16 ahead and restarts per call */
 
 /* The memory this process may use: physical memory, or less when a cgroup
  * (v2 memory.max, v1 memory.limit_in_bytes) says so, as in a container, or
