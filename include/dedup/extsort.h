@@ -75,7 +75,7 @@
  *    compression), plus the runs again per extra merge pass.
  *  - nothing when the distinct keys fit in memory.
  *  - CPU: LZ4 at acceleration 8 compresses ~0.75 GB/s (0.55 GB/s at 1,
- *    for 7% fewer bytes on a sample, 15% on a whole run) and decompresses
+ *    which writes 7% fewer bytes on a sample, 13% on a whole run) and decompresses
  *    ~4 GB/s per core here: ~1.6 s per GB of raw spill, repaid where the
  *    disk, not the page cache, takes the writes (bench/results/extsort.md).
  *  A keep-bit pass (re-reading the partitions instead of writing results)
