@@ -309,24 +309,40 @@ static ptrdiff_t call_write_fn(const dedup_extsort *es, int fd, const void *buf,
     return n;
 }
 
-/* Writes all of buf to fd (through params.write_fn if set); '*written' gets
- * the bytes accepted.  Returns 0, or the errno of the failure (ENOSPC for a
- * write that accepts nothing). */
-static int write_all(const dedup_extsort *es, int fd, const uint8_t *q, size_t len,
+/* Writes the n pieces iov[] to fd in order, all of them: with writev, or
+ * through params.write_fn one piece (at most 1 GiB of it) per call.  iov[] is
+ * used up.  '*written' gets the bytes accepted.  Returns 0, or the errno of
+ * the failure (ENOSPC for a write that accepts nothing). */
+static int write_iov(const dedup_extsort *es, int fd, struct iovec *iov, size_t n,
                      uint64_t *written)
 {
     *written = 0;
-    while (len > 0) {
-        size_t chunk = len > (size_t)1 << 30 ? (size_t)1 << 30 : len;
-        ptrdiff_t n = es->p.write_fn ? call_write_fn(es, fd, q, chunk)
-                                     : (ptrdiff_t)write(fd, q, chunk);
-        if (n < 0 && errno == EINTR)
+    for (size_t k = 0; k < n;) {
+        if (iov[k].iov_len == 0) {
+            k++;
             continue;
-        if (n <= 0)
-            return n < 0 && errno ? errno : ENOSPC;
-        q += n;
-        len -= (size_t)n;
-        *written += (uint64_t)n;
+        }
+        ptrdiff_t r;
+        if (es->p.write_fn) {
+            size_t chunk = iov[k].iov_len > (size_t)1 << 30 ? (size_t)1 << 30 : iov[k].iov_len;
+            r = call_write_fn(es, fd, iov[k].iov_base, chunk);
+        } else {
+            r = (ptrdiff_t)writev(fd, iov + k, n - k > IOV_MAX ? IOV_MAX : (int)(n - k));
+        }
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            return r < 0 && errno ? errno : ENOSPC;
+        *written += (uint64_t)r;
+        for (size_t left = (size_t)r; left > 0;) {
+            if (left >= iov[k].iov_len) {
+                left -= iov[k++].iov_len;
+            } else {
+                iov[k].iov_base = (uint8_t *)iov[k].iov_base + left;
+                iov[k].iov_len -= left;
+                left = 0;
+            }
+        }
     }
     return 0;
 }
@@ -334,7 +350,8 @@ static int write_all(const dedup_extsort *es, int fd, const uint8_t *q, size_t l
 static dedup_status tf_write_raw(dedup_extsort *es, tfile *f, const void *buf, size_t len)
 {
     uint64_t done;
-    int e = write_all(es, f->fd, buf, len, &done);
+    struct iovec v = {(void *)buf, len};
+    int e = write_iov(es, f->fd, &v, 1, &done);
     f->size += done;
     es->st.bytes_spilled += done;
     if (e) {
@@ -592,43 +609,13 @@ static void hb_reset(hbatch *b)
     atomic_store_explicit(&b->npacked, 0, memory_order_relaxed);
 }
 
-/* Appends the batch's packed frames to its file: one writev, or one call of
- * params.write_fn per frame.  Returns 0 or the errno (ENOSPC for a write
- * that accepts nothing); b->written gets the bytes accepted. */
+/* Appends the batch's packed frames (each in its slot) to its file. */
 static int hb_write(const dedup_extsort *es, hbatch *b)
 {
-    b->written = 0;
-    if (es->p.write_fn) {
-        for (size_t i = 0; i < b->n; i++) {
-            uint64_t w;
-            int e = write_all(es, b->fd, b->out + i * es->zcap, b->fr[i].dlen, &w);
-            b->written += w;
-            if (e)
-                return e;
-        }
-        return 0;
-    }
     struct iovec iov[HB_FRAMES];
     for (size_t i = 0; i < b->n; i++)
         iov[i] = (struct iovec){b->out + i * es->zcap, b->fr[i].dlen};
-    for (size_t k = 0; k < b->n;) {
-        ssize_t r = writev(b->fd, iov + k, (int)(b->n - k));
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            return r < 0 && errno ? errno : ENOSPC;
-        b->written += (uint64_t)r;
-        for (size_t left = (size_t)r; left > 0;) {
-            if (left >= iov[k].iov_len) {
-                left -= iov[k++].iov_len;
-            } else {
-                iov[k].iov_base = (uint8_t *)iov[k].iov_base + left;
-                iov[k].iov_len -= left;
-                left = 0;
-            }
-        }
-    }
-    return 0;
+    return write_iov(es, b->fd, iov, b->n, &b->written);
 }
 
 /* On the thread: packs the frames nobody has claimed, waits for the ones the
@@ -936,8 +923,11 @@ typedef struct item {
     size_t keylen, reclen;
 } item;
 
-/* Encodes an item's header into 'h' (at most 40 bytes); returns its length.
- * '*keep_key' tells whether the key bytes follow. */
+/* An item header's longest encoding: four varints of at most 10 bytes. */
+#define ITEM_HEADER_MAX 40
+
+/* Encodes an item's header into 'h' (at most ITEM_HEADER_MAX bytes); returns
+ * its length.  '*keep_key' tells whether the key bytes follow. */
 static size_t item_header(uint8_t *h, int flags, uint64_t seq_delta, const item *it, bool *keep_key)
 {
     size_t n = 0;
@@ -1042,7 +1032,7 @@ static dedup_status wr_bytes(dedup_extsort *es, writer *w, const void *p, size_t
 
 static dedup_status wr_item(dedup_extsort *es, writer *w, const item *it)
 {
-    uint8_t h[48];
+    uint8_t h[ITEM_HEADER_MAX];
     bool keep_key;
     size_t hn = item_header(h, w->flags, it->seq - w->prev_seq, it, &keep_key);
     w->prev_seq = it->seq;
@@ -1321,10 +1311,11 @@ static dedup_status table_init(dedup_extsort *es, table *t, size_t limit, bool c
     t->limit = limit;
     t->counting = counting;
     t->hdr = counting ? 24 : 16;
-    /* A chunk with its header takes at most 2 MiB less 128 bytes: an
-     * allocator that maps large blocks on huge pages (the CLI's) fits it,
-     * with its own header, in one 2 MiB page.  Entries are probed at random,
-     * and on 4 KiB pages nearly every probe also missed the TLB. */
+    /* Chunks of limit/32 (at least 4 KiB); from 32 MiB limits on, of 2 MiB
+     * less 128 bytes with their header, so that an allocator that maps large
+     * blocks on huge pages (the CLI's) fits each, with its own header, in one
+     * 2 MiB page.  Entries are probed at random, and on 4 KiB pages nearly
+     * every probe also missed the TLB. */
     t->chunk_size = limit / 32 < ((size_t)1 << 20) ? clampz(limit / 32, 4096, (size_t)1 << 20)
                                                     : ((size_t)2 << 20) - 128 - sizeof(chunk);
     t->slots = es_alloc(es, TABLE_MIN_SLOTS * sizeof(slot));
@@ -2155,7 +2146,7 @@ static dedup_status node_add(dedup_extsort *es, node *n, const item *it, dedup_d
     /* spill to the partition picked by digest bits this depth has not used */
     uint64_t x = n->shift ? (d.hi << n->shift) | (d.hi >> (64 - n->shift)) : d.hi;
     part *p = &n->parts[dedup_reduce(x, n->P)];
-    uint8_t h[48];
+    uint8_t h[ITEM_HEADER_MAX];
     bool keep_key;
     bool same = it->rec == it->key && it->reclen == it->keylen;
     size_t body = it->keylen + (same ? 0 : it->reclen);
@@ -2163,7 +2154,7 @@ static dedup_status node_add(dedup_extsort *es, node *n, const item *it, dedup_d
     p->prev_seq = it->seq;
     size_t room = n->pbuf - p->len, hn;
     uint8_t *o = p->buf + p->len;
-    if (body <= room && room - body >= 40) {
+    if (body <= room && room - body >= ITEM_HEADER_MAX) {
         /* the header goes straight to the buffer: staged in h[] and read back
          * right after its byte stores, it stalled the copy */
         hn = item_header(o, n->spill_flags, delta, it, &keep_key);
