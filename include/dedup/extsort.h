@@ -126,11 +126,15 @@
  * caller's thread goes on (and compresses frames too rather than wait for
  * it); and in first-occurrence order the partitions are
  * then deduplicated two at a time (the caller's thread and one more, each in
- * half of the budget left; see "The compressing thread" and "Partitions in
- * parallel" in extsort.c).  The output and the statistics are the same as
- * with one thread, except peak_memory, which then adds up both partition
- * threads' peaks; write errors may be reported by a later call than the one
- * whose data failed (still before finish() returns).  The compressing thread
+ * half of the budget left); the final merge (the one whose output goes to
+ * emit) has a thread of its own decode each source's next frame while the
+ * caller's thread merges, when the readers' share of the budget leaves a
+ * frame per source for it (see "The compressing thread", "Partitions in
+ * parallel" and "Decode-ahead" in extsort.c).  The output and the
+ * statistics are the same as with one thread, except peak_memory, which
+ * then adds up both partition threads' peaks; write errors may be reported
+ * by a later call than the one whose data failed (still before finish()
+ * returns).  The compressing thread
  * costs 3F frame buffers, three areas of F compressed frames (a queue of
  * three batches) and an LZ4 state (F = 8 frames per batch while that is at
  * most 1/16 of the budget: ~3.1 MiB at 64 MiB; then 4 or 2), taken out of
@@ -141,8 +145,8 @@
  * (the engine serialises them), for one frame per call at most where the
  * thread writes; the allocator's functions may be called from
  * two threads at once while the partitions are deduplicated, so they must be
- * thread-safe (malloc is).  The second partition thread ends before finish()
- * returns, the compressing thread in free().
+ * thread-safe (malloc is).  The second partition thread and the decoding
+ * thread end before finish() returns, the compressing thread in free().
  *
  * Thread-safety: one engine is used by one thread at a time.
  */

@@ -35,6 +35,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -97,6 +98,7 @@ struct dedup_extsort {
     } cache[ES_CACHE_N];
     size_t ncache, cached;
     struct helper *hp; /* the compressing thread (params.threads >= 2), once spilled */
+    struct decoder *dec; /* the final merge's decode-ahead thread, while it runs */
     size_t hb_frames;  /* frames per batch for it; 0: no thread (none asked for, too
                           small a budget, or it could not be started) */
     pthread_mutex_t wlock; /* serialises params.write_fn between threads */
@@ -429,26 +431,39 @@ static dedup_status tf_write(dedup_extsort *es, tfile *f, const void *buf, size_
     return DEDUP_OK;
 }
 
-static dedup_status tf_pread(dedup_extsort *es, tfile *f, void *buf, size_t len, uint64_t off)
+/* pread(2) of exactly 'len' bytes, adding them to *nread; on failure the
+ * errno in *eno.  Touches no engine state: the merge's decoding thread calls
+ * it too. */
+static dedup_status pread_full(int fd, void *buf, size_t len, uint64_t off, uint64_t *nread,
+                               int *eno)
 {
     uint8_t *q = buf;
     while (len > 0) {
-        ssize_t n = pread(f->fd, q, len, (off_t)off);
+        ssize_t n = pread(fd, q, len, (off_t)off);
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0) {
-            es->io_errno = errno;
-            es->io_needed = es->st.bytes_spilled;
-            return fail(es, DEDUP_ERR_IO);
+            *eno = errno;
+            return DEDUP_ERR_IO;
         }
         if (n == 0)
-            return fail(es, DEDUP_ERR_TRUNCATED);
+            return DEDUP_ERR_TRUNCATED;
         q += n;
         len -= (size_t)n;
         off += (uint64_t)n;
-        es->st.bytes_read_back += (uint64_t)n;
+        *nread += (uint64_t)n;
     }
     return DEDUP_OK;
+}
+
+/* Records a failed read (pread_full's status and errno) on the engine. */
+static dedup_status read_failed(dedup_extsort *es, dedup_status s, int eno)
+{
+    if (s == DEDUP_ERR_IO) {
+        es->io_errno = eno;
+        es->io_needed = es->st.bytes_spilled;
+    }
+    return fail(es, s);
 }
 
 /* Drops a temporary file's content so the next node of its depth reuses it. */
@@ -1061,11 +1076,16 @@ static dedup_status wr_item(dedup_extsort *es, writer *w, const item *it)
 
 /* ---- Reader over a list of extents of a temporary file --------------------- */
 
+struct ahead;
+
 typedef struct reader {
     tfile *f;
     const blk *ext;
+    /* The cursor: the next frame is at 'off' with 'left' bytes of extent
+     * next - 1 after it.  With decode-ahead (ra) it belongs to whichever
+     * thread holds the slot (RA_BUSY), and the others do not read it. */
     size_t next, n;
-    uint64_t off, left; /* position and bytes left in the current extent */
+    uint64_t off, left;
     uint8_t *buf;
     size_t cap, lo, hi;
     uint8_t *big; /* an item larger than the buffer */
@@ -1073,9 +1093,7 @@ typedef struct reader {
     uint64_t prev_seq;
     int flags;
     bool valid;
-    bool ph;           /* a frame header was read, its payload not yet */
-    uint32_t ph_stored, ph_raw;
-    uint64_t ph_check;
+    struct ahead *ra; /* the final merge's decode-ahead slot, or NULL */
     item it;
 } reader;
 
@@ -1107,73 +1125,91 @@ static void rd_free(dedup_extsort *es, reader *r)
     r->buf = r->big = NULL;
 }
 
-/* Moves unread bytes to the front and decodes as many whole frames as fit. */
-static dedup_status rd_fill(dedup_extsort *es, reader *r)
+/* Decodes the reader's next frame into 'dst' (room for es->frame bytes),
+ * with 'zbuf' (es->zcap bytes) as scratch; *got is its raw length, 0 at the
+ * end of the extents.  Touches no engine state (see pread_full). */
+static dedup_status rd_frame(const dedup_extsort *es, reader *r, uint8_t *zbuf, uint8_t *dst,
+                             size_t *got, uint64_t *nread, int *eno)
 {
-    dedup_status s;
+    *got = 0;
+    while (r->left == 0) {
+        if (r->next >= r->n)
+            return DEDUP_OK;
+        r->off = r->ext[r->next].off;
+        r->left = r->ext[r->next].len;
+        r->next++;
+    }
+    uint8_t h[FH];
+    if (r->left < FH)
+        return DEDUP_ERR_CORRUPT;
+    dedup_status s = pread_full(r->f->fd, h, FH, r->off, nread, eno);
+    if (s != DEDUP_OK)
+        return s;
+    r->off += FH;
+    r->left -= FH;
+    uint32_t stored = rd32(h), raw = rd32(h + 4);
+    size_t n = stored & ~FR_RAW;
+    if (raw == 0 || raw > es->frame || n > es->zcap - FH || n > r->left ||
+        ((stored & FR_RAW) && n != raw))
+        return DEDUP_ERR_CORRUPT;
+    uint8_t *src = (stored & FR_RAW) ? dst : zbuf;
+    if ((s = pread_full(r->f->fd, src, n, r->off, nread, eno)) != DEDUP_OK)
+        return s;
+    r->off += n;
+    r->left -= n;
+    if (frame_check(src, n, stored, raw) != rd64(h + 8))
+        return DEDUP_ERR_CORRUPT;
+    if (!(stored & FR_RAW) &&
+        LZ4_decompress_safe((const char *)src, (char *)dst, (int)n, (int)raw) != (int)raw)
+        return DEDUP_ERR_CORRUPT;
+    *got = raw;
+    return DEDUP_OK;
+}
+
+static dedup_status ra_take(dedup_extsort *es, reader *r, uint8_t *dst, size_t *got);
+
+/* Moves unread bytes to the front and decodes whole frames behind them: as
+ * many as fit, or with decode-ahead until 'need' bytes are there (the next
+ * frames are the decoding thread's to do).  The callers keep an item within
+ * cap - frame bytes, so at least one frame always fits. */
+static dedup_status rd_fill(dedup_extsort *es, reader *r, size_t need)
+{
     if (r->lo > 0) {
         memmove(r->buf, r->buf + r->lo, r->hi - r->lo);
         r->hi -= r->lo;
         r->lo = 0;
     }
-    for (;;) {
-        if (!r->ph) {
-            if (r->left == 0) {
-                if (r->next >= r->n)
-                    break;
-                r->off = r->ext[r->next].off;
-                r->left = r->ext[r->next].len;
-                r->next++;
-                continue;
-            }
-            uint8_t h[FH];
-            if (r->left < FH)
-                return fail(es, DEDUP_ERR_CORRUPT);
-            if ((s = tf_pread(es, r->f, h, FH, r->off)) != DEDUP_OK)
+    while (r->cap - r->hi >= es->frame) {
+        size_t got;
+        dedup_status s;
+        if (r->ra) {
+            if ((s = ra_take(es, r, r->buf + r->hi, &got)) != DEDUP_OK)
                 return s;
-            r->off += FH;
-            r->left -= FH;
-            r->ph_stored = rd32(h);
-            r->ph_raw = rd32(h + 4);
-            r->ph_check = rd64(h + 8);
-            size_t n = r->ph_stored & ~FR_RAW;
-            if (r->ph_raw == 0 || r->ph_raw > es->frame || n > es->zcap - FH || n > r->left ||
-                ((r->ph_stored & FR_RAW) && n != r->ph_raw))
-                return fail(es, DEDUP_ERR_CORRUPT);
-            r->ph = true;
+        } else {
+            int eno = 0;
+            s = rd_frame(es, r, es->zbuf, r->buf + r->hi, &got, &es->st.bytes_read_back, &eno);
+            if (s != DEDUP_OK)
+                return read_failed(es, s, eno);
         }
-        if (r->ph_raw > r->cap - r->hi)
-            break; /* the next frame does not fit yet */
-        size_t n = r->ph_stored & ~FR_RAW;
-        uint8_t *dst = r->buf + r->hi;
-        uint8_t *src = (r->ph_stored & FR_RAW) ? dst : es->zbuf;
-        if ((s = tf_pread(es, r->f, src, n, r->off)) != DEDUP_OK)
-            return s;
-        r->off += n;
-        r->left -= n;
-        if (frame_check(src, n, r->ph_stored, r->ph_raw) != r->ph_check)
-            return fail(es, DEDUP_ERR_CORRUPT);
-        if (!(r->ph_stored & FR_RAW) &&
-            LZ4_decompress_safe((const char *)src, (char *)dst, (int)n, (int)r->ph_raw) !=
-                (int)r->ph_raw)
-            return fail(es, DEDUP_ERR_CORRUPT);
-        r->hi += r->ph_raw;
-        r->ph = false;
+        if (got == 0)
+            break;
+        r->hi += got;
+        if (r->ra && r->hi - r->lo >= need)
+            break;
     }
     return DEDUP_OK;
 }
 
-static bool rd_eof(const reader *r)
-{
-    return r->lo == r->hi && r->left == 0 && r->next >= r->n;
-}
+static bool rd_frames_left(const reader *r);
+
+static bool rd_eof(const reader *r) { return r->lo == r->hi && !rd_frames_left(r); }
 
 /* Copies 'n' stream bytes into 'dst'. */
 static dedup_status rd_copy(dedup_extsort *es, reader *r, uint8_t *dst, size_t n)
 {
     while (n > 0) {
         if (r->lo == r->hi) {
-            dedup_status s = rd_fill(es, r);
+            dedup_status s = rd_fill(es, r, 1);
             if (s != DEDUP_OK)
                 return s;
             if (r->lo == r->hi)
@@ -1194,8 +1230,8 @@ static dedup_status rd_copy(dedup_extsort *es, reader *r, uint8_t *dst, size_t n
 static dedup_status rd_next(dedup_extsort *es, reader *r)
 {
     dedup_status s;
-    if (r->hi - r->lo < 48 && !(r->left == 0 && r->next >= r->n)) {
-        if ((s = rd_fill(es, r)) != DEDUP_OK)
+    if (r->hi - r->lo < 48 && rd_frames_left(r)) {
+        if ((s = rd_fill(es, r, 48)) != DEDUP_OK)
             return s;
     }
     if (rd_eof(r)) {
@@ -1231,7 +1267,7 @@ static dedup_status rd_next(dedup_extsort *es, reader *r)
     size_t body = (size_t)keylen + (recenc ? (size_t)(recenc - 1) : 0);
     if (hn + body > r->hi - r->lo) {
         if (hn + body <= r->cap - es->frame) {
-            if ((s = rd_fill(es, r)) != DEDUP_OK)
+            if ((s = rd_fill(es, r, hn + body)) != DEDUP_OK)
                 return s;
             if (hn + body > r->hi - r->lo)
                 return fail(es, DEDUP_ERR_TRUNCATED);
@@ -1272,6 +1308,246 @@ static dedup_status rd_next(dedup_extsort *es, reader *r)
         DD_PREFETCH(r->buf + r->lo + 64);
     r->valid = true;
     return DEDUP_OK;
+}
+
+/* ---- Decode-ahead for the final merge --------------------------------------
+ * The final merge runs on the engine's thread while the second core has
+ * nothing to do, and about a third of its time went to reading (pread(2)
+ * copying out of the page cache) and LZ4-decoding the readers' frames.  With
+ * params.threads >= 2 a decoding thread keeps, for each reader, its next
+ * frame decoded in a slot of its own (one frame: the merge takes a reader's
+ * frames one of about every k at a time, so one is far enough ahead), and
+ * the merge copies it in.  A slot's state says who may touch the reader's
+ * cursor: EMPTY (no frame ready; either thread may claim it), BUSY (claimed:
+ * the claimer decodes), READY (a frame waits), END, ERR (the decoding
+ * thread's read failed; the merge reports it).  When the merge finds a slot
+ * EMPTY it claims it and decodes the frame itself rather than wait, so the
+ * thread only ever takes work off the merge.  Cost: one frame per reader and
+ * the thread's LZ4 scratch, out of the readers' share of the budget. */
+
+enum { RA_EMPTY, RA_BUSY, RA_READY, RA_END, RA_ERR };
+
+typedef struct ahead {
+    atomic_int state;
+    uint8_t *buf; /* es->frame bytes */
+    size_t len;   /* READY: the frame's raw length */
+    dedup_status err; /* ERR: what failed, and its errno */
+    int eno;
+} ahead;
+
+typedef struct decoder {
+    const dedup_extsort *es;
+    reader *src;
+    size_t k;
+    ahead *slot;       /* k slots */
+    uint8_t *zbuf;     /* the thread's LZ4 scratch */
+    uint64_t nread;    /* bytes the thread read (statistics) */
+    atomic_bool stop;
+    atomic_bool sleeping;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    pthread_t th;
+} decoder;
+
+static bool rd_frames_left(const reader *r)
+{
+    if (r->ra)
+        return atomic_load_explicit(&r->ra->state, memory_order_acquire) != RA_END;
+    return r->left > 0 || r->next < r->n;
+}
+
+/* Decodes the frame of a claimed (BUSY) slot and publishes the result. */
+static void ra_decode(decoder *d, reader *r)
+{
+    ahead *a = r->ra;
+    size_t got = 0;
+    int eno = 0;
+    dedup_status s = rd_frame(d->es, r, d->zbuf, a->buf, &got, &d->nread, &eno);
+    int to = RA_READY;
+    if (s != DEDUP_OK) {
+        a->err = s;
+        a->eno = eno;
+        to = RA_ERR;
+    } else if (got == 0) {
+        to = RA_END;
+    }
+    a->len = got;
+    atomic_store_explicit(&a->state, to, memory_order_release);
+}
+
+static bool ra_claim(ahead *a)
+{
+    int e = RA_EMPTY;
+    return atomic_load_explicit(&a->state, memory_order_relaxed) == RA_EMPTY &&
+           atomic_compare_exchange_strong_explicit(&a->state, &e, RA_BUSY, memory_order_acquire,
+                                                   memory_order_relaxed);
+}
+
+static void *decoder_main(void *arg)
+{
+    decoder *d = arg;
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, NULL);
+    int idle = 0;
+    while (!atomic_load_explicit(&d->stop, memory_order_acquire)) {
+        bool did = false;
+        for (size_t i = 0; i < d->k; i++) {
+            if (ra_claim(&d->slot[i])) {
+                ra_decode(d, &d->src[i]);
+                did = true;
+            }
+        }
+        if (did) {
+            idle = 0;
+            continue;
+        }
+        if (++idle < 64) { /* every frame is ready: poll a while, then sleep */
+            for (int j = 0; j < 64; j++)
+                cpu_relax();
+            continue;
+        }
+        pthread_mutex_lock(&d->mu);
+        atomic_store(&d->sleeping, true);
+        bool empty = false; /* look again now that the merge will wake us */
+        for (size_t i = 0; i < d->k && !empty; i++)
+            empty = atomic_load(&d->slot[i].state) == RA_EMPTY;
+        if (!empty && !atomic_load(&d->stop))
+            pthread_cond_wait(&d->cv, &d->mu);
+        atomic_store(&d->sleeping, false);
+        pthread_mutex_unlock(&d->mu);
+        idle = 0;
+    }
+    return NULL;
+}
+
+static void dec_wake(decoder *d)
+{
+    if (atomic_load(&d->sleeping)) {
+        pthread_mutex_lock(&d->mu);
+        pthread_cond_signal(&d->cv);
+        pthread_mutex_unlock(&d->mu);
+    }
+}
+
+/* rd_fill's frame source with decode-ahead: the slot's frame if ready, else
+ * the next frame decoded here (waiting only while the thread is at it). */
+static dedup_status ra_take(dedup_extsort *es, reader *r, uint8_t *dst, size_t *got)
+{
+    ahead *a = r->ra;
+    for (;;) {
+        switch (atomic_load_explicit(&a->state, memory_order_acquire)) {
+        case RA_READY:
+            memcpy(dst, a->buf, a->len);
+            *got = a->len;
+            atomic_store(&a->state, RA_EMPTY); /* seq_cst: ordered before dec_wake's look */
+            dec_wake(es->dec);
+            return DEDUP_OK;
+        case RA_END:
+            *got = 0;
+            return DEDUP_OK;
+        case RA_ERR:
+            return read_failed(es, a->err, a->eno);
+        case RA_EMPTY:
+            if (ra_claim(a)) {
+                int eno = 0;
+                dedup_status s =
+                    rd_frame(es, r, es->zbuf, dst, got, &es->st.bytes_read_back, &eno);
+                if (s != DEDUP_OK) {
+                    a->err = s;
+                    a->eno = eno;
+                    atomic_store_explicit(&a->state, RA_ERR, memory_order_release);
+                    return read_failed(es, s, eno);
+                }
+                atomic_store(&a->state, *got ? RA_EMPTY : RA_END);
+                if (*got)
+                    dec_wake(es->dec);
+                return DEDUP_OK;
+            }
+            break;
+        default: /* BUSY: the thread is decoding it */
+            cpu_relax();
+            break;
+        }
+    }
+}
+
+/* What decode-ahead takes of the budget for a merge of k readers. */
+static size_t dec_bytes(const dedup_extsort *es, size_t k)
+{
+    return k * (sizeof(ahead) + es->frame) + es->zcap + sizeof(decoder);
+}
+
+/* Starts decode-ahead for the k readers (already initialised); false (and
+ * nothing changed) if memory or the thread is refused. */
+static bool dec_start(dedup_extsort *es, reader *src, size_t k)
+{
+    decoder *d = es_alloc(es, sizeof *d);
+    if (!d)
+        return false;
+    memset(d, 0, sizeof *d);
+    d->es = es;
+    d->src = src;
+    d->k = k;
+    d->slot = es_alloc(es, k * sizeof(ahead));
+    d->zbuf = es_alloc(es, es->zcap);
+    bool ok = d->slot && d->zbuf;
+    size_t i = 0;
+    if (ok)
+        for (; i < k; i++) {
+            d->slot[i].buf = es_alloc(es, es->frame);
+            if (!d->slot[i].buf)
+                break;
+            atomic_init(&d->slot[i].state, RA_EMPTY);
+        }
+    ok = ok && i == k;
+    if (ok) {
+        atomic_init(&d->stop, false);
+        atomic_init(&d->sleeping, false);
+        pthread_mutex_init(&d->mu, NULL);
+        pthread_cond_init(&d->cv, NULL);
+        for (size_t j = 0; j < k; j++)
+            src[j].ra = &d->slot[j];
+        es->dec = d;
+        if (pthread_create(&d->th, NULL, decoder_main, d) == 0)
+            return true;
+        for (size_t j = 0; j < k; j++)
+            src[j].ra = NULL;
+        es->dec = NULL;
+        pthread_mutex_destroy(&d->mu);
+        pthread_cond_destroy(&d->cv);
+    }
+    for (size_t j = 0; j < i; j++)
+        es_free(es, d->slot[j].buf, es->frame);
+    es_free(es, d->slot, k * sizeof(ahead));
+    es_free(es, d->zbuf, es->zcap);
+    es_free(es, d, sizeof *d);
+    return false;
+}
+
+/* Stops the thread and frees what dec_start took; the readers' cursors are
+ * theirs again (unused: the merge is over). */
+static void dec_stop(dedup_extsort *es)
+{
+    decoder *d = es->dec;
+    if (!d)
+        return;
+    pthread_mutex_lock(&d->mu);
+    atomic_store(&d->stop, true);
+    pthread_cond_signal(&d->cv);
+    pthread_mutex_unlock(&d->mu);
+    pthread_join(d->th, NULL);
+    pthread_mutex_destroy(&d->mu);
+    pthread_cond_destroy(&d->cv);
+    es->st.bytes_read_back += d->nread;
+    for (size_t j = 0; j < d->k; j++) {
+        d->src[j].ra = NULL;
+        es_free(es, d->slot[j].buf, es->frame);
+    }
+    es_free(es, d->slot, d->k * sizeof(ahead));
+    es_free(es, d->zbuf, es->zcap);
+    es_free(es, d, sizeof *d);
+    es->dec = NULL;
 }
 
 /* ---- The in-memory table ---------------------------------------------------
@@ -1818,7 +2094,7 @@ static dedup_status rd_more(dedup_extsort *es, reader *r, bool *more)
 {
     dedup_status s = DEDUP_OK;
     if (r->lo == r->hi)
-        s = rd_fill(es, r);
+        s = rd_fill(es, r, 1);
     *more = s == DEDUP_OK && r->lo < r->hi;
     return s;
 }
@@ -2300,6 +2576,12 @@ static dedup_status node_merge(dedup_extsort *es, node *n, const blk *ext, tfile
                    k * (sizeof(reader) + sizeof(int) + sizeof(blk)) + n->P * sizeof(part) +
                    scratch_bytes(es) + giant_reserve(es) + helper_bytes(es) + 8192;
     size_t avail = es->budget > fixed ? es->budget - fixed : 4096;
+    /* The final merge decodes ahead on a second thread when the budget
+     * leaves each reader its two frames beside the slot (see dec_start). */
+    bool use_ahead = es->p.threads >= 2 && !n->out && k >= 2 &&
+                 avail / k >= 2 * es->frame + dec_bytes(es, k) / k;
+    if (use_ahead)
+        avail -= dec_bytes(es, k);
     size_t rb = clampz(avail / (k ? k : 1), 4096, 1 << 20);
     m.src = es_alloc(es, k * sizeof(reader));
     if (m.src) /* zeroed at once: the cleanup below frees every reader */
@@ -2321,6 +2603,8 @@ static dedup_status node_merge(dedup_extsort *es, node *n, const blk *ext, tfile
     }
     if (s != DEDUP_OK)
         goto done;
+    if (use_ahead)
+        (void)dec_start(es, m.src, k);
     es->st.merge_passes++;
     for (size_t i = 0; i < k; i++)
         mg_adjust(&m, (int)i);
@@ -2336,6 +2620,7 @@ static dedup_status node_merge(dedup_extsort *es, node *n, const blk *ext, tfile
         mg_adjust_seq(&m, w);
     }
 done:
+    dec_stop(es);
     if (m.src)
         for (size_t i = 0; i < k; i++)
             rd_free(es, &m.src[i]);
@@ -2814,6 +3099,10 @@ static dedup_status runs_merge(dedup_extsort *es, tfile *src, const blk *runs, s
     size_t fixed = (w ? (w->buf2 ? 2 : 1) * w->cap : 0) + k * (sizeof(reader) + sizeof(int)) +
                    scratch_bytes(es) + giant_reserve(es) + helper_bytes(es) + 16384;
     size_t avail = es->budget > fixed ? es->budget - fixed : 4096;
+    bool use_ahead = es->p.threads >= 2 && !w && k >= 2 && /* the final pass: see node_merge */
+                     avail / k >= 2 * es->frame + dec_bytes(es, k) / k;
+    if (use_ahead)
+        avail -= dec_bytes(es, k);
     size_t rb = clampz(avail / k, 4096, 1 << 20);
     m.src = es_alloc(es, k * sizeof(reader));
     if (m.src) /* zeroed at once: the cleanup below frees every reader */
@@ -2832,6 +3121,8 @@ static dedup_status runs_merge(dedup_extsort *es, tfile *src, const blk *runs, s
     }
     if (s != DEDUP_OK)
         goto done;
+    if (use_ahead)
+        (void)dec_start(es, m.src, k);
     es->st.merge_passes++;
     for (size_t i = 0; i < k; i++)
         mg_adjust(&m, (int)i);
@@ -2855,6 +3146,7 @@ static dedup_status runs_merge(dedup_extsort *es, tfile *src, const blk *runs, s
     if (s == DEDUP_OK && h.have)
         s = held_out(es, &h, w);
 done:
+    dec_stop(es);
     if (m.src)
         for (size_t i = 0; i < k; i++)
             rd_free(es, &m.src[i]);
