@@ -52,6 +52,10 @@ bool cli_parse_duration(const char *s, uint64_t *out_us);
 /* A human-readable size: "1.15 MiB".  Returns buf. */
 const char *cli_human_size(uint64_t bytes, char *buf, size_t cap);
 
+/* Whether fd is a regular file: only those are removed when a run fails
+ * and its -o output must not look complete (never /dev/full, a FIFO...). */
+bool cli_fd_regular(int fd);
+
 /* Writes s as a JSON string literal (with quotes) to f. */
 void cli_json_string(FILE *f, const char *s);
 

@@ -1187,6 +1187,7 @@ int cmd_dedup(int argc, char **argv)
 
     int out_fd = STDOUT_FILENO;
     const char *out_name = "(standard output)";
+    bool out_removable = false; /* a regular file: removed if the run fails */
     if (o.output && strcmp(o.output, "-") != 0) {
         out_fd = open(o.output, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
         if (out_fd < 0) {
@@ -1196,6 +1197,7 @@ int cmd_dedup(int argc, char **argv)
             return CLI_EXIT_USAGE;
         }
         out_name = o.output;
+        out_removable = cli_fd_regular(out_fd);
     }
 
     run *r = calloc(1, sizeof *r);
@@ -1342,7 +1344,7 @@ int cmd_dedup(int argc, char **argv)
     }
     /* A run that failed past the spill point may have written only part of
      * its output, and a file must not look complete. */
-    if (out_fd != STDOUT_FILENO && r->spill && status == CLI_EXIT_FAIL)
+    if (out_removable && r->spill && status == CLI_EXIT_FAIL)
         unlink(o.output);
     /* Save the seen-set only after a complete run. */
     if (o.state && !stopped && status == CLI_EXIT_OK && !r->w.broken_pipe) {

@@ -297,6 +297,7 @@ int dd_run_external(const dd_external_opts *o, char **files, int nfiles)
     int out_fd = STDOUT_FILENO;
     const char *out_name = "(standard output)";
     bool out_file = o->output && strcmp(o->output, "-") != 0;
+    bool out_removable = false; /* a regular file: removed if the run fails */
     if (out_file) {
         out_fd = open(o->output, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
         if (out_fd < 0) {
@@ -304,6 +305,7 @@ int dd_run_external(const dd_external_opts *o, char **files, int nfiles)
             return CLI_EXIT_USAGE;
         }
         out_name = o->output;
+        out_removable = cli_fd_regular(out_fd);
     }
     if (dd_writer_init(&w, out_fd, out_name, WRITE_BUF) != 0) {
         cli_error("out of memory");
@@ -322,7 +324,8 @@ int dd_run_external(const dd_external_opts *o, char **files, int nfiles)
         dd_writer_free(&w);
         if (out_file) {
             close(out_fd);
-            unlink(o->output);
+            if (out_removable)
+                unlink(o->output);
         }
         return st == DEDUP_ERR_INVALID_ARG ? CLI_EXIT_USAGE : CLI_EXIT_FAIL;
     }
@@ -401,7 +404,7 @@ int dd_run_external(const dd_external_opts *o, char **files, int nfiles)
             cli_error("write error on %s: %s", out_name, strerror(errno));
             status = CLI_EXIT_FAIL;
         }
-        if (remove_output || (status == CLI_EXIT_FAIL && w.error))
+        if (out_removable && (remove_output || (status == CLI_EXIT_FAIL && w.error)))
             unlink(o->output);
     }
     if (o->stats) {

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cli.h"
 
@@ -155,6 +156,12 @@ bool cli_parse_duration(const char *s, uint64_t *out_us)
         return false;
     *out_us = (uint64_t)llround(r);
     return true;
+}
+
+bool cli_fd_regular(int fd)
+{
+    struct stat st;
+    return fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
 }
 
 const char *cli_human_size(uint64_t bytes, char *buf, size_t cap)

@@ -127,6 +127,13 @@ done
 check "unusable --tmpdir exits 1" [ $? -eq 1 ]
 check "the message names the directory" grep -q "$T/nonexistent" "$T/err"
 check "the partial -o file is removed" [ ! -e "$T/out" ]
+# a failed run removes its -o output only when that is a regular file: as
+# root, "-o /dev/full" must not unlink the device
+ln -s /dev/full "$T/full"
+"$DEDUP" -m 64K -T "$T/tmp" -o "$T/full" "$T/in" 2> "$T/err"
+check "-o on a full device exits 1" [ $? -eq 1 ]
+check "the message names it" grep -q "write error on $T/full: No space left" "$T/err"
+check "an -o that is not a regular file is never removed" test -L "$T/full" -a -c /dev/full
 # refused combinations (exit 2)
 "$DEDUP" -m 1M --state "$T/s" "$T/in" > /dev/null 2>&1
 check "-m with --state is refused" [ $? -eq 2 ]
