@@ -175,6 +175,18 @@ struct dd_spill {
     const char *tmpdir;
 };
 
+/* Once it spills, the engine compresses and writes its temporary files on
+ * a thread of its own (the reading thread leaves a core mostly idle), then
+ * deduplicates its partitions two at a time and decodes ahead in its final
+ * merge: on 2 cores at 64 MiB, 17-20% faster for the first, about 15% more
+ * for the second, 8% for the third (bench/results/extsort.md).  Below
+ * 32 MiB the batches are small and the hand-offs eat the gain (4 MiB: 3-15%
+ * slower). */
+static bool two_threads(uint64_t budget)
+{
+    return sysconf(_SC_NPROCESSORS_ONLN) > 1 && budget >= (UINT64_C(32) << 20);
+}
+
 dedup_status dd_spill_create(dd_spill **out, const dd_external_opts *o, uint64_t budget,
                              dd_writer *w)
 {
@@ -201,13 +213,7 @@ dedup_status dd_spill_create(dd_spill **out, const dd_external_opts *o, uint64_t
     p.seed = o->seed;
     p.emit = ext_emit;
     p.emit_ctx = &s->r;
-    /* Once it spills, the engine compresses and writes its temporary files
-     * on a thread of its own (the reading thread leaves a core mostly idle),
-     * then deduplicates its partitions two at a time: on 2 cores at 64 MiB,
-     * 17-20% faster for the first, about 15% more for the second
-     * (bench/results/extsort.md).  Below 32 MiB the batches are small and
-     * the hand-offs eat the gain (4 MiB: 3-15% slower). */
-    p.threads = sysconf(_SC_NPROCESSORS_ONLN) > 1 && budget >= (UINT64_C(32) << 20) ? 2 : 1;
+    p.threads = two_threads(budget) ? 2 : 1;
     /* A record that is its own key and longer than budget/16 is kept by the
      * engine in a temporary file, not in its table, and written out from
      * there in pieces (the feeder hands such records over in pieces too). */
@@ -378,8 +384,15 @@ int dd_run_external(const dd_external_opts *o, char **files, int nfiles)
         if (input_error)
             break;
     }
-    if (st == DEDUP_OK && !input_error && !dd_stop_signal)
+    if (st == DEDUP_OK && !input_error && !dd_stop_signal) {
+        /* What finish() emits comes from the final merge (or the table),
+         * on this thread alone while the other core waits: the output's
+         * write(2) calls, copying it into the page cache or a pipe, go to a
+         * thread of their own then (the reading thread is gone). */
+        if (two_threads(budget))
+            (void)dd_writer_start_thread(&w);
         st = dd_spill_finish(sp);
+    }
     if (o->progress)
         fputc('\n', stderr);
     if (!w.broken_pipe && !w.error)

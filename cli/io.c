@@ -3,8 +3,10 @@
 #include "io.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 int dd_writer_init(dd_writer *w, int fd, const char *name, size_t cap)
@@ -17,30 +19,173 @@ int dd_writer_init(dd_writer *w, int fd, const char *name, size_t cap)
     return w->buf ? 0 : ENOMEM;
 }
 
-static bool write_out(dd_writer *w, const unsigned char *p, size_t len)
+/* The outcome of writing: bytes accepted, and how it failed. */
+typedef struct wres {
+    uint64_t bytes;
+    bool broken_pipe;
+    int error;
+} wres;
+
+static bool write_all(int fd, const unsigned char *p, size_t len, wres *r)
 {
     while (len) {
-        ssize_t n = write(w->fd, p, len);
+        ssize_t n = write(fd, p, len);
         if (n < 0) {
             if (errno == EINTR && !dd_stop_signal)
                 continue;
             if (errno == EPIPE)
-                w->broken_pipe = true;
+                r->broken_pipe = true;
             else
-                w->error = errno;
+                r->error = errno;
             return false;
         }
         p += n;
         len -= (size_t)n;
-        w->bytes_written += (uint64_t)n;
+        r->bytes += (uint64_t)n;
     }
     return true;
+}
+
+static void fold(dd_writer *w, const wres *r)
+{
+    w->bytes_written += r->bytes;
+    w->broken_pipe = w->broken_pipe || r->broken_pipe;
+    if (!w->error)
+        w->error = r->error;
+}
+
+static bool write_out(dd_writer *w, const unsigned char *p, size_t len)
+{
+    wres r = {0};
+    bool ok = write_all(w->fd, p, len, &r);
+    fold(w, &r);
+    return ok;
+}
+
+/* ---- The writing thread ----------------------------------------------------
+ * One buffer is the caller's, the other the thread's: a full buffer is
+ * handed over (the two swap) once the thread is done with the previous one.
+ * Signals are blocked on the thread; the caller's waits wake every 100 ms
+ * to look at dd_stop_signal, and dd_writer_free() cancels the thread if it
+ * is still inside write(2) (the only place it can be cancelled). */
+struct dd_wthread {
+    pthread_t th;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    unsigned char *spare;     /* the buffer the caller is not filling */
+    const unsigned char *job; /* under mu: a buffer to write, or NULL */
+    size_t job_len;
+    bool quit;                /* under mu */
+    wres res;                 /* under mu: what the writes came to, not yet folded */
+    int fd;
+};
+
+static void *wthread_main(void *arg)
+{
+    struct dd_wthread *t = arg;
+    int old;
+    pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &old);
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, NULL);
+    pthread_mutex_lock(&t->mu);
+    for (;;) {
+        while (!t->job && !t->quit)
+            pthread_cond_wait(&t->cv, &t->mu);
+        if (!t->job)
+            break;
+        const unsigned char *p = t->job;
+        size_t len = t->job_len;
+        pthread_mutex_unlock(&t->mu);
+        wres r = {0};
+        pthread_setcancelstate(PTHREAD_CANCEL_ENABLE, &old);
+        (void)write_all(t->fd, p, len, &r);
+        pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &old);
+        pthread_mutex_lock(&t->mu);
+        t->res.bytes += r.bytes;
+        t->res.broken_pipe = t->res.broken_pipe || r.broken_pipe;
+        if (!t->res.error)
+            t->res.error = r.error;
+        t->job = NULL;
+        pthread_cond_broadcast(&t->cv);
+    }
+    pthread_mutex_unlock(&t->mu);
+    return NULL;
+}
+
+/* Waits until the thread has no buffer (false if a stop signal came first)
+ * and folds what its writes came to into the writer.  Called with mu held. */
+static bool wthread_idle(dd_writer *w)
+{
+    struct dd_wthread *t = w->th;
+    while (t->job && !dd_stop_signal) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 100000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&t->cv, &t->mu, &ts);
+    }
+    fold(w, &t->res);
+    t->res = (wres){0};
+    return !t->job;
+}
+
+bool dd_writer_start_thread(dd_writer *w)
+{
+    if (w->th || w->line_buffered)
+        return false;
+    struct dd_wthread *t = calloc(1, sizeof *t);
+    if (!t)
+        return false;
+    t->spare = malloc(w->cap);
+    t->fd = w->fd;
+    if (t->spare) {
+        pthread_mutex_init(&t->mu, NULL);
+        pthread_cond_init(&t->cv, NULL);
+        if (pthread_create(&t->th, NULL, wthread_main, t) == 0) {
+            w->th = t;
+            return true;
+        }
+        pthread_mutex_destroy(&t->mu);
+        pthread_cond_destroy(&t->cv);
+    }
+    free(t->spare);
+    free(t);
+    return false;
+}
+
+/* Hands the full buffer to the thread and takes the spare one. */
+static bool hand_over(dd_writer *w)
+{
+    struct dd_wthread *t = w->th;
+    pthread_mutex_lock(&t->mu);
+    bool ok = wthread_idle(w) && !w->broken_pipe && !w->error;
+    if (ok && w->len) {
+        t->job = w->buf;
+        t->job_len = w->len;
+        w->buf = t->spare;
+        t->spare = (unsigned char *)t->job;
+        w->len = 0;
+        pthread_cond_broadcast(&t->cv);
+    }
+    pthread_mutex_unlock(&t->mu);
+    return ok;
 }
 
 bool dd_writer_flush(dd_writer *w)
 {
     if (w->broken_pipe || w->error)
         return false;
+    if (w->th) { /* what the thread has first, then the rest here */
+        pthread_mutex_lock(&w->th->mu);
+        bool idle = wthread_idle(w);
+        pthread_mutex_unlock(&w->th->mu);
+        if (!idle || w->broken_pipe || w->error)
+            return false;
+    }
     bool ok = write_out(w, w->buf, w->len);
     w->len = 0;
     return ok;
@@ -51,7 +196,7 @@ bool dd_writer_bytes(dd_writer *w, const void *p, size_t len)
     if (w->broken_pipe || w->error)
         return false;
     if (len > w->cap - w->len) {
-        if (!dd_writer_flush(w))
+        if (!(w->th && len < w->cap ? hand_over(w) : dd_writer_flush(w)))
             return false;
         if (len >= w->cap)
             return write_out(w, p, len);
@@ -79,6 +224,22 @@ bool dd_writer_record(dd_writer *w, const void *rec, size_t len, unsigned char t
 
 void dd_writer_free(dd_writer *w)
 {
+    struct dd_wthread *t = w->th;
+    if (t) {
+        pthread_mutex_lock(&t->mu);
+        t->quit = true;
+        bool busy = t->job != NULL;
+        pthread_cond_broadcast(&t->cv);
+        pthread_mutex_unlock(&t->mu);
+        if (busy)
+            pthread_cancel(t->th); /* it may be blocked writing to a full pipe */
+        pthread_join(t->th, NULL);
+        pthread_mutex_destroy(&t->mu);
+        pthread_cond_destroy(&t->cv);
+        free(t->spare);
+        free(t);
+        w->th = NULL;
+    }
     free(w->buf);
     w->buf = NULL;
 }
