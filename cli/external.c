@@ -412,6 +412,9 @@ int dd_run_external(const dd_external_opts *o, char **files, int nfiles)
         status = CLI_EXIT_FAIL;
         remove_output = true;
     }
+    /* After a stop signal the writing thread may still be inside write(2):
+     * it ends before its descriptor is closed (and the number reused). */
+    dd_writer_free(&w);
     if (out_file) {
         if (close(out_fd) != 0 && status == CLI_EXIT_OK) {
             cli_error("write error on %s: %s", out_name, strerror(errno));
@@ -426,6 +429,5 @@ int dd_run_external(const dd_external_opts *o, char **files, int nfiles)
         print_stats(o, &s, budget, bytes_in, tmpdir, now_sec() - start);
     }
     dd_spill_free(sp);
-    dd_writer_free(&w);
     return status;
 }
