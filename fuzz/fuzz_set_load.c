@@ -1,8 +1,11 @@
 /*
  * fuzz_set_load.c - the exact-set loaders (strings, digests, u64) on
  * arbitrary bytes.  The first byte picks the loader; the rest is the blob.
- * A load must either fail cleanly or give a set that answers queries,
- * re-saves to the same size and reloads.
+ * A load must either fail cleanly or give a set that answers queries and
+ * re-saves to as many bytes as it read.  A memory source may hold more
+ * after the container (an RDB stream does), so that is what it read, not
+ * the whole input; files with trailing bytes are refused by the file loader
+ * (src/core/format.c), not here.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -18,7 +21,7 @@ static void check_strset(const uint8_t *d, size_t n)
     (void)dedup_strset_contains(s, "x", 1, dedup_strset_digest(s, "x", 1));
     uint64_t size;
     dedup_sink cs = dedup_count_sink_init(&size);
-    if (dedup_strset_save(s, &cs) != DEDUP_OK || size != n)
+    if (dedup_strset_save(s, &cs) != DEDUP_OK || size != m.pos)
         abort();
     dedup_strset_free(s);
 }
@@ -33,7 +36,7 @@ static void check_digestset(const uint8_t *d, size_t n)
     (void)dedup_digestset_contains(s, x);
     uint64_t size;
     dedup_sink cs = dedup_count_sink_init(&size);
-    if (dedup_digestset_save(s, &cs) != DEDUP_OK || size != n)
+    if (dedup_digestset_save(s, &cs) != DEDUP_OK || size != m.pos)
         abort();
     dedup_digestset_free(s);
 }
@@ -47,7 +50,7 @@ static void check_u64set(const uint8_t *d, size_t n)
     (void)dedup_u64set_contains(s, 42);
     uint64_t size;
     dedup_sink cs = dedup_count_sink_init(&size);
-    if (dedup_u64set_save(s, &cs) != DEDUP_OK || size != n)
+    if (dedup_u64set_save(s, &cs) != DEDUP_OK || size != m.pos)
         abort();
     dedup_u64set_free(s);
 }
