@@ -413,7 +413,7 @@ dedup_status dd_method_load(const char *name, const char *path, dd_method **out,
                 st = dedup_bloom_load(src, cli_allocator(), (dedup_bloom **)&m->impl);
             if (!st && fs->remaining != 0 && fs->remaining != UINT64_MAX) {
                 m->destroy(m);
-                st = DEDUP_ERR_CORRUPT;
+                st = DEDUP_ERR_TRAILING;
             }
             dedup_file_source_close(fs);
         }

@@ -74,7 +74,7 @@ uint64_t dedup_bitmap_serialized_size(const dedup_bitmap *bm);
  * Bytes after the checksum are left unread in 'src'. */
 dedup_status dedup_bitmap_load(dedup_source src, const dedup_allocator *alloc,
                                dedup_bitmap **out);
-/* Atomic save to a path; load from one (trailing bytes: DEDUP_ERR_CORRUPT). */
+/* Atomic save to a path; load from one (trailing bytes: DEDUP_ERR_TRAILING). */
 dedup_status dedup_bitmap_save_file(const dedup_bitmap *bm, const char *path);
 dedup_status dedup_bitmap_load_file(const char *path, const dedup_allocator *alloc,
                                     dedup_bitmap **out);

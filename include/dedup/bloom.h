@@ -147,7 +147,7 @@ uint64_t dedup_bloom_serialized_size(const dedup_bloom *bf);
  * CHECKSUM), LIMIT, NOMEM, IO. */
 dedup_status dedup_bloom_load(dedup_source src, const dedup_allocator *alloc, dedup_bloom **out);
 /* Atomic save to a path (temporary file, fsync, rename) and load from one.
- * load_file rejects trailing bytes after the checksum (DEDUP_ERR_CORRUPT);
+ * load_file rejects trailing bytes after the checksum (DEDUP_ERR_TRAILING);
  * DEDUP_ERR_IO leaves errno describing the failed system call.  In
  * thread-safe mode save may run while other threads add (each word is read
  * atomically; the file holds some consistent-per-word snapshot). */

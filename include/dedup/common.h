@@ -61,7 +61,8 @@ typedef enum dedup_status {
     DEDUP_ERR_NOT_FOUND = 13,   /* delete of a key that is certainly absent */
     DEDUP_ERR_LIMIT = 14,       /* a size beyond a limit in dedup/limits.h */
     DEDUP_ERR_UNSUPPORTED = 15, /* the operation does not exist for this structure */
-    DEDUP_ERR_CANCELLED = 16    /* stopped by the caller (signal, callback) */
+    DEDUP_ERR_CANCELLED = 16,   /* stopped by the caller (signal, callback) */
+    DEDUP_ERR_TRAILING = 17     /* a file goes on after its structure's checksum */
 } dedup_status;
 
 /* A constant English sentence for a status; never NULL, also for unknown

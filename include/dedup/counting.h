@@ -143,7 +143,7 @@ uint64_t dedup_counting_serialized_size(const dedup_counting *cb);
 dedup_status dedup_counting_load(dedup_source src, const dedup_allocator *alloc,
                                  dedup_counting **out);
 /* Atomic save to a path (dedup_save_file) and load from one (trailing bytes
- * after the checksum are rejected with DEDUP_ERR_CORRUPT). */
+ * after the checksum are rejected with DEDUP_ERR_TRAILING). */
 dedup_status dedup_counting_save_file(const dedup_counting *cb, const char *path);
 dedup_status dedup_counting_load_file(const char *path, const dedup_allocator *alloc,
                                       dedup_counting **out);

@@ -296,7 +296,7 @@ uint64_t dedup_window_serialized_size(const dedup_window *w);
 dedup_status dedup_window_load(dedup_source src, const dedup_allocator *alloc,
                                dedup_window **out);
 /* Atomic save to a path (temporary file, fsync, rename) and load from one
- * (trailing bytes after the structure are rejected as DEDUP_ERR_CORRUPT). */
+ * (trailing bytes after the structure are rejected as DEDUP_ERR_TRAILING). */
 dedup_status dedup_window_save_file(const dedup_window *w, const char *path);
 dedup_status dedup_window_load_file(const char *path, const dedup_allocator *alloc,
                                     dedup_window **out);

@@ -551,7 +551,7 @@ dedup_status dd_load_file(const char *path, const dedup_allocator *alloc, dd_loa
             if (left != 0) {
                 destroy(obj);
                 obj = NULL;
-                s = DEDUP_ERR_CORRUPT; /* trailing bytes: not a file we wrote */
+                s = DEDUP_ERR_TRAILING; /* not a file we wrote */
             }
         }
         *out = obj;

@@ -25,6 +25,7 @@ const char *dedup_strerror(dedup_status status)
     case DEDUP_ERR_LIMIT: return "size exceeds a library limit";
     case DEDUP_ERR_UNSUPPORTED: return "operation not supported by this structure";
     case DEDUP_ERR_CANCELLED: return "operation cancelled";
+    case DEDUP_ERR_TRAILING: return "data goes on after the end of the saved structure";
     }
     return "unknown status";
 }

@@ -155,6 +155,11 @@ printf 'garbage' > "$T/bad.state"
 check "a corrupt state file is exit 2" test $? -eq 2
 check "... names the file" grep -q "bad.state" "$T/err"
 check "... and writes nothing" test ! -s "$T/out"
+cp "$T/state" "$T/long.state"
+printf 'x' >> "$T/long.state"
+"$DEDUP" -s "$T/long.state" "$T/p1" > "$T/out" 2> "$T/err"
+check "a state file with a byte appended is exit 2" test $? -eq 2
+check "... named with what is wrong" grep -q "long.state: data goes on after the end of the saved structure" "$T/err"
 
 # --- errors, pipes, stats ----------------------------------------------------------------------
 "$DEDUP" "$T/big" "$T/missing" > "$T/out" 2> "$T/err"

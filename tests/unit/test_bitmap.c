@@ -308,7 +308,7 @@ static void test_files_and_oom(void **state)
     assert_non_null(f);
     fputc('x', f);
     fclose(f);
-    assert_int_equal(dedup_bitmap_load_file(path, NULL, &back), DEDUP_ERR_CORRUPT);
+    assert_int_equal(dedup_bitmap_load_file(path, NULL, &back), DEDUP_ERR_TRAILING);
     assert_null(back);
     assert_int_equal(dedup_bitmap_load_file("/nonexistent/dir/x", NULL, &back), DEDUP_ERR_IO);
     unlink(path);

@@ -734,7 +734,7 @@ static void test_files(void **state)
         assert_non_null(f);
         fputs("trailing", f);
         fclose(f);
-        assert_int_equal(dedup_bloom_load_file(path, NULL, &back), DEDUP_ERR_CORRUPT);
+        assert_int_equal(dedup_bloom_load_file(path, NULL, &back), DEDUP_ERR_TRAILING);
         assert_null(back);
         dedup_bloom_free(bf);
     }

@@ -355,7 +355,7 @@ static void test_save_load(void **state)
     assert_non_null(f);
     fputc(0, f);
     fclose(f);
-    assert_int_equal(dedup_counting_load_file(path, NULL, &ff), DEDUP_ERR_CORRUPT);
+    assert_int_equal(dedup_counting_load_file(path, NULL, &ff), DEDUP_ERR_TRAILING);
     assert_null(ff);
     unlink(path);
     assert_int_equal(dedup_counting_load_file(path, NULL, &ff), DEDUP_ERR_IO);

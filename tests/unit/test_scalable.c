@@ -350,7 +350,7 @@ static void test_save_load(void **state)
         FILE *f = fopen(path, "ab");
         fputc('x', f);
         fclose(f);
-        assert_int_equal(dedup_scalable_load_file(path, NULL, &ff), DEDUP_ERR_CORRUPT);
+        assert_int_equal(dedup_scalable_load_file(path, NULL, &ff), DEDUP_ERR_TRAILING);
         assert_null(ff);
         unlink(path);
         free(blob);
