@@ -16,7 +16,7 @@
 #       'old/dedup -m 64M -T /work/bench-data/tmp' 'build/dedup -m 64M -T /work/bench-data/tmp'
 set -uo pipefail
 if [ $# -lt 4 ]; then
-    sed -n '2,17p' "$0" >&2
+    sed -n '2,16p' "$0" >&2
     exit 2
 fi
 N=$1 IN=$2 REF=$3
