@@ -45,6 +45,7 @@ done
 k=0
 for c in "$@"; do
     k=$((k + 1))
+    # shellcheck disable=SC2086 # one word per time
     med=$(printf '%s\n' ${ALL[k]} | sort -n | awk '{a[NR] = $1} END {print a[int((NR + 1) / 2)]}')
     printf '%s:%s (median %s s)\n' "$c" "${ALL[k]}" "$med"
 done
