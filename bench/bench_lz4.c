@@ -9,8 +9,8 @@
  *   shuf -n 2000000 --random-source=<(yes) urls-20000000.txt > sample.txt
  *   build/bench/bench_lz4 sample.txt 65536
  *
- * Usage: bench_lz4 FILE [FRAME_BYTES]   (frame default 65536, as the engine
- * uses from 64 MiB budgets on)
+ * Usage: bench_lz4 FILE [FRAME_BYTES]   (FILE: a regular, non-empty file;
+ * frame default 65536, as the engine uses from 64 MiB budgets on)
  */
 #define _POSIX_C_SOURCE 200809L
 #include <lz4.h>
@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 static double now(void)
@@ -28,35 +29,22 @@ static double now(void)
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
+/* The whole of a regular file (its size from fstat, one read). */
 static char *slurp(const char *path, size_t *len)
 {
     FILE *f = fopen(path, "rb");
     if (!f)
         return NULL;
-    size_t cap = 1 << 20, n = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        if (n == cap) {
-            char *nb = realloc(buf, cap * 2);
-            if (!nb) {
-                free(buf);
-                buf = NULL;
-                break;
-            }
-            buf = nb;
-            cap *= 2;
-        }
-        size_t r = fread(buf + n, 1, cap - n, f);
-        n += r;
-        if (r == 0)
-            break;
-    }
-    if (ferror(f)) {
+    struct stat st;
+    char *buf = NULL;
+    if (fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0 &&
+        (buf = malloc((size_t)st.st_size)) != NULL &&
+        fread(buf, 1, (size_t)st.st_size, f) != (size_t)st.st_size) {
         free(buf);
         buf = NULL;
     }
     fclose(f);
-    *len = n;
+    *len = buf ? (size_t)st.st_size : 0;
     return buf;
 }
 
@@ -72,9 +60,11 @@ int main(int argc, char **argv)
         return 2;
     }
     size_t n;
+    errno = 0;
     char *in = slurp(argv[1], &n);
     if (!in) {
-        fprintf(stderr, "bench_lz4: %s: %s\n", argv[1], strerror(errno ? errno : ENOMEM));
+        fprintf(stderr, "bench_lz4: %s: %s\n", argv[1],
+                errno ? strerror(errno) : "not a regular, non-empty file");
         return 2;
     }
     int bound = LZ4_compressBound((int)frame);
