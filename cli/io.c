@@ -76,7 +76,8 @@ struct dd_wthread {
     const unsigned char *job; /* under mu: a buffer to write, or NULL */
     size_t job_len;
     bool quit;                /* under mu */
-    wres res;                 /* under mu: what the writes came to, not yet folded */
+    wres res;                 /* what the writes came to, not yet folded: the
+                                 thread's while job is set, else under mu */
     int fd;
 };
 
@@ -97,15 +98,10 @@ static void *wthread_main(void *arg)
         const unsigned char *p = t->job;
         size_t len = t->job_len;
         pthread_mutex_unlock(&t->mu);
-        wres r = {0};
         pthread_setcancelstate(PTHREAD_CANCEL_ENABLE, &old);
-        (void)write_all(t->fd, p, len, &r);
+        (void)write_all(t->fd, p, len, &t->res);
         pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &old);
         pthread_mutex_lock(&t->mu);
-        t->res.bytes += r.bytes;
-        t->res.broken_pipe = t->res.broken_pipe || r.broken_pipe;
-        if (!t->res.error)
-            t->res.error = r.error;
         t->job = NULL;
         pthread_cond_broadcast(&t->cv);
     }
@@ -113,8 +109,9 @@ static void *wthread_main(void *arg)
     return NULL;
 }
 
-/* Waits until the thread has no buffer (false if a stop signal came first)
- * and folds what its writes came to into the writer.  Called with mu held. */
+/* Waits until the thread has no buffer and folds what its writes came to
+ * into the writer; false (nothing folded) if a stop signal came first.
+ * Called with mu held. */
 static bool wthread_idle(dd_writer *w)
 {
     struct dd_wthread *t = w->th;
@@ -128,9 +125,11 @@ static bool wthread_idle(dd_writer *w)
         }
         pthread_cond_timedwait(&t->cv, &t->mu, &ts);
     }
+    if (t->job)
+        return false;
     fold(w, &t->res);
     t->res = (wres){0};
-    return !t->job;
+    return true;
 }
 
 bool dd_writer_start_thread(dd_writer *w)
