@@ -21,7 +21,7 @@
  * First-occurrence result streams drop a key that differs from its record
  * (keylen 0): only sorted merges compare keys.
  *
- * On disk a stream is a sequence of frames (tf_write / rd_fill): header
+ * On disk a stream is a sequence of frames (tf_write / rd_frame): header
  * (u32 stored length | FR_RAW, u32 raw length, u64 XXH3-64 of the payload
  * seeded with both lengths) + LZ4 block or raw bytes.  Extents (blk) are in
  * file bytes and always hold whole frames; readers decode whole frames.
@@ -1478,6 +1478,19 @@ static size_t dec_bytes(const dedup_extsort *es, size_t k)
     return k * (sizeof(ahead) + es->frame) + es->zcap + sizeof(decoder);
 }
 
+/* Whether a merge of k readers with 'avail' bytes for its readers decodes
+ * ahead: only the final one (its output goes to emit), with a second thread,
+ * and when the budget still leaves each reader two frames beside its slot;
+ * if so, takes what decode-ahead costs out of *avail. */
+static bool dec_reserve(const dedup_extsort *es, bool final, size_t k, size_t *avail)
+{
+    if (es->p.threads < 2 || !final || k < 2 ||
+        *avail / k < 2 * es->frame + dec_bytes(es, k) / k)
+        return false;
+    *avail -= dec_bytes(es, k);
+    return true;
+}
+
 /* Starts decode-ahead for the k readers (already initialised); false (and
  * nothing changed) if memory or the thread is refused. */
 static bool dec_start(dedup_extsort *es, reader *src, size_t k)
@@ -2576,12 +2589,7 @@ static dedup_status node_merge(dedup_extsort *es, node *n, const blk *ext, tfile
                    k * (sizeof(reader) + sizeof(int) + sizeof(blk)) + n->P * sizeof(part) +
                    scratch_bytes(es) + giant_reserve(es) + helper_bytes(es) + 8192;
     size_t avail = es->budget > fixed ? es->budget - fixed : 4096;
-    /* The final merge decodes ahead on a second thread when the budget
-     * leaves each reader its two frames beside the slot (see dec_start). */
-    bool use_ahead = es->p.threads >= 2 && !n->out && k >= 2 &&
-                 avail / k >= 2 * es->frame + dec_bytes(es, k) / k;
-    if (use_ahead)
-        avail -= dec_bytes(es, k);
+    bool use_ahead = dec_reserve(es, !n->out, k, &avail);
     size_t rb = clampz(avail / (k ? k : 1), 4096, 1 << 20);
     m.src = es_alloc(es, k * sizeof(reader));
     if (m.src) /* zeroed at once: the cleanup below frees every reader */
@@ -3099,10 +3107,7 @@ static dedup_status runs_merge(dedup_extsort *es, tfile *src, const blk *runs, s
     size_t fixed = (w ? (w->buf2 ? 2 : 1) * w->cap : 0) + k * (sizeof(reader) + sizeof(int)) +
                    scratch_bytes(es) + giant_reserve(es) + helper_bytes(es) + 16384;
     size_t avail = es->budget > fixed ? es->budget - fixed : 4096;
-    bool use_ahead = es->p.threads >= 2 && !w && k >= 2 && /* the final pass: see node_merge */
-                     avail / k >= 2 * es->frame + dec_bytes(es, k) / k;
-    if (use_ahead)
-        avail -= dec_bytes(es, k);
+    bool use_ahead = dec_reserve(es, !w, k, &avail);
     size_t rb = clampz(avail / k, 4096, 1 << 20);
     m.src = es_alloc(es, k * sizeof(reader));
     if (m.src) /* zeroed at once: the cleanup below frees every reader */
