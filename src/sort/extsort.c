@@ -1310,6 +1310,32 @@ static dedup_status rd_next(dedup_extsort *es, reader *r)
     return DEDUP_OK;
 }
 
+/* True when rd_next will return the next item without refilling the buffer,
+ * which moves its bytes: the items taken before it stay where they are. */
+static bool rd_ready(const reader *r)
+{
+    if (r->hi - r->lo < 48 && rd_frames_left(r))
+        return false;
+    const uint8_t *p = r->buf + r->lo, *end = r->buf + r->hi;
+    uint64_t v, keylen, recenc;
+    size_t k;
+    if ((r->flags & F_SEQ) && !(k = get_varint(p, end, &v)))
+        return false;
+    p += (r->flags & F_SEQ) ? k : 0;
+    if ((r->flags & F_COUNT) && !(k = get_varint(p, end, &v)))
+        return false;
+    p += (r->flags & F_COUNT) ? k : 0;
+    if (!(k = get_varint(p, end, &keylen)))
+        return false;
+    p += k;
+    if (!(k = get_varint(p, end, &recenc)))
+        return false;
+    p += k;
+    if (keylen > MAX_FIELD || recenc > (uint64_t)MAX_FIELD + 1) /* rd_next reports it */
+        return false;
+    return keylen + (recenc ? recenc - 1 : 0) <= (uint64_t)(end - p);
+}
+
 /* ---- Decode-ahead for the final merge --------------------------------------
  * The final merge runs on the engine's thread while the second core has
  * nothing to do, and about a third of its time went to reading (pread(2)
@@ -2722,11 +2748,36 @@ static dedup_status run_child(dedup_extsort *es, node *n, tfile *src, part *p, w
         s = rd_init(es, &r, src, p->blocks, p->nblk, io_buf(es), n->spill_flags);
         rlive = s == DEDUP_OK;
     }
+    /* In batches of the items that are whole in the read buffer, so that
+     * their table slots are fetched together rather than one miss at a time
+     * (the table of a partition is tens of MiB at large budgets).  5 GB of
+     * URLs at 64 MiB, same run, output identical: 29.22 -> 25.90 s, user
+     * time 37.7 -> 34.3 s (medians of 3; no change at 1.2 GB, whose
+     * partitions' tables stay in the cache). */
+    enum { RB = 32, AHEAD = 4 };
+    item it[RB];
+    dedup_digest dg[RB];
     while (s == DEDUP_OK) {
         if ((s = rd_next(es, &r)) != DEDUP_OK || !r.valid)
             break;
-        dedup_digest d = dedup_hash(r.it.key, r.it.keylen, es->p.seed);
-        s = node_add(es, c, &r.it, d);
+        size_t m = 0;
+        it[m++] = r.it;
+        while (m < RB && rd_ready(&r) && (s = rd_next(es, &r)) == DEDUP_OK)
+            it[m++] = r.it;
+        const table *t = &c->t;
+        for (size_t i = 0; i < m; i++) {
+            dg[i] = dedup_hash(it[i].key, it[i].keylen, es->p.seed);
+            if (!c->spilled || frz_maybe(c, dg[i]))
+                DD_PREFETCH(&t->slots[(size_t)dg[i].lo & t->mask]);
+        }
+        for (size_t i = 0; i < m && s == DEDUP_OK; i++) {
+            if (i + AHEAD < m && !c->spilled) {
+                const slot *sl = &t->slots[(size_t)dg[i + AHEAD].lo & t->mask];
+                if (sl->e && sl->tag == dg[i + AHEAD].lo)
+                    DD_PREFETCH(sl->e);
+            }
+            s = node_add(es, c, &it[i], dg[i]);
+        }
     }
     if (rlive)
         rd_free(es, &r);
