@@ -2003,9 +2003,9 @@ static inline uint64_t frz_mask(uint64_t lo)
            (UINT64_C(1) << ((lo >> 12) & 63)) | (UINT64_C(1) << ((lo >> 18) & 63));
 }
 
-static inline const uint64_t *frz_word(const node *n, uint64_t lo)
+static inline size_t frz_word(const node *n, uint64_t lo)
 {
-    return &n->frz[(size_t)(((lo >> 32) * (uint64_t)n->frz_words) >> 32)];
+    return (size_t)(((lo >> 32) * (uint64_t)n->frz_words) >> 32);
 }
 
 /* False only for a digest whose key is not in the frozen table. */
@@ -2014,7 +2014,7 @@ static inline bool frz_maybe(const node *n, dedup_digest d)
     if (!n->frz)
         return true;
     uint64_t m = frz_mask(d.lo);
-    return (*frz_word(n, d.lo) & m) == m;
+    return (n->frz[frz_word(n, d.lo)] & m) == m;
 }
 
 /* Builds the prefilter from the slots' tags, when the node spills; without
@@ -2032,7 +2032,7 @@ static void frz_build(dedup_extsort *es, node *n)
     for (size_t i = 0; i <= n->t.mask; i++) {
         const slot *sl = &n->t.slots[i];
         if (sl->e)
-            *(uint64_t *)frz_word(n, sl->tag) |= frz_mask(sl->tag);
+            n->frz[frz_word(n, sl->tag)] |= frz_mask(sl->tag);
     }
 }
 
