@@ -1226,6 +1226,36 @@ static dedup_status rd_copy(dedup_extsort *es, reader *r, uint8_t *dst, size_t n
     return DEDUP_OK;
 }
 
+/* An item's header as it is encoded (see the top of this file). */
+typedef struct ihead {
+    uint64_t seq_delta, count, keylen, recenc;
+    size_t len; /* header bytes */
+} ihead;
+
+/* Parses the header at p for a stream with 'flags'; false when it does not
+ * end before 'end' or names a field longer than MAX_FIELD. */
+static inline bool item_head(const uint8_t *p, const uint8_t *end, int flags, ihead *h)
+{
+    const uint8_t *p0 = p;
+    size_t k;
+    h->seq_delta = 0;
+    h->count = 1;
+    if ((flags & F_SEQ) && !(k = get_varint(p, end, &h->seq_delta)))
+        return false;
+    p += (flags & F_SEQ) ? k : 0;
+    if ((flags & F_COUNT) && !(k = get_varint(p, end, &h->count)))
+        return false;
+    p += (flags & F_COUNT) ? k : 0;
+    if (!(k = get_varint(p, end, &h->keylen)))
+        return false;
+    p += k;
+    if (!(k = get_varint(p, end, &h->recenc)))
+        return false;
+    p += k;
+    h->len = (size_t)(p - p0);
+    return h->keylen <= MAX_FIELD && h->recenc <= (uint64_t)MAX_FIELD + 1;
+}
+
 /* Reads the next item into r->it; r->valid is false at the end. */
 static dedup_status rd_next(dedup_extsort *es, reader *r)
 {
@@ -1238,32 +1268,19 @@ static dedup_status rd_next(dedup_extsort *es, reader *r)
         r->valid = false;
         return DEDUP_OK;
     }
-    const uint8_t *p = r->buf + r->lo, *end = r->buf + r->hi;
-    uint64_t v, keylen, recenc;
-    size_t k;
+    const uint8_t *p = r->buf + r->lo;
     item *it = &r->it;
+    ihead ih;
+    if (!item_head(p, r->buf + r->hi, r->flags, &ih))
+        return fail(es, DEDUP_ERR_CORRUPT);
     if (r->flags & F_SEQ) {
-        if (!(k = get_varint(p, end, &v)))
-            return fail(es, DEDUP_ERR_CORRUPT);
-        p += k;
-        r->prev_seq += v;
+        r->prev_seq += ih.seq_delta;
         it->seq = r->prev_seq;
     }
-    it->count = 1;
-    if (r->flags & F_COUNT) {
-        if (!(k = get_varint(p, end, &it->count)))
-            return fail(es, DEDUP_ERR_CORRUPT);
-        p += k;
-    }
-    if (!(k = get_varint(p, end, &keylen)))
-        return fail(es, DEDUP_ERR_CORRUPT);
-    p += k;
-    if (!(k = get_varint(p, end, &recenc)))
-        return fail(es, DEDUP_ERR_CORRUPT);
-    p += k;
-    if (keylen > MAX_FIELD || recenc > (uint64_t)MAX_FIELD + 1)
-        return fail(es, DEDUP_ERR_CORRUPT);
-    size_t hn = (size_t)(p - (r->buf + r->lo));
+    it->count = ih.count;
+    uint64_t keylen = ih.keylen, recenc = ih.recenc;
+    size_t hn = ih.len;
+    p += hn;
     size_t body = (size_t)keylen + (recenc ? (size_t)(recenc - 1) : 0);
     if (hn + body > r->hi - r->lo) {
         if (hn + body <= r->cap - es->frame) {
@@ -1316,24 +1333,10 @@ static bool rd_ready(const reader *r)
 {
     if (r->hi - r->lo < 48 && rd_frames_left(r))
         return false;
-    const uint8_t *p = r->buf + r->lo, *end = r->buf + r->hi;
-    uint64_t v, keylen, recenc;
-    size_t k;
-    if ((r->flags & F_SEQ) && !(k = get_varint(p, end, &v)))
+    ihead h; /* a bad header: rd_next reports it */
+    if (!item_head(r->buf + r->lo, r->buf + r->hi, r->flags, &h))
         return false;
-    p += (r->flags & F_SEQ) ? k : 0;
-    if ((r->flags & F_COUNT) && !(k = get_varint(p, end, &v)))
-        return false;
-    p += (r->flags & F_COUNT) ? k : 0;
-    if (!(k = get_varint(p, end, &keylen)))
-        return false;
-    p += k;
-    if (!(k = get_varint(p, end, &recenc)))
-        return false;
-    p += k;
-    if (keylen > MAX_FIELD || recenc > (uint64_t)MAX_FIELD + 1) /* rd_next reports it */
-        return false;
-    return keylen + (recenc ? recenc - 1 : 0) <= (uint64_t)(end - p);
+    return h.len + h.keylen + (h.recenc ? h.recenc - 1 : 0) <= r->hi - r->lo;
 }
 
 /* ---- Decode-ahead for the final merge --------------------------------------
