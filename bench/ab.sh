@@ -10,6 +10,10 @@
 # (cmp; "" skips the check).  Wall, user and system seconds and peak RSS come
 # from /usr/bin/time.  A command that needs an environment variable says
 # so with env: 'env GLIBC_TUNABLES=glibc.malloc.hugetlb=1 build/dedup ...'.
+# PAUSE=S sleeps S seconds before each command: on a virtual machine whose
+# host takes freed memory back within seconds (free page reporting), page
+# cache a command gets right after another one freed some is already backed
+# and cheaper to write; a pause gives every command the same, unbacked start.
 # Example (the figures in bench/results/extsort.md):
 #
 #   bench/ab.sh 5 /work/bench-data/urls-20000000.txt /work/bench-data/ref-urls.txt \
@@ -30,6 +34,7 @@ for ((i = 1; i <= N; i++)); do
     k=0
     for c in "$@"; do
         k=$((k + 1))
+        [ -n "${PAUSE:-}" ] && sleep "$PAUSE"
         # shellcheck disable=SC2086
         /usr/bin/time -f "%e %U %S %M" -o "$TIMES" $c "$IN" > "$OUT" 2>/dev/null
         rc=$?
