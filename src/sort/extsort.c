@@ -311,30 +311,51 @@ static ptrdiff_t call_write_fn(const dedup_extsort *es, int fd, const void *buf,
     return n;
 }
 
-/* Writes the n pieces iov[] to fd in order, all of them: with writev, or
- * through params.write_fn one piece (at most 1 GiB of it) per call.  iov[] is
- * used up.  '*written' gets the bytes accepted.  Returns 0, or the errno of
- * the failure (ENOSPC for a write that accepts nothing). */
-static int write_iov(const dedup_extsort *es, int fd, struct iovec *iov, size_t n,
+/* Where write_iov writes: at the descriptor's offset (appending). */
+#define AT_END UINT64_MAX
+
+/* Writes the n pieces iov[] to fd in order, all of them, at the descriptor's
+ * offset (AT_END) or from offset 'off' on: with writev/pwritev, or through
+ * params.write_fn one piece (at most 1 GiB of it) per call, after a seek to
+ * 'off' made under the hook's lock with the calls.  iov[] is used up.
+ * '*written' gets the bytes accepted.  Returns 0, or the errno of the
+ * failure (ENOSPC for a write that accepts nothing). */
+static int write_iov(const dedup_extsort *es, int fd, struct iovec *iov, size_t n, uint64_t off,
                      uint64_t *written)
 {
     *written = 0;
+    bool locked = off != AT_END && es->p.write_fn && es->wl;
+    if (locked)
+        pthread_mutex_lock(es->wl);
+    if (off != AT_END && es->p.write_fn && lseek(fd, (off_t)off, SEEK_SET) < 0) {
+        int e = errno;
+        if (locked)
+            pthread_mutex_unlock(es->wl);
+        return e;
+    }
+    int err = 0;
     for (size_t k = 0; k < n;) {
         if (iov[k].iov_len == 0) {
             k++;
             continue;
         }
         ptrdiff_t r;
+        int cnt = n - k > IOV_MAX ? IOV_MAX : (int)(n - k);
         if (es->p.write_fn) {
             size_t chunk = iov[k].iov_len > (size_t)1 << 30 ? (size_t)1 << 30 : iov[k].iov_len;
-            r = call_write_fn(es, fd, iov[k].iov_base, chunk);
+            r = locked ? es->p.write_fn(es->p.write_ctx, fd, iov[k].iov_base, chunk)
+                       : call_write_fn(es, fd, iov[k].iov_base, chunk);
+        } else if (off != AT_END) {
+            r = (ptrdiff_t)pwritev(fd, iov + k, cnt, (off_t)(off + *written));
         } else {
-            r = (ptrdiff_t)writev(fd, iov + k, n - k > IOV_MAX ? IOV_MAX : (int)(n - k));
+            r = (ptrdiff_t)writev(fd, iov + k, cnt);
         }
         if (r < 0 && errno == EINTR)
             continue;
-        if (r <= 0)
-            return r < 0 && errno ? errno : ENOSPC;
+        if (r <= 0) {
+            err = r < 0 && errno ? errno : ENOSPC;
+            break;
+        }
         *written += (uint64_t)r;
         for (size_t left = (size_t)r; left > 0;) {
             if (left >= iov[k].iov_len) {
@@ -346,14 +367,16 @@ static int write_iov(const dedup_extsort *es, int fd, struct iovec *iov, size_t 
             }
         }
     }
-    return 0;
+    if (locked)
+        pthread_mutex_unlock(es->wl);
+    return err;
 }
 
 static dedup_status tf_write_raw(dedup_extsort *es, tfile *f, const void *buf, size_t len)
 {
     uint64_t done;
     struct iovec v = {(void *)buf, len};
-    int e = write_iov(es, f->fd, &v, 1, &done);
+    int e = write_iov(es, f->fd, &v, 1, AT_END, &done);
     f->size += done;
     es->st.bytes_spilled += done;
     if (e) {
@@ -407,10 +430,47 @@ static size_t frame_pack(void *zstate, const uint8_t *q, size_t raw, uint8_t *ou
 }
 
 static dedup_status hp_sync(dedup_extsort *es);
+struct part;
+static uint64_t part_place(const dedup_extsort *es, tfile *f, struct part *p, uint64_t dlen);
+static dedup_status part_extent(dedup_extsort *es, struct part *p, uint64_t off, uint64_t dlen,
+                                size_t rawlen);
 
-/* Appends 'len' stream bytes to 'f' as frames of at most es->frame raw
+/* Writes 'len' stream bytes to 'f' (open) as frames of at most es->frame raw
  * bytes, each LZ4-compressed on its own (kept raw if that does not shrink
- * it) behind its header. */
+ * it) behind its header: appended, or, for partition p (not NULL), each at
+ * its place in p's region of the file (part_place), its extent recorded. */
+static dedup_status frames_write(dedup_extsort *es, tfile *f, struct part *p, const void *buf,
+                                 size_t len)
+{
+    const uint8_t *q = buf;
+    while (len > 0) {
+        size_t raw = len < es->frame ? len : es->frame;
+        size_t fl = frame_pack(es->zstate, q, raw, es->zbuf, es->zcap);
+        dedup_status s;
+        if (p) {
+            uint64_t off = part_place(es, f, p, fl), done;
+            struct iovec v = {es->zbuf, fl};
+            int e = write_iov(es, f->fd, &v, 1, off, &done);
+            es->st.bytes_spilled += done;
+            if (e) {
+                es->io_errno = e;
+                es->io_needed = es->st.bytes_spilled + (fl - done);
+                return fail(es, DEDUP_ERR_IO);
+            }
+            s = part_extent(es, p, off, fl, raw);
+        } else {
+            s = tf_write_raw(es, f, es->zbuf, fl);
+        }
+        if (s != DEDUP_OK)
+            return s;
+        es->st.bytes_spilled_raw += raw;
+        q += raw;
+        len -= raw;
+    }
+    return DEDUP_OK;
+}
+
+/* Appends 'len' stream bytes to 'f' as frames (frames_write). */
 static dedup_status tf_write(dedup_extsort *es, tfile *f, const void *buf, size_t len)
 {
     dedup_status s = hp_sync(es); /* frames still queued go first */
@@ -418,17 +478,7 @@ static dedup_status tf_write(dedup_extsort *es, tfile *f, const void *buf, size_
         return s;
     if ((s = tf_open(es, f)) != DEDUP_OK)
         return s;
-    const uint8_t *q = buf;
-    while (len > 0) {
-        size_t raw = len < es->frame ? len : es->frame;
-        size_t fl = frame_pack(es->zstate, q, raw, es->zbuf, es->zcap);
-        if ((s = tf_write_raw(es, f, es->zbuf, fl)) != DEDUP_OK)
-            return s;
-        es->st.bytes_spilled_raw += raw;
-        q += raw;
-        len -= raw;
-    }
-    return DEDUP_OK;
+    return frames_write(es, f, NULL, buf, len);
 }
 
 /* pread(2) of exactly 'len' bytes, adding them to *nread; on failure the
@@ -512,13 +562,12 @@ static size_t clampz(size_t v, size_t lo, size_t hi) { return v < lo ? lo : v > 
 
 #define HB_FRAMES 8
 
-struct part;
-
 typedef struct hframe {
     const uint8_t *raw;
     size_t rawlen, dlen;   /* dlen: the packed frame's length, set by whoever packs it */
     struct part *p;        /* the extent belongs to this partition, or NULL */
     uint8_t *recycle;      /* a spare buffer to return to the pool once written */
+    uint64_t off;          /* a partition's frame: where the thread placed it */
 } hframe;
 
 typedef struct hbatch {
@@ -624,13 +673,33 @@ static void hb_reset(hbatch *b)
     atomic_store_explicit(&b->npacked, 0, memory_order_relaxed);
 }
 
-/* Appends the batch's packed frames (each in its slot) to its file. */
+/* Writes the batch's packed frames (each in its slot) to its file: appended,
+ * or, when they are a node's partitions' (all or none are), each at its
+ * place in its partition's region, adjacent ones in one call. */
 static int hb_write(const dedup_extsort *es, hbatch *b)
 {
     struct iovec iov[HB_FRAMES];
+    if (b->n == 0 || !b->fr[0].p) {
+        for (size_t i = 0; i < b->n; i++)
+            iov[i] = (struct iovec){b->out + i * es->zcap, b->fr[i].dlen};
+        return write_iov(es, b->fd, iov, b->n, AT_END, &b->written);
+    }
     for (size_t i = 0; i < b->n; i++)
-        iov[i] = (struct iovec){b->out + i * es->zcap, b->fr[i].dlen};
-    return write_iov(es, b->fd, iov, b->n, &b->written);
+        b->fr[i].off = part_place(es, b->f, b->fr[i].p, b->fr[i].dlen);
+    b->written = 0;
+    for (size_t i = 0; i < b->n;) {
+        size_t m = 0;
+        uint64_t at = b->fr[i].off, end = at, done;
+        for (; i < b->n && b->fr[i].off == end; i++) {
+            iov[m++] = (struct iovec){b->out + i * es->zcap, b->fr[i].dlen};
+            end += b->fr[i].dlen;
+        }
+        int e = write_iov(es, b->fd, iov, m, at, &done);
+        b->written += done;
+        if (e)
+            return e;
+    }
+    return 0;
 }
 
 /* On the thread: packs the frames nobody has claimed, waits for the ones the
@@ -724,9 +793,6 @@ static void hp_start(dedup_extsort *es)
     es->hb_frames = 0; /* from here on, one thread */
 }
 
-static dedup_status part_extent(dedup_extsort *es, struct part *p, uint64_t off, uint64_t dlen,
-                                size_t rawlen);
-
 /* The thread has not finished the oldest batch not reaped yet. */
 static bool hp_oldest_busy(helper *h)
 {
@@ -750,19 +816,20 @@ static dedup_status hp_reap(dedup_extsort *es)
     }
     hbatch *b = &h->b[h->reaped++ % HB_QUEUE];
     dedup_status s = DEDUP_OK;
-    uint64_t off = b->f->size, total = 0;
+    bool placed = b->n && b->fr[0].p; /* else appended: the file's size moves */
+    uint64_t total = 0;
     for (size_t i = 0; i < b->n; i++) {
         hframe *fr = &b->fr[i];
         if (!b->err && fr->p && s == DEDUP_OK)
-            s = part_extent(es, fr->p, off, fr->dlen, fr->rawlen);
-        off += fr->dlen;
+            s = part_extent(es, fr->p, fr->off, fr->dlen, fr->rawlen);
         total += fr->dlen;
         es->st.bytes_spilled_raw += fr->rawlen;
         if (fr->recycle)
             h->pool[h->npool++] = fr->recycle;
     }
     hb_reset(b);
-    b->f->size += b->written;
+    if (!placed)
+        b->f->size += b->written;
     es->st.bytes_spilled += b->written;
     if (b->err) {
         es->io_errno = b->err;
@@ -854,7 +921,7 @@ static dedup_status hp_add(dedup_extsort *es, tfile *f, const uint8_t *raw, size
         size_t raw_n = len < es->frame ? len : es->frame;
         hframe *fr = &h->cur->fr[h->cur->n++];
         h->cur->f = f;
-        *fr = (hframe){raw, raw_n, 0, p, raw_n == len ? recycle : NULL};
+        *fr = (hframe){raw, raw_n, 0, p, raw_n == len ? recycle : NULL, 0};
         raw += raw_n;
         len -= raw_n;
     }
@@ -1928,6 +1995,7 @@ typedef struct part {
     uint64_t prev_seq, bytes;
     blk *blocks;
     size_t nblk, capblk;
+    uint64_t roff, rleft; /* its current region of the file: next frame's place, room left */
 } part;
 
 typedef struct node {
@@ -2063,6 +2131,38 @@ static dedup_status part_extent(dedup_extsort *es, part *p, uint64_t off, uint64
     return DEDUP_OK;
 }
 
+/* ---- Regions ------------------------------------------------------------------
+ * The partitions' frames are written in the order they fill, all partitions
+ * mixed, so if each were appended to the file a partition's extent list would
+ * hold one entry per frame (16 bytes per 2-64 KiB frame, memory that grows
+ * with the input whatever the budget).  Instead the file is handed out in
+ * regions of REGION_FRAMES frame buffers (64 KiB - 1 MiB), one partition's
+ * each: a frame goes at the end of its partition's current region, or starts
+ * a new region at the end of the file, so the list holds one entry per
+ * region, and a region's unused tail is a hole that is never written (nor
+ * read, nor stored on a filesystem with sparse files).  Placing a frame
+ * needs its packed length: with the compressing thread it is done there
+ * (hb_write), and the partition's region is touched by no other thread until
+ * the batch is reaped. */
+#define REGION_FRAMES 16
+
+/* Where a packed frame of 'dlen' bytes of partition p goes in file f. */
+static uint64_t part_place(const dedup_extsort *es, tfile *f, part *p, uint64_t dlen)
+{
+    if (p->rleft < dlen) {
+        uint64_t r = REGION_FRAMES * (uint64_t)pbuf_size(es);
+        if (r < dlen)
+            r = dlen;
+        p->roff = f->size;
+        p->rleft = r;
+        f->size += r;
+    }
+    uint64_t off = p->roff;
+    p->roff += dlen;
+    p->rleft -= dlen;
+    return off;
+}
+
 static dedup_status part_flush(dedup_extsort *es, node *n, part *p, const void *data, size_t len)
 {
     tfile *f = &es->sp[n->depth];
@@ -2079,10 +2179,7 @@ static dedup_status part_flush(dedup_extsort *es, node *n, part *p, const void *
     }
     if ((s = hp_sync(es)) != DEDUP_OK)
         return s;
-    uint64_t off = f->size;
-    if ((s = tf_write(es, f, data, len)) != DEDUP_OK)
-        return s;
-    return part_extent(es, p, off, f->size - off, len);
+    return frames_write(es, f, p, data, len);
 }
 
 static dedup_status part_put(dedup_extsort *es, node *n, part *p, const void *data, size_t len)
