@@ -2139,8 +2139,8 @@ static dedup_status part_extent(dedup_extsort *es, part *p, uint64_t off, uint64
  * regions of REGION_FRAMES frame buffers (64 KiB - 1 MiB), one partition's
  * each: a frame goes at the end of its partition's current region, or starts
  * a new region at the end of the file, so the list holds one entry per
- * region, and a region's unused tail is a hole that is never written (nor
- * read, nor stored on a filesystem with sparse files).  Placing a frame
+ * region.  A region's unused tail is a hole: never written or read, and no
+ * disk space where the filesystem has sparse files.  Placing a frame
  * needs its packed length: with the compressing thread it is done there
  * (hb_write), and the partition's region is touched by no other thread until
  * the batch is reaped. */
