@@ -372,12 +372,16 @@ static int write_iov(const dedup_extsort *es, int fd, struct iovec *iov, size_t 
     return err;
 }
 
-static dedup_status tf_write_raw(dedup_extsort *es, tfile *f, const void *buf, size_t len)
+/* Writes 'len' bytes to 'f': appended (AT_END, the file grows), or at 'off'
+ * of space already handed out (part_place). */
+static dedup_status tf_write_raw(dedup_extsort *es, tfile *f, const void *buf, size_t len,
+                                 uint64_t off)
 {
     uint64_t done;
     struct iovec v = {(void *)buf, len};
-    int e = write_iov(es, f->fd, &v, 1, AT_END, &done);
-    f->size += done;
+    int e = write_iov(es, f->fd, &v, 1, off, &done);
+    if (off == AT_END)
+        f->size += done;
     es->st.bytes_spilled += done;
     if (e) {
         es->io_errno = e;
@@ -446,21 +450,10 @@ static dedup_status frames_write(dedup_extsort *es, tfile *f, struct part *p, co
     while (len > 0) {
         size_t raw = len < es->frame ? len : es->frame;
         size_t fl = frame_pack(es->zstate, q, raw, es->zbuf, es->zcap);
-        dedup_status s;
-        if (p) {
-            uint64_t off = part_place(es, f, p, fl), done;
-            struct iovec v = {es->zbuf, fl};
-            int e = write_iov(es, f->fd, &v, 1, off, &done);
-            es->st.bytes_spilled += done;
-            if (e) {
-                es->io_errno = e;
-                es->io_needed = es->st.bytes_spilled + (fl - done);
-                return fail(es, DEDUP_ERR_IO);
-            }
+        uint64_t off = p ? part_place(es, f, p, fl) : AT_END;
+        dedup_status s = tf_write_raw(es, f, es->zbuf, fl, off);
+        if (s == DEDUP_OK && p)
             s = part_extent(es, p, off, fl, raw);
-        } else {
-            s = tf_write_raw(es, f, es->zbuf, fl);
-        }
         if (s != DEDUP_OK)
             return s;
         es->st.bytes_spilled_raw += raw;
