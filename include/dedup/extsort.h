@@ -31,8 +31,9 @@
  *     the budget).  The partitions share one temporary file, each as a
  *     list of regions of it (16 frame buffers each; a region's unused tail
  *     is a hole), so the engine holds two file descriptors per level
- *     whatever P is.  All occurrences of a key land in one partition, and every key
- *     first seen after the spill point is absent from the frozen table.
+ *     whatever P is.  All occurrences of a key land in one partition, and
+ *     every key first seen after the spill point is absent from the frozen
+ *     table.
  *     A blocked Bloom filter of the frozen keys (1/64 of the table's share,
  *     about 13 bits a key) answers first, so most records that are not in
  *     the table cost no lookup in it (no false negatives: nothing changes
@@ -93,10 +94,11 @@
  * MEMORY: the engine's own allocations stay within memory_limit except for
  * (a) 16 bytes per spill region (16 x budget/1024 bytes of the file,
  * 64 KiB - 1 MiB: up to 0.025% of the bytes spilled at tiny budgets,
- * 0.0016% or 16 KiB per GiB from 64 MiB) and per sorted run, (b) 64 bytes per distinct giant record (72 in sorted order)
- * and per repeated one for DUPLICATES, and (c) without params.emit_piece, a
- * single key + record pair larger than its table share, which is held whole
- * while it is processed (the caller passes it whole in any case).  The compression
+ * 0.0016% or 16 KiB per GiB from 64 MiB) and per sorted run, (b) 64 bytes
+ * per distinct giant record (72 in sorted order) and per repeated one for
+ * DUPLICATES, and (c) without params.emit_piece, a single key + record
+ * pair larger than its table share, which is held whole while it is
+ * processed (the caller passes it whole in any case).  The compression
  * scratch (LZ4 state + one compressed frame, ~82 KiB at 64 MiB) and, with
  * emit_piece, the giants' staging buffer (giant_min) and two frame readers
  * are taken out of the budget.  dedup_extsort_stats() reports the measured

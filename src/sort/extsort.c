@@ -666,13 +666,17 @@ static void hb_reset(hbatch *b)
     atomic_store_explicit(&b->npacked, 0, memory_order_relaxed);
 }
 
+/* Whether the batch's frames are a node's partitions' (all or none are: a
+ * batch holds one file's frames), placed in regions rather than appended. */
+static bool hb_placed(const hbatch *b) { return b->n > 0 && b->fr[0].p; }
+
 /* Writes the batch's packed frames (each in its slot) to its file: appended,
- * or, when they are a node's partitions' (all or none are), each at its
- * place in its partition's region, adjacent ones in one call. */
+ * or, when placed, each at its place in its partition's region, adjacent
+ * ones in one call. */
 static int hb_write(const dedup_extsort *es, hbatch *b)
 {
     struct iovec iov[HB_FRAMES];
-    if (b->n == 0 || !b->fr[0].p) {
+    if (!hb_placed(b)) {
         for (size_t i = 0; i < b->n; i++)
             iov[i] = (struct iovec){b->out + i * es->zcap, b->fr[i].dlen};
         return write_iov(es, b->fd, iov, b->n, AT_END, &b->written);
@@ -809,7 +813,7 @@ static dedup_status hp_reap(dedup_extsort *es)
     }
     hbatch *b = &h->b[h->reaped++ % HB_QUEUE];
     dedup_status s = DEDUP_OK;
-    bool placed = b->n && b->fr[0].p; /* else appended: the file's size moves */
+    bool placed = hb_placed(b); /* else appended: the file's size moves */
     uint64_t total = 0;
     for (size_t i = 0; i < b->n; i++) {
         hframe *fr = &b->fr[i];

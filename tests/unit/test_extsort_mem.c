@@ -34,6 +34,30 @@ static int count_emit(void *ctx, const void *rec, size_t len, uint64_t count)
     return 0;
 }
 
+/* Pushes d distinct ~60-byte lines, each twice, in two differently permuted
+ * passes; '*pushed' gets the bytes pushed. */
+static dedup_status push_urls(dedup_extsort *es, const dedup_extsort_params *p, uint64_t d,
+                              uint64_t seed, uint64_t *pushed)
+{
+    char line[128];
+    *pushed = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        for (uint64_t i = 0; i < d; i++) {
+            uint64_t id = pass == 0 ? i : (i * 7919 + seed) % d; /* 7919 prime, d not a multiple */
+            int n = snprintf(line, sizeof line,
+                             "https://www.example%03llu.com/some/path/%012llu.html?x=%llu",
+                             (unsigned long long)(id % 997), (unsigned long long)id,
+                             (unsigned long long)(id * 31 % 1000));
+            dedup_status s = dedup_extsort_push(es, line, (size_t)n, NULL, 0,
+                                                dedup_hash(line, (size_t)n, p->seed));
+            if (s != DEDUP_OK)
+                return s;
+            *pushed += (uint64_t)n;
+        }
+    }
+    return DEDUP_OK;
+}
+
 /* Returns 0 when every bound holds; prints what it measured. */
 static int child(uint64_t seed)
 {
@@ -44,23 +68,10 @@ static int child(uint64_t seed)
     dedup_extsort *es;
     if (dedup_extsort_create(&p, NULL, &es) != DEDUP_OK)
         return 10;
-    /* D distinct ~60-byte lines, each pushed twice in two differently
-     * permuted passes: 2 * D * 60 bytes = INPUT. */
-    uint64_t d = INPUT / 2 / 60, pushed = 0;
-    char line[128];
-    for (int pass = 0; pass < 2; pass++) {
-        for (uint64_t i = 0; i < d; i++) {
-            uint64_t id = pass == 0 ? i : (i * 7919 + seed) % d; /* 7919 prime, d not a multiple */
-            int n = snprintf(line, sizeof line,
-                             "https://www.example%03llu.com/some/path/%012llu.html?x=%llu",
-                             (unsigned long long)(id % 997), (unsigned long long)id,
-                             (unsigned long long)(id * 31 % 1000));
-            if (dedup_extsort_push(es, line, (size_t)n, NULL, 0, dedup_hash(line, (size_t)n, p.seed)) !=
-                DEDUP_OK)
-                return 11;
-            pushed += (uint64_t)n;
-        }
-    }
+    /* 2 * d * 60 bytes = INPUT */
+    uint64_t d = INPUT / 2 / 60, pushed;
+    if (push_urls(es, &p, d, seed, &pushed) != DEDUP_OK)
+        return 11;
     if (dedup_extsort_finish(es) != DEDUP_OK)
         return 12;
     dedup_extsort_stats st;
@@ -111,20 +122,9 @@ static void test_tiny_budget_bookkeeping(void **state)
     g_out = 0;
     dedup_extsort *es;
     assert_int_equal(dedup_extsort_create(&p, NULL, &es), DEDUP_OK);
-    /* d distinct ~60-byte lines, each pushed twice: 128x the budget */
-    uint64_t d = (uint64_t)TINY * 128 / 2 / 60;
-    char line[128];
-    for (int pass = 0; pass < 2; pass++)
-        for (uint64_t i = 0; i < d; i++) {
-            uint64_t id = pass == 0 ? i : (i * 7919 + seed) % d;
-            int n = snprintf(line, sizeof line,
-                             "https://www.example%03llu.com/some/path/%012llu.html?x=%llu",
-                             (unsigned long long)(id % 997), (unsigned long long)id,
-                             (unsigned long long)(id * 31 % 1000));
-            assert_int_equal(dedup_extsort_push(es, line, (size_t)n, NULL, 0,
-                                                dedup_hash(line, (size_t)n, p.seed)),
-                             DEDUP_OK);
-        }
+    /* 2 * d * 60 bytes: 128x the budget */
+    uint64_t d = (uint64_t)TINY * 128 / 2 / 60, pushed;
+    assert_int_equal(push_urls(es, &p, d, seed, &pushed), DEDUP_OK);
     assert_int_equal(dedup_extsort_finish(es), DEDUP_OK);
     dedup_extsort_stats st;
     dedup_extsort_stats_get(es, &st);
