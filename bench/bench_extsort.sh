@@ -4,7 +4,8 @@
 #
 #   bench/bench_extsort.sh [BYTES=5G] [MEM=64M]
 #   env: BUILD=build (CMake build dir), DATA=/work/bench-data (data + temp
-#        files, not in the repo), ENGINE=<path of the driver or the dedup CLI>
+#        files, not in the repo), ENGINE=<path of the driver or the dedup CLI>,
+#        PAUSE=S (sleep S seconds before each command, see below; default 0)
 #
 # Generates BYTES of URL-like lines, half of them repeats (bench/gen_urls.c,
 # seed 42) unless the file exists, then runs each tool once, output to a file
@@ -12,6 +13,10 @@
 # the bytes the tool moved through read/write (rchar + wchar of
 # /proc/<pid>/io, children included; the data sits in the page cache, so
 # this is the logical IO, not the device IO) as a multiple of the input.
+# On a virtual machine whose host takes freed memory back within seconds
+# (free page reporting), a command that starts right after another freed
+# memory gets cheaper page cache than one that starts on an idle machine:
+# PAUSE gives every command the same idle start (as in bench/ab.sh).
 set -euo pipefail
 SRC=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${BUILD:-$SRC/build}
@@ -30,7 +35,7 @@ if [ ! -s "$F" ]; then
 fi
 insize=$(stat -c %s "$F")
 lines=$(wc -l < "$F")
-echo "input: $F, $insize bytes, $lines lines; memory limit $MEM; $(nproc) cores; load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "input: $F, $insize bytes, $lines lines; memory limit $MEM; $(nproc) cores; load $(cut -d' ' -f1-3 /proc/loadavg); pause ${PAUSE:-0} s"
 
 declare -A WALL CPU RSS IO
 N=0
@@ -38,6 +43,7 @@ run() { # name outfile cmd...
   local name=$1 out=$2; shift 2
   N=$((N + 1))
   local t=$DATA/.time.$N io=$DATA/.io.$N err=$DATA/.err.$N
+  [ "${PAUSE:-0}" != 0 ] && sleep "$PAUSE"
   OUT=$out IOF=$io /usr/bin/time -f "%e %U %S %M" -o "$t" bash -c '"$@" > "$OUT"; cat /proc/$$/io > "$IOF"' run "$@" 2>"$err"
   read -r w u s m < <(tail -1 "$t")
   local rc wc
