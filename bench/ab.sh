@@ -14,13 +14,15 @@
 # host takes freed memory back within seconds (free page reporting), page
 # cache a command gets right after another one freed some is already backed
 # and cheaper to write; a pause gives every command the same, unbacked start.
+# CACHE=1 reads INPUT into the page cache (cat > /dev/null) before each
+# command, so that one which drops the cache behind it cannot slow the next.
 # Example (the figures in bench/results/extsort.md):
 #
 #   bench/ab.sh 5 /work/bench-data/urls-20000000.txt /work/bench-data/ref-urls.txt \
 #       'old/dedup -m 64M -T /work/bench-data/tmp' 'build/dedup -m 64M -T /work/bench-data/tmp'
 set -uo pipefail
 if [ $# -lt 4 ]; then
-    sed -n '2,16p' "$0" >&2
+    sed -n '2,18p' "$0" >&2
     exit 2
 fi
 N=$1 IN=$2 REF=$3
@@ -34,6 +36,7 @@ for ((i = 1; i <= N; i++)); do
     k=0
     for c in "$@"; do
         k=$((k + 1))
+        [ -n "${CACHE:-}" ] && cat "$IN" > /dev/null
         [ -n "${PAUSE:-}" ] && sleep "$PAUSE"
         # shellcheck disable=SC2086
         /usr/bin/time -f "%e %U %S %M" -o "$TIMES" $c "$IN" > "$OUT" 2>/dev/null
