@@ -113,7 +113,7 @@ printf 'a\nb\n' > "$T/tiny"
 base=$(tail -1 "$T/rss")
 # ThreadSanitizer shadows every byte the program touches with about four more,
 # so under it the allowance scales with it: a 16 MB record held whole would
-# still add far more (`make test` runs only the threaded tests under TSan)
+# still go over (about 80 MB); `make test` runs only threaded tests under TSan
 allow=12288
 if ldd "$DEDUP" 2> /dev/null | grep -q libtsan; then allow=$((allow * 5)); fi
 for c in "" --sort -c -u -D; do
