@@ -386,6 +386,12 @@ static int parse_args(int argc, char **argv, opts *o)
             return -1;
         }
     }
+    if (!dd_method_known(o->mode)) {
+        char msg[160];
+        dd_method_unknown(msg, sizeof msg, o->mode);
+        cli_error("%s", msg);
+        return -1;
+    }
     if (kinds > 1) {
         cli_error("choose one of -D/--duplicates, -c/--count and -u/--unique");
         return -1;

@@ -13,6 +13,27 @@
 
 const char *const dd_method_names[] = {"exact", "fingerprint", "bloom", "blocked", "cuckoo", "scalable", NULL};
 
+bool dd_method_known(const char *name)
+{
+    for (size_t i = 0; dd_method_names[i]; i++)
+        if (strcmp(name, dd_method_names[i]) == 0)
+            return true;
+    return false;
+}
+
+void dd_method_unknown(char *buf, size_t cap, const char *name)
+{
+    if (!buf || !cap)
+        return;
+    int n = snprintf(buf, cap, "unknown --mode '%s' (choose", name);
+    for (size_t i = 0; dd_method_names[i] && n >= 0 && (size_t)n < cap; i++) {
+        const char *sep = i == 0 ? " " : dd_method_names[i + 1] ? ", " : " or ";
+        n += snprintf(buf + n, cap - (size_t)n, "%s%s", sep, dd_method_names[i]);
+    }
+    if (n >= 0 && (size_t)n < cap)
+        snprintf(buf + n, cap - (size_t)n, ")");
+}
+
 /* ---- exact: full keys ---------------------------------------------------- */
 
 static dedup_status exact_decide(dd_method *m, size_t n, const unsigned char *const *keys,
@@ -245,10 +266,7 @@ dedup_status dd_method_create(const char *name, const dd_sizing *s, dd_method **
     *out = NULL;
     dd_method *m = new_method(name);
     if (!m) {
-        if (err)
-            snprintf(err, errcap,
-                     "unknown --mode '%s' (choose exact, fingerprint, bloom, blocked, cuckoo or scalable)",
-                     name);
+        dd_method_unknown(err, errcap, name);
         return DEDUP_ERR_INVALID_ARG;
     }
     dedup_status st;
@@ -380,8 +398,7 @@ dedup_status dd_method_load(const char *name, const char *path, dd_method **out,
     *out = NULL;
     dd_method *m = new_method(name);
     if (!m) {
-        if (err)
-            snprintf(err, errcap, "unknown --mode '%s'", name);
+        dd_method_unknown(err, errcap, name);
         return DEDUP_ERR_INVALID_ARG;
     }
     uint16_t want = type_of_method(m);

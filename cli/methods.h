@@ -53,6 +53,12 @@ struct dd_method {
 /* Names accepted by --mode, for help and errors. */
 extern const char *const dd_method_names[];
 
+/* Whether 'name' is one of dd_method_names. */
+bool dd_method_known(const char *name);
+
+/* Writes "unknown --mode 'name' (choose exact, ... or scalable)" into buf. */
+void dd_method_unknown(char *buf, size_t cap, const char *name);
+
 /* Creates the method 'name' sized by 's'.  On failure returns a status and
  * writes a sentence for the user into err. */
 dedup_status dd_method_create(const char *name, const dd_sizing *s, dd_method **out, char *err,

@@ -194,6 +194,9 @@ check "--version exits 0" sh -c "'$DEDUP' --version | grep -q '^dedup '"
 "$DEDUP" --bogus 2> "$T/err"; check "an unknown option is exit 2" test $? -eq 2
 "$DEDUP" -c -u "$T/big" 2> "$T/err"; check "conflicting output kinds are exit 2" test $? -eq 2
 "$DEDUP" --mode bloom -n 10 -c "$T/big" 2> "$T/err"; check "--count with a filter is refused" test $? -eq 2
+"$DEDUP" --mode blom -c "$T/missing" 2> "$T/err"; check "an unknown --mode is exit 2" test $? -eq 2
+check "... named, with the choices, before the inputs and other options" \
+    grep -qx "dedup: unknown --mode 'blom' (choose exact, fingerprint, bloom, blocked, cuckoo or scalable)" "$T/err"
 # an empty record first, with a key normalisation and counts (the count
 # pass once handed the set a NULL key of length 0: UBSan caught it)
 printf '\nA\na\n\n' | "$DEDUP" -i -c > "$T/got" 2> "$T/err"
