@@ -74,7 +74,9 @@ typedef enum dedup_verdict {
     DEDUP_NEW = 0,             /* certainly not seen before (now recorded) */
     DEDUP_DUPLICATE = 1,       /* certainly seen before (exact methods) */
     DEDUP_MAYBE_DUPLICATE = 2, /* a probabilistic method may have seen it */
-    DEDUP_LATE = 3             /* window methods: too late to decide */
+    DEDUP_LATE = 3,            /* window methods: too late to decide */
+    DEDUP_DEFERRED = 4,        /* recorded; decided later by dedup_seen_finish() */
+    DEDUP_UNCERTAIN = 5        /* remote methods: a lost reply, presence unknown */
 } dedup_verdict;
 
 /* ---- Allocator hook ---------------------------------------------------

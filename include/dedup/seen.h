@@ -1,0 +1,309 @@
+/*
+ * dedup/seen.h - the seen-set: one object that answers "was this seen
+ * before?" for every deduplication method.
+ *
+ * Every method in libdedup -- exact sets, Bloom filters, cuckoo filters,
+ * windows, the exact set that overflows to disk -- and every method built
+ * outside it (the Redis backend, the RocksDB store, a stack of tiers) is
+ * used through this one shape:
+ *
+ *   dedup_seen_spec sp; dedup_seen_spec_init(&sp);
+ *   sp.kind = DEDUP_SEEN_BLOCKED; sp.items = 100000000; sp.fpr = 0.01;
+ *   dedup_seen *s; dedup_status st = dedup_seen_create(&sp, NULL, &s);
+ *   ...
+ *   dedup_batch b = {.n = n, .keys = keys, .lens = lens, .digests = d};
+ *   st = dedup_seen_decide(s, &b, verdicts, &done);   test-and-add, in order
+ *   ...
+ *   st = dedup_seen_save_file(s, "seen.dedup");       any kind, one call
+ *   dedup_seen_free(s);                                NULL is a no-op
+ *
+ * or loaded from any file of the format without knowing what it holds:
+ *
+ *   st = dedup_seen_load_file("seen.dedup", NULL, &s);  dispatch on the header
+ *
+ * The one verb.  dedup_seen_decide() answers and records in the same step,
+ * key by key in batch order, so a repeat inside one batch is a duplicate of
+ * its first occurrence and no caller races between "check" and "add".
+ * Verdicts:
+ *   DEDUP_NEW              certainly not seen before; now recorded.
+ *   DEDUP_DUPLICATE        certainly seen before (exact kinds).
+ *   DEDUP_MAYBE_DUPLICATE  a probabilistic kind may have seen it; it errs
+ *                          only this way (a key once recorded is never
+ *                          answered NEW again while it is remembered), at
+ *                          a rate bounded by dedup_seen_fpr_bound().
+ *   DEDUP_LATE             window kinds: below the watermark, not decided.
+ *   DEDUP_DEFERRED         the exact kind spilling to disk: recorded, the
+ *                          decision and the record's output come from
+ *                          dedup_seen_finish() (see "Spilling" below).
+ *   DEDUP_UNCERTAIN        remote kinds: a reply was lost, so whether the key
+ *                          was already present cannot be known; callers drop
+ *                          it like a duplicate and count it (see seen_ops).
+ *
+ * Digests.  Every kind derives all of its indexes from the key's one
+ * 128-bit digest (dedup/hash.h), computed by the caller with the seed
+ * dedup_seen_seed() returns; exact string kinds also need the key bytes.
+ * Nothing hashes a key twice.
+ *
+ * Thread-safety: as dedup/common.h says -- one object per writing thread;
+ * queries of local kinds may run from several threads at once while no
+ * thread writes.  Remote kinds (outside libdedup) say their own rule.
+ */
+#ifndef DEDUP_SEEN_H
+#define DEDUP_SEEN_H
+
+#include "dedup/common.h"
+#include "dedup/format.h"
+#include "dedup/hash.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- Kinds ------------------------------------------------------------------
+ * Pinned forever, append only.  A kind is never identified by comparing
+ * names or function pointers: ask dedup_seen_kind_of(). */
+typedef enum dedup_seen_kind {
+    DEDUP_SEEN_EXACT = 1,        /* full keys in an arena (strset); exact */
+    DEDUP_SEEN_FINGERPRINT = 2,  /* 128-bit digests only (digestset); ~n^2/2^129 collisions */
+    DEDUP_SEEN_U64 = 3,          /* 64-bit integer keys (u64set); exact; batch.ints */
+    DEDUP_SEEN_BLOOM = 4,        /* classic Bloom, k probes */
+    DEDUP_SEEN_BLOCKED = 5,      /* blocked Bloom, one cache line per key */
+    DEDUP_SEEN_COUNTING = 6,     /* counting Bloom, 4-bit counters, delete */
+    DEDUP_SEEN_CUCKOO = 7,       /* cuckoo filter (a chain of them when it grows), delete */
+    DEDUP_SEEN_SCALABLE = 8,     /* chain of Bloom filters with tightening rates */
+    DEDUP_SEEN_WINDOW = 9,       /* sliding / tumbling / last-N window, exact or approximate */
+    DEDUP_SEEN_EXACT_SPILL = 10, /* exact in memory, then the external engine on disk */
+    DEDUP_SEEN_BITMAP = 11,      /* one bit per integer in [range_lo, range_hi]; batch.ints */
+    DEDUP_SEEN_ROARING = 12,     /* compressed bitmap of integers (component, CRoaring) */
+    DEDUP_SEEN_REDIS = 13,       /* a Redis backend (component libdedup_redis) */
+    DEDUP_SEEN_STORE = 14,       /* a persistent store (component libdedup_rocksdb) */
+    DEDUP_SEEN_TIERS = 15,       /* a stack of seen-sets (dedup/tiers.h) */
+    DEDUP_SEEN_OTHER = 16        /* any other implementation of dedup_seen_ops */
+} dedup_seen_kind;
+
+/* The kind's name as --mode and messages spell it ("exact", "fingerprint",
+ * "u64", "bloom", "blocked", "counting", "cuckoo", "scalable", "window",
+ * "exact-spill", "bitmap", "roaring", "redis", "store", "tiers", "other");
+ * "unknown" for other values. */
+const char *dedup_seen_kind_name(dedup_seen_kind kind);
+/* The kind named 'name' (as above), or 0 when none is. */
+dedup_seen_kind dedup_seen_kind_from_name(const char *name);
+/* The kind that keeps files of structure type 'file_type' (dedup/format.h),
+ * or 0 when no kind does. */
+dedup_seen_kind dedup_seen_kind_of_file_type(uint32_t file_type);
+
+/* What a fixed-size probabilistic kind does once it holds its planned
+ * capacity ('items'), beyond which its false-positive rate climbs. */
+typedef enum dedup_on_full {
+    DEDUP_ON_FULL_WARN = 0, /* go on; dedup_seen_info.over_capacity turns true
+                               and fpr_bound reports the rate now in force */
+    DEDUP_ON_FULL_FAIL = 1, /* refuse: decide() stops before the first key past
+                               capacity with DEDUP_ERR_FULL (*done says where) */
+    DEDUP_ON_FULL_GROW = 2  /* go on in a scalable chain whose bound stays <= fpr */
+} dedup_on_full;
+
+/* ---- Spec -------------------------------------------------------------------
+ * One spec creates every kind.  dedup_seen_spec_init() sets the defaults
+ * named here; a field a kind does not use is ignored. */
+typedef struct dedup_seen_spec {
+    dedup_seen_kind kind;   /* required */
+    uint64_t items;         /* n: planned distinct keys; 0 = not given */
+    double fpr;             /* p in (0, 0.5]: target false-positive rate; default 0.01 */
+    uint64_t memory;        /* bytes: a budget.  Filters sized from it when items
+                               is 0; growing kinds fail with DEDUP_ERR_FULL past it
+                               (EXACT_SPILL: half in memory, then disk); 0 = none */
+    uint64_t seed;          /* hash seed; default DEDUP_DEFAULT_SEED */
+    bool counts;            /* keep per-key counts (EXACT, FINGERPRINT, EXACT_SPILL) */
+    uint32_t hashes;        /* k for BLOOM / COUNTING; 0 = optimal */
+    dedup_on_full on_full;  /* default DEDUP_ON_FULL_WARN */
+    /* CUCKOO */
+    uint32_t fingerprint_bits; /* 0 = from fpr */
+    uint32_t expansion;     /* growth factor of a chain; 0 = fixed size; default 2
+                               when sized by items, 0 when sized by memory */
+    /* SCALABLE */
+    uint32_t growth;        /* capacity ratio between links; default 2 */
+    double tightening;      /* fpr ratio between links; default 0.5 */
+    /* WINDOW (dedup/window.h gives the ranges) */
+    int window_type;        /* dedup_window_type; default sliding */
+    bool approximate;       /* window remembers fingerprints, not keys */
+    uint64_t duration;      /* microseconds, or records for a count window */
+    uint64_t lateness;      /* microseconds */
+    bool refresh_on_dup;    /* a repeat inside the window extends the key's life */
+    /* BITMAP */
+    uint64_t range_lo, range_hi; /* integer keys allowed, inclusive */
+    /* EXACT_SPILL: where the external engine writes and how it emits */
+    const char *tmpdir;     /* NULL: $TMPDIR or /tmp */
+    unsigned threads;       /* engine threads; 0 or 1 = the caller's only */
+    bool sorted_output;     /* finish() emits in key order rather than first occurrence */
+} dedup_seen_spec;
+
+void dedup_seen_spec_init(dedup_seen_spec *spec);
+
+typedef struct dedup_seen dedup_seen;
+
+/* Creates an empty seen-set of spec->kind.
+ * Errors: DEDUP_ERR_INVALID_ARG (a field out of range, or a kind that needs
+ * a size given neither items nor memory; or REDIS / STORE / TIERS / OTHER /
+ * ROARING, which are created by their own components), DEDUP_ERR_LIMIT (the
+ * size asked exceeds dedup/limits.h, or items at fpr needs more than
+ * memory), DEDUP_ERR_NOMEM. */
+dedup_status dedup_seen_create(const dedup_seen_spec *spec, const dedup_allocator *alloc,
+                               dedup_seen **out);
+
+/* Loads any structure file of the format whose type a kind keeps (sets,
+ * Bloom, blocked, counting, cuckoo and cuckoo chains, scalable, window,
+ * bitmap), validating all of it: header, params, payload, checksum and that
+ * nothing follows.  Errors: those of the structure's loader, plus
+ * DEDUP_ERR_WRONG_TYPE (a valid file no kind keeps) and DEDUP_ERR_TRAILING. */
+dedup_status dedup_seen_load(dedup_source src, const dedup_allocator *alloc, dedup_seen **out);
+dedup_status dedup_seen_load_file(const char *path, const dedup_allocator *alloc, dedup_seen **out);
+
+/* Frees the seen-set; NULL is a no-op. */
+void dedup_seen_free(dedup_seen *s);
+
+/* ---- Batches ----------------------------------------------------------------
+ * Parallel arrays of n keys.  'digests' is required except for integer kinds
+ * given 'ints'; 'keys'/'lens' are required by EXACT and EXACT_SPILL (and by
+ * remote kinds keeping whole keys); 'times' by event-time windows
+ * (microseconds); 'records'/'rlens' by EXACT_SPILL, which must hold a
+ * deferred record until finish(). */
+typedef struct dedup_batch {
+    size_t n;
+    const dedup_digest *digests;
+    const unsigned char *const *keys;
+    const size_t *lens;
+    const int64_t *times;
+    const uint64_t *ints;
+    const unsigned char *const *records;
+    const size_t *rlens;
+} dedup_batch;
+
+/* Decides batch->n keys in order and records the new ones: out[i] receives
+ * key i's verdict.  On error, *done (may be NULL) receives how many keys
+ * were decided first (their verdicts are valid; nothing of the rest was
+ * recorded) and the status says why: DEDUP_ERR_FULL (a growing kind reached
+ * spec.memory, a fixed cuckoo filter found no room, or on_full FAIL),
+ * DEDUP_ERR_RANGE (a window time or bitmap integer outside its range),
+ * DEDUP_ERR_NOMEM, DEDUP_ERR_IO (spill or remote kinds). */
+dedup_status dedup_seen_decide(dedup_seen *s, const dedup_batch *batch, dedup_verdict *out,
+                               size_t *done);
+
+/* Answers without recording: out[i] is DEDUP_NEW (certainly absent),
+ * DEDUP_DUPLICATE or DEDUP_MAYBE_DUPLICATE.  Local kinds cannot fail but
+ * EXACT_SPILL's spilled keys (DEDUP_ERR_UNSUPPORTED once it spilled) and
+ * remote kinds can. */
+dedup_status dedup_seen_query(const dedup_seen *s, const dedup_batch *batch, dedup_verdict *out);
+
+/* Deletes batch->n keys; removed[i] (may be NULL) is false when key i was
+ * certainly absent.  DEDUP_ERR_UNSUPPORTED for kinds that cannot delete
+ * (Bloom, blocked, scalable, window); dedup_seen_info.can_delete says. */
+dedup_status dedup_seen_delete(dedup_seen *s, const dedup_batch *batch, bool *removed);
+
+/* Declares that the records of the keys in 'batch', answered NEW, have been
+ * delivered.  Local kinds need nothing (DEDUP_OK); a remote kind that
+ * reserves keys before committing them (Redis keys with a TTL) makes them
+ * permanent here. */
+dedup_status dedup_seen_commit(dedup_seen *s, const dedup_batch *batch);
+
+/* Windows: raises the watermark (see dedup_window_advance_watermark()).
+ * DEDUP_ERR_UNSUPPORTED for other kinds. */
+dedup_status dedup_seen_advance(dedup_seen *s, int64_t watermark);
+
+/* ---- Spilling (EXACT_SPILL) ----------------------------------------------------
+ * Keys are kept in memory up to half of spec.memory; past it the set is
+ * frozen (it still answers DUPLICATE for the keys it holds) and every other
+ * record is handed to the external engine (dedup/extsort.h) with verdict
+ * DEDUP_DEFERRED.  finish() merges on disk and calls 'emit' once per kept
+ * record, in first-occurrence order (or key order with sorted_output) after
+ * the records already answered NEW, with the key's count.  Kinds that never
+ * defer return DEDUP_OK at once. */
+typedef int (*dedup_seen_emit_fn)(void *ctx, const void *rec, size_t len, uint64_t count);
+dedup_status dedup_seen_finish(dedup_seen *s, dedup_seen_emit_fn emit, void *ctx);
+/* Whether any record has been deferred to disk. */
+bool dedup_seen_spilled(const dedup_seen *s);
+
+/* ---- What it holds -------------------------------------------------------------- */
+typedef struct dedup_seen_info {
+    dedup_seen_kind kind;
+    uint32_t file_type;      /* dedup_type it saves as; 0 if it cannot save */
+    bool probabilistic;      /* answers MAYBE_DUPLICATE rather than DUPLICATE */
+    bool can_delete, can_merge, can_count, can_save;
+    uint64_t seed;
+    uint64_t capacity;       /* planned distinct keys; 0 when it simply grows */
+    uint64_t items;          /* keys recorded (answered NEW) */
+    bool over_capacity;      /* a fixed-size filter holds more than its capacity */
+    uint64_t distinct;       /* distinct keys held */
+    bool distinct_exact;     /* distinct is exact (sets), not an estimate */
+    bool distinct_known;     /* false: no estimate can be made (a saturated filter) */
+    double fpr_target;       /* the rate it was built for; 0 for exact kinds */
+    double fpr_bound;        /* the rate in force now (grows with fill); 0 exact */
+    size_t memory;           /* bytes held, as dedup_seen_memory_usage() */
+    uint64_t bits;           /* filter bits / table bytes*8; 0 when not meaningful */
+    uint32_t hashes;         /* k, or 0 */
+} dedup_seen_info;
+
+void dedup_seen_get_info(const dedup_seen *s, dedup_seen_info *out);
+dedup_seen_kind dedup_seen_kind_of(const dedup_seen *s);
+uint64_t dedup_seen_seed(const dedup_seen *s);
+size_t dedup_seen_memory_usage(const dedup_seen *s);
+/* The false-positive bound in force now (0 for exact kinds). */
+double dedup_seen_fpr_bound(const dedup_seen *s);
+/* Distinct keys held: true with *count exact or estimated (*exact says),
+ * false when no estimate can be made. */
+bool dedup_seen_distinct(const dedup_seen *s, uint64_t *count, bool *exact);
+/* Occurrences of a key so far (spec.counts); 0 when absent or not counted. */
+uint64_t dedup_seen_count_of(const dedup_seen *s, const void *key, size_t len, dedup_digest d);
+
+/* dst |= src for kinds that can merge (Bloom, blocked, counting, sets of
+ * the same kind and seed).  DEDUP_ERR_INCOMPATIBLE when shapes differ
+ * (and 'why' receives what differs), DEDUP_ERR_UNSUPPORTED otherwise. */
+dedup_status dedup_seen_merge(dedup_seen *dst, const dedup_seen *src, char *why, size_t whycap);
+
+/* Saves in the file format / atomically to a file (dedup_save_file()).
+ * DEDUP_ERR_UNSUPPORTED for kinds that cannot (EXACT_SPILL after spilling,
+ * remote kinds). */
+dedup_status dedup_seen_save(const dedup_seen *s, dedup_sink *sink);
+dedup_status dedup_seen_save_file(const dedup_seen *s, const char *path);
+
+/* The structure behind a local kind, for the calls only its own header has
+ * (dedup/bloom.h's union, dedup/window.h's stats ...): a dedup_strset *,
+ * dedup_bloom *, dedup_window * ... as the kind says; NULL for others. */
+void *dedup_seen_impl(const dedup_seen *s);
+
+/* ---- Implementing a seen-set outside libdedup ------------------------------------
+ * Components that must not become dependencies of libdedup (Redis, RocksDB)
+ * and compositions (tiers) implement the interface with this table; every
+ * dedup_seen_* call above dispatches through it.  NULL entries answer
+ * DEDUP_ERR_UNSUPPORTED (or do nothing, for commit/free).  'impl' is the
+ * implementation's object, owned by the seen-set after dedup_seen_wrap()
+ * succeeds and freed through ops->free. */
+typedef struct dedup_seen_ops {
+    dedup_seen_kind kind;
+    dedup_status (*decide)(void *impl, const dedup_batch *b, dedup_verdict *out, size_t *done);
+    dedup_status (*query)(const void *impl, const dedup_batch *b, dedup_verdict *out);
+    dedup_status (*remove)(void *impl, const dedup_batch *b, bool *removed);
+    dedup_status (*commit)(void *impl, const dedup_batch *b);
+    dedup_status (*finish)(void *impl, dedup_seen_emit_fn emit, void *ctx);
+    void (*info)(const void *impl, dedup_seen_info *out);
+    dedup_status (*save)(const void *impl, dedup_sink *sink);
+    uint64_t (*count_of)(const void *impl, const void *key, size_t len, dedup_digest d);
+    void (*free)(void *impl);
+} dedup_seen_ops;
+
+/* Wraps 'impl' in a seen-set.  'ops' must outlive it.  On failure (NOMEM)
+ * 'impl' is not freed. */
+dedup_status dedup_seen_wrap(const dedup_seen_ops *ops, void *impl, const dedup_allocator *alloc,
+                             dedup_seen **out);
+
+/* ---- Sizing from a budget -------------------------------------------------------
+ * The one place where "how many keys fit in this memory" and "how much
+ * memory do n keys need" are computed for every kind, so the CLI, `dedup
+ * plan` and the components agree.  Both return 0 when the kind has no
+ * fixed size or the arguments are out of range. */
+uint64_t dedup_seen_bytes_for(dedup_seen_kind kind, uint64_t items, double fpr);
+uint64_t dedup_seen_capacity_for(dedup_seen_kind kind, uint64_t bytes, double fpr);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* DEDUP_SEEN_H */
