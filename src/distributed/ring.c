@@ -328,7 +328,8 @@ dedup_status dedup_ring_add_nodes(dedup_ring *r, const char *const *names, const
     ring_node *nodes = dd_calloc(a, total, sizeof *nodes);
     if (!nodes)
         return DEDUP_ERR_NOMEM;
-    memcpy(nodes, r->nodes, (size_t)r->nnodes * sizeof *nodes);
+    if (r->nnodes)
+        memcpy(nodes, r->nodes, (size_t)r->nnodes * sizeof *nodes);
     dedup_status s = DEDUP_OK;
     uint32_t made = 0; /* new names allocated */
     uint32_t *ntab = NULL, ncap = 0;
