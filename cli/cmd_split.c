@@ -681,7 +681,8 @@ int cmd_split(int argc, char **argv)
     if (filter_rc)
         failed = true;
     if (dd_stop_signal && !filter_rc) {
-        cli_info(1, "%s: interrupted; no part was written", CMD);
+        cli_info(1, o.filter ? "%s: interrupted; the filters were sent SIGTERM"
+                             : "%s: interrupted; no part was written", CMD);
         rc = 128 + dd_stop_signal;
         failed = true;
     }
