@@ -40,11 +40,11 @@
  * arithmetic (no floating point), so it is the same on every host.
  *
  * Cost: lookup is O(1) expected: a table indexed by the position's top bits
- * gives the owner directly for most keys (about 55% when the table has two
- * slots per point) or the first point of a small run to scan.  Memory is
- * about 16 bytes per point plus 4-8 bytes per table slot (table slots =
- * the power of two at or above twice the points, at least 256): 1,000
- * nodes x 160 points take about 4.6 MiB.  Adding or removing nodes
+ * gives the owner directly for most keys (at least 60%: the table has two
+ * slots or more per point) or the first point of a short run to scan.
+ * Memory is 32 bytes per point (the points and their cells) plus 4 bytes
+ * per table slot (the power of two at or above twice the points, at least
+ * 256): 1,000 nodes x 160 points take about 7 MiB.  Adding or removing nodes
  * rebuilds the points and the table in O(points) time; add several nodes
  * at once with dedup_ring_add_nodes() (one rebuild).
  *

@@ -2,14 +2,15 @@
  * ring.c - consistent-hash ring and jump hash (include/dedup/ring.h).
  *
  * Layout.  The points are one array sorted by (position, node name, point
- * index), 16 bytes each: the position and the owning node's index side by
- * side, so resolving a key reads one cache line of points.  Beside it a
- * table of 2^tbits slots indexed by the top tbits of a position: a slot
- * whose span holds no point stores its owner directly (SLOT_OWNER | node:
- * the owner of the first point after the span), any other slot stores the
- * index of the first point inside its span.  With at least two slots per
- * point about 60% of the slots are direct, and a scan from a slot's first
- * point stops within one or two points.
+ * index), 16 bytes each; the cells (see cells_build) another, the same
+ * shape, holding where each point's keys end and the owning node's index
+ * side by side, so resolving a key reads one cache line of cells.  Beside
+ * them a table of 2^tbits slots indexed by the top tbits of a position: a
+ * slot whose span holds no cell end stores its owner directly
+ * (SLOT_OWNER | node: the owner of the first cell ending after the span),
+ * any other slot the index of the first cell ending inside its span.  With at least two slots per
+ * point at least 60% of the slots are direct (e^-0.5), and a scan from a
+ * slot's first cell stops within one or two cells.
  *
  * Changes.  Adding nodes generates their points, sorts only those and
  * merges them into the existing array; removing filters the array.  Either
