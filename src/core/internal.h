@@ -43,24 +43,14 @@ static inline bool dd_add_size(size_t a, size_t b, size_t *out)
 #define DD_UNLIKELY(x) (x)
 #define DD_PREFETCH(p) ((void)(p))
 #define DD_PREFETCH_W(p) ((void)(p))
-/* Loads an object from the file at 'path' with 'load' (a structure's
- * dedup_X_load through void pointers) and rejects trailing bytes after the
- * container with DEDUP_ERR_CORRUPT, also for pipes whose length is unknown;
- * then 'destroy' frees what 'load' returned and *out is NULL.  The one
- * implementation behind every dedup_X_load_file(). */
-#include "dedup/format.h"
-typedef dedup_status (*dd_load_fn)(dedup_source src, const dedup_allocator *alloc, void **out);
-typedef void (*dd_free_fn)(void *obj);
-dedup_status dd_load_file(const char *path, const dedup_allocator *alloc, dd_load_fn load,
-                          dd_free_fn destroy, void **out);
-
 #endif
 
 /* Loads an object from the file at 'path' with 'load' (a structure's
- * dedup_X_load through void pointers) and rejects trailing bytes after the
- * container with DEDUP_ERR_CORRUPT, also for pipes whose length is unknown;
- * then 'destroy' frees what 'load' returned and *out is NULL.  The one
- * implementation behind every dedup_X_load_file(). */
+ * dedup_X_load through void pointers) and rejects a file that goes on after
+ * the container's checksum with DEDUP_ERR_TRAILING (for a pipe, whose length
+ * is unknown, by reading one byte more): then 'destroy' frees what 'load'
+ * returned and *out is NULL.  The one implementation behind every
+ * dedup_X_load_file(). */
 #include "dedup/format.h"
 typedef dedup_status (*dd_load_fn)(dedup_source src, const dedup_allocator *alloc, void **out);
 typedef void (*dd_free_fn)(void *obj);
