@@ -46,7 +46,7 @@
  *                        at a time or two in parallel, then the merge
  *
  * Naming: functions one source defines and others call are ddi_es_* (the
- * library's internal dd_ prefix, es_ for this engine) and hidden from the
+ * library's internal ddi_ prefix, es_ for this engine) and hidden from the
  * shared library's exports; small helpers needed on hot paths in several
  * sources are static inline here and keep their short names.
  */
