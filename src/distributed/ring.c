@@ -144,7 +144,7 @@ static bool names_build(const dedup_allocator *a, const ring_node *nodes, uint32
         cap = 4;
         while (cap < 2 * n)
             cap *= 2;
-        t = dd_calloc(a, cap, sizeof *t);
+        t = ddi_calloc(a, cap, sizeof *t);
         if (!t)
             return false;
         for (uint32_t k = 0; k < n; k++) {
@@ -176,7 +176,7 @@ static bool names_build(const dedup_allocator *a, const ring_node *nodes, uint32
  * array sorted. */
 static ring_point *cells_build(const dedup_allocator *a, const ring_point *pts, uint32_t npts)
 {
-    ring_point *c = dd_malloc(a, (npts ? npts : 1) * sizeof *c);
+    ring_point *c = ddi_malloc(a, (npts ? npts : 1) * sizeof *c);
     if (!c || !npts)
         return c;
     for (uint32_t i = 0; i < npts; i++) {
@@ -207,7 +207,7 @@ static uint32_t *table_build(const dedup_allocator *a, const ring_point *pts, ui
                              unsigned tbits)
 {
     size_t slots = (size_t)1 << tbits;
-    uint32_t *t = dd_malloc(a, slots * sizeof *t);
+    uint32_t *t = ddi_malloc(a, slots * sizeof *t);
     if (!t || !npts)
         return t;
     unsigned shift = 64 - tbits;
@@ -250,8 +250,8 @@ dedup_status dedup_ring_create(const dedup_ring_params *params, const dedup_allo
     if (params->points_per_weight < 1 || params->points_per_weight > DEDUP_RING_MAX_POINTS_PER_WEIGHT)
         return DEDUP_ERR_INVALID_ARG;
     dedup_allocator a;
-    dd_allocator_resolve(&a, alloc);
-    dedup_ring *r = dd_calloc(&a, 1, sizeof *r);
+    ddi_allocator_resolve(&a, alloc);
+    dedup_ring *r = ddi_calloc(&a, 1, sizeof *r);
     if (!r)
         return DEDUP_ERR_NOMEM;
     r->alloc = a;
@@ -260,7 +260,7 @@ dedup_status dedup_ring_create(const dedup_ring_params *params, const dedup_allo
     r->tbits = MIN_TABLE_BITS;
     r->table = table_build(&a, NULL, 0, r->tbits);
     if (!r->table) {
-        dd_free(&a, r);
+        ddi_free(&a, r);
         return DEDUP_ERR_NOMEM;
     }
     *out = r;
@@ -270,8 +270,8 @@ dedup_status dedup_ring_create(const dedup_ring_params *params, const dedup_allo
 static void nodes_free(const dedup_allocator *a, ring_node *nodes, uint32_t n)
 {
     for (uint32_t i = 0; i < n; i++)
-        dd_free(a, nodes[i].name);
-    dd_free(a, nodes);
+        ddi_free(a, nodes[i].name);
+    ddi_free(a, nodes);
 }
 
 void dedup_ring_free(dedup_ring *r)
@@ -280,11 +280,11 @@ void dedup_ring_free(dedup_ring *r)
         return;
     dedup_allocator a = r->alloc;
     nodes_free(&a, r->nodes, r->nnodes);
-    dd_free(&a, r->pts);
-    dd_free(&a, r->cells);
-    dd_free(&a, r->table);
-    dd_free(&a, r->names);
-    dd_free(&a, r);
+    ddi_free(&a, r->pts);
+    ddi_free(&a, r->cells);
+    ddi_free(&a, r->table);
+    ddi_free(&a, r->names);
+    ddi_free(&a, r);
 }
 
 /* Installs a new state (nodes, points, names table, lookup table) built by
@@ -293,12 +293,12 @@ static void ring_install(dedup_ring *r, ring_node *nodes, uint32_t nnodes, uint3
                          ring_point *pts, ring_point *cells, uint32_t npts, uint32_t *table,
                          unsigned tbits, uint32_t *names, uint32_t names_cap)
 {
-    dd_free(&r->alloc, r->nodes); /* the names themselves moved into 'nodes' */
-    dd_free(&r->alloc, r->pts);
-    dd_free(&r->alloc, r->cells);
+    ddi_free(&r->alloc, r->nodes); /* the names themselves moved into 'nodes' */
+    ddi_free(&r->alloc, r->pts);
+    ddi_free(&r->alloc, r->cells);
     r->cells = cells;
-    dd_free(&r->alloc, r->table);
-    dd_free(&r->alloc, r->names);
+    ddi_free(&r->alloc, r->table);
+    ddi_free(&r->alloc, r->names);
     r->nodes = nodes;
     r->nnodes = nnodes;
     r->node_cap = node_cap;
@@ -326,7 +326,7 @@ dedup_status dedup_ring_add_nodes(dedup_ring *r, const char *const *names, const
     const dedup_allocator *a = &r->alloc;
     uint32_t total = r->nnodes + (uint32_t)n;
     uint64_t newpts = 0;
-    ring_node *nodes = dd_calloc(a, total, sizeof *nodes);
+    ring_node *nodes = ddi_calloc(a, total, sizeof *nodes);
     if (!nodes)
         return DEDUP_ERR_NOMEM;
     if (r->nnodes)
@@ -350,7 +350,7 @@ dedup_status dedup_ring_add_nodes(dedup_ring *r, const char *const *names, const
             goto fail;
         }
         ring_node *nd = &nodes[r->nnodes + k];
-        nd->name = dd_malloc(a, len + 1);
+        nd->name = ddi_malloc(a, len + 1);
         if (!nd->name) {
             s = DEDUP_ERR_NOMEM;
             goto fail;
@@ -386,8 +386,8 @@ dedup_status dedup_ring_add_nodes(dedup_ring *r, const char *const *names, const
             }
         }
     }
-    items = dd_malloc(a, (size_t)newpts * sizeof *items);
-    pts = dd_malloc(a, ((size_t)r->npts + (size_t)newpts) * sizeof *pts);
+    items = ddi_malloc(a, (size_t)newpts * sizeof *items);
+    pts = ddi_malloc(a, ((size_t)r->npts + (size_t)newpts) * sizeof *pts);
     if (!items || !pts) {
         s = DEDUP_ERR_NOMEM;
         goto fail;
@@ -425,18 +425,18 @@ dedup_status dedup_ring_add_nodes(dedup_ring *r, const char *const *names, const
         s = DEDUP_ERR_NOMEM;
         goto fail;
     }
-    dd_free(a, items);
+    ddi_free(a, items);
     ring_install(r, nodes, total, total, pts, cells, npts, table, tbits, ntab, ncap);
     return DEDUP_OK;
 fail:
     for (uint32_t k = 0; k < made; k++)
-        dd_free(a, nodes[r->nnodes + k].name);
-    dd_free(a, nodes);
-    dd_free(a, ntab);
-    dd_free(a, items);
-    dd_free(a, pts);
-    dd_free(a, cells);
-    dd_free(a, table);
+        ddi_free(a, nodes[r->nnodes + k].name);
+    ddi_free(a, nodes);
+    ddi_free(a, ntab);
+    ddi_free(a, items);
+    ddi_free(a, pts);
+    ddi_free(a, cells);
+    ddi_free(a, table);
     return s;
 }
 
@@ -455,8 +455,8 @@ dedup_status dedup_ring_remove(dedup_ring *r, const char *name)
     const dedup_allocator *a = &r->alloc;
     uint32_t nn = r->nnodes - 1;
     uint32_t npts = r->npts - r->nodes[gone].points;
-    ring_node *nodes = dd_malloc(a, (nn ? nn : 1) * sizeof *nodes);
-    ring_point *pts = dd_malloc(a, (npts ? npts : 1) * sizeof *pts);
+    ring_node *nodes = ddi_malloc(a, (nn ? nn : 1) * sizeof *nodes);
+    ring_point *pts = ddi_malloc(a, (npts ? npts : 1) * sizeof *pts);
     uint32_t *ntab = NULL, ncap = 0;
     uint32_t *table = NULL;
     ring_point *cells = NULL;
@@ -480,14 +480,14 @@ dedup_status dedup_ring_remove(dedup_ring *r, const char *name)
     table = cells ? table_build(a, cells, npts, tbits) : NULL;
     if (!table)
         goto nomem;
-    dd_free(a, r->nodes[gone].name);
+    ddi_free(a, r->nodes[gone].name);
     ring_install(r, nodes, nn, nn, pts, cells, npts, table, tbits, ntab, ncap);
     return DEDUP_OK;
 nomem:
-    dd_free(a, nodes);
-    dd_free(a, pts);
-    dd_free(a, cells);
-    dd_free(a, ntab);
+    ddi_free(a, nodes);
+    ddi_free(a, pts);
+    ddi_free(a, cells);
+    ddi_free(a, ntab);
     return DEDUP_ERR_NOMEM;
 }
 
@@ -501,8 +501,8 @@ dedup_status dedup_ring_copy(const dedup_ring *r, const dedup_allocator *alloc, 
     dedup_status s = dedup_ring_create(&p, alloc, &c);
     if (s)
         return s;
-    const char **names = dd_malloc(&c->alloc, (r->nnodes ? r->nnodes : 1) * sizeof *names);
-    double *weights = dd_malloc(&c->alloc, (r->nnodes ? r->nnodes : 1) * sizeof *weights);
+    const char **names = ddi_malloc(&c->alloc, (r->nnodes ? r->nnodes : 1) * sizeof *names);
+    double *weights = ddi_malloc(&c->alloc, (r->nnodes ? r->nnodes : 1) * sizeof *weights);
     if (!names || !weights)
         s = DEDUP_ERR_NOMEM;
     for (uint32_t i = 0; !s && i < r->nnodes; i++) {
@@ -511,8 +511,8 @@ dedup_status dedup_ring_copy(const dedup_ring *r, const dedup_allocator *alloc, 
     }
     if (!s)
         s = dedup_ring_add_nodes(c, names, weights, r->nnodes, NULL);
-    dd_free(&c->alloc, names);
-    dd_free(&c->alloc, weights);
+    ddi_free(&c->alloc, names);
+    ddi_free(&c->alloc, weights);
     if (s) {
         dedup_ring_free(c);
         return s;
@@ -676,7 +676,7 @@ dedup_status dedup_ring_diff(const dedup_ring *a, const dedup_ring *b, dedup_rin
     if (!a || !b)
         return DEDUP_ERR_INVALID_ARG;
     /* a's node i is b's node map[i] (NONE when b has no such name) */
-    uint32_t *map = dd_malloc(&a->alloc, (a->nnodes ? a->nnodes : 1) * sizeof *map);
+    uint32_t *map = ddi_malloc(&a->alloc, (a->nnodes ? a->nnodes : 1) * sizeof *map);
     if (!map)
         return DEDUP_ERR_NOMEM;
     for (uint32_t i = 0; i < a->nnodes; i++)
@@ -711,7 +711,7 @@ dedup_status dedup_ring_diff(const dedup_ring *a, const dedup_ring *b, dedup_rin
     }
     if (ok)
         ok = diff_flush(&st);
-    dd_free(&a->alloc, map);
+    ddi_free(&a->alloc, map);
     if (moved)
         *moved = (double)st.moved / 18446744073709551616.0;
     return ok ? DEDUP_OK : DEDUP_ERR_CANCELLED;
@@ -785,7 +785,7 @@ dedup_status dedup_ring_load(dedup_source src, const dedup_allocator *alloc, ded
         return DEDUP_ERR_INVALID_ARG;
     *out = NULL;
     dedup_allocator a;
-    dd_allocator_resolve(&a, alloc);
+    ddi_allocator_resolve(&a, alloc);
     dedup_decoder decoder, *dec = &decoder;
     dedup_ring *r = NULL;
     char **names = NULL;
@@ -815,8 +815,8 @@ dedup_status dedup_ring_load(dedup_source src, const dedup_allocator *alloc, ded
     s = dedup_ring_create(&p, &a, &r);
     if (s)
         goto done;
-    names = dd_calloc(&a, nn ? nn : 1, sizeof *names);
-    weights = dd_malloc(&a, (nn ? nn : 1) * sizeof *weights);
+    names = ddi_calloc(&a, nn ? nn : 1, sizeof *names);
+    weights = ddi_malloc(&a, (nn ? nn : 1) * sizeof *weights);
     if (!names || !weights) {
         s = DEDUP_ERR_NOMEM;
         goto done;
@@ -835,7 +835,7 @@ dedup_status dedup_ring_load(dedup_source src, const dedup_allocator *alloc, ded
             goto done;
         }
         sum += np;
-        names[got] = dd_malloc(&a, (size_t)len + 1);
+        names[got] = ddi_malloc(&a, (size_t)len + 1);
         if (!names[got]) {
             s = DEDUP_ERR_NOMEM;
             goto done;
@@ -866,9 +866,9 @@ dedup_status dedup_ring_load(dedup_source src, const dedup_allocator *alloc, ded
 done:
     if (names)
         for (uint32_t i = 0; i < got; i++)
-            dd_free(&a, names[i]);
-    dd_free(&a, names);
-    dd_free(&a, weights);
+            ddi_free(&a, names[i]);
+    ddi_free(&a, names);
+    ddi_free(&a, weights);
     if (s) {
         dedup_ring_free(r);
         return s;
@@ -904,7 +904,7 @@ dedup_status dedup_ring_load_file(const char *path, const dedup_allocator *alloc
     if (!out)
         return DEDUP_ERR_INVALID_ARG;
     void *obj = NULL;
-    dedup_status s = dd_load_file(path, alloc, load_any, free_any, &obj);
+    dedup_status s = ddi_load_file(path, alloc, load_any, free_any, &obj);
     *out = obj;
     return s;
 }
