@@ -553,8 +553,7 @@ int cmd_split(int argc, char **argv)
             rc = CLI_EXIT_USAGE;
             goto out_fail;
         }
-        if (dd_writer_init(&parts[i].w, parts[i].fd, parts[i].tmp ? parts[i].path : parts[i].path,
-                           cap) != 0) {
+        if (dd_writer_init(&parts[i].w, parts[i].fd, parts[i].path, cap) != 0) {
             cli_error("%s: out of memory", CMD);
             rc = CLI_EXIT_FAIL;
             goto out_fail;
