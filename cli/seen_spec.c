@@ -60,6 +60,9 @@ void dd_seen_spec(const dd_seen_opts *o, dedup_seen_spec *sp)
             sp->threads = o->threads;
             sp->emit = o->emit;
             sp->emit_ctx = o->emit_ctx;
+            sp->emit_piece = o->emit_piece;
+            sp->unique_only = o->unique_only;
+            sp->engine_alloc = cli_allocator(); /* the growing one serves one object */
         }
         break;
     case DEDUP_SEEN_CUCKOO:
