@@ -104,3 +104,12 @@ WEAK dedup_status dedup_seen_finish(dedup_seen *s, dedup_seen_emit_fn emit, void
 {
     return s->ops->finish ? s->ops->finish(s->impl, emit, ctx) : DEDUP_OK;
 }
+
+WEAK const char *dedup_seen_kind_name(dedup_seen_kind kind)
+{
+    static const char *const names[] = {"unknown", "exact", "fingerprint", "u64", "bloom",
+                                        "blocked", "counting", "cuckoo", "scalable", "window",
+                                        "exact-spill", "bitmap", "roaring", "redis", "store",
+                                        "tiers", "other"};
+    return (unsigned)kind <= DEDUP_SEEN_OTHER ? names[kind] : "unknown";
+}
