@@ -34,6 +34,8 @@ typedef struct dd_seen_opts {
     unsigned threads;
     dedup_seen_emit_fn emit;
     void *emit_ctx;
+    /* --store / --tier (tier_spec.h): a stack of seen-sets instead of one */
+    struct dd_tiers_cli *tiers;
 } dd_seen_opts;
 
 /* The names --mode accepts, in the order of the help. */
