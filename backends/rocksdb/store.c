@@ -212,6 +212,7 @@ static void build_options(dedup_store *s, uint64_t block_cache, bool whole)
     s->ro = rocksdb_readoptions_create();
     s->ro_scan = rocksdb_readoptions_create();
     rocksdb_readoptions_set_fill_cache(s->ro_scan, 0);
+    rocksdb_readoptions_set_total_order_seek(s->ro_scan, 1);
     s->wo = rocksdb_writeoptions_create();
     rocksdb_writeoptions_set_sync(s->wo, s->sync == DEDUP_STORE_SYNC_ALWAYS);
     rocksdb_writeoptions_disable_WAL(s->wo, s->sync == DEDUP_STORE_SYNC_NONE);
