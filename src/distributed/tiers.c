@@ -308,16 +308,16 @@ static void tiers_free(void *impl)
     for (size_t k = 0; k < t->n; k++)
         dedup_seen_free(t->t[k].seen);
     dedup_allocator a = t->a;
-    dd_free(&a, t->pending);
-    dd_free(&a, t->next);
-    dd_free(&a, t->ended_at);
-    dd_free(&a, t->v);
-    dd_free(&a, t->digests);
-    dd_free(&a, t->keys);
-    dd_free(&a, t->lens);
-    dd_free(&a, t->times);
-    dd_free(&a, t->ints);
-    dd_free(&a, t);
+    ddi_free(&a, t->pending);
+    ddi_free(&a, t->next);
+    ddi_free(&a, t->ended_at);
+    ddi_free(&a, t->v);
+    ddi_free(&a, t->digests);
+    ddi_free(&a, t->keys);
+    ddi_free(&a, t->lens);
+    ddi_free(&a, t->times);
+    ddi_free(&a, t->ints);
+    ddi_free(&a, t);
 }
 
 static const dedup_seen_ops tiers_ops = {
@@ -351,20 +351,20 @@ dedup_status dedup_tiers_create(const dedup_tiers_spec *spec, const dedup_alloca
             seed = sk;
     }
     dedup_allocator a;
-    dd_allocator_resolve(&a, alloc);
-    dedup_tiers *t = dd_calloc(&a, 1, sizeof *t);
+    ddi_allocator_resolve(&a, alloc);
+    dedup_tiers *t = ddi_calloc(&a, 1, sizeof *t);
     if (!t)
         return DEDUP_ERR_NOMEM;
     t->a = a;
-    t->pending = dd_malloc(&a, CHUNK * sizeof *t->pending);
-    t->next = dd_malloc(&a, CHUNK * sizeof *t->next);
-    t->ended_at = dd_malloc(&a, CHUNK);
-    t->v = dd_malloc(&a, CHUNK * sizeof *t->v);
-    t->digests = dd_malloc(&a, CHUNK * sizeof *t->digests);
-    t->keys = dd_malloc(&a, CHUNK * sizeof *t->keys);
-    t->lens = dd_malloc(&a, CHUNK * sizeof *t->lens);
-    t->times = dd_malloc(&a, CHUNK * sizeof *t->times);
-    t->ints = dd_malloc(&a, CHUNK * sizeof *t->ints);
+    t->pending = ddi_malloc(&a, CHUNK * sizeof *t->pending);
+    t->next = ddi_malloc(&a, CHUNK * sizeof *t->next);
+    t->ended_at = ddi_malloc(&a, CHUNK);
+    t->v = ddi_malloc(&a, CHUNK * sizeof *t->v);
+    t->digests = ddi_malloc(&a, CHUNK * sizeof *t->digests);
+    t->keys = ddi_malloc(&a, CHUNK * sizeof *t->keys);
+    t->lens = ddi_malloc(&a, CHUNK * sizeof *t->lens);
+    t->times = ddi_malloc(&a, CHUNK * sizeof *t->times);
+    t->ints = ddi_malloc(&a, CHUNK * sizeof *t->ints);
     if (!t->pending || !t->next || !t->ended_at || !t->v || !t->digests || !t->keys ||
         !t->lens || !t->times || !t->ints) {
         tiers_free(t); /* n is 0: frees no tier */
