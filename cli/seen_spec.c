@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "tier_spec.h"
 #include "dedup/scalable.h"
 #include "dedup/window.h"
 
@@ -94,6 +95,18 @@ const dedup_allocator *dd_seen_allocator(dedup_seen_kind kind)
 
 dedup_status dd_seen_create(const dd_seen_opts *o, dedup_seen **out, char *err, size_t errcap)
 {
+    if (o->tiers) {
+        /* The stack (tier_spec.c), with the window of --window/--last on top. */
+        dedup_seen *top = NULL;
+        if (o->windowed) {
+            dd_seen_opts w = *o;
+            w.tiers = NULL;
+            dedup_status st = dd_seen_create(&w, &top, err, errcap);
+            if (st)
+                return st;
+        }
+        return dd_tiers_create(o->tiers, top, o->seed, out, err, errcap);
+    }
     dedup_seen_spec sp;
     dd_seen_spec(o, &sp);
     dedup_status st = dedup_seen_create(&sp, dd_seen_allocator(sp.kind), out);

@@ -37,6 +37,8 @@ typedef struct dd_seen_opts {
     int (*emit_piece)(void *ctx, const void *piece, size_t len, bool first, bool last,
                       uint64_t count); /* records that are their own keys */
     void *emit_ctx;
+    /* --store / --tier (tier_spec.h): a stack of seen-sets instead of one */
+    struct dd_tiers_cli *tiers;
 } dd_seen_opts;
 
 /* The names --mode accepts, in the order of the help. */
