@@ -21,7 +21,7 @@
 #include <math.h>
 
 /* Lowest generation id still relevant under watermark W. */
-int64_t dd_win_gen_floor(const dedup_window *w, int64_t W)
+int64_t ddi_win_gen_floor(const dedup_window *w, int64_t W)
 {
     if (w->p.type == DEDUP_WINDOW_TUMBLING)
         return fdiv(W, w->D);
@@ -79,7 +79,7 @@ static dedup_status setup(dedup_window *w, const dedup_window_params *in)
         w->Q = q > 0xFFFFFFF ? 0xFFFFFFFu : (uint32_t)q;
     }
     if (p.mode == DEDUP_WINDOW_APPROX) {
-        /* A: generations alive at once, the ids from dd_win_gen_floor(W) to
+        /* A: generations alive at once, the ids from ddi_win_gen_floor(W) to
          * floor(T / s) with W >= T - L: ceil((L + D - 1) / s) + 1 (sliding,
          * count), ceil(L / D) + 1 (tumbling).  They need distinct tags. */
         int64_t x = p.type == DEDUP_WINDOW_TUMBLING ? w->L : w->L + (w->D - 1);
@@ -121,13 +121,13 @@ static dedup_status setup(dedup_window *w, const dedup_window_params *in)
 }
 
 /* Allocates the (empty) fingerprint table.  False on allocation failure. */
-bool dd_win_tab_alloc(dedup_window *w)
+bool ddi_win_tab_alloc(dedup_window *w)
 {
-    w->tab = dd_calloc(&w->alloc, w->tab_bytes + TAB_SLACK, 1);
-    w->tag_n = dd_calloc(&w->alloc, w->ntags, sizeof(uint64_t));
+    w->tab = ddi_calloc(&w->alloc, w->tab_bytes + TAB_SLACK, 1);
+    w->tag_n = ddi_calloc(&w->alloc, w->ntags, sizeof(uint64_t));
     if (!w->tab || !w->tag_n)
         return false;
-    dd_win_advise_huge(w->tab, w->tab_bytes + TAB_SLACK);
+    ddi_win_advise_huge(w->tab, w->tab_bytes + TAB_SLACK);
     return true;
 }
 
@@ -135,18 +135,18 @@ bool dd_win_tab_alloc(dedup_window *w)
  * table now; a loading one only its tag arrays (at most 1024 entries), and
  * the table once the payload is known to hold it, so a hostile file cannot
  * make it allocate first. */
-dedup_status dd_win_alloc_window(const dedup_window_params *params, const dedup_allocator *alloc,
+dedup_status ddi_win_alloc_window(const dedup_window_params *params, const dedup_allocator *alloc,
                                  bool loading, dedup_window **out)
 {
     dedup_allocator a;
-    dd_allocator_resolve(&a, alloc);
-    dedup_window *w = dd_calloc(&a, 1, sizeof *w);
+    ddi_allocator_resolve(&a, alloc);
+    dedup_window *w = ddi_calloc(&a, 1, sizeof *w);
     if (!w)
         return DEDUP_ERR_NOMEM;
     w->alloc = a;
     dedup_status s = setup(w, params);
     if (s) {
-        dd_free(&a, w);
+        ddi_free(&a, w);
         return s;
     }
     if (w->p.mode == DEDUP_WINDOW_APPROX) {
@@ -154,9 +154,9 @@ dedup_status dd_win_alloc_window(const dedup_window_params *params, const dedup_
         w->rng = w->p.seed ^ UINT64_C(0x6A09E667F3BCC909);
         if (!w->rng)
             w->rng = 1;
-        w->tag_state = dd_calloc(&w->alloc, w->ntags, 1);
-        w->tag_id = dd_calloc(&w->alloc, w->ntags, sizeof(int64_t));
-        if (!w->tag_state || !w->tag_id || (!loading && !dd_win_tab_alloc(w))) {
+        w->tag_state = ddi_calloc(&w->alloc, w->ntags, 1);
+        w->tag_id = ddi_calloc(&w->alloc, w->ntags, sizeof(int64_t));
+        if (!w->tag_state || !w->tag_id || (!loading && !ddi_win_tab_alloc(w))) {
             dedup_window_free(w);
             return DEDUP_ERR_NOMEM;
         }
@@ -171,13 +171,13 @@ dedup_status dedup_window_create(const dedup_window_params *params, const dedup_
     if (!params || !out)
         return DEDUP_ERR_INVALID_ARG;
     *out = NULL;
-    return dd_win_alloc_window(params, alloc, false, out);
+    return ddi_win_alloc_window(params, alloc, false, out);
 }
 
 static void gen_release(dedup_window *w, wgen *g)
 {
     if (g->slots) {
-        dd_free(&w->alloc, g->slots);
+        ddi_free(&w->alloc, g->slots);
         w->slot_bytes -= (size_t)g->len * sizeof(wentry);
     }
     g->slots = NULL;
@@ -189,14 +189,14 @@ void dedup_window_free(dedup_window *w)
         return;
     for (size_t i = 0; i < w->gn; i++)
         gen_release(w, &w->gv[i]);
-    dd_free(&w->alloc, w->gv);
-    dd_free(&w->alloc, w->tab);
-    dd_free(&w->alloc, w->tag_n);
-    dd_free(&w->alloc, w->st);
-    dd_free(&w->alloc, w->tag_state);
-    dd_free(&w->alloc, w->tag_id);
+    ddi_free(&w->alloc, w->gv);
+    ddi_free(&w->alloc, w->tab);
+    ddi_free(&w->alloc, w->tag_n);
+    ddi_free(&w->alloc, w->st);
+    ddi_free(&w->alloc, w->tag_state);
+    ddi_free(&w->alloc, w->tag_id);
     dedup_allocator a = w->alloc;
-    dd_free(&a, w);
+    ddi_free(&a, w);
 }
 
 dedup_digest dedup_window_digest(const dedup_window *w, const void *key, size_t len)
@@ -225,14 +225,14 @@ static void expire(dedup_window *w)
 {
     if (!w->has_W || !w->gn)
         return;
-    int64_t floor_id = dd_win_gen_floor(w, w->W);
+    int64_t floor_id = ddi_win_gen_floor(w, w->W);
     size_t k = 0;
     while (k < w->gn && w->gv[k].id < floor_id) {
         wgen *g = &w->gv[k];
         w->expired += g->count;
         w->live -= g->count;
         if (w->p.mode == DEDUP_WINDOW_APPROX)
-            dd_win_ap_tag_close(w, gen_tag(w, g->id));
+            ddi_win_ap_tag_close(w, gen_tag(w, g->id));
         gen_release(w, g);
         k++;
     }
@@ -241,7 +241,7 @@ static void expire(dedup_window *w)
         w->gn -= k;
         if (w->p.mode == DEDUP_WINDOW_APPROX) {
             w->kick_fail_live = UINT64_MAX; /* fewer live now: kick chains may succeed */
-            dd_win_ap_stash_settle(w);
+            ddi_win_ap_stash_settle(w);
         }
     }
 }
@@ -262,9 +262,9 @@ static void gen_close(dedup_window *w, wgen *g)
     if (!g->slots)
         return;
     if (g->count * 100 < g->cap * COMPACT_BELOW) {
-        uint64_t ncap = dd_win_cap_for(g->count);
+        uint64_t ncap = ddi_win_cap_for(g->count);
         if (ncap < g->cap)
-            (void)dd_win_tab_resize(w, g, ncap); /* on failure keep the larger table */
+            (void)ddi_win_tab_resize(w, g, ncap); /* on failure keep the larger table */
     }
 }
 
@@ -276,7 +276,7 @@ static wgen *gen_get(dedup_window *w, int64_t id)
         return &w->gv[i];
     if (w->gn == w->gcap) {
         size_t ncap = w->gcap ? w->gcap * 2 : 8;
-        wgen *nv = dd_realloc(&w->alloc, w->gv, w->gcap * sizeof(wgen), ncap * sizeof(wgen));
+        wgen *nv = ddi_realloc(&w->alloc, w->gv, w->gcap * sizeof(wgen), ncap * sizeof(wgen));
         if (!nv)
             return NULL;
         w->gv = nv;
@@ -286,7 +286,7 @@ static wgen *gen_get(dedup_window *w, int64_t id)
     memset(&g, 0, sizeof g);
     g.id = id;
     if (w->p.mode == DEDUP_WINDOW_APPROX)
-        dd_win_ap_tag_open(w, gen_tag(w, id), id);
+        ddi_win_ap_tag_open(w, gen_tag(w, id), id);
     bool newest = i == w->gn;
     if (newest && w->gn && w->p.mode == DEDUP_WINDOW_EXACT) {
         wgen *prev = &w->gv[w->gn - 1];
@@ -358,10 +358,10 @@ static dedup_status decide(dedup_window *w, dedup_digest d, int64_t u, dedup_ver
     if (!g)
         return DEDUP_ERR_NOMEM;
     if (w->p.mode == DEDUP_WINDOW_EXACT) {
-        if (!dd_win_tab_insert(w, g, lo, hi, u))
+        if (!ddi_win_tab_insert(w, g, lo, hi, u))
             return DEDUP_ERR_NOMEM;
     } else {
-        dedup_status s = dd_win_ap_insert(w, b1, b2, fp, ext, gen_tag(w, g->id));
+        dedup_status s = ddi_win_ap_insert(w, b1, b2, fp, ext, gen_tag(w, g->id));
         if (s)
             return s;
         g->count++;

@@ -26,7 +26,7 @@
 #include <stdlib.h>
 
 /* qsort order of stash entries: by bucket, then value. */
-int dd_win_sentry_cmp(const void *a, const void *b)
+int ddi_win_sentry_cmp(const void *a, const void *b)
 {
     const sentry *x = a, *y = b;
     if (x->b != y->b)
@@ -61,7 +61,7 @@ static inline uint64_t xorshift(uint64_t *s)
 }
 
 /* Places a live entry into a stash known to have a free slot. */
-void dd_win_st_place(dedup_window *w, uint64_t b, uint64_t v)
+void ddi_win_st_place(dedup_window *w, uint64_t b, uint64_t v)
 {
     uint64_t i = st_home(w, b);
     while (w->st[i].v)
@@ -76,7 +76,7 @@ void dd_win_st_place(dedup_window *w, uint64_t b, uint64_t v)
 /* Rebuilds the stash with room for 'extra' more entries, keeping the
  * entries of live generations (an empty one is freed).  False on allocation
  * failure (nothing changed). */
-bool dd_win_st_rebuild(dedup_window *w, uint64_t extra)
+bool ddi_win_st_rebuild(dedup_window *w, uint64_t extra)
 {
     uint64_t need = extra, cap = 0;
     for (uint64_t i = 0; i < w->st_cap; i++)
@@ -90,7 +90,7 @@ bool dd_win_st_rebuild(dedup_window *w, uint64_t extra)
     uint64_t ocap = w->st_cap;
     sentry *n = NULL;
     if (cap) {
-        n = dd_calloc(&w->alloc, (size_t)cap, sizeof(sentry));
+        n = ddi_calloc(&w->alloc, (size_t)cap, sizeof(sentry));
         if (!n)
             return false;
     }
@@ -99,8 +99,8 @@ bool dd_win_st_rebuild(dedup_window *w, uint64_t extra)
     w->st_used = w->st_live = 0;
     for (uint64_t i = 0; i < ocap; i++)
         if (old[i].v && w->tag_state[st_tag(w, old[i].v)] == TAG_LIVE)
-            dd_win_st_place(w, old[i].b, old[i].v);
-    dd_free(&w->alloc, old);
+            ddi_win_st_place(w, old[i].b, old[i].v);
+    ddi_free(&w->alloc, old);
     return true;
 }
 
@@ -147,15 +147,15 @@ static bool tab_place(dedup_window *w, uint64_t b1, uint64_t b2, uint64_t v)
 /* Records fingerprint fp with tag 'tag' (buckets b1, b2): in the table, or
  * in the stash when the table is full around the key.  Error:
  * DEDUP_ERR_NOMEM (the stash could not grow); then nothing changed. */
-dedup_status dd_win_ap_insert(dedup_window *w, uint64_t b1, uint64_t b2, uint64_t fp, uint64_t ext,
+dedup_status ddi_win_ap_insert(dedup_window *w, uint64_t b1, uint64_t b2, uint64_t fp, uint64_t ext,
                               uint32_t tag)
 {
     uint64_t v = fp | (uint64_t)tag << w->fbits;
     if (tab_place(w, b1, b2, v))
         return DEDUP_OK;
-    if ((w->st_used + 1) * 2 > w->st_cap && !dd_win_st_rebuild(w, 1))
+    if ((w->st_used + 1) * 2 > w->st_cap && !ddi_win_st_rebuild(w, 1))
         return DEDUP_ERR_NOMEM;
-    dd_win_st_place(w, b1 < b2 ? b1 : b2, v | ext << w->sbits);
+    ddi_win_st_place(w, b1 < b2 ? b1 : b2, v | ext << w->sbits);
     return DEDUP_OK;
 }
 
@@ -178,7 +178,7 @@ static void ap_sweep(dedup_window *w)
 
 /* Makes 'tag' live for generation 'id', sweeping first if a dead
  * generation left slots with that tag. */
-void dd_win_ap_tag_open(dedup_window *w, uint32_t tag, int64_t id)
+void ddi_win_ap_tag_open(dedup_window *w, uint32_t tag, int64_t id)
 {
     if (w->tag_state[tag] == TAG_DEAD && w->tag_n[tag])
         ap_sweep(w);
@@ -188,7 +188,7 @@ void dd_win_ap_tag_open(dedup_window *w, uint32_t tag, int64_t id)
 
 /* A generation with tag 'tag' is dropped: its table slots become free at
  * once (they are cleared before the tag is reused). */
-void dd_win_ap_tag_close(dedup_window *w, uint32_t tag)
+void ddi_win_ap_tag_close(dedup_window *w, uint32_t tag)
 {
     w->tag_state[tag] = TAG_DEAD;
     w->tab_live -= w->tag_n[tag];
@@ -198,14 +198,14 @@ void dd_win_ap_tag_close(dedup_window *w, uint32_t tag)
  * other entries move into the table where it now has room, in the order of
  * (bucket, entry) so that a window resumed from a file, whose stash is laid
  * out otherwise, moves the same ones; an empty stash is freed. */
-void dd_win_ap_stash_settle(dedup_window *w)
+void ddi_win_ap_stash_settle(dedup_window *w)
 {
     if (!w->st_cap)
         return;
     size_t n = 0;
     for (uint64_t i = 0; i < w->st_cap; i++)
         n += w->st[i].v && w->tag_state[st_tag(w, w->st[i].v)] == TAG_LIVE;
-    sentry *tmp = n ? dd_malloc(&w->alloc, n * sizeof(sentry)) : NULL;
+    sentry *tmp = n ? ddi_malloc(&w->alloc, n * sizeof(sentry)) : NULL;
     if (n && !tmp) {
         /* No memory to sort: only remove the dropped entries, in place. */
         for (uint64_t i = 0; i < w->st_cap; i++) {
@@ -223,15 +223,15 @@ void dd_win_ap_stash_settle(dedup_window *w)
         if (w->st[i].v && w->tag_state[st_tag(w, w->st[i].v)] == TAG_LIVE)
             tmp[k++] = w->st[i];
     if (n)
-        qsort(tmp, n, sizeof(sentry), dd_win_sentry_cmp);
+        qsort(tmp, n, sizeof(sentry), ddi_win_sentry_cmp);
     memset(w->st, 0, (size_t)w->st_cap * sizeof(sentry));
     w->st_used = w->st_live = 0;
     for (size_t i = 0; i < n; i++) {
         uint64_t slot = tmp[i].v & ((UINT64_C(1) << w->sbits) - 1);
         if (!tab_place(w, tmp[i].b, alt_bucket(w, tmp[i].b, tmp[i].v & w->fmask), slot))
-            dd_win_st_place(w, tmp[i].b, tmp[i].v); /* fits: fewer than before */
+            ddi_win_st_place(w, tmp[i].b, tmp[i].v); /* fits: fewer than before */
     }
-    dd_free(&w->alloc, tmp);
+    ddi_free(&w->alloc, tmp);
     if (w->st_live * 8 < w->st_cap)
-        (void)dd_win_st_rebuild(w, 0); /* shrinks, or frees; on failure keeps the array */
+        (void)ddi_win_st_rebuild(w, 0); /* shrinks, or frees; on failure keeps the array */
 }

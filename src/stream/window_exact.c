@@ -30,7 +30,7 @@
  * of its cache miss; with 2 MB pages it is the cache miss alone.  Only the
  * whole 2 MB pages inside the block are advised; the call is a hint and its
  * failure (other kernels, other allocators) changes nothing. */
-void dd_win_advise_huge(void *p, size_t bytes)
+void ddi_win_advise_huge(void *p, size_t bytes)
 {
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
     const uintptr_t huge = (uintptr_t)2 << 20;
@@ -49,17 +49,17 @@ void dd_win_advise_huge(void *p, size_t bytes)
 /* Places sorted entries 'src[0..n)' into a fresh zeroed table of 'cap' home
  * slots; extends the tail as needed.  Returns false on allocation failure
  * (then *out_slots is NULL and nothing was kept). */
-bool dd_win_tab_build(dedup_window *w, const wentry *src, uint64_t src_len, uint64_t cap,
+bool ddi_win_tab_build(dedup_window *w, const wentry *src, uint64_t src_len, uint64_t cap,
                       wentry **out_slots, uint64_t *out_len)
 {
     uint64_t len = cap + TAIL_SLOTS;
     size_t bytes;
-    if (!dd_mul_size((size_t)len, sizeof(wentry), &bytes))
+    if (!ddi_mul_size((size_t)len, sizeof(wentry), &bytes))
         return false;
-    wentry *t = dd_calloc(&w->alloc, (size_t)len, sizeof(wentry));
+    wentry *t = ddi_calloc(&w->alloc, (size_t)len, sizeof(wentry));
     if (!t)
         return false;
-    dd_win_advise_huge(t, bytes);
+    ddi_win_advise_huge(t, bytes);
     uint64_t next = 0; /* first free position */
     for (uint64_t i = 0; i < src_len; i++) {
         const wentry *e = &src[i];
@@ -70,10 +70,10 @@ bool dd_win_tab_build(dedup_window *w, const wentry *src, uint64_t src_len, uint
             pos = next;
         if (pos >= len) {
             uint64_t nlen = len + len / 8 + TAIL_SLOTS;
-            wentry *nt = dd_realloc(&w->alloc, t, (size_t)len * sizeof(wentry),
+            wentry *nt = ddi_realloc(&w->alloc, t, (size_t)len * sizeof(wentry),
                                     (size_t)nlen * sizeof(wentry));
             if (!nt) {
-                dd_free(&w->alloc, t);
+                ddi_free(&w->alloc, t);
                 return false;
             }
             memset(nt + len, 0, (size_t)(nlen - len) * sizeof(wentry));
@@ -89,14 +89,14 @@ bool dd_win_tab_build(dedup_window *w, const wentry *src, uint64_t src_len, uint
 }
 
 /* Rebuilds generation g with 'cap' home slots. */
-bool dd_win_tab_resize(dedup_window *w, wgen *g, uint64_t cap)
+bool ddi_win_tab_resize(dedup_window *w, wgen *g, uint64_t cap)
 {
     wentry *t;
     uint64_t len;
-    if (!dd_win_tab_build(w, g->slots, g->slots ? g->len : 0, cap, &t, &len))
+    if (!ddi_win_tab_build(w, g->slots, g->slots ? g->len : 0, cap, &t, &len))
         return false;
     if (g->slots) {
-        dd_free(&w->alloc, g->slots);
+        ddi_free(&w->alloc, g->slots);
         w->slot_bytes -= (size_t)g->len * sizeof(wentry);
     }
     g->slots = t;
@@ -107,7 +107,7 @@ bool dd_win_tab_resize(dedup_window *w, wgen *g, uint64_t cap)
 }
 
 /* Home slots for a table of 'entries' at no more than MAX_LOAD_NUM% load. */
-uint64_t dd_win_cap_for(uint64_t entries)
+uint64_t ddi_win_cap_for(uint64_t entries)
 {
     uint64_t c = entries + entries * (100 - MAX_LOAD_NUM) / MAX_LOAD_NUM + 8;
     return c < 64 ? 64 : c;
@@ -115,16 +115,16 @@ uint64_t dd_win_cap_for(uint64_t entries)
 
 /* Inserts an entry known to be absent.  False on allocation failure (the
  * table is then unchanged). */
-bool dd_win_tab_insert(dedup_window *w, wgen *g, uint64_t lo, uint64_t hi, int64_t t)
+bool ddi_win_tab_insert(dedup_window *w, wgen *g, uint64_t lo, uint64_t hi, int64_t t)
 {
     if (!g->slots || (g->count + 1) * 100 > g->cap * MAX_LOAD_NUM) {
         /* A new generation starts at the size the last one needed plus 10%
          * (compacted when it closes); a full one grows by half. */
         uint64_t ncap = g->slots ? g->cap + g->cap / 2
-                                 : (w->hint ? dd_win_cap_for(w->hint + w->hint / 10) : 64);
-        if (ncap < dd_win_cap_for(g->count + 1))
-            ncap = dd_win_cap_for(g->count + 1);
-        if (!dd_win_tab_resize(w, g, ncap))
+                                 : (w->hint ? ddi_win_cap_for(w->hint + w->hint / 10) : 64);
+        if (ncap < ddi_win_cap_for(g->count + 1))
+            ncap = ddi_win_cap_for(g->count + 1);
+        if (!ddi_win_tab_resize(w, g, ncap))
             return false;
     }
     wentry *s = g->slots;
@@ -137,7 +137,7 @@ bool dd_win_tab_insert(dedup_window *w, wgen *g, uint64_t lo, uint64_t hi, int64
     if (e >= g->len) {
         /* The cluster runs into the end: extend the tail. */
         uint64_t nlen = g->len + g->len / 8 + TAIL_SLOTS;
-        wentry *ns = dd_realloc(&w->alloc, s, (size_t)g->len * sizeof(wentry),
+        wentry *ns = ddi_realloc(&w->alloc, s, (size_t)g->len * sizeof(wentry),
                                 (size_t)nlen * sizeof(wentry));
         if (!ns)
             return false;

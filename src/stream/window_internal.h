@@ -12,7 +12,7 @@
  * The lookups the verb makes for every record (tab_find, ap_lookup) and the
  * slot helpers are static inline here, so they inline into it as they did
  * when all of this was one file; functions one source defines and others
- * call are dd_win_* and hidden from the shared library's exports.
+ * call are ddi_win_* and hidden from the shared library's exports.
  */
 #ifndef DEDUP_WINDOW_INTERNAL_H
 #define DEDUP_WINDOW_INTERNAL_H
@@ -252,28 +252,28 @@ static inline bool ap_lookup(const dedup_window *w, uint64_t b1, uint64_t b2, ui
 #endif
 
 /* window.c */
-int64_t dd_win_gen_floor(const dedup_window *w, int64_t W);
-bool dd_win_tab_alloc(dedup_window *w);
-dedup_status dd_win_alloc_window(const dedup_window_params *params, const dedup_allocator *alloc,
+int64_t ddi_win_gen_floor(const dedup_window *w, int64_t W);
+bool ddi_win_tab_alloc(dedup_window *w);
+dedup_status ddi_win_alloc_window(const dedup_window_params *params, const dedup_allocator *alloc,
                                  bool loading, dedup_window **out);
 
 /* window_exact.c */
-void dd_win_advise_huge(void *p, size_t bytes);
-bool dd_win_tab_build(dedup_window *w, const wentry *src, uint64_t src_len, uint64_t cap,
+void ddi_win_advise_huge(void *p, size_t bytes);
+bool ddi_win_tab_build(dedup_window *w, const wentry *src, uint64_t src_len, uint64_t cap,
                       wentry **out_slots, uint64_t *out_len);
-bool dd_win_tab_resize(dedup_window *w, wgen *g, uint64_t cap);
-uint64_t dd_win_cap_for(uint64_t entries);
-bool dd_win_tab_insert(dedup_window *w, wgen *g, uint64_t lo, uint64_t hi, int64_t t);
+bool ddi_win_tab_resize(dedup_window *w, wgen *g, uint64_t cap);
+uint64_t ddi_win_cap_for(uint64_t entries);
+bool ddi_win_tab_insert(dedup_window *w, wgen *g, uint64_t lo, uint64_t hi, int64_t t);
 
 /* window_approx.c */
-int dd_win_sentry_cmp(const void *a, const void *b);
-void dd_win_st_place(dedup_window *w, uint64_t b, uint64_t v);
-bool dd_win_st_rebuild(dedup_window *w, uint64_t extra);
-dedup_status dd_win_ap_insert(dedup_window *w, uint64_t b1, uint64_t b2, uint64_t fp, uint64_t ext,
+int ddi_win_sentry_cmp(const void *a, const void *b);
+void ddi_win_st_place(dedup_window *w, uint64_t b, uint64_t v);
+bool ddi_win_st_rebuild(dedup_window *w, uint64_t extra);
+dedup_status ddi_win_ap_insert(dedup_window *w, uint64_t b1, uint64_t b2, uint64_t fp, uint64_t ext,
                               uint32_t tag);
-void dd_win_ap_tag_open(dedup_window *w, uint32_t tag, int64_t id);
-void dd_win_ap_tag_close(dedup_window *w, uint32_t tag);
-void dd_win_ap_stash_settle(dedup_window *w);
+void ddi_win_ap_tag_open(dedup_window *w, uint32_t tag, int64_t id);
+void ddi_win_ap_tag_close(dedup_window *w, uint32_t tag);
+void ddi_win_ap_stash_settle(dedup_window *w);
 
 #if defined(__GNUC__)
 #pragma GCC visibility pop

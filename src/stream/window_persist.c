@@ -103,19 +103,19 @@ static dedup_status save_approx(const dedup_window *w, dedup_encoder *e)
     if (s || !w->st_live)
         return s;
     /* The stash sorted by (bucket, entry): one canonical order. */
-    sentry *tmp = dd_malloc(&w->alloc, (size_t)w->st_live * sizeof(sentry));
+    sentry *tmp = ddi_malloc(&w->alloc, (size_t)w->st_live * sizeof(sentry));
     if (!tmp)
         return DEDUP_ERR_NOMEM;
     size_t m = 0;
     for (uint64_t i = 0; i < w->st_cap; i++)
         if (w->st[i].v)
             tmp[m++] = w->st[i];
-    qsort(tmp, m, sizeof(sentry), dd_win_sentry_cmp);
+    qsort(tmp, m, sizeof(sentry), ddi_win_sentry_cmp);
     for (size_t i = 0; !s && i < m; i++) {
         uint64_t x[2] = {tmp[i].b, tmp[i].v};
         s = dedup_encoder_write_u64s(e, x, 2);
     }
-    dd_free(&w->alloc, tmp);
+    ddi_free(&w->alloc, tmp);
     return s;
 }
 
@@ -175,9 +175,9 @@ static dedup_status load_exact_gen(dedup_window *w, dedup_decoder *d, wgen *g)
     if (!cnt)
         return DEDUP_ERR_CORRUPT; /* empty generations are never saved */
     size_t bytes;
-    if (!dd_mul_size((size_t)cnt, sizeof(wentry), &bytes))
+    if (!ddi_mul_size((size_t)cnt, sizeof(wentry), &bytes))
         return DEDUP_ERR_CORRUPT;
-    wentry *tmp = dd_malloc(&w->alloc, bytes);
+    wentry *tmp = ddi_malloc(&w->alloc, bytes);
     if (!tmp)
         return DEDUP_ERR_NOMEM;
     dedup_status s = dedup_decoder_read_u64s(d, (uint64_t *)(void *)tmp, (size_t)cnt * 3);
@@ -190,8 +190,8 @@ static dedup_status load_exact_gen(dedup_window *w, dedup_decoder *d, wgen *g)
     }
     if (!s) {
         wentry *t;
-        uint64_t len, cap = dd_win_cap_for(cnt);
-        if (dd_win_tab_build(w, tmp, cnt, cap, &t, &len)) {
+        uint64_t len, cap = ddi_win_cap_for(cnt);
+        if (ddi_win_tab_build(w, tmp, cnt, cap, &t, &len)) {
             g->slots = t;
             g->cap = cap;
             g->len = len;
@@ -201,7 +201,7 @@ static dedup_status load_exact_gen(dedup_window *w, dedup_decoder *d, wgen *g)
             s = DEDUP_ERR_NOMEM;
         }
     }
-    dd_free(&w->alloc, tmp);
+    ddi_free(&w->alloc, tmp);
     return s;
 }
 
@@ -213,7 +213,7 @@ static dedup_status load_exact_gen(dedup_window *w, dedup_decoder *d, wgen *g)
 static dedup_status load_approx(dedup_window *w, dedup_decoder *d, uint64_t sn)
 {
     uint64_t n = w->nb * SLOTS_PER_BUCKET;
-    if (!dd_win_tab_alloc(w))
+    if (!ddi_win_tab_alloc(w))
         return DEDUP_ERR_NOMEM;
     dedup_status s = dedup_decoder_read(d, w->tab, w->tab_bytes);
     if (s)
@@ -221,7 +221,7 @@ static dedup_status load_approx(dedup_window *w, dedup_decoder *d, uint64_t sn)
     uint32_t tail = (uint32_t)(n * w->sbits % 8);
     if (tail && (w->tab[w->tab_bytes - 1] >> tail))
         return DEDUP_ERR_CORRUPT;
-    uint64_t *cnt = dd_calloc(&w->alloc, w->ntags, sizeof(uint64_t));
+    uint64_t *cnt = ddi_calloc(&w->alloc, w->ntags, sizeof(uint64_t));
     if (!cnt)
         return DEDUP_ERR_NOMEM;
     for (uint64_t i = 0; !s && i < n; i++) {
@@ -238,7 +238,7 @@ static dedup_status load_approx(dedup_window *w, dedup_decoder *d, uint64_t sn)
         cnt[g] = w->tag_n[g];
         w->tab_live += w->tag_n[g];
     }
-    if (!s && sn && !dd_win_st_rebuild(w, sn))
+    if (!s && sn && !ddi_win_st_rebuild(w, sn))
         s = DEDUP_ERR_NOMEM;
     uint64_t pb = 0, pv = 0;
     for (uint64_t k = 0; !s && k < sn; k++) {
@@ -256,12 +256,12 @@ static dedup_status load_approx(dedup_window *w, dedup_decoder *d, uint64_t sn)
         pb = x[0];
         pv = x[1];
         cnt[st_tag(w, x[1])]++;
-        dd_win_st_place(w, x[0], x[1]);
+        ddi_win_st_place(w, x[0], x[1]);
     }
     for (size_t i = 0; !s && i < w->gn; i++)
         if (cnt[gen_tag(w, w->gv[i].id)] != w->gv[i].count)
             s = DEDUP_ERR_CORRUPT;
-    dd_free(&w->alloc, cnt);
+    ddi_free(&w->alloc, cnt);
     return s;
 }
 
@@ -272,7 +272,7 @@ dedup_status dedup_window_load(dedup_source src, const dedup_allocator *alloc,
         return DEDUP_ERR_INVALID_ARG;
     *out = NULL;
     dedup_allocator a;
-    dd_allocator_resolve(&a, alloc);
+    ddi_allocator_resolve(&a, alloc);
     dedup_decoder dec, *d = &dec; /* ~5 KB, 64-byte aligned: on the stack as bloom.c does */
     dedup_window *w = NULL;
     dedup_status s = dedup_decoder_begin(d, src, DEDUP_TYPE_WINDOW);
@@ -311,7 +311,7 @@ dedup_status dedup_window_load(dedup_source src, const dedup_allocator *alloc,
     }
     p.type = (dedup_window_type)type;
     p.mode = (dedup_window_mode)mode;
-    s = dd_win_alloc_window(&p, &a, true, &w);
+    s = ddi_win_alloc_window(&p, &a, true, &w);
     if (s) {
         if (s != DEDUP_ERR_NOMEM)
             s = s == DEDUP_ERR_LIMIT ? DEDUP_ERR_LIMIT : DEDUP_ERR_CORRUPT;
@@ -392,14 +392,14 @@ dedup_status dedup_window_load(dedup_source src, const dedup_allocator *alloc,
         goto done;
     }
     if (ng) {
-        w->gv = dd_calloc(&w->alloc, ng, sizeof(wgen));
+        w->gv = ddi_calloc(&w->alloc, ng, sizeof(wgen));
         if (!w->gv) {
             s = DEDUP_ERR_NOMEM;
             goto done;
         }
         w->gcap = ng;
     }
-    int64_t floor_id = w->has_W ? dd_win_gen_floor(w, w->W) : INT64_MIN;
+    int64_t floor_id = w->has_W ? ddi_win_gen_floor(w, w->W) : INT64_MIN;
     int64_t top_id = w->has_T ? fdiv(w->T, w->s) : INT64_MIN;
     uint64_t live = 0;
     for (uint32_t i = 0; i < ng; i++) {
@@ -491,7 +491,7 @@ dedup_status dedup_window_load_file(const char *path, const dedup_allocator *all
     if (!out)
         return DEDUP_ERR_INVALID_ARG;
     void *obj = NULL;
-    dedup_status s = dd_load_file(path, alloc, load_any, free_any, &obj);
+    dedup_status s = ddi_load_file(path, alloc, load_any, free_any, &obj);
     *out = obj;
     return s;
 }
