@@ -7,7 +7,7 @@
  * extsort_giant.c; finish() ends the top node (extsort_partition.c).  What the
  * sources share, and the vocabulary: extsort_internal.h.
  */
-#define _GNU_SOURCE /* O_TMPFILE, O_CLOEXEC, pread, pwritev */
+#define _GNU_SOURCE /* one feature set (POSIX, Linux) for every extsort source */
 #include "extsort_internal.h"
 
 #include <stdlib.h>

@@ -4,7 +4,7 @@
  * streams, deduplicated by streaming comparisons from their own temporary
  * file, and written out among the other output in its order.
  */
-#define _GNU_SOURCE /* O_TMPFILE, O_CLOEXEC, pread, pwritev */
+#define _GNU_SOURCE /* one feature set (POSIX, Linux) for every extsort source */
 #include "extsort_internal.h"
 
 #include <unistd.h>

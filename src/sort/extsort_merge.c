@@ -4,7 +4,7 @@
  * sorted runs with their combining merge by key (in several passes when the
  * budget cannot read every run at once).
  */
-#define _GNU_SOURCE /* O_TMPFILE, O_CLOEXEC, pread, pwritev */
+#define _GNU_SOURCE /* one feature set (POSIX, Linux) for every extsort source */
 #include "extsort_internal.h"
 
 /* ---- k-way merge with a loser tree ---------------------------------------- */

@@ -6,7 +6,7 @@
  * emit.  Finishing a node (its partitions, then the merge) is in
  * extsort_partition.c.
  */
-#define _GNU_SOURCE /* O_TMPFILE, O_CLOEXEC, pread, pwritev */
+#define _GNU_SOURCE /* one feature set (POSIX, Linux) for every extsort source */
 #include "extsort_internal.h"
 
 /* ---- Nodes -------------------------------------------------------------- */

@@ -4,7 +4,7 @@
  * the top two in parallel in shadow engines), then the merge of their
  * results (extsort_merge.c).
  */
-#define _GNU_SOURCE /* O_TMPFILE, O_CLOEXEC, pread, pwritev */
+#define _GNU_SOURCE /* one feature set (POSIX, Linux) for every extsort source */
 #include "extsort_internal.h"
 
 #include <unistd.h>

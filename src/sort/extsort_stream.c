@@ -5,7 +5,7 @@
  * extsort_threads.c, in the final merge) and parses items.  The encoding of
  * items is described in extsort_internal.h.
  */
-#define _GNU_SOURCE /* O_TMPFILE, O_CLOEXEC, pread, pwritev */
+#define _GNU_SOURCE /* one feature set (POSIX, Linux) for every extsort source */
 #include "extsort_internal.h"
 
 /* ---- Buffered writer (result streams) ------------------------------------- */

@@ -4,7 +4,7 @@
  * extsort_internal.h) and its sort by key for sorted output and sorted runs.
  * Each node owns one (extsort_node.c).
  */
-#define _GNU_SOURCE /* O_TMPFILE, O_CLOEXEC, pread, pwritev */
+#define _GNU_SOURCE /* one feature set (POSIX, Linux) for every extsort source */
 #include "extsort_internal.h"
 
 /* ---- The in-memory table ---------------------------------------------------

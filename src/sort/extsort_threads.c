@@ -7,7 +7,7 @@
  * and readers (extsort_stream.c), the partitions (extsort_node.c) and the
  * merges (extsort_merge.c); files are written through extsort_tmp.c.
  */
-#define _GNU_SOURCE /* O_TMPFILE, O_CLOEXEC, pread, pwritev */
+#define _GNU_SOURCE /* one feature set (POSIX, Linux) for every extsort source */
 #include "extsort_internal.h"
 
 #include <signal.h>
