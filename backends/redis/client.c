@@ -37,6 +37,7 @@ typedef struct rc_node {
     size_t sent;     /* commands appended this round */
     bool wrote;      /* a command other than a read went out this round */
     bool failed;
+    bool short_wait; /* WAIT answered fewer replicas than asked */
 } rc_node;
 
 struct rc_client {
@@ -512,6 +513,49 @@ static void flush_node(rc_node *nd)
             break; /* the read below sees the error */
 }
 
+/* WAIT answered short on some node (a replica resyncing, or none since a
+ * failover): ask again, with the same bounded backoff, until it is enough.
+ * WAIT counts the replicas that hold every write of this connection, so a
+ * lost connection here leaves the writes' durability unknown: an error. */
+static dedup_status retry_waits(rc_client *c, uint32_t want, uint32_t *failures, uint32_t backoff)
+{
+    char n1[16], n2[16];
+    snprintf(n1, sizeof n1, "%u", want);
+    snprintf(n2, sizeof n2, "%u", c->o.wait_timeout_ms);
+    for (size_t j = 0; j < c->nnodes; j++) {
+        rc_node *nd = &c->nodes[j];
+        long long got = -1;
+        while (nd->short_wait) {
+            if (++*failures > c->o.retries) {
+                rc_set_error(c, "Redis at %s:%d: WAIT %u acknowledged by %lld replica(s) within "
+                                "%u ms (gave up after %u retries)", nd->host, nd->port, want,
+                             got < 0 ? 0 : got, c->o.wait_timeout_ms, c->o.retries);
+                return DEDUP_ERR_IO;
+            }
+            c->cnt.retries++;
+            const char *argv[3] = {"WAIT", n1, n2};
+            size_t lens[3] = {4, strlen(n1), strlen(n2)};
+            redisReply *r = nd->ctx ? redisCommandArgv(nd->ctx, 3, argv, lens) : NULL;
+            if (!r) {
+                rc_set_error(c, "Redis at %s:%d: connection lost waiting for %u replica(s): "
+                                "whether the last writes are replicated is unknown",
+                             nd->host, nd->port, want);
+                drop_conn(nd);
+                return DEDUP_ERR_IO;
+            }
+            got = r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
+            freeReplyObject(r);
+            if (got >= (long long)want)
+                nd->short_wait = false;
+            else {
+                sleep_ms(backoff);
+                backoff = backoff * 2 > MAX_BACKOFF_MS ? MAX_BACKOFF_MS : backoff * 2;
+            }
+        }
+    }
+    return DEDUP_OK;
+}
+
 dedup_status rc_exec(rc_client *c, rc_batch *b)
 {
     size_t pending = 0;
@@ -540,6 +584,7 @@ dedup_status rc_exec(rc_client *c, rc_batch *b)
             c->nodes[j].sent = 0;
             c->nodes[j].wrote = false;
             c->nodes[j].failed = false;
+            c->nodes[j].short_wait = false;
         }
         if (order_cap < b->n) {
             free(order);
@@ -680,12 +725,8 @@ dedup_status rc_exec(rc_client *c, rc_batch *b)
                     redisReply *r = rep;
                     long long got = r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
                     freeReplyObject(r);
-                    if (got < (long long)b->wait_replicas) {
-                        rc_set_error(c, "Redis at %s:%d: WAIT %u acknowledged by %lld replica(s) "
-                                        "within %u ms", nd->host, nd->port, b->wait_replicas,
-                                     got < 0 ? 0 : got, c->o.wait_timeout_ms);
-                        result = DEDUP_ERR_IO;
-                    }
+                    if (got < (long long)b->wait_replicas)
+                        nd->short_wait = true;
                 }
             }
             if (nd->failed) {
@@ -718,6 +759,8 @@ dedup_status rc_exec(rc_client *c, rc_batch *b)
         }
     }
     free(order);
+    if (result == DEDUP_OK && waitlen)
+        result = retry_waits(c, b->wait_replicas, &failures, backoff);
     return result;
 }
 

@@ -21,8 +21,18 @@ trap 'exit 1' INT TERM
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
 # A free loopback port (bound then released; the server takes it at once).
+# Below 55536 so a cluster node's bus port (port + 10000) exists too.
 free_port() {
-    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
+    python3 -c '
+import random, socket
+for _ in range(200):
+    p = random.randint(20000, 55000)
+    try:
+        for q in (p, p + 10000):
+            s = socket.socket(); s.bind(("127.0.0.1", q)); s.close()
+        print(p); break
+    except OSError:
+        pass'
 }
 
 # start_server PORT [ARGS...]: a redis-server on 127.0.0.1:PORT; waits for PING.
@@ -66,7 +76,22 @@ start_cluster() {
             sleep 0.1
         done
     done
-    # every node must also agree on the replicas before a failover test
+    # every replica's link up, so WAIT 1 and a failover find it in sync
+    for p in $CLUSTER_PORTS; do
+        until "$REDIS_CLI" -p "$p" info replication 2>/dev/null |
+            grep -Eq 'role:master|master_link_status:up'; do
+            i=$((i + 1))
+            [ $i -gt 600 ] && fail "replica on port $p never synced"
+            sleep 0.1
+        done
+        if "$REDIS_CLI" -p "$p" info replication | grep -q 'role:master'; then
+            until "$REDIS_CLI" -p "$p" info replication | grep -q 'connected_slaves:1'; do
+                i=$((i + 1))
+                [ $i -gt 600 ] && fail "master on port $p has no replica"
+                sleep 0.1
+            done
+        fi
+    done
     set -- $CLUSTER_PORTS
     CLUSTER_URL="redis-cluster://127.0.0.1:$1,127.0.0.1:$2"
 }

@@ -510,6 +510,8 @@ static void test_errors(const char *url)
     dedup_redis_free(r);
     /* The metadata key of another type. */
     snprintf(key, sizeof key, "%s:wt:meta", name);
+    redisFree(c);
+    c = raw(url, key, strlen(key));
     x = redisCommand(c, "SET %s x", key);
     freeReplyObject(x);
     redisFree(c);
@@ -568,6 +570,80 @@ static void test_lost(const char *url, const char *proxy)
     dedup_redis_free(r);
 }
 
+/* Each of n keys occurs twice, the stream cut into batches; after the first
+ * quarter the file 'signal' is created (the script then kills a master).
+ * With wait_replicas each key is NEW at most once and its second
+ * occurrence never NEW; the run completes after the failover. */
+static int test_failover(const char *url, const char *signal, unsigned wait)
+{
+    dedup_redis_options o;
+    dedup_redis_options_init(&o);
+    o.url = url;
+    char name[96];
+    snprintf(name, sizeof name, "%s:fo", run_name);
+    o.name = name;
+    o.wait_replicas = wait;
+    o.wait_timeout_ms = 2000;
+    o.retries = 12;
+    o.io_timeout_ms = 2000;
+    dedup_redis *r = open_or_die(&o);
+    size_t distinct = 60000, n = 2 * distinct;
+    input in = make_input(n, 1, o.seed);
+    for (size_t i = 0; i < n; i++) {
+        in.id[i] = i % distinct;
+        in.lens[i] = (size_t)sprintf(in.text[i], "k%llu", (unsigned long long)in.id[i]);
+        in.d[i] = dedup_hash(in.text[i], in.lens[i], o.seed);
+    }
+    dedup_verdict *v = malloc(n * sizeof *v);
+    unsigned char *news = calloc(distinct, 1);
+    bool signalled = false;
+    int rc = 0;
+    for (size_t pos = 0; pos < n; pos += 500) {
+        size_t m = n - pos < 500 ? n - pos : 500;
+        dedup_batch b = slice(&in, pos, m);
+        dedup_status st = dedup_redis_decide(r, &b, v + pos, NULL);
+        if (st != DEDUP_OK) {
+            fprintf(stderr, "failover: decide stopped at key %zu: %s: %s\n", pos, dedup_strerror(st),
+                    dedup_redis_last_error(r));
+            CHECK(strstr(dedup_redis_last_error(r), "127.0.0.1:") != NULL, "the message names the node");
+            rc = 3;
+            n = pos;
+            break;
+        }
+        if (!signalled && pos > n / 4) {
+            FILE *f = fopen(signal, "w");
+            if (f)
+                fclose(f);
+            signalled = true;
+            struct timespec ts = {0, 200 * 1000000L};
+            nanosleep(&ts, NULL);
+        }
+        struct timespec ts = {0, 2 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    size_t twice = 0, unc = 0, second_new = 0;
+    for (size_t i = 0; i < n; i++) {
+        unc += v[i] == DEDUP_UNCERTAIN;
+        if (v[i] != DEDUP_NEW)
+            continue;
+        if (news[in.id[i]])
+            twice++;
+        news[in.id[i]] = 1;
+        second_new += i >= distinct;
+    }
+    dedup_redis_stats s;
+    dedup_redis_get_stats(r, &s);
+    fprintf(stderr, "failover (wait %u): %zu keys decided, %zu uncertain, %llu retries, %zu NEW twice\n",
+            wait, n, unc, (unsigned long long)s.retries, twice);
+    if (wait)
+        CHECK(twice == 0 && second_new == 0, "with WAIT %u: %zu keys NEW twice", wait, twice);
+    free(news);
+    free(v);
+    free_input(&in);
+    dedup_redis_free(r);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     const char *env = getenv("DEDUP_TEST_SEED");
@@ -597,7 +673,13 @@ int main(int argc, char **argv)
         test_module(url);
     else if (strcmp(what, "errors") == 0)
         test_errors(url);
-    else if (strcmp(what, "lost") == 0 && argc > 3)
+    else if (strcmp(what, "failover") == 0 && argc > 3) {
+        int rc = test_failover(url, argv[3], argc > 4 ? (unsigned)atoi(argv[4]) : 0);
+        if (rc && !failures) {
+            fprintf(stderr, "failover: exited clearly\n");
+            return rc;
+        }
+    } else if (strcmp(what, "lost") == 0 && argc > 3)
         test_lost(url, argv[3]);
     else
         return 2;
