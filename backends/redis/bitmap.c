@@ -177,9 +177,11 @@ dedup_status rd_bitmap_open(dedup_redis *r)
             return DEDUP_ERR_LIMIT;
         }
         uint64_t n = o->items ? o->items : dedup_blocked_capacity_for(bits, o->fpr);
-        uint32_t k = n ? dedup_blocked_k_for(n, bits) : 1;
-        if (k < 1 || k > MAX_K)
-            k = k < 1 ? 1 : MAX_K;
+        uint32_t k = o->hashes ? o->hashes : n ? dedup_blocked_k_for(n, bits) : 1;
+        if (k < 1 || k > MAX_K) {
+            rd_error(r, "a bitmap filter takes k in 1..%u (got %u)", MAX_K, k);
+            return DEDUP_ERR_INVALID_ARG;
+        }
         uint64_t blocks = bits / BLOCK_BITS;
         uint64_t segs = o->segments ? o->segments : (blocks + MAX_SEG_BLOCKS - 1) / MAX_SEG_BLOCKS;
         if (!o->segments && r->url.cluster && segs < 16)

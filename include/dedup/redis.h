@@ -177,6 +177,7 @@ typedef struct dedup_redis_options {
                                  bitmap finds its metadata already there */
     double fpr;               /* p; default 0.01 */
     uint64_t bits;            /* bitmap: 0 = from (items, fpr); else rounded to 512 */
+    uint32_t hashes;          /* bitmap: k in 1..16; 0 = the best for (items, bits) */
     uint32_t segments;        /* bitmap: 0 = as few as the 2^32-bit limit allows
                                  (but at least 1); at most 65536 */
     uint32_t generations;     /* bitmap with ttl_ms: default 4, 1..64 */
