@@ -192,6 +192,31 @@ static void test_keys(const char *url, bool whole)
             break;
         }
     dedup_redis_free(r2);
+    /* The same through the seen-set interface: every key now a duplicate. */
+    dedup_redis *r3 = open_or_die(&o);
+    dedup_seen *s3 = NULL;
+    CHECK(dedup_redis_seen(r3, NULL, &s3) == DEDUP_OK, "wrap");
+    CHECK(dedup_seen_kind_of(s3) == DEDUP_SEEN_REDIS, "kind");
+    b = slice(&in, 0, 5000);
+    size_t done = 0;
+    CHECK(dedup_seen_decide(s3, &b, v, &done) == DEDUP_OK && done == 5000, "seen decide");
+    for (size_t i = 0; i < 5000; i++)
+        if (v[i] != DEDUP_DUPLICATE) {
+            CHECK(v[i] == DEDUP_DUPLICATE, "seen: key %zu", i);
+            break;
+        }
+    b = slice(&fresh, 0, 1000);
+    CHECK(dedup_seen_decide(s3, &b, v, &done) == DEDUP_OK, "seen decide fresh");
+    CHECK(dedup_seen_commit(s3, &b) == DEDUP_OK, "seen commit");
+    for (size_t i = 0; i < 1000; i++)
+        if (v[i] != DEDUP_NEW) {
+            CHECK(v[i] == DEDUP_NEW, "seen: fresh key %zu", i);
+            break;
+        }
+    dedup_seen_info si;
+    dedup_seen_get_info(s3, &si);
+    CHECK(si.kind == DEDUP_SEEN_REDIS && !si.probabilistic && si.items == 1000, "info");
+    dedup_seen_free(s3);
     free_input(&fresh);
     free_input(&in);
     free(v);
