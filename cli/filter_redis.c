@@ -177,12 +177,12 @@ static int run_items(dedup_redis *r, const fr_opts *f, bool add, int nargs, char
     for (size_t i = 0; i < q->n; i++)
         free(q->keep[i]);
     free(q);
-    if (!ok)
-        return CLI_EXIT_FAIL;
+    if (!ok) /* query: 1 means "none selected", so its errors are 2 */
+        return add ? CLI_EXIT_FAIL : CLI_EXIT_USAGE;
     if (!add && f->count && !f->quiet)
         printf("%llu\n", (unsigned long long)selected);
     if (out_finish("filter", NULL) != 0)
-        return CLI_EXIT_FAIL;
+        return add ? CLI_EXIT_FAIL : CLI_EXIT_USAGE;
     return !add && selected == 0 ? 1 : 0;
 }
 
@@ -453,7 +453,7 @@ int dd_filter_redis(int argc, char **argv)
     }
     dedup_redis *r = fr_open(&f, create);
     if (!r)
-        return CLI_EXIT_FAIL;
+        return strcmp(action, "query") == 0 ? CLI_EXIT_USAGE : CLI_EXIT_FAIL;
     int rc = 0;
     if (create)
         rc = 0;

@@ -35,7 +35,7 @@ b=$(seq 1 9000 | $DEDUP filter query "redis://127.0.0.1:$P/b" -c)
 $DEDUP filter create "$U" -n 40000 2>"$RT_DIR/err" && fail "mismatch accepted"
 grep -q "bits=" "$RT_DIR/err" && grep -q "this run asks" "$RT_DIR/err" || fail "mismatch message: $(cat "$RT_DIR/err")"
 # no such filter; unreachable server
-$DEDUP filter query "redis://127.0.0.1:$P/none" x 2>"$RT_DIR/err2"; [ $? = 1 ] || fail "absent filter"
+$DEDUP filter query "redis://127.0.0.1:$P/none" x 2>"$RT_DIR/err2"; [ $? = 2 ] || fail "absent filter: query errors exit 2"
 grep -q "no bitmap filter named 'none'" "$RT_DIR/err2" || fail "absent message: $(cat "$RT_DIR/err2")"
 $DEDUP filter info "redis://127.0.0.1:1/x" 2>"$RT_DIR/err3"; [ $? = 1 ] || fail "unreachable"
 grep -q "127.0.0.1:1" "$RT_DIR/err3" || fail "unreachable message: $(cat "$RT_DIR/err3")"
