@@ -540,6 +540,7 @@ static void test_errors(const char *url)
     x = redisCommand(c, "SET %s x", key);
     freeReplyObject(x);
     redisFree(c);
+    free_input(&in);
     char name2[128];
     snprintf(name2, sizeof name2, "%s:wt", name);
     o.name = name2;
