@@ -627,11 +627,8 @@ static dedup_status scalable_create(const dedup_seen_spec *sp, const dedup_alloc
     dedup_status st = fbox_new(a, sp, &b);
     if (st)
         return st;
+    /* spec.memory is checked as the chain grows (decide: FULL past it) */
     st = dedup_scalable_create(&p, a, (dedup_scalable **)&b->st);
-    if (!st && sp->memory && dedup_scalable_memory_usage(b->st) > sp->memory) {
-        dedup_scalable_free(b->st);
-        st = DEDUP_ERR_LIMIT;
-    }
     if (st) {
         fbox_free(b);
         return st;
