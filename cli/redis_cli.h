@@ -49,6 +49,10 @@ enum {
     {"pipeline", required_argument, NULL, DD_OPT_REDIS_PIPELINE},             \
     {"reserve", required_argument, NULL, DD_OPT_REDIS_RESERVE}
 
+/* Keys the main job hands to Redis at once (each batch is then pipelined
+ * --pipeline commands per round trip and node). */
+#define DD_REDIS_BATCH 8192
+
 /* The lines of `dedup --help` for these options. */
 extern const char dd_redis_help[];
 
@@ -68,6 +72,14 @@ typedef struct dd_redis_opts {
  * one of ours, -1 = bad value (an error was printed; exit 2). */
 int dd_redis_option(dd_redis_opts *o, int code, const char *arg);
 
+/* Whether any --redis option was given. */
+bool dd_redis_used(const dd_redis_opts *o);
+
+/* The main job's other options that cannot go with --redis, found before
+ * any work: 0 fine, -1 an error was printed (exit 2). */
+int dd_redis_check_args(const dd_redis_opts *o, bool mode_given, bool windowed, bool state,
+                        bool bounded, bool counts);
+
 /* The state of one run against Redis. */
 typedef struct dd_redis_run dd_redis_run;
 
@@ -82,6 +94,18 @@ int dd_redis_create(const dd_redis_opts *o, uint64_t items, double fpr, uint64_t
 /* Writes a record answered DEDUP_UNCERTAIN to --uncertain (with its
  * terminator), if given.  False on a write error (printed). */
 bool dd_redis_uncertain(dd_redis_run *run, const void *rec, size_t len, int term);
+
+struct dd_writer;
+/* After a batch's records were handed to the writer: writes the UNCERTAIN
+ * ones to --uncertain, and (keys scheme with --ttl) flushes the writer and
+ * commits the NEW keys, so a key is made permanent only once its record has
+ * left the process.  False on an error (printed; exit 1). */
+bool dd_redis_after_batch(dd_redis_run *run, dedup_seen *s, const dedup_batch *b,
+                          const dedup_verdict *v, const unsigned char *const *rec,
+                          const size_t *rlen, unsigned char term, struct dd_writer *w);
+
+/* The last Redis error's sentence (names host:port). */
+const char *dd_redis_error(const dd_redis_run *run);
 
 /* The --stats lines (text) or JSON members (json: ',"redis":{...}'). */
 void dd_redis_print_stats(const dd_redis_run *run, FILE *f, bool json);

@@ -10,6 +10,7 @@
 
 #include "cli.h"
 #include "cli_args.h"
+#include "io.h"
 
 const char dd_redis_help[] =
     "Shared seen-set in Redis (many processes, many machines):\n"
@@ -35,6 +36,11 @@ const char dd_redis_help[] =
 
 struct dd_redis_run {
     dedup_redis *r; /* owned by the seen-set */
+    bool commits;   /* keys scheme with a TTL: reserve, then commit */
+    dedup_digest *cd; /* the NEW keys of a batch, for commit */
+    const unsigned char **ck;
+    size_t *cl;
+    size_t ccap;
     FILE *uncertain;
     const char *uncertain_path;
     bool write_failed;
@@ -90,6 +96,54 @@ int dd_redis_option(dd_redis_opts *o, int code, const char *arg)
         return 1;
     default: return 0;
     }
+}
+
+bool dd_redis_used(const dd_redis_opts *o)
+{
+    return o->url || o->scheme || o->name || o->uncertain_path || o->ttl_us || o->reserve_us ||
+           o->wait_replicas || o->whole_keys || o->shards || o->segments || o->pipeline;
+}
+
+int dd_redis_check_args(const dd_redis_opts *o, bool mode_given, bool windowed, bool state,
+                        bool bounded, bool counts)
+{
+    if (!o->url) {
+        cli_error("--redis-scheme, --name, --ttl, --reserve, --uncertain, --wait-replicas, "
+                  "--shards, --segments and --pipeline need --redis URL");
+        return -1;
+    }
+    const char *bad = mode_given ? "--mode (choose --redis-scheme keys|bitmap|module)"
+                      : windowed ? "--window/--last (use --ttl for recent keys)"
+                      : state    ? "-s/--state (the seen-set is in Redis)"
+                      : bounded  ? "-m/--memory, --sort and --tmpdir"
+                      : counts   ? "-c/--count and -u/--unique (Redis keeps no counts)"
+                                 : NULL;
+    if (bad) {
+        cli_error("--redis cannot be combined with %s", bad);
+        return -1;
+    }
+    const char *sch = o->scheme ? o->scheme : "keys";
+    if (o->whole_keys && strcmp(sch, "keys") != 0) {
+        cli_error("--redis-whole-keys is for --redis-scheme keys");
+        return -1;
+    }
+    if (o->reserve_us && !(o->ttl_us && strcmp(sch, "keys") == 0)) {
+        cli_error("--reserve is for --redis-scheme keys with --ttl");
+        return -1;
+    }
+    if (o->ttl_us && strcmp(sch, "module") == 0) {
+        cli_error("--ttl is for --redis-scheme keys or bitmap (the module scheme keeps no expiry)");
+        return -1;
+    }
+    if (o->shards && strcmp(sch, "module") != 0) {
+        cli_error("--shards is for --redis-scheme module");
+        return -1;
+    }
+    if (o->segments && strcmp(sch, "bitmap") != 0) {
+        cli_error("--segments is for --redis-scheme bitmap");
+        return -1;
+    }
+    return 0;
 }
 
 bool dd_is_redis_url(const char *s)
@@ -166,8 +220,61 @@ int dd_redis_create(const dd_redis_opts *o, uint64_t items, double fpr, uint64_t
         free(rr);
         return st == DEDUP_ERR_INVALID_ARG ? CLI_EXIT_USAGE : CLI_EXIT_FAIL;
     }
+    rr->commits = ro.scheme == DEDUP_REDIS_KEYS && ro.ttl_ms;
     *run = rr;
     return 0;
+}
+
+const char *dd_redis_error(const dd_redis_run *run)
+{
+    return run ? dedup_redis_last_error(run->r) : "";
+}
+
+bool dd_redis_after_batch(dd_redis_run *run, dedup_seen *s, const dedup_batch *b,
+                          const dedup_verdict *v, const unsigned char *const *rec,
+                          const size_t *rlen, unsigned char term, struct dd_writer *w)
+{
+    size_t news = 0;
+    for (size_t i = 0; i < b->n; i++) {
+        if (v[i] == DEDUP_UNCERTAIN && !dd_redis_uncertain(run, rec[i], rlen[i], term))
+            return false;
+        news += v[i] == DEDUP_NEW;
+    }
+    if (!run->commits || !news)
+        return true;
+    /* "Written out": past this process, in the kernel's hands. */
+    if (!dd_writer_flush(w))
+        return false; /* the caller reports the writer's error */
+    if (news > run->ccap) {
+        free(run->cd);
+        free(run->ck);
+        free(run->cl);
+        run->cd = malloc(news * sizeof *run->cd);
+        run->ck = malloc(news * sizeof *run->ck);
+        run->cl = malloc(news * sizeof *run->cl);
+        run->ccap = news;
+        if (!run->cd || !run->ck || !run->cl) {
+            run->ccap = 0;
+            cli_error("out of memory");
+            return false;
+        }
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < b->n; i++)
+        if (v[i] == DEDUP_NEW) {
+            run->cd[k] = b->digests[i];
+            run->ck[k] = b->keys ? b->keys[i] : NULL;
+            run->cl[k] = b->lens ? b->lens[i] : 0;
+            k++;
+        }
+    dedup_batch cb = {.n = k, .digests = run->cd, .keys = b->keys ? run->ck : NULL,
+                      .lens = b->lens ? run->cl : NULL};
+    dedup_status st = dedup_seen_commit(s, &cb);
+    if (st != DEDUP_OK) {
+        cli_error("--redis: committing %zu keys: %s", k, dedup_redis_last_error(run->r));
+        return false;
+    }
+    return true;
 }
 
 bool dd_redis_uncertain(dd_redis_run *run, const void *rec, size_t len, int term)
@@ -226,6 +333,9 @@ bool dd_redis_close(dd_redis_run *run)
         cli_error("--uncertain '%s': %s", run->uncertain_path, strerror(errno));
         ok = false;
     }
+    free(run->cd);
+    free(run->ck);
+    free(run->cl);
     free(run);
     return ok;
 }
@@ -247,6 +357,20 @@ bool dd_redis_uncertain(dd_redis_run *run, const void *rec, size_t len, int term
 {
     (void)run; (void)rec; (void)len; (void)term;
     return true;
+}
+
+bool dd_redis_after_batch(dd_redis_run *run, dedup_seen *s, const dedup_batch *b,
+                          const dedup_verdict *v, const unsigned char *const *rec,
+                          const size_t *rlen, unsigned char term, struct dd_writer *w)
+{
+    (void)run; (void)s; (void)b; (void)v; (void)rec; (void)rlen; (void)term; (void)w;
+    return true;
+}
+
+const char *dd_redis_error(const dd_redis_run *run)
+{
+    (void)run;
+    return "";
 }
 
 void dd_redis_print_stats(const dd_redis_run *run, FILE *f, bool json)

@@ -33,9 +33,9 @@ static void w_info(const void *impl, dedup_seen_info *out)
     out->seed = r->shape.seed;
     out->capacity = r->shape.items;
     out->items = r->recorded;
-    out->distinct = r->recorded;
-    out->distinct_exact = false; /* other clients record too */
-    out->distinct_known = false;
+    out->distinct = r->recorded; /* the keys this object recorded; others record too */
+    out->distinct_exact = r->o.scheme == DEDUP_REDIS_KEYS;
+    out->distinct_known = true;
     out->fpr_target = r->o.scheme == DEDUP_REDIS_KEYS ? 0 : r->shape.fpr;
     out->fpr_bound = out->fpr_target;
     out->bits = r->shape.bits;
