@@ -517,8 +517,10 @@ static void flush_node(rc_node *nd)
  * failover): ask again, with the same bounded backoff, until it is enough.
  * WAIT counts the replicas that hold every write of this connection, so a
  * lost connection here leaves the writes' durability unknown: an error. */
-static dedup_status retry_waits(rc_client *c, uint32_t want, uint32_t *failures, uint32_t backoff)
+static dedup_status retry_waits(rc_client *c, uint32_t want, uint32_t *failures, uint32_t backoff,
+                                int *dropped)
 {
+    *dropped = -1;
     char n1[16], n2[16];
     snprintf(n1, sizeof n1, "%u", want);
     snprintf(n2, sizeof n2, "%u", c->o.wait_timeout_ms);
@@ -541,6 +543,8 @@ static dedup_status retry_waits(rc_client *c, uint32_t want, uint32_t *failures,
                                 "whether the last writes are replicated is unknown",
                              nd->host, nd->port, want);
                 drop_conn(nd);
+                nd->short_wait = false;
+                *dropped = (int)j;
                 return DEDUP_ERR_IO;
             }
             got = r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
@@ -575,6 +579,7 @@ dedup_status rc_exec(rc_client *c, rc_batch *b)
         waitlen = (size_t)snprintf(waitcmd, sizeof waitcmd, "*3\r\n$4\r\nWAIT\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n",
                                    l1, n1, l2, n2);
     }
+again:
     while (pending) {
         bool trouble = false;
         const char *trouble_node = NULL;
@@ -758,9 +763,32 @@ dedup_status rc_exec(rc_client *c, rc_batch *b)
             }
         }
     }
+    if (result == DEDUP_OK && waitlen) {
+        int dropped;
+        result = retry_waits(c, b->wait_replicas, &failures, backoff, &dropped);
+        if (result != DEDUP_OK && dropped >= 0 && failures <= c->o.retries) {
+            /* The node went away before its replicas acknowledged: its
+             * commands may be lost with it (a failover), so they run again,
+             * marked lost (their keys found present become UNCERTAIN). */
+            for (size_t i = 0; i < b->n; i++) {
+                rc_cmd *cm = &b->cmds[i];
+                if (cm->done && cm->node == dropped) {
+                    freeReplyObject(cm->reply);
+                    cm->reply = NULL;
+                    cm->done = false;
+                    cm->lost = true;
+                    pending++;
+                }
+            }
+            result = DEDUP_OK;
+            c->cnt.retries++;
+            sleep_ms(backoff);
+            if (c->cluster)
+                (void)load_slots(c);
+            goto again;
+        }
+    }
     free(order);
-    if (result == DEDUP_OK && waitlen)
-        result = retry_waits(c, b->wait_replicas, &failures, backoff);
     return result;
 }
 

@@ -19,6 +19,35 @@ start_server "$P"
 grep -q "is a Redis Cluster node: use a redis-cluster:// URL" "$RT_DIR/err1" || fail "no clear message: $(cat "$RT_DIR/err1")"
 "$T" keys "redis-cluster://127.0.0.1:$P" 2>"$RT_DIR/err2" && fail "redis-cluster:// accepted for a plain server"
 grep -q "is not a cluster node" "$RT_DIR/err2" || fail "no clear message: $(cat "$RT_DIR/err2")"
+# the command line: two processes on input halves, keys and bitmap
+if [ -n "${DEDUP:-}" ]; then
+    python3 -c 'import random, sys
+r = random.Random(int(sys.argv[1]))
+for _ in range(100000): print("id-%d" % r.randrange(60000))' "${DEDUP_TEST_SEED:-$RANDOM}" > "$RT_DIR/in.txt"
+    sort -u "$RT_DIR/in.txt" > "$RT_DIR/distinct.txt"
+    split -n l/2 "$RT_DIR/in.txt" "$RT_DIR/half."
+    D=$(wc -l < "$RT_DIR/distinct.txt")
+    for scheme in keys bitmap; do
+        extra=()
+        [ $scheme = bitmap ] && extra=(-n "$D" -p 0.01)
+        "$DEDUP" --redis "$CLUSTER_URL" --name "c$scheme" --redis-scheme $scheme "${extra[@]}" --stats "$RT_DIR/half.aa" > "$RT_DIR/$scheme.a" 2> "$RT_DIR/$scheme.err" &
+        pa=$!
+        "$DEDUP" --redis "$CLUSTER_URL" --name "c$scheme" --redis-scheme $scheme "${extra[@]}" "$RT_DIR/half.ab" > "$RT_DIR/$scheme.b" || fail "cli $scheme"
+        wait $pa || fail "cli $scheme: $(cat "$RT_DIR/$scheme.err")"
+        grep -q "cluster, 3 master" "$RT_DIR/$scheme.err" || fail "cli $scheme stats: $(cat "$RT_DIR/$scheme.err")"
+        cat "$RT_DIR/$scheme.a" "$RT_DIR/$scheme.b" | sort > "$RT_DIR/$scheme.all"
+        if [ $scheme = keys ]; then
+            cmp -s "$RT_DIR/keys.all" "$RT_DIR/distinct.txt" || fail "cluster keys: not every distinct key exactly once"
+        else
+            [ -z "$(uniq -d "$RT_DIR/bitmap.all")" ] || fail "cluster bitmap: a key written twice"
+            dropped=$(comm -23 "$RT_DIR/distinct.txt" "$RT_DIR/bitmap.all" | wc -l)
+            bound=$(awk -v n="$D" 'BEGIN{m = n * 0.01; printf "%d", m + 4 * sqrt(m) + 10}')
+            [ "$dropped" -le "$bound" ] || fail "cluster bitmap: $dropped false drops > $bound"
+        fi
+    done
+    "$DEDUP" --redis "redis://127.0.0.1:$1" "$RT_DIR/in.txt" > /dev/null 2> "$RT_DIR/e3"
+    [ $? = 1 ] && grep -q "redis-cluster://" "$RT_DIR/e3" || fail "cli: redis:// for a cluster: $(cat "$RT_DIR/e3")"
+fi
 # kill the master of slot 0 once the run is a quarter through, WAIT 1
 m=$("$REDIS_CLI" -p "$1" cluster slots | awk 'NR==1{lo=$0} NR==4{print $0; exit}')
 master=$("$REDIS_CLI" -p "$1" cluster nodes | awk '/master/ && $9 ~ /^0-/ {split($2,a,"[:@]"); print a[2]}')
