@@ -38,9 +38,11 @@
  *    Blocks are split over 'segments' keys "<name>:{<name>:s<i>}:g<gen>",
  *    each at most 2^32 bits (Redis' 512 MB string limit); the hash tag puts
  *    all generations of a segment in one slot and spreads segments over the
- *    slots.  A batch is tested-and-set atomically per segment by one Lua
- *    script (EVALSHA; EVAL when the server answers NOSCRIPT, e.g. after a
- *    failover), its keys passed in KEYS.  Decisions equal those of a local
+ *    slots.  A batch is tested-and-set atomically per segment in one
+ *    command: without ttl_ms one BITFIELD (its SET u1 returns the old bit,
+ *    in order), with ttl_ms one Lua script over the segment's live
+ *    generations (EVALSHA; EVAL when the server answers NOSCRIPT, e.g.
+ *    after a failover), its keys passed in KEYS.  Decisions equal those of a local
  *    blocked filter of the same bits, k and seed, fed the same keys in the
  *    same order (by one client).  A metadata hash "<name>:meta" holds
  *    version, bits, k, seed, segments, generation length and count; a
