@@ -20,7 +20,8 @@ const char dd_redis_help[] =
     "                         blocked Bloom filter on plain strings, sized by -n/-p), or\n"
     "                         module (BF.* of dedup_redis.so or RedisBloom, -n/-p)\n"
     "      --name=NAME        prefix of the Redis keys (default dedup)\n"
-    "      --ttl=D            keys/bitmap: forget a key D after it was seen (7d, 1h)\n"
+    "      --ttl=D            forget a key D after it was seen (7d, 1h); module: the\n"
+    "                         expiring DEDUP.* filters of dedup_redis.so\n"
     "      --reserve=D        keys with --ttl: a new key lives D until its record is\n"
     "                         written, then gets --ttl (default 60s)\n"
     "      --uncertain=FILE   write records whose Redis reply was lost (dropped like\n"
@@ -129,10 +130,6 @@ int dd_redis_check_args(const dd_redis_opts *o, bool mode_given, bool windowed, 
     }
     if (o->reserve_us && !(o->ttl_us && strcmp(sch, "keys") == 0)) {
         cli_error("--reserve is for --redis-scheme keys with --ttl");
-        return -1;
-    }
-    if (o->ttl_us && strcmp(sch, "module") == 0) {
-        cli_error("--ttl is for --redis-scheme keys or bitmap (the module scheme keeps no expiry)");
         return -1;
     }
     if (o->shards && strcmp(sch, "module") != 0) {

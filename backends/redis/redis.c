@@ -215,10 +215,6 @@ static size_t shard_key(const dedup_redis *r, uint32_t s, char *buf)
 
 static dedup_status module_open(dedup_redis *r)
 {
-    if (r->o.ttl_ms) {
-        rd_error(r, "the module scheme keeps no expiry (use keys or bitmap with a TTL)");
-        return DEDUP_ERR_UNSUPPORTED;
-    }
     if (r->o.shards < 1 || r->o.shards > 65536) {
         rd_error(r, "shards must be in 1..65536 (got %u)", r->o.shards);
         return DEDUP_ERR_INVALID_ARG;
@@ -228,16 +224,20 @@ static dedup_status module_open(dedup_redis *r)
         return DEDUP_ERR_INVALID_ARG;
     }
     uint64_t per = (r->o.items + r->o.shards - 1) / r->o.shards;
-    char fpr[32], cap[24];
+    char fpr[32], cap[24], win[24];
     snprintf(fpr, sizeof fpr, "%.17g", r->o.fpr);
     size_t caplen = put_u64(cap, per ? per : 1);
+    size_t winlen = put_u64(win, r->o.ttl_ms);
     rc_batch_reset(&r->b);
     char kb[2 * RD_MAX_NAME + 32];
     for (uint32_t s = 0; s < r->o.shards; s++) {
         size_t kl = shard_key(r, s, kb);
-        const char *argv[4] = {"BF.RESERVE", kb, fpr, cap};
-        size_t lens[4] = {10, kl, strlen(fpr), caplen};
-        if (!rc_batch_add(&r->b, 4, argv, lens, 1, s))
+        /* With a TTL: the module's expiring filter (DEDUP.*), else BF. */
+        const char *bf[4] = {"BF.RESERVE", kb, fpr, cap};
+        size_t bl[4] = {10, kl, strlen(fpr), caplen};
+        const char *dd[5] = {"DEDUP.RESERVE", kb, win, fpr, cap};
+        size_t dl[5] = {13, kl, winlen, strlen(fpr), caplen};
+        if (!(r->o.ttl_ms ? rc_batch_add(&r->b, 5, dd, dl, 1, s) : rc_batch_add(&r->b, 4, bf, bl, 1, s)))
             return DEDUP_ERR_NOMEM;
     }
     dedup_status st = rc_exec(r->c, &r->b);
@@ -250,11 +250,14 @@ static dedup_status module_open(dedup_redis *r)
         if (rep->type != REDIS_REPLY_ERROR || strstr(rep->str, "exists"))
             continue;
         if (strstr(rep->str, "unknown command")) {
-            rd_error(r, "Redis has no BF.RESERVE: load this project's module (dedup_redis.so) "
-                        "or RedisBloom, or use --redis-scheme keys|bitmap");
+            rd_error(r, r->o.ttl_ms ? "Redis has no DEDUP.RESERVE (the module scheme with a TTL "
+                                      "needs this project's module, dedup_redis.so)"
+                                    : "Redis has no BF.RESERVE: load this project's module "
+                                      "(dedup_redis.so) or RedisBloom, or use --redis-scheme "
+                                      "keys|bitmap");
             return DEDUP_ERR_UNSUPPORTED;
         }
-        return rd_reply_error(r, rep, "BF.RESERVE");
+        return rd_reply_error(r, rep, r->o.ttl_ms ? "DEDUP.RESERVE" : "BF.RESERVE");
     }
     r->shape.shards = r->o.shards;
     r->shape.items = r->o.items;
@@ -288,11 +291,36 @@ static dedup_status module_run(dedup_redis *r, const dedup_batch *b, dedup_verdi
     }
     rc_batch_reset(&r->b);
     char kb[2 * RD_MAX_NAME + 32];
+    bool ttl = r->o.ttl_ms != 0;
+    if (ttl && !record) { /* DEDUP.* has no MEXISTS: one EXISTS per key, pipelined */
+        for (size_t i = 0; i < b->n && st == DEDUP_OK; i++) {
+            size_t kl = shard_key(r, r->seg_of[i], kb);
+            const char *argv[3] = {"DEDUP.EXISTS", kb, r->argbuf + 16 * i};
+            size_t lens[3] = {12, kl, 16};
+            if (!rc_batch_add(&r->b, 3, argv, lens, 1, (uint32_t)i))
+                st = DEDUP_ERR_NOMEM;
+        }
+        free(count); free(first); free(last);
+        if (st == DEDUP_OK)
+            st = rc_exec(r->c, &r->b);
+        if (st != DEDUP_OK) {
+            if (st == DEDUP_ERR_IO)
+                rd_error(r, "%s", rc_error(r->c));
+            return st;
+        }
+        for (size_t j = 0; j < r->b.n; j++) {
+            redisReply *e = r->b.cmds[j].reply;
+            if (e->type != REDIS_REPLY_INTEGER)
+                return rd_reply_error(r, e, "DEDUP.EXISTS");
+            out[r->b.cmds[j].tag] = e->integer ? DEDUP_MAYBE_DUPLICATE : DEDUP_NEW;
+        }
+        return DEDUP_OK;
+    }
     for (uint32_t s = 0; s < S && st == DEDUP_OK; s++) {
         if (!count[s])
             continue;
         size_t kl = shard_key(r, s, kb);
-        r->argv[0] = record ? "BF.MADD" : "BF.MEXISTS";
+        r->argv[0] = record ? (ttl ? "DEDUP.MADD" : "BF.MADD") : "BF.MEXISTS";
         r->lens[0] = strlen(r->argv[0]);
         r->argv[1] = kb;
         r->lens[1] = kl;

@@ -58,7 +58,10 @@
  *    filter is split into 'shards' keys "<name>:{<name>:f<i>}", an item
  *    routed to shard reduce(hi, shards) by its digest, each shard reserved
  *    (BF.RESERVE) for items/shards keys at fpr if absent.  The item sent is
- *    the 16-byte digest.  ttl_ms is not supported (DEDUP_ERR_UNSUPPORTED).
+ *    the 16-byte digest.  With ttl_ms the shards are this project's
+ *    expiring filters instead (DEDUP.RESERVE key ttl_ms fpr capacity,
+ *    DEDUP.MADD, DEDUP.EXISTS): a key is remembered for the window ttl_ms;
+ *    RedisBloom has no such command (DEDUP_ERR_UNSUPPORTED at open).
  *
  * Round trips.  Commands are pipelined: a batch becomes one command per key
  * (keys, module: one BF.MADD per shard) or one script call per segment

@@ -502,6 +502,20 @@ static void test_module(const char *url)
             break;
         }
     free(seen);
+    dedup_redis_free(r);
+    /* With a TTL: the module's expiring DEDUP.* filters. */
+    snprintf(name, sizeof name, "%s:modttl", run_name);
+    o.ttl_ms = 60000;
+    o.shards = 3;
+    r = open_or_die(&o);
+    b = slice(&in, 0, 5000);
+    CHECK(dedup_redis_decide(r, &b, v, NULL) == DEDUP_OK, "decide ttl: %s", dedup_redis_last_error(r));
+    CHECK(dedup_redis_query(r, &b, v) == DEDUP_OK, "query ttl: %s", dedup_redis_last_error(r));
+    for (size_t i = 0; i < 5000; i++)
+        if (v[i] == DEDUP_NEW) {
+            CHECK(v[i] != DEDUP_NEW, "ttl query: key %zu absent", i);
+            break;
+        }
     free(v);
     free_input(&in);
     dedup_redis_free(r);
