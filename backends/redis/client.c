@@ -191,6 +191,7 @@ bool rc_batch_add(rc_batch *b, int argc, const char *const *argv, const size_t *
     c->len = k;
     c->slot = keyarg >= 0 ? rc_key_slot(argv[keyarg], lens[keyarg]) : -1;
     c->node = -1;
+    c->ask_node = -1;
     c->tag = tag;
     b->used += k;
     return true;
@@ -605,8 +606,8 @@ again:
                 continue;
             int nd_i = 0;
             if (c->cluster) {
-                if (cm->asking && cm->node >= 0)
-                    nd_i = cm->node;
+                if (cm->asking && cm->ask_node >= 0)
+                    nd_i = cm->ask_node;
                 else if (cm->slot >= 0)
                     nd_i = c->slots[cm->slot];
                 else
@@ -707,7 +708,7 @@ again:
                         continue;
                     }
                     cm->asking = true;
-                    cm->node = to;
+                    cm->ask_node = to; /* cm->node stays: this round read it from j */
                     continue;
                 }
                 if (retryable(r)) {

@@ -28,8 +28,9 @@ typedef struct rc_client rc_client;
 typedef struct rc_cmd {
     size_t off, len;    /* RESP bytes in the batch arena */
     int slot;           /* -1: any node (single server: always node 0) */
-    int node;           /* where it goes next */
-    bool asking;        /* send ASKING first */
+    int node;           /* where it went last */
+    int ask_node;       /* asking: the node an ASK named */
+    bool asking;        /* send ASKING first, to ask_node */
     bool lost;          /* was written once and its reply lost */
     bool done;
     uint32_t tag;       /* the caller's */

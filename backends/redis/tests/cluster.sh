@@ -11,6 +11,7 @@ set -- $CLUSTER_PORTS
 "$T" keys "$CLUSTER_URL" || fail "keys"
 "$T" bitmap "$CLUSTER_URL" || fail "bitmap"
 "$T" errors "$CLUSTER_URL" || fail "errors"
+"$T" redirect "$CLUSTER_URL" || fail "redirect"
 [ -n "$MOD" ] && { "$T" module "$CLUSTER_URL" || fail "module"; }
 # a redis:// URL for a cluster node, a cluster URL for a plain server
 P=$(free_port)

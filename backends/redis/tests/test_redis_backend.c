@@ -684,6 +684,107 @@ static int test_failover(const char *url, const char *signal, unsigned wait)
     return rc;
 }
 
+/* The owner of 'key' and another master, as connections and node ids. */
+static bool two_masters(const char *url, const char *key, size_t kl, redisContext **src,
+                        redisContext **dst, char *src_id, char *dst_id)
+{
+    *src = raw(url, key, kl);
+    if (!*src)
+        return false;
+    redisReply *x = redisCommand(*src, "CLUSTER MYID");
+    snprintf(src_id, 64, "%s", x && x->type == REDIS_REPLY_STRING ? x->str : "");
+    freeReplyObject(x);
+    x = redisCommand(*src, "CLUSTER NODES");
+    *dst = NULL;
+    char *save = NULL;
+    for (char *line = x && x->type == REDIS_REPLY_STRING ? strtok_r(x->str, "\n", &save) : NULL;
+         line && !*dst; line = strtok_r(NULL, "\n", &save)) {
+        char id[64], addr[128], flags[128];
+        if (sscanf(line, "%63s %127s %127s", id, addr, flags) != 3 || !strstr(flags, "master") ||
+            strstr(flags, "fail") || strcmp(id, src_id) == 0)
+            continue;
+        char host[64];
+        int port;
+        if (sscanf(addr, "%63[^:]:%d", host, &port) != 2)
+            continue;
+        *dst = redisConnect(host, port);
+        snprintf(dst_id, 64, "%s", id);
+    }
+    freeReplyObject(x);
+    return *dst && src_id[0];
+}
+
+/* A slot being migrated: the key's owner answers ASK for a key it lacks,
+ * and once the slot has moved, MOVED; only the redirected command is
+ * resent, and the answers stay exact. */
+static void test_redirect(const char *url)
+{
+    dedup_redis_options o;
+    dedup_redis_options_init(&o);
+    o.url = url;
+    char name[96];
+    snprintf(name, sizeof name, "%s:redir", run_name);
+    o.name = name;
+    dedup_redis *r = open_or_die(&o);
+    input in = make_input(200, 1ull << 60, o.seed);
+    char key[256];
+    size_t nl = strlen(name);
+    memcpy(key, name, nl);
+    key[nl] = ':';
+    for (int i = 0; i < 8; i++) {
+        key[nl + 1 + i] = (char)(in.d[0].lo >> (8 * i));
+        key[nl + 9 + i] = (char)(in.d[0].hi >> (8 * i));
+    }
+    size_t kl = nl + 17;
+    redisContext *src = NULL, *dst = NULL;
+    char sid[64] = "", did[64] = "";
+    if (!two_masters(url, key, kl, &src, &dst, sid, did)) {
+        CHECK(false, "two masters for slot of the key");
+        exit(1);
+    }
+    redisReply *x = redisCommand(src, "CLUSTER KEYSLOT %b", key, kl);
+    long long slot = x->integer;
+    freeReplyObject(x);
+    x = redisCommand(dst, "CLUSTER SETSLOT %lld IMPORTING %s", slot, sid);
+    CHECK(x && x->type == REDIS_REPLY_STATUS, "importing: %s", x ? x->str : "?");
+    freeReplyObject(x);
+    x = redisCommand(src, "CLUSTER SETSLOT %lld MIGRATING %s", slot, did);
+    CHECK(x && x->type == REDIS_REPLY_STATUS, "migrating: %s", x ? x->str : "?");
+    freeReplyObject(x);
+    dedup_verdict v[200];
+    dedup_batch b = slice(&in, 0, 200);
+    dedup_redis_stats s0, s1;
+    dedup_redis_get_stats(r, &s0);
+    CHECK(dedup_redis_decide(r, &b, v, NULL) == DEDUP_OK, "decide: %s", dedup_redis_last_error(r));
+    dedup_redis_get_stats(r, &s1);
+    CHECK(v[0] == DEDUP_NEW, "the migrating key: %d", v[0]);
+    CHECK(s1.ask - s0.ask >= 1, "no ASK followed");
+    CHECK(s1.commands - s0.commands == 200 + (s1.ask - s0.ask), "resent %llu commands for %llu ASK",
+          (unsigned long long)(s1.commands - s0.commands - 200), (unsigned long long)(s1.ask - s0.ask));
+    x = redisCommand(dst, "ASKING");
+    freeReplyObject(x);
+    x = redisCommand(dst, "EXISTS %b", key, kl);
+    CHECK(x && x->type == REDIS_REPLY_INTEGER && x->integer == 1, "the key is on the importing node");
+    freeReplyObject(x);
+    /* The slot moves for good: this client's map is stale, MOVED follows. */
+    x = redisCommand(dst, "CLUSTER SETSLOT %lld NODE %s", slot, did);
+    freeReplyObject(x);
+    x = redisCommand(src, "CLUSTER SETSLOT %lld NODE %s", slot, did);
+    freeReplyObject(x);
+    b = slice(&in, 0, 1);
+    dedup_redis_get_stats(r, &s0);
+    CHECK(dedup_redis_decide(r, &b, v, NULL) == DEDUP_OK, "decide: %s", dedup_redis_last_error(r));
+    dedup_redis_get_stats(r, &s1);
+    CHECK(v[0] == DEDUP_DUPLICATE, "after the move: %d", v[0]);
+    CHECK(s1.moved - s0.moved == 1 && s1.commands - s0.commands == 2, "MOVED %llu, commands %llu",
+          (unsigned long long)(s1.moved - s0.moved), (unsigned long long)(s1.commands - s0.commands));
+    fprintf(stderr, "redirect: slot %lld: ASK and MOVED followed\n", slot);
+    redisFree(src);
+    redisFree(dst);
+    free_input(&in);
+    dedup_redis_free(r);
+}
+
 int main(int argc, char **argv)
 {
     const char *env = getenv("DEDUP_TEST_SEED");
@@ -711,6 +812,8 @@ int main(int argc, char **argv)
         test_bitmap_ttl(url);
     else if (strcmp(what, "module") == 0)
         test_module(url);
+    else if (strcmp(what, "redirect") == 0)
+        test_redirect(url);
     else if (strcmp(what, "errors") == 0)
         test_errors(url);
     else if (strcmp(what, "failover") == 0 && argc > 3) {
