@@ -533,6 +533,14 @@ void dedup_redis_get_stats(const dedup_redis *r, dedup_redis_stats *out)
 
 const char *dedup_redis_last_error(const dedup_redis *r) { return r ? r->err : ""; }
 
+size_t dedup_redis_memory_usage(const dedup_redis *r)
+{
+    if (!r)
+        return 0;
+    return sizeof *r + r->b.cap + r->b.ncap * sizeof(rc_cmd) + r->scratch_n * 3 * sizeof(uint32_t) +
+           r->argv_cap * (sizeof(char *) + sizeof(size_t)) + r->argbuf_cap;
+}
+
 void dedup_redis_get_shape(const dedup_redis *r, dedup_redis_shape *out) { *out = r->shape; }
 
 dedup_status dedup_redis_remote_memory(dedup_redis *r, uint64_t *bytes)

@@ -38,6 +38,7 @@ static void w_info(const void *impl, dedup_seen_info *out)
     out->distinct_known = true;
     out->fpr_target = r->o.scheme == DEDUP_REDIS_KEYS ? 0 : r->shape.fpr;
     out->fpr_bound = out->fpr_target;
+    out->memory = dedup_redis_memory_usage(r);
     out->bits = r->shape.bits;
     out->hashes = r->shape.k;
 }

@@ -207,6 +207,11 @@ typedef struct dedup_redis dedup_redis;
 dedup_status dedup_redis_open(const dedup_redis_options *o, const dedup_allocator *alloc,
                               dedup_redis **out, char *err, size_t errcap);
 
+/* Bytes this object holds on the client: its batch buffers and scratch
+ * (hiredis' connection buffers not included).  'alloc' of open is not
+ * used: hiredis allocates through libc, and so does this object. */
+size_t dedup_redis_memory_usage(const dedup_redis *r);
+
 /* Closes the connections and frees; NULL is a no-op. */
 void dedup_redis_free(dedup_redis *r);
 
