@@ -103,9 +103,13 @@
  *    (stats.uncertain) and may write it aside.  A key found absent is NEW.
  *  - wait_replicas N: after each batch's commands (and each commit) the
  *    client sends WAIT N wait_timeout_ms to every master written, in the
- *    same round trip; fewer acknowledgements fail the call with
- *    DEDUP_ERR_IO, so a caller that writes its output only after decide
- *    returns never reports a key NEW that a failover could forget.
+ *    same round trip.  Fewer acknowledgements (a replica resyncing, or
+ *    none yet after a failover) are asked again with the same backoff;
+ *    still fewer after 'retries' fail the call with DEDUP_ERR_IO.  A
+ *    master lost before acknowledging has its commands sent again (to its
+ *    successor), marked lost as above.  So a caller that writes its output
+ *    only after decide returns never reports a key NEW that a failover
+ *    could forget.
  *  - A key of the wrong type under the name (WRONGTYPE) gives
  *    DEDUP_ERR_WRONG_TYPE; other error replies give DEDUP_ERR_IO; the
  *    message (dedup_redis_last_error()) names the node and Redis' words.
