@@ -28,7 +28,8 @@ const char dd_redis_help[] =
     "                         duplicates) to FILE\n"
     "      --wait-replicas=N  each batch waits for N replicas (WAIT) before its output\n"
     "      --redis-whole-keys keys: name Redis keys by the key bytes, not the digest\n"
-    "      --shards=S         module: split the filter into S keys (default 1)\n"
+    "      --shards=S         module: split the filter into S keys (default 1; 16 on\n"
+    "                         a cluster)\n"
     "      --segments=S       bitmap: split the filter into S keys (default: by size)\n"
     "      --pipeline=N       commands in flight per node (default 1024)\n";
 

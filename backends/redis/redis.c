@@ -98,7 +98,7 @@ void dedup_redis_options_init(dedup_redis_options *o)
     o->seed = DEDUP_DEFAULT_SEED;
     o->fpr = 0.01;
     o->generations = 4;
-    o->shards = 1;
+    o->shards = 0;
 }
 
 static void put_le64(unsigned char *p, uint64_t v)
@@ -215,7 +215,9 @@ static size_t shard_key(const dedup_redis *r, uint32_t s, char *buf)
 
 static dedup_status module_open(dedup_redis *r)
 {
-    if (r->o.shards < 1 || r->o.shards > 65536) {
+    if (r->o.shards == 0)
+        r->o.shards = r->url.cluster ? 16 : 1;
+    if (r->o.shards > 65536) {
         rd_error(r, "shards must be in 1..65536 (got %u)", r->o.shards);
         return DEDUP_ERR_INVALID_ARG;
     }

@@ -190,8 +190,10 @@ typedef struct dedup_redis_options {
     uint32_t segments;        /* bitmap: 0 = as few as the 2^32-bit limit allows
                                  (but at least 1); at most 65536 */
     uint32_t generations;     /* bitmap with ttl_ms: default 4, 1..64 */
-    uint32_t shards;          /* module: keys of the logical filter; default 1,
-                                 at most 65536 */
+    uint32_t shards;          /* module: keys of the logical filter, at most
+                                 65536; 0 (default) = 16 on a cluster (spread
+                                 over its slots), 1 on one server.  Every
+                                 client of one filter must use the same S */
 } dedup_redis_options;
 
 void dedup_redis_options_init(dedup_redis_options *o);
