@@ -102,11 +102,15 @@ echo "lost: $u uncertain records written aside" >&2
 S=$(free_port)
 start_server "$S"
 mkfifo "$RT_DIR/fifo"
-( cat "$RT_DIR/distinct.txt"; sleep 2; cat "$RT_DIR/distinct.txt" | sed 's/^/b/' ) > "$RT_DIR/fifo" &
+( cat "$RT_DIR/distinct.txt"; sleep 5; sed 's/^/b/' "$RT_DIR/distinct.txt" ) > "$RT_DIR/fifo" &
 RT_PIDS="$RT_PIDS $!"
 "$DEDUP" --redis "redis://127.0.0.1:$S" -o "$RT_DIR/mid.out" "$RT_DIR/fifo" 2> "$RT_DIR/mid.err" &
 dp=$!
-sleep 1
+# every key of the first part decided (the reader then waits on the FIFO)
+i=0
+until [ "$("$REDIS_CLI" -p "$S" dbsize 2>/dev/null || echo 0)" -ge "$D" ]; do
+    i=$((i + 1)); [ $i -gt 600 ] && fail "server stopped: the first part was never decided"; sleep 0.1
+done
 stop_server "$S"
 wait $dp
 rc=$?
