@@ -31,6 +31,7 @@
 #include "feeder.h"
 #include "keys.h"
 #include "seen_spec.h"
+#include "redis_cli.h"
 #include "tier_spec.h"
 
 #define BATCH 64
@@ -67,6 +68,7 @@ typedef struct opts {
     const char *late_file;
     enum bad_time_policy bad_time; /* --on-bad-time */
     bool window_opts;            /* some window option was given */
+    dd_redis_opts redis;         /* --redis URL ...: the seen-set in Redis (redis_cli.h) */
 } opts;
 
 volatile sig_atomic_t dd_stop_signal;
@@ -167,9 +169,12 @@ static void usage(FILE *f)
 "      --help             show this help and exit\n"
 "      --version          show the version and exit\n"
 "\n"
+"%s"
+"\n"
 "Subcommands: dedup calc (size a filter), dedup filter (filter files), dedup store\n"
 "info DIR (a persistent store). See dedup(1).\n"
-"Exit status: 0 success, 1 failure while running (e.g. write error), 2 bad usage or input.\n");
+"Exit status: 0 success, 1 failure while running (e.g. write error), 2 bad usage or input.\n",
+            dd_redis_help);
 }
 
 enum {
@@ -222,6 +227,7 @@ static const struct option long_opts[] = {
     {"verbose", no_argument, NULL, 'v'},
     {"help", no_argument, NULL, OPT_HELP},
     {"version", no_argument, NULL, OPT_VERSION},
+    DD_REDIS_LONG_OPTIONS,
     {NULL, 0, NULL, 0},
 };
 
@@ -424,12 +430,18 @@ static int parse_args(int argc, char **argv, opts *o)
         case ':':
             cli_error("option '%s' needs a value (see dedup --help)", argv[optind - 1]);
             return -1;
-        default:
+        default: {
+            int rr = dd_redis_option(&o->redis, c, optarg);
+            if (rr > 0)
+                break;
+            if (rr < 0)
+                return -1;
             if (optopt)
                 cli_error("unknown option '-%c' (see dedup --help)", optopt);
             else
                 cli_error("unknown option '%s' (see dedup --help)", argv[optind - 1]);
             return -1;
+        }
         }
     }
     o->kind = dd_mode_kind(o->mode);
@@ -444,6 +456,19 @@ static int parse_args(int argc, char **argv, opts *o)
     if (kinds > 1) {
         cli_error("choose one of -D/--duplicates, -c/--count and -u/--unique");
         return -1;
+    }
+    if (dd_redis_used(&o->redis)) /* the seen-set is in Redis: none of the rest applies */
+    {
+        if (o->sizing.tiers) {
+            cli_error("--redis cannot be combined with --store/--tier");
+            return -1;
+        }
+        int rc = dd_redis_check_args(&o->redis, strcmp(o->mode, "exact") != 0,
+                                     o->window_us || o->last_n || o->window_opts, o->state != NULL,
+                                     o->sizing.memory || o->sorted || o->tmpdir,
+                                     o->out == OUT_COUNT || o->out == OUT_UNIQUE);
+        o->mode = "redis"; /* what --stats names */
+        return rc;
     }
     if (o->sizing.tiers &&
         !dd_tiers_check(o->sizing.tiers, o->kind, o->sizing.items, o->sizing.fpr, o->sizing.memory,
@@ -583,7 +608,9 @@ typedef struct run {
     const unsigned char *const *key;
     const size_t *klen;
     const dedup_digest *dig;
-    dedup_verdict verdict[BATCH];
+    dedup_verdict *verdict;   /* verdict_buf, or a larger one for --redis */
+    dedup_verdict verdict_buf[BATCH];
+    size_t batch;             /* keys decided at once: BATCH, more for --redis */
     /* first records for --count/--unique: [u64 len][bytes] entries */
     unsigned char *firsts;
     size_t firsts_len, firsts_cap;
@@ -600,6 +627,7 @@ typedef struct run {
     const char *tmpdir;       /* where the engine writes, for messages */
     /* windowed runs: the window behind the seen-set, for its stats */
     const dedup_window *win;
+    dd_redis_run *redis;      /* --redis: uncertain records, commits, stats */
     dedup_time_format tfmt;   /* the format in use (detected once when AUTO) */
     bool tfmt_detected;
     int64_t wtime[BATCH];     /* event times of the records to decide */
@@ -935,6 +963,7 @@ static int spill_emit(void *ctx, const void *rec, size_t len, uint64_t count)
     return 0;
 }
 
+static unsigned char o_term(const run *r) { return r->o->term; }
 /* A giant record (its own key, longer than the engine's threshold), written
  * as the engine streams it from its temporary file. */
 static int spill_emit_piece(void *ctx, const void *piece, size_t len, bool first, bool last,
@@ -993,12 +1022,20 @@ static bool process_batch(run *r, size_t n)
                                         "or use --mode blocked (fixed size) or --mode exact -m (spills to disk)"
                                       : "the filter grew past -m/--memory; raise it, or size a fixed "
                                         "filter with --mode blocked -n N -p P");
+        else if (r->redis)
+            cli_error("%s", dd_redis_error(r->redis));
         else if (!r->w.error)
             cli_error("%s", st == DEDUP_ERR_NOMEM && r->spilled ? "out of memory" : dedup_strerror(st));
         r->failed = true;
         return false;
     }
-    return emit_decided(r, 0, n);
+    if (!emit_decided(r, 0, n))
+        return false;
+    if (r->redis && !dd_redis_after_batch(r->redis, r->s, &b, r->verdict, r->rec, r->rlen, o_term(r), &r->w)) {
+        r->failed = true;
+        return false;
+    }
+    return true;
 }
 
 /* Writes the --count / --unique output from the first records kept. */
@@ -1085,6 +1122,7 @@ static void print_stats(run *r, double seconds)
                     (unsigned long long)es.bytes_spilled, (unsigned long long)es.bytes_read_back);
         if (in.probabilistic)
             fprintf(stderr, ",\"fpr\":%.6g,\"distinct_is_estimate\":true", in.fpr_bound);
+        dd_redis_print_stats(r->redis, stderr, true);
         fputs("}\n", stderr);
         return;
     }
@@ -1114,6 +1152,7 @@ static void print_stats(run *r, double seconds)
     if (in.probabilistic)
         fprintf(stderr, "dedup: estimated false-positive rate at the final fill: %.4g%%\n",
                 in.fpr_bound * 100);
+    dd_redis_print_stats(r->redis, stderr, false);
 }
 
 int cmd_dedup(int argc, char **argv)
@@ -1239,7 +1278,7 @@ int cmd_dedup(int argc, char **argv)
     } else {
         /* Exact mode without -m: keys stay in memory up to half the default
          * budget, then the run goes on with the external engine. */
-        if (!windowed && !o.state && o.kind == DEDUP_SEEN_EXACT && !o.sizing.tiers) {
+        if (!windowed && !o.state && o.kind == DEDUP_SEEN_EXACT && !o.sizing.tiers && !o.redis.url) {
             const char *env = getenv("DEDUP_MEMORY");
             uint64_t v;
             if (env && *env && !(cli_parse_size(env, &v) && v > 0))
@@ -1253,11 +1292,20 @@ int cmd_dedup(int argc, char **argv)
                 o.sizing.emit_piece = spill_emit_piece;
             o.sizing.emit_ctx = r;
         }
-        st = dd_seen_create(&o.sizing, &s, err, sizeof err);
-        if (st) {
-            cli_error("%s", err);
-            free(r);
-            return CLI_EXIT_USAGE;
+        if (o.redis.url) {
+            int rc = dd_redis_create(&o.redis, o.sizing.items, o.sizing.fpr, o.sizing.seed,
+                                     &r->redis, &s);
+            if (rc) {
+                free(r);
+                return rc;
+            }
+        } else {
+            st = dd_seen_create(&o.sizing, &s, err, sizeof err);
+            if (st) {
+                cli_error("%s", err);
+                free(r);
+                return CLI_EXIT_USAGE;
+            }
         }
     }
 
@@ -1284,6 +1332,19 @@ int cmd_dedup(int argc, char **argv)
     }
     r->o = &o;
     r->s = s;
+    r->verdict = r->verdict_buf;
+    r->batch = BATCH;
+    if (r->redis) { /* a round trip per BATCH keys would cost more than the keys */
+        r->batch = DD_REDIS_BATCH;
+        r->verdict = malloc(DD_REDIS_BATCH * sizeof *r->verdict);
+        if (!r->verdict) {
+            cli_error("out of memory");
+            dd_writer_free(&r->w);
+            free(r);
+            dedup_seen_free(s);
+            return CLI_EXIT_FAIL;
+        }
+    }
     dedup_seen_get_info(s, &r->info);
     r->win = r->info.kind == DEDUP_SEEN_WINDOW ? dedup_seen_impl(s)
                                                : dd_tiers_window(o.sizing.tiers);
@@ -1336,8 +1397,8 @@ int cmd_dedup(int argc, char **argv)
         r->file_records = 0;
         const dd_block *b;
         while (!stopped && (b = dd_feeder_next(fd)) != NULL) {
-            for (size_t off = 0; off < b->n; off += BATCH) {
-                size_t n = b->n - off < BATCH ? b->n - off : BATCH;
+            for (size_t off = 0; off < b->n; off += r->batch) {
+                size_t n = b->n - off < r->batch ? b->n - off : r->batch;
                 r->rec = b->rec + off;
                 r->rlen = b->rlen + off;
                 r->key = b->key + off;
@@ -1445,8 +1506,12 @@ int cmd_dedup(int argc, char **argv)
             dd_tiers_print_stats(o.sizing.tiers, stderr, o.stats == STATS_JSON);
     }
 
+    if (!dd_redis_close(r->redis) && status == CLI_EXIT_OK)
+        status = CLI_EXIT_FAIL;
     dd_writer_free(&r->w);
     free(r->firsts);
+    if (r->verdict != r->verdict_buf)
+        free(r->verdict);
     free(r);
     dedup_seen_free(s);
     dd_tiers_free(o.sizing.tiers);

@@ -27,6 +27,7 @@
 #include "dedup/format.h"
 #include "dedup/hash.h"
 #include "filter_types.h"
+#include "redis_cli.h"
 
 /* Items handed to a filter operation at once. */
 #define ITEM_BATCH 4096
@@ -48,6 +49,10 @@ static const char filter_help_head[] =
     "  info FILE... [--json]  type, size, k, fill, estimated items, rate now\n"
     "  merge OUT IN...        write the union of the IN filters to OUT; they must\n"
     "                         have the same type, size, k and seed\n"
+    "  create|add|query|info redis://HOST:PORT[/DB]/NAME [-t bitmap|module] ...\n"
+    "                         the same on a filter kept in Redis (bitmap: plain strings,\n"
+    "                         any server; module: BF.* of dedup_redis.so or RedisBloom)\n"
+    "  copy SRC DST           a blocked filter file to a Redis bitmap filter or back\n"
     "\n"
     "Types (-t/--type, default bloom):\n";
 
@@ -934,6 +939,9 @@ int cmd_filter(int argc, char **argv)
     }
     argc--;
     argv++;
+    /* A Redis filter (redis://host:port/NAME) and copies to and from one. */
+    if (strcmp(action, "copy") == 0 || (argc > 1 && dd_is_redis_url(argv[1])))
+        return dd_filter_redis(argc, argv);
     if (strcmp(action, "create") == 0)
         return filter_create(argc, argv);
     if (strcmp(action, "add") == 0 || strcmp(action, "query") == 0)

@@ -1,0 +1,60 @@
+/*
+ * seen_wrap.c - the remote set as a dedup_seen (dedup/seen.h, kind
+ * DEDUP_SEEN_REDIS).  Kept in its own object file so a program that uses
+ * only dedup/redis.h does not need the seen-set's dispatch.
+ */
+#include "rd.h"
+
+#include <string.h>
+
+static dedup_status w_decide(void *impl, const dedup_batch *b, dedup_verdict *out, size_t *done)
+{
+    return dedup_redis_decide(impl, b, out, done);
+}
+
+static dedup_status w_query(const void *impl, const dedup_batch *b, dedup_verdict *out)
+{
+    /* A query changes no remote state, but the connections and scratch
+     * buffers are the object's: hence one object per thread. */
+    return dedup_redis_query((dedup_redis *)impl, b, out);
+}
+
+static dedup_status w_commit(void *impl, const dedup_batch *b)
+{
+    return dedup_redis_commit(impl, b);
+}
+
+static void w_info(const void *impl, dedup_seen_info *out)
+{
+    const dedup_redis *r = impl;
+    memset(out, 0, sizeof *out);
+    out->kind = DEDUP_SEEN_REDIS;
+    out->probabilistic = r->o.scheme != DEDUP_REDIS_KEYS;
+    out->seed = r->shape.seed;
+    out->capacity = r->shape.items;
+    out->items = r->recorded;
+    out->distinct = r->recorded; /* the keys this object recorded; others record too */
+    out->distinct_exact = r->o.scheme == DEDUP_REDIS_KEYS;
+    out->distinct_known = true;
+    out->fpr_target = r->o.scheme == DEDUP_REDIS_KEYS ? 0 : r->shape.fpr;
+    out->fpr_bound = out->fpr_target;
+    out->memory = dedup_redis_memory_usage(r);
+    out->bits = r->shape.bits;
+    out->hashes = r->shape.k;
+}
+
+static void w_free(void *impl) { dedup_redis_free(impl); }
+
+static const dedup_seen_ops OPS = {
+    .kind = DEDUP_SEEN_REDIS,
+    .decide = w_decide,
+    .query = w_query,
+    .commit = w_commit,
+    .info = w_info,
+    .free = w_free,
+};
+
+dedup_status dedup_redis_seen(dedup_redis *r, const dedup_allocator *alloc, dedup_seen **out)
+{
+    return dedup_seen_wrap(&OPS, r, alloc, out);
+}

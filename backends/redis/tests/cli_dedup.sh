@@ -1,0 +1,119 @@
+#!/bin/bash
+# `dedup --redis` against real servers started here: several processes on
+# input halves (keys: every distinct key exactly once; bitmap: never a
+# repeat, false drops within the binomial bound, and one process decides
+# exactly as `--mode blocked` does locally), TTL commits, lost replies to
+# --uncertain, and the failures: unreachable at start, server stopped
+# mid-run, wrong password, metadata mismatch, a key of the wrong type.
+# Needs $DEDUP.  Seeded input; the seed is printed.
+. "$(dirname "$0")/lib.sh"
+: "${DEDUP:?}"
+SEED=${DEDUP_TEST_SEED:-$RANDOM$RANDOM}
+echo "seed $SEED (DEDUP_TEST_SEED to replay)" >&2
+N=${N:-200000}
+python3 - "$SEED" "$N" > "$RT_DIR/in.txt" <<'PY'
+import random, sys
+r = random.Random(int(sys.argv[1]))
+n = int(sys.argv[2])
+for _ in range(n):
+    print("https://example.com/%d" % r.randrange(n // 2))
+PY
+sort -u "$RT_DIR/in.txt" > "$RT_DIR/distinct.txt"
+D=$(wc -l < "$RT_DIR/distinct.txt")
+split -n l/2 "$RT_DIR/in.txt" "$RT_DIR/half."
+P=$(free_port)
+start_server "$P"
+U="redis://127.0.0.1:$P"
+
+# two processes on the halves at once
+two() { # label args...
+    local label=$1; shift
+    "$DEDUP" --redis "$U" "$@" "$RT_DIR/half.aa" > "$RT_DIR/$label.a" &
+    local pa=$!
+    "$DEDUP" --redis "$U" "$@" "$RT_DIR/half.ab" > "$RT_DIR/$label.b" || fail "$label: second process"
+    wait $pa || fail "$label: first process"
+    cat "$RT_DIR/$label.a" "$RT_DIR/$label.b" | sort > "$RT_DIR/$label.all"
+}
+two keys --name k2
+cmp -s "$RT_DIR/keys.all" "$RT_DIR/distinct.txt" || fail "keys: the two outputs are not every distinct key exactly once"
+
+two bitmap --name b2 --redis-scheme bitmap -n "$D" -p 0.01
+[ -z "$(uniq -d "$RT_DIR/bitmap.all")" ] || fail "bitmap: a key written twice"
+dropped=$(comm -23 "$RT_DIR/distinct.txt" "$RT_DIR/bitmap.all" | wc -l)
+bound=$(awk -v n="$D" 'BEGIN{m = n * 0.01; printf "%d", m + 4 * sqrt(m) + 10}')
+echo "bitmap: $dropped of $D distinct keys dropped (bound $bound)" >&2
+[ "$dropped" -le "$bound" ] || fail "bitmap: $dropped false drops, more than $bound"
+comm -13 "$RT_DIR/distinct.txt" "$RT_DIR/bitmap.all" | grep -q . && fail "bitmap: wrote a key not in the input"
+
+# one process: the same decisions as the local blocked filter of the same size
+"$DEDUP" --redis "$U" --name b1 --redis-scheme bitmap -n "$D" -p 0.01 "$RT_DIR/in.txt" > "$RT_DIR/b1.out" || fail "bitmap run"
+"$DEDUP" --mode blocked -n "$D" -p 0.01 "$RT_DIR/in.txt" > "$RT_DIR/local.out" || fail "local run"
+cmp -s "$RT_DIR/b1.out" "$RT_DIR/local.out" || fail "bitmap in Redis and --mode blocked decide differently"
+
+# module scheme is covered by the library test; keys with a TTL: committed keys
+"$DEDUP" --redis "$U" --name ttl --ttl 1h --reserve 5s "$RT_DIR/half.aa" > /dev/null || fail "ttl run"
+k=$("$REDIS_CLI" -p "$P" --scan --pattern 'ttl:*' | head -1)
+t=$("$REDIS_CLI" -p "$P" pttl "$k")
+[ "$t" -gt 3000000 ] || fail "a committed key's PTTL is $t ms, not about 1h"
+
+# a metadata mismatch: exit 1 naming both shapes, before any output
+"$DEDUP" --redis "$U" --name b1 --redis-scheme bitmap -n $((D * 2)) "$RT_DIR/in.txt" > "$RT_DIR/mm.out" 2> "$RT_DIR/mm.err"
+[ $? = 1 ] || fail "mismatch: exit status"
+[ ! -s "$RT_DIR/mm.out" ] && grep -q "this run asks" "$RT_DIR/mm.err" || fail "mismatch: $(cat "$RT_DIR/mm.err")"
+
+# a key of the wrong type where a segment lives
+"$REDIS_CLI" -p "$P" rpush 'wt:{wt:s0}:g0' x > /dev/null
+"$DEDUP" --redis "$U" --name wt --redis-scheme bitmap -n 1000 "$RT_DIR/half.aa" > /dev/null 2> "$RT_DIR/wt.err"
+[ $? = 1 ] && grep -q WRONGTYPE "$RT_DIR/wt.err" || fail "wrong type: $(cat "$RT_DIR/wt.err")"
+
+# unreachable at start: exit 1, the address named, -o not even created
+"$DEDUP" --redis redis://127.0.0.1:1 -o "$RT_DIR/none.out" "$RT_DIR/in.txt" 2> "$RT_DIR/ur.err"
+[ $? = 1 ] && grep -q "127.0.0.1:1" "$RT_DIR/ur.err" && [ ! -e "$RT_DIR/none.out" ] || fail "unreachable: $(cat "$RT_DIR/ur.err")"
+"$DEDUP" --redis "redis://127.0.0.1:$P/x" "$RT_DIR/in.txt" 2> "$RT_DIR/url.err"
+[ $? = 2 ] || fail "a bad URL is a usage error"
+
+# passwords: a server with a default password and an ACL user
+A=$(free_port)
+RT_AUTH=sekret start_server "$A" --requirepass sekret
+"$REDIS_CLI" -p "$A" -a sekret --no-auth-warning acl setuser alice on '>wonder' '~*' '&*' '+@all' > /dev/null
+"$DEDUP" --redis "redis://:wrong@127.0.0.1:$A" "$RT_DIR/half.aa" > "$RT_DIR/pw.out" 2> "$RT_DIR/pw.err"
+[ $? = 1 ] && [ ! -s "$RT_DIR/pw.out" ] && grep -q "refused AUTH" "$RT_DIR/pw.err" || fail "wrong password: $(cat "$RT_DIR/pw.err")"
+"$DEDUP" --redis "redis://127.0.0.1:$A" "$RT_DIR/half.aa" > /dev/null 2> "$RT_DIR/nopw.err"
+[ $? = 1 ] && grep -q "NOAUTH" "$RT_DIR/nopw.err" || fail "no password: $(cat "$RT_DIR/nopw.err")"
+"$DEDUP" --redis "redis://:sekret@127.0.0.1:$A/3" "$RT_DIR/half.aa" | sort > "$RT_DIR/pw1" || fail "right password"
+"$DEDUP" --redis "redis://alice:wonder@127.0.0.1:$A/3" "$RT_DIR/half.aa" > "$RT_DIR/pw2" || fail "ACL user"
+[ -s "$RT_DIR/pw1" ] && [ ! -s "$RT_DIR/pw2" ] || fail "db 3 as user alice should hold every key of the first run"
+
+# lost replies through a proxy: dropped, counted, written to --uncertain
+Q=$(free_port)
+python3 "$(dirname "$0")/proxy.py" "$Q" "$P" 20000 "$RT_DIR/proxy.ready" &
+RT_PIDS="$RT_PIDS $!"
+i=0
+until [ -e "$RT_DIR/proxy.ready" ]; do i=$((i + 1)); [ $i -gt 100 ] && fail "proxy"; sleep 0.1; done
+"$DEDUP" --redis "redis://127.0.0.1:$Q" --name lost --uncertain "$RT_DIR/unc.txt" --stats=json \
+    "$RT_DIR/distinct.txt" > "$RT_DIR/lost.out" 2> "$RT_DIR/lost.err" || fail "lost: $(cat "$RT_DIR/lost.err")"
+u=$(wc -l < "$RT_DIR/unc.txt")
+grep -q "\"uncertain\":$u}" "$RT_DIR/lost.err" || fail "lost: stats do not count $u uncertain: $(cat "$RT_DIR/lost.err")"
+[ "$u" -gt 0 ] || fail "lost: no reply was lost"
+cat "$RT_DIR/lost.out" "$RT_DIR/unc.txt" | sort | cmp -s - "$RT_DIR/distinct.txt" || fail "lost: output + uncertain is not every key once"
+echo "lost: $u uncertain records written aside" >&2
+
+# the server stopped mid-run: exit 1 naming it, what was written stays
+S=$(free_port)
+start_server "$S"
+mkfifo "$RT_DIR/fifo"
+( cat "$RT_DIR/distinct.txt"; sleep 5; sed 's/^/b/' "$RT_DIR/distinct.txt" ) > "$RT_DIR/fifo" &
+RT_PIDS="$RT_PIDS $!"
+"$DEDUP" --redis "redis://127.0.0.1:$S" -o "$RT_DIR/mid.out" "$RT_DIR/fifo" 2> "$RT_DIR/mid.err" &
+dp=$!
+# every key of the first part decided (the reader then waits on the FIFO)
+i=0
+until [ "$("$REDIS_CLI" -p "$S" dbsize 2>/dev/null || echo 0)" -ge "$D" ]; do
+    i=$((i + 1)); [ $i -gt 600 ] && fail "server stopped: the first part was never decided"; sleep 0.1
+done
+stop_server "$S"
+wait $dp
+rc=$?
+[ $rc = 1 ] && grep -q "127.0.0.1:$S" "$RT_DIR/mid.err" || fail "server stopped: exit $rc: $(cat "$RT_DIR/mid.err")"
+[ "$(wc -l < "$RT_DIR/mid.out")" -ge "$D" ] || fail "server stopped: the records decided before were not all kept"
+echo "cli_dedup: ok"

@@ -1,0 +1,74 @@
+#!/bin/bash
+# libdedup_redis against a real Redis Cluster of 3 masters + 3 replicas
+# created by this test: keys, bitmap and module schemes routed per slot, URL
+# kind mismatches refused, and a master killed mid-run (failover).
+# Usage: cluster.sh TEST_BINARY [MODULE.so]
+. "$(dirname "$0")/lib.sh"
+T=$1
+MOD=${2:-}
+if [ -n "$MOD" ]; then start_cluster --loadmodule "$MOD"; else start_cluster; fi
+set -- $CLUSTER_PORTS
+"$T" keys "$CLUSTER_URL" || fail "keys"
+"$T" bitmap "$CLUSTER_URL" || fail "bitmap"
+"$T" errors "$CLUSTER_URL" || fail "errors"
+"$T" redirect "$CLUSTER_URL" || fail "redirect"
+[ -n "$MOD" ] && { "$T" module "$CLUSTER_URL" || fail "module"; }
+# a redis:// URL for a cluster node, a cluster URL for a plain server
+P=$(free_port)
+start_server "$P"
+"$T" keys "redis://127.0.0.1:$1" 2>"$RT_DIR/err1" && fail "redis:// accepted for a cluster node"
+grep -q "is a Redis Cluster node: use a redis-cluster:// URL" "$RT_DIR/err1" || fail "no clear message: $(cat "$RT_DIR/err1")"
+"$T" keys "redis-cluster://127.0.0.1:$P" 2>"$RT_DIR/err2" && fail "redis-cluster:// accepted for a plain server"
+grep -q "is not a cluster node" "$RT_DIR/err2" || fail "no clear message: $(cat "$RT_DIR/err2")"
+# the command line: two processes on input halves, keys and bitmap
+if [ -n "${DEDUP:-}" ]; then
+    python3 -c 'import random, sys
+r = random.Random(int(sys.argv[1]))
+for _ in range(100000): print("id-%d" % r.randrange(60000))' "${DEDUP_TEST_SEED:-$RANDOM}" > "$RT_DIR/in.txt"
+    sort -u "$RT_DIR/in.txt" > "$RT_DIR/distinct.txt"
+    split -n l/2 "$RT_DIR/in.txt" "$RT_DIR/half."
+    D=$(wc -l < "$RT_DIR/distinct.txt")
+    for scheme in keys bitmap; do
+        extra=()
+        [ $scheme = bitmap ] && extra=(-n "$D" -p 0.01)
+        "$DEDUP" --redis "$CLUSTER_URL" --name "c$scheme" --redis-scheme $scheme "${extra[@]}" --stats "$RT_DIR/half.aa" > "$RT_DIR/$scheme.a" 2> "$RT_DIR/$scheme.err" &
+        pa=$!
+        "$DEDUP" --redis "$CLUSTER_URL" --name "c$scheme" --redis-scheme $scheme "${extra[@]}" "$RT_DIR/half.ab" > "$RT_DIR/$scheme.b" || fail "cli $scheme"
+        wait $pa || fail "cli $scheme: $(cat "$RT_DIR/$scheme.err")"
+        grep -q "cluster, 3 master" "$RT_DIR/$scheme.err" || fail "cli $scheme stats: $(cat "$RT_DIR/$scheme.err")"
+        cat "$RT_DIR/$scheme.a" "$RT_DIR/$scheme.b" | sort > "$RT_DIR/$scheme.all"
+        if [ $scheme = keys ]; then
+            cmp -s "$RT_DIR/keys.all" "$RT_DIR/distinct.txt" || fail "cluster keys: not every distinct key exactly once"
+        else
+            [ -z "$(uniq -d "$RT_DIR/bitmap.all")" ] || fail "cluster bitmap: a key written twice"
+            dropped=$(comm -23 "$RT_DIR/distinct.txt" "$RT_DIR/bitmap.all" | wc -l)
+            bound=$(awk -v n="$D" 'BEGIN{m = n * 0.01; printf "%d", m + 4 * sqrt(m) + 10}')
+            [ "$dropped" -le "$bound" ] || fail "cluster bitmap: $dropped false drops > $bound"
+        fi
+    done
+    "$DEDUP" --redis "redis://127.0.0.1:$1" "$RT_DIR/in.txt" > /dev/null 2> "$RT_DIR/e3"
+    [ $? = 1 ] && grep -q "redis-cluster://" "$RT_DIR/e3" || fail "cli: redis:// for a cluster: $(cat "$RT_DIR/e3")"
+fi
+# kill the master of slot 0 once the run is a quarter through, WAIT 1
+m=$("$REDIS_CLI" -p "$1" cluster slots | awk 'NR==1{lo=$0} NR==4{print $0; exit}')
+master=$("$REDIS_CLI" -p "$1" cluster nodes | awk '/master/ && $9 ~ /^0-/ {split($2,a,"[:@]"); print a[2]}')
+[ -n "$master" ] || fail "no master for slot 0"
+seeds=""
+for p in $CLUSTER_PORTS; do [ "$p" != "$master" ] && seeds="$seeds${seeds:+,}127.0.0.1:$p"; done
+rm -f "$RT_DIR/go"
+"$T" failover "redis-cluster://$seeds" "$RT_DIR/go" 1 2>"$RT_DIR/fo.log" &
+tp=$!
+i=0
+until [ -e "$RT_DIR/go" ] || ! kill -0 $tp 2>/dev/null; do
+    i=$((i + 1)); [ $i -gt 600 ] && fail "failover run never reached its quarter"; sleep 0.1
+done
+stop_server "$master"
+# it comes back (as a replica of the promoted one), so WAIT 1 can succeed again
+sleep 3
+start_server "$master" --cluster-enabled yes --cluster-config-file "$RT_DIR/nodes-$master.conf" \
+    --cluster-node-timeout 1000
+wait $tp
+rc=$?
+cat "$RT_DIR/fo.log" >&2
+[ $rc = 0 ] || { [ $rc = 3 ] && grep -q "exited clearly" "$RT_DIR/fo.log"; } || fail "failover run: exit $rc"
+echo "cluster: ok"

@@ -1,0 +1,98 @@
+# Shared by the Redis backend's tests: free ports, servers and a cluster
+# started in a temp dir, all stopped by the EXIT trap even on failure.
+# Every wait is a bounded loop.  Needs: redis-server, redis-cli, python3.
+set -u
+REDIS_SERVER=${REDIS_SERVER:-redis-server}
+REDIS_CLI=${REDIS_CLI:-redis-cli}
+RT_DIR=$(mktemp -d "${TMPDIR:-/tmp}/dedup-redis-test.XXXXXX")
+RT_PIDS=""
+rt_cleanup() {
+    for p in $RT_PIDS; do kill "$p" 2>/dev/null; done
+    for p in $RT_PIDS; do
+        i=0
+        while kill -0 "$p" 2>/dev/null && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
+        kill -9 "$p" 2>/dev/null
+    done
+    rm -rf "$RT_DIR"
+}
+trap rt_cleanup EXIT
+trap 'exit 1' INT TERM
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+# A free loopback port (bound then released; the server takes it at once).
+# Below 55536 so a cluster node's bus port (port + 10000) exists too.
+free_port() {
+    python3 -c '
+import random, socket
+for _ in range(200):
+    p = random.randint(20000, 55000)
+    try:
+        for q in (p, p + 10000):
+            s = socket.socket(); s.bind(("127.0.0.1", q)); s.close()
+        print(p); break
+    except OSError:
+        pass'
+}
+
+# start_server PORT [ARGS...]: a redis-server on 127.0.0.1:PORT; waits for PING.
+start_server() {
+    port=$1; shift
+    mkdir -p "$RT_DIR/$port"
+    "$REDIS_SERVER" --port "$port" --bind 127.0.0.1 --save '' --appendonly no \
+        --dir "$RT_DIR/$port" --logfile "$RT_DIR/$port/log" "$@" &
+    pid=$!
+    RT_PIDS="$RT_PIDS $pid"
+    eval "PID_$port=$pid"
+    i=0
+    until "$REDIS_CLI" -p "$port" ${RT_AUTH:+-a "$RT_AUTH" --no-auth-warning} ping >/dev/null 2>&1; do
+        i=$((i + 1))
+        [ $i -gt 100 ] && fail "redis-server on port $port did not start: $(tail -5 "$RT_DIR/$port/log")"
+        sleep 0.1
+    done
+}
+
+stop_server() { eval "kill -9 \$PID_$1" 2>/dev/null; }
+
+# start_cluster: 3 masters + 3 replicas; sets CLUSTER_PORTS and CLUSTER_URL.
+start_cluster() {
+    CLUSTER_PORTS=""
+    for n in 1 2 3 4 5 6; do
+        p=$(free_port)
+        start_server "$p" --cluster-enabled yes --cluster-config-file "$RT_DIR/nodes-$p.conf" \
+            --cluster-node-timeout 1000 "$@"
+        CLUSTER_PORTS="$CLUSTER_PORTS $p"
+    done
+    hosts=""
+    for p in $CLUSTER_PORTS; do hosts="$hosts 127.0.0.1:$p"; done
+    # shellcheck disable=SC2086
+    "$REDIS_CLI" --cluster create $hosts --cluster-replicas 1 --cluster-yes >"$RT_DIR/create.log" 2>&1 ||
+        fail "cluster create: $(tail -5 "$RT_DIR/create.log")"
+    i=0
+    for p in $CLUSTER_PORTS; do
+        until "$REDIS_CLI" -p "$p" cluster info 2>/dev/null | grep -q 'cluster_state:ok'; do
+            i=$((i + 1))
+            [ $i -gt 300 ] && fail "cluster did not reach cluster_state:ok"
+            sleep 0.1
+        done
+    done
+    # every replica's link up, so WAIT 1 and a failover find it in sync
+    for p in $CLUSTER_PORTS; do
+        until "$REDIS_CLI" -p "$p" info replication 2>/dev/null |
+            grep -Eq 'role:master|master_link_status:up'; do
+            i=$((i + 1))
+            [ $i -gt 600 ] && fail "replica on port $p never synced"
+            sleep 0.1
+        done
+        if "$REDIS_CLI" -p "$p" info replication | grep -q 'role:master'; then
+            until "$REDIS_CLI" -p "$p" info replication | grep -q 'connected_slaves:1'; do
+                i=$((i + 1))
+                [ $i -gt 600 ] && fail "master on port $p has no replica"
+                sleep 0.1
+            done
+        fi
+    done
+    set -- $CLUSTER_PORTS
+    CLUSTER_URL="redis-cluster://127.0.0.1:$1,127.0.0.1:$2"
+}
+

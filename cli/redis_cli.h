@@ -1,0 +1,123 @@
+/*
+ * redis_cli.h - the command line's Redis backend (dedup --redis URL ...) and
+ * `dedup filter ... redis://host:port/NAME`.
+ *
+ * Everything here is compiled in only when the Redis backend was built
+ * (DEDUP_HAVE_REDIS, set by backends/redis/CMakeLists.txt); without it the
+ * options are still parsed and refused with one clear sentence.
+ *
+ * The main job uses it in four places: its long options (DD_REDIS_LONG_OPTIONS
+ * and dd_redis_option()), the seen-set (dd_redis_create(), instead of
+ * dd_seen_create()), the records answered DEDUP_UNCERTAIN
+ * (dd_redis_uncertain()), and --stats (dd_redis_print_stats()).
+ */
+#ifndef DEDUP_CLI_REDIS_H
+#define DEDUP_CLI_REDIS_H
+
+#include <getopt.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "dedup/seen.h"
+
+enum {
+    DD_OPT_REDIS = 0x5200,
+    DD_OPT_REDIS_SCHEME,
+    DD_OPT_REDIS_NAME,
+    DD_OPT_REDIS_TTL,
+    DD_OPT_REDIS_UNCERTAIN,
+    DD_OPT_REDIS_WAIT,
+    DD_OPT_REDIS_WHOLE,
+    DD_OPT_REDIS_SHARDS,
+    DD_OPT_REDIS_SEGMENTS,
+    DD_OPT_REDIS_PIPELINE,
+    DD_OPT_REDIS_RESERVE
+};
+
+#define DD_REDIS_LONG_OPTIONS                                                 \
+    {"redis", required_argument, NULL, DD_OPT_REDIS},                         \
+    {"redis-scheme", required_argument, NULL, DD_OPT_REDIS_SCHEME},           \
+    {"name", required_argument, NULL, DD_OPT_REDIS_NAME},                     \
+    {"ttl", required_argument, NULL, DD_OPT_REDIS_TTL},                       \
+    {"uncertain", required_argument, NULL, DD_OPT_REDIS_UNCERTAIN},           \
+    {"wait-replicas", required_argument, NULL, DD_OPT_REDIS_WAIT},            \
+    {"redis-whole-keys", no_argument, NULL, DD_OPT_REDIS_WHOLE},              \
+    {"shards", required_argument, NULL, DD_OPT_REDIS_SHARDS},                 \
+    {"segments", required_argument, NULL, DD_OPT_REDIS_SEGMENTS},             \
+    {"pipeline", required_argument, NULL, DD_OPT_REDIS_PIPELINE},             \
+    {"reserve", required_argument, NULL, DD_OPT_REDIS_RESERVE}
+
+/* Keys the main job hands to Redis at once (each batch is then pipelined
+ * --pipeline commands per round trip and node). */
+#define DD_REDIS_BATCH 8192
+
+/* The lines of `dedup --help` for these options. */
+extern const char dd_redis_help[];
+
+typedef struct dd_redis_opts {
+    const char *url;            /* --redis; NULL = not used */
+    const char *scheme;         /* keys (default), bitmap, module */
+    const char *name;           /* --name; default "dedup" */
+    const char *uncertain_path; /* --uncertain FILE */
+    uint64_t ttl_us;            /* --ttl */
+    uint64_t reserve_us;        /* --reserve */
+    uint32_t wait_replicas;
+    bool whole_keys;
+    uint32_t shards, segments, pipeline;
+} dd_redis_opts;
+
+/* Parses one option of DD_REDIS_LONG_OPTIONS into 'o': 1 = taken, 0 = not
+ * one of ours, -1 = bad value (an error was printed; exit 2). */
+int dd_redis_option(dd_redis_opts *o, int code, const char *arg);
+
+/* Whether any --redis option was given. */
+bool dd_redis_used(const dd_redis_opts *o);
+
+/* The main job's other options that cannot go with --redis, found before
+ * any work: 0 fine, -1 an error was printed (exit 2). */
+int dd_redis_check_args(const dd_redis_opts *o, bool mode_given, bool windowed, bool state,
+                        bool bounded, bool counts);
+
+/* The state of one run against Redis. */
+typedef struct dd_redis_run dd_redis_run;
+
+/* Checks the options, opens --uncertain (before any output), connects and
+ * wraps the remote set as a seen-set; 'items', 'fpr', 'seed' are -n, -p
+ * (0 = not given) and the seed.  On failure an error naming the server,
+ * file or value has been printed and the exit status is returned
+ * (2 usage, 1 server); on success 0 and *out. */
+int dd_redis_create(const dd_redis_opts *o, uint64_t items, double fpr, uint64_t seed,
+                    dd_redis_run **run, dedup_seen **out);
+
+/* Writes a record answered DEDUP_UNCERTAIN to --uncertain (with its
+ * terminator), if given.  False on a write error (printed). */
+bool dd_redis_uncertain(dd_redis_run *run, const void *rec, size_t len, int term);
+
+struct dd_writer;
+/* After a batch's records were handed to the writer: writes the UNCERTAIN
+ * ones to --uncertain, and (keys scheme with --ttl) flushes the writer and
+ * commits the NEW keys, so a key is made permanent only once its record has
+ * left the process.  False on an error (printed; exit 1). */
+bool dd_redis_after_batch(dd_redis_run *run, dedup_seen *s, const dedup_batch *b,
+                          const dedup_verdict *v, const unsigned char *const *rec,
+                          const size_t *rlen, unsigned char term, struct dd_writer *w);
+
+/* The last Redis error's sentence (names host:port). */
+const char *dd_redis_error(const dd_redis_run *run);
+
+/* The --stats lines (text) or JSON members (json: ',"redis":{...}'). */
+void dd_redis_print_stats(const dd_redis_run *run, FILE *f, bool json);
+
+/* Closes --uncertain (false on a write error, printed) and frees the run
+ * (not the seen-set, which the caller frees).  NULL is a no-op (true). */
+bool dd_redis_close(dd_redis_run *run);
+
+/* `dedup filter ACTION redis://...` and `dedup filter copy SRC DST`:
+ * argv[0] is the action. */
+int dd_filter_redis(int argc, char **argv);
+/* Whether a filter argument names Redis rather than a file. */
+bool dd_is_redis_url(const char *s);
+
+#endif

@@ -1,0 +1,385 @@
+/*
+ * redis_opts.c - `dedup --redis URL ...`: options, the seen-set, records
+ * answered UNCERTAIN, --stats (redis_cli.h).
+ */
+#include "redis_cli.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "cli_args.h"
+#include "io.h"
+
+const char dd_redis_help[] =
+    "Shared seen-set in Redis (many processes, many machines):\n"
+    "      --redis=URL        keep the seen-set in Redis: redis://[user:pass@]host:port[/db]\n"
+    "                         or redis-cluster://host:port[,host:port...] (a Redis Cluster)\n"
+    "      --redis-scheme=S   keys (default: exact, one Redis key per key), bitmap (a\n"
+    "                         blocked Bloom filter on plain strings, sized by -n/-p), or\n"
+    "                         module (BF.* of dedup_redis.so or RedisBloom, -n/-p)\n"
+    "      --name=NAME        prefix of the Redis keys (default dedup)\n"
+    "      --ttl=D            forget a key D after it was seen (7d, 1h); module: the\n"
+    "                         expiring DEDUP.* filters of dedup_redis.so\n"
+    "      --reserve=D        keys with --ttl: a new key lives D until its record is\n"
+    "                         written, then gets --ttl (default 60s)\n"
+    "      --uncertain=FILE   write records whose Redis reply was lost (dropped like\n"
+    "                         duplicates) to FILE\n"
+    "      --wait-replicas=N  each batch waits for N replicas (WAIT) before its output\n"
+    "      --redis-whole-keys keys: name Redis keys by the key bytes, not the digest\n"
+    "      --shards=S         module: split the filter into S keys (default 1; 16 on\n"
+    "                         a cluster)\n"
+    "      --segments=S       bitmap: split the filter into S keys (default: by size)\n"
+    "      --pipeline=N       commands in flight per node (default 1024)\n";
+
+#ifdef DEDUP_HAVE_REDIS
+#include "dedup/redis.h"
+
+struct dd_redis_run {
+    dedup_redis *r; /* owned by the seen-set */
+    bool commits;   /* keys scheme with a TTL: reserve, then commit */
+    dedup_digest *cd; /* the NEW keys of a batch, for commit */
+    const unsigned char **ck;
+    size_t *cl;
+    size_t ccap;
+    FILE *uncertain;
+    const char *uncertain_path;
+    bool write_failed;
+};
+#endif
+
+int dd_redis_option(dd_redis_opts *o, int code, const char *arg)
+{
+    uint64_t v;
+    switch (code) {
+    case DD_OPT_REDIS: o->url = arg; return 1;
+    case DD_OPT_REDIS_SCHEME:
+        if (strcmp(arg, "keys") && strcmp(arg, "bitmap") && strcmp(arg, "module")) {
+            cli_error("--redis-scheme '%s': choose keys, bitmap or module", arg);
+            return -1;
+        }
+        o->scheme = arg;
+        return 1;
+    case DD_OPT_REDIS_NAME:
+        if (!*arg || strlen(arg) > 200 || strpbrk(arg, "{}")) {
+            cli_error("--name '%s': 1 to 200 bytes without '{' or '}'", arg);
+            return -1;
+        }
+        o->name = arg;
+        return 1;
+    case DD_OPT_REDIS_TTL:
+    case DD_OPT_REDIS_RESERVE:
+        if (!cli_parse_duration(arg, &v) || v < 1000) {
+            cli_error("--%s '%s': a duration of at least 1ms (500ms, 10s, 1h, 7d)",
+                      code == DD_OPT_REDIS_TTL ? "ttl" : "reserve", arg);
+            return -1;
+        }
+        *(code == DD_OPT_REDIS_TTL ? &o->ttl_us : &o->reserve_us) = v;
+        return 1;
+    case DD_OPT_REDIS_UNCERTAIN: o->uncertain_path = arg; return 1;
+    case DD_OPT_REDIS_WAIT:
+        if (!arg_uint("dedup", "--wait-replicas", arg, 0, 64, &v))
+            return -1;
+        o->wait_replicas = (uint32_t)v;
+        return 1;
+    case DD_OPT_REDIS_WHOLE: o->whole_keys = true; return 1;
+    case DD_OPT_REDIS_SHARDS:
+    case DD_OPT_REDIS_SEGMENTS:
+        if (!arg_uint("dedup", code == DD_OPT_REDIS_SHARDS ? "--shards" : "--segments", arg, 1,
+                      65536, &v))
+            return -1;
+        *(code == DD_OPT_REDIS_SHARDS ? &o->shards : &o->segments) = (uint32_t)v;
+        return 1;
+    case DD_OPT_REDIS_PIPELINE:
+        if (!arg_uint("dedup", "--pipeline", arg, 1, 65536, &v))
+            return -1;
+        o->pipeline = (uint32_t)v;
+        return 1;
+    default: return 0;
+    }
+}
+
+bool dd_redis_used(const dd_redis_opts *o)
+{
+    return o->url || o->scheme || o->name || o->uncertain_path || o->ttl_us || o->reserve_us ||
+           o->wait_replicas || o->whole_keys || o->shards || o->segments || o->pipeline;
+}
+
+int dd_redis_check_args(const dd_redis_opts *o, bool mode_given, bool windowed, bool state,
+                        bool bounded, bool counts)
+{
+    if (!o->url) {
+        cli_error("--redis-scheme, --name, --ttl, --reserve, --uncertain, --wait-replicas, "
+                  "--shards, --segments and --pipeline need --redis URL");
+        return -1;
+    }
+    const char *bad = mode_given ? "--mode (choose --redis-scheme keys|bitmap|module)"
+                      : windowed ? "--window/--last (use --ttl for recent keys)"
+                      : state    ? "-s/--state (the seen-set is in Redis)"
+                      : bounded  ? "-m/--memory, --sort and --tmpdir"
+                      : counts   ? "-c/--count and -u/--unique (Redis keeps no counts)"
+                                 : NULL;
+    if (bad) {
+        cli_error("--redis cannot be combined with %s", bad);
+        return -1;
+    }
+    const char *sch = o->scheme ? o->scheme : "keys";
+    if (o->whole_keys && strcmp(sch, "keys") != 0) {
+        cli_error("--redis-whole-keys is for --redis-scheme keys");
+        return -1;
+    }
+    if (o->reserve_us && !(o->ttl_us && strcmp(sch, "keys") == 0)) {
+        cli_error("--reserve is for --redis-scheme keys with --ttl");
+        return -1;
+    }
+    if (o->shards && strcmp(sch, "module") != 0) {
+        cli_error("--shards is for --redis-scheme module");
+        return -1;
+    }
+    if (o->segments && strcmp(sch, "bitmap") != 0) {
+        cli_error("--segments is for --redis-scheme bitmap");
+        return -1;
+    }
+    return 0;
+}
+
+bool dd_is_redis_url(const char *s)
+{
+    return s && (strncmp(s, "redis://", 8) == 0 || strncmp(s, "redis-cluster://", 16) == 0);
+}
+
+#ifdef DEDUP_HAVE_REDIS
+
+int dd_redis_create(const dd_redis_opts *o, uint64_t items, double fpr, uint64_t seed,
+                    dd_redis_run **run, dedup_seen **out)
+{
+    *run = NULL;
+    *out = NULL;
+    dedup_redis_options ro;
+    dedup_redis_options_init(&ro);
+    ro.url = o->url;
+    ro.scheme = o->scheme ? dedup_redis_scheme_from_name(o->scheme) : DEDUP_REDIS_KEYS;
+    if (o->name)
+        ro.name = o->name;
+    ro.whole_keys = o->whole_keys;
+    ro.ttl_ms = o->ttl_us / 1000;
+    if (o->reserve_us)
+        ro.reserve_ms = o->reserve_us / 1000;
+    ro.wait_replicas = o->wait_replicas;
+    if (o->pipeline)
+        ro.pipeline = o->pipeline;
+    if (o->shards)
+        ro.shards = o->shards;
+    ro.segments = o->segments;
+    ro.items = items;
+    if (fpr > 0)
+        ro.fpr = fpr;
+    ro.seed = seed;
+    if (ro.scheme == DEDUP_REDIS_KEYS && (items || fpr > 0))
+        cli_warn("-n/-p have no effect with --redis-scheme keys (it never errs)");
+    if (ro.scheme == DEDUP_REDIS_MODULE && !items) {
+        cli_error("--redis-scheme module needs -n/--items: the keys planned (with -p)");
+        return CLI_EXIT_USAGE;
+    }
+    dedup_redis_url u;
+    char why[512];
+    if (dedup_redis_url_parse(o->url, &u, why, sizeof why) != DEDUP_OK) {
+        cli_error("--redis: %s", why);
+        return CLI_EXIT_USAGE;
+    }
+    dd_redis_run *rr = calloc(1, sizeof *rr);
+    if (!rr) {
+        cli_error("out of memory");
+        return CLI_EXIT_FAIL;
+    }
+    if (o->uncertain_path) {
+        rr->uncertain = fopen(o->uncertain_path, "w");
+        if (!rr->uncertain) {
+            cli_error("--uncertain '%s': %s", o->uncertain_path, strerror(errno));
+            free(rr);
+            return CLI_EXIT_USAGE;
+        }
+        rr->uncertain_path = o->uncertain_path;
+    }
+    char err[768];
+    dedup_status st = dedup_redis_open(&ro, NULL, &rr->r, err, sizeof err);
+    if (st == DEDUP_OK) {
+        st = dedup_redis_seen(rr->r, NULL, out);
+        if (st != DEDUP_OK) {
+            dedup_redis_free(rr->r);
+            snprintf(err, sizeof err, "%s", dedup_strerror(st));
+        }
+    }
+    if (st != DEDUP_OK) {
+        cli_error("--redis %s: %s", o->url, err);
+        if (rr->uncertain)
+            fclose(rr->uncertain);
+        free(rr);
+        return st == DEDUP_ERR_INVALID_ARG ? CLI_EXIT_USAGE : CLI_EXIT_FAIL;
+    }
+    rr->commits = ro.scheme == DEDUP_REDIS_KEYS && ro.ttl_ms;
+    *run = rr;
+    return 0;
+}
+
+const char *dd_redis_error(const dd_redis_run *run)
+{
+    return run ? dedup_redis_last_error(run->r) : "";
+}
+
+bool dd_redis_after_batch(dd_redis_run *run, dedup_seen *s, const dedup_batch *b,
+                          const dedup_verdict *v, const unsigned char *const *rec,
+                          const size_t *rlen, unsigned char term, struct dd_writer *w)
+{
+    size_t news = 0;
+    for (size_t i = 0; i < b->n; i++) {
+        if (v[i] == DEDUP_UNCERTAIN && !dd_redis_uncertain(run, rec[i], rlen[i], term))
+            return false;
+        news += v[i] == DEDUP_NEW;
+    }
+    if (!run->commits || !news)
+        return true;
+    /* "Written out": past this process, in the kernel's hands. */
+    if (!dd_writer_flush(w))
+        return false; /* the caller reports the writer's error */
+    if (news > run->ccap) {
+        free(run->cd);
+        free(run->ck);
+        free(run->cl);
+        run->cd = malloc(news * sizeof *run->cd);
+        run->ck = malloc(news * sizeof *run->ck);
+        run->cl = malloc(news * sizeof *run->cl);
+        run->ccap = news;
+        if (!run->cd || !run->ck || !run->cl) {
+            run->ccap = 0;
+            cli_error("out of memory");
+            return false;
+        }
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < b->n; i++)
+        if (v[i] == DEDUP_NEW) {
+            run->cd[k] = b->digests[i];
+            run->ck[k] = b->keys ? b->keys[i] : NULL;
+            run->cl[k] = b->lens ? b->lens[i] : 0;
+            k++;
+        }
+    dedup_batch cb = {.n = k, .digests = run->cd, .keys = b->keys ? run->ck : NULL,
+                      .lens = b->lens ? run->cl : NULL};
+    dedup_status st = dedup_seen_commit(s, &cb);
+    if (st != DEDUP_OK) {
+        cli_error("--redis: committing %zu keys: %s", k, dedup_redis_last_error(run->r));
+        return false;
+    }
+    return true;
+}
+
+bool dd_redis_uncertain(dd_redis_run *run, const void *rec, size_t len, int term)
+{
+    if (!run || !run->uncertain || run->write_failed)
+        return !run || !run->write_failed;
+    if (fwrite(rec, 1, len, run->uncertain) != len || putc(term, run->uncertain) == EOF) {
+        cli_error("--uncertain '%s': %s", run->uncertain_path, strerror(errno));
+        run->write_failed = true;
+        return false;
+    }
+    return true;
+}
+
+void dd_redis_print_stats(const dd_redis_run *run, FILE *f, bool json)
+{
+    if (!run)
+        return;
+    dedup_redis_stats s;
+    dedup_redis_get_stats(run->r, &s);
+    dedup_redis_shape sh;
+    dedup_redis_get_shape(run->r, &sh);
+    double per = s.round_trips ? (double)s.commands / (double)s.round_trips : 0;
+    if (json) {
+        fprintf(f, ",\"redis\":{\"scheme\":\"%s\",\"cluster\":%s,\"masters\":%zu,"
+                   "\"round_trips\":%llu,\"commands\":%llu,\"keys\":%llu,"
+                   "\"keys_per_round_trip\":",
+                dedup_redis_scheme_name(sh.scheme), sh.cluster ? "true" : "false", s.nodes,
+                (unsigned long long)s.round_trips, (unsigned long long)s.commands,
+                (unsigned long long)s.keys);
+        json_double(f, s.round_trips ? (double)s.keys / (double)s.round_trips : 0);
+        fprintf(f, ",\"retries\":%llu,\"moved\":%llu,\"ask\":%llu,\"uncertain\":%llu}",
+                (unsigned long long)s.retries, (unsigned long long)s.moved,
+                (unsigned long long)s.ask, (unsigned long long)s.uncertain);
+        return;
+    }
+    fprintf(f, "redis:          %s scheme, %s, %zu master(s)\n", dedup_redis_scheme_name(sh.scheme),
+            sh.cluster ? "cluster" : "single server", s.nodes);
+    if (sh.scheme == DEDUP_REDIS_BITMAP)
+        fprintf(f, "redis filter:   %llu bits, k=%u, %u segment(s)\n", (unsigned long long)sh.bits,
+                sh.k, sh.segments);
+    fprintf(f, "round trips:    %llu (%.1f commands, %.1f keys each)\n",
+            (unsigned long long)s.round_trips, per,
+            s.round_trips ? (double)s.keys / (double)s.round_trips : 0);
+    fprintf(f, "retries:        %llu (%llu MOVED, %llu ASK)\n", (unsigned long long)s.retries,
+            (unsigned long long)s.moved, (unsigned long long)s.ask);
+    fprintf(f, "uncertain:      %llu\n", (unsigned long long)s.uncertain);
+}
+
+bool dd_redis_close(dd_redis_run *run)
+{
+    if (!run)
+        return true;
+    bool ok = !run->write_failed;
+    if (run->uncertain && fclose(run->uncertain) != 0 && ok) {
+        cli_error("--uncertain '%s': %s", run->uncertain_path, strerror(errno));
+        ok = false;
+    }
+    free(run->cd);
+    free(run->ck);
+    free(run->cl);
+    free(run);
+    return ok;
+}
+
+#else /* !DEDUP_HAVE_REDIS */
+
+int dd_redis_create(const dd_redis_opts *o, uint64_t items, double fpr, uint64_t seed,
+                    dd_redis_run **run, dedup_seen **out)
+{
+    (void)o; (void)items; (void)fpr; (void)seed;
+    *run = NULL;
+    *out = NULL;
+    cli_error("--redis: this dedup was built without the Redis backend (install "
+              "libhiredis-dev and rebuild)");
+    return CLI_EXIT_USAGE;
+}
+
+bool dd_redis_uncertain(dd_redis_run *run, const void *rec, size_t len, int term)
+{
+    (void)run; (void)rec; (void)len; (void)term;
+    return true;
+}
+
+bool dd_redis_after_batch(dd_redis_run *run, dedup_seen *s, const dedup_batch *b,
+                          const dedup_verdict *v, const unsigned char *const *rec,
+                          const size_t *rlen, unsigned char term, struct dd_writer *w)
+{
+    (void)run; (void)s; (void)b; (void)v; (void)rec; (void)rlen; (void)term; (void)w;
+    return true;
+}
+
+const char *dd_redis_error(const dd_redis_run *run)
+{
+    (void)run;
+    return "";
+}
+
+void dd_redis_print_stats(const dd_redis_run *run, FILE *f, bool json)
+{
+    (void)run; (void)f; (void)json;
+}
+
+bool dd_redis_close(dd_redis_run *run)
+{
+    (void)run;
+    return true;
+}
+
+#endif

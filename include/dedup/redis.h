@@ -1,0 +1,298 @@
+/*
+ * dedup/redis.h - Redis and Redis Cluster as a seen-set (component
+ * libdedup_redis, built on hiredis; libdedup itself has no network code).
+ *
+ * Many processes on many machines agree on "seen before?" through one Redis
+ * server or one Redis Cluster.  The remote set answers the same verb as
+ * every local kind (dedup/seen.h, kind DEDUP_SEEN_REDIS):
+ *
+ *   dedup_redis_options o; dedup_redis_options_init(&o);
+ *   o.url = "redis://127.0.0.1:6379/0"; o.scheme = DEDUP_REDIS_KEYS;
+ *   dedup_redis *r; char err[256];
+ *   st = dedup_redis_open(&o, NULL, &r, err, sizeof err);   connects now
+ *   st = dedup_redis_decide(r, &batch, verdicts, &done);     pipelined
+ *   ... write the records answered NEW ...
+ *   st = dedup_redis_commit(r, &batch);                      see "Reserve"
+ *   dedup_redis_free(r);
+ *
+ * or wrapped as a dedup_seen (dedup_redis_seen()).
+ *
+ * URLs.  "redis://[user:pass@]host:port[/db]" names one server;
+ * "redis-cluster://[user:pass@]host:port[,host:port...]" names a cluster by
+ * one or more seed nodes (db must be 0 or absent there).  "user:" may be
+ * empty ("redis://:pass@h:p") for the default user.  host is a name or an
+ * IPv4 address; port 1..65535 (default 6379); db 0..(2^31-1).  A redis://
+ * URL naming a cluster node, or a redis-cluster:// URL naming a server
+ * without cluster support, is refused at open with a sentence saying so.
+ *
+ * Schemes (the layout of the remote set):
+ *  - DEDUP_REDIS_KEYS: exact.  One Redis string per seen key, named
+ *    "<name>:" + the 16 bytes of the digest (lo then hi, little-endian), or
+ *    "<name>:" + the key bytes when whole_keys is set (exact even against
+ *    digest collisions, at the keys' size).  Recorded with
+ *    SET key 1 NX [PX ttl]; the reply says NEW (OK) or DUPLICATE (nil).
+ *  - DEDUP_REDIS_BITMAP: a blocked Bloom filter (dedup/bloom.h's blocked
+ *    layout: block = reduce(lo, blocks), positions (hi * salt_i) >> 55) on
+ *    plain Redis strings, for servers without modules.  Sized from (items,
+ *    fpr) with dedup_blocked_bits_for/k_for, exactly as `dedup calc` does.
+ *    Blocks are split over 'segments' keys "<name>:{<name>:s<i>}:g<gen>",
+ *    each at most 2^32 bits (Redis' 512 MB string limit); the hash tag puts
+ *    all generations of a segment in one slot and spreads segments over the
+ *    slots.  A batch is tested-and-set atomically per segment in one
+ *    command: without ttl_ms one BITFIELD (its SET u1 returns the old bit,
+ *    in order), with ttl_ms one Lua script over the segment's live
+ *    generations (EVALSHA; EVAL when the server answers NOSCRIPT, e.g.
+ *    after a failover), its keys passed in KEYS.  Decisions equal those of a local
+ *    blocked filter of the same bits, k and seed, fed the same keys in the
+ *    same order (by one client).  A metadata hash "<name>:meta" holds
+ *    version, bits, k, seed, segments, generation length and count; a
+ *    client whose parameters differ is refused (DEDUP_ERR_INCOMPATIBLE)
+ *    with both values named.  With ttl_ms, segments exist per generation of
+ *    ttl_ms / generations; each generation's keys expire (PEXPIREAT) ttl_ms
+ *    after it ends, a key is recorded in the current generation and found in
+ *    any live one, so it is remembered at least ttl_ms and at most
+ *    ttl_ms * (1 + 1/generations).  Generations follow the clients' clocks,
+ *    which must agree to well within a generation.
+ *  - DEDUP_REDIS_MODULE: a filter module's BF.MADD / BF.MEXISTS: this
+ *    project's module (build/dedup_redis.so) or RedisBloom.  One logical
+ *    filter is split into 'shards' keys "<name>:{<name>:f<i>}", an item
+ *    routed to shard reduce(hi, shards) by its digest, each shard reserved
+ *    (BF.RESERVE) for items/shards keys at fpr if absent.  The item sent is
+ *    the 16-byte digest.  With ttl_ms the shards are this project's
+ *    expiring filters instead (DEDUP.RESERVE key ttl_ms fpr capacity,
+ *    DEDUP.MADD, DEDUP.EXISTS): a key is remembered for the window ttl_ms;
+ *    RedisBloom has no such command (DEDUP_ERR_UNSUPPORTED at open).
+ *
+ * Round trips.  Commands are pipelined: a batch becomes one command per key
+ * (keys, module: one BF.MADD per shard) or one script call per segment
+ * (bitmap), sent to their nodes up to 'pipeline' commands at a time, all
+ * nodes written before any is read.  Redis Cluster: the slot map comes from
+ * CLUSTER SLOTS of a seed node, each command goes to its slot's master
+ * (CRC16 of the key or of its {hash tag}); a MOVED reply updates the map and
+ * resends only that command, an ASK reply resends it to the named node after
+ * ASKING; TRYAGAIN and CLUSTERDOWN are retried after a pause; a node that
+ * fails makes the client reload the map from any node that answers
+ * (failover).
+ *
+ * Reserve, then commit (keys scheme with ttl_ms).  A process that records a
+ * key and then dies before its record reaches the output leaves the key
+ * "seen" for the whole TTL while nobody received the record: every other
+ * process drops it as a duplicate, and the record is lost.  To close that
+ * hole a NEW key is first set with the short expiry reserve_ms, and given
+ * its real expiry (PEXPIRE ttl_ms) by dedup_redis_commit() once the caller
+ * has written its record out.  A process that dies in between loses the key
+ * after reserve_ms, and the next occurrence is answered NEW again (it is
+ * delivered at least once, never zero times).  A key reserved by a live
+ * process is a duplicate for everybody else.  Without ttl_ms keys are set
+ * permanent at once and commit does nothing.
+ *
+ * Failure semantics.
+ *  - A server that cannot be reached at open is an error at open
+ *    (DEDUP_ERR_IO, the message names host:port), before any key is decided.
+ *    So are a refused AUTH or SELECT, a cluster whose slots are not all
+ *    served, and the URL kind mismatch above.
+ *  - A connection lost mid-run is reconnected with bounded exponential
+ *    backoff (backoff_ms doubling up to 2 s, at most 'retries' attempts per
+ *    batch, counted in stats.retries); past that the call fails with
+ *    DEDUP_ERR_IO naming host:port, having decided nothing of the batch it
+ *    reports in *done.
+ *  - A command written whose reply was lost may or may not have run.  It is
+ *    sent again once reconnected; a key it then finds present is UNCERTAIN
+ *    (perhaps recorded by the lost command, perhaps by another client):
+ *    callers drop it like a duplicate (the safe direction), count it
+ *    (stats.uncertain) and may write it aside.  A key found absent is NEW.
+ *  - wait_replicas N: after each batch's commands (and each commit) the
+ *    client sends WAIT N wait_timeout_ms to every master written, in the
+ *    same round trip.  Fewer acknowledgements (a replica resyncing, or
+ *    none yet after a failover) are asked again with the same backoff;
+ *    still fewer after 'retries' fail the call with DEDUP_ERR_IO.  A
+ *    master lost before acknowledging has its commands sent again (to its
+ *    successor), marked lost as above.  So a caller that writes its output
+ *    only after decide returns never reports a key NEW that a failover
+ *    could forget.
+ *  - A key of the wrong type under the name (WRONGTYPE) gives
+ *    DEDUP_ERR_WRONG_TYPE; other error replies give DEDUP_ERR_IO; the
+ *    message (dedup_redis_last_error()) names the node and Redis' words.
+ *
+ * Thread-safety: one dedup_redis per thread (its connections are its own).
+ * Any number of objects in any number of processes may share one server.
+ */
+#ifndef DEDUP_REDIS_H
+#define DEDUP_REDIS_H
+
+#include "dedup/common.h"
+#include "dedup/hash.h"
+#include "dedup/seen.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum dedup_redis_scheme {
+    DEDUP_REDIS_KEYS = 1,
+    DEDUP_REDIS_BITMAP = 2,
+    DEDUP_REDIS_MODULE = 3
+} dedup_redis_scheme;
+
+/* "keys", "bitmap", "module"; NULL for other values.  from_name: 0 when
+ * 'name' is none of them. */
+const char *dedup_redis_scheme_name(dedup_redis_scheme s);
+dedup_redis_scheme dedup_redis_scheme_from_name(const char *name);
+
+/* ---- URLs ------------------------------------------------------------------ */
+#define DEDUP_REDIS_MAX_SEEDS 16
+#define DEDUP_REDIS_MAX_HOST 255
+#define DEDUP_REDIS_MAX_CRED 255
+
+typedef struct dedup_redis_url {
+    bool cluster;                  /* redis-cluster:// */
+    char user[DEDUP_REDIS_MAX_CRED + 1]; /* "" = the default user */
+    char pass[DEDUP_REDIS_MAX_CRED + 1]; /* "" = no AUTH */
+    int db;                        /* 0 unless given */
+    size_t nseeds;                 /* 1 for redis:// */
+    struct {
+        char host[DEDUP_REDIS_MAX_HOST + 1];
+        int port;
+    } seeds[DEDUP_REDIS_MAX_SEEDS];
+} dedup_redis_url;
+
+/* Parses 'text' (NUL-terminated, as above).  Percent-escapes (%XX) are
+ * decoded in user and password.  Errors: DEDUP_ERR_INVALID_ARG with a
+ * sentence in 'why' (may be NULL) naming what is wrong: the scheme, an empty
+ * or over-long host or credential, a port or db out of range, a db on a
+ * cluster URL, more than DEDUP_REDIS_MAX_SEEDS seeds, trailing text. */
+dedup_status dedup_redis_url_parse(const char *text, dedup_redis_url *out, char *why,
+                                   size_t whycap);
+
+/* ---- Options ----------------------------------------------------------------- */
+typedef struct dedup_redis_options {
+    const char *url;          /* required; see above */
+    dedup_redis_scheme scheme;/* default DEDUP_REDIS_KEYS */
+    const char *name;         /* key prefix, 1..200 bytes; default "dedup" */
+    bool whole_keys;          /* keys scheme: name keys by their bytes, not digest */
+    uint64_t ttl_ms;          /* 0 = keys never expire */
+    uint64_t reserve_ms;      /* keys + ttl: expiry of a reserved key; default
+                                 60000, at most ttl_ms */
+    uint32_t wait_replicas;   /* WAIT N after each batch; 0 = no wait */
+    uint32_t wait_timeout_ms; /* default 1000 */
+    uint32_t connect_timeout_ms; /* default 2000 */
+    uint32_t io_timeout_ms;   /* a reply not received in this time is lost; default 5000 */
+    uint32_t retries;         /* reconnect attempts per batch; default 8 */
+    uint32_t backoff_ms;      /* first pause; doubles up to 2000; default 50 */
+    uint32_t pipeline;        /* commands in flight per node, 1..65536; default 1024 */
+    uint64_t seed;            /* hash seed of the digests; default DEDUP_DEFAULT_SEED */
+    /* bitmap and module */
+    uint64_t items;           /* n; required (>= 1) for bitmap and module unless
+                                 bitmap finds its metadata already there */
+    double fpr;               /* p; default 0.01 */
+    uint64_t bits;            /* bitmap: 0 = from (items, fpr); else rounded to 512 */
+    uint32_t hashes;          /* bitmap: k in 1..16; 0 = the best for (items, bits) */
+    uint32_t segments;        /* bitmap: 0 = as few as the 2^32-bit limit allows
+                                 (but at least 1); at most 65536 */
+    uint32_t generations;     /* bitmap with ttl_ms: default 4, 1..64 */
+    uint32_t shards;          /* module: keys of the logical filter, at most
+                                 65536; 0 (default) = 16 on a cluster (spread
+                                 over its slots), 1 on one server.  Every
+                                 client of one filter must use the same S */
+} dedup_redis_options;
+
+void dedup_redis_options_init(dedup_redis_options *o);
+
+/* ---- The remote set ---------------------------------------------------------- */
+typedef struct dedup_redis dedup_redis;
+
+/* Connects (every seed tried in turn for a cluster; the slot map read),
+ * authenticates, selects the db, and prepares the scheme: bitmap reads or
+ * creates its metadata (HSETNX, so concurrent first clients agree) and
+ * loads its script; module reserves its shards.  Errors: INVALID_ARG (bad
+ * URL or option; 'err' says which), IO (unreachable, refused AUTH, not a
+ * cluster / a cluster, slots not covered, no module), INCOMPATIBLE
+ * (metadata differs: both values named), WRONG_TYPE (the metadata key or a
+ * shard holds another type), NOMEM.  'err' (may be NULL) receives a sentence
+ * in every case. */
+dedup_status dedup_redis_open(const dedup_redis_options *o, const dedup_allocator *alloc,
+                              dedup_redis **out, char *err, size_t errcap);
+
+/* Bytes this object holds on the client: its batch buffers and scratch
+ * (hiredis' connection buffers not included).  'alloc' of open is not
+ * used: hiredis allocates through libc, and so does this object. */
+size_t dedup_redis_memory_usage(const dedup_redis *r);
+
+/* Closes the connections and frees; NULL is a no-op. */
+void dedup_redis_free(dedup_redis *r);
+
+/* Decides batch->n keys in order (batch->digests required, computed with
+ * o->seed; keys/lens too when whole_keys) and records the new ones.
+ * out[i]: DEDUP_NEW, DEDUP_DUPLICATE (keys), DEDUP_MAYBE_DUPLICATE (bitmap,
+ * module) or DEDUP_UNCERTAIN.  The whole batch is decided in as many round
+ * trips as the pipeline depth needs (ceil(n / pipeline) per node, plus
+ * redirections).  On error *done is 0 (nothing of the batch is reported;
+ * some of its keys may be recorded remotely).  Errors: above. */
+dedup_status dedup_redis_decide(dedup_redis *r, const dedup_batch *batch, dedup_verdict *out,
+                                size_t *done);
+
+/* Answers without recording (keys: EXISTS; bitmap: the script's query
+ * mode; module: BF.MEXISTS).  Errors as decide. */
+dedup_status dedup_redis_query(dedup_redis *r, const dedup_batch *batch, dedup_verdict *out);
+
+/* Keys scheme with ttl_ms: gives the keys of 'batch' answered NEW their
+ * real expiry (see "Reserve, then commit").  Pass the same keys that were
+ * answered NEW (others are harmless: an existing key just gets its expiry
+ * renewed).  DEDUP_OK at once for other schemes or without ttl_ms. */
+dedup_status dedup_redis_commit(dedup_redis *r, const dedup_batch *batch);
+
+typedef struct dedup_redis_stats {
+    uint64_t round_trips;   /* pipelines written and read back, per node */
+    uint64_t commands;      /* commands sent, resent ones included */
+    uint64_t keys;          /* keys decided or queried */
+    uint64_t retries;       /* reconnects, redirections and busy retries */
+    uint64_t moved, ask;    /* cluster redirections followed */
+    uint64_t uncertain;     /* keys answered DEDUP_UNCERTAIN */
+    uint64_t recorded;      /* keys answered NEW */
+    size_t nodes;           /* masters connected */
+} dedup_redis_stats;
+
+void dedup_redis_get_stats(const dedup_redis *r, dedup_redis_stats *out);
+
+/* The last error's sentence ("" if none), valid until the next call. */
+const char *dedup_redis_last_error(const dedup_redis *r);
+
+/* The shape in force (bitmap: as read from the metadata). */
+typedef struct dedup_redis_shape {
+    dedup_redis_scheme scheme;
+    bool cluster;
+    uint64_t seed;
+    uint64_t bits;        /* bitmap */
+    uint32_t k;           /* bitmap */
+    uint32_t segments;    /* bitmap */
+    uint32_t generations; /* bitmap with ttl */
+    uint32_t shards;      /* module */
+    uint64_t items;       /* planned capacity (bitmap, module) */
+    double fpr;
+} dedup_redis_shape;
+
+void dedup_redis_get_shape(const dedup_redis *r, dedup_redis_shape *out);
+
+/* Bytes of memory the remote keys use (MEMORY USAGE of each bitmap
+ * segment or module shard, summed; for keys, INFO's used_memory of every
+ * master).  Errors as decide. */
+dedup_status dedup_redis_remote_memory(dedup_redis *r, uint64_t *bytes);
+
+/* Bitmap scheme without generations: reads / writes the whole bit array
+ * as the bytes of a local blocked filter's words (dedup/bloom.h's layout,
+ * little-endian 64-bit words, bits/8 bytes), so a filter can be copied to
+ * disk and back.  'buf' has bits/8 bytes.  DEDUP_ERR_UNSUPPORTED for other
+ * schemes or with ttl_ms. write ORs into what is there (union). */
+dedup_status dedup_redis_bitmap_read(dedup_redis *r, unsigned char *buf, uint64_t len);
+dedup_status dedup_redis_bitmap_write(dedup_redis *r, const unsigned char *buf, uint64_t len);
+
+/* Wraps 'r' as a seen-set (kind DEDUP_SEEN_REDIS): decide, query, commit
+ * and info dispatch to the calls above; the seen-set owns 'r' once this
+ * succeeds (dedup_seen_free() frees it).  On failure (NOMEM) 'r' is not
+ * freed. */
+dedup_status dedup_redis_seen(dedup_redis *r, const dedup_allocator *alloc, dedup_seen **out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* DEDUP_REDIS_H */
