@@ -4,6 +4,8 @@
  *   dedup [OPTIONS] [FILE...]        line deduplication (cmd_dedup.c)
  *   dedup calc ...                    filter sizing (cmd_calc.c)
  *   dedup filter ACTION FILE ...      filter files (cmd_filter.c)
+ *   dedup count [OPTIONS] [FILE...]   distinct keys, estimated or exact (cmd_count.c)
+ *   dedup plan [QUESTIONS]            which method, with its figures (cmd_plan.c)
  *
  * A file literally named like a subcommand can be given as ./calc.
  */
@@ -23,6 +25,10 @@ int main(int argc, char **argv)
         rc = cmd_calc(argc - 1, argv + 1);
     else if (argc > 1 && strcmp(argv[1], "filter") == 0)
         rc = cmd_filter(argc - 1, argv + 1);
+    else if (argc > 1 && strcmp(argv[1], "count") == 0)
+        rc = cmd_count(argc - 1, argv + 1);
+    else if (argc > 1 && strcmp(argv[1], "plan") == 0)
+        rc = cmd_plan(argc - 1, argv + 1);
     else
         rc = cmd_dedup(argc, argv);
     cli_allocator_shutdown();

@@ -85,7 +85,7 @@ dedup_status dedup_hll_add_batch(dedup_hll *h, const dedup_digest *d, size_t n);
 double dedup_hll_estimate(const dedup_hll *h);
 /* The relative standard error of the estimate: 1.04 / sqrt(m), the
  * asymptotic figure (m = 2^25 while the sketch is sparse).  Below precision 7 the error is skewed, with a heavier
- * tail than a normal one's and an RMS up to ~1.15 times this; from 7 on,
+ * tail than a normal one's and an RMS up to ~1.25 times this (at 16 registers); from 7 on,
  * estimates fall within 3 standard errors as often as a normal error does
  * (tests/unit/test_hll.c). */
 double dedup_hll_std_error(const dedup_hll *h);
