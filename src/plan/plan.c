@@ -2,7 +2,8 @@
  * plan.c - the five questions turned into a method (include/dedup/plan.h).
  *
  * Every method is sized first, with the structures' own sizing functions
- * and documented bounds, and judged against the answers (exactness,
+ * (the filters' memory is dedup_seen_bytes_for(), the one place the CLI and
+ * the components size them too) and documented bounds, and judged against the answers (exactness,
  * deletes, window, memory, infrastructure); then the rules of plan.h pick
  * one among the feasible ones, and every other method gets the reason it
  * lost: the first answer it fails, or what it costs more than the winner.
@@ -17,6 +18,7 @@
 #include "dedup/bloom.h"
 #include "dedup/cuckoo.h"
 #include "dedup/limits.h"
+#include "dedup/seen.h"
 
 #define MIB (UINT64_C(1) << 20)
 #define GIB (UINT64_C(1) << 30)
@@ -201,7 +203,7 @@ static void size_blooms(const ctx *c, dedup_plan *p)
         ch->hashes = dedup_blocked_k_for(c->n, bits);
         ch->fpr = dedup_blocked_fpr_for(c->n, bits, ch->hashes);
     }
-    set_memory(c, ch, (double)bits / 8.0);
+    set_memory(c, ch, (double)dedup_seen_bytes_for(DEDUP_SEEN_BLOCKED, c->n, c->p_eff));
     say(ch->command, sizeof ch->command, "dedup --mode blocked -n %s -p %s FILE", c->nbuf, c->pbuf);
     if (over)
         refuse(ch, "%s keys at %s need more than the 2^40-bit limit in 512-bit blocks", c->nbuf,
@@ -215,7 +217,7 @@ static void size_blooms(const ctx *c, dedup_plan *p)
         ch->hashes = dedup_bloom_k_for(c->n, bits);
         ch->fpr = dedup_bloom_fpr_for(c->n, bits, ch->hashes);
     }
-    set_memory(c, ch, (double)bits / 8.0);
+    set_memory(c, ch, (double)dedup_seen_bytes_for(DEDUP_SEEN_BLOOM, c->n, c->p_eff));
     say(ch->command, sizeof ch->command, "dedup --mode bloom -n %s -p %s FILE", c->nbuf, c->pbuf);
     if (over) {
         fmt_bytes(hb, sizeof hb, (double)bits / 8.0);
@@ -232,7 +234,7 @@ static void size_blooms(const ctx *c, dedup_plan *p)
         ch->hashes = dedup_bloom_k_for(c->n, counters);
         ch->fpr = dedup_bloom_fpr_for(c->n, counters, ch->hashes);
     }
-    set_memory(c, ch, (double)counters * 4.0 / 8.0);
+    set_memory(c, ch, (double)dedup_seen_bytes_for(DEDUP_SEEN_COUNTING, c->n, c->p_eff));
     say(ch->command, sizeof ch->command,
         "dedup filter create keys.cbf -t counting -n %s -p %s; dedup filter add|del|query keys.cbf",
         c->nbuf, c->pbuf);
@@ -249,7 +251,7 @@ static void size_blooms(const ctx *c, dedup_plan *p)
         ch->fpr = dedup_cuckoo_fpr_for(f, DEDUP_CUCKOO_DEFAULT_BUCKET_SIZE, load);
         ch->hashes = 2; /* two buckets a key */
     }
-    set_memory(c, ch, (double)nb * DEDUP_CUCKOO_DEFAULT_BUCKET_SIZE * f / 8.0);
+    set_memory(c, ch, (double)dedup_seen_bytes_for(DEDUP_SEEN_CUCKOO, c->n, c->p_eff));
     say(ch->command, sizeof ch->command,
         "dedup filter create keys.cf -t cuckoo -n %s -p %s; dedup filter add|del|query keys.cf",
         c->nbuf, c->pbuf);

@@ -10,6 +10,7 @@
 #include "dedup/bloom.h"
 #include "dedup/cuckoo.h"
 #include "dedup/plan.h"
+#include "dedup/seen.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -228,6 +229,14 @@ static void test_blacklist_deletes(void **state)
     uint64_t nb = dedup_cuckoo_buckets_for(q.items, DEDUP_CUCKOO_DEFAULT_BUCKET_SIZE);
     assert_int_equal(w->memory, (uint64_t)ceil((double)nb * 4 * f / 8.0));
     assert_true(p.choices[DEDUP_PLAN_COUNTING].memory > w->memory);
+    /* The filters' figures are the seen-set's own sizing. */
+    assert_int_equal(w->memory, dedup_seen_bytes_for(DEDUP_SEEN_CUCKOO, q.items, q.fpr));
+    assert_int_equal(p.choices[DEDUP_PLAN_COUNTING].memory,
+                     dedup_seen_bytes_for(DEDUP_SEEN_COUNTING, q.items, q.fpr));
+    assert_int_equal(p.choices[DEDUP_PLAN_BLOOM].memory,
+                     dedup_seen_bytes_for(DEDUP_SEEN_BLOOM, q.items, q.fpr));
+    assert_int_equal(p.choices[DEDUP_PLAN_BLOCKED].memory,
+                     dedup_seen_bytes_for(DEDUP_SEEN_BLOCKED, q.items, q.fpr));
     assert_non_null(strstr(p.choices[DEDUP_PLAN_BLOOM].reason, "cannot delete"));
     assert_non_null(strstr(w->command, "-t cuckoo"));
 }
