@@ -48,7 +48,7 @@ static const char plan_help[] =
     "  -p, --fpr P           yes, at most this often: 1e-5, 0.1%\n"
     "      --exact           no (the default)\n"
     "4. Batch or stream:\n"
-    "      --stream          records arrive as a stream (default: a batch)\n"
+    "      --stream, --batch records arrive as a stream, or are a batch (the default)\n"
     "      --window D        a repeat counts only within D: 10m, 24h (implies --stream)\n"
     "5. Deletes, and what infrastructure:\n"
     "      --delete          keys must be removable later\n"

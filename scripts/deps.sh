@@ -8,6 +8,8 @@ PKGS="build-essential cmake pkg-config libxxhash-dev liblz4-dev"
 PKGS="$PKGS libcmocka-dev clang mawk perl python3 groff-base"
 # benchmarks compare against Debian's libbloom; Redis module tests
 PKGS="$PKGS libbloom-dev time redis-server redis-tools python3-redis"
+# the roaring component (backends/roaring: sparse integer keys)
+PKGS="$PKGS libroaring-dev"
 [ -n "${DEDUP_EXTRA_PKGS:-}" ] && PKGS="$PKGS $DEDUP_EXTRA_PKGS"
 
 missing=""

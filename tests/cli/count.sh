@@ -88,5 +88,14 @@ expect_err "cut.hll: cannot load" "$DEDUP" count --merge a.hll cut.hll
 expect 0 "$DEDUP" count --help
 grep -q -- "--merge" out || fail "--help lacks --merge"
 
+# Every option of the help is in the man page.
+groff -man -Tutf8 -P-c -P-b -P-u "$SRC/docs/dedup.1" 2>/dev/null >man.txt || fail "cannot render the man page"
+"$DEDUP" count --help >help.txt
+for opt in $(grep -o -- '--[a-z][a-z-]*' help.txt | sort -u); do
+    [ "$opt" = --help ] && continue
+    grep -q -- "$opt" man.txt || fail "option $opt of 'dedup count' is not in the man page"
+done
+grep -q "dedup count" man.txt || fail "the man page lacks 'dedup count'"
+
 [ "$fails" -eq 0 ] && echo "count: all passed" || echo "count: $fails failed"
 [ "$fails" -eq 0 ]

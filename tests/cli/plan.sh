@@ -99,5 +99,14 @@ expect_err "unknown option" "$DEDUP" plan --bogus
 expect 0 "$DEDUP" plan --help
 grep -q -- "--infra" out || fail "--help lacks --infra"
 
+# Every option of the help is in the man page.
+groff -man -Tutf8 -P-c -P-b -P-u "$SRC/docs/dedup.1" 2>/dev/null >man.txt || fail "cannot render the man page"
+"$DEDUP" plan --help >help.txt
+for opt in $(grep -o -- '--[a-z][a-z-]*' help.txt | sort -u); do
+    [ "$opt" = --help ] && continue
+    grep -q -- "$opt" man.txt || fail "option $opt of 'dedup plan' is not in the man page"
+done
+grep -q "dedup plan" man.txt || fail "the man page lacks 'dedup plan'"
+
 [ "$fails" -eq 0 ] && echo "plan: all passed" || echo "plan: $fails failed"
 [ "$fails" -eq 0 ]
