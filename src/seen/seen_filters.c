@@ -38,7 +38,7 @@ typedef struct fbox {
 
 static dedup_status fbox_new(const dedup_allocator *a, const dedup_seen_spec *sp, fbox **out)
 {
-    fbox *b = dd_malloc(a, sizeof *b);
+    fbox *b = ddi_malloc(a, sizeof *b);
     if (!b)
         return DEDUP_ERR_NOMEM;
     b->alloc = *a;
@@ -54,7 +54,7 @@ static dedup_status fbox_new(const dedup_allocator *a, const dedup_seen_spec *sp
 static void fbox_free(fbox *b)
 {
     dedup_allocator a = b->alloc;
-    dd_free(&a, b);
+    ddi_free(&a, b);
 }
 
 static void *fbox_structure(const void *impl) { return ((const fbox *)impl)->st; }
@@ -627,11 +627,8 @@ static dedup_status scalable_create(const dedup_seen_spec *sp, const dedup_alloc
     dedup_status st = fbox_new(a, sp, &b);
     if (st)
         return st;
+    /* spec.memory is checked as the chain grows (decide: FULL past it) */
     st = dedup_scalable_create(&p, a, (dedup_scalable **)&b->st);
-    if (!st && sp->memory && dedup_scalable_memory_usage(b->st) > sp->memory) {
-        dedup_scalable_free(b->st);
-        st = DEDUP_ERR_LIMIT;
-    }
     if (st) {
         fbox_free(b);
         return st;

@@ -12,7 +12,10 @@
  * distinct record with its count) at dedup_seen_finish().  Every record it
  * emits comes after all those the set answered NEW, in first-occurrence
  * order (key order with sorted_output), so the caller writes NEW records as
- * they come and the engine's after them.
+ * they come and the engine's after them.  For that, the records deferred by
+ * the call in which the set freezes are only copied aside (the caller has
+ * yet to write that call's NEW records) and reach the engine at the start
+ * of the next decide() or finish().
  */
 #include "seen_internal.h"
 
@@ -33,6 +36,9 @@ typedef struct spill {
     char *tmpdir; /* a copy, or NULL */
     dedup_seen_emit_fn emit;
     void *emit_ctx;
+    /* deferred records not yet pushed: [u64 rlen][u64 klen][digest][rec][key] */
+    unsigned char *held;
+    size_t held_len, held_cap;
 } spill;
 
 static void spill_free(void *impl)
@@ -43,15 +49,16 @@ static void spill_free(void *impl)
     dedup_extsort_free(s->es);
     dedup_strset_free(s->set);
     dedup_allocator a = s->alloc;
-    dd_free(&a, s->tmpdir);
-    dd_free(&a, s);
+    ddi_free(&a, s->tmpdir);
+    ddi_free(&a, s->held);
+    ddi_free(&a, s);
 }
 
 static dedup_status spill_create(const dedup_seen_spec *sp, const dedup_allocator *a, void **impl)
 {
     if (!sp->memory || sp->memory / 2 < DEDUP_EXTSORT_MIN_MEMORY || !sp->emit)
         return DEDUP_ERR_INVALID_ARG;
-    spill *s = dd_calloc(a, 1, sizeof *s);
+    spill *s = ddi_calloc(a, 1, sizeof *s);
     if (!s)
         return DEDUP_ERR_NOMEM;
     s->alloc = *a;
@@ -64,7 +71,7 @@ static dedup_status spill_create(const dedup_seen_spec *sp, const dedup_allocato
     s->emit_ctx = sp->emit_ctx;
     if (sp->tmpdir) {
         size_t n = strlen(sp->tmpdir) + 1;
-        s->tmpdir = dd_malloc(a, n);
+        s->tmpdir = ddi_malloc(a, n);
         if (!s->tmpdir) {
             spill_free(s);
             return DEDUP_ERR_NOMEM;
@@ -107,9 +114,63 @@ static dedup_status start_engine(spill *s)
     return dedup_extsort_create(&p, &s->alloc, &s->es);
 }
 
-/* Records [from, n) once the set is frozen. */
+static dedup_status hold(spill *s, const unsigned char *rec, size_t rlen, const unsigned char *key,
+                         size_t klen, dedup_digest d)
+{
+    size_t need = s->held_len + 32 + rlen + klen;
+    if (need < s->held_len)
+        return DEDUP_ERR_NOMEM;
+    if (need > s->held_cap) {
+        size_t nc = need * 2;
+        unsigned char *nb = ddi_realloc(&s->alloc, s->held, s->held_cap, nc);
+        if (!nb)
+            return DEDUP_ERR_NOMEM;
+        s->held = nb;
+        s->held_cap = nc;
+    }
+    unsigned char *p = s->held + s->held_len;
+    uint64_t l[4] = {rlen, klen, d.lo, d.hi};
+    memcpy(p, l, 32);
+    memcpy(p + 32, rec, rlen);
+    memcpy(p + 32 + rlen, key, klen);
+    s->held_len = need;
+    return DEDUP_OK;
+}
+
+/* Pushes the records held aside by the call that froze the set. */
+static dedup_status push_held(spill *s)
+{
+    const unsigned char *rec[PUSH], *key[PUSH];
+    size_t rlen[PUSH], klen[PUSH];
+    dedup_digest dig[PUSH];
+    size_t off = 0;
+    dedup_status st = DEDUP_OK;
+    while (off < s->held_len && !st) {
+        size_t np = 0;
+        while (np < PUSH && off < s->held_len) {
+            uint64_t l[4];
+            memcpy(l, s->held + off, 32);
+            rlen[np] = (size_t)l[0];
+            klen[np] = (size_t)l[1];
+            dig[np] = (dedup_digest){l[2], l[3]};
+            rec[np] = s->held + off + 32;
+            key[np] = rec[np] + rlen[np];
+            off += 32 + rlen[np] + klen[np];
+            np++;
+        }
+        st = dedup_extsort_push_batch(s->es, np, (const void *const *)rec, rlen,
+                                      (const void *const *)key, klen, dig);
+    }
+    ddi_free(&s->alloc, s->held);
+    s->held = NULL;
+    s->held_len = s->held_cap = 0;
+    return st;
+}
+
+/* Records [from, n) once the set is frozen: pushed to the engine, or held
+ * aside when 'held' (the call that froze the set). */
 static dedup_status spill_rest(spill *s, const dedup_batch *b, size_t from, dedup_verdict *out,
-                               size_t *done)
+                               size_t *done, bool held)
 {
     const unsigned char *rec[PUSH], *key[PUSH];
     size_t rlen[PUSH], klen[PUSH];
@@ -129,6 +190,15 @@ static dedup_status spill_rest(spill *s, const dedup_batch *b, size_t from, dedu
                 continue;
             }
             out[i] = DEDUP_DEFERRED;
+            if (held) {
+                dedup_status st = hold(s, b->records[i], b->rlens[i], b->keys[i], b->lens[i],
+                                       b->digests[i]);
+                if (st) {
+                    *done = i;
+                    return st;
+                }
+                continue;
+            }
             rec[np] = b->records[i];
             rlen[np] = b->rlens[i];
             key[np] = b->keys[i];
@@ -152,8 +222,10 @@ static dedup_status spill_decide(void *impl, const dedup_batch *b, dedup_verdict
     spill *s = impl;
     if (b->n && (!b->digests || !b->keys || !b->lens || !b->records || !b->rlens))
         return DEDUP_ERR_INVALID_ARG;
-    if (s->es)
-        return spill_rest(s, b, 0, out, done);
+    if (s->es) {
+        dedup_status st = s->held ? push_held(s) : DEDUP_OK;
+        return st ? st : spill_rest(s, b, 0, out, done, false);
+    }
     const dedup_digest *d = b->digests;
     for (size_t i = 0; i < b->n; i++)
         dedup_strset_prefetch(s->set, d[i]);
@@ -164,7 +236,7 @@ static dedup_status spill_decide(void *impl, const dedup_batch *b, dedup_verdict
         if (st == DEDUP_ERR_FULL) {
             st = start_engine(s);
             if (!st)
-                return spill_rest(s, b, i, out, done);
+                return spill_rest(s, b, i, out, done, true);
         }
         if (st) {
             *done = i;
@@ -197,7 +269,8 @@ static dedup_status spill_finish(void *impl, dedup_seen_emit_fn emit, void *ctx)
         s->emit = emit;
         s->emit_ctx = ctx;
     }
-    return dedup_extsort_finish(s->es);
+    dedup_status st = s->held ? push_held(s) : DEDUP_OK;
+    return st ? st : dedup_extsort_finish(s->es);
 }
 
 static void spill_info(const void *impl, dedup_seen_info *in)
