@@ -1,8 +1,13 @@
 /* intkeys.c - integer keys (see intkeys.h). */
 #include "intkeys.h"
 
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "cli.h"
+#include "dedup/limits.h"
 
 static int hexval(unsigned char c)
 {
@@ -83,4 +88,87 @@ const char *dd_key_for_message(const unsigned char *k, size_t len, char *buf, si
     }
     buf[o < cap ? o : cap - 1] = 0;
     return buf;
+}
+
+bool dd_int_range(const char *s, uint64_t *lo, uint64_t *hi)
+{
+    const char *dots = strstr(s, "..");
+    if (!dots)
+        return false;
+    uint64_t a, b;
+    if (!dd_int_key((const unsigned char *)s, (size_t)(dots - s), &a) ||
+        !dd_int_key((const unsigned char *)dots + 2, strlen(dots + 2), &b) || b < a)
+        return false;
+    *lo = a;
+    *hi = b;
+    return true;
+}
+
+bool dd_int_keys_check(bool int_keys, const char *mode, bool range_given, bool bad_key_given,
+                       const dd_seen_opts *sizing, const char *state, char *msg, size_t cap,
+                       dedup_seen_kind *kind)
+{
+    bool bitmap = strcmp(mode, "bitmap") == 0, roaring = strcmp(mode, "roaring") == 0;
+    *kind = 0;
+    if (!int_keys) {
+        snprintf(msg, cap, "%s needs --keys int",
+                 bitmap || roaring ? (bitmap ? "--mode bitmap" : "--mode roaring")
+                 : range_given     ? "--range"
+                                   : "--on-bad-key");
+        (void)bad_key_given;
+        return false;
+    }
+    if (!bitmap && !roaring && strcmp(mode, "exact") != 0) {
+        snprintf(msg, cap, "--keys int works with --mode exact (the integer set), bitmap or "
+                           "roaring, not %s", mode);
+        return false;
+    }
+    if (range_given && !bitmap) {
+        snprintf(msg, cap, "--range sizes a bitmap: it needs --mode bitmap");
+        return false;
+    }
+    if (bitmap) {
+        if (!range_given) {
+            snprintf(msg, cap, "--mode bitmap needs --range LO..HI: one bit per possible ID");
+            return false;
+        }
+        uint64_t span = sizing->range_hi - sizing->range_lo; /* bits - 1 */
+        char hb[32], mb[32];
+        if (span >= DEDUP_MAX_BITS) {
+            cli_human_size(span / 8 + 1, hb, sizeof hb);
+            snprintf(msg, cap, "--range %llu..%llu needs %s as a bitmap, over its limit of 2^40 "
+                               "bits (128 GiB); use --mode roaring or exact",
+                     (unsigned long long)sizing->range_lo, (unsigned long long)sizing->range_hi, hb);
+            return false;
+        }
+        uint64_t bytes = (span / 64 + 1) * 8;
+        if (sizing->memory && bytes > sizing->memory) {
+            cli_human_size(bytes, hb, sizeof hb);
+            cli_human_size(sizing->memory, mb, sizeof mb);
+            snprintf(msg, cap, "--range %llu..%llu needs %s as a bitmap, more than -m/--memory %s; "
+                               "use --mode roaring or exact, or more memory",
+                     (unsigned long long)sizing->range_lo, (unsigned long long)sizing->range_hi, hb,
+                     mb);
+            return false;
+        }
+        if (state && sizing->range_lo != 0) {
+            snprintf(msg, cap, "--state with a bitmap needs --range 0..HI: the file keeps the "
+                               "bits from 0, not an offset");
+            return false;
+        }
+        *kind = DEDUP_SEEN_BITMAP;
+        return true;
+    }
+    if (roaring) {
+#ifdef DEDUP_HAVE_ROARING
+        *kind = DEDUP_SEEN_ROARING;
+        return true;
+#else
+        snprintf(msg, cap, "--mode roaring needs the roaring component, which this dedup was "
+                           "built without (install libroaring-dev and rebuild)");
+        return false;
+#endif
+    }
+    *kind = DEDUP_SEEN_U64;
+    return true;
 }

@@ -15,6 +15,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "seen_spec.h"
+
 typedef enum dd_bad_key {
     DD_BAD_KEY_FAIL = 0, /* stop before any output of it, naming file, line and value */
     DD_BAD_KEY_SKIP = 1, /* drop the record */
@@ -31,5 +33,19 @@ bool dd_bad_key_from_name(const char *name, dd_bad_key *out);
  * message, control bytes and bytes >= 0x80 as \xHH, and "..." when cut.
  * Returns buf. */
 const char *dd_key_for_message(const unsigned char *k, size_t len, char *buf, size_t cap);
+
+/* "LO..HI", each decimal or 0x-hex, LO <= HI.  False on anything else. */
+bool dd_int_range(const char *s, uint64_t *lo, uint64_t *hi);
+
+/* The method options of an integer-key run, checked before any work:
+ * --mode exact is the 64-bit integer set (DEDUP_SEEN_U64), bitmap one bit
+ * per value of --range (refused, with the bytes it would need, past -m or
+ * the bitmap's 2^40-bit limit; with --state only from 0, since the file
+ * keeps no offset), roaring the component (when built).  --range,
+ * --on-bad-key and those modes without --keys int are refused.  True with
+ * *kind set, or false with a sentence for the user in msg. */
+bool dd_int_keys_check(bool int_keys, const char *mode, bool range_given, bool bad_key_given,
+                       const dd_seen_opts *sizing, const char *state, char *msg, size_t cap,
+                       dedup_seen_kind *kind);
 
 #endif

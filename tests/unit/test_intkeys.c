@@ -64,11 +64,52 @@ static void test_policy_and_message(void **state)
     assert_true(strlen(buf) < sizeof buf);
 }
 
+static void test_range_and_check(void **state)
+{
+    (void)state;
+    uint64_t lo, hi;
+    assert_true(dd_int_range("0..99", &lo, &hi) && lo == 0 && hi == 99);
+    assert_true(dd_int_range("0x10..0x20", &lo, &hi) && lo == 16 && hi == 32);
+    assert_true(dd_int_range("5..5", &lo, &hi) && lo == 5 && hi == 5);
+    assert_false(dd_int_range("9..3", &lo, &hi));
+    assert_false(dd_int_range("..3", &lo, &hi));
+    assert_false(dd_int_range("3..", &lo, &hi));
+    assert_false(dd_int_range("3-9", &lo, &hi));
+    assert_false(dd_int_range("-1..3", &lo, &hi));
+    dd_seen_opts so;
+    memset(&so, 0, sizeof so);
+    char msg[256];
+    dedup_seen_kind k;
+    assert_true(dd_int_keys_check(true, "exact", false, false, &so, NULL, msg, sizeof msg, &k));
+    assert_int_equal(k, DEDUP_SEEN_U64);
+    assert_false(dd_int_keys_check(false, "bitmap", false, false, &so, NULL, msg, sizeof msg, &k));
+    assert_non_null(strstr(msg, "--keys int"));
+    assert_false(dd_int_keys_check(true, "bloom", false, false, &so, NULL, msg, sizeof msg, &k));
+    assert_false(dd_int_keys_check(true, "bitmap", false, false, &so, NULL, msg, sizeof msg, &k));
+    assert_non_null(strstr(msg, "needs --range"));
+    so.range_lo = 0;
+    so.range_hi = 999999;
+    assert_true(dd_int_keys_check(true, "bitmap", true, false, &so, NULL, msg, sizeof msg, &k));
+    assert_int_equal(k, DEDUP_SEEN_BITMAP);
+    so.memory = 100000; /* 125,000 bytes needed */
+    assert_false(dd_int_keys_check(true, "bitmap", true, false, &so, NULL, msg, sizeof msg, &k));
+    assert_non_null(strstr(msg, "needs 122.07 KiB as a bitmap, more than -m/--memory"));
+    so.memory = 0;
+    so.range_lo = 10;
+    assert_false(dd_int_keys_check(true, "bitmap", true, false, &so, "s.dedup", msg, sizeof msg, &k));
+    assert_non_null(strstr(msg, "--range 0..HI"));
+    so.range_lo = 0;
+    so.range_hi = UINT64_MAX;
+    assert_false(dd_int_keys_check(true, "bitmap", true, false, &so, NULL, msg, sizeof msg, &k));
+    assert_non_null(strstr(msg, "2^40"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_values),
         cmocka_unit_test(test_policy_and_message),
+        cmocka_unit_test(test_range_and_check),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
