@@ -23,6 +23,7 @@
 #include "cli.h"
 #include "dedup/extsort.h"
 #include "dedup/hash.h"
+#include "dedup/hll.h"
 #include "dedup/seen.h"
 #include "dedup/timeparse.h"
 #include "dedup/window.h"
@@ -616,6 +617,10 @@ typedef struct run {
     uint64_t ikey[BATCH];
     unsigned char ikmark[BATCH];
     uint64_t bad_keys;
+    /* --stats of a probabilistic method: distinct keys from a HyperLogLog
+     * sketch of every key's digest (the filter's own count misses the keys
+     * it took for duplicates) */
+    dedup_hll *hll;
 } run;
 
 static bool firsts_append(run *r, const unsigned char *rec, size_t len)
@@ -1019,6 +1024,8 @@ static bool process_batch(run *r, size_t n)
                      .records = r->rec, .rlens = r->rlen};
     size_t done = 0;
     dedup_status st = dedup_seen_decide(r->s, &b, r->verdict, &done);
+    if (r->hll && !st)
+        (void)dedup_hll_add_batch(r->hll, r->dig, n); /* dense from the start: cannot fail */
     if (!r->spilled && dedup_seen_spilled(r->s)) {
         r->spilled = true;
         char hh[32], hb[32];
@@ -1111,6 +1118,13 @@ static void print_stats(run *r, double seconds)
         mem += es.peak_memory;
     }
     double rate = in_recs ? (double)dups / (double)in_recs : 0.0;
+    double hll_se = 0;
+    if (r->hll) {
+        double e = dedup_hll_estimate(r->hll);
+        distinct = (uint64_t)(e + 0.5);
+        hll_se = e * dedup_hll_std_error(r->hll);
+        in.distinct_known = true;
+    }
     if (o->stats == STATS_JSON) {
         fprintf(stderr,
                 "{\"records_in\":%llu,\"records_out\":%llu,\"duplicates\":%llu,"
@@ -1133,6 +1147,9 @@ static void print_stats(run *r, double seconds)
                     (unsigned long long)es.bytes_spilled, (unsigned long long)es.bytes_read_back);
         if (in.probabilistic)
             fprintf(stderr, ",\"fpr\":%.6g,\"distinct_is_estimate\":true", in.fpr_bound);
+        if (r->hll)
+            fprintf(stderr, ",\"distinct_std_error\":%.0f,\"distinct_from\":\"hyperloglog\"",
+                    hll_se);
         fputs("}\n", stderr);
         return;
     }
@@ -1140,7 +1157,10 @@ static void print_stats(run *r, double seconds)
     fprintf(stderr, "dedup: %llu records in (%s), %llu out, %llu duplicates (%.2f%%)\n",
             (unsigned long long)in_recs, cli_human_size(r->bytes_in, hb, sizeof hb),
             (unsigned long long)out, (unsigned long long)dups, rate * 100);
-    if (in.distinct_known)
+    if (r->hll)
+        fprintf(stderr, "dedup: about %llu distinct keys (HyperLogLog estimate, \xc2\xb1 %.0f)",
+                (unsigned long long)distinct, hll_se);
+    else if (in.distinct_known)
         fprintf(stderr, "dedup: %s%llu distinct keys", in.probabilistic ? "about " : "",
                 (unsigned long long)distinct);
     else
@@ -1352,6 +1372,15 @@ int cmd_dedup(int argc, char **argv)
         r->late_w.line_buffered = o.line_buffered;
     }
     r->w.line_buffered = o.line_buffered;
+    if (o.stats != STATS_NONE && r->info.probabilistic && !r->win) {
+        dedup_hll_params hp;
+        dedup_hll_params_init(&hp);
+        hp.seed = r->info.seed;
+        if (dedup_hll_create(&hp, NULL, &r->hll) == DEDUP_OK && dedup_hll_densify(r->hll) != DEDUP_OK) {
+            dedup_hll_free(r->hll); /* no sketch: the filter's own estimate is shown */
+            r->hll = NULL;
+        }
+    }
     r->identity_key = dd_keyspec_identity(&o.key);
     r->prog.on = o.progress == 1 || (o.progress == -1 && isatty(STDERR_FILENO) && cli_verbosity > 0);
     r->prog.start = r->prog.last = now_sec();
@@ -1490,6 +1519,7 @@ int cmd_dedup(int argc, char **argv)
     }
 
     dd_writer_free(&r->w);
+    dedup_hll_free(r->hll);
     free(r->firsts);
     free(r);
     dedup_seen_free(s);

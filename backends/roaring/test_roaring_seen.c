@@ -31,23 +31,20 @@ static int cmp_u64(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* Naive model: a sorted array with binary search and insertion. */
-typedef struct model { uint64_t *v; size_t n; } model;
+/* Naive model: an open-addressing table of the values seen (and the list
+ * of them, sorted at the end for lookups). */
+typedef struct model { uint64_t *slot; unsigned char *used; size_t cap; uint64_t *v; size_t n; } model;
 static bool model_insert(model *m, uint64_t x)
 {
-    size_t lo = 0, hi = m->n;
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        if (m->v[mid] < x)
-            lo = mid + 1;
-        else
-            hi = mid;
+    size_t i = (size_t)((x * UINT64_C(0x9E3779B97F4A7C15)) >> 40) % m->cap;
+    while (m->used[i]) {
+        if (m->slot[i] == x)
+            return false;
+        i = (i + 1) % m->cap;
     }
-    if (lo < m->n && m->v[lo] == x)
-        return false;
-    memmove(m->v + lo + 1, m->v + lo, (m->n - lo) * sizeof *m->v);
-    m->v[lo] = x;
-    m->n++;
+    m->used[i] = 1;
+    m->slot[i] = x;
+    m->v[m->n++] = x;
     return true;
 }
 
@@ -65,7 +62,7 @@ static void run_input(uint64_t seed, int shape)
 {
     tu_rng r = {seed};
     const size_t N = 60000;
-    model m = {calloc(N, sizeof(uint64_t)), 0};
+    model m = {calloc(4 * N, sizeof(uint64_t)), calloc(4 * N, 1), 4 * N, calloc(N, sizeof(uint64_t)), 0};
     dedup_seen *s = make();
     uint64_t ints[512];
     dedup_verdict v[512];
@@ -85,6 +82,7 @@ static void run_input(uint64_t seed, int shape)
             assert_int_equal(v[i], model_insert(&m, ints[i]) ? DEDUP_NEW : DEDUP_DUPLICATE);
         done += k;
     }
+    qsort(m.v, m.n, sizeof *m.v, cmp_u64);
     dedup_seen_info in;
     dedup_seen_get_info(s, &in);
     assert_int_equal(in.kind, DEDUP_SEEN_ROARING);
@@ -134,6 +132,8 @@ static void run_input(uint64_t seed, int shape)
     dedup_seen_free(back);
     dedup_seen_free(s);
     free(m.v);
+    free(m.slot);
+    free(m.used);
 }
 
 static void test_against_model(void **state)
