@@ -23,6 +23,7 @@ static void describe_seen(const dedup_seen *s, uint32_t type, filter_info_out *o
     dedup_seen_info in;
     dedup_seen_get_info(s, &in);
     info_str(o, "type", "type", dedup_type_name(type));
+    info_u64(o, "type_id", "type id", type);
     info_str(o, "kind", "kind", dedup_seen_kind_name(in.kind));
     info_hex(o, "seed", "seed", in.seed);
     info_u64(o, "distinct", in.distinct_exact ? "distinct keys" : "distinct keys (estimate)",
@@ -34,6 +35,7 @@ static void describe_seen(const dedup_seen *s, uint32_t type, filter_info_out *o
     if (in.distinct)
         info_f64(o, "bytes_per_key", "bytes per key", (double)in.memory / (double)in.distinct);
     info_bool(o, "can_delete", "can delete", in.can_delete);
+    info_str(o, "note", "note", "a seen-set state, not a filter: 'dedup filter' only describes it");
 }
 
 /* Describes the file at 'path' when it is one of those; false (with *err
@@ -49,6 +51,7 @@ bool dd_info_state(const char *path, const dedup_header *hdr, filter_info_out *o
             return false;
         double est = dedup_hll_estimate(h), se = dedup_hll_std_error(h);
         info_str(o, "type", "type", "hll");
+        info_u64(o, "type_id", "type id", hdr->type);
         info_hex(o, "seed", "seed", dedup_hll_seed(h));
         info_u64(o, "precision", "precision", dedup_hll_precision(h));
         info_u64(o, "registers", "registers", dedup_hll_registers(h));
@@ -57,6 +60,7 @@ bool dd_info_state(const char *path, const dedup_header *hdr, filter_info_out *o
         info_f64(o, "std_error", "standard error (keys)", est * se);
         info_prob(o, "relative_std_error", "relative standard error", se);
         info_bytes(o, "memory_bytes", "memory when loaded", dedup_hll_memory_usage(h));
+        info_str(o, "note", "note", "a HyperLogLog sketch: dedup count --merge combines them");
         dedup_hll_free(h);
         return true;
     }

@@ -203,7 +203,7 @@ static void size_blooms(const ctx *c, dedup_plan *p)
         ch->hashes = dedup_blocked_k_for(c->n, bits);
         ch->fpr = dedup_blocked_fpr_for(c->n, bits, ch->hashes);
     }
-    set_memory(c, ch, (double)dedup_seen_bytes_for(DEDUP_SEEN_BLOCKED, c->n, c->p_eff));
+    set_memory(c, ch, (double)bits / 8.0); /* = dedup_seen_bytes_for(BLOCKED): no second search */
     say(ch->command, sizeof ch->command, "dedup --mode blocked -n %s -p %s FILE", c->nbuf, c->pbuf);
     if (over)
         refuse(ch, "%s keys at %s need more than the 2^40-bit limit in 512-bit blocks", c->nbuf,
@@ -217,7 +217,7 @@ static void size_blooms(const ctx *c, dedup_plan *p)
         ch->hashes = dedup_bloom_k_for(c->n, bits);
         ch->fpr = dedup_bloom_fpr_for(c->n, bits, ch->hashes);
     }
-    set_memory(c, ch, (double)dedup_seen_bytes_for(DEDUP_SEEN_BLOOM, c->n, c->p_eff));
+    set_memory(c, ch, (double)bits / 8.0); /* = dedup_seen_bytes_for(BLOOM) */
     say(ch->command, sizeof ch->command, "dedup --mode bloom -n %s -p %s FILE", c->nbuf, c->pbuf);
     if (over) {
         fmt_bytes(hb, sizeof hb, (double)bits / 8.0);
