@@ -50,29 +50,15 @@ static inline bool ddi_add_size(size_t a, size_t b, size_t *out)
 #endif
 
 /* Loads an object from the file at 'path' with 'load' (a structure's
- * dedup_X_load through void pointers) and rejects trailing bytes after the
- * container with DEDUP_ERR_TRAILING, also for pipes whose length is unknown;
- * then 'destroy' frees what 'load' returned and *out is NULL.  The one
- * implementation behind every dedup_X_load_file(). */
+ * dedup_X_load through void pointers) and rejects a file that goes on after
+ * the container's checksum with DEDUP_ERR_TRAILING (for a pipe, whose length
+ * is unknown, by reading one byte more): then 'destroy' frees what 'load'
+ * returned and *out is NULL.  The one implementation behind every
+ * dedup_X_load_file(). */
 #include "dedup/format.h"
 typedef dedup_status (*ddi_load_fn)(dedup_source src, const dedup_allocator *alloc, void **out);
 typedef void (*ddi_free_fn)(void *obj);
 dedup_status ddi_load_file(const char *path, const dedup_allocator *alloc, ddi_load_fn load,
                            ddi_free_fn destroy, void **out);
-
-/* Transitional: sources not yet renamed (src/sets/set.c, src/sort/extsort.c,
- * src/stream/window.c, being reorganised) still spell the old names; these
- * map them to the ddi_ symbols.  Remove once they are renamed. */
-#define dd_allocator_resolve ddi_allocator_resolve
-#define dd_malloc ddi_malloc
-#define dd_calloc ddi_calloc
-#define dd_realloc ddi_realloc
-#define dd_free ddi_free
-#define dd_aligned_calloc ddi_aligned_calloc
-#define dd_mul_size ddi_mul_size
-#define dd_add_size ddi_add_size
-#define dd_load_file ddi_load_file
-#define dd_load_fn ddi_load_fn
-#define dd_free_fn ddi_free_fn
 
 #endif
