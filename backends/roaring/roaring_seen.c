@@ -38,8 +38,8 @@ static void rs_free(void *impl)
     for (size_t i = 0; i < r->n; i++)
         roaring_bitmap_free(r->b[i].bm);
     dedup_allocator a = r->alloc;
-    dd_free(&a, r->b);
-    dd_free(&a, r);
+    ddi_free(&a, r->b);
+    ddi_free(&a, r);
 }
 
 /* Index of the bucket for 'hi', or where it would go (*found false). */
@@ -69,7 +69,7 @@ static roaring_bitmap_t *bucket_for(rseen *r, uint32_t hi)
     if (!found) {
         if (r->n == r->cap) {
             size_t cap = r->cap ? r->cap * 2 : 4;
-            bucket *nb = dd_realloc(&r->alloc, r->b, r->cap * sizeof *nb, cap * sizeof *nb);
+            bucket *nb = ddi_realloc(&r->alloc, r->b, r->cap * sizeof *nb, cap * sizeof *nb);
             if (!nb)
                 return NULL;
             r->b = nb;
@@ -195,7 +195,7 @@ static dedup_status rs_save(const void *impl, dedup_sink *sink)
         dedup_put_u32(head, r->b[i].hi);
         dedup_put_u32(head + 4, 0);
         dedup_put_u64(head + 8, len);
-        char *buf = dd_malloc(&r->alloc, len);
+        char *buf = ddi_malloc(&r->alloc, len);
         if (!buf)
             return DEDUP_ERR_NOMEM;
         if (roaring_bitmap_portable_serialize(r->b[i].bm, buf) != len)
@@ -204,7 +204,7 @@ static dedup_status rs_save(const void *impl, dedup_sink *sink)
             s = dedup_encoder_write(&e, head, sizeof head);
         if (!s)
             s = dedup_encoder_write(&e, buf, len);
-        dd_free(&r->alloc, buf);
+        ddi_free(&r->alloc, buf);
     }
     if (!s)
         s = dedup_encoder_end(&e);
@@ -223,7 +223,7 @@ static const dedup_seen_ops roaring_ops = {
 
 static rseen *rs_new(uint64_t seed, const dedup_allocator *a)
 {
-    rseen *r = dd_malloc(a, sizeof *r);
+    rseen *r = ddi_malloc(a, sizeof *r);
     if (!r)
         return NULL;
     memset(r, 0, sizeof *r);
@@ -249,7 +249,7 @@ dedup_status dedup_roaring_seen_create(const dedup_seen_spec *spec, const dedup_
     if (!spec || spec->kind != DEDUP_SEEN_ROARING)
         return DEDUP_ERR_INVALID_ARG;
     dedup_allocator a;
-    dd_allocator_resolve(&a, alloc);
+    ddi_allocator_resolve(&a, alloc);
     rseen *r = rs_new(spec->seed, &a);
     if (!r)
         return DEDUP_ERR_NOMEM;
@@ -263,7 +263,7 @@ dedup_status dedup_roaring_seen_load(dedup_source src, const dedup_allocator *al
         return DEDUP_ERR_INVALID_ARG;
     *out = NULL;
     dedup_allocator a;
-    dd_allocator_resolve(&a, alloc);
+    ddi_allocator_resolve(&a, alloc);
     dedup_decoder decoder, *dec = &decoder;
     rseen *r = NULL;
     char *buf = NULL;
@@ -287,7 +287,7 @@ dedup_status dedup_roaring_seen_load(dedup_source src, const dedup_allocator *al
         goto done;
     }
     if (nb) {
-        r->b = dd_calloc(&a, nb, sizeof *r->b);
+        r->b = ddi_calloc(&a, nb, sizeof *r->b);
         if (!r->b) {
             s = DEDUP_ERR_NOMEM;
             goto done;
@@ -312,7 +312,7 @@ dedup_status dedup_roaring_seen_load(dedup_source src, const dedup_allocator *al
             s = DEDUP_ERR_CORRUPT;
             goto done;
         }
-        buf = dd_malloc(&a, (size_t)len);
+        buf = ddi_malloc(&a, (size_t)len);
         if (!buf) {
             s = DEDUP_ERR_NOMEM;
             goto done;
@@ -339,7 +339,7 @@ dedup_status dedup_roaring_seen_load(dedup_source src, const dedup_allocator *al
             goto done;
         }
         total += c;
-        dd_free(&a, buf);
+        ddi_free(&a, buf);
         buf = NULL;
     }
     if (left != 0 || total != card) {
@@ -349,7 +349,7 @@ dedup_status dedup_roaring_seen_load(dedup_source src, const dedup_allocator *al
     r->card = card;
     s = dedup_decoder_end(dec);
 done:
-    dd_free(&a, buf);
+    ddi_free(&a, buf);
     if (s) {
         rs_free(r);
         return s;
@@ -373,7 +373,7 @@ dedup_status dedup_roaring_seen_load_file(const char *path, const dedup_allocato
     if (!out)
         return DEDUP_ERR_INVALID_ARG;
     void *obj = NULL;
-    dedup_status s = dd_load_file(path, alloc, load_any, free_any, &obj);
+    dedup_status s = ddi_load_file(path, alloc, load_any, free_any, &obj);
     *out = obj;
     return s;
 }

@@ -60,7 +60,7 @@ static inline unsigned rank_of(uint64_t lo)
 
 static dedup_hll *hll_new(uint32_t p, uint64_t seed, const dedup_allocator *a)
 {
-    dedup_hll *h = dd_malloc(a, sizeof *h);
+    dedup_hll *h = ddi_malloc(a, sizeof *h);
     if (!h)
         return NULL;
     memset(h, 0, sizeof *h);
@@ -81,7 +81,7 @@ dedup_status dedup_hll_create(const dedup_hll_params *params, const dedup_alloca
         params->precision > DEDUP_HLL_MAX_PRECISION)
         return DEDUP_ERR_INVALID_ARG;
     dedup_allocator a;
-    dd_allocator_resolve(&a, alloc);
+    ddi_allocator_resolve(&a, alloc);
     dedup_hll *h = hll_new(params->precision, params->seed, &a);
     if (!h)
         return DEDUP_ERR_NOMEM;
@@ -94,9 +94,9 @@ void dedup_hll_free(dedup_hll *h)
     if (!h)
         return;
     dedup_allocator a = h->alloc;
-    dd_free(&a, h->regs_raw);
-    dd_free(&a, h->sparse);
-    dd_free(&a, h);
+    ddi_free(&a, h->regs_raw);
+    ddi_free(&a, h->sparse);
+    ddi_free(&a, h);
 }
 
 dedup_status dedup_hll_densify(dedup_hll *h)
@@ -104,7 +104,7 @@ dedup_status dedup_hll_densify(dedup_hll *h)
     if (h->regs)
         return DEDUP_OK;
     void *raw;
-    uint8_t *regs = dd_aligned_calloc(&h->alloc, (size_t)h->m, 64, &raw);
+    uint8_t *regs = ddi_aligned_calloc(&h->alloc, (size_t)h->m, 64, &raw);
     if (!regs)
         return DEDUP_ERR_NOMEM;
     const unsigned down = SP - h->p;
@@ -114,7 +114,7 @@ dedup_status dedup_hll_densify(dedup_hll *h)
         if (regs[r] < v)
             regs[r] = v;
     }
-    dd_free(&h->alloc, h->sparse);
+    ddi_free(&h->alloc, h->sparse);
     h->sparse = NULL;
     h->nsparse = h->capsparse = 0;
     h->regs = regs;
@@ -159,7 +159,7 @@ static dedup_status sparse_raise(dedup_hll *h, uint32_t idx, unsigned val)
         size_t cap = h->capsparse ? h->capsparse * 2 : 16;
         if (cap > sparse_limit(h))
             cap = sparse_limit(h);
-        uint32_t *n = dd_realloc(&h->alloc, h->sparse, h->capsparse * sizeof *n, cap * sizeof *n);
+        uint32_t *n = ddi_realloc(&h->alloc, h->sparse, h->capsparse * sizeof *n, cap * sizeof *n);
         if (!n)
             return DEDUP_ERR_NOMEM;
         h->sparse = n;
@@ -341,7 +341,7 @@ dedup_status dedup_hll_merge(dedup_hll *dst, const dedup_hll *src, char *why, si
             n++;
         }
         if (n <= sparse_limit(dst)) {
-            uint32_t *out = dd_malloc(&dst->alloc, (n ? n : 1) * sizeof *out);
+            uint32_t *out = ddi_malloc(&dst->alloc, (n ? n : 1) * sizeof *out);
             if (!out)
                 return DEDUP_ERR_NOMEM;
             i = j = n = 0;
@@ -355,7 +355,7 @@ dedup_status dedup_hll_merge(dedup_hll *dst, const dedup_hll *src, char *why, si
                 else
                     out[n++] = a > b ? a : b, i++, j++;
             }
-            dd_free(&dst->alloc, dst->sparse);
+            ddi_free(&dst->alloc, dst->sparse);
             dst->sparse = out;
             dst->nsparse = n;
             dst->capsparse = n ? n : 1;
@@ -428,7 +428,7 @@ dedup_status dedup_hll_load(dedup_source src, const dedup_allocator *alloc, dedu
         return DEDUP_ERR_INVALID_ARG;
     *out = NULL;
     dedup_allocator a;
-    dd_allocator_resolve(&a, alloc);
+    ddi_allocator_resolve(&a, alloc);
     dedup_decoder decoder, *dec = &decoder;
     dedup_hll *h = NULL;
     dedup_status s = dedup_decoder_begin(dec, src, DEDUP_TYPE_HLL);
@@ -457,7 +457,7 @@ dedup_status dedup_hll_load(dedup_source src, const dedup_allocator *alloc, dedu
         goto done;
     }
     if (form == FORM_DENSE) {
-        h->regs = dd_aligned_calloc(&a, (size_t)m, 64, &h->regs_raw);
+        h->regs = ddi_aligned_calloc(&a, (size_t)m, 64, &h->regs_raw);
         if (!h->regs) {
             s = DEDUP_ERR_NOMEM;
             goto done;
@@ -467,7 +467,7 @@ dedup_status dedup_hll_load(dedup_source src, const dedup_allocator *alloc, dedu
             if (h->regs[i] > DEDUP_HLL_MAX_RANK)
                 s = DEDUP_ERR_CORRUPT;
     } else if (entries) {
-        h->sparse = dd_malloc(&a, (size_t)entries * sizeof *h->sparse);
+        h->sparse = ddi_malloc(&a, (size_t)entries * sizeof *h->sparse);
         if (!h->sparse) {
             s = DEDUP_ERR_NOMEM;
             goto done;
@@ -524,7 +524,7 @@ dedup_status dedup_hll_load_file(const char *path, const dedup_allocator *alloc,
     if (!out)
         return DEDUP_ERR_INVALID_ARG;
     void *obj = NULL;
-    dedup_status s = dd_load_file(path, alloc, load_any, free_any, &obj);
+    dedup_status s = ddi_load_file(path, alloc, load_any, free_any, &obj);
     *out = obj;
     return s;
 }

@@ -213,7 +213,7 @@ dedup_status dedup_bitmap_import_redis(const void *bytes, size_t len, uint64_t n
     if (len > (nbits + 7) / 8)
         return DEDUP_ERR_RANGE;
     dedup_allocator a;
-    dd_allocator_resolve(&a, alloc);
+    ddi_allocator_resolve(&a, alloc);
     dedup_bitmap *bm = NULL;
     dedup_status s = bitmap_alloc(nbits, &a, &bm);
     if (s)
