@@ -95,6 +95,7 @@ typedef struct ctx {
     double key, rec, p, p_eff; /* p_eff: the rate used to size filters when exact is required */
     bool exact_needed, window;
     uint64_t budget;
+    uint64_t blocked_bits; /* dedup_blocked_bits_for(n, p_eff): a search, done once */
     char nbuf[32], pbuf[32], wbuf[32];
 } ctx;
 
@@ -197,7 +198,7 @@ static void size_blooms(const ctx *c, dedup_plan *p)
 {
     char hb[32];
     dedup_plan_choice *ch = slot(p, DEDUP_PLAN_BLOCKED);
-    uint64_t bits = dedup_blocked_bits_for(c->n, c->p_eff);
+    uint64_t bits = c->blocked_bits;
     bool over = bits == 0 || bits > DEDUP_MAX_BITS;
     if (!over) {
         ch->hashes = dedup_blocked_k_for(c->n, bits);
@@ -351,7 +352,7 @@ static void size_redis(const ctx *c, dedup_plan *p)
     judge_common(c, ch, true, true, true);
 
     ch = slot(p, DEDUP_PLAN_REDIS_BITMAP);
-    uint64_t bits = dedup_blocked_bits_for(c->n, c->p_eff);
+    uint64_t bits = c->blocked_bits;
     bool over = bits == 0 || bits > DEDUP_MAX_BITS;
     if (!over) {
         ch->hashes = dedup_blocked_k_for(c->n, bits);
@@ -635,6 +636,7 @@ dedup_status dedup_plan_make(const dedup_plan_question *q, dedup_plan *out)
     c.p_eff = c.exact_needed ? 0.01 : q->fpr;
     c.window = q->stream && q->window_us;
     c.budget = q->memory;
+    c.blocked_bits = dedup_blocked_bits_for(c.n, c.p_eff);
     snprintf(c.nbuf, sizeof c.nbuf, "%llu", (unsigned long long)c.n);
     snprintf(c.pbuf, sizeof c.pbuf, "%g", c.p_eff);
     if (c.window)
