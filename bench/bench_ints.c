@@ -193,6 +193,7 @@ int main(int argc, char **argv)
     }
     if (reps < 1 || reps > 15)
         reps = 3;
+    setvbuf(stdout, NULL, _IOLBF, 0); /* each table line as it is known, into a file too */
     if (!hll_only) {
         uint64_t *ids = malloc(n * sizeof *ids);
         if (!ids)
