@@ -6,6 +6,9 @@
  *   dedup filter ACTION FILE ...      filter files (cmd_filter.c)
  *   dedup count [OPTIONS] [FILE...]   distinct keys, estimated or exact (cmd_count.c)
  *   dedup plan [QUESTIONS]            which method, with its figures (cmd_plan.c)
+ *   dedup split ... [FILE...]         partition by key (cmd_split.c)
+ *   dedup ring ...                    routing and what a change moves (cmd_ring.c)
+ *   dedup store info DIR              a persistent store (cmd_store.c)
  *
  * A file literally named like a subcommand can be given as ./calc.
  */
@@ -29,6 +32,12 @@ int main(int argc, char **argv)
         rc = cmd_count(argc - 1, argv + 1);
     else if (argc > 1 && strcmp(argv[1], "plan") == 0)
         rc = cmd_plan(argc - 1, argv + 1);
+    else if (argc > 1 && strcmp(argv[1], "split") == 0)
+        rc = cmd_split(argc - 1, argv + 1);
+    else if (argc > 1 && strcmp(argv[1], "ring") == 0)
+        rc = cmd_ring(argc - 1, argv + 1);
+    else if (argc > 1 && strcmp(argv[1], "store") == 0)
+        rc = cmd_store(argc - 1, argv + 1);
     else
         rc = cmd_dedup(argc, argv);
     cli_allocator_shutdown();

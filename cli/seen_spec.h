@@ -23,6 +23,7 @@ typedef struct dd_seen_opts {
     uint64_t memory;      /* -m, 0 = not given */
     uint64_t seed;
     bool counts;          /* -c / -u: per-key counts */
+    bool unique_only;     /* -u */
     /* windows (--window / --last) */
     bool windowed;
     int window_type;      /* dedup_window_type */
@@ -35,7 +36,11 @@ typedef struct dd_seen_opts {
     const char *tmpdir;
     unsigned threads;
     dedup_seen_emit_fn emit;
+    int (*emit_piece)(void *ctx, const void *piece, size_t len, bool first, bool last,
+                      uint64_t count); /* records that are their own keys */
     void *emit_ctx;
+    /* --store / --tier (tier_spec.h): a stack of seen-sets instead of one */
+    struct dd_tiers_cli *tiers;
 } dd_seen_opts;
 
 /* The names --mode accepts, in the order of the help. */

@@ -21,7 +21,7 @@
  * given; CRoaring 0.2 allocates its containers with malloc (it has no hook),
  * and aborts rather than report a failed allocation inside an add.
  *
- * File (docs/FORMAT.md, type ROARING = 14): params 16 bytes: distinct keys
+ * File (docs/FORMAT.md, type ROARING = 15): params 16 bytes: distinct keys
  * u64, buckets u32, reserved u32 (0).  Payload: for each non-empty bucket in
  * increasing order of its high 32 bits: high u32, reserved u32 (0), length
  * u64, then that many bytes of CRoaring's portable serialization (the
