@@ -23,12 +23,14 @@
 #include "cli.h"
 #include "dedup/extsort.h"
 #include "dedup/hash.h"
+#include "dedup/hll.h"
 #include "dedup/seen.h"
 #include "dedup/timeparse.h"
 #include "dedup/window.h"
 #include "io.h"
 #include "external.h"
 #include "feeder.h"
+#include "intkeys.h"
 #include "keys.h"
 #include "seen_spec.h"
 #include "redis_cli.h"
@@ -69,6 +71,10 @@ typedef struct opts {
     enum bad_time_policy bad_time; /* --on-bad-time */
     bool window_opts;            /* some window option was given */
     dd_redis_opts redis;         /* --redis URL ...: the seen-set in Redis (redis_cli.h) */
+    /* Integer keys (--keys int): the key is parsed to a 64-bit integer. */
+    bool int_keys;
+    dd_bad_key bad_key;          /* --on-bad-key */
+    bool bad_key_given, range_given;
 } opts;
 
 volatile sig_atomic_t dd_stop_signal;
@@ -109,7 +115,16 @@ static void usage(FILE *f)
 "  -i, --ignore-case      ASCII case-insensitive keys\n"
 "      --trim             ignore leading and trailing whitespace (including \\r)\n"
 "      --squeeze          runs of whitespace compare as one space\n"
-"      --strip-prefix=S   ignore S at the start of keys\n", hb, src);
+"      --strip-prefix=S   ignore S at the start of keys\n"
+"Integer keys:\n"
+"      --keys=int         the key is an integer (decimal, or hex with 0x); then\n"
+"                         --mode exact (64-bit integer set, ~10 bytes a key with -n),\n"
+"                         bitmap (one bit per possible ID, needs --range) or roaring\n"
+"                         (compressed bitmaps, for sparse IDs)\n"
+"      --range=LO..HI     the IDs a bitmap holds (refused when it needs more than -m)\n"
+"      --on-bad-key=fail|skip|keep  a key that is not an integer (or is outside\n"
+"                         --range) stops the run naming file, line and value\n"
+"                         (default, exit 1), or its record is dropped, or written\n", hb, src);
     fputs(
 "Windows (streams: a record is a duplicate only within a window of time):\n"
 "      --window=DURATION  duplicate when the same key was kept less than DURATION\n"
@@ -181,7 +196,7 @@ enum {
     OPT_TRIM = 256, OPT_SQUEEZE, OPT_PREFIX, OPT_MODE, OPT_STATS, OPT_PROGRESS, OPT_NO_PROGRESS,
     OPT_HELP, OPT_VERSION, OPT_LINEBUF, OPT_SEED, OPT_SORT,
     OPT_WINDOW, OPT_WINDOW_TYPE, OPT_LAST, OPT_TIME_FIELD, OPT_TIME_FORMAT, OPT_LATENESS,
-    OPT_LATE, OPT_BAD_TIME,
+    OPT_LATE, OPT_BAD_TIME, OPT_KEYS, OPT_BAD_KEY, OPT_RANGE,
     OPT_TIER, OPT_STORE, OPT_SYNC, OPT_TRUST_FILTER, OPT_REBUILD_FILTER, OPT_SHARED
 };
 
@@ -217,6 +232,9 @@ static const struct option long_opts[] = {
     {"lateness", required_argument, NULL, OPT_LATENESS},
     {"late", required_argument, NULL, OPT_LATE},
     {"on-bad-time", required_argument, NULL, OPT_BAD_TIME},
+    {"keys", required_argument, NULL, OPT_KEYS},
+    {"on-bad-key", required_argument, NULL, OPT_BAD_KEY},
+    {"range", required_argument, NULL, OPT_RANGE},
     {"tier", required_argument, NULL, OPT_TIER},
     {"store", required_argument, NULL, OPT_STORE},
     {"sync", required_argument, NULL, OPT_SYNC},
@@ -411,6 +429,27 @@ static int parse_args(int argc, char **argv, opts *o)
             }
             o->window_opts = true;
             break;
+        case OPT_KEYS:
+            if (strcmp(optarg, "int") != 0 && strcmp(optarg, "string") != 0) {
+                cli_error("--keys must be int or string (got '%s')", optarg);
+                return -1;
+            }
+            o->int_keys = strcmp(optarg, "int") == 0;
+            break;
+        case OPT_BAD_KEY:
+            if (!dd_bad_key_from_name(optarg, &o->bad_key)) {
+                cli_error("--on-bad-key must be fail, skip or keep (got '%s')", optarg);
+                return -1;
+            }
+            o->bad_key_given = true;
+            break;
+        case OPT_RANGE:
+            if (!dd_int_range(optarg, &o->sizing.range_lo, &o->sizing.range_hi)) {
+                cli_error("--range must be LO..HI with LO <= HI, decimal or 0x-hex (got '%s')", optarg);
+                return -1;
+            }
+            o->range_given = true;
+            break;
         case OPT_TIER:
         case OPT_STORE:
         case OPT_SYNC:
@@ -444,7 +483,24 @@ static int parse_args(int argc, char **argv, opts *o)
         }
         }
     }
-    o->kind = dd_mode_kind(o->mode);
+    if (o->int_keys || o->range_given || o->bad_key_given || strcmp(o->mode, "bitmap") == 0 ||
+        strcmp(o->mode, "roaring") == 0) {
+        char msg[256];
+        if (!dd_int_keys_check(o->int_keys, o->mode, o->range_given, o->bad_key_given, &o->sizing,
+                               o->state, msg, sizeof msg, &o->kind)) {
+            cli_error("%s", msg);
+            return -1;
+        }
+        if (o->window_us || o->last_n || o->window_opts || o->out == OUT_COUNT ||
+            o->out == OUT_UNIQUE) {
+            cli_error("--keys int works with the whole input's first occurrences or -D: not with "
+                      "%s", o->out == OUT_COUNT ? "-c/--count" : o->out == OUT_UNIQUE ? "-u/--unique"
+                                                                                   : "a window");
+            return -1;
+        }
+    } else {
+        o->kind = dd_mode_kind(o->mode);
+    }
     if (!o->kind) {
         char msg[160];
         dd_mode_unknown(msg, sizeof msg, o->mode);
@@ -640,6 +696,15 @@ typedef struct run {
     uint64_t bad_times, late_out, late_dropped;
     dd_writer late_w;
     int late_fd;
+    /* integer keys: the parsed keys of the batch, and for each record
+     * 0 (decided), 1 (bad key, dropped) or 2 (bad key, written) */
+    uint64_t ikey[BATCH];
+    unsigned char ikmark[BATCH];
+    uint64_t bad_keys;
+    /* --stats of a probabilistic method: distinct keys from a HyperLogLog
+     * sketch of every key's digest (the filter's own count misses the keys
+     * it took for duplicates) */
+    dedup_hll *hll;
 } run;
 
 static bool firsts_append(run *r, const unsigned char *rec, size_t len)
@@ -910,6 +975,14 @@ static bool emit_decided(run *r, size_t from, size_t to)
         if (r->verdict[i] == DEDUP_DEFERRED)
             continue; /* the engine's now: counted in its statistics */
         r->records_in++;
+        if (r->ikmark[i]) { /* a bad integer key: dropped, or written undecided */
+            if (r->ikmark[i] == 2) {
+                r->records_out++;
+                if (!dd_writer_record(&r->w, r->rec[i], r->rlen[i], o->term))
+                    return false;
+            }
+            continue;
+        }
         bool is_new = r->verdict[i] == DEDUP_NEW;
         if (!is_new)
             r->duplicates++;
@@ -964,6 +1037,42 @@ static int spill_emit(void *ctx, const void *rec, size_t len, uint64_t count)
 }
 
 static unsigned char o_term(const run *r) { return r->o->term; }
+/* Integer keys: parses the batch's keys into r->ikey (the good ones,
+ * packed) and marks the bad ones by --on-bad-key; false (after naming the
+ * first bad key's file, line and value) when the policy is to fail, with
+ * *n cut to the records before it. */
+static bool int_keys_of(run *r, size_t *n, size_t *m)
+{
+    opts *o = r->o;
+    const bool bitmap = r->info.kind == DEDUP_SEEN_BITMAP;
+    *m = 0;
+    for (size_t i = 0; i < *n; i++) {
+        uint64_t v;
+        bool ok = dd_int_key(r->key[i], r->klen[i], &v);
+        bool out = ok && bitmap && (v < o->sizing.range_lo || v > o->sizing.range_hi);
+        r->ikmark[i] = 0;
+        if (ok && !out) {
+            r->ikey[(*m)++] = v;
+            continue;
+        }
+        r->bad_keys++;
+        char val[80], where[48] = "";
+        dd_key_for_message(r->key[i], r->klen[i], val, sizeof val);
+        if (o->key.field)
+            snprintf(where, sizeof where, " in field %zu", o->key.field);
+        if (o->bad_key == DD_BAD_KEY_FAIL) {
+            cli_error("%s:%llu: %s%s: '%s'%s", r->file_name,
+                      (unsigned long long)(r->file_records + i + 1),
+                      out ? "key outside --range" : "not an integer key", where, val,
+                      " (--on-bad-key skip or keep lets the run go on)");
+            *n = i;
+            return false;
+        }
+        r->ikmark[i] = o->bad_key == DD_BAD_KEY_KEEP ? 2 : 1;
+    }
+    return true;
+}
+
 /* A giant record (its own key, longer than the engine's threshold), written
  * as the engine streams it from its temporary file. */
 static int spill_emit_piece(void *ctx, const void *piece, size_t len, bool first, bool last,
@@ -996,10 +1105,40 @@ static bool process_batch(run *r, size_t n)
 {
     if (r->win)
         return window_batch(r, n);
+    if (r->o->int_keys) {
+        size_t m, keep_n = n;
+        bool go_on = int_keys_of(r, &keep_n, &m);
+        dedup_verdict iv[BATCH];
+        size_t done = 0;
+        dedup_batch ib = {.n = m, .ints = r->ikey};
+        dedup_status st = dedup_seen_decide(r->s, &ib, iv, &done);
+        if (st) {
+            cli_error("%s", st == DEDUP_ERR_FULL ? "the integer set needs more memory than "
+                                                   "-m/--memory allows; raise it, or use --mode "
+                                                   "roaring or bitmap"
+                                                 : dedup_strerror(st));
+            go_on = false;
+        }
+        for (size_t i = 0, j = 0; i < keep_n; i++)
+            if (!r->ikmark[i]) {
+                if (j == done) { /* the decide failed here: write what was decided */
+                    keep_n = i;
+                    break;
+                }
+                r->verdict[i] = iv[j++];
+            }
+        r->file_records += n;
+        bool ok = emit_decided(r, 0, keep_n);
+        if (!go_on)
+            r->failed = true;
+        return ok && go_on;
+    }
     dedup_batch b = {.n = n, .digests = r->dig, .keys = r->key, .lens = r->klen,
                      .records = r->rec, .rlens = r->rlen};
     size_t done = 0;
     dedup_status st = dedup_seen_decide(r->s, &b, r->verdict, &done);
+    if (r->hll && !st)
+        (void)dedup_hll_add_batch(r->hll, r->dig, n); /* dense from the start: cannot fail */
     if (!r->spilled && dedup_seen_spilled(r->s)) {
         r->spilled = true;
         char hh[32], hb[32];
@@ -1100,6 +1239,13 @@ static void print_stats(run *r, double seconds)
         mem += es.peak_memory;
     }
     double rate = in_recs ? (double)dups / (double)in_recs : 0.0;
+    double hll_se = 0;
+    if (r->hll) {
+        double e = dedup_hll_estimate(r->hll);
+        distinct = (uint64_t)(e + 0.5);
+        hll_se = e * dedup_hll_std_error(r->hll);
+        in.distinct_known = true;
+    }
     if (o->stats == STATS_JSON) {
         fprintf(stderr,
                 "{\"records_in\":%llu,\"records_out\":%llu,\"duplicates\":%llu,"
@@ -1123,6 +1269,9 @@ static void print_stats(run *r, double seconds)
         if (in.probabilistic)
             fprintf(stderr, ",\"fpr\":%.6g,\"distinct_is_estimate\":true", in.fpr_bound);
         dd_redis_print_stats(r->redis, stderr, true);
+        if (r->hll)
+            fprintf(stderr, ",\"distinct_std_error\":%.0f,\"distinct_from\":\"hyperloglog\"",
+                    hll_se);
         fputs("}\n", stderr);
         return;
     }
@@ -1130,7 +1279,10 @@ static void print_stats(run *r, double seconds)
     fprintf(stderr, "dedup: %llu records in (%s), %llu out, %llu duplicates (%.2f%%)\n",
             (unsigned long long)in_recs, cli_human_size(r->bytes_in, hb, sizeof hb),
             (unsigned long long)out, (unsigned long long)dups, rate * 100);
-    if (in.distinct_known)
+    if (r->hll)
+        fprintf(stderr, "dedup: about %llu distinct keys (HyperLogLog estimate, \xc2\xb1 %.0f)",
+                (unsigned long long)distinct, hll_se);
+    else if (in.distinct_known)
         fprintf(stderr, "dedup: %s%llu distinct keys", in.probabilistic ? "about " : "",
                 (unsigned long long)distinct);
     else
@@ -1368,6 +1520,15 @@ int cmd_dedup(int argc, char **argv)
         r->late_w.line_buffered = o.line_buffered;
     }
     r->w.line_buffered = o.line_buffered;
+    if (o.stats != STATS_NONE && r->info.probabilistic && !r->win) {
+        dedup_hll_params hp;
+        dedup_hll_params_init(&hp);
+        hp.seed = r->info.seed;
+        if (dedup_hll_create(&hp, NULL, &r->hll) == DEDUP_OK && dedup_hll_densify(r->hll) != DEDUP_OK) {
+            dedup_hll_free(r->hll); /* no sketch: the filter's own estimate is shown */
+            r->hll = NULL;
+        }
+    }
     r->identity_key = dd_keyspec_identity(&o.key);
     r->prog.on = o.progress == 1 || (o.progress == -1 && isatty(STDERR_FILENO) && cli_verbosity > 0);
     r->prog.start = r->prog.last = now_sec();
@@ -1384,7 +1545,8 @@ int cmd_dedup(int argc, char **argv)
     bool stopped = false; /* broken pipe, error or signal: no state save */
     for (int fi = 0; fi < nfiles && !stopped; fi++) {
         dd_feeder *fd = NULL;
-        dd_feeder_opts fo = {.term = o.term, .key = &o.key, .hash = true, .seed = r->info.seed};
+        dd_feeder_opts fo = {.term = o.term, .key = &o.key, .hash = !o.int_keys,
+                             .seed = r->info.seed};
         int e = dd_feeder_open(&fd, files[fi], &fo);
         if (e) {
             cli_error("%s: %s", files[fi], strerror(e));
@@ -1465,6 +1627,11 @@ int cmd_dedup(int argc, char **argv)
         }
     }
     progress_show(&r->prog, r->bytes_in, r->records_in, true);
+    if (r->bad_keys && o.bad_key != DD_BAD_KEY_FAIL)
+        cli_warn("%llu record%s had a key that is not an integer%s: %s",
+                 (unsigned long long)r->bad_keys, r->bad_keys == 1 ? "" : "s",
+                 r->info.kind == DEDUP_SEEN_BITMAP ? " or is outside --range" : "",
+                 o.bad_key == DD_BAD_KEY_SKIP ? "dropped" : "written undecided");
 
     if (r->w.error) {
         cli_error("write error on %s: %s", r->w.name, strerror(r->w.error));
@@ -1509,6 +1676,7 @@ int cmd_dedup(int argc, char **argv)
     if (!dd_redis_close(r->redis) && status == CLI_EXIT_OK)
         status = CLI_EXIT_FAIL;
     dd_writer_free(&r->w);
+    dedup_hll_free(r->hll);
     free(r->firsts);
     if (r->verdict != r->verdict_buf)
         free(r->verdict);

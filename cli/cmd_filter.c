@@ -800,9 +800,17 @@ static int info_one(const char *path, bool json)
     info_str(&o, "file", "file", path);
     info_bytes(&o, "file_bytes", "file size", fsize);
     info_u64(&o, "format_version", "format version", hdr.version);
+    dedup_status ls = DEDUP_OK;
     if (t) {
         t->info(h, &o);
         t->free(h);
+    } else if (dd_info_state(path, &hdr, &o, &ls)) {
+        /* a state file or sketch, loaded and described */
+    } else if (ls) {
+        if (json)
+            fputs("}\n", stdout);
+        file_error(path, ls, errno);
+        return CLI_EXIT_USAGE;
     } else {
         /* Not a filter this command handles (a set or window state file):
          * what the header says. */

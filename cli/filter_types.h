@@ -37,6 +37,7 @@
 #include <stdio.h>
 
 #include "dedup/common.h"
+#include "dedup/format.h"
 
 /* One item: bytes, not NUL-terminated, may contain NUL. */
 typedef struct filter_key {
@@ -84,6 +85,12 @@ void info_bytes(filter_info_out *o, const char *key, const char *label, uint64_t
 void info_bool(filter_info_out *o, const char *key, const char *label, bool v);
 /* Seeds in hex: text "0x...", JSON a number (and a "<key>_hex" string). */
 void info_hex(filter_info_out *o, const char *key, const char *label, uint64_t v);
+
+/* `dedup filter info` of a file that is not a filter (a seen-set state, a
+ * roaring file, a HyperLogLog sketch; cli/info_state.c): true when it was
+ * described; false with *err set when it could not be loaded, or DEDUP_OK
+ * when it is none of those. */
+bool dd_info_state(const char *path, const dedup_header *hdr, filter_info_out *o, dedup_status *err);
 
 typedef struct filter_type {
     /* --type name ("bloom") and a one-line description for --help. */

@@ -4,6 +4,8 @@
  *   dedup [OPTIONS] [FILE...]        line deduplication (cmd_dedup.c)
  *   dedup calc ...                    filter sizing (cmd_calc.c)
  *   dedup filter ACTION FILE ...      filter files (cmd_filter.c)
+ *   dedup count [OPTIONS] [FILE...]   distinct keys, estimated or exact (cmd_count.c)
+ *   dedup plan [QUESTIONS]            which method, with its figures (cmd_plan.c)
  *   dedup split ... [FILE...]         partition by key (cmd_split.c)
  *   dedup ring ...                    routing and what a change moves (cmd_ring.c)
  *   dedup store info DIR              a persistent store (cmd_store.c)
@@ -26,6 +28,10 @@ int main(int argc, char **argv)
         rc = cmd_calc(argc - 1, argv + 1);
     else if (argc > 1 && strcmp(argv[1], "filter") == 0)
         rc = cmd_filter(argc - 1, argv + 1);
+    else if (argc > 1 && strcmp(argv[1], "count") == 0)
+        rc = cmd_count(argc - 1, argv + 1);
+    else if (argc > 1 && strcmp(argv[1], "plan") == 0)
+        rc = cmd_plan(argc - 1, argv + 1);
     else if (argc > 1 && strcmp(argv[1], "split") == 0)
         rc = cmd_split(argc - 1, argv + 1);
     else if (argc > 1 && strcmp(argv[1], "ring") == 0)

@@ -5,6 +5,9 @@
 #include <string.h>
 
 #include "cli.h"
+#ifdef DEDUP_HAVE_ROARING
+#include "dedup_roaring.h"
+#endif
 #include "tier_spec.h"
 #include "dedup/scalable.h"
 #include "dedup/window.h"
@@ -80,6 +83,10 @@ void dd_seen_spec(const dd_seen_opts *o, dedup_seen_spec *sp)
     case DEDUP_SEEN_SCALABLE:
         sp->tightening = DEDUP_SCALABLE_DEFAULT_TIGHTENING;
         break;
+    case DEDUP_SEEN_BITMAP:
+        sp->range_lo = o->range_lo;
+        sp->range_hi = o->range_hi;
+        break;
     default:
         break;
     }
@@ -109,7 +116,13 @@ dedup_status dd_seen_create(const dd_seen_opts *o, dedup_seen **out, char *err, 
     }
     dedup_seen_spec sp;
     dd_seen_spec(o, &sp);
-    dedup_status st = dedup_seen_create(&sp, dd_seen_allocator(sp.kind), out);
+    dedup_status st;
+#ifdef DEDUP_HAVE_ROARING
+    if (sp.kind == DEDUP_SEEN_ROARING) /* a component: created by its own call */
+        st = dedup_roaring_seen_create(&sp, cli_allocator(), out);
+    else
+#endif
+        st = dedup_seen_create(&sp, dd_seen_allocator(sp.kind), out);
     if (!st || !err || !errcap)
         return st;
     bool sized_filter = sp.kind == DEDUP_SEEN_BLOOM || sp.kind == DEDUP_SEEN_BLOCKED;
@@ -151,7 +164,12 @@ dedup_status dd_seen_load(const dd_seen_opts *o, const char *path, dedup_seen **
     if (st)
         goto fail;
     dedup_seen_kind want = o->windowed ? DEDUP_SEEN_WINDOW : o->kind;
-    if (dedup_seen_kind_of_file_type(h.type) != want) {
+    dedup_seen_kind have = dedup_seen_kind_of_file_type(h.type);
+#ifdef DEDUP_HAVE_ROARING
+    if (h.type == DEDUP_TYPE_ROARING)
+        have = DEDUP_SEEN_ROARING;
+#endif
+    if (have != want) {
         if (!err || !errcap)
             return DEDUP_ERR_WRONG_TYPE;
         if (o->windowed)
@@ -159,10 +177,30 @@ dedup_status dd_seen_load(const dd_seen_opts *o, const char *path, dedup_seen **
         else
             snprintf(err, errcap,
                      "is a '%s' state, but --mode %s keeps a '%s' state (give the --mode it was made with)",
-                     dedup_type_name(h.type), o->mode, dedup_type_name(dedup_seen_file_type(want)));
+                     dedup_type_name(h.type), o->mode,
+                     want == DEDUP_SEEN_ROARING ? "roaring"
+                                                : dedup_type_name(dedup_seen_file_type(want)));
         return DEDUP_ERR_WRONG_TYPE;
     }
-    st = dedup_seen_load_file(path, dd_seen_allocator(want), out);
+#ifdef DEDUP_HAVE_ROARING
+    if (want == DEDUP_SEEN_ROARING)
+        st = dedup_roaring_seen_load_file(path, cli_allocator(), out);
+    else
+#endif
+        st = dedup_seen_load_file(path, dd_seen_allocator(want), out);
+    if (!st && want == DEDUP_SEEN_BITMAP) {
+        /* The file keeps bits 0 .. nbits - 1: the run must ask for the same. */
+        dedup_seen_info in;
+        dedup_seen_get_info(*out, &in);
+        if (o->range_lo != 0 || in.capacity != o->range_hi + 1) {
+            if (err && errcap)
+                snprintf(err, errcap, "the saved bitmap covers 0..%llu; give --range 0..%llu to resume it",
+                         (unsigned long long)(in.capacity - 1), (unsigned long long)(in.capacity - 1));
+            dedup_seen_free(*out);
+            *out = NULL;
+            return DEDUP_ERR_INCOMPATIBLE;
+        }
+    }
     if (!st)
         return DEDUP_OK;
 fail:

@@ -29,6 +29,8 @@ typedef struct dd_seen_opts {
     int window_type;      /* dedup_window_type */
     uint64_t duration;    /* microseconds, or records for --last */
     uint64_t lateness;
+    /* integer keys in a bitmap (--range) */
+    uint64_t range_lo, range_hi;
     /* exact mode past half of this budget goes on on disk (EXACT_SPILL); 0 = never */
     uint64_t spill_budget;
     const char *tmpdir;

@@ -1,8 +1,15 @@
 /*
  * dedup/bitmap.h - a dense bitset of up to DEDUP_MAX_BITS (2^40) bits.
  *
- * Bit i lives in 64-bit word i / 64 at bit position i % 64 (the same layout
- * as Redis SETBIT/GETBIT within each word, little-endian words on disk).
+ * Bit i lives in 64-bit word i / 64 at bit position i % 64 counted from the
+ * least significant bit, and files hold the words little-endian: so in a
+ * file, bit i is bit i % 8 (from the least significant) of byte i / 8.
+ * That is NOT the order of a Redis string, where SETBIT/GETBIT offset i is
+ * the most significant bit first: bit 7 - i % 8 of byte i / 8.
+ * dedup_bitmap_export_redis() / dedup_bitmap_import_redis() convert, so
+ * that `SET key <export>` gives a Redis string whose GETBIT i, BITCOUNT and
+ * BITPOS answer as this bitmap's get, count_range and next_set/next_clear
+ * do (tests/unit/test_bitmap_redis.c checks it against a real server).
  * Every index is checked: an index >= the bitmap's size is DEDUP_ERR_RANGE
  * and changes nothing.
  *
@@ -51,6 +58,32 @@ dedup_status dedup_bitmap_test_and_set(dedup_bitmap *bm, uint64_t i, bool *was_s
 
 /* Bits set, O(size / 64). */
 uint64_t dedup_bitmap_popcount(const dedup_bitmap *bm);
+
+/* ---- Searching (the allocator's "find a free slot") ----------------------
+ * The first bit at or after 'from' that is set / clear, or the bitmap's
+ * size when there is none ('from' >= size included).  A word at a time:
+ * O(distance / 64). */
+uint64_t dedup_bitmap_next_set(const dedup_bitmap *bm, uint64_t from);
+uint64_t dedup_bitmap_next_clear(const dedup_bitmap *bm, uint64_t from);
+/* Bits set in [from, to), stored in *count.  DEDUP_ERR_RANGE when
+ * from > to or to > size (*count 0).  O((to - from) / 64). */
+dedup_status dedup_bitmap_count_range(const dedup_bitmap *bm, uint64_t from, uint64_t to,
+                                      uint64_t *count);
+
+/* ---- Redis string order ---------------------------------------------------
+ * Bytes in the order of a Redis string's bits: offset i is bit 7 - i % 8
+ * (the most significant first) of byte i / 8, as SETBIT writes it.
+ * export writes ceil(size / 8) bytes to 'buf' (DEDUP_ERR_FULL, nothing
+ * written, when 'cap' is smaller); the bits past the size in the last byte
+ * are 0.  import creates a bitmap of 'nbits' bits from 'len' such bytes:
+ * bytes beyond ceil(nbits / 8) must not exist and set bits past nbits are
+ * refused (DEDUP_ERR_RANGE), while a shorter string (Redis trims nothing,
+ * but a string may end before the last set bit's byte) reads as zeros
+ * beyond its end.  Errors also: INVALID_ARG, LIMIT, NOMEM as create. */
+uint64_t dedup_bitmap_redis_bytes(const dedup_bitmap *bm);
+dedup_status dedup_bitmap_export_redis(const dedup_bitmap *bm, void *buf, size_t cap);
+dedup_status dedup_bitmap_import_redis(const void *bytes, size_t len, uint64_t nbits,
+                                       const dedup_allocator *alloc, dedup_bitmap **out);
 /* Sets every bit to 0. */
 void dedup_bitmap_clear_all(dedup_bitmap *bm);
 

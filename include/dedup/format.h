@@ -50,7 +50,9 @@ typedef enum dedup_type {
     DEDUP_TYPE_WINDOW = 10,
     DEDUP_TYPE_CUCKOO_CHAIN = 11,
     DEDUP_TYPE_ROTATING_BLOOM = 12,
-    DEDUP_TYPE_RING = 13          /* consistent-hash ring: nodes and weights */
+    DEDUP_TYPE_RING = 13,         /* consistent-hash ring: nodes and weights */
+    DEDUP_TYPE_HLL = 14,          /* HyperLogLog sketch (dedup/hll.h) */
+    DEDUP_TYPE_ROARING = 15       /* roaring bitmaps of integers (backends/roaring) */
 } dedup_type;
 
 /* Name of a type ("bloom", "blocked", "cuckoo", ...), or "unknown". */

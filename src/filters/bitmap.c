@@ -121,6 +121,114 @@ uint64_t dedup_bitmap_popcount(const dedup_bitmap *bm)
     return c;
 }
 
+uint64_t dedup_bitmap_next_set(const dedup_bitmap *bm, uint64_t from)
+{
+    if (from >= bm->nbits)
+        return bm->nbits;
+    uint64_t w = from >> 6;
+    uint64_t x = bm->words[w] & (~UINT64_C(0) << (from & 63));
+    while (x == 0) {
+        if (++w == bm->nwords)
+            return bm->nbits;
+        x = bm->words[w];
+    }
+    return w * 64 + (uint64_t)__builtin_ctzll(x); /* bits past the size are 0 */
+}
+
+uint64_t dedup_bitmap_next_clear(const dedup_bitmap *bm, uint64_t from)
+{
+    if (from >= bm->nbits)
+        return bm->nbits;
+    uint64_t w = from >> 6;
+    uint64_t x = ~bm->words[w] & (~UINT64_C(0) << (from & 63));
+    while (x == 0) {
+        if (++w == bm->nwords)
+            return bm->nbits;
+        x = ~bm->words[w];
+    }
+    uint64_t i = w * 64 + (uint64_t)__builtin_ctzll(x);
+    return i < bm->nbits ? i : bm->nbits; /* the clear bits past the size do not count */
+}
+
+dedup_status dedup_bitmap_count_range(const dedup_bitmap *bm, uint64_t from, uint64_t to,
+                                      uint64_t *count)
+{
+    if (count)
+        *count = 0;
+    if (!bm || !count)
+        return DEDUP_ERR_INVALID_ARG;
+    if (from > to || to > bm->nbits)
+        return DEDUP_ERR_RANGE;
+    if (from == to)
+        return DEDUP_OK;
+    uint64_t fw = from >> 6, lw = (to - 1) >> 6;
+    uint64_t first = ~UINT64_C(0) << (from & 63);
+    uint64_t last = ~UINT64_C(0) >> (63 - ((to - 1) & 63));
+    uint64_t c;
+    if (fw == lw) {
+        c = (uint64_t)__builtin_popcountll(bm->words[fw] & first & last);
+    } else {
+        c = (uint64_t)__builtin_popcountll(bm->words[fw] & first) +
+            (uint64_t)__builtin_popcountll(bm->words[lw] & last);
+        for (uint64_t w = fw + 1; w < lw; w++)
+            c += (uint64_t)__builtin_popcountll(bm->words[w]);
+    }
+    *count = c;
+    return DEDUP_OK;
+}
+
+/* A byte with its bits in the other order (bit 0 <-> bit 7 ...). */
+static inline unsigned char reverse8(unsigned char b)
+{
+    b = (unsigned char)((b & 0xF0) >> 4 | (b & 0x0F) << 4);
+    b = (unsigned char)((b & 0xCC) >> 2 | (b & 0x33) << 2);
+    return (unsigned char)((b & 0xAA) >> 1 | (b & 0x55) << 1);
+}
+
+uint64_t dedup_bitmap_redis_bytes(const dedup_bitmap *bm) { return (bm->nbits + 7) / 8; }
+
+dedup_status dedup_bitmap_export_redis(const dedup_bitmap *bm, void *buf, size_t cap)
+{
+    if (!bm || (!buf && cap))
+        return DEDUP_ERR_INVALID_ARG;
+    uint64_t n = dedup_bitmap_redis_bytes(bm);
+    if (cap < n)
+        return DEDUP_ERR_FULL;
+    unsigned char *out = buf;
+    for (uint64_t i = 0; i < n; i++)
+        out[i] = reverse8((unsigned char)(bm->words[i >> 3] >> ((i & 7) * 8)));
+    return DEDUP_OK;
+}
+
+dedup_status dedup_bitmap_import_redis(const void *bytes, size_t len, uint64_t nbits,
+                                       const dedup_allocator *alloc, dedup_bitmap **out)
+{
+    if (!out)
+        return DEDUP_ERR_INVALID_ARG;
+    *out = NULL;
+    if ((!bytes && len) || nbits == 0)
+        return DEDUP_ERR_INVALID_ARG;
+    if (nbits > DEDUP_MAX_BITS)
+        return DEDUP_ERR_LIMIT;
+    if (len > (nbits + 7) / 8)
+        return DEDUP_ERR_RANGE;
+    dedup_allocator a;
+    ddi_allocator_resolve(&a, alloc);
+    dedup_bitmap *bm = NULL;
+    dedup_status s = bitmap_alloc(nbits, &a, &bm);
+    if (s)
+        return s;
+    const unsigned char *in = bytes;
+    for (size_t i = 0; i < len; i++)
+        bm->words[i >> 3] |= (uint64_t)reverse8(in[i]) << ((i & 7) * 8);
+    if (nbits % 64 != 0 && (bm->words[bm->nwords - 1] >> (nbits % 64)) != 0) {
+        dedup_bitmap_free(bm); /* a bit set past the size */
+        return DEDUP_ERR_RANGE;
+    }
+    *out = bm;
+    return DEDUP_OK;
+}
+
 void dedup_bitmap_clear_all(dedup_bitmap *bm) { memset(bm->words, 0, (size_t)bm->nwords * 8); }
 
 #define BITMAP_OP(name, op)                                                            \

@@ -1,0 +1,379 @@
+/*
+ * roaring_seen.c - the seen-set kind DEDUP_SEEN_ROARING (dedup_roaring.h).
+ *
+ * Buckets: a sorted array of (high 32 bits, roaring bitmap of the low 32
+ * bits), with the last bucket used remembered, so a run of IDs under 2^32
+ * (the usual case) costs one compare before CRoaring's add.
+ */
+#include "dedup_roaring.h"
+
+#include <roaring/roaring.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+#define PARAMS_LEN 16u
+#define BUCKET_HEAD 16u
+
+typedef struct bucket {
+    uint32_t hi;
+    roaring_bitmap_t *bm;
+} bucket;
+
+typedef struct rseen {
+    bucket *b;
+    size_t n, cap;
+    size_t last;      /* index of the bucket used last (valid when n > 0) */
+    uint64_t card;    /* distinct keys held */
+    uint64_t seed;
+    dedup_allocator alloc;
+} rseen;
+
+static void rs_free(void *impl)
+{
+    rseen *r = impl;
+    if (!r)
+        return;
+    for (size_t i = 0; i < r->n; i++)
+        roaring_bitmap_free(r->b[i].bm);
+    dedup_allocator a = r->alloc;
+    ddi_free(&a, r->b);
+    ddi_free(&a, r);
+}
+
+/* Index of the bucket for 'hi', or where it would go (*found false). */
+static size_t find(const rseen *r, uint32_t hi, bool *found)
+{
+    if (r->n && r->b[r->last].hi == hi) {
+        *found = true;
+        return r->last;
+    }
+    size_t lo = 0, up = r->n;
+    while (lo < up) {
+        size_t mid = lo + (up - lo) / 2;
+        if (r->b[mid].hi < hi)
+            lo = mid + 1;
+        else
+            up = mid;
+    }
+    *found = lo < r->n && r->b[lo].hi == hi;
+    return lo;
+}
+
+/* The bucket for 'hi', created when absent; NULL when out of memory. */
+static roaring_bitmap_t *bucket_for(rseen *r, uint32_t hi)
+{
+    bool found;
+    size_t i = find(r, hi, &found);
+    if (!found) {
+        if (r->n == r->cap) {
+            size_t cap = r->cap ? r->cap * 2 : 4;
+            bucket *nb = ddi_realloc(&r->alloc, r->b, r->cap * sizeof *nb, cap * sizeof *nb);
+            if (!nb)
+                return NULL;
+            r->b = nb;
+            r->cap = cap;
+        }
+        roaring_bitmap_t *bm = roaring_bitmap_create();
+        if (!bm)
+            return NULL;
+        memmove(r->b + i + 1, r->b + i, (r->n - i) * sizeof *r->b);
+        r->b[i].hi = hi;
+        r->b[i].bm = bm;
+        r->n++;
+    }
+    r->last = i;
+    return r->b[i].bm;
+}
+
+static dedup_status rs_decide(void *impl, const dedup_batch *b, dedup_verdict *out, size_t *done)
+{
+    rseen *r = impl;
+    if (b->n && !b->ints)
+        return DEDUP_ERR_INVALID_ARG;
+    for (size_t i = 0; i < b->n; i++) {
+        uint64_t v = b->ints[i];
+        roaring_bitmap_t *bm = bucket_for(r, (uint32_t)(v >> 32));
+        if (!bm) {
+            *done = i;
+            return DEDUP_ERR_NOMEM;
+        }
+        bool added = roaring_bitmap_add_checked(bm, (uint32_t)v);
+        r->card += added;
+        out[i] = added ? DEDUP_NEW : DEDUP_DUPLICATE;
+    }
+    *done = b->n;
+    return DEDUP_OK;
+}
+
+static dedup_status rs_query(const void *impl, const dedup_batch *b, dedup_verdict *out)
+{
+    const rseen *r = impl;
+    if (b->n && !b->ints)
+        return DEDUP_ERR_INVALID_ARG;
+    for (size_t i = 0; i < b->n; i++) {
+        bool found;
+        size_t j = find(r, (uint32_t)(b->ints[i] >> 32), &found);
+        out[i] = found && roaring_bitmap_contains(r->b[j].bm, (uint32_t)b->ints[i])
+                     ? DEDUP_DUPLICATE
+                     : DEDUP_NEW;
+    }
+    return DEDUP_OK;
+}
+
+static dedup_status rs_remove(void *impl, const dedup_batch *b, bool *removed)
+{
+    rseen *r = impl;
+    if (b->n && !b->ints)
+        return DEDUP_ERR_INVALID_ARG;
+    for (size_t i = 0; i < b->n; i++) {
+        bool found, was = false;
+        size_t j = find(r, (uint32_t)(b->ints[i] >> 32), &found);
+        if (found)
+            was = roaring_bitmap_remove_checked(r->b[j].bm, (uint32_t)b->ints[i]);
+        r->card -= was;
+        if (removed)
+            removed[i] = was;
+    }
+    return DEDUP_OK;
+}
+
+static size_t rs_memory(const rseen *r)
+{
+    size_t m = sizeof *r + r->cap * sizeof *r->b;
+    for (size_t i = 0; i < r->n; i++) {
+        roaring_statistics_t st;
+        roaring_bitmap_statistics(r->b[i].bm, &st);
+        /* containers' bytes, plus per container its pointer, key and type
+         * in the bitmap's arrays and the container struct itself */
+        m += (size_t)st.n_bytes_array_containers + st.n_bytes_run_containers +
+             st.n_bytes_bitset_containers + (size_t)st.n_containers * 27 + 64;
+    }
+    return m;
+}
+
+static void rs_info(const void *impl, dedup_seen_info *in)
+{
+    const rseen *r = impl;
+    in->kind = DEDUP_SEEN_ROARING;
+    in->file_type = DEDUP_TYPE_ROARING;
+    in->probabilistic = false;
+    in->can_delete = in->can_count = in->can_save = true;
+    in->can_merge = false;
+    in->seed = r->seed;
+    in->capacity = 0;
+    in->items = in->distinct = r->card;
+    in->distinct_exact = in->distinct_known = true;
+    in->memory = rs_memory(r);
+}
+
+/* ---- the file ------------------------------------------------------------------ */
+
+static dedup_status rs_save(const void *impl, dedup_sink *sink)
+{
+    const rseen *r = impl;
+    uint64_t payload = 0;
+    uint32_t nonempty = 0;
+    for (size_t i = 0; i < r->n; i++)
+        if (roaring_bitmap_get_cardinality(r->b[i].bm)) {
+            payload += BUCKET_HEAD + roaring_bitmap_portable_size_in_bytes(r->b[i].bm);
+            nonempty++;
+        }
+    unsigned char params[PARAMS_LEN];
+    dedup_put_u64(params, r->card);
+    dedup_put_u32(params + 8, nonempty);
+    dedup_put_u32(params + 12, 0);
+    dedup_encoder e;
+    dedup_status s =
+        dedup_encoder_begin(&e, *sink, DEDUP_TYPE_ROARING, r->seed, params, PARAMS_LEN, payload);
+    for (size_t i = 0; !s && i < r->n; i++) {
+        if (!roaring_bitmap_get_cardinality(r->b[i].bm))
+            continue;
+        size_t len = roaring_bitmap_portable_size_in_bytes(r->b[i].bm);
+        unsigned char head[BUCKET_HEAD];
+        dedup_put_u32(head, r->b[i].hi);
+        dedup_put_u32(head + 4, 0);
+        dedup_put_u64(head + 8, len);
+        char *buf = ddi_malloc(&r->alloc, len);
+        if (!buf)
+            return DEDUP_ERR_NOMEM;
+        if (roaring_bitmap_portable_serialize(r->b[i].bm, buf) != len)
+            s = DEDUP_ERR_CORRUPT;
+        if (!s)
+            s = dedup_encoder_write(&e, head, sizeof head);
+        if (!s)
+            s = dedup_encoder_write(&e, buf, len);
+        ddi_free(&r->alloc, buf);
+    }
+    if (!s)
+        s = dedup_encoder_end(&e);
+    return s;
+}
+
+static const dedup_seen_ops roaring_ops = {
+    .kind = DEDUP_SEEN_ROARING,
+    .decide = rs_decide,
+    .query = rs_query,
+    .remove = rs_remove,
+    .info = rs_info,
+    .save = rs_save,
+    .free = rs_free,
+};
+
+static rseen *rs_new(uint64_t seed, const dedup_allocator *a)
+{
+    rseen *r = ddi_malloc(a, sizeof *r);
+    if (!r)
+        return NULL;
+    memset(r, 0, sizeof *r);
+    r->seed = seed;
+    r->alloc = *a;
+    return r;
+}
+
+static dedup_status wrap(rseen *r, const dedup_allocator *a, dedup_seen **out)
+{
+    dedup_status s = dedup_seen_wrap(&roaring_ops, r, a, out);
+    if (s)
+        rs_free(r);
+    return s;
+}
+
+dedup_status dedup_roaring_seen_create(const dedup_seen_spec *spec, const dedup_allocator *alloc,
+                                       dedup_seen **out)
+{
+    if (!out)
+        return DEDUP_ERR_INVALID_ARG;
+    *out = NULL;
+    if (!spec || spec->kind != DEDUP_SEEN_ROARING)
+        return DEDUP_ERR_INVALID_ARG;
+    dedup_allocator a;
+    ddi_allocator_resolve(&a, alloc);
+    rseen *r = rs_new(spec->seed, &a);
+    if (!r)
+        return DEDUP_ERR_NOMEM;
+    return wrap(r, &a, out);
+}
+
+dedup_status dedup_roaring_seen_load(dedup_source src, const dedup_allocator *alloc,
+                                     dedup_seen **out)
+{
+    if (!out || !src.read)
+        return DEDUP_ERR_INVALID_ARG;
+    *out = NULL;
+    dedup_allocator a;
+    ddi_allocator_resolve(&a, alloc);
+    dedup_decoder decoder, *dec = &decoder;
+    rseen *r = NULL;
+    char *buf = NULL;
+    dedup_status s = dedup_decoder_begin(dec, src, DEDUP_TYPE_ROARING);
+    if (s)
+        goto done;
+    if (dec->header.params_len != PARAMS_LEN || dedup_get_u32(dec->params + 12) != 0) {
+        s = DEDUP_ERR_CORRUPT;
+        goto done;
+    }
+    uint64_t card = dedup_get_u64(dec->params);
+    uint32_t nb = dedup_get_u32(dec->params + 8);
+    uint64_t left = dec->header.payload_len;
+    if (left / BUCKET_HEAD < nb) {
+        s = DEDUP_ERR_CORRUPT;
+        goto done;
+    }
+    r = rs_new(dec->header.seed, &a);
+    if (!r) {
+        s = DEDUP_ERR_NOMEM;
+        goto done;
+    }
+    if (nb) {
+        r->b = ddi_calloc(&a, nb, sizeof *r->b);
+        if (!r->b) {
+            s = DEDUP_ERR_NOMEM;
+            goto done;
+        }
+        r->cap = nb;
+    }
+    uint64_t total = 0;
+    for (uint32_t i = 0; i < nb; i++) {
+        unsigned char head[BUCKET_HEAD];
+        if (left < BUCKET_HEAD) {
+            s = DEDUP_ERR_CORRUPT;
+            goto done;
+        }
+        s = dedup_decoder_read(dec, head, sizeof head);
+        if (s)
+            goto done;
+        left -= BUCKET_HEAD;
+        uint32_t hi = dedup_get_u32(head);
+        uint64_t len = dedup_get_u64(head + 8);
+        if (dedup_get_u32(head + 4) != 0 || (i > 0 && hi <= r->b[i - 1].hi) || len > left ||
+            len < 4 || len > SIZE_MAX) {
+            s = DEDUP_ERR_CORRUPT;
+            goto done;
+        }
+        buf = ddi_malloc(&a, (size_t)len);
+        if (!buf) {
+            s = DEDUP_ERR_NOMEM;
+            goto done;
+        }
+        s = dedup_decoder_read(dec, buf, (size_t)len);
+        if (s)
+            goto done;
+        left -= len;
+        uint64_t c;
+        if (!dedup_roaring_portable_valid(buf, (size_t)len, &c) || c == 0) {
+            s = DEDUP_ERR_CORRUPT;
+            goto done;
+        }
+        roaring_bitmap_t *bm = roaring_bitmap_portable_deserialize_safe(buf, (size_t)len);
+        if (!bm) {
+            s = DEDUP_ERR_CORRUPT;
+            goto done;
+        }
+        r->b[i].hi = hi;
+        r->b[i].bm = bm;
+        r->n = i + 1;
+        if (roaring_bitmap_get_cardinality(bm) != c) {
+            s = DEDUP_ERR_CORRUPT;
+            goto done;
+        }
+        total += c;
+        ddi_free(&a, buf);
+        buf = NULL;
+    }
+    if (left != 0 || total != card) {
+        s = DEDUP_ERR_CORRUPT;
+        goto done;
+    }
+    r->card = card;
+    s = dedup_decoder_end(dec);
+done:
+    ddi_free(&a, buf);
+    if (s) {
+        rs_free(r);
+        return s;
+    }
+    return wrap(r, &a, out);
+}
+
+static dedup_status load_any(dedup_source src, const dedup_allocator *alloc, void **out)
+{
+    dedup_seen *x = NULL;
+    dedup_status s = dedup_roaring_seen_load(src, alloc, &x);
+    *out = x;
+    return s;
+}
+
+static void free_any(void *obj) { dedup_seen_free(obj); }
+
+dedup_status dedup_roaring_seen_load_file(const char *path, const dedup_allocator *alloc,
+                                          dedup_seen **out)
+{
+    if (!out)
+        return DEDUP_ERR_INVALID_ARG;
+    void *obj = NULL;
+    dedup_status s = ddi_load_file(path, alloc, load_any, free_any, &obj);
+    *out = obj;
+    return s;
+}
