@@ -519,6 +519,10 @@ static int parse_args(int argc, char **argv, opts *o)
             cli_error("--redis cannot be combined with --store/--tier");
             return -1;
         }
+        if (o->int_keys) { /* the Redis schemes keep digests of key bytes */
+            cli_error("--redis cannot be combined with --keys int");
+            return -1;
+        }
         int rc = dd_redis_check_args(&o->redis, strcmp(o->mode, "exact") != 0,
                                      o->window_us || o->last_n || o->window_opts, o->state != NULL,
                                      o->sizing.memory || o->sorted || o->tmpdir,
@@ -975,7 +979,7 @@ static bool emit_decided(run *r, size_t from, size_t to)
         if (r->verdict[i] == DEDUP_DEFERRED)
             continue; /* the engine's now: counted in its statistics */
         r->records_in++;
-        if (r->ikmark[i]) { /* a bad integer key: dropped, or written undecided */
+        if (o->int_keys && r->ikmark[i]) { /* a bad integer key: dropped, or written undecided */
             if (r->ikmark[i] == 2) {
                 r->records_out++;
                 if (!dd_writer_record(&r->w, r->rec[i], r->rlen[i], o->term))
