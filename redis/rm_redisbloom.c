@@ -297,8 +297,10 @@ static rmf_err link_plan(rb_link *l, uint64_t entries, double error, uint32_t op
             return "ERR max number of scaling filters reached";
         l->n2 = (uint8_t)(bn2 + 1);
         bits = UINT64_C(1) << l->n2;
+        /* the spare bits (truncated), then the items they hold (truncated) */
         double diff = (double)bits - (double)entries * l->bpe;
-        l->entries += (uint64_t)(diff / l->bpe);
+        uint64_t spare = diff > 0 ? (uint64_t)diff : 0;
+        l->entries += (uint64_t)((double)spare / l->bpe);
     }
     l->bytes = bits % 64 ? (bits / 64 + 1) * 8 : bits / 8;
     l->bits = l->bytes * 8;
