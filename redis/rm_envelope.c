@@ -187,7 +187,7 @@ static rmf_err envelope_decode(const unsigned char *h, size_t len, rmf_kind expe
             return "ERR corrupted dump header";
         if (!(e->error_rate > 0 && e->error_rate < 1))
             return "ERR corrupted dump header (error rate)";
-        if (e->aux != BF_SCHEDULE_V2 || e->nblobs < 1 || e->nblobs > BF_MAX_LINKS ||
+        if ((e->aux != BF_SCHEDULE_V1 && e->aux != BF_SCHEDULE_V2) || e->nblobs < 1 || e->nblobs > BF_MAX_LINKS ||
             (ns ? (e->expansion != 0 || e->nblobs != 1) : e->expansion < 1))
             return "ERR corrupted dump header (links)";
     } else if (e->kind == RMF_DEDUP && e->flags == 2) { /* EXACT */
@@ -272,7 +272,7 @@ static rmf_err load_bloom_v1(dedup_source src, const envelope *e, const rmf_conf
 static rmf_err load_bloom_v2(dedup_source src, const envelope *e, const rmf_config *c,
                              rmf_obj *o)
 {
-    o->schedule = BF_SCHEDULE_V2;
+    o->schedule = (uint8_t)e->aux; /* a value first saved as v1 keeps its split */
     uint64_t n = e->capacity, full = 0;
     for (uint32_t i = 0; i < e->nblobs; i++) {
         if (i > 0 && __builtin_mul_overflow(n, (uint64_t)e->expansion, &n))
