@@ -195,6 +195,23 @@ static int cf_query(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, int
     }
     if (multi)
         RedisModule_ReplyWithArray(ctx, argc - 2);
+    if (o && multi && !count) {
+        /* CF.MEXISTS: queried in batches */
+        enum { CHUNK = 1024 };
+        const void *ptr[CHUNK];
+        size_t lens[CHUNK];
+        int out[CHUNK];
+        for (int i0 = 2; i0 < argc; i0 += CHUNK) {
+            int k = argc - i0 < CHUNK ? argc - i0 : CHUNK;
+            for (int j = 0; j < k; j++)
+                ptr[j] = RedisModule_StringPtrLen(argv[i0 + j], &lens[j]);
+            rmf_cf_exists_many(o, ptr, lens, (size_t)k, out);
+            for (int j = 0; j < k; j++)
+                RedisModule_ReplyWithLongLong(ctx, out[j]);
+        }
+        close_key(key);
+        return REDISMODULE_OK;
+    }
     for (int i = 2; i < argc; i++) {
         size_t len;
         const char *s = RedisModule_StringPtrLen(argv[i], &len);

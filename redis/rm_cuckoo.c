@@ -1,8 +1,16 @@
 /*
- * rm_cuckoo.c - CF.* values: the library's cuckoo filter (dedup/cuckoo.h),
- * with the module's growth limits (CF_MAX_EXPANSIONS, MAX_MEMORY) beside
- * it; a key migrated from RedisBloom keeps RedisBloom's layout instead
- * (rm_redisbloom.c) and every call here hands it over.
+ * rm_cuckoo.c - CF.* values: a seen-set of the library (dedup/seen.h, kind
+ * DEDUP_SEEN_CUCKOO), with the module's growth limits (CF_MAX_EXPANSIONS,
+ * MAX_MEMORY) beside it.  Test-and-add (CF.ADDNX, CF.INSERTNX), queries,
+ * deletes, memory and save go through the seen-set; what seen.h has no
+ * call for -- adding one more copy of a key (CF.ADD, CF.INSERT), counting
+ * copies (CF.COUNT), the shape CF.INFO reports (buckets, bucket size, max
+ * iterations) -- uses the cuckoo filter behind it (dedup_seen_impl).  The
+ * seen spec has no bucket size or max iterations, so a filter is made with
+ * dedup_cuckoo_create() and handed to the seen-set through its serialized
+ * form (dedup_seen_load dispatches on the container's type), once, at
+ * creation.  A key migrated from RedisBloom keeps RedisBloom's layout
+ * instead (rm_redisbloom.c) and every call here hands it over.
  */
 #include "rm_internal.h"
 #include "rm_redisbloom.h"
@@ -26,6 +34,52 @@ static uint64_t cf_link_bytes(uint64_t nb0, uint32_t exp, uint32_t b, uint32_t f
     return bits / 8 + 64;
 }
 
+
+dedup_status rmf_cf_load_seen(rmf_obj *o, dedup_source src)
+{
+    dedup_status s = dedup_seen_load(src, rmf_obj_allocator(o), &o->cfs);
+    if (s != DEDUP_OK)
+        return s;
+    if (dedup_seen_kind_of(o->cfs) != DEDUP_SEEN_CUCKOO) {
+        dedup_seen_free(o->cfs);
+        o->cfs = NULL;
+        return DEDUP_ERR_WRONG_TYPE;
+    }
+    o->cf = dedup_seen_impl(o->cfs);
+    return DEDUP_OK;
+}
+
+/* The seen-set holding (a copy of) 'cf'. */
+static dedup_status seen_from_cuckoo(rmf_obj *o, const dedup_cuckoo *cf)
+{
+    uint64_t n = dedup_cuckoo_serialized_size(cf);
+    unsigned char *buf = n <= SIZE_MAX ? rmf_alloc(rmf_obj_allocator(o), (size_t)n) : NULL;
+    if (!buf)
+        return DEDUP_ERR_NOMEM;
+    dedup_mem_sink ms;
+    dedup_sink sink = dedup_mem_sink_init(&ms, buf, (size_t)n);
+    dedup_status s = dedup_cuckoo_save(cf, &sink);
+    if (s == DEDUP_OK) {
+        dedup_mem_source m;
+        s = rmf_cf_load_seen(o, dedup_mem_source_init(&m, buf, ms.len));
+    }
+    rmf_dealloc(rmf_obj_allocator(o), buf);
+    return s;
+}
+
+static dedup_digest cf_digest(const rmf_obj *o, const void *item, size_t len)
+{
+    return dedup_hash(item, len, dedup_seen_seed(o->cfs));
+}
+
+static dedup_batch one(const dedup_digest *d)
+{
+    dedup_batch b;
+    memset(&b, 0, sizeof b);
+    b.n = 1;
+    b.digests = d;
+    return b;
+}
 
 rmf_err rmf_cf_create(const rmf_cf_params *p, const rmf_config *c, const dedup_allocator *a,
                       rmf_obj **out)
@@ -64,7 +118,11 @@ rmf_err rmf_cf_create(const rmf_cf_params *p, const rmf_config *c, const dedup_a
     cp.bucket_size = p->bucket_size;
     cp.max_kicks = p->max_iterations;
     cp.expansion = p->expansion;
-    dedup_status s = dedup_cuckoo_create(&cp, rmf_obj_allocator(o), &o->cf);
+    dedup_cuckoo *made = NULL;
+    dedup_status s = dedup_cuckoo_create(&cp, rmf_obj_allocator(o), &made);
+    if (s == DEDUP_OK)
+        s = seen_from_cuckoo(o, made);
+    dedup_cuckoo_free(made);
     if (s != DEDUP_OK) {
         rmf_free(o);
         return rmf_status_err(s);
@@ -116,13 +174,15 @@ int rmf_cf_add(rmf_obj *o, const void *item, size_t len, bool nx, rmf_err *err)
     *err = NULL;
     if (o->rcf)
         return rb_cuckoo_add(o->rcf, item, len, nx);
-    dedup_digest d = dedup_cuckoo_digest(o->cf, item, len);
+    dedup_digest d = cf_digest(o, item, len);
     dedup_status s;
     dedup_verdict v = DEDUP_NEW;
-    if (nx)
-        s = dedup_cuckoo_test_and_add(o->cf, d, &v);
-    else
-        s = dedup_cuckoo_add(o->cf, d);
+    if (nx) {
+        dedup_batch b = one(&d);
+        s = dedup_seen_decide(o->cfs, &b, &v, NULL);
+    } else {
+        s = dedup_cuckoo_add(o->cf, d); /* one more copy: not a seen-set verb */
+    }
     if (s == DEDUP_OK)
         return v == DEDUP_NEW ? 1 : 0;
     if (s == DEDUP_ERR_FULL)
@@ -135,21 +195,27 @@ bool rmf_cf_exists(const rmf_obj *o, const void *item, size_t len)
 {
     if (o->rcf)
         return rb_cuckoo_exists(o->rcf, item, len);
-    return dedup_cuckoo_might_contain_key(o->cf, item, len);
+    dedup_digest d = cf_digest(o, item, len);
+    dedup_batch b = one(&d);
+    dedup_verdict v = DEDUP_NEW;
+    return dedup_seen_query(o->cfs, &b, &v) == DEDUP_OK && v != DEDUP_NEW;
 }
 
 uint64_t rmf_cf_count(const rmf_obj *o, const void *item, size_t len)
 {
     if (o->rcf)
         return rb_cuckoo_count(o->rcf, item, len);
-    return dedup_cuckoo_count_key(o->cf, item, len);
+    return dedup_cuckoo_count(o->cf, cf_digest(o, item, len));
 }
 
 bool rmf_cf_del(rmf_obj *o, const void *item, size_t len)
 {
     if (o->rcf)
         return rb_cuckoo_del(o->rcf, item, len);
-    return dedup_cuckoo_delete_key(o->cf, item, len) == DEDUP_OK;
+    dedup_digest d = cf_digest(o, item, len);
+    dedup_batch b = one(&d);
+    bool removed = false;
+    return dedup_seen_delete(o->cfs, &b, &removed) == DEDUP_OK && removed;
 }
 
 void rmf_cf_get_info(const rmf_obj *o, rmf_cf_info *out)
@@ -207,7 +273,7 @@ void rmf_cf_add_many(rmf_obj *o, const void *const *items, const size_t *lens, s
             continue;
         }
         for (size_t j = 0; j < k; j++)
-            d[j] = dedup_cuckoo_digest(o->cf, items[i + j], lens[i + j]);
+            d[j] = cf_digest(o, items[i + j], lens[i + j]);
         size_t added = 0;
         dedup_status s = dedup_cuckoo_add_batch(o->cf, d, k, &added);
         for (size_t j = 0; j < added; j++)
@@ -221,6 +287,30 @@ void rmf_cf_add_many(rmf_obj *o, const void *const *items, const size_t *lens, s
             continue;
         }
         rc[i++] = -1;
+    }
+}
+
+void rmf_cf_exists_many(const rmf_obj *o, const void *const *items, const size_t *lens, size_t n,
+                        int *out)
+{
+    dedup_digest d[CF_BATCH];
+    dedup_verdict v[CF_BATCH];
+    for (size_t i = 0; i < n; i += CF_BATCH) {
+        size_t k = n - i < CF_BATCH ? n - i : CF_BATCH;
+        if (o->rcf) {
+            for (size_t j = 0; j < k; j++)
+                out[i + j] = rb_cuckoo_exists(o->rcf, items[i + j], lens[i + j]);
+            continue;
+        }
+        for (size_t j = 0; j < k; j++)
+            d[j] = cf_digest(o, items[i + j], lens[i + j]);
+        dedup_batch b;
+        memset(&b, 0, sizeof b);
+        b.n = k;
+        b.digests = d;
+        dedup_status s = dedup_seen_query(o->cfs, &b, v);
+        for (size_t j = 0; j < k; j++)
+            out[i + j] = s == DEDUP_OK && v[j] != DEDUP_NEW;
     }
 }
 

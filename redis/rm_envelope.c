@@ -73,8 +73,8 @@ dedup_status rmf_save(const rmf_obj *o, dedup_sink *sink)
     unsigned char h[RMF_ENVELOPE_SIZE];
     envelope_encode(o, h);
     dedup_status s = sink->write(sink->ctx, h, sizeof h);
-    if (s == DEDUP_OK && o->cf)
-        return dedup_cuckoo_save(o->cf, sink);
+    if (s == DEDUP_OK && o->cfs)
+        return dedup_seen_save(o->cfs, sink);
     if (s == DEDUP_OK && o->kind == RMF_BLOOM)
         return rmf_bf_save_blobs(o, sink);
     if (s == DEDUP_OK && o->exact)
@@ -308,7 +308,7 @@ static rmf_err load_bloom_v2(dedup_source src, const envelope *e, const rmf_conf
 static rmf_err load_cuckoo(dedup_source src, const envelope *e, const rmf_config *c,
                            rmf_obj *o)
 {
-    dedup_status s = dedup_cuckoo_load(src, rmf_obj_allocator(o), &o->cf);
+    dedup_status s = rmf_cf_load_seen(o, src);
     if (s != DEDUP_OK)
         return s == DEDUP_ERR_NOMEM ? "ERR allocation failure" : "ERR corrupted filter in dump";
     dedup_cuckoo_info ci;

@@ -137,6 +137,10 @@ void rmf_cf_get_info(const rmf_obj *o, rmf_cf_info *out);
  * rc[i] = 1 added, -1 no room, -2 error (*err, the last error met). */
 void rmf_cf_add_many(rmf_obj *o, const void *const *items, const size_t *lens, size_t n,
                      int *rc, rmf_err *err);
+/* out[i] = rmf_cf_exists(items[i]), the batch queried through the seen-set
+ * (buckets prefetched). */
+void rmf_cf_exists_many(const rmf_obj *o, const void *const *items, const size_t *lens, size_t n,
+                        int *out);
 /* CF.COMPACT: RedisBloom-layout filters move items into older sub-filters
  * and drop emptied ones; every filter's deletes count starts over. */
 void rmf_cf_compact(rmf_obj *o);

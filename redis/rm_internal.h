@@ -18,6 +18,7 @@
 #include "dedup/bloom.h"
 #include "dedup/cuckoo.h"
 #include "dedup/scalable.h"
+#include "dedup/seen.h"
 
 #define DD_MAX_GEN 16u
 #define DD_MIN_GEN 3u
@@ -71,7 +72,10 @@ struct rmf_obj {
     uint32_t bl_n, bl_cap;
     uint64_t bl_capacity;
     uint64_t bl_last_items;
-    /* cuckoo */
+    /* cuckoo: a seen-set of kind DEDUP_SEEN_CUCKOO (dedup/seen.h), and the
+     * library cuckoo filter behind it (dedup_seen_impl) for what seen.h has
+     * no call for: adding another copy, counting copies, the shape */
+    dedup_seen *cfs;
     dedup_cuckoo *cf;
     uint32_t cf_max_links; /* links allowed by CF_MAX_EXPANSIONS and MAX_MEMORY */
     bool cf_mem_bound;     /* ... and MAX_MEMORY is the one that binds */
@@ -104,6 +108,8 @@ dedup_status rmf_bf_save_blobs(const rmf_obj *o, dedup_sink *sink);
 
 /* rm_cuckoo.c */
 void rmf_cf_set_max_links(rmf_obj *o, const rmf_config *c);
+/* Loads the cuckoo container at 'src' as the object's seen-set. */
+dedup_status rmf_cf_load_seen(rmf_obj *o, dedup_source src);
 
 /* rm_dedup.c */
 void rmf_dd_gen_params(dedup_scalable_params *sp, uint64_t n0, double p);

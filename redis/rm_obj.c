@@ -77,7 +77,7 @@ void rmf_free(rmf_obj *o)
     if (a)
         a = &copy;
     rmf_bf_free_links(o);
-    dedup_cuckoo_free(o->cf);
+    dedup_seen_free(o->cfs);
     rmf_dd_free_state(o);
     rb_bloom_free(o->rbf);
     rb_cuckoo_free(o->rcf);
@@ -103,8 +103,8 @@ rmf_err rmf_status_err(dedup_status s)
 size_t rmf_memory_usage(const rmf_obj *o)
 {
     size_t n = sizeof *o + rmf_bf_memory(o) + rmf_dd_memory(o);
-    if (o->cf)
-        n += dedup_cuckoo_memory_usage(o->cf);
+    if (o->cfs)
+        n += dedup_seen_memory_usage(o->cfs);
     if (o->rbf)
         n += rb_bloom_memory(o->rbf);
     if (o->rcf)
