@@ -21,6 +21,16 @@
  * Each link's m is grown from the optimum until the exact rate with its
  * integer k is within p_i (the optimum assumes a real-valued k).  One digest
  * per item (the links share the seed) is probed against every link.
+ *
+ * Why not the seen-set of dedup/seen.h (kind SCALABLE) as CF values use it:
+ * measured in one run (bench/results/redis.md, 2026-12-01), a BF key on the
+ * library's scalable chain holds 3,224 bytes for 100 items (its object
+ * reserves 64 link slots) against 536 here, and its split (p(1-r) for the
+ * first link; r = 0.9 gave 14.4 bits per item at the reserved capacity,
+ * r = 0.5 gives RedisBloom's 11.03) cannot express 3p/4-then-halving
+ * (10.2 bits measured).  Links as seen-sets of kind BLOOM would size m
+ * without the integer-k correction above, so the chain's bound could pass
+ * p by a percent or two.
  */
 #include "rm_internal.h"
 #include "rm_redisbloom.h"
