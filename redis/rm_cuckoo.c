@@ -46,6 +46,7 @@ dedup_status rmf_cf_load_seen(rmf_obj *o, dedup_source src)
         return DEDUP_ERR_WRONG_TYPE;
     }
     o->cf = dedup_seen_impl(o->cfs);
+    o->cf_seed = dedup_seen_seed(o->cfs);
     return DEDUP_OK;
 }
 
@@ -69,7 +70,7 @@ static dedup_status seen_from_cuckoo(rmf_obj *o, const dedup_cuckoo *cf)
 
 static dedup_digest cf_digest(const rmf_obj *o, const void *item, size_t len)
 {
-    return dedup_hash(item, len, dedup_seen_seed(o->cfs));
+    return dedup_hash(item, len, o->cf_seed);
 }
 
 static dedup_batch one(const dedup_digest *d)
@@ -137,9 +138,10 @@ rmf_err rmf_cf_can_grow(const rmf_obj *o)
     if (o->rcf)
         return rb_cuckoo_filters(o->rcf) >= o->cf_max_links ? "ERR Maximum expansions reached"
                                                              : NULL;
-    dedup_cuckoo_info ci;
-    dedup_cuckoo_get_info(o->cf, &ci);
-    if (ci.expansion == 0 || ci.links < o->cf_max_links)
+    /* O(1): link cf_max_links - 1 exists only when the limit is reached */
+    dedup_cuckoo_link_info li;
+    if (o->expansion == 0 || o->cf_max_links == 0 ||
+        dedup_cuckoo_get_link_info(o->cf, o->cf_max_links - 1, &li) != DEDUP_OK)
         return NULL; /* a fixed filter never grows: a full one answers "full" */
     return o->cf_mem_bound
                ? "ERR Maximum expansions reached (the next sub-filter would pass the per-key "

@@ -77,6 +77,7 @@ struct rmf_obj {
      * no call for: adding another copy, counting copies, the shape */
     dedup_seen *cfs;
     dedup_cuckoo *cf;
+    uint64_t cf_seed;      /* dedup_seen_seed(cfs), kept: asked once per item */
     uint32_t cf_max_links; /* links allowed by CF_MAX_EXPANSIONS and MAX_MEMORY */
     bool cf_mem_bound;     /* ... and MAX_MEMORY is the one that binds */
     /* expiring dedup */
