@@ -439,6 +439,7 @@ static int parse_args(int argc, char **argv, opts *o)
         return -1;
     }
     o->sizing.counts = o->out == OUT_COUNT || o->out == OUT_UNIQUE;
+    o->sizing.unique_only = o->out == OUT_UNIQUE;
     bool probabilistic = o->kind != DEDUP_SEEN_EXACT && o->kind != DEDUP_SEEN_FINGERPRINT;
     if (o->sizing.counts && probabilistic) {
         cli_error("--%s needs exact counts: use --mode exact or fingerprint (a Bloom filter cannot count)",
@@ -539,6 +540,8 @@ typedef struct run {
      * engine, whose output comes through spill_emit() */
     bool can_spill;
     bool spilled;
+    uint64_t spill_out;       /* records the engine had written (-u: its uniques only) */
+    bool skip_giant;          /* -u: the giant being streamed occurs more than once */
     uint64_t budget;
     const char *budget_source;
     const char *tmpdir;       /* where the engine writes, for messages */
@@ -867,6 +870,7 @@ static int spill_emit(void *ctx, const void *rec, size_t len, uint64_t count)
         return 3;
     if (r->o->out == OUT_UNIQUE && count != 1)
         return 0;
+    r->spill_out++;
     if (r->o->out == OUT_COUNT) {
         char prefix[32];
         int pl = snprintf(prefix, sizeof prefix, "%7llu ", (unsigned long long)count);
@@ -875,6 +879,33 @@ static int spill_emit(void *ctx, const void *rec, size_t len, uint64_t count)
     }
     if (!dd_writer_record(&r->w, rec, len, r->o->term))
         return r->w.broken_pipe ? 1 : 2;
+    return 0;
+}
+
+/* A giant record (its own key, longer than the engine's threshold), written
+ * as the engine streams it from its temporary file. */
+static int spill_emit_piece(void *ctx, const void *piece, size_t len, bool first, bool last,
+                            uint64_t count)
+{
+    run *r = ctx;
+    if (dd_stop_signal)
+        return 3;
+    if (first && r->o->out == OUT_UNIQUE && count != 1)
+        r->skip_giant = true;
+    if (first && !r->skip_giant) {
+        r->spill_out++;
+        if (r->o->out == OUT_COUNT) {
+            char prefix[32];
+            int pl = snprintf(prefix, sizeof prefix, "%7llu ", (unsigned long long)count);
+            if (!dd_writer_bytes(&r->w, prefix, (size_t)pl))
+                return r->w.broken_pipe ? 1 : 2;
+        }
+    }
+    if (!r->skip_giant &&
+        (!dd_writer_bytes(&r->w, piece, len) || (last && !dd_writer_bytes(&r->w, &r->o->term, 1))))
+        return r->w.broken_pipe ? 1 : 2;
+    if (last)
+        r->skip_giant = false;
     return 0;
 }
 
@@ -973,7 +1004,7 @@ static void print_stats(run *r, double seconds)
     if (eng) {
         dedup_extsort_stats_get(eng, &es);
         in_recs += es.records_in;
-        out += es.records_out;
+        out += r->spill_out;
         dups += es.records_in - es.distinct;
         distinct += es.distinct;
         mem += es.peak_memory;
@@ -1165,6 +1196,8 @@ int cmd_dedup(int argc, char **argv)
             o.sizing.tmpdir = o.tmpdir;
             o.sizing.threads = dd_external_threads(spill_budget - spill_budget / 2);
             o.sizing.emit = spill_emit;
+            if (dd_keyspec_identity(&o.key))
+                o.sizing.emit_piece = spill_emit_piece;
             o.sizing.emit_ctx = r;
         }
         st = dd_seen_create(&o.sizing, &s, err, sizeof err);

@@ -36,7 +36,8 @@ void dd_seen_spec(const dd_seen_opts *o, dedup_seen_spec *sp)
     dedup_seen_spec_init(sp);
     sp->kind = o->kind;
     sp->items = o->items;
-    if (o->fpr > 0)
+    bool exact = o->kind == DEDUP_SEEN_EXACT || o->kind == DEDUP_SEEN_FINGERPRINT;
+    if (o->fpr > 0 && !exact) /* exact modes warn that -p has no effect */
         sp->fpr = o->fpr;
     sp->memory = o->memory; /* -m bounds a growing set: past it the run stops, never guesses */
     sp->seed = o->seed;
@@ -60,6 +61,9 @@ void dd_seen_spec(const dd_seen_opts *o, dedup_seen_spec *sp)
             sp->threads = o->threads;
             sp->emit = o->emit;
             sp->emit_ctx = o->emit_ctx;
+            sp->emit_piece = o->emit_piece;
+            sp->unique_only = o->unique_only;
+            sp->engine_alloc = cli_allocator(); /* the growing one serves one object */
         }
         break;
     case DEDUP_SEEN_CUCKOO:
@@ -96,7 +100,10 @@ dedup_status dd_seen_create(const dd_seen_opts *o, dedup_seen **out, char *err, 
     if (!st || !err || !errcap)
         return st;
     bool sized_filter = sp.kind == DEDUP_SEEN_BLOOM || sp.kind == DEDUP_SEEN_BLOCKED;
-    if (sp.kind == DEDUP_SEEN_WINDOW)
+    if (st == DEDUP_ERR_INVALID_ARG && sp.fpr > 0.5)
+        snprintf(err, errcap, "-p/--fpr must be at most 0.5 (50%%) for --mode %s (got %g)", o->mode,
+                 sp.fpr);
+    else if (sp.kind == DEDUP_SEEN_WINDOW)
         snprintf(err, errcap, "cannot create the window: %s%s", dedup_strerror(st),
                  st == DEDUP_ERR_LIMIT ? " (the lateness is too large for an approximate "
                                          "window of this duration)" : "");

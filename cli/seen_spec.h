@@ -23,6 +23,7 @@ typedef struct dd_seen_opts {
     uint64_t memory;      /* -m, 0 = not given */
     uint64_t seed;
     bool counts;          /* -c / -u: per-key counts */
+    bool unique_only;     /* -u */
     /* windows (--window / --last) */
     bool windowed;
     int window_type;      /* dedup_window_type */
@@ -33,6 +34,8 @@ typedef struct dd_seen_opts {
     const char *tmpdir;
     unsigned threads;
     dedup_seen_emit_fn emit;
+    int (*emit_piece)(void *ctx, const void *piece, size_t len, bool first, bool last,
+                      uint64_t count); /* records that are their own keys */
     void *emit_ctx;
 } dd_seen_opts;
 
