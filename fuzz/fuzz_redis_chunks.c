@@ -135,6 +135,11 @@ static char *io_buf(void *c, size_t *len)
     if (!io_take(c, b, 4))
         return NULL;
     size_t n = dedup_get_u32(b);
+    mem_io *m = c;
+    if (n > m->n - m->pos) { /* as Redis, which reads what the length says */
+        m->err = 1;
+        return NULL;
+    }
     char *out = malloc(n ? n : 1);
     if (!out || !io_take(c, out, n)) {
         free(out);
