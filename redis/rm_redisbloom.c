@@ -172,14 +172,16 @@ static rmf_err link_check(const rb_link *l)
     return NULL;
 }
 
-/* Allocates the zeroed arrays of b's links (fields already checked). */
+/* Allocates the arrays of b's links (fields already checked), not zeroed:
+ * LOADCHUNK writes every byte before the key can be used, so memory is
+ * touched only as chunks arrive, not for what a header merely announces
+ * (rb_zero_rest() zeroes what never came when a loading key is saved). */
 static rmf_err alloc_arrays(rb_bloom *b)
 {
     for (uint32_t i = 0; i < b->nfilters; i++) {
         b->links[i].bf = rmf_alloc(alloc_of(&b->alloc), (size_t)b->links[i].bytes);
         if (!b->links[i].bf)
             return "ERR allocation failure";
-        memset(b->links[i].bf, 0, (size_t)b->links[i].bytes);
     }
     return NULL;
 }
@@ -545,6 +547,7 @@ static rmf_err cuckoo_check(rb_cuckoo *c)
     return NULL;
 }
 
+/* As alloc_arrays(): not zeroed, the chunks fill them. */
 static rmf_err cuckoo_alloc_data(rb_cuckoo *c)
 {
     for (uint32_t i = 0; i < c->nfilters; i++) {
@@ -552,7 +555,6 @@ static rmf_err cuckoo_alloc_data(rb_cuckoo *c)
         c->subs[i].data = rmf_alloc(alloc_of(&c->alloc), n);
         if (!c->subs[i].data)
             return "ERR allocation failure";
-        memset(c->subs[i].data, 0, n);
     }
     return NULL;
 }
@@ -931,8 +933,26 @@ rmf_err rmf_rb_load_chunk(rmf_obj *o, long long iter, const void *data, size_t l
     return NULL;
 }
 
+/* Zeroes the bytes of a loading value that have not arrived (so a save of
+ * it writes zeros there, as RedisBloom's zero-filled arrays would). */
+static void rb_zero_rest(const rmf_obj *o)
+{
+    uint64_t received = o->rbf ? o->rbf->received : o->rcf->received;
+    uint64_t total = o->rbf ? o->rbf->total : o->rcf->total;
+    while (received < total) {
+        uint64_t left;
+        unsigned char *p = locate(o, received, &left);
+        if (!p)
+            break;
+        memset(p, 0, (size_t)left);
+        received += left;
+    }
+}
+
 size_t rmf_rb_header(const rmf_obj *o, unsigned char *buf, size_t cap)
 {
+    if (buf)
+        rb_zero_rest(o); /* the header starts every dump (AOF rewrite too) */
     if (o->rbf)
         return bloom_header(o->rbf, buf, cap);
     if (cap >= RB_CF_HEADER_SIZE)
@@ -1135,6 +1155,7 @@ rmf_err rmf_rb_rdb_load(rmf_kind kind, int encver, const rb_io *io, const rmf_co
 
 void rmf_rb_rdb_save(const rmf_obj *o, const rb_io *io)
 {
+    rb_zero_rest(o);
     if (o->rbf) {
         const rb_bloom *b = o->rbf;
         io->save_u64(io->ctx, b->size);
