@@ -16,12 +16,25 @@
 #     Size gives bytes per item and 1M never-added items give the measured
 #     false-positive rate.
 # Needs redis-server, redis-benchmark and Debian's python3-redis.
+#
+# A/B against another build of the module, same run:
+#   OLD=/path/to/other/build ROUNDS=3 sh bench/bench_redis.sh build
+# runs bench/bench_redis_ab.py instead: per-key MEMORY USAGE, the default
+# scaling BF reserved for 10M (bits/item, FPR), bulk BF.MADD / CF.INSERT of
+# 10M items (redis-cli --pipe) and redis-benchmark ops/s, both modules in
+# interleaved rounds, medians and ratios.
 set -eu
 BUILD=${1:-build}
 N=${2:-2000000}
 MODULE=$(cd "$BUILD" && pwd)/dedup_redis.so
 [ -f "$MODULE" ] || { echo "no $MODULE: build first (make)" >&2; exit 1; }
 PY=/usr/bin/python3
+if [ -n "${OLD:-}" ]; then
+    echo "# redis module A/B: $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, $(redis-server --version | cut -d' ' -f3)"
+    echo "new: $MODULE"
+    echo "old: $OLD/dedup_redis.so"
+    exec $PY "$(dirname "$0")/bench_redis_ab.py" "$MODULE" "$OLD/dedup_redis.so" "${ROUNDS:-3}" "${ITEMS:-10000000}"
+fi
 PORT=$($PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 DIR=$(mktemp -d)
 trap 'redis-cli -p "$PORT" shutdown nosave >/dev/null 2>&1 || true; rm -rf "$DIR"' EXIT INT TERM

@@ -10,7 +10,7 @@
  * passed to RedisModule_OnLoad is a pointer to the server's GetApi function.
  * GetApi("RedisModule_Name", &pointer) stores the address of the named API
  * function into 'pointer' and returns REDISMODULE_OK, or REDISMODULE_ERR when
- * this server does not have it (rm_api_init() below treats the optional ones
+ * this server does not have it (rm_api_fetch() below treats the optional ones
  * so).  Every API function is therefore a function pointer here, defined
  * once (in the translation unit that defines RM_API_DEFINE) and fetched at
  * load time.
@@ -204,6 +204,8 @@ RM_API uint64_t (*RedisModule_LoadUnsigned)(RedisModuleIO *io);
 RM_API void (*RedisModule_SaveStringBuffer)(RedisModuleIO *io, const char *str, size_t len);
 /* The returned buffer is RedisModule_Alloc'ed; release with RedisModule_Free. */
 RM_API char *(*RedisModule_LoadStringBuffer)(RedisModuleIO *io, size_t *lenptr);
+RM_API void (*RedisModule_SaveDouble)(RedisModuleIO *io, double value);
+RM_API double (*RedisModule_LoadDouble)(RedisModuleIO *io);
 RM_API int (*RedisModule_IsIOError)(RedisModuleIO *io);
 /* fmt letters: 's' RedisModuleString*, 'c' C string, 'b' buffer + size_t,
  * 'l' long long. */
@@ -212,8 +214,11 @@ RM_API void (*RedisModule_EmitAOF)(RedisModuleIO *io, const char *cmdname, const
 #undef RM_API
 
 /* Fetches every pointer above.  Returns REDISMODULE_ERR if a required one is
- * missing or the module name is taken; optional ones are left NULL.  Call
- * first thing in RedisModule_OnLoad. */
-int rm_api_init(RedisModuleCtx *ctx, const char *name, int ver, int apiver);
+ * missing; optional ones are left NULL.  Call first thing in
+ * RedisModule_OnLoad; the string calls work from then on, so the module
+ * arguments can be read before the module is named. */
+int rm_api_fetch(RedisModuleCtx *ctx);
+/* Names the module (MODULE LIST); REDISMODULE_ERR if the name is taken. */
+int rm_api_register(RedisModuleCtx *ctx, const char *name, int ver, int apiver);
 
 #endif /* DEDUP_REDISMODULE_API_H */

@@ -20,7 +20,7 @@
             RedisModule_##name = NULL;                                                 \
     } while (0)
 
-int rm_api_init(RedisModuleCtx *ctx, const char *name, int ver, int apiver)
+int rm_api_fetch(RedisModuleCtx *ctx)
 {
     /* The first member of the server's context is the GetApi pointer.  The
      * object pointer is converted through memcpy, as ISO C has no cast from
@@ -69,8 +69,14 @@ int rm_api_init(RedisModuleCtx *ctx, const char *name, int ver, int apiver)
     RM_GET(SaveStringBuffer);
     RM_GET(LoadStringBuffer);
     RM_GET(IsIOError);
+    RM_GET(SaveDouble);
+    RM_GET(LoadDouble);
     RM_GET(EmitAOF);
+    return REDISMODULE_OK;
+}
 
+int rm_api_register(RedisModuleCtx *ctx, const char *name, int ver, int apiver)
+{
     if (RedisModule_IsModuleNameBusy && RedisModule_IsModuleNameBusy(name))
         return REDISMODULE_ERR;
     RedisModule_SetModuleAttribs(ctx, name, ver, apiver);

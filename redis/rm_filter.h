@@ -10,7 +10,7 @@
  *   offset size field
  *   0      4    magic "DDRM"
  *   4      1    kind: 1 Bloom, 2 cuckoo, 3 expiring dedup
- *   5      1    envelope version, 1
+ *   5      1    envelope version, 2 (1 is still read: see below)
  *   6      2    flags: bit 0 NONSCALING (Bloom), bit 1 EXACT (dedup); others zero
  *   8      8    items inserted
  *   16     8    items deleted (cuckoo), else 0
@@ -18,17 +18,22 @@
  *   32     8    error rate asked for (f64 bit pattern; 0 for cuckoo)
  *   40     4    expansion
  *   44     4    bucket size (cuckoo), else 0
- *   48     4    max iterations (cuckoo) / generations (approximate dedup), else 0
+ *   48     4    max iterations (cuckoo) / generations (approximate dedup) /
+ *               split schedule (Bloom, 2: rm_bloom.c), else 0
  *   52     4    number of blobs that follow, N
- *   56     8    window length in ms (dedup), else 0
+ *   56     8    window length in ms (dedup) / items in the newest link
+ *               (Bloom), else 0
  *   64     8    slot index of the newest generation (dedup), else 0
  *   72     8    total length B of the N blobs
- *   80     8    XXH3-64 (seed 0) of bytes [0, 80)
- *   88     B    N blobs, back to back: Bloom, one scalable Bloom container
- *               (docs/FORMAT.md type 6); cuckoo, one cuckoo container (type 5
+ *   80     8    checksum of bytes [0, 80): the low 64 bits of dedup_hash()
+ *               (XXH3-128, seed 0) of those bytes
+ *   88     B    N blobs, back to back: Bloom, one classic Bloom container
+ *               (docs/FORMAT.md type 2) per link, oldest first (version 1:
+ *               one scalable Bloom container, type 6, converted to links on
+ *               load); cuckoo, one cuckoo container (type 5
  *               or 11); approximate dedup, one blocked Bloom container (type
  *               3) per generation, in slot order; EXACT dedup, the table blob
- *               described in rm_filter.c (magic "DDEX", entries, XXH3-64)
+ *               described in rm_dedup.c (magic "DDEX", entries, XXH3-64)
  *
  * Every field is checked against its legal range and against the module's
  * limits before anything is allocated; each blob is loaded by the library's
@@ -51,7 +56,7 @@
 #include <stdint.h>
 
 #define RMF_ENVELOPE_SIZE 88u
-#define RMF_ENVELOPE_VERSION 1u
+#define RMF_ENVELOPE_VERSION 2u
 
 typedef enum rmf_kind { RMF_BLOOM = 1, RMF_CUCKOO = 2, RMF_DEDUP = 3 } rmf_kind;
 
@@ -66,9 +71,8 @@ typedef struct rmf_config {
     uint32_t cf_expansion;       /* default 1 */
     uint32_t cf_max_expansions;  /* CF_MAX_EXPANSIONS: max sub-filters, default 32 */
     double cf_error_rate;        /* CF_ERROR_RATE: picks the fingerprint size, 0.01 */
-    uint64_t max_memory;         /* MAX_MEMORY: bytes per key, default 1 GiB */
-    uint64_t max_capacity;       /* MAX_CAPACITY: items per reserve, default 2^32 */
-    uint32_t max_expansion;      /* ceiling of BF EXPANSION, 1024 */
+    uint64_t max_memory;         /* MAX_MEMORY: bytes per key, default none (UINT64_MAX) */
+    uint64_t max_capacity;       /* MAX_CAPACITY: items per reserve, default none */
 } rmf_config;
 
 void rmf_config_init(rmf_config *c);
@@ -96,6 +100,11 @@ uint64_t rmf_bf_capacity(const rmf_obj *o);
 uint32_t rmf_bf_filters(const rmf_obj *o);
 bool rmf_bf_nonscaling(const rmf_obj *o);
 uint32_t rmf_bf_expansion(const rmf_obj *o);
+/* The bound in force: the sum of the links' rates (<= the error rate). */
+double rmf_bf_bound(const rmf_obj *o);
+/* Line 'line' of BF.DEBUG (0: "size:N"; i >= 1: link i, RedisBloom's
+ * fields) into buf; 0 past the last line.  Returns the length (snprintf). */
+size_t rmf_bf_debug(const rmf_obj *o, uint32_t line, char *buf, size_t cap);
 
 /* ---- Cuckoo ----------------------------------------------------------------- */
 typedef struct rmf_cf_params {
@@ -124,6 +133,17 @@ uint64_t rmf_cf_count(const rmf_obj *o, const void *item, size_t len);
 /* true if one copy was removed. */
 bool rmf_cf_del(rmf_obj *o, const void *item, size_t len);
 void rmf_cf_get_info(const rmf_obj *o, rmf_cf_info *out);
+/* Adds n items in order (not NX), hashing a batch before probing it:
+ * rc[i] = 1 added, -1 no room, -2 error (*err, the last error met). */
+void rmf_cf_add_many(rmf_obj *o, const void *const *items, const size_t *lens, size_t n,
+                     int *rc, rmf_err *err);
+/* out[i] = rmf_cf_exists(items[i]), the batch queried through the seen-set
+ * (buckets prefetched). */
+void rmf_cf_exists_many(const rmf_obj *o, const void *const *items, const size_t *lens, size_t n,
+                        int *out);
+/* CF.COMPACT: RedisBloom-layout filters move items into older sub-filters
+ * and drop emptied ones; every filter's deletes count starts over. */
+void rmf_cf_compact(rmf_obj *o);
 
 /* ---- Expiring dedup ------------------------------------------------------ */
 typedef struct rmf_dd_params {
@@ -151,6 +171,11 @@ uint64_t rmf_dd_live(const rmf_obj *o, uint64_t now_ms);
 double rmf_dd_current_fpr(rmf_obj *o, uint64_t now_ms);
 
 /* ---- Common -------------------------------------------------------------- */
+/* A value kept in RedisBloom's layout (rm_redisbloom.h): migrated by
+ * LOADCHUNK of RedisBloom's SCANDUMP chunks or read from its RDB types. */
+bool rmf_is_redisbloom(const rmf_obj *o);
+/* A RedisBloom-layout value whose chunks have not all arrived. */
+bool rmf_loading(const rmf_obj *o);
 rmf_kind rmf_obj_kind(const rmf_obj *o);
 uint64_t rmf_items(const rmf_obj *o);
 uint64_t rmf_capacity_asked(const rmf_obj *o);

@@ -66,7 +66,9 @@ class Server:
         env = dict(os.environ)
         if PRELOAD:
             env["LD_PRELOAD"] = PRELOAD
-            env["ASAN_OPTIONS"] = "detect_leaks=0:abort_on_error=0"
+            # allocator_may_return_null: a huge allocation fails as with libc
+            # (a hostile header may ask for more than the machine has)
+            env["ASAN_OPTIONS"] = "detect_leaks=0:abort_on_error=0:allocator_may_return_null=1"
             env["UBSAN_OPTIONS"] = "print_stacktrace=1"
         limit = None
         if self.address_space:

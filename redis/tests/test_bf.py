@@ -169,7 +169,7 @@ def test_insert(srv):
     expect_error(r.execute_command, "BF.INSERT", "k", "ERROR", 2, "ITEMS", "a",
                  match="(0 < error rate range < 1)")
     expect_error(r.execute_command, "BF.INSERT", "k", "EXPANSION", "x", "ITEMS", "a",
-                 match="bad expansion")
+                 match="Bad expansion")
     expect_error(r.execute_command, "BF.INSERT", "k2", "NONSCALING", "EXPANSION", 2, "ITEMS", "a",
                  match="Nonscaling filters cannot expand")
     expect_error(r.execute_command, "BF.INSERT", "k", "FOO", "ITEMS", "a",
@@ -207,13 +207,31 @@ def test_scaling_grows_and_keeps_rate(srv):
 
 
 def test_limits(srv):
+    """The caps are module arguments, off by default."""
+    s = Server(module_args=["MAX_MEMORY", 1 << 30, "MAX_CAPACITY", 1 << 32])
+    s.start()
+    try:
+        r = s.client()
+        expect_error(r.execute_command, "BF.RESERVE", "big", 0.01, 4000000000,
+                     match="per-key memory limit")
+        expect_error(r.execute_command, "BF.RESERVE", "big", 0.01, 1 << 40, match="MAX_CAPACITY")
+        expect_error(r.execute_command, "BF.INSERT", "big", "CAPACITY", 4000000000, "ITEMS", "a",
+                     match="per-key memory limit")
+        assert r.exists("big") == 0
+    finally:
+        s.stop()
+        s.cleanup()
+
+
+def test_default_takes_what_redisbloom_creates(srv):
+    """RedisBloom creates BF.RESERVE k 1e-6 300000000 (1.13 GB): so does the
+    default module (no per-key cap), and the key holds what it says."""
     r = srv.client()
-    expect_error(r.execute_command, "BF.RESERVE", "big", 0.01, 4000000000,
-                 match="per-key memory limit")
-    expect_error(r.execute_command, "BF.RESERVE", "big", 0.01, 1 << 40, match="MAX_CAPACITY")
-    expect_error(r.execute_command, "BF.INSERT", "big", "CAPACITY", 4000000000, "ITEMS", "a",
-                 match="per-key memory limit")
-    assert r.exists("big") == 0
+    assert r.execute_command("BF.RESERVE", "huge", 1e-6, 300000000) == b"OK"
+    size = info(r, "huge")["Size"]
+    assert 1.0e9 < size < 1.25e9, size
+    assert r.execute_command("BF.ADD", "huge", "x") == 1
+    r.delete("huge")
 
 
 def test_scandump_loadchunk(srv):

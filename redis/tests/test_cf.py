@@ -5,7 +5,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import redis  # noqa: E402
-from harness import binomial_upper, expect_error, run, seed  # noqa: E402
+from harness import Server, binomial_upper, expect_error, run, seed  # noqa: E402
 
 RNG = seed()
 
@@ -58,9 +58,18 @@ def test_reserve_and_errors(srv):
     expect_error(r.execute_command, "CF.EXISTS", "x", "a", "b", match="wrong number")
     expect_error(r.execute_command, "CF.INFO", "missing", match="not found")
     expect_error(r.execute_command, "CF.DEL", "missing", "a", match="Not found")
-    expect_error(r.execute_command, "CF.RESERVE", "big", 1 << 33, match="MAX_CAPACITY")
-    expect_error(r.execute_command, "CF.RESERVE", "big", 2000000000, match="per-key memory limit")
-    assert r.exists("x") == 0 and r.exists("big") == 0
+    assert r.exists("x") == 0
+    s = Server(module_args=["MAX_MEMORY", 1 << 30, "MAX_CAPACITY", 1 << 32])
+    s.start()
+    try:
+        r = s.client()
+        expect_error(r.execute_command, "CF.RESERVE", "big", 1 << 33, match="MAX_CAPACITY")
+        expect_error(r.execute_command, "CF.RESERVE", "big", 2000000000,
+                     match="per-key memory limit")
+        assert r.exists("big") == 0
+    finally:
+        s.stop()
+        s.cleanup()
 
 
 def test_wrongtype(srv):

@@ -1,0 +1,330 @@
+/*
+ * rm_cuckoo.c - CF.* values: a seen-set of the library (dedup/seen.h, kind
+ * DEDUP_SEEN_CUCKOO), with the module's growth limits (CF_MAX_EXPANSIONS,
+ * MAX_MEMORY) beside it.  Test-and-add (CF.ADDNX, CF.INSERTNX), queries,
+ * deletes, memory and save go through the seen-set; what seen.h has no
+ * call for -- adding one more copy of a key (CF.ADD, CF.INSERT), counting
+ * copies (CF.COUNT), the shape CF.INFO reports (buckets, bucket size, max
+ * iterations) -- uses the cuckoo filter behind it (dedup_seen_impl).  The
+ * seen spec has no bucket size or max iterations, so a filter is made with
+ * dedup_cuckoo_create() and handed to the seen-set through its serialized
+ * form (dedup_seen_load dispatches on the container's type), once, at
+ * creation.  A key migrated from RedisBloom keeps RedisBloom's layout
+ * instead (rm_redisbloom.c) and every call here hands it over.
+ */
+#include "rm_internal.h"
+#include "rm_redisbloom.h"
+
+#include "dedup/limits.h"
+
+#include <stdio.h>
+#include <string.h>
+
+
+/* Bytes of link i of a chain whose first link has nb0 buckets. */
+static uint64_t cf_link_bytes(uint64_t nb0, uint32_t exp, uint32_t b, uint32_t f, uint32_t i)
+{
+    uint64_t nb = nb0;
+    for (uint32_t j = 0; j < i; j++)
+        if (__builtin_mul_overflow(nb, (uint64_t)exp, &nb))
+            return UINT64_MAX;
+    uint64_t bits;
+    if (__builtin_mul_overflow(nb, (uint64_t)b * f, &bits))
+        return UINT64_MAX;
+    return bits / 8 + 64;
+}
+
+
+dedup_status rmf_cf_load_seen(rmf_obj *o, dedup_source src)
+{
+    dedup_status s = dedup_seen_load(src, rmf_obj_allocator(o), &o->cfs);
+    if (s != DEDUP_OK)
+        return s;
+    if (dedup_seen_kind_of(o->cfs) != DEDUP_SEEN_CUCKOO) {
+        dedup_seen_free(o->cfs);
+        o->cfs = NULL;
+        return DEDUP_ERR_WRONG_TYPE;
+    }
+    o->cf = dedup_seen_impl(o->cfs);
+    o->cf_seed = dedup_seen_seed(o->cfs);
+    return DEDUP_OK;
+}
+
+/* The seen-set holding (a copy of) 'cf'. */
+static dedup_status seen_from_cuckoo(rmf_obj *o, const dedup_cuckoo *cf)
+{
+    uint64_t n = dedup_cuckoo_serialized_size(cf);
+    unsigned char *buf = n <= SIZE_MAX ? rmf_alloc(rmf_obj_allocator(o), (size_t)n) : NULL;
+    if (!buf)
+        return DEDUP_ERR_NOMEM;
+    dedup_mem_sink ms;
+    dedup_sink sink = dedup_mem_sink_init(&ms, buf, (size_t)n);
+    dedup_status s = dedup_cuckoo_save(cf, &sink);
+    if (s == DEDUP_OK) {
+        dedup_mem_source m;
+        s = rmf_cf_load_seen(o, dedup_mem_source_init(&m, buf, ms.len));
+    }
+    rmf_dealloc(rmf_obj_allocator(o), buf);
+    return s;
+}
+
+static dedup_digest cf_digest(const rmf_obj *o, const void *item, size_t len)
+{
+    return dedup_hash(item, len, o->cf_seed);
+}
+
+static dedup_batch one(const dedup_digest *d)
+{
+    dedup_batch b;
+    memset(&b, 0, sizeof b);
+    b.n = 1;
+    b.digests = d;
+    return b;
+}
+
+rmf_err rmf_cf_create(const rmf_cf_params *p, const rmf_config *c, const dedup_allocator *a,
+                      rmf_obj **out)
+{
+    *out = NULL;
+    if (p->bucket_size < 1 || p->bucket_size > DEDUP_CUCKOO_MAX_BUCKET_SIZE)
+        return "ERR BUCKETSIZE parameter needs to be a positive integer (at most 255)";
+    if (p->max_iterations < 1 || p->max_iterations > DEDUP_CUCKOO_MAX_KICKS)
+        return "ERR MAXITERATIONS parameter needs to be a positive integer (at most 65535)";
+    if (p->expansion > DEDUP_CUCKOO_MAX_EXPANSION)
+        return "ERR EXPANSION parameter needs to be a non-negative integer (at most 32768)";
+    if (p->capacity < 1)
+        return "ERR Bad capacity";
+    if (p->capacity > c->max_capacity)
+        return "ERR capacity above the module's limit (module argument MAX_CAPACITY)";
+    uint32_t f = dedup_cuckoo_fingerprint_bits_for(c->cf_error_rate, p->bucket_size);
+    uint64_t nb0 = dedup_cuckoo_buckets_for(p->capacity, p->bucket_size);
+    if (f == 0 || nb0 == 0)
+        return "ERR invalid filter parameters";
+    uint64_t first = cf_link_bytes(nb0, p->expansion, p->bucket_size, f, 0);
+    if (first == UINT64_MAX || first > DEDUP_MAX_BITS / 8)
+        return "ERR capacity too large for one filter";
+    if (first > c->max_memory)
+        return "ERR filter would exceed the per-key memory limit (module argument MAX_MEMORY)";
+    rmf_obj *o = rmf_obj_new(RMF_CUCKOO, a);
+    if (!o)
+        return "ERR allocation failure";
+    o->capacity = p->capacity;
+    o->error_rate = c->cf_error_rate;
+    o->expansion = p->expansion;
+    o->max_memory = c->max_memory;
+    dedup_cuckoo_params cp;
+    dedup_cuckoo_params_init(&cp);
+    cp.capacity = p->capacity;
+    cp.fpr = c->cf_error_rate;
+    cp.bucket_size = p->bucket_size;
+    cp.max_kicks = p->max_iterations;
+    cp.expansion = p->expansion;
+    dedup_cuckoo *made = NULL;
+    dedup_status s = dedup_cuckoo_create(&cp, rmf_obj_allocator(o), &made);
+    if (s == DEDUP_OK)
+        s = seen_from_cuckoo(o, made);
+    dedup_cuckoo_free(made);
+    if (s != DEDUP_OK) {
+        rmf_free(o);
+        return rmf_status_err(s);
+    }
+    rmf_cf_set_max_links(o, c);
+    *out = o;
+    return NULL;
+}
+
+rmf_err rmf_cf_can_grow(const rmf_obj *o)
+{
+    if (o->rcf)
+        return rb_cuckoo_filters(o->rcf) >= o->cf_max_links ? "ERR Maximum expansions reached"
+                                                             : NULL;
+    /* O(1): link cf_max_links - 1 exists only when the limit is reached */
+    dedup_cuckoo_link_info li;
+    if (o->expansion == 0 || o->cf_max_links == 0 ||
+        dedup_cuckoo_get_link_info(o->cf, o->cf_max_links - 1, &li) != DEDUP_OK)
+        return NULL; /* a fixed filter never grows: a full one answers "full" */
+    return o->cf_mem_bound
+               ? "ERR Maximum expansions reached (the next sub-filter would pass the per-key "
+                 "memory limit, module argument MAX_MEMORY)"
+               : "ERR Maximum expansions reached";
+}
+
+/* How many sub-filters CF_MAX_EXPANSIONS and MAX_MEMORY allow. */
+void rmf_cf_set_max_links(rmf_obj *o, const rmf_config *c)
+{
+    dedup_cuckoo_info ci;
+    dedup_cuckoo_link_info li;
+    dedup_cuckoo_get_info(o->cf, &ci);
+    o->cf_max_links = c->cf_max_expansions;
+    o->cf_mem_bound = false;
+    if (ci.expansion == 0 || dedup_cuckoo_get_link_info(o->cf, 0, &li) != DEDUP_OK)
+        return;
+    uint64_t total = 0;
+    for (uint32_t i = 0; i < c->cf_max_expansions; i++) {
+        uint64_t b = cf_link_bytes(li.buckets, ci.expansion, ci.bucket_size, ci.fingerprint_bits, i);
+        if (b == UINT64_MAX || total + b > c->max_memory) {
+            o->cf_max_links = i > ci.links ? i : ci.links;
+            o->cf_mem_bound = true;
+            return;
+        }
+        total += b;
+    }
+}
+
+int rmf_cf_add(rmf_obj *o, const void *item, size_t len, bool nx, rmf_err *err)
+{
+    *err = NULL;
+    if (o->rcf)
+        return rb_cuckoo_add(o->rcf, item, len, nx);
+    dedup_digest d = cf_digest(o, item, len);
+    dedup_status s;
+    dedup_verdict v = DEDUP_NEW;
+    if (nx) {
+        dedup_batch b = one(&d);
+        s = dedup_seen_decide(o->cfs, &b, &v, NULL);
+    } else {
+        s = dedup_cuckoo_add(o->cf, d); /* one more copy: not a seen-set verb */
+    }
+    if (s == DEDUP_OK)
+        return v == DEDUP_NEW ? 1 : 0;
+    if (s == DEDUP_ERR_FULL)
+        return -1;
+    *err = s == DEDUP_ERR_NOMEM ? "ERR allocation failure" : rmf_status_err(s);
+    return -2;
+}
+
+bool rmf_cf_exists(const rmf_obj *o, const void *item, size_t len)
+{
+    if (o->rcf)
+        return rb_cuckoo_exists(o->rcf, item, len);
+    dedup_digest d = cf_digest(o, item, len);
+    dedup_batch b = one(&d);
+    dedup_verdict v = DEDUP_NEW;
+    return dedup_seen_query(o->cfs, &b, &v) == DEDUP_OK && v != DEDUP_NEW;
+}
+
+uint64_t rmf_cf_count(const rmf_obj *o, const void *item, size_t len)
+{
+    if (o->rcf)
+        return rb_cuckoo_count(o->rcf, item, len);
+    return dedup_cuckoo_count(o->cf, cf_digest(o, item, len));
+}
+
+bool rmf_cf_del(rmf_obj *o, const void *item, size_t len)
+{
+    if (o->rcf)
+        return rb_cuckoo_del(o->rcf, item, len);
+    dedup_digest d = cf_digest(o, item, len);
+    dedup_batch b = one(&d);
+    bool removed = false;
+    return dedup_seen_delete(o->cfs, &b, &removed) == DEDUP_OK && removed;
+}
+
+void rmf_cf_get_info(const rmf_obj *o, rmf_cf_info *out)
+{
+    if (o->rcf) {
+        rb_cuckoo_get_info(o->rcf, out);
+        return;
+    }
+    dedup_cuckoo_info ci;
+    dedup_cuckoo_get_info(o->cf, &ci);
+    out->buckets = ci.buckets;
+    out->filters = ci.links;
+    out->items = ci.items;
+    out->deleted = ci.deleted - o->deleted; /* o->deleted: hidden by CF.COMPACT */
+    out->bucket_size = ci.bucket_size;
+    out->expansion = ci.expansion;
+    out->max_iterations = ci.max_kicks;
+    out->fingerprint_bits = ci.fingerprint_bits;
+    out->fpr_full = ci.fpr_full;
+}
+
+
+/* Items per batch: hashing a batch first lets the library prefetch every
+ * bucket before it touches any. */
+#define CF_BATCH 256
+
+void rmf_cf_add_many(rmf_obj *o, const void *const *items, const size_t *lens, size_t n,
+                     int *rc, rmf_err *err)
+{
+    *err = NULL;
+    dedup_digest d[CF_BATCH];
+    size_t i = 0;
+    while (i < n) {
+        size_t k = n - i < CF_BATCH ? n - i : CF_BATCH;
+        if (!o->rcf) {
+            /* One add creates at most one sub-filter, and the first add
+             * into a new one always succeeds: a batch of k adds never
+             * passes the limit when k more sub-filters are allowed. */
+            dedup_cuckoo_info ci;
+            dedup_cuckoo_get_info(o->cf, &ci);
+            if (ci.expansion != 0) {
+                size_t room = ci.links < o->cf_max_links ? o->cf_max_links - ci.links : 0;
+                if (k > room)
+                    k = room;
+            }
+        }
+        if (o->rcf || k <= 1) {
+            /* one at a time, with the limit checked before each */
+            if ((*err = rmf_cf_can_grow(o)) != NULL) {
+                rc[i++] = -2;
+                continue;
+            }
+            rc[i] = rmf_cf_add(o, items[i], lens[i], false, err);
+            i++;
+            continue;
+        }
+        for (size_t j = 0; j < k; j++)
+            d[j] = cf_digest(o, items[i + j], lens[i + j]);
+        size_t added = 0;
+        dedup_status s = dedup_cuckoo_add_batch(o->cf, d, k, &added);
+        for (size_t j = 0; j < added; j++)
+            rc[i + j] = 1;
+        i += added;
+        if (s == DEDUP_OK)
+            continue;
+        if (s != DEDUP_ERR_FULL) {
+            *err = s == DEDUP_ERR_NOMEM ? "ERR allocation failure" : rmf_status_err(s);
+            rc[i++] = -2;
+            continue;
+        }
+        rc[i++] = -1;
+    }
+}
+
+void rmf_cf_exists_many(const rmf_obj *o, const void *const *items, const size_t *lens, size_t n,
+                        int *out)
+{
+    dedup_digest d[CF_BATCH];
+    dedup_verdict v[CF_BATCH];
+    for (size_t i = 0; i < n; i += CF_BATCH) {
+        size_t k = n - i < CF_BATCH ? n - i : CF_BATCH;
+        if (o->rcf) {
+            for (size_t j = 0; j < k; j++)
+                out[i + j] = rb_cuckoo_exists(o->rcf, items[i + j], lens[i + j]);
+            continue;
+        }
+        for (size_t j = 0; j < k; j++)
+            d[j] = cf_digest(o, items[i + j], lens[i + j]);
+        dedup_batch b;
+        memset(&b, 0, sizeof b);
+        b.n = k;
+        b.digests = d;
+        dedup_status s = dedup_seen_query(o->cfs, &b, v);
+        for (size_t j = 0; j < k; j++)
+            out[i + j] = s == DEDUP_OK && v[j] != DEDUP_NEW;
+    }
+}
+
+void rmf_cf_compact(rmf_obj *o)
+{
+    if (o->rcf) {
+        rb_cuckoo_compact(o->rcf);
+        return;
+    }
+    /* The library's chain keeps its links; what RedisBloom's compaction
+     * reports is the deletes counter starting over. */
+    dedup_cuckoo_info ci;
+    dedup_cuckoo_get_info(o->cf, &ci);
+    o->deleted = ci.deleted;
+}

@@ -1,0 +1,123 @@
+/*
+ * redis/rm_internal.h - what the files behind rm_filter.h share: the
+ * object's layout and the allocation helpers.  Not for module.c: the
+ * command files see only rm_filter.h.
+ *
+ *   rm_obj.c       config, allocation, free, memory, copy, common accessors
+ *   rm_bloom.c     BF values: a chain of classic Bloom links (the split of p)
+ *   rm_cuckoo.c    CF values: the library's cuckoo filter
+ *   rm_dedup.c     DEDUP values: generations of blocked Bloom, or EXACT
+ *   rm_envelope.c  the serialized form, its loader and the chunk loader
+ *   rm_redisbloom.c  values kept in RedisBloom's own layout (migrated keys)
+ */
+#ifndef DEDUP_RM_INTERNAL_H
+#define DEDUP_RM_INTERNAL_H
+
+#include "rm_filter.h"
+
+#include "dedup/bloom.h"
+#include "dedup/cuckoo.h"
+#include "dedup/scalable.h"
+#include "dedup/seen.h"
+
+#define DD_MAX_GEN 16u
+#define DD_MIN_GEN 3u
+
+/* One slot of the EXACT table; all-zero is empty (a digest {0,0} is stored
+ * as {0,1}). */
+struct ex_entry {
+    uint64_t lo, hi, last_ms;
+};
+
+/* The DEDUP state, allocated only for DEDUP values (so BF and CF keys do
+ * not carry its arrays). */
+typedef struct rmf_dd {
+    /* the generations, links[slot % nlinks], each a scalable chain of
+     * blocked Bloom links, with its item count and capacity beside it */
+    uint32_t nlinks;
+    dedup_scalable *links[DD_MAX_GEN];
+    uint64_t gen_items[DD_MAX_GEN];
+    uint64_t gen_capacity[DD_MAX_GEN];
+    uint32_t gen_links[DD_MAX_GEN];
+    /* EXACT: open addressing over digests with their last-seen time */
+    struct ex_entry *ex_slots;
+    uint64_t ex_cap;  /* slots, a power of two; 0 in approximate mode */
+    uint64_t ex_used; /* slots not empty (live or expired) */
+    uint64_t window_ms;
+    uint64_t slot_ms;
+    uint64_t cur_slot;
+} rmf_dd;
+
+/* Bloom split schedules (how p is shared among a chain's links). */
+#define BF_SCHEDULE_V1 1u /* envelope v1: p(1-r)r^i/(1-r^64), r = 0.9 */
+#define BF_SCHEDULE_V2 2u /* 3p/4 for link 0, then p/2^(i+2) for link i >= 1 */
+/* Links a v2 dump may declare (the rates reach DEDUP_MIN_FPR well before). */
+#define BF_MAX_LINKS 64u
+
+struct rmf_obj {
+    rmf_kind kind;
+    bool nonscaling;
+    bool exact;
+    uint8_t schedule; /* Bloom: BF_SCHEDULE_* */
+    dedup_allocator alloc;
+    uint64_t items;
+    uint64_t deleted;
+    uint64_t capacity; /* as asked */
+    double error_rate; /* as asked */
+    uint32_t expansion;
+    uint64_t max_memory; /* ceiling copied from the config at creation */
+    /* Bloom: the links, oldest first; their total capacity; new items in
+     * the newest link */
+    dedup_bloom **bl;
+    uint32_t bl_n, bl_cap;
+    uint64_t bl_capacity;
+    uint64_t bl_last_items;
+    /* cuckoo: a seen-set of kind DEDUP_SEEN_CUCKOO (dedup/seen.h), and the
+     * library cuckoo filter behind it (dedup_seen_impl) for what seen.h has
+     * no call for: adding another copy, counting copies, the shape */
+    dedup_seen *cfs;
+    dedup_cuckoo *cf;
+    uint64_t cf_seed;      /* dedup_seen_seed(cfs), kept: asked once per item */
+    uint32_t cf_max_links; /* links allowed by CF_MAX_EXPANSIONS and MAX_MEMORY */
+    bool cf_mem_bound;     /* ... and MAX_MEMORY is the one that binds */
+    /* expiring dedup */
+    rmf_dd *dd;
+    /* RedisBloom layouts (a key migrated from RedisBloom) */
+    struct rb_bloom *rbf;
+    struct rb_cuckoo *rcf;
+};
+
+void *rmf_alloc(const dedup_allocator *a, size_t n);
+void rmf_dealloc(const dedup_allocator *a, void *p);
+/* A zeroed object of 'kind' (with its DEDUP state for RMF_DEDUP). */
+rmf_obj *rmf_obj_new(rmf_kind kind, const dedup_allocator *a);
+/* The object's allocator, or NULL for malloc. */
+const dedup_allocator *rmf_obj_allocator(const rmf_obj *o);
+rmf_err rmf_status_err(dedup_status s);
+
+#define ERR_MAXMEM "ERR filter would exceed the per-key memory limit (module argument MAX_MEMORY)"
+
+/* rm_bloom.c */
+double rmf_bf_link_fpr(unsigned schedule, double p, bool nonscaling, uint32_t link);
+uint64_t rmf_bf_link_bits(uint64_t n, double p); /* 0 if too large */
+void rmf_bf_free_links(rmf_obj *o);
+size_t rmf_bf_memory(const rmf_obj *o);
+/* Appends a loaded link (takes ownership, frees it on failure). */
+rmf_err rmf_bf_push_link(rmf_obj *o, dedup_bloom *b);
+uint64_t rmf_bf_blobs_size(const rmf_obj *o);
+dedup_status rmf_bf_save_blobs(const rmf_obj *o, dedup_sink *sink);
+
+/* rm_cuckoo.c */
+void rmf_cf_set_max_links(rmf_obj *o, const rmf_config *c);
+/* Loads the cuckoo container at 'src' as the object's seen-set. */
+dedup_status rmf_cf_load_seen(rmf_obj *o, dedup_source src);
+
+/* rm_dedup.c */
+void rmf_dd_gen_params(dedup_scalable_params *sp, uint64_t n0, double p);
+uint64_t rmf_ex_blob_size(const rmf_obj *o);
+dedup_status rmf_ex_save(const rmf_obj *o, dedup_sink *sink);
+rmf_err rmf_ex_load(dedup_source src, uint64_t blob_len, rmf_obj *o);
+void rmf_dd_free_state(rmf_obj *o);
+size_t rmf_dd_memory(const rmf_obj *o);
+
+#endif /* DEDUP_RM_INTERNAL_H */

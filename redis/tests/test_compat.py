@@ -1,0 +1,192 @@
+"""What a client written for RedisBloom 2.4 meets: the arguments it accepts
+(EXPANSION, small CF capacities), the debugging commands and their reply
+shapes, the module name, the empty CF dump, LOADCHUNK's messages, and the
+memory and rate of the default scaling filter."""
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import redis  # noqa: E402
+from harness import Server, binomial_upper, expect_error, run, seed  # noqa: E402
+
+RNG = seed()
+
+
+def items(prefix, n):
+    return [("%s:%d:%d" % (prefix, i, RNG.randrange(1 << 30))).encode() for i in range(n)]
+
+
+def madd(r, key, xs, chunk=5000):
+    out = []
+    for i in range(0, len(xs), chunk):
+        out += r.execute_command("BF.MADD", key, *xs[i:i + chunk])
+    return out
+
+
+def mexists(r, cmd, key, xs, chunk=5000):
+    out = []
+    for i in range(0, len(xs), chunk):
+        out += r.execute_command(cmd, key, *xs[i:i + chunk])
+    return out
+
+
+def test_expansion_values(srv):
+    r = srv.client()
+    bf = r.bf()
+    assert bf.create("big", 0.01, 10, expansion=30000)
+    assert bf.info("big").expansionRate == 30000
+    # the first new item past 10 opens a link of 300000 (an add that is a
+    # false positive of the first link does not count, so add until it opens)
+    for x in items("x", 100):
+        r.execute_command("BF.ADD", "big", x)
+        if bf.info("big").filterNum == 2:
+            break
+    assert bf.info("big").filterNum == 2 and bf.info("big").capacity == 10 + 300000
+    for e in (0, -1):
+        expect_error(r.execute_command, "BF.RESERVE", "e%d" % e, 0.01, 10, "EXPANSION", e,
+                     match="expansion should be greater or equal to 1")
+        expect_error(r.execute_command, "BF.INSERT", "i%d" % e, "EXPANSION", e, "ITEMS", "a",
+                     match="Bad argument received")
+    assert r.execute_command("BF.INSERT", "ins", "EXPANSION", 5000, "ITEMS", "a") == [1]
+    assert bf.info("ins").expansionRate == 5000
+
+
+def test_cf_small_capacities(srv):
+    r = srv.client()
+    cf = r.cf()
+    assert cf.create("c4", 4)
+    assert cf.add("c4", "a") == 1 and cf.exists("c4", "a") == 1
+    assert r.execute_command("CF.RESERVE", "c4b", 4, "BUCKETSIZE", 2) in (True, b"OK")
+    expect_error(r.execute_command, "CF.RESERVE", "c3", 3, match="Capacity must be at least")
+    expect_error(r.execute_command, "CF.RESERVE", "c5", 5, "BUCKETSIZE", 4,
+                 match="Capacity must be at least")
+    assert r.execute_command("CF.INSERT", "ci", "CAPACITY", 4, "ITEMS", "a", "b") == [1, 1]
+    expect_error(r.execute_command, "CF.INSERT", "cj", "CAPACITY", 3, "ITEMS", "a",
+                 match="Capacity must be at least")
+
+
+def test_bf_debug_shape(srv):
+    r = srv.client()
+    r.execute_command("BF.RESERVE", "d", 0.01, 100)
+    madd(r, "d", items("d", 250))
+    lines = [x.decode() for x in r.execute_command("BF.DEBUG", "d")]
+    n = r.bf().info("d").filterNum
+    card = r.execute_command("BF.CARD", "d")
+    assert len(lines) == 1 + n and lines[0] == "size:%d" % card
+    total = 0
+    for ln in lines[1:]:
+        f = dict(kv.split(":") for kv in ln.split(" "))
+        assert list(f) == ["bytes", "bits", "hashes", "hashwidth", "capacity", "size", "ratio"]
+        assert int(f["bits"]) <= 8 * int(f["bytes"]) and int(f["size"]) <= int(f["capacity"])
+        total += int(f["size"])
+    assert total == card
+    expect_error(r.execute_command, "BF.DEBUG", "missing", match="not found")
+
+
+def test_cf_debug_and_compact(srv):
+    r = srv.client()
+    r.execute_command("CF.RESERVE", "c", 1000, "EXPANSION", 1)
+    xs = items("c", 500)
+    assert r.execute_command("CF.INSERT", "c", "ITEMS", *xs) == [1] * 500
+    for x in xs[:10]:
+        assert r.execute_command("CF.DEL", "c", x) == 1
+    d = r.execute_command("CF.DEBUG", "c").decode()
+    i = r.cf().info("c")
+    assert d == ("bktsize:%d buckets:%d items:%d deletes:10 filters:%d max_iterations:%d "
+                 "expansion:%d" % (i.bucketSize, i.bucketNum, i.insertedNum, i.filterNum,
+                                   i.maxIteration, i.expansionRate)), d
+    assert r.execute_command("CF.COMPACT", "c") == b"OK"
+    assert r.cf().info("c").deletedNum == 0
+    assert all(mexists(r, "CF.MEXISTS", "c", xs[10:]))
+    expect_error(r.execute_command, "CF.COMPACT", "missing", match="Cuckoo filter was not found")
+    expect_error(r.execute_command, "CF.DEBUG", "missing", match="not found")
+
+
+def test_cf_scandump_empty(srv):
+    r = srv.client()
+    r.execute_command("CF.RESERVE", "e", 100)
+    assert r.execute_command("CF.SCANDUMP", "e", 0) == [0, None]
+    assert r.cf().scandump("e", 0) == [0, None]
+
+
+def module_names(r):
+    out = []
+    for m in r.execute_command("MODULE", "LIST"):
+        d = m if isinstance(m, dict) else dict(zip(m[::2], m[1::2]))
+        out.append(d[b"name"])
+    return out
+
+
+def test_module_name_option(srv):
+    r = srv.client()
+    assert module_names(r) == [b"dedup"]
+    s = Server(module_args=["MODULE_NAME", "bf"])
+    s.start()
+    try:
+        c = s.client()
+        assert module_names(c) == [b"bf"]
+        assert c.bf().add("k", "x") == 1
+    finally:
+        s.stop()
+        s.cleanup()
+
+
+def test_truncated_last_chunk_says_so(srv):
+    r = srv.client()
+    r.execute_command("BF.RESERVE", "src", 0.01, 1000)
+    madd(r, "src", items("t", 500))
+    chunks, it = [], 0
+    while True:
+        it, data = r.bf().scandump("src", it)
+        if it == 0:
+            break
+        chunks.append((it, data))
+    for it, data in chunks[:-1]:
+        r.bf().loadchunk("dst", it, data)
+    it, data = chunks[-1]
+    expect_error(r.execute_command, "BF.LOADCHUNK", "dst", it, data[:-5], match="truncated")
+    assert r.execute_command("BF.LOADCHUNK", "dst", it, data) == b"OK"
+    assert r.execute_command("BF.EXISTS", "dst", "nope") in (0, 1)
+
+
+def test_default_scaling_filter_memory_and_rate(srv):
+    """BF.RESERVE k 0.01 N (scaling, the default): <= 11.1 bits per item at
+    N, measured rate <= 1%; after growing to 7N the rate is still <= 1%."""
+    r = srv.client()
+    n, p = 100000, 0.01
+    r.execute_command("BF.RESERVE", "s", p, n)
+    xs = items("s", n)
+    # an add answers 0 for a false positive of the items before it
+    assert sum(madd(r, "s", xs)) >= n * (1 - p)
+    size = r.bf().info("s").size
+    bits = size * 8 / n
+    assert bits <= 11.1, bits
+    fresh = items("s-out", 200000)
+    fp = sum(mexists(r, "BF.MEXISTS", "s", fresh))
+    assert fp <= binomial_upper(len(fresh), p), fp
+    ys = items("s-more", 6 * n)
+    madd(r, "s", ys)
+    assert r.bf().info("s").filterNum >= 3
+    assert all(mexists(r, "BF.MEXISTS", "s", xs + ys))
+    fp = sum(mexists(r, "BF.MEXISTS", "s", fresh))
+    assert fp <= binomial_upper(len(fresh), p), fp
+    print("  scaling BF at 1%%: %.2f bits/item at capacity; %d/%d fresh positives after 7x"
+          % (bits, fp, len(fresh)))
+
+
+def test_small_key_overhead(srv):
+    """MEMORY USAGE of a 100-item BF (RedisBloom's default size) stays under
+    1.2 KB; the CF figure is printed (the library's cuckoo object carries a
+    fixed table of 64 links: see bench/results/redis.md)."""
+    r = srv.client()
+    r.execute_command("BF.RESERVE", "b", 0.01, 100)
+    madd(r, "b", items("b", 100))
+    r.execute_command("CF.RESERVE", "c", 100)
+    r.execute_command("CF.INSERT", "c", "ITEMS", *items("c", 100))
+    mb, mc = r.memory_usage("b"), r.memory_usage("c")
+    print("  MEMORY USAGE: 100-item BF %d bytes, CF %d bytes" % (mb, mc))
+    assert mb <= 1200, mb
+
+
+if __name__ == "__main__":
+    run(globals())
