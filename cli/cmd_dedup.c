@@ -138,7 +138,7 @@ static void usage(FILE *f)
 "      --progress, --no-progress  progress on stderr (default: when it is a terminal)\n"
 "  -q, --quiet            only errors on stderr\n"
 "  -v, --verbose          more detail on stderr\n"
-"      --help             show this help and exit\n"
+"  -h, --help             show this help and exit\n"
 "      --version          show the version and exit\n"
 "\n"
 "Subcommands: dedup calc (size a filter), dedup filter (filter files). See dedup(1).\n"
@@ -218,7 +218,7 @@ static int parse_args(int argc, char **argv, opts *o)
     int c;
     opterr = 0;
     optind = 1;
-    while ((c = getopt_long(argc, argv, ":n:p:m:s:f:d:iDcuo:zqvT:", long_opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":n:p:m:s:f:d:iDcuo:zqvT:h", long_opts, NULL)) != -1) {
         switch (c) {
         case OPT_MODE: o->mode = optarg; break;
         case 'n':
@@ -373,6 +373,7 @@ static int parse_args(int argc, char **argv, opts *o)
             break;
         case 'q': cli_verbosity = 0; break;
         case 'v': cli_verbosity++; break;
+        case 'h':
         case OPT_HELP: usage(stdout); return 1;
         case OPT_VERSION: cli_print_version(); return 1;
         case ':':
@@ -1134,8 +1135,8 @@ int cmd_dedup(int argc, char **argv)
             if (st) {
                 dedup_header h;
                 if (st == DEDUP_ERR_WRONG_TYPE && dedup_peek_file(o.state, &h) == DEDUP_OK)
-                    cli_error("%s: holds a %s, not a window's state", o.state,
-                              dedup_type_name(h.type));
+                    cli_error("%s: holds %s %s, not a window's state", o.state,
+                              cli_a(dedup_type_name(h.type)), dedup_type_name(h.type));
                 else
                     cli_error("%s: %s", o.state,
                               st == DEDUP_ERR_IO ? strerror(errno) : dedup_strerror(st));

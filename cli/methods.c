@@ -408,8 +408,9 @@ dedup_status dd_method_load(const char *name, const char *path, dd_method **out,
         want = DEDUP_TYPE_CUCKOO_CHAIN; /* a grown cuckoo filter */
     if (!st && h.type != want) {
         if (err)
-            snprintf(err, errcap, "is a '%s' state, but --mode %s keeps a '%s' state (give the --mode it was made with)",
-                     dedup_type_name(h.type), m->name, dedup_type_name(want));
+            snprintf(err, errcap, "is %s '%s' state, but --mode %s keeps %s '%s' state (give the --mode it was made with)",
+                     cli_a(dedup_type_name(h.type)), dedup_type_name(h.type), m->name,
+                     cli_a(dedup_type_name(want)), dedup_type_name(want));
         free(m);
         return DEDUP_ERR_WRONG_TYPE;
     }
