@@ -141,11 +141,14 @@ check "the refusal names both methods" grep -q "scalable.*exact" "$T/err"
 rm -f "$T/state"; "$DEDUP" -s "$T/state" "$T/p1" > /dev/null
 cp "$T/state" "$T/state.before"
 mkfifo "$T/fifo"
-( cat "$T/p2"; sleep 3 ) > "$T/fifo" &
+( cat "$T/p2"; exec sleep 60 ) > "$T/fifo" &
 feeder=$!
-"$DEDUP" -s "$T/state" "$T/fifo" > /dev/null 2>&1 &
+"$DEDUP" -s "$T/state" --line-buffered -o "$T/partial" "$T/fifo" 2>/dev/null &
 pid=$!
-sleep 1; kill -TERM $pid; wait $pid; rc=$?
+# The signal comes once the run has decided and written records of p2 (its
+# input stays open, so it cannot have finished).
+check "the run writes p2's new records while its input is open" wait_until 60 has_lines "$T/partial" 1
+kill -TERM $pid; wait $pid; rc=$?
 kill $feeder 2>/dev/null; wait $feeder 2>/dev/null
 check "SIGTERM ends the run with 128+15" test $rc -eq 143
 check "an interrupted run leaves the state file intact" cmp -s "$T/state" "$T/state.before"

@@ -155,13 +155,19 @@ check "broken pipe: exit 0" [ "${PIPESTATUS[0]}" -eq 0 ]
 check "broken pipe: no message" [ ! -s "$T/err" ]
 # SIGTERM in the middle of a spilling run: exit 143, nothing left behind
 seq 1 1500000 > "$T/seq"
-"$DEDUP" -m 64K -T "$T/tmp" "$T/seq" > /dev/null 2>&1 &
+mkfifo "$T/sfifo"
+( cat "$T/seq"; exec sleep 60 ) > "$T/sfifo" &
+feeder=$!
+"$DEDUP" -m 64K -T "$T/tmp" "$T/sfifo" > /dev/null 2>&1 &
 pid=$!
-sleep 0.5
+# The signal comes once a spill file is open; the input stays open, so the
+# run cannot have finished.
+check "the run spills while its input is open" wait_until 60 has_open_file_in $pid "$T/tmp"
 kill -TERM $pid 2>/dev/null
 wait $pid
 rc=$?
-check "SIGTERM ends the run (exit $rc)" [ $rc -eq 143 -o $rc -eq 0 ]
+kill $feeder 2>/dev/null; wait $feeder 2>/dev/null
+check "SIGTERM in a spilling run ends it with 143 (exit $rc)" [ $rc -eq 143 ]
 notmp "SIGTERM"
 notmp "all runs"
 finish
