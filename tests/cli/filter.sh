@@ -12,6 +12,7 @@ fails=0
 seq -f 'item-%g' 1 5000 >items
 seq -f 'absent-%g' 1 5000 >absent
 cat items absent >all
+seq -f 'fresh-%g' 1 800000 >fresh
 
 for type in bloom blocked; do
     f=$type.bf
@@ -29,6 +30,12 @@ for type in bloom blocked; do
     "$DEDUP" filter query -c "$f" <absent >out
     fp=$(cat out)
     [ "$fp" -le 30 ] || fail "$type: $fp of 5000 fresh items reported present at p = 0.1%"
+    # From both sides against the filter's own rate, over enough fresh items
+    # that twice the rate fails.
+    "$DEDUP" filter query -c "$f" <fresh >out
+    fp=$(cat out)
+    "$DEDUP" filter info --json "$f" >info.json
+    rate_within "$type" "$fp" 800000 "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["fpr_current"])' info.json)"
     # -v selects the certainly absent ones: complements the plain query.
     "$DEDUP" filter query "$f" <all >present
     "$DEDUP" filter query -v "$f" <all >notpresent
