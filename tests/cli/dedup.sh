@@ -9,6 +9,7 @@ gen() { # gen SEED LINES FILE: random records with repeats, case/space variants,
 import random, sys
 seed, n, path = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
 r = random.Random(seed)
+EDGE = [b" ", b"\r", b"\v", b"\f"]
 words = [b"alpha", b"Beta", b"GAMMA", b"delta", b"", b" x ", b"\tTab", b"a\rb", b"nul\0byte", b"\xff\xfe"]
 out = []
 for i in range(n):
@@ -16,8 +17,10 @@ for i in range(n):
     w = words[k % len(words)]
     f1 = b"k%d" % (k % 97)
     if r.random() < 0.2: f1 = f1.upper()
-    sp = b" " * r.randrange(3)
-    rec = sp + f1 + sp + b"\t" + w + b"\t" + b"%d" % (k % 7) + (b"  " if r.random() < 0.1 else b"")
+    # the blanks --trim strips, \r \v \f among them, at both edges of the
+    # field key and of the record (a CRLF ending too)
+    edge = lambda: b"".join(r.choice(EDGE) for _ in range(r.randrange(3)))
+    rec = edge() + f1 + edge() + b"\t" + w + b"\t" + b"%d" % (k % 7) + (edge() if r.random() < 0.3 else b"")
     if r.random() < 0.05: rec = b""
     if r.random() < 0.05: rec = b"id:" + rec
     out.append(rec)

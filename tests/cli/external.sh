@@ -16,6 +16,7 @@ gen() { # gen SEED LINES FILE: records with repeats, case/space variants, NUL, \
 import random, sys
 seed, n, path = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
 r = random.Random(seed)
+EDGE = [b" ", b"\r", b"\v", b"\f"]
 words = [b"alpha", b"Beta", b"GAMMA", b"delta", b"", b" x ", b"\tTab", b"a\rb", b"nul\0byte", b"\xff\xfe"]
 out = []
 for i in range(n):
@@ -23,8 +24,9 @@ for i in range(n):
     w = words[k % len(words)] * (1 + k % 5)
     f1 = b"k%d" % (k % 9973)
     if r.random() < 0.2: f1 = f1.upper()
-    sp = b" " * r.randrange(3)
-    rec = sp + f1 + sp + b"\t" + w + b"\t" + b"%d" % (k % 7) + b"/" + b"p" * (k % 40)
+    # the blanks --trim strips, \r \v \f among them, at the key's edges
+    edge = lambda: b"".join(r.choice(EDGE) for _ in range(r.randrange(3)))
+    rec = edge() + f1 + edge() + b"\t" + w + b"\t" + b"%d" % (k % 7) + b"/" + b"p" * (k % 40) + (edge() if r.random() < 0.3 else b"")
     if r.random() < 0.05: rec = b""
     if r.random() < 0.05: rec = b"id:" + rec
     out.append(rec)
