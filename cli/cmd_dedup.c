@@ -1349,9 +1349,10 @@ int cmd_dedup(int argc, char **argv)
         cli_error("write error on %s: %s", out_name, strerror(errno));
         status = CLI_EXIT_FAIL;
     }
-    /* A run that failed past the spill point may have written only part of
-     * its output, and a file must not look complete. */
-    if (out_removable && r->spill && status == CLI_EXIT_FAIL)
+    /* A run that failed (a write error, a full filter, a spill that failed)
+     * has written only part of its output, and a file must not look
+     * complete: removed in every mode, not only after a spill. */
+    if (out_removable && status == CLI_EXIT_FAIL)
         unlink(o.output);
     /* Save the seen-set only after a complete run. */
     if (o.state && !stopped && status == CLI_EXIT_OK && !r->w.broken_pipe) {

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# Nothing lost without a word (issue 24): what a run leaves behind when it is
+# killed or fails, the files it removes, and the small things a user
+# notices.  Each check asserts the message, the exit status and the files.
+. "$(dirname "$0")/lib/common.sh"
+export LC_ALL=C
+
+# --- dedup -h is --help ------------------------------------------------------------------
+"$DEDUP" -h > "$T/h" 2> "$T/err"
+check "dedup -h exits 0" test $? -eq 0
+check "dedup -h prints the usage on stdout" grep -q '^Usage: dedup' "$T/h"
+check "dedup -h is silent on stderr" test ! -s "$T/err"
+"$DEDUP" --help > "$T/help"
+check "dedup -h equals dedup --help" cmp -s "$T/h" "$T/help"
+check "--help lists -h" grep -q -- '-h, --help' "$T/help"
+
+# --- a kill -9 during a state save leaves no temporary -----------------------------------
+seq -f 'key-%g' 1 3000000 > "$T/many"
+mkdir "$T/sd"
+python3 - "$DEDUP" "$T/many" "$T/sd/s.dedup" <<'PY'
+import os, signal, subprocess, sys, time
+dedup, inp, state = sys.argv[1:4]
+d = os.path.dirname(os.path.abspath(state))
+p = subprocess.Popen([dedup, "--state", state, inp], stdout=subprocess.DEVNULL)
+t0, seen = time.time(), None
+# The kill comes once the save's file is open in the state's directory.
+while p.poll() is None and time.time() - t0 < 300 and not seen:
+    try:
+        for fd in os.listdir("/proc/%d/fd" % p.pid):
+            link = os.readlink("/proc/%d/fd/%s" % (p.pid, fd))
+            if link.startswith(d + "/"):
+                seen = link
+    except OSError:
+        pass
+if not seen:
+    sys.exit("the save was never seen (exit %s)" % p.poll())
+os.kill(p.pid, signal.SIGKILL)
+p.wait()
+left = os.listdir(d)
+if left:
+    sys.exit("a kill -9 while saving left %s (the file being written: %s)" % (left, seen))
+PY
+check "a kill -9 while the state is saved leaves nothing in its directory" test $? -eq 0
+# A named temporary of a dead process (an older version, or a file system
+# without O_TMPFILE) is removed by the next save; a live process's is kept.
+seq 1 100 > "$T/small"
+sh -c 'exit 0' & dead=$!; wait $dead
+sleep 300 & live=$!
+touch "$T/sd/s.dedup.tmp.$dead" "$T/sd/s.dedup.tmp.$live" "$T/sd/s.dedup.tmp.x1" "$T/sd/other.tmp.$dead"
+"$DEDUP" --state "$T/sd/s.dedup" "$T/small" > /dev/null
+check "the save succeeds beside stale temporaries" test $? -eq 0
+check "a dead process's temporary is removed" test ! -e "$T/sd/s.dedup.tmp.$dead"
+check "a live process's temporary is kept" test -e "$T/sd/s.dedup.tmp.$live"
+check "files not named like a temporary are kept" test -e "$T/sd/s.dedup.tmp.x1" -a -e "$T/sd/other.tmp.$dead"
+kill $live; wait $live 2>/dev/null
+
+# --- a write error on -o removes the partial file, in every mode -------------------------
+{ seq 1 300000; seq 1 300000; } > "$T/big"
+for mode in "" "-c" "-D" "--mode blocked -n 1M" "--mode cuckoo -n 1M" "--state $T/ost" "-m 1M -T $T" "--window 1h" "--sort"; do
+    rm -f "$T/o" "$T/ost"
+    # shellcheck disable=SC2086
+    (trap '' XFSZ; ulimit -f 200; exec "$DEDUP" $mode -o "$T/o" "$T/big") 2> "$T/err"
+    rc=$?
+    check "-o past the file size limit ($mode): exit 1 (got $rc)" test $rc -eq 1
+    # (a spilling run may meet the limit first in its temporary files)
+    check "... ($mode) names the file and the reason" grep -q "write error on $T/o: File too large\|temporary files in $T: File too large" "$T/err"
+    check "... ($mode) removes the partial -o file" test ! -e "$T/o"
+    check "... ($mode) saves no state" test ! -e "$T/ost"
+done
+
+# --- messages say "an" before a vowel ------------------------------------------------------
+"$DEDUP" --state "$T/ex.s" "$T/small" > /dev/null
+"$DEDUP" --mode bloom --state "$T/ex.s" "$T/small" > /dev/null 2> "$T/err"
+check "a state of another mode: exit 2" test $? -eq 2
+check "... 'an exact-set', never 'a exact-set'" grep -q "is an 'exact-set' state, but --mode bloom keeps a 'bloom' state" "$T/err"
+"$DEDUP" --window 1h --state "$T/ex.s" "$T/small" > /dev/null 2> "$T/err"
+check "a window run on an exact set's state says 'an exact-set'" grep -q "holds an exact-set, not a window's state" "$T/err"
+if grep -rq "a unknown\|a exact\|a 'exact\|a 'unknown" "$T/err"; then fail "a message says 'a' before a vowel"; else pass; fi
+
+finish
