@@ -413,7 +413,8 @@ static int parse_args(int argc, char **argv, opts *o)
         }
         bool approx = strcmp(o->mode, "bloom") == 0 || strcmp(o->mode, "blocked") == 0;
         if (!approx && strcmp(o->mode, "exact") != 0 && strcmp(o->mode, "fingerprint") != 0) {
-            cli_error("a window works with --mode exact (default) or bloom, not %s", o->mode);
+            cli_error("a window works with --mode exact (default), fingerprint (both exact), bloom "
+                      "or blocked (both approximate: a table of fingerprints), not %s", o->mode);
             return -1;
         }
         if (approx && !o->sizing.items) {
@@ -618,6 +619,72 @@ static const char *duration_str(uint64_t us, char *buf, size_t cap)
     else
         snprintf(buf, cap, "%lluus", (unsigned long long)us);
     return buf;
+}
+
+/* One window setting as the option that gives it: "--window 10s",
+ * "--last 5", "--window-type tumbling". */
+static const char *window_type_name(dedup_window_type t)
+{
+    return t == DEDUP_WINDOW_COUNT ? "count" : t == DEDUP_WINDOW_TUMBLING ? "tumbling" : "sliding";
+}
+
+/* Says, option by option, how a saved window's parameters 'have' differ
+ * from the run's 'want': "--window 10s here, 1m saved; --lateness 0s here,
+ * 5s saved". */
+static void window_mismatch(const dedup_window_params *have, const dedup_window_params *want,
+                            char *buf, size_t cap)
+{
+    size_t n = 0;
+    buf[0] = '\0';
+#define ADD(...) do { if (n < cap) n += (size_t)snprintf(buf + n, cap - n, __VA_ARGS__); } while (0)
+#define SEP() ADD("%s", n ? "; " : "")
+    char a[32], b[32];
+    bool count_here = want->type == DEDUP_WINDOW_COUNT, count_saved = have->type == DEDUP_WINDOW_COUNT;
+    if (count_here != count_saved) {
+        SEP();
+        ADD("%s here, %s saved", count_here ? "--last" : "--window", count_saved ? "--last" : "--window");
+    } else if (have->type != want->type) {
+        SEP();
+        ADD("--window-type %s here, %s saved", window_type_name(want->type), window_type_name(have->type));
+    }
+    if (count_here == count_saved && have->duration != want->duration) {
+        SEP();
+        if (count_here)
+            ADD("--last %llu here, %llu saved", (unsigned long long)want->duration,
+                (unsigned long long)have->duration);
+        else
+            ADD("--window %s here, %s saved", duration_str(want->duration, a, sizeof a),
+                duration_str(have->duration, b, sizeof b));
+    }
+    if (have->lateness != want->lateness) {
+        SEP();
+        ADD("--lateness %s here, %s saved", duration_str(want->lateness, a, sizeof a),
+            duration_str(have->lateness, b, sizeof b));
+    }
+    if (have->mode != want->mode) {
+        SEP();
+        ADD("--mode %s here, %s saved", want->mode == DEDUP_WINDOW_APPROX ? "bloom" : "exact",
+            have->mode == DEDUP_WINDOW_APPROX ? "bloom (approximate)" : "exact");
+    } else if (want->mode == DEDUP_WINDOW_APPROX) {
+        if (have->capacity != want->capacity) {
+            SEP();
+            ADD("-n %llu here, %llu saved", (unsigned long long)want->capacity,
+                (unsigned long long)have->capacity);
+        }
+        if (have->fpr != want->fpr) {
+            SEP();
+            ADD("-p %g here, %g saved", want->fpr, have->fpr);
+        }
+    }
+    if (have->seed != want->seed) {
+        SEP();
+        ADD("--seed 0x%llx here, 0x%llx saved", (unsigned long long)want->seed,
+            (unsigned long long)have->seed);
+    }
+    if (!n)
+        ADD("the saved parameters differ");
+#undef SEP
+#undef ADD
 }
 
 /* Names a record whose time field is bad: "FILE:LINE: bad time field N: 'VALUE'". */
@@ -1148,12 +1215,10 @@ int cmd_dedup(int argc, char **argv)
                 have.lateness != wp.lateness || have.seed != wp.seed ||
                 (wp.mode == DEDUP_WINDOW_APPROX &&
                  (have.capacity != wp.capacity || have.fpr != wp.fpr))) {
-                cli_error("%s: the saved window has other settings (%s, %s, duration %llu, "
-                          "lateness %llu us); give the same options to resume it",
-                          o.state, have.type == DEDUP_WINDOW_COUNT ? "last N"
-                                   : have.type == DEDUP_WINDOW_TUMBLING ? "tumbling" : "sliding",
-                          have.mode == DEDUP_WINDOW_APPROX ? "bloom" : "exact",
-                          (unsigned long long)have.duration, (unsigned long long)have.lateness);
+                char diff[512];
+                window_mismatch(&have, &wp, diff, sizeof diff);
+                cli_error("%s: the saved window was made with other options: %s; give the "
+                          "saved ones to resume it", o.state, diff);
                 dedup_window_free(win);
                 return CLI_EXIT_USAGE;
             }

@@ -77,4 +77,26 @@ check "... 'an exact-set', never 'a exact-set'" grep -q "is an 'exact-set' state
 check "a window run on an exact set's state says 'an exact-set'" grep -q "holds an exact-set, not a window's state" "$T/err"
 if grep -rq "a unknown\|a exact\|a 'exact\|a 'unknown" "$T/err"; then fail "a message says 'a' before a vowel"; else pass; fi
 
+# --- window modes and window states --------------------------------------------------------
+"$DEDUP" --window 10s --mode cuckoo /dev/null > /dev/null 2> "$T/err"
+check "--window --mode cuckoo: exit 2" test $? -eq 2
+check "... naming every mode that works with a window" \
+    grep -q "exact (default), fingerprint (both exact), bloom or blocked (both approximate.*not cuckoo" "$T/err"
+for ok in exact fingerprint bloom blocked; do
+    "$DEDUP" --window 10s --mode $ok -n 100 /dev/null > /dev/null 2> "$T/err"
+    check "--window --mode $ok, named as working, works" test $? -eq 0
+done
+printf 'a\t1\nb\t2\n' > "$T/wi"
+"$DEDUP" --window 1m --lateness 5s --time-field 2 -f 1 --state "$T/ws" "$T/wi" > /dev/null
+"$DEDUP" --window 10s --time-field 2 -f 1 --state "$T/ws" "$T/wi" > "$T/out" 2> "$T/err"
+check "a window state rerun with other options: exit 2" test $? -eq 2
+check "... names each option that differs, in the units it takes" \
+    grep -q "made with other options: --window 10s here, 1m saved; --lateness 0s here, 5s saved" "$T/err"
+check "... and writes nothing" test ! -s "$T/out"
+"$DEDUP" --window 1m --lateness 5s --window-type tumbling --time-field 2 -f 1 --state "$T/ws" "$T/wi" > /dev/null 2> "$T/err"
+check "... a window type that differs is named" grep -q "\-\-window-type tumbling here, sliding saved" "$T/err"
+"$DEDUP" --window 1m --lateness 5s --time-field 2 -f 1 --mode bloom -n 100 --state "$T/ws" "$T/wi" > /dev/null 2> "$T/err"
+check "... a mode that differs is named" grep -q "\-\-mode bloom here, exact saved" "$T/err"
+if grep -q "[0-9]\{7,\} *us" "$T/err"; then fail "raw microseconds in a window message"; else pass; fi
+
 finish
