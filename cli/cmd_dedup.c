@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "progress.h"
 #include "dedup/hash.h"
 #include "dedup/set.h"
 #include "dedup/timeparse.h"
@@ -472,43 +473,7 @@ static int parse_args(int argc, char **argv, opts *o)
 
 /* ---- progress ---------------------------------------------------------------- */
 
-typedef struct progress {
-    bool on;
-    double start, last;
-    uint64_t total_bytes; /* 0 = unknown */
-} progress;
-
-static double now_sec(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static void progress_show(progress *p, uint64_t bytes, uint64_t records, bool final)
-{
-    if (!p->on)
-        return;
-    double t = now_sec();
-    if (!final && t - p->last < 0.25)
-        return;
-    p->last = t;
-    double el = t - p->start;
-    char hb[32];
-    fprintf(stderr, "\rdedup: %s, %llu records, %.1fM records/s", cli_human_size(bytes, hb, sizeof hb),
-            (unsigned long long)records, el > 0 ? (double)records / el / 1e6 : 0.0);
-    if (p->total_bytes && bytes <= p->total_bytes) {
-        double frac = (double)bytes / (double)p->total_bytes;
-        fprintf(stderr, ", %3.0f%%", frac * 100);
-        if (frac > 0.01 && !final) {
-            double eta = el / frac - el;
-            fprintf(stderr, ", ETA %d:%02d", (int)eta / 60, (int)eta % 60);
-        }
-    }
-    fputs("   ", stderr);
-    if (final)
-        fputc('\n', stderr);
-}
+static double now_sec(void) { return dd_now(); }
 
 /* ---- the run ------------------------------------------------------------------- */
 
@@ -516,7 +481,7 @@ typedef struct run {
     opts *o;
     dd_method *m;
     dd_writer w;
-    progress prog;
+    dd_progress prog;
     uint64_t records_in, records_out, duplicates, bytes_in;
     bool identity_key;
     /* batch: records, keys and digests come from the feeder's block */
@@ -1167,6 +1132,7 @@ int cmd_dedup(int argc, char **argv)
     eo.stats = o.stats == STATS_JSON ? 2 : o.stats == STATS_TEXT ? 1 : 0;
     eo.line_buffered = o.line_buffered;
     eo.progress = o.progress == 1 || (o.progress == -1 && isatty(STDERR_FILENO) && cli_verbosity > 0);
+    eo.total_bytes = size_known ? total_bytes : 0;
     eo.output = o.output;
     if (o.external) {
         /* Exact mode under a memory budget.  SIGINT/SIGTERM keep their
@@ -1304,9 +1270,9 @@ int cmd_dedup(int argc, char **argv)
     }
     r->w.line_buffered = o.line_buffered;
     r->identity_key = dd_keyspec_identity(&o.key);
-    r->prog.on = o.progress == 1 || (o.progress == -1 && isatty(STDERR_FILENO) && cli_verbosity > 0);
-    r->prog.start = r->prog.last = now_sec();
-    r->prog.total_bytes = size_known ? total_bytes : 0;
+    dd_progress_init(&r->prog,
+                     o.progress == 1 || (o.progress == -1 && isatty(STDERR_FILENO) && cli_verbosity > 0),
+                     size_known ? total_bytes : 0);
 
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
@@ -1345,7 +1311,7 @@ int cmd_dedup(int argc, char **argv)
                 }
             }
             r->bytes_in = before + b->bytes_read;
-            progress_show(&r->prog, r->bytes_in, r->records_in, false);
+            dd_progress_show(&r->prog, r->bytes_in, r->records_in, false, NULL);
         }
         if (dd_stop_signal)
             stopped = true;
@@ -1399,7 +1365,7 @@ int cmd_dedup(int argc, char **argv)
                      b1);
         }
     }
-    progress_show(&r->prog, r->bytes_in, r->records_in, true);
+    dd_progress_show(&r->prog, r->bytes_in, r->records_in, true, NULL);
 
     if (r->w.error) {
         cli_error("write error on %s: %s", r->w.name, strerror(r->w.error));

@@ -99,4 +99,12 @@ check "... a window type that differs is named" grep -q "\-\-window-type tumblin
 check "... a mode that differs is named" grep -q "\-\-mode bloom here, exact saved" "$T/err"
 if grep -q "[0-9]\{7,\} *us" "$T/err"; then fail "raw microseconds in a window message"; else pass; fi
 
+# --- progress in the external engine: records, rate, percent -----------------------------
+"$DEDUP" -m 16M -T "$T" --progress "$T/big" > /dev/null 2> "$T/prog"
+check "external --progress: exit 0" test $? -eq 0
+tr '\r' '\n' < "$T/prog" > "$T/prog.lines"
+check "external --progress shows records, records/s and percent" \
+    grep -q "^dedup: .*, 600000 records, .*M records/s, 100%" "$T/prog.lines"
+check "... and says when the input is read and the merge runs" grep -q "input read; merging" "$T/prog.lines"
+
 finish
