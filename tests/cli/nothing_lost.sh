@@ -107,4 +107,14 @@ check "external --progress shows records, records/s and percent" \
     grep -q "^dedup: .*, 600000 records, .*M records/s, 100%" "$T/prog.lines"
 check "... and says when the input is read and the merge runs" grep -q "input read; merging" "$T/prog.lines"
 
+# --- make run's example says when dedup and awk disagree ---------------------------------
+printf '#!/bin/sh\n"%s" "$@" | sed 1d\n' "$DEDUP" > "$T/wrong-dedup"
+chmod +x "$T/wrong-dedup"
+mkdir "$T/ex"
+TMPDIR="$T/ex" sh "$SRC/scripts/run-example.sh" "$T/wrong-dedup" > "$T/out" 2> "$T/err"
+check "the example fails (exit 1) when the output differs from awk's" test $? -eq 1
+check "... and says so" grep -q "DIFFERENT: dedup and awk disagree" "$T/err"
+check "... before going on" test "$(grep -c '^== ' "$T/out")" -eq 3
+rm -rf "$T/ex"
+
 finish
