@@ -22,15 +22,16 @@
 
 #include "cli.h"
 #include "progress.h"
+#include "dedup/extsort.h"
 #include "dedup/hash.h"
-#include "dedup/set.h"
+#include "dedup/seen.h"
 #include "dedup/timeparse.h"
 #include "dedup/window.h"
 #include "io.h"
 #include "external.h"
 #include "feeder.h"
 #include "keys.h"
-#include "methods.h"
+#include "seen_spec.h"
 
 #define BATCH 64
 #define WRITE_BUF ((size_t)1 << 18)
@@ -42,11 +43,12 @@ enum stats_kind { STATS_NONE, STATS_TEXT, STATS_JSON };
 
 typedef struct opts {
     const char *mode;
+    dedup_seen_kind kind; /* what --mode names */
     const char *output;
     const char *state;
     unsigned char term;
     dd_keyspec key;
-    dd_sizing sizing;
+    dd_seen_opts sizing;
     enum output_kind out;
     enum stats_kind stats;
     int progress; /* -1 auto, 0 off, 1 on */
@@ -388,12 +390,15 @@ static int parse_args(int argc, char **argv, opts *o)
             return -1;
         }
     }
-    if (!dd_method_known(o->mode)) {
+    o->kind = dd_mode_kind(o->mode);
+    if (!o->kind) {
         char msg[160];
-        dd_method_unknown(msg, sizeof msg, o->mode);
+        dd_mode_unknown(msg, sizeof msg, o->mode);
         cli_error("%s", msg);
         return -1;
     }
+    o->sizing.kind = o->kind;
+    o->sizing.mode = o->mode;
     if (kinds > 1) {
         cli_error("choose one of -D/--duplicates, -c/--count and -u/--unique");
         return -1;
@@ -412,8 +417,8 @@ static int parse_args(int argc, char **argv, opts *o)
             cli_error("a window keeps only the keys inside it: -m/--memory, --sort and --tmpdir do not apply");
             return -1;
         }
-        bool approx = strcmp(o->mode, "bloom") == 0 || strcmp(o->mode, "blocked") == 0;
-        if (!approx && strcmp(o->mode, "exact") != 0 && strcmp(o->mode, "fingerprint") != 0) {
+        bool approx = o->kind == DEDUP_SEEN_BLOOM || o->kind == DEDUP_SEEN_BLOCKED;
+        if (!approx && o->kind != DEDUP_SEEN_EXACT && o->kind != DEDUP_SEEN_FINGERPRINT) {
             cli_error("a window works with --mode exact (default), fingerprint (both exact), bloom "
                       "or blocked (both approximate: a table of fingerprints), not %s", o->mode);
             return -1;
@@ -437,7 +442,7 @@ static int parse_args(int argc, char **argv, opts *o)
         return -1;
     }
     o->sizing.counts = o->out == OUT_COUNT || o->out == OUT_UNIQUE;
-    bool probabilistic = strcmp(o->mode, "exact") != 0 && strcmp(o->mode, "fingerprint") != 0;
+    bool probabilistic = o->kind != DEDUP_SEEN_EXACT && o->kind != DEDUP_SEEN_FINGERPRINT;
     if (o->sizing.counts && probabilistic) {
         cli_error("--%s needs exact counts: use --mode exact or fingerprint (a Bloom filter cannot count)",
                   o->out == OUT_COUNT ? "count" : "unique");
@@ -448,7 +453,7 @@ static int parse_args(int argc, char **argv, opts *o)
                   o->out == OUT_COUNT ? "count" : "unique");
         return -1;
     }
-    bool exact = strcmp(o->mode, "exact") == 0;
+    bool exact = o->kind == DEDUP_SEEN_EXACT;
     if ((o->sorted || o->tmpdir) && !exact) {
         cli_error("--%s works with --mode exact only", o->sorted ? "sort" : "tmpdir");
         return -1;
@@ -479,7 +484,8 @@ static double now_sec(void) { return dd_now(); }
 
 typedef struct run {
     opts *o;
-    dd_method *m;
+    dedup_seen *s;        /* the seen-set (dedup/seen.h) */
+    dedup_seen_info info; /* what it is (kind, probabilistic), taken once */
     dd_writer w;
     dd_progress prog;
     uint64_t records_in, records_out, duplicates, bytes_in;
@@ -495,19 +501,16 @@ typedef struct run {
     unsigned char *firsts;
     size_t firsts_len, firsts_cap;
     bool failed; /* method error already reported */
-    /* exact mode past its in-memory share: the set is frozen (still answers
-     * and counts the keys it holds) and every other record goes to an
-     * external engine (external.h) with the other share of the budget */
+    /* exact mode past its in-memory share (DEDUP_SEEN_EXACT_SPILL): the
+     * library freezes the set and hands the other records to the external
+     * engine, whose output comes through spill_emit() */
     bool can_spill;
+    bool spilled;
     uint64_t budget;
     const char *budget_source;
-    dd_external_opts eo;
-    dd_spill *spill;
-    const unsigned char *prec[BATCH], *pkey[BATCH];
-    size_t prlen[BATCH], pklen[BATCH];
-    dedup_digest pdig[BATCH];
-    /* windowed runs */
-    dedup_window *win;
+    const char *tmpdir;       /* where the engine writes, for messages */
+    /* windowed runs: the window behind the seen-set, for its stats */
+    const dedup_window *win;
     dedup_time_format tfmt;   /* the format in use (detected once when AUTO) */
     bool tfmt_detected;
     int64_t wtime[BATCH];     /* event times of the records to decide */
@@ -726,11 +729,12 @@ static bool window_batch(run *r, size_t n)
         }
         r->wtime[m] = t;
         r->widx[m] = i;
-        r->wdig[m] = dedup_window_digest(r->win, r->key[i], r->klen[i]);
+        r->wdig[m] = r->dig[i];
         m++;
     }
     size_t done = 0;
-    dedup_status st = dedup_window_seen_batch(r->win, r->wdig, r->wtime, m, r->wverdict, &done);
+    dedup_batch wb = {.n = m, .digests = r->wdig, .times = r->wtime};
+    dedup_status st = dedup_seen_decide(r->s, &wb, r->wverdict, &done);
     if (st) {
         cli_error("%s", dedup_strerror(st));
         r->failed = true;
@@ -851,8 +855,10 @@ static void print_window_stats(run *r, double seconds)
 static bool emit_decided(run *r, size_t from, size_t to)
 {
     opts *o = r->o;
-    r->records_in += to - from;
     for (size_t i = from; i < to; i++) {
+        if (r->verdict[i] == DEDUP_DEFERRED)
+            continue; /* the engine's now: counted in its statistics */
+        r->records_in++;
         bool is_new = r->verdict[i] == DEDUP_NEW;
         if (!is_new)
             r->duplicates++;
@@ -884,58 +890,25 @@ static bool emit_decided(run *r, size_t from, size_t to)
     return true;
 }
 
-/* The exact set has reached its share of the budget: from now on it only
- * answers for the keys it holds, and the engine takes the others. */
-static bool start_spill(run *r)
+/* Where the engine's records go once the exact set is frozen: after every
+ * record the set answered NEW, in first-occurrence order.  Nonzero stops
+ * the engine (1 broken pipe, 2 write error, 3 signal). */
+static int spill_emit(void *ctx, const void *rec, size_t len, uint64_t count)
 {
-    dedup_status st = dd_spill_create(&r->spill, &r->eo, r->budget - r->budget / 2, &r->w);
-    if (st) {
-        cli_error("%s", st == DEDUP_ERR_NOMEM ? "out of memory" : dedup_strerror(st));
-        r->failed = true;
-        return false;
+    run *r = ctx;
+    if (dd_stop_signal)
+        return 3;
+    if (r->o->out == OUT_UNIQUE && count != 1)
+        return 0;
+    if (r->o->out == OUT_COUNT) {
+        char prefix[32];
+        int pl = snprintf(prefix, sizeof prefix, "%7llu ", (unsigned long long)count);
+        if (!dd_writer_bytes(&r->w, prefix, (size_t)pl))
+            return r->w.broken_pipe ? 1 : 2;
     }
-    char hh[32], hb[32];
-    cli_info(2, "the distinct keys filled their %s of memory (half of %s, %s); the rest goes "
-             "through temporary files in %s",
-             cli_human_size(r->budget / 2, hh, sizeof hh), cli_human_size(r->budget, hb, sizeof hb),
-             r->budget_source, dd_spill_tmpdir(r->spill));
-    return true;
-}
-
-/* Records [from, to) after the spill point. */
-static bool spill_batch(run *r, size_t from, size_t to)
-{
-    dedup_strset *set = r->m->impl;
-    for (size_t i = from; i < to; i++)
-        dedup_strset_prefetch(set, r->dig[i]);
-    size_t np = 0;
-    for (size_t i = from; i < to; i++) {
-        if (dedup_strset_contains(set, r->key[i], r->klen[i], r->dig[i])) {
-            r->records_in++;
-            r->duplicates++;
-            if (r->o->out == OUT_COUNT || r->o->out == OUT_UNIQUE) {
-                dedup_verdict v; /* counts the repeat; a present key needs no memory */
-                (void)dedup_strset_insert(set, r->key[i], r->klen[i], r->dig[i], &v);
-            }
-            continue;
-        }
-        r->prec[np] = r->rec[i];
-        r->prlen[np] = r->rlen[i];
-        r->pkey[np] = r->key[i];
-        r->pklen[np] = r->klen[i];
-        r->pdig[np] = r->dig[i];
-        np++;
-    }
-    dedup_status st = dd_spill_push(r->spill, np, r->prec, r->prlen, r->pkey, r->pklen, r->pdig);
-    if (st == DEDUP_ERR_CANCELLED && r->w.broken_pipe)
-        return false;
-    if (st) {
-        if (!r->w.error)
-            dd_spill_report(r->spill, st);
-        r->failed = true;
-        return false;
-    }
-    return true;
+    if (!dd_writer_record(&r->w, rec, len, r->o->term))
+        return r->w.broken_pipe ? 1 : 2;
+    return 0;
 }
 
 /* Decides and writes one batch.  False to stop (error or broken pipe). */
@@ -943,25 +916,34 @@ static bool process_batch(run *r, size_t n)
 {
     if (r->win)
         return window_batch(r, n);
-    if (r->spill)
-        return spill_batch(r, 0, n);
-    dedup_status st = r->m->decide(r->m, n, r->key, r->klen, r->dig, r->verdict);
-    if (st == DEDUP_ERR_FULL && r->can_spill) {
-        size_t done = r->m->done;
-        return emit_decided(r, 0, done) && start_spill(r) && spill_batch(r, done, n);
+    dedup_batch b = {.n = n, .digests = r->dig, .keys = r->key, .lens = r->klen,
+                     .records = r->rec, .rlens = r->rlen};
+    size_t done = 0;
+    dedup_status st = dedup_seen_decide(r->s, &b, r->verdict, &done);
+    if (!r->spilled && dedup_seen_spilled(r->s)) {
+        r->spilled = true;
+        char hh[32], hb[32];
+        cli_info(2, "the distinct keys filled their %s of memory (half of %s, %s); the rest goes "
+                 "through temporary files in %s",
+                 cli_human_size(r->budget / 2, hh, sizeof hh), cli_human_size(r->budget, hb, sizeof hb),
+                 r->budget_source, r->tmpdir);
     }
+    if (st == DEDUP_ERR_CANCELLED && r->w.broken_pipe)
+        return false;
     if (st) {
-        if (st == DEDUP_ERR_FULL)
-            cli_error("%s", strcmp(r->m->name, "cuckoo") == 0
+        if (r->spilled && !r->w.error)
+            dd_engine_report(dedup_seen_spill_engine(r->s), r->tmpdir, st);
+        else if (st == DEDUP_ERR_FULL)
+            cli_error("%s", r->info.kind == DEDUP_SEEN_CUCKOO
                                 ? "the cuckoo filter is full (it was sized by -m/--memory, so it "
                                   "does not grow): give -n/--items instead, or more memory"
-                                : strcmp(r->m->name, "fingerprint") == 0 || strcmp(r->m->name, "exact") == 0
+                                : !r->info.probabilistic
                                       ? "the distinct keys need more memory than -m/--memory allows; raise it, "
                                         "or use --mode blocked (fixed size) or --mode exact -m (spills to disk)"
                                       : "the filter grew past -m/--memory; raise it, or size a fixed "
                                         "filter with --mode blocked -n N -p P");
-        else
-            cli_error("%s", dedup_strerror(st));
+        else if (!r->w.error)
+            cli_error("%s", st == DEDUP_ERR_NOMEM && r->spilled ? "out of memory" : dedup_strerror(st));
         r->failed = true;
         return false;
     }
@@ -995,7 +977,7 @@ static bool write_counts(run *r)
         const unsigned char *key = r->identity_key ? rec : dd_key_of(&o->key, rec, len, scratch, &klen);
         if (r->identity_key)
             klen = len;
-        uint64_t count = r->m->count_of(r->m, key, klen, dedup_hash(key, klen, r->m->seed));
+        uint64_t count = dedup_seen_count_of(r->s, key, klen, dedup_hash(key, klen, r->info.seed));
         if (o->out == OUT_COUNT) {
             char prefix[32];
             int pl = snprintf(prefix, sizeof prefix, "%7llu ", (unsigned long long)count);
@@ -1013,63 +995,74 @@ static bool write_counts(run *r)
 static void print_stats(run *r, double seconds)
 {
     opts *o = r->o;
-    uint64_t distinct = r->m->distinct(r->m);
-    size_t mem = r->m->memory(r->m);
-    uint64_t in = r->records_in, out = r->records_out, dups = r->duplicates;
+    dedup_seen_info in;
+    dedup_seen_get_info(r->s, &in);
+    uint64_t distinct = in.distinct;
+    size_t mem = in.memory;
+    uint64_t in_recs = r->records_in, out = r->records_out, dups = r->duplicates;
     dedup_extsort_stats es;
     memset(&es, 0, sizeof es);
-    if (r->spill) {
-        dd_spill_stats(r->spill, &es);
-        in += es.records_in;
+    const dedup_extsort *eng = dedup_seen_spill_engine(r->s);
+    if (eng) {
+        dedup_extsort_stats_get(eng, &es);
+        in_recs += es.records_in;
         out += es.records_out;
         dups += es.records_in - es.distinct;
         distinct += es.distinct;
         mem += es.peak_memory;
     }
-    double rate = in ? (double)dups / (double)in : 0.0;
+    double rate = in_recs ? (double)dups / (double)in_recs : 0.0;
     if (o->stats == STATS_JSON) {
         fprintf(stderr,
                 "{\"records_in\":%llu,\"records_out\":%llu,\"duplicates\":%llu,"
-                "\"duplicate_rate\":%.6f,\"distinct\":%llu,\"mode\":",
-                (unsigned long long)in, (unsigned long long)out, (unsigned long long)dups, rate,
-                (unsigned long long)distinct);
-        cli_json_string(stderr, r->m->name);
+                "\"duplicate_rate\":%.6f,\"distinct\":",
+                (unsigned long long)in_recs, (unsigned long long)out, (unsigned long long)dups, rate);
+        if (in.distinct_known)
+            fprintf(stderr, "%llu", (unsigned long long)distinct);
+        else
+            fputs("null", stderr); /* a saturated filter: no estimate */
+        fputs(",\"mode\":", stderr);
+        cli_json_string(stderr, o->mode);
         fprintf(stderr, ",\"memory_bytes\":%zu,\"bytes_in\":%llu,\"seconds\":%.3f", mem,
                 (unsigned long long)r->bytes_in, seconds);
         if (r->can_spill)
             fprintf(stderr,
                     ",\"memory_limit\":%llu,\"spilled\":%s,\"runs\":%llu,\"merge_passes\":%llu,"
                     "\"bytes_spilled\":%llu,\"bytes_read_back\":%llu",
-                    (unsigned long long)r->budget, r->spill && es.spilled ? "true" : "false",
+                    (unsigned long long)r->budget, eng && es.spilled ? "true" : "false",
                     (unsigned long long)es.runs_written, (unsigned long long)es.merge_passes,
                     (unsigned long long)es.bytes_spilled, (unsigned long long)es.bytes_read_back);
-        if (r->m->probabilistic)
-            fprintf(stderr, ",\"fpr\":%.6g,\"distinct_is_estimate\":true", r->m->fpr(r->m));
+        if (in.probabilistic)
+            fprintf(stderr, ",\"fpr\":%.6g,\"distinct_is_estimate\":true", in.fpr_bound);
         fputs("}\n", stderr);
         return;
     }
     char hb[32], hm[32], hl[32];
     fprintf(stderr, "dedup: %llu records in (%s), %llu out, %llu duplicates (%.2f%%)\n",
-            (unsigned long long)in, cli_human_size(r->bytes_in, hb, sizeof hb),
+            (unsigned long long)in_recs, cli_human_size(r->bytes_in, hb, sizeof hb),
             (unsigned long long)out, (unsigned long long)dups, rate * 100);
-    fprintf(stderr, "dedup: %s%llu distinct keys, mode %s, memory %s", r->m->probabilistic ? "about " : "",
-            (unsigned long long)distinct, r->m->name, cli_human_size(mem, hm, sizeof hm));
+    if (in.distinct_known)
+        fprintf(stderr, "dedup: %s%llu distinct keys", in.probabilistic ? "about " : "",
+                (unsigned long long)distinct);
+    else
+        fputs("dedup: an unknown number of distinct keys (the filter is saturated)", stderr);
+    fprintf(stderr, ", mode %s, memory %s", o->mode, cli_human_size(mem, hm, sizeof hm));
     if (r->can_spill)
         fprintf(stderr, " of %s allowed (%s)", cli_human_size(r->budget, hl, sizeof hl), r->budget_source);
-    fprintf(stderr, ", %.2f s (%.1fM records/s)\n", seconds, seconds > 0 ? (double)in / seconds / 1e6 : 0.0);
-    if (r->spill) {
+    fprintf(stderr, ", %.2f s (%.1fM records/s)\n", seconds, seconds > 0 ? (double)in_recs / seconds / 1e6 : 0.0);
+    if (eng) {
         char hs[32], hr[32];
         fprintf(stderr,
                 "dedup: %llu distinct keys kept in memory, the rest through %s: %llu runs written, "
                 "%llu merge passes, %s written, %s read back\n",
-                (unsigned long long)r->m->distinct(r->m), dd_spill_tmpdir(r->spill),
+                (unsigned long long)in.distinct, r->tmpdir,
                 (unsigned long long)es.runs_written, (unsigned long long)es.merge_passes,
                 cli_human_size(es.bytes_spilled, hs, sizeof hs),
                 cli_human_size(es.bytes_read_back, hr, sizeof hr));
     }
-    if (r->m->probabilistic)
+    if (in.probabilistic)
         fprintf(stderr, "dedup: estimated false-positive rate at the final fill: %.4g%%\n",
-                r->m->fpr(r->m) * 100);
+                in.fpr_bound * 100);
 }
 
 int cmd_dedup(int argc, char **argv)
@@ -1142,83 +1135,82 @@ int cmd_dedup(int argc, char **argv)
         return dd_run_external(&eo, files, nfiles);
     }
 
-    /* The method: from the state file if there is one, else new. */
+    /* The seen-set: from the state file if there is one, else new. */
+    run *r = calloc(1, sizeof *r);
+    if (!r) {
+        cli_error("out of memory");
+        return CLI_EXIT_FAIL;
+    }
     char err[512] = "";
-    dd_method *m = NULL;
-    dedup_window *win = NULL;
+    dedup_seen *s = NULL;
     dedup_status st;
     bool windowed = o.window_us || o.last_n;
     uint64_t spill_budget = 0;
     const char *budget_source = NULL;
+    o.sizing.windowed = windowed;
     if (windowed) {
-        dedup_window_params wp;
-        dedup_window_params_init(&wp);
-        wp.type = o.last_n ? DEDUP_WINDOW_COUNT
-                           : o.tumbling ? DEDUP_WINDOW_TUMBLING : DEDUP_WINDOW_SLIDING;
-        wp.mode = strcmp(o.mode, "bloom") == 0 || strcmp(o.mode, "blocked") == 0
-                      ? DEDUP_WINDOW_APPROX : DEDUP_WINDOW_EXACT;
-        wp.duration = o.last_n ? o.last_n : o.window_us;
-        wp.lateness = o.last_n ? 0 : o.lateness_us;
-        wp.capacity = o.sizing.items;
-        if (o.sizing.fpr > 0)
-            wp.fpr = o.sizing.fpr;
-        wp.seed = o.sizing.seed;
-        if (o.state && access(o.state, F_OK) == 0) {
-            st = dedup_window_load_file(o.state, NULL, &win);
-            if (st) {
-                dedup_header h;
-                if (st == DEDUP_ERR_WRONG_TYPE && dedup_peek_file(o.state, &h) == DEDUP_OK)
-                    cli_error("%s: holds %s %s, not a window's state", o.state,
-                              cli_a(dedup_type_name(h.type)), dedup_type_name(h.type));
-                else
-                    cli_error("%s: %s", o.state,
-                              st == DEDUP_ERR_IO ? strerror(errno) : dedup_strerror(st));
-                return CLI_EXIT_USAGE;
-            }
+        o.sizing.window_type = o.last_n ? DEDUP_WINDOW_COUNT
+                                        : o.tumbling ? DEDUP_WINDOW_TUMBLING : DEDUP_WINDOW_SLIDING;
+        o.sizing.duration = o.last_n ? o.last_n : o.window_us;
+        o.sizing.lateness = o.last_n ? 0 : o.lateness_us;
+    }
+    if (o.state && access(o.state, F_OK) == 0) {
+        st = dd_seen_load(&o.sizing, o.state, &s, err, sizeof err);
+        if (st) {
+            cli_error("%s: %s", o.state, err[0] ? err : strerror(errno));
+            free(r);
+            return CLI_EXIT_USAGE;
+        }
+        if (windowed) {
+            dedup_seen_spec want;
+            dd_seen_spec(&o.sizing, &want);
             dedup_window_params have;
-            dedup_window_get_params(win, &have);
-            if (have.type != wp.type || have.mode != wp.mode || have.duration != wp.duration ||
-                have.lateness != wp.lateness || have.seed != wp.seed ||
-                (wp.mode == DEDUP_WINDOW_APPROX &&
-                 (have.capacity != wp.capacity || have.fpr != wp.fpr))) {
+            dedup_window_get_params(dedup_seen_impl(s), &have);
+            bool approx = want.approximate;
+            if (have.type != (dedup_window_type)want.window_type ||
+                have.mode != (approx ? DEDUP_WINDOW_APPROX : DEDUP_WINDOW_EXACT) ||
+                have.duration != want.duration || have.lateness != want.lateness ||
+                have.seed != want.seed ||
+                (approx && (have.capacity != want.items || have.fpr != want.fpr))) {
+                dedup_window_params wp = have;
+                wp.type = (dedup_window_type)want.window_type;
+                wp.mode = approx ? DEDUP_WINDOW_APPROX : DEDUP_WINDOW_EXACT;
+                wp.duration = want.duration;
+                wp.lateness = want.lateness;
+                wp.seed = want.seed;
+                wp.capacity = want.items;
+                wp.fpr = want.fpr;
                 char diff[512];
                 window_mismatch(&have, &wp, diff, sizeof diff);
                 cli_error("%s: the saved window was made with other options: %s; give the "
                           "saved ones to resume it", o.state, diff);
-                dedup_window_free(win);
+                dedup_seen_free(s);
+                free(r);
                 return CLI_EXIT_USAGE;
             }
             cli_info(2, "%s: loaded window state", o.state);
         } else {
-            st = dedup_window_create(&wp, NULL, &win);
-            if (st) {
-                cli_error("cannot create the window: %s%s", dedup_strerror(st),
-                          st == DEDUP_ERR_LIMIT ? " (the lateness is too large for an approximate "
-                                                  "window of this duration)" : "");
-                return CLI_EXIT_USAGE;
-            }
+            cli_info(2, "%s: loaded %s state", o.state, o.mode);
         }
-    } else if (o.state && access(o.state, F_OK) == 0) {
-        st = dd_method_load(o.mode, o.state, &m, err, sizeof err);
-        if (st) {
-            cli_error("%s: %s", o.state, err[0] ? err : strerror(errno));
-            return CLI_EXIT_USAGE;
-        }
-        cli_info(2, "%s: loaded %s state", o.state, m->name);
     } else {
         /* Exact mode without -m: keys stay in memory up to half the default
          * budget, then the run goes on with the external engine. */
-        if (!windowed && !o.state && strcmp(o.mode, "exact") == 0) {
+        if (!windowed && !o.state && o.kind == DEDUP_SEEN_EXACT) {
             const char *env = getenv("DEDUP_MEMORY");
             uint64_t v;
             if (env && *env && !(cli_parse_size(env, &v) && v > 0))
                 cli_warn("DEDUP_MEMORY='%s' is not a size (e.g. 8G); using the default budget", env);
             spill_budget = dd_external_default_memory(&budget_source);
-            o.sizing.spill_at = spill_budget / 2;
+            o.sizing.spill_budget = spill_budget;
+            o.sizing.tmpdir = o.tmpdir;
+            o.sizing.threads = dd_external_threads(spill_budget - spill_budget / 2);
+            o.sizing.emit = spill_emit;
+            o.sizing.emit_ctx = r;
         }
-        st = dd_method_create(o.mode, &o.sizing, &m, err, sizeof err);
+        st = dd_seen_create(&o.sizing, &s, err, sizeof err);
         if (st) {
             cli_error("%s", err);
+            free(r);
             return CLI_EXIT_USAGE;
         }
     }
@@ -1230,29 +1222,28 @@ int cmd_dedup(int argc, char **argv)
         out_fd = open(o.output, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
         if (out_fd < 0) {
             cli_error("%s: %s", o.output, strerror(errno));
-            dd_method_free(m);
-            dedup_window_free(win);
+            dedup_seen_free(s);
+            free(r);
             return CLI_EXIT_USAGE;
         }
         out_name = o.output;
         out_removable = cli_fd_regular(out_fd);
     }
 
-    run *r = calloc(1, sizeof *r);
-    if (!r || dd_writer_init(&r->w, out_fd, out_name, WRITE_BUF) != 0) {
+    if (dd_writer_init(&r->w, out_fd, out_name, WRITE_BUF) != 0) {
         cli_error("out of memory");
         free(r);
-        dd_method_free(m);
-        dedup_window_free(win);
+        dedup_seen_free(s);
         return CLI_EXIT_FAIL;
     }
     r->o = &o;
-    r->m = m;
-    r->win = win;
+    r->s = s;
+    dedup_seen_get_info(s, &r->info);
+    r->win = r->info.kind == DEDUP_SEEN_WINDOW ? dedup_seen_impl(s) : NULL;
     r->can_spill = spill_budget != 0;
     r->budget = spill_budget;
     r->budget_source = budget_source;
-    r->eo = eo;
+    r->tmpdir = dd_external_tmpdir(o.tmpdir);
     r->tfmt = o.time_format;
     r->late_fd = -1;
     if (o.late == LATE_FILE) {
@@ -1263,7 +1254,7 @@ int cmd_dedup(int argc, char **argv)
                 close(r->late_fd);
             dd_writer_free(&r->w);
             free(r);
-            dedup_window_free(win);
+            dedup_seen_free(s);
             return CLI_EXIT_USAGE;
         }
         r->late_w.line_buffered = o.line_buffered;
@@ -1285,7 +1276,7 @@ int cmd_dedup(int argc, char **argv)
     bool stopped = false; /* broken pipe, error or signal: no state save */
     for (int fi = 0; fi < nfiles && !stopped; fi++) {
         dd_feeder *fd = NULL;
-        dd_feeder_opts fo = {.term = o.term, .key = &o.key, .hash = !win, .seed = m ? m->seed : 0};
+        dd_feeder_opts fo = {.term = o.term, .key = &o.key, .hash = true, .seed = r->info.seed};
         int e = dd_feeder_open(&fd, files[fi], &fo);
         if (e) {
             cli_error("%s: %s", files[fi], strerror(e));
@@ -1325,13 +1316,13 @@ int cmd_dedup(int argc, char **argv)
     }
     if (!stopped && (o.out == OUT_COUNT || o.out == OUT_UNIQUE))
         stopped = !write_counts(r);
-    if (!stopped && r->spill) {
+    if (!stopped && r->spilled) {
         /* The engine's records all come after the frozen set's: its spilled
          * first occurrences, counts and uniques are written now. */
-        dedup_status fs = dd_spill_finish(r->spill);
+        dedup_status fs = dedup_seen_finish(s, NULL, NULL);
         if (fs && !(fs == DEDUP_ERR_CANCELLED && (r->w.broken_pipe || dd_stop_signal))) {
             if (!r->w.error)
-                dd_spill_report(r->spill, fs);
+                dd_engine_report(dedup_seen_spill_engine(s), r->tmpdir, fs);
             r->failed = true;
         }
         stopped = fs != DEDUP_OK;
@@ -1351,9 +1342,9 @@ int cmd_dedup(int argc, char **argv)
         }
         dd_writer_free(&r->late_w);
     }
-    if (win) {
+    if (r->win) {
         dedup_window_stats ws;
-        dedup_window_get_stats(win, &ws);
+        dedup_window_get_stats(r->win, &ws);
         if (ws.late) {
             char b1[32];
             cli_warn("%llu late record%s (event time up to %s behind the newest): %s; "
@@ -1387,7 +1378,7 @@ int cmd_dedup(int argc, char **argv)
         unlink(o.output);
     /* Save the seen-set only after a complete run. */
     if (o.state && !stopped && status == CLI_EXIT_OK && !r->w.broken_pipe) {
-        st = win ? dedup_window_save_file(win, o.state) : m->save(m, o.state);
+        st = dedup_seen_save_file(s, o.state);
         if (st) {
             cli_error("%s: cannot save state: %s", o.state,
                       st == DEDUP_ERR_IO ? strerror(errno) : dedup_strerror(st));
@@ -1395,17 +1386,15 @@ int cmd_dedup(int argc, char **argv)
         }
     }
     if (o.stats != STATS_NONE) {
-        if (win)
+        if (r->win)
             print_window_stats(r, now_sec() - r->prog.start);
         else
             print_stats(r, now_sec() - r->prog.start);
     }
 
-    dd_spill_free(r->spill);
     dd_writer_free(&r->w);
     free(r->firsts);
     free(r);
-    dd_method_free(m);
-    dedup_window_free(win);
+    dedup_seen_free(s);
     return status;
 }

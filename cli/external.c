@@ -164,12 +164,12 @@ static void print_stats(const dd_external_opts *o, const dedup_extsort_stats *s,
 
 /* ---- the engine bound to a writer ------------------------------------------ */
 
-struct dd_spill {
+typedef struct dd_spill {
     ext_run r;
     dedup_extsort *es;
     uint64_t budget;
     const char *tmpdir;
-};
+} dd_spill;
 
 /* Once it spills, the engine compresses and writes its temporary files on
  * a thread of its own (the reading thread leaves a core mostly idle), then
@@ -183,8 +183,17 @@ static bool two_threads(uint64_t budget)
     return sysconf(_SC_NPROCESSORS_ONLN) > 1 && budget >= (UINT64_C(32) << 20);
 }
 
-dedup_status dd_spill_create(dd_spill **out, const dd_external_opts *o, uint64_t budget,
-                             dd_writer *w)
+unsigned dd_external_threads(uint64_t budget) { return two_threads(budget) ? 2 : 1; }
+
+const char *dd_external_tmpdir(const char *t)
+{
+    if (!t || !*t)
+        t = getenv("TMPDIR");
+    return t && *t ? t : "/tmp";
+}
+
+static dedup_status dd_spill_create(dd_spill **out, const dd_external_opts *o, uint64_t budget,
+                                    dd_writer *w)
 {
     *out = NULL;
     dd_spill *s = calloc(1, sizeof *s);
@@ -193,10 +202,7 @@ dedup_status dd_spill_create(dd_spill **out, const dd_external_opts *o, uint64_t
     s->r.o = o;
     s->r.w = w;
     s->budget = budget;
-    const char *t = o->tmpdir;
-    if (!t || !*t)
-        t = getenv("TMPDIR");
-    s->tmpdir = t && *t ? t : "/tmp";
+    s->tmpdir = dd_external_tmpdir(o->tmpdir);
     dedup_extsort_params p;
     dedup_extsort_params_init(&p);
     p.memory_limit = budget;
@@ -224,9 +230,9 @@ dedup_status dd_spill_create(dd_spill **out, const dd_external_opts *o, uint64_t
     return DEDUP_OK;
 }
 
-dedup_status dd_spill_push(dd_spill *s, size_t n, const unsigned char *const *rec, const size_t *rlen,
-                           const unsigned char *const *key, const size_t *klen,
-                           const dedup_digest *dig)
+static dedup_status dd_spill_push(dd_spill *s, size_t n, const unsigned char *const *rec,
+                                  const size_t *rlen, const unsigned char *const *key,
+                                  const size_t *klen, const dedup_digest *dig)
 {
     dedup_status st = DEDUP_OK;
     for (size_t off = 0; off < n && st == DEDUP_OK; off += EXT_BATCH) {
@@ -237,7 +243,8 @@ dedup_status dd_spill_push(dd_spill *s, size_t n, const unsigned char *const *re
     return st;
 }
 
-dedup_status dd_spill_push_piece(dd_spill *s, const unsigned char *data, size_t len, unsigned flags)
+static dedup_status dd_spill_push_piece(dd_spill *s, const unsigned char *data, size_t len,
+                                        unsigned flags)
 {
     dedup_status st = DEDUP_OK;
     if (flags & DD_PIECE_FIRST)
@@ -249,19 +256,22 @@ dedup_status dd_spill_push_piece(dd_spill *s, const unsigned char *data, size_t 
     return st;
 }
 
-dedup_status dd_spill_finish(dd_spill *s) { return dedup_extsort_finish(s->es); }
+static dedup_status dd_spill_finish(dd_spill *s) { return dedup_extsort_finish(s->es); }
 
-void dd_spill_stats(const dd_spill *s, dedup_extsort_stats *st) { dedup_extsort_stats_get(s->es, st); }
-
-const char *dd_spill_tmpdir(const dd_spill *s) { return s->tmpdir; }
-
-void dd_spill_report(dd_spill *s, dedup_status st)
+static void dd_spill_stats(const dd_spill *s, dedup_extsort_stats *st)
 {
-    if (st == DEDUP_ERR_IO) {
+    dedup_extsort_stats_get(s->es, st);
+}
+
+static const char *dd_spill_tmpdir(const dd_spill *s) { return s->tmpdir; }
+
+void dd_engine_report(const dedup_extsort *es, const char *tmpdir, dedup_status st)
+{
+    if (st == DEDUP_ERR_IO && es) {
         int err = 0;
-        const char *dir = s->tmpdir;
+        const char *dir = tmpdir;
         uint64_t need = 0;
-        dedup_extsort_io_error(s->es, &err, &dir, &need);
+        dedup_extsort_io_error(es, &err, &dir, &need);
         char hn[32], hf[32];
         struct statvfs sv;
         if (statvfs(dir, &sv) == 0)
@@ -279,7 +289,9 @@ void dd_spill_report(dd_spill *s, dedup_status st)
     }
 }
 
-void dd_spill_free(dd_spill *s)
+static void dd_spill_report(dd_spill *s, dedup_status st) { dd_engine_report(s->es, s->tmpdir, st); }
+
+static void dd_spill_free(dd_spill *s)
 {
     if (!s)
         return;

@@ -3,9 +3,9 @@
  * the external engine (dedup/extsort.h), which works in memory while the
  * distinct keys fit and spills to a temporary directory beyond.  cmd_dedup.c
  * sends `--mode exact` here when -m/--memory, --sort or -T/--tmpdir is given
- * (and for -D/--duplicates); otherwise it keeps the keys in its own exact
- * set and hands the rest of the input to a dd_spill engine only if that set
- * reaches half the default budget.
+ * (and for -D/--duplicates); otherwise its exact seen-set
+ * (DEDUP_SEEN_EXACT_SPILL, dedup/seen.h) hands the rest of the input to the
+ * same engine once it holds half the default budget.
  */
 #ifndef DEDUP_CLI_EXTERNAL_H
 #define DEDUP_CLI_EXTERNAL_H
@@ -38,26 +38,18 @@ typedef struct dd_external_opts {
  * when lower).  *source, if not NULL, names which one for messages. */
 uint64_t dd_external_default_memory(const char **source);
 
-/* The external engine writing through an existing writer: cmd_dedup.c's
- * exact mode continues with it when its in-memory set is full.  The engine
- * emits as dd_run_external() does (first occurrences at once while they fit,
- * the rest at dd_spill_finish(); counts and uniques at finish). */
-typedef struct dd_spill dd_spill;
-dedup_status dd_spill_create(dd_spill **out, const dd_external_opts *o, uint64_t budget,
-                             dd_writer *w);
-dedup_status dd_spill_push(dd_spill *s, size_t n, const unsigned char *const *rec, const size_t *rlen,
-                           const unsigned char *const *key, const size_t *klen,
-                           const dedup_digest *dig);
-/* One piece of a record longer than the feeder's buffer (flags: the
- * dd_block's DD_PIECE_FIRST / DD_PIECE_LAST); the record is its own key. */
-dedup_status dd_spill_push_piece(dd_spill *s, const unsigned char *data, size_t len, unsigned flags);
-dedup_status dd_spill_finish(dd_spill *s);
-void dd_spill_stats(const dd_spill *s, dedup_extsort_stats *st);
-const char *dd_spill_tmpdir(const dd_spill *s);
-/* Prints the error of a failed push or finish (disk full: directory, bytes
- * written, space left). */
-void dd_spill_report(dd_spill *s, dedup_status st);
-void dd_spill_free(dd_spill *s);
+/* Engine threads for a budget: 2 (compressing and writing the temporary
+ * files on a thread of its own) on a machine with more than one core and a
+ * budget of 32 MiB or more, else 1 (bench/results/extsort.md). */
+unsigned dd_external_threads(uint64_t budget);
+
+/* The directory the engine writes to for a --tmpdir of 't' (NULL: $TMPDIR,
+ * else /tmp), for messages. */
+const char *dd_external_tmpdir(const char *t);
+
+/* Prints the error of the engine 'es' (may be NULL) writing in 'tmpdir':
+ * for DEDUP_ERR_IO the directory, the bytes written and the space left. */
+void dd_engine_report(const dedup_extsort *es, const char *tmpdir, dedup_status st);
 
 /* Runs the job over files[0..nfiles) ("-" = stdin); returns the exit
  * status.  The output file, when there is one, is created here and removed

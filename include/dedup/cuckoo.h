@@ -212,6 +212,13 @@ void dedup_cuckoo_clear(dedup_cuckoo *cf);
 uint32_t dedup_cuckoo_fingerprint_bits_for(double p, uint32_t bucket_size);
 uint64_t dedup_cuckoo_buckets_for(uint64_t n, uint32_t bucket_size);
 double dedup_cuckoo_fpr_for(uint32_t fingerprint_bits, uint32_t bucket_size, double load);
+/* Buckets whose packed table fits in 'bytes' (bytes * 8 / (b * f), rounded
+ * down): the one sizing of a filter from a memory budget (dedup_seen and
+ * `dedup filter create -m` use it).  0 when the arguments are out of range
+ * (f or b outside their limits, bytes above DEDUP_MAX_BITS / 8) or when not
+ * one bucket fits. */
+uint64_t dedup_cuckoo_buckets_for_memory(uint64_t bytes, uint32_t fingerprint_bits,
+                                         uint32_t bucket_size);
 
 /* ---- Persistence (docs/FORMAT.md: types CUCKOO and CUCKOO_CHAIN) ------------
  * save writes params (with per-link sizes and counts) and every link's

@@ -91,6 +91,10 @@ dedup_seen_kind dedup_seen_kind_from_name(const char *name);
 /* The kind that keeps files of structure type 'file_type' (dedup/format.h),
  * or 0 when no kind does. */
 dedup_seen_kind dedup_seen_kind_of_file_type(uint32_t file_type);
+/* (added) The structure type a kind saves as (CUCKOO: DEDUP_TYPE_CUCKOO; a
+ * chain that can grow saves as DEDUP_TYPE_CUCKOO_CHAIN), or 0 when the kind
+ * saves nothing of its own. */
+uint32_t dedup_seen_file_type(dedup_seen_kind kind);
 
 /* What a fixed-size probabilistic kind does once it holds its planned
  * capacity ('items'), beyond which its false-positive rate climbs. */
@@ -101,6 +105,10 @@ typedef enum dedup_on_full {
                                capacity with DEDUP_ERR_FULL (*done says where) */
     DEDUP_ON_FULL_GROW = 2  /* go on in a scalable chain whose bound stays <= fpr */
 } dedup_on_full;
+
+/* The callback through which EXACT_SPILL hands out its deferred records
+ * (see "Spilling" below); nonzero stops it. */
+typedef int (*dedup_seen_emit_fn)(void *ctx, const void *rec, size_t len, uint64_t count);
 
 /* ---- Spec -------------------------------------------------------------------
  * One spec creates every kind.  dedup_seen_spec_init() sets the defaults
@@ -135,6 +143,14 @@ typedef struct dedup_seen_spec {
     const char *tmpdir;     /* NULL: $TMPDIR or /tmp */
     unsigned threads;       /* engine threads; 0 or 1 = the caller's only */
     bool sorted_output;     /* finish() emits in key order rather than first occurrence */
+    /* EXACT_SPILL (added; required by it): where the engine's records go.
+     * Those it can emit early (first occurrences while its own table holds
+     * them, so that a pipe keeps streaming) arrive during decide(), the rest
+     * during finish() (whose 'emit', when not NULL, replaces this one).  A
+     * nonzero return stops the engine: decide() or finish() then fails with
+     * DEDUP_ERR_CANCELLED. */
+    dedup_seen_emit_fn emit;
+    void *emit_ctx;
 } dedup_seen_spec;
 
 void dedup_seen_spec_init(dedup_seen_spec *spec);
@@ -217,10 +233,17 @@ dedup_status dedup_seen_advance(dedup_seen *s, int64_t watermark);
  * record, in first-occurrence order (or key order with sorted_output) after
  * the records already answered NEW, with the key's count.  Kinds that never
  * defer return DEDUP_OK at once. */
-typedef int (*dedup_seen_emit_fn)(void *ctx, const void *rec, size_t len, uint64_t count);
 dedup_status dedup_seen_finish(dedup_seen *s, dedup_seen_emit_fn emit, void *ctx);
 /* Whether any record has been deferred to disk. */
 bool dedup_seen_spilled(const dedup_seen *s);
+/* (added) The external engine (dedup/extsort.h) of an EXACT_SPILL seen-set
+ * once it spilled, NULL before and for other kinds: its statistics
+ * (dedup_extsort_stats_get) and the cause of an I/O error
+ * (dedup_extsort_io_error).  For EXACT_SPILL, dedup_seen_info's items,
+ * distinct and memory describe the in-memory set only; the engine's own
+ * figures come from it. */
+struct dedup_extsort;
+const struct dedup_extsort *dedup_seen_spill_engine(const dedup_seen *s);
 
 /* ---- What it holds -------------------------------------------------------------- */
 typedef struct dedup_seen_info {

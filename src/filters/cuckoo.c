@@ -268,6 +268,15 @@ uint64_t dedup_cuckoo_buckets_for(uint64_t n, uint32_t bucket_size)
     return nb < 1 ? 1 : (uint64_t)nb;
 }
 
+uint64_t dedup_cuckoo_buckets_for_memory(uint64_t bytes, uint32_t fingerprint_bits,
+                                         uint32_t bucket_size)
+{
+    if (fingerprint_bits < DEDUP_CUCKOO_MIN_FP_BITS || fingerprint_bits > DEDUP_CUCKOO_MAX_FP_BITS ||
+        bucket_size == 0 || bucket_size > DEDUP_CUCKOO_MAX_BUCKET_SIZE || bytes > DEDUP_MAX_BITS / 8)
+        return 0;
+    return bytes * 8 / ((uint64_t)bucket_size * fingerprint_bits);
+}
+
 double dedup_cuckoo_fpr_for(uint32_t fingerprint_bits, uint32_t bucket_size, double load)
 {
     if (fingerprint_bits < DEDUP_CUCKOO_MIN_FP_BITS || fingerprint_bits > DEDUP_CUCKOO_MAX_FP_BITS ||

@@ -69,7 +69,7 @@ for round in 1 2; do
     check "--state: two runs equal one (seed $s)" cmp -s "$T/whole" <(cat "$T/r1" "$T/r2")
     "$DEDUP" --window 20s --time-field 2 -f 1 -s "$T/state" "$T/part2" > /dev/null 2> "$T/err"
     check "--state with other window settings is exit 2" test $? -eq 2
-    check "... and says so" grep -q "other settings" "$T/err"
+    check "... and says so" grep -q "made with other options: --window 20s here, 10s saved; --lateness 0s here, 5s saved" "$T/err"
 done
 
 # --- late records: the warning names the lateness that would have covered them -----------

@@ -1,0 +1,156 @@
+/* seen_spec.c - the command line's method options as a dedup_seen_spec (see seen_spec.h). */
+#include "seen_spec.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+#include "dedup/scalable.h"
+#include "dedup/window.h"
+
+const char *const dd_mode_names[] = {"exact", "fingerprint", "bloom", "blocked", "cuckoo", "scalable", NULL};
+
+dedup_seen_kind dd_mode_kind(const char *name)
+{
+    for (size_t i = 0; dd_mode_names[i]; i++)
+        if (strcmp(name, dd_mode_names[i]) == 0)
+            return dedup_seen_kind_from_name(name);
+    return 0;
+}
+
+void dd_mode_unknown(char *buf, size_t cap, const char *name)
+{
+    if (!buf || !cap)
+        return;
+    int n = snprintf(buf, cap, "unknown --mode '%s' (choose", name);
+    for (size_t i = 0; dd_mode_names[i] && n >= 0 && (size_t)n < cap; i++) {
+        const char *sep = i == 0 ? " " : dd_mode_names[i + 1] ? ", " : " or ";
+        n += snprintf(buf + n, cap - (size_t)n, "%s%s", sep, dd_mode_names[i]);
+    }
+    if (n >= 0 && (size_t)n < cap)
+        snprintf(buf + n, cap - (size_t)n, ")");
+}
+
+void dd_seen_spec(const dd_seen_opts *o, dedup_seen_spec *sp)
+{
+    dedup_seen_spec_init(sp);
+    sp->kind = o->kind;
+    sp->items = o->items;
+    if (o->fpr > 0)
+        sp->fpr = o->fpr;
+    sp->memory = o->memory; /* -m bounds a growing set: past it the run stops, never guesses */
+    sp->seed = o->seed;
+    sp->counts = o->counts;
+    if (o->windowed) {
+        /* --mode bloom|blocked makes the window approximate */
+        sp->approximate = o->kind == DEDUP_SEEN_BLOOM || o->kind == DEDUP_SEEN_BLOCKED;
+        sp->kind = DEDUP_SEEN_WINDOW;
+        sp->window_type = o->window_type;
+        sp->duration = o->duration;
+        sp->lateness = o->lateness;
+        sp->memory = 0;
+        return;
+    }
+    switch (o->kind) {
+    case DEDUP_SEEN_EXACT:
+        if (o->spill_budget && !o->memory) {
+            sp->kind = DEDUP_SEEN_EXACT_SPILL;
+            sp->memory = o->spill_budget;
+            sp->tmpdir = o->tmpdir;
+            sp->threads = o->threads;
+            sp->emit = o->emit;
+            sp->emit_ctx = o->emit_ctx;
+        }
+        break;
+    case DEDUP_SEEN_CUCKOO:
+        if (o->items) {
+            /* Growth is only a safety net past -n: links of the same size
+             * keep later deletes (dedup filter del on the state) exact. */
+            sp->expansion = 1;
+        } else if (!o->memory) {
+            sp->items = 1u << 20; /* grows by doubling links as needed */
+            sp->expansion = 2;
+        }
+        break;
+    case DEDUP_SEEN_SCALABLE:
+        sp->tightening = DEDUP_SCALABLE_DEFAULT_TIGHTENING;
+        break;
+    default:
+        break;
+    }
+}
+
+const dedup_allocator *dd_seen_allocator(dedup_seen_kind kind)
+{
+    if (kind == DEDUP_SEEN_WINDOW)
+        return NULL;
+    return kind == DEDUP_SEEN_EXACT || kind == DEDUP_SEEN_EXACT_SPILL ? cli_allocator_growing()
+                                                                      : cli_allocator();
+}
+
+dedup_status dd_seen_create(const dd_seen_opts *o, dedup_seen **out, char *err, size_t errcap)
+{
+    dedup_seen_spec sp;
+    dd_seen_spec(o, &sp);
+    dedup_status st = dedup_seen_create(&sp, dd_seen_allocator(sp.kind), out);
+    if (!st || !err || !errcap)
+        return st;
+    bool sized_filter = sp.kind == DEDUP_SEEN_BLOOM || sp.kind == DEDUP_SEEN_BLOCKED;
+    if (sp.kind == DEDUP_SEEN_WINDOW)
+        snprintf(err, errcap, "cannot create the window: %s%s", dedup_strerror(st),
+                 st == DEDUP_ERR_LIMIT ? " (the lateness is too large for an approximate "
+                                         "window of this duration)" : "");
+    else if (sized_filter && st == DEDUP_ERR_LIMIT && o->items && o->memory)
+        snprintf(err, errcap, "-n %llu at -p %g needs %llu bytes, more than -m/--memory %llu allows",
+                 (unsigned long long)o->items, sp.fpr,
+                 (unsigned long long)(dedup_seen_bytes_for(sp.kind, o->items, sp.fpr)),
+                 (unsigned long long)o->memory);
+    else if (sized_filter && st == DEDUP_ERR_INVALID_ARG && !o->items && o->memory)
+        snprintf(err, errcap, "-m/--memory is too small for any key at this -p");
+    else if (sized_filter && st == DEDUP_ERR_INVALID_ARG && !o->items)
+        snprintf(err, errcap,
+                 "--mode %s needs its size: -n/--items N (with -p/--fpr, default 0.01) "
+                 "or -m/--memory SIZE", o->mode);
+    else if (sp.kind == DEDUP_SEEN_CUCKOO && st == DEDUP_ERR_LIMIT && o->items && o->memory)
+        snprintf(err, errcap, "-n %llu needs %llu bytes as a cuckoo filter, more than -m/--memory allows",
+                 (unsigned long long)o->items,
+                 (unsigned long long)dedup_seen_bytes_for(sp.kind, o->items, sp.fpr));
+    else
+        snprintf(err, errcap, "%s", dedup_strerror(st));
+    return st;
+}
+
+dedup_status dd_seen_load(const dd_seen_opts *o, const char *path, dedup_seen **out, char *err,
+                          size_t errcap)
+{
+    *out = NULL;
+    if (err && errcap)
+        err[0] = '\0';
+    dedup_header h;
+    dedup_status st = dedup_peek_file(path, &h);
+    if (st)
+        goto fail;
+    dedup_seen_kind want = o->windowed ? DEDUP_SEEN_WINDOW : o->kind;
+    if (dedup_seen_kind_of_file_type(h.type) != want) {
+        if (!err || !errcap)
+            return DEDUP_ERR_WRONG_TYPE;
+        if (o->windowed)
+            snprintf(err, errcap, "holds %s %s, not a window's state", cli_a(dedup_type_name(h.type)),
+                     dedup_type_name(h.type));
+        else {
+            const char *have = dedup_type_name(h.type);
+            const char *keeps = dedup_type_name(dedup_seen_file_type(want));
+            snprintf(err, errcap,
+                     "is %s '%s' state, but --mode %s keeps %s '%s' state (give the --mode it was made with)",
+                     cli_a(have), have, o->mode, cli_a(keeps), keeps);
+        }
+        return DEDUP_ERR_WRONG_TYPE;
+    }
+    st = dedup_seen_load_file(path, dd_seen_allocator(want), out);
+    if (!st)
+        return DEDUP_OK;
+fail:
+    if (err && errcap && st != DEDUP_ERR_IO)
+        snprintf(err, errcap, "%s", dedup_strerror(st));
+    return st;
+}

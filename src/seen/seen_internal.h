@@ -1,0 +1,41 @@
+/*
+ * seen_internal.h - how libdedup's own kinds implement dedup/seen.h.
+ *
+ * Every local kind is one ddi_seen_class: the public operations table of
+ * dedup/seen.h (dedup_seen_ops) plus what only local kinds have (create
+ * from a spec, load from a file, merge, the watermark, the structure
+ * behind it).  The classes are listed once, in DDI_SEEN_CLASS_LIST
+ * (seen.c); adding a kind is one file defining `ddi_seen_class_NAME` plus
+ * one X(NAME) line there.  A NULL entry answers DEDUP_ERR_UNSUPPORTED (or
+ * does nothing), exactly as for an outside implementation.
+ */
+#ifndef DEDUP_SEEN_INTERNAL_H
+#define DEDUP_SEEN_INTERNAL_H
+
+#include "dedup/seen.h"
+#include "internal.h"
+
+typedef struct ddi_seen_class {
+    dedup_seen_ops ops;       /* ops.kind is the class's kind */
+    uint16_t file_types[2];   /* the structure types it loads (0 = none) */
+    /* Creates the implementation from a validated spec. */
+    dedup_status (*create)(const dedup_seen_spec *spec, const dedup_allocator *alloc, void **impl);
+    /* Loads it from a source positioned at the container's first byte;
+     * 'seed' is the one the header holds (for structures that keep it
+     * without telling it). */
+    dedup_status (*load)(dedup_source src, const dedup_allocator *alloc, uint64_t seed,
+                         void **impl);
+    dedup_status (*merge)(void *dst, const void *src, char *why, size_t whycap);
+    dedup_status (*advance)(void *impl, int64_t watermark);
+    bool (*spilled)(const void *impl);
+    void *(*structure)(const void *impl);
+    /* Cheap answers that info (which may scan a filter) also gives. */
+    uint64_t (*seed)(const void *impl);
+    size_t (*memory)(const void *impl);
+    const struct dedup_extsort *(*engine)(const void *impl);
+} ddi_seen_class;
+
+/* Writes a sentence into why[whycap] (may be NULL/0). */
+void ddi_seen_why(char *why, size_t whycap, const char *msg);
+
+#endif

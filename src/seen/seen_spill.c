@@ -1,0 +1,317 @@
+/*
+ * seen_spill.c - EXACT_SPILL of dedup/seen.h: the exact set that goes on
+ * on disk.
+ *
+ * Keys go into a dedup_strset limited to half of spec.memory.  The first
+ * insert the limit refuses freezes the set: from then on it still answers
+ * DUPLICATE for the keys it holds (and, with counts, counts their repeats,
+ * which needs no memory), and every other record is pushed to the external
+ * engine (dedup/extsort.h) with the other half of the budget, with verdict
+ * DEFERRED.  The engine emits through spec.emit: first occurrences at once
+ * while its own table holds them, the rest (and, with counts, every
+ * distinct record with its count) at dedup_seen_finish().  Every record it
+ * emits comes after all those the set answered NEW, in first-occurrence
+ * order (key order with sorted_output), so the caller writes NEW records as
+ * they come and the engine's after them.  For that, the records deferred by
+ * the call in which the set freezes are only copied aside (the caller has
+ * yet to write that call's NEW records) and reach the engine at the start
+ * of the next decide() or finish().
+ */
+#include "seen_internal.h"
+
+#include <string.h>
+
+#include "dedup/extsort.h"
+#include "dedup/set.h"
+
+#define PUSH 64 /* records gathered per dedup_extsort_push_batch */
+
+typedef struct spill {
+    dedup_allocator alloc;
+    dedup_strset *set;
+    dedup_extsort *es; /* NULL until the set is frozen */
+    uint64_t seed, memory;
+    bool counts, sorted;
+    unsigned threads;
+    char *tmpdir; /* a copy, or NULL */
+    dedup_seen_emit_fn emit;
+    void *emit_ctx;
+    /* deferred records not yet pushed: [u64 rlen][u64 klen][digest][rec][key] */
+    unsigned char *held;
+    size_t held_len, held_cap;
+} spill;
+
+static void spill_free(void *impl)
+{
+    spill *s = impl;
+    if (!s)
+        return;
+    dedup_extsort_free(s->es);
+    dedup_strset_free(s->set);
+    dedup_allocator a = s->alloc;
+    dd_free(&a, s->tmpdir);
+    dd_free(&a, s->held);
+    dd_free(&a, s);
+}
+
+static dedup_status spill_create(const dedup_seen_spec *sp, const dedup_allocator *a, void **impl)
+{
+    if (!sp->memory || sp->memory / 2 < DEDUP_EXTSORT_MIN_MEMORY || !sp->emit)
+        return DEDUP_ERR_INVALID_ARG;
+    spill *s = dd_calloc(a, 1, sizeof *s);
+    if (!s)
+        return DEDUP_ERR_NOMEM;
+    s->alloc = *a;
+    s->seed = sp->seed;
+    s->memory = sp->memory;
+    s->counts = sp->counts;
+    s->sorted = sp->sorted_output;
+    s->threads = sp->threads ? sp->threads : 1;
+    s->emit = sp->emit;
+    s->emit_ctx = sp->emit_ctx;
+    if (sp->tmpdir) {
+        size_t n = strlen(sp->tmpdir) + 1;
+        s->tmpdir = dd_malloc(a, n);
+        if (!s->tmpdir) {
+            spill_free(s);
+            return DEDUP_ERR_NOMEM;
+        }
+        memcpy(s->tmpdir, sp->tmpdir, n);
+    }
+    dedup_set_params p;
+    dedup_set_params_init(&p);
+    p.capacity = sp->items;
+    p.seed = sp->seed;
+    p.counts = sp->counts;
+    p.memory_limit = sp->memory / 2;
+    dedup_status st = dedup_strset_create(&p, a, &s->set);
+    if (st) {
+        spill_free(s);
+        return st;
+    }
+    *impl = s;
+    return DEDUP_OK;
+}
+
+static int engine_emit(void *ctx, const void *rec, size_t len, uint64_t count)
+{
+    spill *s = ctx;
+    return s->emit(s->emit_ctx, rec, len, count);
+}
+
+static dedup_status start_engine(spill *s)
+{
+    dedup_extsort_params p;
+    dedup_extsort_params_init(&p);
+    p.memory_limit = s->memory - s->memory / 2;
+    p.tmpdir = s->tmpdir;
+    p.order = s->sorted ? DEDUP_EXTSORT_SORTED : DEDUP_EXTSORT_FIRST_OCCURRENCE;
+    p.output = s->counts ? DEDUP_EXTSORT_COUNT : DEDUP_EXTSORT_FIRST;
+    p.seed = s->seed;
+    p.emit = engine_emit;
+    p.emit_ctx = s;
+    p.threads = s->threads;
+    return dedup_extsort_create(&p, &s->alloc, &s->es);
+}
+
+static dedup_status hold(spill *s, const unsigned char *rec, size_t rlen, const unsigned char *key,
+                         size_t klen, dedup_digest d)
+{
+    size_t need = s->held_len + 32 + rlen + klen;
+    if (need < s->held_len)
+        return DEDUP_ERR_NOMEM;
+    if (need > s->held_cap) {
+        size_t nc = need * 2;
+        unsigned char *nb = dd_realloc(&s->alloc, s->held, s->held_cap, nc);
+        if (!nb)
+            return DEDUP_ERR_NOMEM;
+        s->held = nb;
+        s->held_cap = nc;
+    }
+    unsigned char *p = s->held + s->held_len;
+    uint64_t l[4] = {rlen, klen, d.lo, d.hi};
+    memcpy(p, l, 32);
+    memcpy(p + 32, rec, rlen);
+    memcpy(p + 32 + rlen, key, klen);
+    s->held_len = need;
+    return DEDUP_OK;
+}
+
+/* Pushes the records held aside by the call that froze the set. */
+static dedup_status push_held(spill *s)
+{
+    const unsigned char *rec[PUSH], *key[PUSH];
+    size_t rlen[PUSH], klen[PUSH];
+    dedup_digest dig[PUSH];
+    size_t off = 0;
+    dedup_status st = DEDUP_OK;
+    while (off < s->held_len && !st) {
+        size_t np = 0;
+        while (np < PUSH && off < s->held_len) {
+            uint64_t l[4];
+            memcpy(l, s->held + off, 32);
+            rlen[np] = (size_t)l[0];
+            klen[np] = (size_t)l[1];
+            dig[np] = (dedup_digest){l[2], l[3]};
+            rec[np] = s->held + off + 32;
+            key[np] = rec[np] + rlen[np];
+            off += 32 + rlen[np] + klen[np];
+            np++;
+        }
+        st = dedup_extsort_push_batch(s->es, np, (const void *const *)rec, rlen,
+                                      (const void *const *)key, klen, dig);
+    }
+    dd_free(&s->alloc, s->held);
+    s->held = NULL;
+    s->held_len = s->held_cap = 0;
+    return st;
+}
+
+/* Records [from, n) once the set is frozen: pushed to the engine, or held
+ * aside when 'held' (the call that froze the set). */
+static dedup_status spill_rest(spill *s, const dedup_batch *b, size_t from, dedup_verdict *out,
+                               size_t *done, bool held)
+{
+    const unsigned char *rec[PUSH], *key[PUSH];
+    size_t rlen[PUSH], klen[PUSH];
+    dedup_digest dig[PUSH];
+    for (size_t off = from; off < b->n; off += PUSH) {
+        size_t c = b->n - off < PUSH ? b->n - off : PUSH;
+        for (size_t i = off; i < off + c; i++)
+            dedup_strset_prefetch(s->set, b->digests[i]);
+        size_t np = 0;
+        for (size_t i = off; i < off + c; i++) {
+            if (dedup_strset_contains(s->set, b->keys[i], b->lens[i], b->digests[i])) {
+                out[i] = DEDUP_DUPLICATE;
+                if (s->counts) {
+                    dedup_verdict v; /* counts the repeat; a present key needs no memory */
+                    (void)dedup_strset_insert(s->set, b->keys[i], b->lens[i], b->digests[i], &v);
+                }
+                continue;
+            }
+            out[i] = DEDUP_DEFERRED;
+            if (held) {
+                dedup_status st = hold(s, b->records[i], b->rlens[i], b->keys[i], b->lens[i],
+                                       b->digests[i]);
+                if (st) {
+                    *done = i;
+                    return st;
+                }
+                continue;
+            }
+            rec[np] = b->records[i];
+            rlen[np] = b->rlens[i];
+            key[np] = b->keys[i];
+            klen[np] = b->lens[i];
+            dig[np] = b->digests[i];
+            np++;
+        }
+        dedup_status st = np ? dedup_extsort_push_batch(s->es, np, (const void *const *)rec, rlen,
+                                                        (const void *const *)key, klen, dig)
+                             : DEDUP_OK;
+        if (st) {
+            *done = off;
+            return st;
+        }
+    }
+    return DEDUP_OK;
+}
+
+static dedup_status spill_decide(void *impl, const dedup_batch *b, dedup_verdict *out, size_t *done)
+{
+    spill *s = impl;
+    if (b->n && (!b->digests || !b->keys || !b->lens || !b->records || !b->rlens))
+        return DEDUP_ERR_INVALID_ARG;
+    if (s->es) {
+        dedup_status st = s->held ? push_held(s) : DEDUP_OK;
+        return st ? st : spill_rest(s, b, 0, out, done, false);
+    }
+    const dedup_digest *d = b->digests;
+    for (size_t i = 0; i < b->n; i++)
+        dedup_strset_prefetch(s->set, d[i]);
+    for (size_t i = 0; i < b->n; i++)
+        dedup_strset_prefetch_key(s->set, d[i]);
+    for (size_t i = 0; i < b->n; i++) {
+        dedup_status st = dedup_strset_insert(s->set, b->keys[i], b->lens[i], d[i], &out[i]);
+        if (st == DEDUP_ERR_FULL) {
+            st = start_engine(s);
+            if (!st)
+                return spill_rest(s, b, i, out, done, true);
+        }
+        if (st) {
+            *done = i;
+            return st;
+        }
+    }
+    return DEDUP_OK;
+}
+
+static dedup_status spill_query(const void *impl, const dedup_batch *b, dedup_verdict *out)
+{
+    const spill *s = impl;
+    if (s->es)
+        return DEDUP_ERR_UNSUPPORTED; /* the engine answers only at the end */
+    if (b->n && (!b->digests || !b->keys || !b->lens))
+        return DEDUP_ERR_INVALID_ARG;
+    for (size_t i = 0; i < b->n; i++)
+        out[i] = dedup_strset_contains(s->set, b->keys[i], b->lens[i], b->digests[i])
+                     ? DEDUP_DUPLICATE
+                     : DEDUP_NEW;
+    return DEDUP_OK;
+}
+
+static dedup_status spill_finish(void *impl, dedup_seen_emit_fn emit, void *ctx)
+{
+    spill *s = impl;
+    if (!s->es)
+        return DEDUP_OK;
+    if (emit) {
+        s->emit = emit;
+        s->emit_ctx = ctx;
+    }
+    dedup_status st = s->held ? push_held(s) : DEDUP_OK;
+    return st ? st : dedup_extsort_finish(s->es);
+}
+
+static void spill_info(const void *impl, dedup_seen_info *in)
+{
+    const spill *s = impl;
+    in->file_type = DEDUP_TYPE_SET_STRING;
+    in->can_count = true;
+    in->can_save = !s->es;
+    in->seed = s->seed;
+    in->items = in->distinct = dedup_strset_size(s->set);
+    in->distinct_exact = true;
+    in->memory = dedup_strset_memory_usage(s->set) + sizeof *s;
+}
+
+static dedup_status spill_save(const void *impl, dedup_sink *sink)
+{
+    const spill *s = impl;
+    return s->es ? DEDUP_ERR_UNSUPPORTED : dedup_strset_save(s->set, sink);
+}
+
+static uint64_t spill_count(const void *impl, const void *key, size_t len, dedup_digest d)
+{
+    return dedup_strset_count_of(((const spill *)impl)->set, key, len, d);
+}
+
+static bool spill_spilled(const void *impl) { return ((const spill *)impl)->es != NULL; }
+static void *spill_structure(const void *impl) { return ((const spill *)impl)->set; }
+static const struct dedup_extsort *spill_engine(const void *impl)
+{
+    return ((const spill *)impl)->es;
+}
+static uint64_t spill_seed(const void *impl) { return ((const spill *)impl)->seed; }
+
+const ddi_seen_class ddi_seen_class_exact_spill = {
+    .ops = {.kind = DEDUP_SEEN_EXACT_SPILL, .decide = spill_decide, .query = spill_query,
+            .finish = spill_finish, .info = spill_info, .save = spill_save,
+            .count_of = spill_count, .free = spill_free},
+    .file_types = {0, 0},
+    .create = spill_create,
+    .spilled = spill_spilled,
+    .structure = spill_structure,
+    .engine = spill_engine,
+    .seed = spill_seed,
+};
