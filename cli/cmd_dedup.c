@@ -67,6 +67,7 @@ typedef struct opts {
     const char *late_file;
     enum bad_time_policy bad_time; /* --on-bad-time */
     bool window_opts;            /* some window option was given */
+    bool on_full_given;          /* --on-full was given */
 } opts;
 
 volatile sig_atomic_t dd_stop_signal;
@@ -92,6 +93,10 @@ static void usage(FILE *f)
 "                         scalable (Bloom filters that grow: no -n needed, the\n"
 "                         rate stays under -p), cuckoo (grows unless sized by -m)\n"
 "  -n, --items=N          keys expected (sizes filters; a hint for exact modes)\n"
+"      --on-full=warn|grow|fail  a bloom, blocked or cuckoo filter past -n keys:\n"
+"                         warn once and go on at a climbing rate (default),\n"
+"                         grow into a chain whose rate stays under -p, or fail\n"
+"                         (exit 1) before a record past it\n"
 "  -p, --fpr=P            false-positive rate for filters, e.g. 0.01 or 1%% (default 1%%)\n"
 "  -m, --memory=SIZE      memory for a filter (K/M/G); with -n, a ceiling.  In exact\n"
 "                         mode, the budget: while the distinct keys fit it works in\n"
@@ -152,7 +157,7 @@ enum {
     OPT_TRIM = 256, OPT_SQUEEZE, OPT_PREFIX, OPT_MODE, OPT_STATS, OPT_PROGRESS, OPT_NO_PROGRESS,
     OPT_HELP, OPT_VERSION, OPT_LINEBUF, OPT_SEED, OPT_SORT,
     OPT_WINDOW, OPT_WINDOW_TYPE, OPT_LAST, OPT_TIME_FIELD, OPT_TIME_FORMAT, OPT_LATENESS,
-    OPT_LATE, OPT_BAD_TIME
+    OPT_LATE, OPT_BAD_TIME, OPT_ON_FULL
 };
 
 static const struct option long_opts[] = {
@@ -187,6 +192,7 @@ static const struct option long_opts[] = {
     {"lateness", required_argument, NULL, OPT_LATENESS},
     {"late", required_argument, NULL, OPT_LATE},
     {"on-bad-time", required_argument, NULL, OPT_BAD_TIME},
+    {"on-full", required_argument, NULL, OPT_ON_FULL},
     {"quiet", no_argument, NULL, 'q'},
     {"verbose", no_argument, NULL, 'v'},
     {"help", no_argument, NULL, OPT_HELP},
@@ -361,6 +367,19 @@ static int parse_args(int argc, char **argv, opts *o)
             }
             o->window_opts = true;
             break;
+        case OPT_ON_FULL:
+            if (strcmp(optarg, "warn") == 0)
+                o->sizing.on_full = DEDUP_ON_FULL_WARN;
+            else if (strcmp(optarg, "grow") == 0)
+                o->sizing.on_full = DEDUP_ON_FULL_GROW;
+            else if (strcmp(optarg, "fail") == 0)
+                o->sizing.on_full = DEDUP_ON_FULL_FAIL;
+            else {
+                cli_error("--on-full must be warn, grow or fail (got '%s')", optarg);
+                return -1;
+            }
+            o->on_full_given = true;
+            break;
         case OPT_BAD_TIME:
             if (strcmp(optarg, "fail") == 0)
                 o->bad_time = BAD_TIME_FAIL;
@@ -501,6 +520,14 @@ typedef struct run {
     unsigned char *firsts;
     size_t firsts_len, firsts_cap;
     bool failed; /* method error already reported */
+    /* a fixed-size filter's capacity: keys answered NEW against it, the
+     * warning said once, and the false drops estimated from its rate */
+    uint64_t news;            /* NEW verdicts in this run */
+    bool full_warned;
+    uint64_t fd_news;         /* news at the last rate sample */
+    uint64_t fd_records;      /* records_in then */
+    double fd_rate;           /* the rate in force then */
+    double false_drops;       /* estimated new records answered MAYBE_DUPLICATE */
     /* exact mode past its in-memory share (DEDUP_SEEN_EXACT_SPILL): the
      * library freezes the set and hands the other records to the external
      * engine, whose output comes through spill_emit() */
@@ -805,14 +832,14 @@ static void print_window_stats(run *r, double seconds)
     if (o->stats == STATS_JSON) {
         fprintf(stderr,
                 "{\"records_in\":%llu,\"records_out\":%llu,\"duplicates\":%llu,"
-                "\"duplicate_rate\":%.6f,\"mode\":\"%s\",\"window\":\"%s\",\"window_us\":%llu,"
+                "\"duplicate_rate\":%.6f,\"distinct\":%llu,\"mode\":\"%s\",\"window\":\"%s\",\"window_us\":%llu,"
                 "\"lateness_us\":%llu,\"time\":\"%s\",\"time_format\":\"%s\","
                 "\"time_format_detected\":%s,\"keys_live\":%llu,\"keys_peak\":%llu,"
                 "\"keys_expired\":%llu,\"late\":%llu,\"late_max_behind_us\":%lld,"
                 "\"late_written\":%llu,\"bad_times\":%llu,\"memory_bytes\":%zu,"
                 "\"bytes_in\":%llu,\"seconds\":%.3f}\n",
                 (unsigned long long)r->records_in, (unsigned long long)r->records_out,
-                (unsigned long long)r->duplicates, rate,
+                (unsigned long long)r->duplicates, rate, (unsigned long long)ws.kept,
                 wp.mode == DEDUP_WINDOW_APPROX ? "bloom" : "exact", type,
                 (unsigned long long)(o->last_n ? 0 : wp.duration),
                 (unsigned long long)wp.lateness, tsrc, tfmt, detected ? "true" : "false",
@@ -862,6 +889,8 @@ static bool emit_decided(run *r, size_t from, size_t to)
         bool is_new = r->verdict[i] == DEDUP_NEW;
         if (!is_new)
             r->duplicates++;
+        else
+            r->news++;
         switch (o->out) {
         case OUT_FIRST:
             if (is_new) {
@@ -911,6 +940,46 @@ static int spill_emit(void *ctx, const void *rec, size_t len, uint64_t count)
     return 0;
 }
 
+/* Samples the filter's rate now and then (it may scan the filter): the
+ * new records since the last sample are taken to have met the mean of the
+ * two rates, and each kept one stood for 1 / (1 - rate) new records, the
+ * rest of which were wrongly dropped.  'final' samples whatever is left. */
+static void sample_false_drops(run *r, bool final)
+{
+    if (!r->info.probabilistic || r->win)
+        return;
+    uint64_t since = r->news - r->fd_news, recs = r->records_in - r->fd_records;
+    uint64_t every = r->news / 32 > 4096 ? r->news / 32 : 4096;
+    uint64_t every_rec = r->records_in / 32 > 65536 ? r->records_in / 32 : 65536;
+    if (!final && since < every && recs < every_rec)
+        return;
+    double now = dedup_seen_fpr_bound(r->s);
+    double mean = (r->fd_rate + now) / 2;
+    if (mean < 1)
+        r->false_drops += (double)since * mean / (1 - mean);
+    r->fd_news = r->news;
+    r->fd_records = r->records_in;
+    r->fd_rate = now;
+}
+
+/* The one message a fixed-size filter gives when it passes its capacity. */
+static void check_capacity(run *r)
+{
+    if (r->full_warned || !r->info.probabilistic || !r->info.capacity || r->win ||
+        r->info.items + r->news <= r->info.capacity)
+        return;
+    r->full_warned = true;
+    opts *o = r->o;
+    double now = dedup_seen_fpr_bound(r->s);
+    cli_warn("the %s filter passed its capacity of %llu keys%s by record %llu of %s: from here "
+             "new records are dropped at a rate that climbs as it fills (%.3g%% now, %.3g%% "
+             "planned); --on-full grow keeps it under -p, --on-full fail stops there%s",
+             o->mode, (unsigned long long)r->info.capacity,
+             o->sizing.items ? " (-n)" : " (what -m holds at -p)",
+             (unsigned long long)r->file_records, r->file_name, now * 100, r->info.fpr_target * 100,
+             o->stats ? "" : "; --stats gives the rate at the end");
+}
+
 /* Decides and writes one batch.  False to stop (error or broken pipe). */
 static bool process_batch(run *r, size_t n)
 {
@@ -930,6 +999,19 @@ static bool process_batch(run *r, size_t n)
     }
     if (st == DEDUP_ERR_CANCELLED && r->w.broken_pipe)
         return false;
+    if (st == DEDUP_ERR_FULL && r->o->sizing.on_full == DEDUP_ON_FULL_FAIL && r->info.capacity &&
+        r->info.probabilistic) {
+        /* The records decided before the one past capacity are written. */
+        if (!emit_decided(r, 0, done))
+            return false;
+        cli_error("the %s filter holds its capacity of %llu keys and --on-full fail stops before "
+                  "record %llu of %s, the first new one past it: nothing was dropped for want of "
+                  "room; give a larger -n, or --on-full grow",
+                  r->o->mode, (unsigned long long)r->info.capacity,
+                  (unsigned long long)(r->file_records + done + 1), r->file_name);
+        r->failed = true;
+        return false;
+    }
     if (st) {
         if (r->spilled && !r->w.error)
             dd_engine_report(dedup_seen_spill_engine(r->s), r->tmpdir, st);
@@ -947,7 +1029,12 @@ static bool process_batch(run *r, size_t n)
         r->failed = true;
         return false;
     }
-    return emit_decided(r, 0, n);
+    if (!emit_decided(r, 0, n))
+        return false;
+    r->file_records += n;
+    sample_false_drops(r, false);
+    check_capacity(r);
+    return true;
 }
 
 /* Writes the --count / --unique output from the first records kept. */
@@ -992,6 +1079,16 @@ static bool write_counts(run *r)
     return ok;
 }
 
+/* The estimated false drops, never more than the records dropped.  False
+ * when none can be made: past a rate of one half, the few records still
+ * answered NEW say too little about how many new ones were dropped. */
+static bool false_drops_of(const run *r, uint64_t dropped, uint64_t *out)
+{
+    double f = r->false_drops + 0.5;
+    *out = f >= (double)dropped ? dropped : (uint64_t)f;
+    return r->fd_rate < 0.5;
+}
+
 static void print_stats(run *r, double seconds)
 {
     opts *o = r->o;
@@ -1032,15 +1129,52 @@ static void print_stats(run *r, double seconds)
                     (unsigned long long)r->budget, eng && es.spilled ? "true" : "false",
                     (unsigned long long)es.runs_written, (unsigned long long)es.merge_passes,
                     (unsigned long long)es.bytes_spilled, (unsigned long long)es.bytes_read_back);
-        if (in.probabilistic)
+        if (in.probabilistic) {
+            uint64_t fdrops;
+            bool known = false_drops_of(r, dups, &fdrops);
             fprintf(stderr, ",\"fpr\":%.6g,\"distinct_is_estimate\":true", in.fpr_bound);
+            /* "duplicates" above counts every record dropped; these split it
+             * (null: no estimate can be made) */
+            fprintf(stderr, ",\"dropped\":%llu", (unsigned long long)dups);
+            if (known)
+                fprintf(stderr, ",\"repeats_estimated\":%llu,\"false_drops_estimated\":%llu",
+                        (unsigned long long)(dups - fdrops), (unsigned long long)fdrops);
+            else
+                fputs(",\"repeats_estimated\":null,\"false_drops_estimated\":null", stderr);
+            if (in.capacity)
+                fprintf(stderr, ",\"capacity\":%llu,\"items\":%llu,\"over_capacity\":%s",
+                        (unsigned long long)in.capacity, (unsigned long long)in.items,
+                        in.items > in.capacity ? "true" : "false");
+        }
         fputs("}\n", stderr);
         return;
     }
     char hb[32], hm[32], hl[32];
-    fprintf(stderr, "dedup: %llu records in (%s), %llu out, %llu duplicates (%.2f%%)\n",
-            (unsigned long long)in_recs, cli_human_size(r->bytes_in, hb, sizeof hb),
-            (unsigned long long)out, (unsigned long long)dups, rate * 100);
+    if (in.probabilistic) {
+        uint64_t fdrops;
+        if (false_drops_of(r, dups, &fdrops))
+            fprintf(stderr,
+                    "dedup: %llu records in (%s), %llu out, %llu dropped (%.2f%%): about %llu "
+                    "repeats and about %llu new records the filter took for repeats (estimated)\n",
+                    (unsigned long long)in_recs, cli_human_size(r->bytes_in, hb, sizeof hb),
+                    (unsigned long long)out, (unsigned long long)dups, rate * 100,
+                    (unsigned long long)(dups - fdrops), (unsigned long long)fdrops);
+        else
+            fprintf(stderr,
+                    "dedup: %llu records in (%s), %llu out, %llu dropped (%.2f%%): how many of "
+                    "them were new records the filter took for repeats cannot be estimated "
+                    "(its rate passed 50%%)\n",
+                    (unsigned long long)in_recs, cli_human_size(r->bytes_in, hb, sizeof hb),
+                    (unsigned long long)out, (unsigned long long)dups, rate * 100);
+        if (in.capacity)
+            fprintf(stderr, "dedup: the filter holds %s%llu keys of the %llu it was sized for%s\n",
+                    in.distinct_exact ? "" : "about ", (unsigned long long)in.items,
+                    (unsigned long long)in.capacity,
+                    in.items > in.capacity ? ": over capacity, so its rate is above -p" : "");
+    } else
+        fprintf(stderr, "dedup: %llu records in (%s), %llu out, %llu duplicates (%.2f%%)\n",
+                (unsigned long long)in_recs, cli_human_size(r->bytes_in, hb, sizeof hb),
+                (unsigned long long)out, (unsigned long long)dups, rate * 100);
     if (in.distinct_known)
         fprintf(stderr, "dedup: %s%llu distinct keys", in.probabilistic ? "about " : "",
                 (unsigned long long)distinct);
@@ -1191,6 +1325,27 @@ int cmd_dedup(int argc, char **argv)
             cli_info(2, "%s: loaded window state", o.state);
         } else {
             cli_info(2, "%s: loaded %s state", o.state, o.mode);
+            dedup_seen_info li;
+            dedup_seen_get_info(s, &li);
+            if (li.probabilistic && li.capacity && o.sizing.items && o.sizing.items != li.capacity)
+                cli_warn("%s: the state was made for %llu keys; -n %llu does not resize it (a "
+                         "filter's size is fixed when it is made): it goes on at %llu, and "
+                         "--on-full %s applies past them",
+                         o.state, (unsigned long long)li.capacity,
+                         (unsigned long long)o.sizing.items, (unsigned long long)li.capacity,
+                         o.sizing.on_full == DEDUP_ON_FULL_FAIL   ? "fail"
+                         : o.sizing.on_full == DEDUP_ON_FULL_GROW ? "grow"
+                                                                  : "warn");
+            st = li.probabilistic && li.capacity ? dedup_seen_set_on_full(s, o.sizing.on_full)
+                                                 : DEDUP_OK;
+            if (st == DEDUP_ERR_UNSUPPORTED) {
+                cli_error("%s: --on-full grow cannot grow a filter made by an earlier run (a "
+                          "growing chain starts with its first key): give --on-full warn or fail, "
+                          "or start a new state with --mode scalable", o.state);
+                dedup_seen_free(s);
+                free(r);
+                return CLI_EXIT_USAGE;
+            }
         }
     } else {
         /* Exact mode without -m: keys stay in memory up to half the default
@@ -1240,6 +1395,7 @@ int cmd_dedup(int argc, char **argv)
     r->s = s;
     dedup_seen_get_info(s, &r->info);
     r->win = r->info.kind == DEDUP_SEEN_WINDOW ? dedup_seen_impl(s) : NULL;
+    r->fd_rate = r->info.probabilistic ? r->info.fpr_bound : 0;
     r->can_spill = spill_budget != 0;
     r->budget = spill_budget;
     r->budget_source = budget_source;
@@ -1388,8 +1544,10 @@ int cmd_dedup(int argc, char **argv)
     if (o.stats != STATS_NONE) {
         if (r->win)
             print_window_stats(r, now_sec() - r->prog.start);
-        else
+        else {
+            sample_false_drops(r, true);
             print_stats(r, now_sec() - r->prog.start);
+        }
     }
 
     dd_writer_free(&r->w);

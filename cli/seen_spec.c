@@ -40,6 +40,10 @@ void dd_seen_spec(const dd_seen_opts *o, dedup_seen_spec *sp)
         sp->fpr = o->fpr;
     sp->memory = o->memory; /* -m bounds a growing set: past it the run stops, never guesses */
     sp->seed = o->seed;
+    /* Only the fixed-size filters have a capacity to pass. */
+    if (o->kind == DEDUP_SEEN_BLOOM || o->kind == DEDUP_SEEN_BLOCKED ||
+        o->kind == DEDUP_SEEN_CUCKOO || o->kind == DEDUP_SEEN_COUNTING)
+        sp->on_full = o->on_full;
     sp->counts = o->counts;
     if (o->windowed) {
         /* --mode bloom|blocked makes the window approximate */

@@ -59,6 +59,15 @@ static void fbox_free(fbox *b)
 
 static void *fbox_structure(const void *impl) { return ((const fbox *)impl)->st; }
 
+/* A loaded filter starts with WARN; growing needs a chain from the first key. */
+static dedup_status fbox_set_on_full(void *impl, dedup_on_full on_full)
+{
+    if (on_full != DEDUP_ON_FULL_WARN && on_full != DEDUP_ON_FULL_FAIL)
+        return on_full == DEDUP_ON_FULL_GROW ? DEDUP_ERR_UNSUPPORTED : DEDUP_ERR_INVALID_ARG;
+    ((fbox *)impl)->on_full = on_full;
+    return DEDUP_OK;
+}
+
 /* Room left before the capacity under FAIL; SIZE_MAX when unlimited. */
 static size_t room_of(const fbox *b)
 {
@@ -260,6 +269,7 @@ const ddi_seen_class ddi_seen_class_bloom = {
     .create = bloom_create,
     .load = bloom_load,
     .merge = bloom_merge,
+    .set_on_full = fbox_set_on_full,
     .structure = fbox_structure,
     .seed = bloom_seed,
     .memory = bloom_memory,
@@ -271,6 +281,7 @@ const ddi_seen_class ddi_seen_class_blocked = {
     .create = blocked_create,
     .load = bloom_load,
     .merge = bloom_merge,
+    .set_on_full = fbox_set_on_full,
     .structure = fbox_structure,
     .seed = bloom_seed,
     .memory = bloom_memory,
@@ -440,6 +451,7 @@ const ddi_seen_class ddi_seen_class_counting = {
     .create = counting_create,
     .load = counting_load,
     .merge = counting_merge,
+    .set_on_full = fbox_set_on_full,
     .structure = fbox_structure,
     .seed = counting_seed,
 };
