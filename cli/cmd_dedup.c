@@ -1079,6 +1079,77 @@ static bool write_counts(run *r)
     return ok;
 }
 
+/* Whether the temporary directory can take the engine's files: a nameless
+ * file is made and closed again (what the engine will do), so the reason a
+ * spill would fail -- missing, not a directory, read-only, no permission --
+ * is found before any input is read.  False after printing it. */
+static bool tmpdir_usable(const char *dir, bool given)
+{
+    struct stat st;
+    int err = 0;
+    if (stat(dir, &st) != 0)
+        err = errno;
+    else if (!S_ISDIR(st.st_mode))
+        err = ENOTDIR;
+    else {
+        int fd = -1;
+#ifdef O_TMPFILE
+        fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+        if (fd < 0 && errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL)
+            err = errno;
+#endif
+        if (fd < 0 && !err) {
+            char path[4096];
+            snprintf(path, sizeof path, "%s/dedup-probe.XXXXXX", dir);
+            fd = mkstemp(path);
+            if (fd < 0)
+                err = errno;
+            else
+                unlink(path);
+        }
+        if (fd >= 0)
+            close(fd);
+    }
+    if (!err)
+        return true;
+    if (!given) {
+        /* Not asked for: most runs never spill, so a warning, not a refusal. */
+        cli_warn("temporary files would go to %s, which cannot hold them: %s; this run fails if "
+                 "its keys outgrow memory (give -T/--tmpdir DIR)", dir, strerror(err));
+        return true;
+    }
+    cli_error("-T/--tmpdir %s cannot hold temporary files: %s (a run whose keys do not fit in "
+              "memory writes them there; give a writable directory)", dir, strerror(err));
+    return false;
+}
+
+/* Whether the state file can be written where it is named, before any work:
+ * its directory must exist and take a new file. */
+static bool state_writable(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    char dir[4096];
+    if (!slash)
+        snprintf(dir, sizeof dir, ".");
+    else if (slash == path)
+        snprintf(dir, sizeof dir, "/");
+    else
+        snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+    struct stat st;
+    int err = 0;
+    if (stat(dir, &st) != 0)
+        err = errno;
+    else if (!S_ISDIR(st.st_mode))
+        err = ENOTDIR;
+    else if (access(dir, W_OK | X_OK) != 0)
+        err = errno;
+    if (!err)
+        return true;
+    cli_error("--state %s cannot be saved: %s: %s (checked before reading any input)", path, dir,
+              strerror(err));
+    return false;
+}
+
 /* The estimated false drops, never more than the records dropped.  False
  * when none can be made: past a rate of one half, the few records still
  * answered NEW say too little about how many new ones were dropped. */
@@ -1261,6 +1332,14 @@ int cmd_dedup(int argc, char **argv)
     eo.progress = o.progress == 1 || (o.progress == -1 && isatty(STDERR_FILENO) && cli_verbosity > 0);
     eo.total_bytes = size_known ? total_bytes : 0;
     eo.output = o.output;
+    if (o.state && !state_writable(o.state))
+        return CLI_EXIT_USAGE;
+    /* A spill is possible in exact mode without a state (past half the
+     * budget) and always in the external engine. */
+    bool may_spill = !o.window_us && !o.last_n && o.kind == DEDUP_SEEN_EXACT &&
+                     (o.external || !o.state);
+    if (may_spill && !tmpdir_usable(dd_external_tmpdir(o.tmpdir), o.tmpdir != NULL))
+        return CLI_EXIT_USAGE;
     if (o.external) {
         /* Exact mode under a memory budget.  SIGINT/SIGTERM keep their
          * default action here: the engine's finishing phase can run for
@@ -1532,6 +1611,15 @@ int cmd_dedup(int argc, char **argv)
      * complete: removed in every mode, not only after a spill. */
     if (out_removable && status == CLI_EXIT_FAIL)
         unlink(o.output);
+    /* The reader of the output went away before the input ended: which of
+     * the records written it took cannot be known, so a state saved now
+     * could hold keys never delivered.  Say so rather than end quietly. */
+    if (o.state && r->w.broken_pipe && status == CLI_EXIT_OK) {
+        cli_error("%s: not saved: the output was closed (broken pipe) before the input ended, "
+                  "so the records delivered are not known; the state is as it was before the run",
+                  o.state);
+        status = CLI_EXIT_FAIL;
+    }
     /* Save the seen-set only after a complete run. */
     if (o.state && !stopped && status == CLI_EXIT_OK && !r->w.broken_pipe) {
         st = dedup_seen_save_file(s, o.state);

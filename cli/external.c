@@ -274,7 +274,11 @@ void dd_engine_report(const dedup_extsort *es, const char *tmpdir, dedup_status 
         dedup_extsort_io_error(es, &err, &dir, &need);
         char hn[32], hf[32];
         struct statvfs sv;
-        if (statvfs(dir, &sv) == 0)
+        if (err != ENOSPC && err != EDQUOT && err != EFBIG)
+            cli_error("temporary files in %s: %s (after writing %s of temporary data): "
+                      "choose another directory with --tmpdir",
+                      dir, strerror(err), cli_human_size(need, hn, sizeof hn));
+        else if (statvfs(dir, &sv) == 0)
             cli_error("temporary files in %s: %s (after writing %s of temporary data; %s "
                       "free there now): free space, or choose another directory with "
                       "--tmpdir, or give more memory with -m",

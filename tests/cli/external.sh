@@ -132,11 +132,12 @@ for c in "" --sort -c -u -D; do
     check "16 MB records at -m 1M, options '$c': peak RSS ${rss} KB < ${base} KB + ${allow} KB" \
         [ "$rss" -lt $((base + allow)) ]
 done
-# a temporary directory that cannot be used: exit 1, named, -o removed
+# a temporary directory that cannot be used: found before the work (exit 2),
+# named with the reason, no -o made
 "$DEDUP" -m 64K -T "$T/nonexistent" -o "$T/out" "$T/in" 2> "$T/err"
-check "unusable --tmpdir exits 1" [ $? -eq 1 ]
-check "the message names the directory" grep -q "$T/nonexistent" "$T/err"
-check "the partial -o file is removed" [ ! -e "$T/out" ]
+check "unusable --tmpdir exits 2 before the work" [ $? -eq 2 ]
+check "the message names the directory and the reason" grep -q "$T/nonexistent cannot hold temporary files: No such file or directory" "$T/err"
+check "no -o file is made" [ ! -e "$T/out" ]
 # a failed run removes its -o output only when that is a regular file: as
 # root, "-o /dev/full" must not unlink the device
 ln -s /dev/full "$T/full"

@@ -117,4 +117,40 @@ check "... and says so" grep -q "DIFFERENT: dedup and awk disagree" "$T/err"
 check "... before going on" test "$(grep -c '^== ' "$T/out")" -eq 3
 rm -rf "$T/ex"
 
+# --- errors found before the work: the input is endless, so a run that read it
+# first would never end (timeout: exit 124) -------------------------------------------------
+before_work() { # DESC PATTERN ARGS...: exit 2 at once, the message, no output
+    local desc=$1 pat=$2
+    shift 2
+    yes | timeout 30 "$DEDUP" "$@" > "$T/out" 2> "$T/err"
+    local rc=${PIPESTATUS[1]}
+    check "$desc: exit 2 before reading the input (got $rc)" test "$rc" -eq 2
+    check "$desc: says why" grep -q -- "$pat" "$T/err"
+    check "$desc: writes nothing" test ! -s "$T/out"
+}
+before_work "--state in a missing directory" "state /nonexistent/dir/s.dedup cannot be saved: /nonexistent/dir: No such file or directory" \
+    --state /nonexistent/dir/s.dedup
+before_work "--state under a file" "cannot be saved: $T/small: Not a directory" --state "$T/small/s.dedup"
+before_work "-o in a missing directory" "/nonexistent/o: No such file or directory" -o /nonexistent/o
+before_work "-T missing" "tmpdir /nonexistent cannot hold temporary files: No such file or directory" -T /nonexistent
+before_work "-T a file" "tmpdir $T/small cannot hold temporary files: Not a directory" -T "$T/small"
+before_work "-T with -m, a file" "tmpdir $T/small cannot hold temporary files: Not a directory" -m 1M -T "$T/small"
+before_work "-T a directory that takes no file" "tmpdir /sys cannot hold temporary files: Permission denied" -T /sys
+if grep -q "free space" "$T/err"; then fail "advice about free space for a directory that takes no file"; else pass; fi
+TMPDIR=/nonexistent "$DEDUP" "$T/small" > "$T/out" 2> "$T/err"
+check "an unusable default temporary directory: the run goes on (exit $?)" test -s "$T/out"
+check "... with a warning naming it" grep -q "temporary files would go to /nonexistent, which cannot hold them" "$T/err"
+
+# --- dedup --state s ... | head -1: not saved, and said ------------------------------------
+seq 1 200000 > "$T/k200"
+"$DEDUP" --state "$T/hs" "$T/small" > /dev/null
+cp "$T/hs" "$T/hs.before"
+"$DEDUP" --state "$T/hs" "$T/k200" 2> "$T/err" | head -1 > /dev/null
+rc=${PIPESTATUS[0]}
+check "--state into a closed pipe: exit 1 (got $rc)" test "$rc" -eq 1
+check "... says the state was not saved and why" grep -q "hs: not saved: the output was closed (broken pipe)" "$T/err"
+check "... the state is as it was" cmp -s "$T/hs" "$T/hs.before"
+"$DEDUP" "$T/k200" 2> "$T/err" | head -1 > /dev/null
+check "without --state a closed pipe is still a quiet end" test "${PIPESTATUS[0]}" -eq 0 -a ! -s "$T/err"
+
 finish
