@@ -216,8 +216,9 @@ static void bloom_info(const void *impl, dedup_seen_info *in)
     in->seed = dedup_bloom_seed(bf);
     in->capacity = x->capacity;
     in->items = x->items;
-    in->over_capacity = x->capacity && x->items > x->capacity;
     in->distinct = round_estimate(dedup_bloom_estimate_count(bf), &in->distinct_known);
+    /* a saturated filter (no estimate) is past any capacity */
+    in->over_capacity = x->capacity && (x->items > x->capacity || !in->distinct_known);
     in->fpr_target = dedup_bloom_target_fpr(bf);
     in->fpr_bound = dedup_bloom_current_fpr(bf);
     in->memory = dedup_bloom_memory_usage(bf) + sizeof *x;

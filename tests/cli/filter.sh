@@ -184,11 +184,43 @@ open("ver.bf", "wb").write(d)'
 expect_err "ver.bf: unsupported file format version" "$DEDUP" filter info ver.bf
 
 # A dedup file that is not a filter (the main job's exact state file):
-# info describes its header, the other actions refuse it by name.
+# info validates all of it and describes it, the other actions refuse it by
+# name; a truncated or damaged one is refused by info too.
 printf 'a\nb\na\n' | "$DEDUP" -s state.ds >/dev/null || fail "dedup -s state.ds"
 expect 0 "$DEDUP" filter info --json state.ds
-python3 -c 'import json; o=json.load(open("out")); assert o["type"]=="exact-set" and o["type_id"]==9 and "note" in o, o' ||
+python3 -c 'import json; o=json.load(open("out")); assert o["type"]=="exact-set" and o["type_id"]==9 and o["distinct"]==2 and o["checked"].startswith("whole file"), o' ||
     fail "info of a state file: $(cat out)"
+head -c 60 state.ds >state.trunc
+expect_err "state.trunc: file is truncated" "$DEDUP" filter info state.trunc
+python3 -c 'd=bytearray(open("state.ds","rb").read()); d[len(d)-12]^=1; open("state.flip","wb").write(d)'
+expect_err "state.flip: " "$DEDUP" filter info state.flip
+printf 'k\t1\n' | "$DEDUP" --window 1h -f 1 -s win.ds >/dev/null || fail "dedup --window -s win.ds"
+expect 0 "$DEDUP" filter info win.ds
+grep -q "^contents checked  *whole file" out || fail "info of a window state: not checked whole: $(cat out)"
+head -c 150 win.ds >win.trunc
+expect_err "win.trunc: file is truncated" "$DEDUP" filter info win.trunc
+# A filter past its capacity: add says so once, info shows items against it.
+expect 0 "$DEDUP" filter create capped.bf -n 100
+seq -f 'over-%g' 1 300 >over
+expect 0 "$DEDUP" filter add capped.bf <over
+[ "$(grep -c 'past the 100 it was created for: its false-positive rate is' err)" = 1 ] ||
+    fail "add past capacity did not say so once: $(cat err)"
+expect 0 "$DEDUP" filter info --json capped.bf
+python3 -c 'import json; o=json.load(open("out")); assert o["capacity"]==100 and o["items"]>100 and o["over_capacity"] is True, o' ||
+    fail "info past capacity: $(cat out)"
+expect 0 "$DEDUP" filter info capped.bf
+grep -q "^over capacity  *yes" out || fail "info text lacks 'over capacity yes'"
+cp capped.bf capped.before
+seq -f 'more-%g' 1 50 >more
+expect 1 "$DEDUP" filter add --on-full fail capped.bf <more
+grep -q "holds its capacity of 100 items and --on-full fail stops" err || fail "add --on-full fail: $(cat err)"
+cmp -s capped.bf capped.before || fail "add --on-full fail changed the file"
+expect 0 "$DEDUP" filter add --on-full fail capped.bf <over   # nothing new: nothing past capacity
+expect_err "grow: a filter file keeps the size" "$DEDUP" filter add --on-full grow capped.bf x
+expect 0 "$DEDUP" filter create cnt.f -t counting -n 100
+expect 1 "$DEDUP" filter add --on-full fail cnt.f <over
+cmp -s cnt.f <("$DEDUP" filter create /dev/stdout -t counting -n 100 --force 2>/dev/null) 2>/dev/null
+grep -q "holds its capacity of 100 items" err || fail "counting add --on-full fail: $(cat err)"
 expect_err "state.ds: holds a structure of type exact-set (9), not a filter" "$DEDUP" filter query state.ds a
 
 # ---- del: Bloom filters cannot delete -----------------------------------------
