@@ -262,6 +262,33 @@ expect_err "unknown option '--bogus'" "$DEDUP" filter query s.bf --bogus
 expect_err "option '--count' applies to 'filter query' only" "$DEDUP" filter add s.bf --count x
 expect_err "missing FILE" "$DEDUP" filter info
 
+# ---- verify: known items all found, fresh items' rate against the claim ------------
+expect 0 "$DEDUP" filter create ver.f -n 100000 -p 1%
+seq -f 'known-%g' 1 100000 >known
+expect 0 "$DEDUP" filter add ver.f <known
+expect 0 "$DEDUP" filter verify ver.f --known known --fresh fresh
+grep -q '^known items  *100000, all found: no false negative' out || fail "verify: known line: $(cat out)"
+grep -q '^fresh items  *800000, [0-9]* reported present: measured rate .* (99.9% interval' out || fail "verify: fresh line: $(cat out)"
+grep -q '^claimed rate .*within the interval' out || fail "verify: claim: $(cat out)"
+grep -q '^verdict  *pass' out || fail "verify: verdict: $(cat out)"
+# fresh items that are really known: a rate far above the claim, exit 1
+expect 1 "$DEDUP" filter verify ver.f --fresh known
+grep -q 'BELOW the interval' out && grep -q '^verdict  *FAIL' out || fail "verify of a wrong rate: $(cat out)"
+# a known item missing: a false negative, exit 1
+printf 'never-added-%d\n' 1 2 3 >missing
+expect 1 "$DEDUP" filter verify ver.f --known missing --fresh fresh
+grep -q '3 NOT found: false negatives' out || fail "verify: false negatives: $(cat out)"
+grep -q "never-added-1' of missing is not in the filter" err || fail "verify does not name the missing item"
+# a filter whose claim is too low (a planted doubled rate): a scalable
+# filter claims its bound; here a blocked filter filled past -n claims its
+# rate at the fill now, so the measurement agrees and the verdict passes
+expect 0 "$DEDUP" filter create over.f -t blocked -n 20000 -p 1%
+expect 0 "$DEDUP" filter add over.f <known
+expect 0 "$DEDUP" filter verify over.f --known known --fresh fresh
+expect 0 "$DEDUP" filter verify ver.f --fresh <(head -n 100 fresh)
+grep -q '^note .*give at least' out || fail "verify: no note for too few fresh items: $(cat out)"
+expect_err "usage: dedup filter verify" "$DEDUP" filter verify ver.f
+
 if [ $fails -ne 0 ]; then
     echo "filter.sh: $fails check(s) failed" >&2
     exit 1

@@ -24,7 +24,7 @@ for sub in calc filter; do
         grep -q -- "$opt" "$tmp/text" || fail "option $opt of 'dedup $sub' is not in the man page"
     done
 done
-for action in create add query del info merge; do
+for action in create add query del info merge verify; do
     grep -q "dedup filter $action" "$tmp/text" || fail "the man page lacks 'dedup filter $action'"
 done
 # A request glued to the end of a text line (as "kept..TP" once was) is
