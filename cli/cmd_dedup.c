@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "keep_last.h"
 #include "progress.h"
 #include "dedup/extsort.h"
 #include "dedup/hash.h"
@@ -68,6 +69,7 @@ typedef struct opts {
     enum bad_time_policy bad_time; /* --on-bad-time */
     bool window_opts;            /* some window option was given */
     bool on_full_given;          /* --on-full was given */
+    bool keep_last;              /* --keep last */
 } opts;
 
 volatile sig_atomic_t dd_stop_signal;
@@ -134,6 +136,9 @@ static void usage(FILE *f)
 "  -s/--state saves and resumes the window.\n", f);
     fprintf(f,
 "Output:\n"
+"      --keep=first|last  write each key's first occurrence (default) or its last,\n"
+"                         in the order of those last ones (two passes; standard\n"
+"                         input is copied to --tmpdir first)\n"
 "  -D, --duplicates       write every occurrence after the first instead\n"
 "  -c, --count            write each distinct record once, prefixed by its count\n"
 "  -u, --unique           write only records that occur exactly once\n"
@@ -157,7 +162,7 @@ enum {
     OPT_TRIM = 256, OPT_SQUEEZE, OPT_PREFIX, OPT_MODE, OPT_STATS, OPT_PROGRESS, OPT_NO_PROGRESS,
     OPT_HELP, OPT_VERSION, OPT_LINEBUF, OPT_SEED, OPT_SORT,
     OPT_WINDOW, OPT_WINDOW_TYPE, OPT_LAST, OPT_TIME_FIELD, OPT_TIME_FORMAT, OPT_LATENESS,
-    OPT_LATE, OPT_BAD_TIME, OPT_ON_FULL
+    OPT_LATE, OPT_BAD_TIME, OPT_ON_FULL, OPT_KEEP
 };
 
 static const struct option long_opts[] = {
@@ -193,6 +198,7 @@ static const struct option long_opts[] = {
     {"late", required_argument, NULL, OPT_LATE},
     {"on-bad-time", required_argument, NULL, OPT_BAD_TIME},
     {"on-full", required_argument, NULL, OPT_ON_FULL},
+    {"keep", required_argument, NULL, OPT_KEEP},
     {"quiet", no_argument, NULL, 'q'},
     {"verbose", no_argument, NULL, 'v'},
     {"help", no_argument, NULL, OPT_HELP},
@@ -367,6 +373,16 @@ static int parse_args(int argc, char **argv, opts *o)
             }
             o->window_opts = true;
             break;
+        case OPT_KEEP:
+            if (strcmp(optarg, "first") == 0)
+                o->keep_last = false;
+            else if (strcmp(optarg, "last") == 0)
+                o->keep_last = true;
+            else {
+                cli_error("--keep must be first or last (got '%s')", optarg);
+                return -1;
+            }
+            break;
         case OPT_ON_FULL:
             if (strcmp(optarg, "warn") == 0)
                 o->sizing.on_full = DEDUP_ON_FULL_WARN;
@@ -421,6 +437,19 @@ static int parse_args(int argc, char **argv, opts *o)
     if (kinds > 1) {
         cli_error("choose one of -D/--duplicates, -c/--count and -u/--unique");
         return -1;
+    }
+    if (o->keep_last) {
+        const char *no = o->window_us || o->last_n ? "--window/--last (a window keeps first occurrences)"
+                         : kinds ? "-D/--duplicates, -c/--count and -u/--unique"
+                         : o->state ? "--state (a later run cannot revise what an earlier one wrote)"
+                         : o->sizing.memory || o->sorted ? "-m/--memory and --sort (it needs every distinct key in memory, twice)"
+                         : (o->kind != DEDUP_SEEN_EXACT && o->kind != DEDUP_SEEN_FINGERPRINT)
+                             ? "a filter --mode (it needs exact counts: --mode exact or fingerprint)"
+                             : NULL;
+        if (no) {
+            cli_error("--keep last cannot be combined with %s", no);
+            return -1;
+        }
     }
     if (o->window_us || o->last_n) {
         if (o->window_us && o->last_n) {
@@ -1340,6 +1369,13 @@ int cmd_dedup(int argc, char **argv)
                      (o.external || !o.state);
     if (may_spill && !tmpdir_usable(dd_external_tmpdir(o.tmpdir), o.tmpdir != NULL))
         return CLI_EXIT_USAGE;
+    if (o.keep_last) {
+        dd_keep_last_opts ko = {.kind = o.kind, .items = o.sizing.items, .seed = o.sizing.seed,
+                                .term = o.term, .key = &o.key, .output = o.output,
+                                .tmpdir = dd_external_tmpdir(o.tmpdir),
+                                .line_buffered = o.line_buffered, .stats = o.stats != STATS_NONE};
+        return dd_run_keep_last(&ko, files, nfiles);
+    }
     if (o.external) {
         /* Exact mode under a memory budget.  SIGINT/SIGTERM keep their
          * default action here: the engine's finishing phase can run for
