@@ -1,6 +1,7 @@
-# Thin wrapper over CMake.  `make run` and `make test` install any missing
-# Debian package first (scripts/deps.sh, as root), so both work on a fresh
-# Debian 12 machine.
+# Thin wrapper over CMake.  Each target installs the Debian packages it needs
+# first (scripts/deps.sh, as root), so it works on a fresh Debian 12 machine:
+# `make` and `make run` only the build packages, `make test` and `make bench`
+# also those the tests or the benchmarks use.
 BUILD      ?= build
 BUILD_ASAN ?= build-asan
 BUILD_TSAN ?= build-tsan
@@ -8,12 +9,18 @@ JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 PREFIX     ?= /usr/local
 CMAKE_ARGS ?=
 
-.PHONY: all deps build run test test-release test-asan test-tsan install bench fuzz clean
+.PHONY: all deps deps-test deps-bench build run test test-release test-asan test-tsan install bench fuzz clean
 
 all: build
 
 deps:
-	@sh scripts/deps.sh
+	@sh scripts/deps.sh build
+
+deps-test:
+	@sh scripts/deps.sh test
+
+deps-bench:
+	@sh scripts/deps.sh bench
 
 build: deps
 	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX=$(PREFIX) $(CMAKE_ARGS) >/dev/null
@@ -31,16 +38,16 @@ run: deps
 # under TSan.
 test: test-release test-asan test-tsan
 
-test-release: build
+test-release: deps-test build
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
-test-asan: deps
+test-asan: deps-test
 	@cmake -S . -B $(BUILD_ASAN) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDEDUP_SANITIZE=ON -DDEDUP_BENCH=OFF >/dev/null
 	@cmake --build $(BUILD_ASAN) -j $(JOBS)
 	@cd $(BUILD_ASAN) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
 		ctest --output-on-failure -j $(JOBS) -E '^bench'
 
-test-tsan: deps
+test-tsan: deps-test
 	@cmake -S . -B $(BUILD_TSAN) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDEDUP_TSAN=ON -DDEDUP_BENCH=OFF >/dev/null
 	@cmake --build $(BUILD_TSAN) -j $(JOBS)
 	@cd $(BUILD_TSAN) && ctest --output-on-failure -j $(JOBS) -L threads
@@ -48,10 +55,10 @@ test-tsan: deps
 install: build
 	@cmake --install $(BUILD)
 
-bench: build
+bench: deps-bench build
 	@sh bench/run.sh $(BUILD)
 
-fuzz: deps
+fuzz: deps-test
 	@cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DDEDUP_FUZZ=ON -DDEDUP_BENCH=OFF -DDEDUP_TESTS=OFF \
 		-DCMAKE_C_FLAGS="-fsanitize=fuzzer-no-link,address,undefined" >/dev/null
 	@cmake --build build-fuzz -j $(JOBS)

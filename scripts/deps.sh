@@ -1,13 +1,28 @@
 #!/bin/sh
 # Installs the Debian packages dedup needs, if any is missing.  Run as root on
 # Debian 12 (as `make` does); as another user it only says what is missing.
+#
+#   sh scripts/deps.sh [build|test|bench]     (default: build)
+#
+# build: what `make` and `make run` need to compile the library and the
+#        command, plus the client libraries of the optional components
+#        (hiredis, RocksDB, CRoaring: they are built when present, and CI
+#        must test them; a user building by hand may leave them out).
+# test:  build + what `make test` runs: cmocka, clang (fuzz and sanitizer
+#        builds), the CLI tests' reference tools, Redis for the module tests.
+# bench: build + what `make bench` compares against (libbloom, GNU time).
 set -eu
-# build + library
-PKGS="build-essential cmake pkg-config libxxhash-dev liblz4-dev"
-# tests: unit tests, the sanitizer and fuzz builds, CLI reference tools
-PKGS="$PKGS libcmocka-dev clang mawk perl python3 groff-base"
-# benchmarks compare against Debian's libbloom; Redis module tests
-PKGS="$PKGS libbloom-dev time redis-server redis-tools python3-redis"
+MODE=${1:-build}
+BUILD_PKGS="build-essential cmake pkg-config libxxhash-dev liblz4-dev"
+BUILD_PKGS="$BUILD_PKGS libhiredis-dev librocksdb-dev libroaring-dev"
+TEST_PKGS="libcmocka-dev clang mawk perl python3 groff-base time redis-server redis-tools python3-redis"
+BENCH_PKGS="libbloom-dev time mawk perl"
+case $MODE in
+build) PKGS="$BUILD_PKGS" ;;
+test) PKGS="$BUILD_PKGS $TEST_PKGS" ;;
+bench) PKGS="$BUILD_PKGS $BENCH_PKGS" ;;
+*) echo "usage: sh scripts/deps.sh [build|test|bench]" >&2; exit 2 ;;
+esac
 [ -n "${DEDUP_EXTRA_PKGS:-}" ] && PKGS="$PKGS $DEDUP_EXTRA_PKGS"
 
 missing=""
@@ -16,11 +31,11 @@ for p in $PKGS; do
 done
 [ -z "$missing" ] && exit 0
 if [ "$(id -u)" != 0 ]; then
-    echo "dedup: missing Debian packages:$missing" >&2
+    echo "dedup: missing Debian packages ($MODE):$missing" >&2
     echo "dedup: run 'sudo apt-get install$missing' (or run make as root)" >&2
     exit 1
 fi
-echo "dedup: installing Debian packages:$missing" >&2
+echo "dedup: installing Debian packages ($MODE):$missing" >&2
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq >&2
 # shellcheck disable=SC2086

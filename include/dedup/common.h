@@ -29,13 +29,20 @@
 extern "C" {
 #endif
 
-/* ---- Version -------------------------------------------------------- */
+/* ---- Version --------------------------------------------------------
+ * The one place the version is written: CMake reads these three lines for
+ * project(VERSION), the shared library's SONAME and dedup.pc, and the
+ * string below is made from them. */
 #define DEDUP_VERSION_MAJOR 0
 #define DEDUP_VERSION_MINOR 1
 #define DEDUP_VERSION_PATCH 0
 #define DEDUP_VERSION_NUMBER \
     (DEDUP_VERSION_MAJOR * 10000 + DEDUP_VERSION_MINOR * 100 + DEDUP_VERSION_PATCH)
-#define DEDUP_VERSION_STRING "0.1.0"
+#define DEDUP_VERSION_STR_(x) #x
+#define DEDUP_VERSION_STR(x) DEDUP_VERSION_STR_(x)
+#define DEDUP_VERSION_STRING                                               \
+    DEDUP_VERSION_STR(DEDUP_VERSION_MAJOR) "." DEDUP_VERSION_STR(DEDUP_VERSION_MINOR) "." \
+        DEDUP_VERSION_STR(DEDUP_VERSION_PATCH)
 
 /* Runtime twins of the macros above: the version of the library actually
  * linked, which may differ from the header a program was compiled with. */

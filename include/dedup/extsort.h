@@ -51,9 +51,10 @@
  *     the loser tree, combining equal keys (counts summed, the oldest run's
  *     record kept), in several passes when there are more runs than the
  *     budget has read buffers of two frames (at least 8 KiB) for (one pass
- *     up to ~500 runs, ~30 GB of distinct keys, at 64 MiB).  Keys compare as memcmp then length, so with key == record the
- *     output is byte-identical to `LC_ALL=C sort -u`; with a separate key the
- *     output is sorted by key and the record written is the key's first.
+ *     up to ~500 runs, ~30 GB of distinct keys, at 64 MiB).  Keys compare
+ *     as memcmp then length, so with key == record the output is
+ *     byte-identical to `LC_ALL=C sort -u`; with a separate key the output
+ *     is sorted by key and the record written is the key's first.
  *  4. On disk every stream (partitions, per-partition results, sorted runs,
  *     giant records) is cut into frames of at most F = budget/1024 raw bytes
  *     (2-64 KiB), each compressed on its own with LZ4 (LZ4_compress_fast,
@@ -72,24 +73,15 @@
  *    and R = the distinct records among them.  One level of partitions
  *    suffices up to ~P x budget/2 of distinct keys (~8 GB at 64 MiB); each
  *    further level costs the same again for the partitions that need it.
- *    With half the input repeated uniformly: 1 + 2c(1 + 0.5) + 0.5, measured
- *    3.39x on 5 GiB of URLs at 64 MiB (3.13x with acceleration 1, 4.56x
- *    without compression).
+ *    With half the input repeated uniformly: 1 + 2c(1 + 0.5) + 0.5 times
+ *    the input.
  *  - sorted order: the runs (each record not repeated within its run's
  *    window, once) written and read back once: 1 + 2c + 0.5 at most for the
- *    same input (measured 2.52x; 2.41x with acceleration 1, 3.48x without
- *    compression), plus the runs again per extra merge pass.
+ *    same input, plus the runs again per extra merge pass.
  *  - nothing when the distinct keys fit in memory.
- *  - CPU: LZ4 at acceleration 8 compresses ~0.75 GB/s (0.55 GB/s at 1,
- *    which writes 7% fewer bytes on a sample, 13% on a whole run) and decompresses
- *    ~4 GB/s per core here: ~1.6 s per GB of raw spill, repaid where the
- *    disk, not the page cache, takes the writes (bench/results/extsort.md).
- *  A keep-bit pass (re-reading the partitions instead of writing results)
- *  would move as many logical bytes (it re-reads cS where the results cost
- *  2cR = cS at half repeats) and decompress every partition twice, so it is
- *  not used: built and measured (bits on disk, 1/8 byte a record), it was
- *  10% faster on 1.2 GB of URLs at 64 MiB but 9% slower on 5 GB, with a
- *  higher peak (81 MB), so it was dropped (bench/results/extsort.md).
+ *  - CPU: compressing and decompressing every frame of the spilled streams.
+ * Measured figures, and the alternatives built and rejected (among them a
+ * keep-bit pass instead of result files): bench/results/extsort.md.
  *
  * MEMORY: the engine's own allocations stay within memory_limit except for
  * (a) 16 bytes per spill region (16 x budget/1024 bytes of the file,
@@ -101,16 +93,16 @@
  * processed (the caller passes it whole in any case).  The compression
  * scratch (LZ4 state + one compressed frame, ~82 KiB at 64 MiB) and, with
  * emit_piece, the giants' staging buffer (giant_min) and two frame readers
- * are taken out of the budget.  dedup_extsort_stats() reports the measured
- * peak.
+ * are taken out of the budget.  dedup_extsort_stats_get() reports the
+ * measured peak.
  *
  * GIANT RECORDS: with params.emit_piece set, a record that is its own key
  * (push() with key NULL or equal to the record, or push_begin/part/end) and
  * is longer than dedup_extsort_giant_min() = budget/16 bytes (at least 2F,
  * at most 1 MiB) is never held whole: its pieces go straight to a
  * temporary file (compressed frames), and only a 64-byte entry (sequence
- * number, digest, extent, length, count) stays in memory.  It is compared with earlier giants of
- * the same digest and length by streaming both from the file; a repeat is
+ * number, digest, extent, length, count) stays in memory.  It is compared
+ * with earlier giants of the same digest and length by streaming both from the file; a repeat is
  * counted and its bytes dropped again (kept for DUPLICATES, which writes it
  * out).  Giants are emitted through emit_piece, streamed from the file in
  * pieces of at most 2F bytes: at once while first-occurrence output
@@ -138,8 +130,8 @@
  * half of the budget left); the final merge (the one whose output goes to
  * emit) has a thread of its own decode each source's next frame while the
  * caller's thread merges, when the readers' share of the budget leaves a
- * frame per source for it (see "The compressing thread", "Partitions in
- * parallel" and "Decode-ahead" in extsort.c).  The output and the
+ * frame per source for it (see src/sort/extsort_threads.c and
+ * src/sort/extsort_partition.c).  The output and the
  * statistics are the same as with one thread, except peak_memory, which
  * then adds up both partition threads' peaks; write errors may be reported
  * by a later call than the one whose data failed (still before finish()

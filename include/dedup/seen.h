@@ -105,6 +105,14 @@ typedef enum dedup_on_full {
                                capacity with DEDUP_ERR_FULL (*done says where) */
     DEDUP_ON_FULL_GROW = 2  /* go on in a scalable chain whose bound stays <= fpr */
 } dedup_on_full;
+/* How each kind applies it (notes added with the implementation):
+ * BLOOM / BLOCKED with GROW are a scalable chain from the first key (its
+ * first link planned for 'items' at about fpr/2 with the default
+ * tightening 0.5), so dedup_seen_kind_of() says SCALABLE and the file is a
+ * scalable one.  COUNTING cannot grow: GROW is DEDUP_ERR_INVALID_ARG.
+ * CUCKOO: FAIL makes the filter fixed (DEDUP_ERR_FULL when a key finds no
+ * room), GROW a chain of links (expansion >= 1); a cuckoo filter never
+ * holds more than its slots, so over_capacity stays false. */
 
 /* The callback through which EXACT_SPILL hands out its deferred records
  * (see "Spilling" below); nonzero stops it. */
@@ -207,7 +215,8 @@ dedup_status dedup_seen_decide(dedup_seen *s, const dedup_batch *batch, dedup_ve
 /* Answers without recording: out[i] is DEDUP_NEW (certainly absent),
  * DEDUP_DUPLICATE or DEDUP_MAYBE_DUPLICATE.  Local kinds cannot fail but
  * EXACT_SPILL's spilled keys (DEDUP_ERR_UNSUPPORTED once it spilled) and
- * remote kinds can. */
+ * remote kinds can; WINDOW cannot answer without recording (its clock moves
+ * with every record): DEDUP_ERR_UNSUPPORTED. */
 dedup_status dedup_seen_query(const dedup_seen *s, const dedup_batch *batch, dedup_verdict *out);
 
 /* Deletes batch->n keys; removed[i] (may be NULL) is false when key i was
@@ -292,7 +301,9 @@ dedup_status dedup_seen_merge(dedup_seen *dst, const dedup_seen *src, char *why,
 
 /* Saves in the file format / atomically to a file (dedup_save_file()).
  * DEDUP_ERR_UNSUPPORTED for kinds that cannot (EXACT_SPILL after spilling,
- * remote kinds). */
+ * remote kinds, and a BITMAP whose range_lo is not 0: its file is the
+ * bitmap's own, which has no field for it; a loaded bitmap covers
+ * [0, bits - 1]).  No file is created then. */
 dedup_status dedup_seen_save(const dedup_seen *s, dedup_sink *sink);
 dedup_status dedup_seen_save_file(const dedup_seen *s, const char *path);
 

@@ -24,7 +24,7 @@ static void libc_free(void *ctx, void *ptr)
     free(ptr);
 }
 
-void dd_allocator_resolve(dedup_allocator *out, const dedup_allocator *a)
+void ddi_allocator_resolve(dedup_allocator *out, const dedup_allocator *a)
 {
     if (a && a->malloc_fn && a->free_fn) {
         *out = *a;
@@ -37,15 +37,15 @@ void dd_allocator_resolve(dedup_allocator *out, const dedup_allocator *a)
     out->ctx = NULL;
 }
 
-void *dd_malloc(const dedup_allocator *a, size_t size)
+void *ddi_malloc(const dedup_allocator *a, size_t size)
 {
     return a->malloc_fn(a->ctx, size ? size : 1);
 }
 
-void *dd_calloc(const dedup_allocator *a, size_t count, size_t size)
+void *ddi_calloc(const dedup_allocator *a, size_t count, size_t size)
 {
     size_t total;
-    if (!dd_mul_size(count, size, &total))
+    if (!ddi_mul_size(count, size, &total))
         return NULL;
     if (a->calloc_fn)
         return a->calloc_fn(a->ctx, count ? count : 1, size ? size : 1);
@@ -55,7 +55,7 @@ void *dd_calloc(const dedup_allocator *a, size_t count, size_t size)
     return p;
 }
 
-void *dd_realloc(const dedup_allocator *a, void *ptr, size_t old_size, size_t new_size)
+void *ddi_realloc(const dedup_allocator *a, void *ptr, size_t old_size, size_t new_size)
 {
     if (a->realloc_fn)
         return a->realloc_fn(a->ctx, ptr, new_size ? new_size : 1);
@@ -69,18 +69,18 @@ void *dd_realloc(const dedup_allocator *a, void *ptr, size_t old_size, size_t ne
     return p;
 }
 
-void dd_free(const dedup_allocator *a, void *ptr)
+void ddi_free(const dedup_allocator *a, void *ptr)
 {
     if (ptr)
         a->free_fn(a->ctx, ptr);
 }
 
-void *dd_aligned_calloc(const dedup_allocator *a, size_t size, size_t align, void **raw)
+void *ddi_aligned_calloc(const dedup_allocator *a, size_t size, size_t align, void **raw)
 {
     size_t total;
-    if (!dd_add_size(size, align, &total))
+    if (!ddi_add_size(size, align, &total))
         return NULL;
-    unsigned char *p = dd_calloc(a, 1, total);
+    unsigned char *p = ddi_calloc(a, 1, total);
     *raw = p;
     if (!p)
         return NULL;

@@ -168,7 +168,7 @@ dedup_status dedup_encoder_write_u64s(dedup_encoder *e, const uint64_t *words, s
 {
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
     size_t bytes;
-    if (!dd_mul_size(count, 8, &bytes))
+    if (!ddi_mul_size(count, 8, &bytes))
         return e->error = DEDUP_ERR_INVALID_ARG;
     return dedup_encoder_write(e, words, bytes);
 #else
@@ -274,7 +274,7 @@ dedup_status dedup_decoder_read(dedup_decoder *d, void *buf, size_t len)
 dedup_status dedup_decoder_read_u64s(dedup_decoder *d, uint64_t *words, size_t count)
 {
     size_t bytes;
-    if (!dd_mul_size(count, 8, &bytes))
+    if (!ddi_mul_size(count, 8, &bytes))
         return d->error = DEDUP_ERR_CORRUPT;
     dedup_status s = dedup_decoder_read(d, words, bytes);
 #if !(defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__)
@@ -615,15 +615,15 @@ dedup_status dedup_peek_file(const char *path, dedup_header *out)
     return s;
 }
 
-dedup_status dd_load_file(const char *path, const dedup_allocator *alloc, dd_load_fn load,
-                          dd_free_fn destroy, void **out)
+dedup_status ddi_load_file(const char *path, const dedup_allocator *alloc, ddi_load_fn load,
+                          ddi_free_fn destroy, void **out)
 {
     if (!path || !out)
         return DEDUP_ERR_INVALID_ARG;
     *out = NULL;
     dedup_allocator a;
-    dd_allocator_resolve(&a, alloc);
-    dedup_file_source *f = dd_malloc(&a, sizeof *f);
+    ddi_allocator_resolve(&a, alloc);
+    dedup_file_source *f = ddi_malloc(&a, sizeof *f);
     if (!f)
         return DEDUP_ERR_NOMEM;
     dedup_source src;
@@ -645,6 +645,6 @@ dedup_status dd_load_file(const char *path, const dedup_allocator *alloc, dd_loa
         *out = obj;
         dedup_file_source_close(f);
     }
-    dd_free(&a, f);
+    ddi_free(&a, f);
     return s;
 }

@@ -1,5 +1,9 @@
 /*
  * internal.h - helpers shared by the library's sources; not public API.
+ *
+ * The library's private prefix is ddi_ (the command line's is dd_, and the
+ * two are linked together), and none of it leaves libdedup.so: the shared
+ * library exports dedup_* only (src/libdedup.map).
  */
 #ifndef DEDUP_INTERNAL_H
 #define DEDUP_INTERNAL_H
@@ -10,25 +14,25 @@
 #include <string.h>
 
 /* Copies 'a' or, when NULL, the C library's allocator into 'out'. */
-void dd_allocator_resolve(dedup_allocator *out, const dedup_allocator *a);
+void ddi_allocator_resolve(dedup_allocator *out, const dedup_allocator *a);
 
-void *dd_malloc(const dedup_allocator *a, size_t size);
-void *dd_calloc(const dedup_allocator *a, size_t count, size_t size);
+void *ddi_malloc(const dedup_allocator *a, size_t size);
+void *ddi_calloc(const dedup_allocator *a, size_t count, size_t size);
 /* realloc through the hook; 'old_size' is needed when the hook has no realloc. */
-void *dd_realloc(const dedup_allocator *a, void *ptr, size_t old_size, size_t new_size);
-void dd_free(const dedup_allocator *a, void *ptr);
+void *ddi_realloc(const dedup_allocator *a, void *ptr, size_t old_size, size_t new_size);
+void ddi_free(const dedup_allocator *a, void *ptr);
 
 /* Zeroed memory aligned to 'align' (a power of two <= 4096).  '*raw' receives
- * the pointer to pass to dd_free().  Uses over-allocation, so it works with
+ * the pointer to pass to ddi_free().  Uses over-allocation, so it works with
  * any allocator hook (RedisModule_Alloc included). */
-void *dd_aligned_calloc(const dedup_allocator *a, size_t size, size_t align, void **raw);
+void *ddi_aligned_calloc(const dedup_allocator *a, size_t size, size_t align, void **raw);
 
 /* Overflow-checked size arithmetic: returns false on overflow. */
-static inline bool dd_mul_size(size_t a, size_t b, size_t *out)
+static inline bool ddi_mul_size(size_t a, size_t b, size_t *out)
 {
     return !__builtin_mul_overflow(a, b, out);
 }
-static inline bool dd_add_size(size_t a, size_t b, size_t *out)
+static inline bool ddi_add_size(size_t a, size_t b, size_t *out)
 {
     return !__builtin_add_overflow(a, b, out);
 }
@@ -43,28 +47,18 @@ static inline bool dd_add_size(size_t a, size_t b, size_t *out)
 #define DD_UNLIKELY(x) (x)
 #define DD_PREFETCH(p) ((void)(p))
 #define DD_PREFETCH_W(p) ((void)(p))
-/* Loads an object from the file at 'path' with 'load' (a structure's
- * dedup_X_load through void pointers) and rejects trailing bytes after the
- * container with DEDUP_ERR_CORRUPT, also for pipes whose length is unknown;
- * then 'destroy' frees what 'load' returned and *out is NULL.  The one
- * implementation behind every dedup_X_load_file(). */
-#include "dedup/format.h"
-typedef dedup_status (*dd_load_fn)(dedup_source src, const dedup_allocator *alloc, void **out);
-typedef void (*dd_free_fn)(void *obj);
-dedup_status dd_load_file(const char *path, const dedup_allocator *alloc, dd_load_fn load,
-                          dd_free_fn destroy, void **out);
-
 #endif
 
 /* Loads an object from the file at 'path' with 'load' (a structure's
- * dedup_X_load through void pointers) and rejects trailing bytes after the
- * container with DEDUP_ERR_CORRUPT, also for pipes whose length is unknown;
- * then 'destroy' frees what 'load' returned and *out is NULL.  The one
- * implementation behind every dedup_X_load_file(). */
+ * dedup_X_load through void pointers) and rejects a file that goes on after
+ * the container's checksum with DEDUP_ERR_TRAILING (for a pipe, whose length
+ * is unknown, by reading one byte more): then 'destroy' frees what 'load'
+ * returned and *out is NULL.  The one implementation behind every
+ * dedup_X_load_file(). */
 #include "dedup/format.h"
-typedef dedup_status (*dd_load_fn)(dedup_source src, const dedup_allocator *alloc, void **out);
-typedef void (*dd_free_fn)(void *obj);
-dedup_status dd_load_file(const char *path, const dedup_allocator *alloc, dd_load_fn load,
-                          dd_free_fn destroy, void **out);
+typedef dedup_status (*ddi_load_fn)(dedup_source src, const dedup_allocator *alloc, void **out);
+typedef void (*ddi_free_fn)(void *obj);
+dedup_status ddi_load_file(const char *path, const dedup_allocator *alloc, ddi_load_fn load,
+                           ddi_free_fn destroy, void **out);
 
 #endif

@@ -27,15 +27,15 @@ static dedup_status bitmap_alloc(uint64_t nbits, const dedup_allocator *a, dedup
 {
     uint64_t nwords = (nbits + 63) / 64;
     size_t bytes;
-    if (nwords > SIZE_MAX / 8 || !dd_mul_size((size_t)nwords, 8, &bytes))
+    if (nwords > SIZE_MAX / 8 || !ddi_mul_size((size_t)nwords, 8, &bytes))
         return DEDUP_ERR_LIMIT;
-    dedup_bitmap *bm = dd_malloc(a, sizeof *bm);
+    dedup_bitmap *bm = ddi_malloc(a, sizeof *bm);
     if (!bm)
         return DEDUP_ERR_NOMEM;
     bm->alloc = *a;
-    bm->words = dd_aligned_calloc(a, bytes, 64, &bm->raw);
+    bm->words = ddi_aligned_calloc(a, bytes, 64, &bm->raw);
     if (!bm->words) {
-        dd_free(a, bm);
+        ddi_free(a, bm);
         return DEDUP_ERR_NOMEM;
     }
     bm->nbits = nbits;
@@ -55,7 +55,7 @@ dedup_status dedup_bitmap_create(const dedup_bitmap_params *params, const dedup_
     if (params->nbits > DEDUP_MAX_BITS)
         return DEDUP_ERR_LIMIT;
     dedup_allocator a;
-    dd_allocator_resolve(&a, alloc);
+    ddi_allocator_resolve(&a, alloc);
     return bitmap_alloc(params->nbits, &a, out);
 }
 
@@ -64,8 +64,8 @@ void dedup_bitmap_free(dedup_bitmap *bm)
     if (!bm)
         return;
     dedup_allocator a = bm->alloc;
-    dd_free(&a, bm->raw);
-    dd_free(&a, bm);
+    ddi_free(&a, bm->raw);
+    ddi_free(&a, bm);
 }
 
 uint64_t dedup_bitmap_size(const dedup_bitmap *bm) { return bm->nbits; }
@@ -175,7 +175,7 @@ dedup_status dedup_bitmap_load(dedup_source src, const dedup_allocator *alloc,
         return DEDUP_ERR_INVALID_ARG;
     *out = NULL;
     dedup_allocator a;
-    dd_allocator_resolve(&a, alloc);
+    ddi_allocator_resolve(&a, alloc);
     dedup_decoder decoder, *dec = &decoder; /* ~5 KB; 64-byte aligned */
     dedup_bitmap *bm = NULL;
     dedup_status s = dedup_decoder_begin(dec, src, DEDUP_TYPE_BITMAP);
@@ -244,7 +244,7 @@ dedup_status dedup_bitmap_load_file(const char *path, const dedup_allocator *all
     if (!out)
         return DEDUP_ERR_INVALID_ARG;
     void *obj = NULL;
-    dedup_status s = dd_load_file(path, alloc, load_any, free_any, &obj);
+    dedup_status s = ddi_load_file(path, alloc, load_any, free_any, &obj);
     *out = obj;
     return s;
 }

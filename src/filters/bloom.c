@@ -48,7 +48,7 @@ static const uint64_t SALT[BLOCKED_MAX_K] = {
 
 struct dedup_bloom {
     uint64_t *words;   /* 64-byte aligned */
-    void *raw;         /* what dd_free() takes */
+    void *raw;         /* what ddi_free() takes */
     uint64_t bits;     /* m */
     uint64_t nwords;   /* ceil(m / 64) */
     uint64_t nblocks;  /* blocked: m / 512 */
@@ -474,19 +474,19 @@ static dedup_status bloom_alloc(dedup_bloom_kind kind, uint64_t bits, uint32_t k
                                 const dedup_allocator *alloc, dedup_bloom **out)
 {
     dedup_allocator a;
-    dd_allocator_resolve(&a, alloc);
+    ddi_allocator_resolve(&a, alloc);
     uint64_t nwords = (bits + 63) / 64;
     size_t bytes;
-    if (nwords > SIZE_MAX / 8 || !dd_mul_size((size_t)nwords, 8, &bytes))
+    if (nwords > SIZE_MAX / 8 || !ddi_mul_size((size_t)nwords, 8, &bytes))
         return DEDUP_ERR_LIMIT;
-    dedup_bloom *bf = dd_malloc(&a, sizeof *bf);
+    dedup_bloom *bf = ddi_malloc(&a, sizeof *bf);
     if (!bf)
         return DEDUP_ERR_NOMEM;
     memset(bf, 0, sizeof *bf);
     bf->alloc = a;
-    bf->words = dd_aligned_calloc(&a, bytes, 64, &bf->raw);
+    bf->words = ddi_aligned_calloc(&a, bytes, 64, &bf->raw);
     if (!bf->words) {
-        dd_free(&a, bf);
+        ddi_free(&a, bf);
         return DEDUP_ERR_NOMEM;
     }
     bf->bits = bits;
@@ -564,8 +564,8 @@ void dedup_bloom_free(dedup_bloom *bf)
     if (!bf)
         return;
     dedup_allocator a = bf->alloc;
-    dd_free(&a, bf->raw);
-    dd_free(&a, bf);
+    ddi_free(&a, bf->raw);
+    ddi_free(&a, bf);
 }
 
 /* ======================================================================
@@ -927,7 +927,7 @@ double dedup_bloom_current_fpr(const dedup_bloom *bf)
 
 size_t dedup_bloom_memory_usage(const dedup_bloom *bf)
 {
-    /* The bit array plus the alignment slack dd_aligned_calloc adds. */
+    /* The bit array plus the alignment slack ddi_aligned_calloc adds. */
     return sizeof *bf + (size_t)bf->nwords * 8 + 64;
 }
 
@@ -1025,7 +1025,7 @@ dedup_status dedup_bloom_load(dedup_source src, const dedup_allocator *alloc, de
     *out = NULL;
     dedup_decoder decoder, *dec = &decoder; /* ~5 KB; 64-byte aligned */
     dedup_allocator a;
-    dd_allocator_resolve(&a, alloc);
+    ddi_allocator_resolve(&a, alloc);
     dedup_bloom *bf = NULL;
     dedup_status s = dedup_decoder_begin(dec, src, 0);
     if (s)
@@ -1112,7 +1112,7 @@ dedup_status dedup_bloom_load_file(const char *path, const dedup_allocator *allo
     if (!out)
         return DEDUP_ERR_INVALID_ARG;
     void *obj = NULL;
-    dedup_status s = dd_load_file(path, alloc, load_any, free_any, &obj);
+    dedup_status s = ddi_load_file(path, alloc, load_any, free_any, &obj);
     *out = obj;
     return s;
 }

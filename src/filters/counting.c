@@ -95,8 +95,8 @@ static dedup_status alloc_filter(const dedup_allocator *alloc, uint64_t counters
                                  dedup_counting **out)
 {
     dedup_allocator a;
-    dd_allocator_resolve(&a, alloc);
-    dedup_counting *cb = dd_calloc(&a, 1, sizeof *cb);
+    ddi_allocator_resolve(&a, alloc);
+    dedup_counting *cb = ddi_calloc(&a, 1, sizeof *cb);
     if (!cb)
         return DEDUP_ERR_NOMEM;
     cb->alloc = a;
@@ -106,8 +106,8 @@ static dedup_status alloc_filter(const dedup_allocator *alloc, uint64_t counters
     cb->capacity = capacity;
     cb->fpr = fpr;
     cb->seed = seed;
-    if (cb->nwords > SIZE_MAX / 8 || !(cb->words = dd_calloc(&a, (size_t)cb->nwords, 8))) {
-        dd_free(&a, cb);
+    if (cb->nwords > SIZE_MAX / 8 || !(cb->words = ddi_calloc(&a, (size_t)cb->nwords, 8))) {
+        ddi_free(&a, cb);
         return DEDUP_ERR_NOMEM;
     }
     *out = cb;
@@ -151,8 +151,8 @@ void dedup_counting_free(dedup_counting *cb)
     if (!cb)
         return;
     dedup_allocator a = cb->alloc;
-    dd_free(&a, cb->words);
-    dd_free(&a, cb);
+    ddi_free(&a, cb->words);
+    ddi_free(&a, cb);
 }
 
 dedup_digest dedup_counting_digest(const dedup_counting *cb, const void *key, size_t len)
@@ -415,7 +415,7 @@ dedup_status dedup_counting_load(dedup_source src, const dedup_allocator *alloc,
         return DEDUP_ERR_INVALID_ARG;
     *out = NULL;
     dedup_allocator a;
-    dd_allocator_resolve(&a, alloc);
+    ddi_allocator_resolve(&a, alloc);
     /* On the stack: the decoder needs 64-byte alignment (about 5 KB). */
     dedup_decoder decoder, *dec = &decoder;
     dedup_counting *cb = NULL;
@@ -491,7 +491,7 @@ dedup_status dedup_counting_load_file(const char *path, const dedup_allocator *a
                                       dedup_counting **out)
 {
     void *obj = NULL;
-    dedup_status s = dd_load_file(path, alloc, load_any, free_any, &obj);
+    dedup_status s = ddi_load_file(path, alloc, load_any, free_any, &obj);
     if (out)
         *out = obj;
     return s;

@@ -315,7 +315,7 @@ static dedup_status link_alloc(dedup_cuckoo *cf, link *l, uint64_t nb)
         return DEDUP_ERR_LIMIT;
     if (bytes > SIZE_MAX - 8)
         return DEDUP_ERR_NOMEM;
-    l->table = dd_calloc(&cf->alloc, 1, (size_t)bytes + 8);
+    l->table = ddi_calloc(&cf->alloc, 1, (size_t)bytes + 8);
     if (!l->table)
         return DEDUP_ERR_NOMEM;
     l->nb = nb;
@@ -340,8 +340,8 @@ static dedup_status cuckoo_new(const dedup_allocator *alloc, uint32_t f, uint32_
                                dedup_cuckoo **out)
 {
     dedup_allocator a;
-    dd_allocator_resolve(&a, alloc);
-    dedup_cuckoo *cf = dd_calloc(&a, 1, sizeof *cf);
+    ddi_allocator_resolve(&a, alloc);
+    dedup_cuckoo *cf = ddi_calloc(&a, 1, sizeof *cf);
     if (!cf)
         return DEDUP_ERR_NOMEM;
     cf->alloc = a;
@@ -354,9 +354,9 @@ static dedup_status cuckoo_new(const dedup_allocator *alloc, uint32_t f, uint32_
     cf->fp_mask = (f == 64) ? UINT64_MAX : ((UINT64_C(1) << f) - 1);
     uint32_t bf = b * f;
     cf->one_word = bf <= 57 || (bf % 8 == 0 && bf <= 64);
-    cf->path = dd_malloc(&a, max_kicks ? max_kicks : 1);
+    cf->path = ddi_malloc(&a, max_kicks ? max_kicks : 1);
     if (!cf->path) {
-        dd_free(&a, cf);
+        ddi_free(&a, cf);
         return DEDUP_ERR_NOMEM;
     }
     *out = cf;
@@ -408,9 +408,9 @@ void dedup_cuckoo_free(dedup_cuckoo *cf)
         return;
     dedup_allocator a = cf->alloc;
     for (uint32_t i = 0; i < DEDUP_MAX_CHAIN; i++)
-        dd_free(&a, cf->links[i].table);
-    dd_free(&a, cf->path);
-    dd_free(&a, cf);
+        ddi_free(&a, cf->links[i].table);
+    ddi_free(&a, cf->path);
+    ddi_free(&a, cf);
 }
 
 dedup_digest dedup_cuckoo_digest(const dedup_cuckoo *cf, const void *key, size_t len)
@@ -678,7 +678,7 @@ dedup_status dedup_cuckoo_get_link_info(const dedup_cuckoo *cf, uint32_t idx,
 void dedup_cuckoo_clear(dedup_cuckoo *cf)
 {
     for (uint32_t t = 1; t < cf->nlinks; t++) {
-        dd_free(&cf->alloc, cf->links[t].table);
+        ddi_free(&cf->alloc, cf->links[t].table);
         memset(&cf->links[t], 0, sizeof cf->links[t]);
     }
     cf->nlinks = 1;
@@ -760,7 +760,7 @@ dedup_status dedup_cuckoo_load(dedup_source src, const dedup_allocator *alloc, d
         return DEDUP_ERR_INVALID_ARG;
     *out = NULL;
     dedup_allocator a;
-    dd_allocator_resolve(&a, alloc);
+    ddi_allocator_resolve(&a, alloc);
     /* On the stack: the decoder needs 64-byte alignment (about 5 KB). */
     dedup_decoder decoder, *dec = &decoder;
     dedup_cuckoo *cf = NULL;
@@ -871,7 +871,7 @@ dedup_status dedup_cuckoo_load_file(const char *path, const dedup_allocator *all
                                     dedup_cuckoo **out)
 {
     void *obj = NULL;
-    dedup_status s = dd_load_file(path, alloc, load_any, free_any, &obj);
+    dedup_status s = ddi_load_file(path, alloc, load_any, free_any, &obj);
     if (out)
         *out = obj;
     return s;

@@ -133,8 +133,8 @@ static dedup_scalable *new_chain(const dedup_allocator *alloc, dedup_bloom_kind 
                                  uint32_t max_links, uint64_t seed)
 {
     dedup_allocator a;
-    dd_allocator_resolve(&a, alloc);
-    dedup_scalable *sb = dd_calloc(&a, 1, sizeof *sb);
+    ddi_allocator_resolve(&a, alloc);
+    dedup_scalable *sb = ddi_calloc(&a, 1, sizeof *sb);
     if (!sb)
         return NULL;
     sb->alloc = a;
@@ -178,7 +178,7 @@ void dedup_scalable_free(dedup_scalable *sb)
     for (uint32_t i = 0; i < sb->nlinks; i++)
         dedup_bloom_free(sb->links[i].bf);
     dedup_allocator a = sb->alloc;
-    dd_free(&a, sb);
+    ddi_free(&a, sb);
 }
 
 dedup_digest dedup_scalable_digest(const dedup_scalable *sb, const void *key, size_t len)
@@ -567,7 +567,7 @@ dedup_status dedup_scalable_load_file(const char *path, const dedup_allocator *a
                                       dedup_scalable **out)
 {
     void *obj = NULL;
-    dedup_status s = dd_load_file(path, alloc, load_any, free_any, &obj);
+    dedup_status s = ddi_load_file(path, alloc, load_any, free_any, &obj);
     if (out)
         *out = obj;
     return s;

@@ -124,8 +124,8 @@ static dedup_status new_seen(const dedup_seen_ops *ops, const ddi_seen_class *cl
                              const dedup_allocator *alloc, dedup_seen **out)
 {
     dedup_allocator a;
-    dd_allocator_resolve(&a, alloc);
-    dedup_seen *s = dd_malloc(&a, sizeof *s);
+    ddi_allocator_resolve(&a, alloc);
+    dedup_seen *s = ddi_malloc(&a, sizeof *s);
     if (!s)
         return DEDUP_ERR_NOMEM;
     s->ops = ops;
@@ -166,7 +166,7 @@ dedup_status dedup_seen_create(const dedup_seen_spec *spec, const dedup_allocato
         (spec->kind == DEDUP_SEEN_BLOOM || spec->kind == DEDUP_SEEN_BLOCKED))
         c = &ddi_seen_class_scalable;
     dedup_allocator a;
-    dd_allocator_resolve(&a, alloc);
+    ddi_allocator_resolve(&a, alloc);
     void *impl = NULL;
     dedup_status st = c->create(spec, &a, &impl);
     if (st)
@@ -195,7 +195,7 @@ void dedup_seen_free(dedup_seen *s)
     if (s->ops->free)
         s->ops->free(s->impl);
     dedup_allocator a = s->alloc;
-    dd_free(&a, s);
+    ddi_free(&a, s);
 }
 
 /* ---- Loading by the header ---------------------------------------------------------
@@ -234,8 +234,8 @@ static dedup_status validate_other(dedup_source src)
 {
     dedup_decoder *d = NULL;
     dedup_allocator a;
-    dd_allocator_resolve(&a, NULL);
-    d = dd_malloc(&a, sizeof *d);
+    ddi_allocator_resolve(&a, NULL);
+    d = ddi_malloc(&a, sizeof *d);
     if (!d)
         return DEDUP_ERR_NOMEM;
     dedup_status st = dedup_decoder_begin(d, src, 0);
@@ -248,7 +248,7 @@ static dedup_status validate_other(dedup_source src)
     }
     if (!st)
         st = dedup_decoder_end(d);
-    dd_free(&a, d);
+    ddi_free(&a, d);
     return st ? st : DEDUP_ERR_WRONG_TYPE;
 }
 
@@ -272,7 +272,7 @@ dedup_status dedup_seen_load(dedup_source src, const dedup_allocator *alloc, ded
     if (!c)
         return validate_other(rs);
     dedup_allocator a;
-    dd_allocator_resolve(&a, alloc);
+    ddi_allocator_resolve(&a, alloc);
     void *impl = NULL;
     st = c->load(rs, &a, dedup_get_u64(r.head + 24), &impl);
     if (st)
@@ -298,8 +298,8 @@ dedup_status dedup_seen_load_file(const char *path, const dedup_allocator *alloc
         return DEDUP_ERR_INVALID_ARG;
     *out = NULL;
     dedup_allocator a;
-    dd_allocator_resolve(&a, alloc);
-    dedup_file_source *f = dd_malloc(&a, sizeof *f);
+    ddi_allocator_resolve(&a, alloc);
+    dedup_file_source *f = ddi_malloc(&a, sizeof *f);
     if (!f)
         return DEDUP_ERR_NOMEM;
     dedup_source src;
@@ -308,7 +308,7 @@ dedup_status dedup_seen_load_file(const char *path, const dedup_allocator *alloc
         st = dedup_seen_load(src, &a, out);
         dedup_file_source_close(f);
     }
-    dd_free(&a, f);
+    ddi_free(&a, f);
     return st;
 }
 

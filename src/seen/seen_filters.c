@@ -38,7 +38,7 @@ typedef struct fbox {
 
 static dedup_status fbox_new(const dedup_allocator *a, const dedup_seen_spec *sp, fbox **out)
 {
-    fbox *b = dd_malloc(a, sizeof *b);
+    fbox *b = ddi_malloc(a, sizeof *b);
     if (!b)
         return DEDUP_ERR_NOMEM;
     b->alloc = *a;
@@ -54,7 +54,7 @@ static dedup_status fbox_new(const dedup_allocator *a, const dedup_seen_spec *sp
 static void fbox_free(fbox *b)
 {
     dedup_allocator a = b->alloc;
-    dd_free(&a, b);
+    ddi_free(&a, b);
 }
 
 static void *fbox_structure(const void *impl) { return ((const fbox *)impl)->st; }

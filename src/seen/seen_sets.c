@@ -20,7 +20,7 @@ typedef struct box {
 
 static dedup_status box_new(const dedup_allocator *a, uint64_t seed, box **out)
 {
-    box *b = dd_malloc(a, sizeof *b);
+    box *b = ddi_malloc(a, sizeof *b);
     if (!b)
         return DEDUP_ERR_NOMEM;
     b->alloc = *a;
@@ -34,7 +34,7 @@ static dedup_status box_new(const dedup_allocator *a, uint64_t seed, box **out)
 static void box_free(box *b)
 {
     dedup_allocator a = b->alloc;
-    dd_free(&a, b);
+    ddi_free(&a, b);
 }
 
 static void *box_structure(const void *impl) { return ((const box *)impl)->st; }

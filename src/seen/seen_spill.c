@@ -49,16 +49,16 @@ static void spill_free(void *impl)
     dedup_extsort_free(s->es);
     dedup_strset_free(s->set);
     dedup_allocator a = s->alloc;
-    dd_free(&a, s->tmpdir);
-    dd_free(&a, s->held);
-    dd_free(&a, s);
+    ddi_free(&a, s->tmpdir);
+    ddi_free(&a, s->held);
+    ddi_free(&a, s);
 }
 
 static dedup_status spill_create(const dedup_seen_spec *sp, const dedup_allocator *a, void **impl)
 {
     if (!sp->memory || sp->memory / 2 < DEDUP_EXTSORT_MIN_MEMORY || !sp->emit)
         return DEDUP_ERR_INVALID_ARG;
-    spill *s = dd_calloc(a, 1, sizeof *s);
+    spill *s = ddi_calloc(a, 1, sizeof *s);
     if (!s)
         return DEDUP_ERR_NOMEM;
     s->alloc = *a;
@@ -71,7 +71,7 @@ static dedup_status spill_create(const dedup_seen_spec *sp, const dedup_allocato
     s->emit_ctx = sp->emit_ctx;
     if (sp->tmpdir) {
         size_t n = strlen(sp->tmpdir) + 1;
-        s->tmpdir = dd_malloc(a, n);
+        s->tmpdir = ddi_malloc(a, n);
         if (!s->tmpdir) {
             spill_free(s);
             return DEDUP_ERR_NOMEM;
@@ -122,7 +122,7 @@ static dedup_status hold(spill *s, const unsigned char *rec, size_t rlen, const 
         return DEDUP_ERR_NOMEM;
     if (need > s->held_cap) {
         size_t nc = need * 2;
-        unsigned char *nb = dd_realloc(&s->alloc, s->held, s->held_cap, nc);
+        unsigned char *nb = ddi_realloc(&s->alloc, s->held, s->held_cap, nc);
         if (!nb)
             return DEDUP_ERR_NOMEM;
         s->held = nb;
@@ -161,7 +161,7 @@ static dedup_status push_held(spill *s)
         st = dedup_extsort_push_batch(s->es, np, (const void *const *)rec, rlen,
                                       (const void *const *)key, klen, dig);
     }
-    dd_free(&s->alloc, s->held);
+    ddi_free(&s->alloc, s->held);
     s->held = NULL;
     s->held_len = s->held_cap = 0;
     return st;

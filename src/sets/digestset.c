@@ -98,7 +98,7 @@ size_t dedup_digestset_memory_usage(const dedup_digestset *s)
 static dedup_status dset_reserve(dedup_digestset *s, uint64_t n)
 {
     if (s->slots_cap < n) {
-        dedup_digest *p = dd_realloc(&s->alloc, s->slots, (size_t)s->slots_cap * sizeof *p,
+        dedup_digest *p = ddi_realloc(&s->alloc, s->slots, (size_t)s->slots_cap * sizeof *p,
                                      (size_t)n * sizeof *p);
         if (!p)
             return DEDUP_ERR_NOMEM;
@@ -107,7 +107,7 @@ static dedup_status dset_reserve(dedup_digestset *s, uint64_t n)
         s->slots_cap = n;
     }
     if (s->counts && s->counts_cap < n) {
-        uint64_t *c = dd_realloc(&s->alloc, s->counts, (size_t)s->counts_cap * 8, (size_t)n * 8);
+        uint64_t *c = ddi_realloc(&s->alloc, s->counts, (size_t)s->counts_cap * 8, (size_t)n * 8);
         if (!c)
             return DEDUP_ERR_NOMEM;
         s->counts = c;
@@ -152,10 +152,10 @@ dedup_status dedup_digestset_create(const dedup_set_params *params, const dedup_
         params = &def;
     }
     dedup_allocator a;
-    dd_allocator_resolve(&a, alloc);
+    ddi_allocator_resolve(&a, alloc);
     if (params->capacity > DSET_MAX_SLOTS)
         return DEDUP_ERR_LIMIT;
-    uint64_t nhome = dd_set_slots_for(params->capacity, DSET_LOAD_NUM, DSET_LOAD_DEN);
+    uint64_t nhome = ddi_set_slots_for(params->capacity, DSET_LOAD_NUM, DSET_LOAD_DEN);
     uint64_t nslots = nhome + DSET_TAIL;
     if (nslots > DSET_MAX_SLOTS)
         return DEDUP_ERR_LIMIT;
@@ -163,19 +163,19 @@ dedup_status dedup_digestset_create(const dedup_set_params *params, const dedup_
         sizeof(dedup_digestset) + nslots * (sizeof(dedup_digest) + (params->counts ? 8 : 0)) >
             params->memory_limit)
         return DEDUP_ERR_FULL;
-    dedup_digestset *s = dd_calloc(&a, 1, sizeof *s);
+    dedup_digestset *s = ddi_calloc(&a, 1, sizeof *s);
     if (!s)
         return DEDUP_ERR_NOMEM;
     s->alloc = a;
     s->seed = params->seed;
     s->limit = params->memory_limit;
-    s->slots = dd_malloc(&a, (size_t)nslots * sizeof(dedup_digest));
+    s->slots = ddi_malloc(&a, (size_t)nslots * sizeof(dedup_digest));
     if (params->counts)
-        s->counts = dd_malloc(&a, (size_t)nslots * 8);
+        s->counts = ddi_malloc(&a, (size_t)nslots * 8);
     if (!s->slots || (params->counts && !s->counts)) {
-        dd_free(&a, s->slots);
-        dd_free(&a, s->counts);
-        dd_free(&a, s);
+        ddi_free(&a, s->slots);
+        ddi_free(&a, s->counts);
+        ddi_free(&a, s);
         return DEDUP_ERR_NOMEM;
     }
     memset(s->slots, 0xff, (size_t)nslots * sizeof(dedup_digest));
@@ -192,9 +192,9 @@ void dedup_digestset_free(dedup_digestset *s)
 {
     if (!s)
         return;
-    dd_free(&s->alloc, s->slots);
-    dd_free(&s->alloc, s->counts);
-    dd_free(&s->alloc, s);
+    ddi_free(&s->alloc, s->slots);
+    ddi_free(&s->alloc, s->counts);
+    ddi_free(&s->alloc, s);
 }
 
 void dedup_digestset_prefetch(const dedup_digestset *s, dedup_digest d)

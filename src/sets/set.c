@@ -26,7 +26,7 @@ void dedup_set_params_init(dedup_set_params *params)
 
 /* Slots for 'capacity' keys at a load of num/den (at least MIN_SLOTS), plus
  * one: a table always keeps an empty slot. */
-uint64_t dd_set_slots_for(uint64_t capacity, unsigned num, unsigned den)
+uint64_t ddi_set_slots_for(uint64_t capacity, unsigned num, unsigned den)
 {
     uint64_t s = capacity / num * den + (capacity % num * den + num - 1) / num;
     if (s < MIN_SLOTS)

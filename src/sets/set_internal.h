@@ -18,7 +18,7 @@
 
 /* Slots for 'capacity' keys at a load of num/den (at least MIN_SLOTS), plus
  * one: a table always keeps an empty slot (set.c). */
-uint64_t dd_set_slots_for(uint64_t capacity, unsigned num, unsigned den);
+uint64_t ddi_set_slots_for(uint64_t capacity, unsigned num, unsigned den);
 
 #if defined(__GNUC__)
 #pragma GCC visibility pop

@@ -113,7 +113,7 @@ static size_t strset_table_bytes(uint64_t nslots) { return (size_t)nslots * size
 static void *grow_array(const dedup_allocator *a, void *arr, size_t *cap, size_t elem)
 {
     size_t nc = *cap ? *cap * 2 : 16;
-    void *p = dd_realloc(a, arr, *cap * elem, nc * elem);
+    void *p = ddi_realloc(a, arr, *cap * elem, nc * elem);
     if (p)
         *cap = nc;
     return p;
@@ -179,9 +179,9 @@ static unsigned str_depth_for(uint64_t capacity)
 static void str_free_tables(dedup_strset *s)
 {
     for (size_t i = 0; i < s->nsegs; i++)
-        dd_free(&s->alloc, s->segs[i].slots);
-    dd_free(&s->alloc, s->segs);
-    dd_free(&s->alloc, s->dir);
+        ddi_free(&s->alloc, s->segs[i].slots);
+    ddi_free(&s->alloc, s->segs);
+    ddi_free(&s->alloc, s->dir);
 }
 
 dedup_status dedup_strset_create(const dedup_set_params *params, const dedup_allocator *alloc,
@@ -196,8 +196,8 @@ dedup_status dedup_strset_create(const dedup_set_params *params, const dedup_all
         params = &def;
     }
     dedup_allocator a;
-    dd_allocator_resolve(&a, alloc);
-    uint64_t nslots = dd_set_slots_for(params->capacity, 3, 4);
+    ddi_allocator_resolve(&a, alloc);
+    uint64_t nslots = ddi_set_slots_for(params->capacity, 3, 4);
     if (nslots > (UINT64_C(1) << 40))
         return DEDUP_ERR_LIMIT;
     /* One small table up to a segment's worth, else 2^depth full segments. */
@@ -212,7 +212,7 @@ dedup_status dedup_strset_create(const dedup_set_params *params, const dedup_all
                    nsegs * (sizeof(str_seg) + strset_table_bytes(per));
     if (params->memory_limit && bytes > params->memory_limit)
         return DEDUP_ERR_FULL;
-    dedup_strset *s = dd_calloc(&a, 1, sizeof *s);
+    dedup_strset *s = ddi_calloc(&a, 1, sizeof *s);
     if (!s)
         return DEDUP_ERR_NOMEM;
     s->alloc = a;
@@ -221,13 +221,13 @@ dedup_status dedup_strset_create(const dedup_set_params *params, const dedup_all
     s->counts = params->counts;
     s->depth = depth;
     s->dshift = 63 - depth;
-    s->dir = dd_malloc(&a, sizeof(uint32_t) * nsegs);
-    s->segs = dd_calloc(&a, nsegs, sizeof(str_seg));
+    s->dir = ddi_malloc(&a, sizeof(uint32_t) * nsegs);
+    s->segs = ddi_calloc(&a, nsegs, sizeof(str_seg));
     if (!s->dir || !s->segs)
         goto nomem;
     s->segs_cap = nsegs;
     for (size_t i = 0; i < nsegs; i++) {
-        str_slot *t = dd_calloc(&a, (size_t)per, sizeof(str_slot));
+        str_slot *t = ddi_calloc(&a, (size_t)per, sizeof(str_slot));
         if (!t)
             goto nomem;
         s->segs[i] = (str_seg){t, per, 0, seg_grow_at(per), depth};
@@ -238,7 +238,7 @@ dedup_status dedup_strset_create(const dedup_set_params *params, const dedup_all
     return DEDUP_OK;
 nomem:
     str_free_tables(s);
-    dd_free(&a, s);
+    ddi_free(&a, s);
     return DEDUP_ERR_NOMEM;
 }
 
@@ -247,16 +247,16 @@ void dedup_strset_free(dedup_strset *s)
     if (!s)
         return;
     for (size_t i = 0; i < s->nchunks; i++)
-        dd_free(&s->alloc, s->chunks[i].data);
-    dd_free(&s->alloc, s->chunks);
+        ddi_free(&s->alloc, s->chunks[i].data);
+    ddi_free(&s->alloc, s->chunks);
     str_free_tables(s);
-    dd_free(&s->alloc, s);
+    ddi_free(&s->alloc, s);
 }
 
 void dedup_strset_clear(dedup_strset *s)
 {
     for (size_t i = 0; i < s->nchunks; i++)
-        dd_free(&s->alloc, s->chunks[i].data);
+        ddi_free(&s->alloc, s->chunks[i].data);
     s->nchunks = 0;
     s->arena_bytes = 0;
     for (size_t i = 0; i < s->nsegs; i++) {
@@ -336,13 +336,13 @@ static inline void str_place(str_slot *t, uint64_t n, str_slot x)
 static dedup_status str_grow_table(dedup_strset *s, str_seg *g)
 {
     uint64_t n = g->nslots * 2 < STR_SEG ? g->nslots * 2 : STR_SEG;
-    str_slot *ns = dd_calloc(&s->alloc, (size_t)n, sizeof(str_slot));
+    str_slot *ns = ddi_calloc(&s->alloc, (size_t)n, sizeof(str_slot));
     if (!ns)
         return DEDUP_ERR_NOMEM;
     for (uint64_t i = 0; i < g->nslots; i++)
         if (g->slots[i].tag)
             str_place(ns, n, g->slots[i]); /* the tag is the home: no rehashing of keys */
-    dd_free(&s->alloc, g->slots);
+    ddi_free(&s->alloc, g->slots);
     g->slots = ns;
     g->nslots = n;
     g->grow_at = seg_grow_at(n);
@@ -362,12 +362,12 @@ static dedup_status str_split(dedup_strset *s, size_t gi, uint64_t tag)
         return DEDUP_ERR_LIMIT;
     if (ld == s->depth) {
         size_t old = (size_t)1 << s->depth;
-        uint32_t *nd = dd_malloc(&s->alloc, sizeof(uint32_t) * old * 2);
+        uint32_t *nd = ddi_malloc(&s->alloc, sizeof(uint32_t) * old * 2);
         if (!nd)
             return DEDUP_ERR_NOMEM;
         for (size_t i = 0; i < old * 2; i++)
             nd[i] = s->dir[i >> 1];
-        dd_free(&s->alloc, s->dir);
+        ddi_free(&s->alloc, s->dir);
         s->dir = nd;
         s->depth++;
         s->dshift--;
@@ -378,7 +378,7 @@ static dedup_status str_split(dedup_strset *s, size_t gi, uint64_t tag)
             return DEDUP_ERR_NOMEM;
         s->segs = arr;
     }
-    str_slot *nt = dd_calloc(&s->alloc, (size_t)STR_SEG, sizeof(str_slot));
+    str_slot *nt = ddi_calloc(&s->alloc, (size_t)STR_SEG, sizeof(str_slot));
     if (!nt)
         return DEDUP_ERR_NOMEM;
     size_t ni = s->nsegs++;
@@ -466,7 +466,7 @@ static dedup_status arena_alloc(dedup_strset *s, size_t need, uint64_t *ref)
         }
         if (s->nchunks >= UINT32_MAX)
             return DEDUP_ERR_LIMIT;
-        unsigned char *data = dd_malloc(&s->alloc, cap);
+        unsigned char *data = ddi_malloc(&s->alloc, cap);
         if (!data)
             return DEDUP_ERR_NOMEM;
         c = &s->chunks[s->nchunks++];

@@ -42,21 +42,21 @@ dedup_status dedup_u64set_create(const dedup_set_params *params, const dedup_all
     if (params->counts)
         return DEDUP_ERR_INVALID_ARG;
     dedup_allocator a;
-    dd_allocator_resolve(&a, alloc);
-    uint64_t nslots = dd_set_slots_for(params->capacity, 4, 5);
+    ddi_allocator_resolve(&a, alloc);
+    uint64_t nslots = ddi_set_slots_for(params->capacity, 4, 5);
     if (nslots > (UINT64_C(1) << 40))
         return DEDUP_ERR_LIMIT;
     if (params->memory_limit && nslots * 8 > params->memory_limit)
         return DEDUP_ERR_FULL;
-    dedup_u64set *s = dd_calloc(&a, 1, sizeof *s);
+    dedup_u64set *s = ddi_calloc(&a, 1, sizeof *s);
     if (!s)
         return DEDUP_ERR_NOMEM;
     s->alloc = a;
     s->seed = params->seed;
     s->limit = params->memory_limit;
-    s->slots = dd_calloc(&a, (size_t)nslots, 8);
+    s->slots = ddi_calloc(&a, (size_t)nslots, 8);
     if (!s->slots) {
-        dd_free(&a, s);
+        ddi_free(&a, s);
         return DEDUP_ERR_NOMEM;
     }
     s->nslots = nslots;
@@ -69,8 +69,8 @@ void dedup_u64set_free(dedup_u64set *s)
 {
     if (!s)
         return;
-    dd_free(&s->alloc, s->slots);
-    dd_free(&s->alloc, s);
+    ddi_free(&s->alloc, s->slots);
+    ddi_free(&s->alloc, s);
 }
 
 static inline uint64_t u64_home(const dedup_u64set *s, uint64_t key, uint64_t nslots)
@@ -101,7 +101,7 @@ static dedup_status u64_rehash(dedup_u64set *s)
     uint64_t n = (s->nslots - 1) * 2 + 1;
     if (s->limit && dedup_u64set_memory_usage(s) + n * 8 > s->limit)
         return DEDUP_ERR_FULL;
-    uint64_t *ns = dd_calloc(&s->alloc, (size_t)n, 8);
+    uint64_t *ns = ddi_calloc(&s->alloc, (size_t)n, 8);
     if (!ns)
         return DEDUP_ERR_NOMEM;
     for (uint64_t i = 0; i < s->nslots; i++) {
@@ -114,7 +114,7 @@ static dedup_status u64_rehash(dedup_u64set *s)
                 j = 0;
         ns[j] = x;
     }
-    dd_free(&s->alloc, s->slots);
+    ddi_free(&s->alloc, s->slots);
     s->slots = ns;
     s->nslots = n;
     s->grow_at = (n - 1) / 5 * 4;

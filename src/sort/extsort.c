@@ -36,11 +36,11 @@ static void cache_take(dedup_extsort *es, size_t i)
 static void cache_drop(dedup_extsort *es, size_t i)
 {
     es->cached -= es->cache[i].n;
-    dd_free(&es->alloc, es->cache[i].p);
+    ddi_free(&es->alloc, es->cache[i].p);
     cache_take(es, i);
 }
 
-void dd_es_cache_clear(dedup_extsort *es)
+void ddi_es_cache_clear(dedup_extsort *es)
 {
     while (es->ncache)
         cache_drop(es, es->ncache - 1);
@@ -54,14 +54,14 @@ static void cache_room(dedup_extsort *es, size_t n)
         cache_drop(es, 0);
 }
 
-void dd_es_note_peak(dedup_extsort *es)
+void ddi_es_note_peak(dedup_extsort *es)
 {
     size_t held = es->mem_cur + es->cached + es->shadow_held;
     if (held > es->st.peak_memory)
         es->st.peak_memory = held;
 }
 
-void *dd_es_alloc(dedup_extsort *es, size_t n)
+void *ddi_es_alloc(dedup_extsort *es, size_t n)
 {
     if (n >= ES_CACHE_MIN) {
         for (size_t i = es->ncache; i-- > 0;) /* the most recently freed first */
@@ -74,15 +74,15 @@ void *dd_es_alloc(dedup_extsort *es, size_t n)
             }
     }
     cache_room(es, n);
-    void *p = dd_malloc(&es->alloc, n);
+    void *p = ddi_malloc(&es->alloc, n);
     if (p) {
         es->mem_cur += n;
-        dd_es_note_peak(es);
+        ddi_es_note_peak(es);
     }
     return p;
 }
 
-void dd_es_free(dedup_extsort *es, void *p, size_t n)
+void ddi_es_free(dedup_extsort *es, void *p, size_t n)
 {
     if (!p)
         return;
@@ -94,17 +94,17 @@ void dd_es_free(dedup_extsort *es, void *p, size_t n)
         es->cached += n;
         return;
     }
-    dd_free(&es->alloc, p);
+    ddi_free(&es->alloc, p);
 }
 
 static void *es_realloc(dedup_extsort *es, void *p, size_t old, size_t n)
 {
     if (n > old)
         cache_room(es, n - old);
-    void *q = dd_realloc(&es->alloc, p, old, n);
+    void *q = ddi_realloc(&es->alloc, p, old, n);
     if (q) {
         es->mem_cur = es->mem_cur - old + n;
-        dd_es_note_peak(es);
+        ddi_es_note_peak(es);
     }
     return q;
 }
@@ -112,7 +112,7 @@ static void *es_realloc(dedup_extsort *es, void *p, size_t old, size_t n)
 /* Room for element number n of an array of *cap elements of 'elem' bytes:
  * returns the array, doubled (from 'first') when full; NULL if that fails
  * (the old array stays valid). */
-void *dd_es_grow(dedup_extsort *es, void *arr, size_t n, size_t *cap, size_t elem, size_t first)
+void *ddi_es_grow(dedup_extsort *es, void *arr, size_t n, size_t *cap, size_t elem, size_t first)
 {
     if (n < *cap)
         return arr;
@@ -125,7 +125,7 @@ void *dd_es_grow(dedup_extsort *es, void *arr, size_t n, size_t *cap, size_t ele
 
 /* Records 's' as the engine's error unless one is already recorded (errors
  * are sticky: every later call reports the first); returns 's'. */
-dedup_status dd_es_fail(dedup_extsort *es, dedup_status s)
+dedup_status ddi_es_fail(dedup_extsort *es, dedup_status s)
 {
     if (es->err == DEDUP_OK)
         es->err = s;
@@ -154,8 +154,8 @@ dedup_status dedup_extsort_create(const dedup_extsort_params *params, const dedu
         return DEDUP_ERR_INVALID_ARG;
     *out = NULL;
     dedup_allocator a;
-    dd_allocator_resolve(&a, alloc);
-    dedup_extsort *es = dd_malloc(&a, sizeof *es);
+    ddi_allocator_resolve(&a, alloc);
+    dedup_extsort *es = ddi_malloc(&a, sizeof *es);
     if (!es)
         return DEDUP_ERR_NOMEM;
     memset(es, 0, sizeof *es);
@@ -168,7 +168,7 @@ dedup_status dedup_extsort_create(const dedup_extsort_params *params, const dedu
     /* Giants: longer than budget/16, at most 1 MiB (the staging buffer is
      * taken out of the table's share), at least two frames. */
     es->giant_min = clampz(es->budget / 16, 2 * es->frame, (size_t)1 << 20);
-    es->hb_frames = dd_es_hb_frames_for(es);
+    es->hb_frames = ddi_es_hb_frames_for(es);
     if (pthread_mutex_init(&es->wlock, NULL) == 0)
         es->wl = &es->wlock;
     else
@@ -183,10 +183,10 @@ dedup_status dedup_extsort_create(const dedup_extsort_params *params, const dedu
             dir = "/tmp";
     }
     size_t dl = strlen(dir) + 1;
-    es->tmpdir = dd_es_alloc(es, dl);
+    es->tmpdir = ddi_es_alloc(es, dl);
     if (es->tmpdir) /* before anything can fail: free() takes its strlen */
         memcpy(es->tmpdir, dir, dl);
-    es->top = dd_es_alloc(es, sizeof(node));
+    es->top = ddi_es_alloc(es, sizeof(node));
     if (es->top)
         memset(es->top, 0, sizeof(node));
     if (!es->tmpdir || !es->top) {
@@ -194,7 +194,7 @@ dedup_status dedup_extsort_create(const dedup_extsort_params *params, const dedu
         return DEDUP_ERR_NOMEM;
     }
     es->p.tmpdir = es->tmpdir;
-    if (dd_es_node_init(es, es->top, 0, NULL) != DEDUP_OK) {
+    if (ddi_es_node_init(es, es->top, 0, NULL) != DEDUP_OK) {
         dedup_extsort_free(es);
         return DEDUP_ERR_NOMEM;
     }
@@ -206,10 +206,10 @@ void dedup_extsort_free(dedup_extsort *es)
 {
     if (!es)
         return;
-    dd_es_hp_stop(es); /* drops whatever is still queued */
+    ddi_es_hp_stop(es); /* drops whatever is still queued */
     if (es->top) {
-        dd_es_node_free(es, es->top);
-        dd_es_free(es, es->top, sizeof(node));
+        ddi_es_node_free(es, es->top);
+        ddi_es_free(es, es->top, sizeof(node));
     }
     for (int i = 0; i <= DEDUP_EXTSORT_MAX_DEPTH; i++) {
         if (es->sp[i].fd >= 0)
@@ -218,21 +218,21 @@ void dedup_extsort_free(dedup_extsort *es)
             close(es->rs[i].fd);
     }
     if (es->tmpdir)
-        dd_es_free(es, es->tmpdir, strlen(es->tmpdir) + 1);
-    dd_es_free(es, es->runs, es->capruns * sizeof(blk));
-    dd_es_free(es, es->zbuf, es->zcap);
-    dd_es_free(es, es->zstate, es->zstate_n);
+        ddi_es_free(es, es->tmpdir, strlen(es->tmpdir) + 1);
+    ddi_es_free(es, es->runs, es->capruns * sizeof(blk));
+    ddi_es_free(es, es->zbuf, es->zcap);
+    ddi_es_free(es, es->zstate, es->zstate_n);
     if (es->gf.fd >= 0)
         close(es->gf.fd);
-    dd_es_free(es, es->g, es->capg * sizeof(giant));
-    dd_es_free(es, es->gord, es->gordcap * sizeof(size_t));
-    dd_es_free(es, es->gbuf, es->giant_min);
-    dd_es_free(es, es->xsmem, sizeof(XXH3_state_t) + 64);
-    dd_es_cache_clear(es);
+    ddi_es_free(es, es->g, es->capg * sizeof(giant));
+    ddi_es_free(es, es->gord, es->gordcap * sizeof(size_t));
+    ddi_es_free(es, es->gbuf, es->giant_min);
+    ddi_es_free(es, es->xsmem, sizeof(XXH3_state_t) + 64);
+    ddi_es_cache_clear(es);
     if (es->wl == &es->wlock)
         pthread_mutex_destroy(&es->wlock);
     dedup_allocator a = es->alloc;
-    dd_free(&a, es);
+    ddi_free(&a, es);
 }
 
 dedup_status dedup_extsort_push(dedup_extsort *es, const void *rec, size_t len, const void *key,
@@ -248,11 +248,11 @@ dedup_status dedup_extsort_push(dedup_extsort *es, const void *rec, size_t len, 
     }
     if (es->p.emit_piece && keylen > es->giant_min) {
         if (len != keylen || (key != rec && memcmp(key, rec, len) != 0))
-            return dd_es_fail(es, DEDUP_ERR_LIMIT); /* a giant key must be its record */
-        return dd_es_giant_push_whole(es, rec, len, digest);
+            return ddi_es_fail(es, DEDUP_ERR_LIMIT); /* a giant key must be its record */
+        return ddi_es_giant_push_whole(es, rec, len, digest);
     }
     if (len > MAX_FIELD - 1 || keylen > MAX_FIELD - 1)
-        return dd_es_fail(es, DEDUP_ERR_LIMIT);
+        return ddi_es_fail(es, DEDUP_ERR_LIMIT);
     item it;
     it.seq = es->seq++;
     it.count = 1;
@@ -264,8 +264,8 @@ dedup_status dedup_extsort_push(dedup_extsort *es, const void *rec, size_t len, 
         it.rec = it.key; /* stored once */
     es->st.records_in++;
     if (es->p.order == DEDUP_EXTSORT_SORTED)
-        return dd_es_runs_add(es, &it, digest);
-    return dd_es_node_add(es, es->top, &it, digest);
+        return ddi_es_runs_add(es, &it, digest);
+    return ddi_es_node_add(es, es->top, &it, digest);
 }
 
 dedup_status dedup_extsort_push_batch(dedup_extsort *es, size_t n, const void *const *recs,
@@ -314,18 +314,18 @@ dedup_status dedup_extsort_finish(dedup_extsort *es)
     es->finished = true;
     dedup_status s = DEDUP_OK;
     if (es->ng && es->p.order == DEDUP_EXTSORT_SORTED)
-        s = dd_es_giants_sort(es);
+        s = ddi_es_giants_sort(es);
     if (s == DEDUP_OK)
-        s = es->nruns ? dd_es_runs_finish(es) : dd_es_node_finish(es, es->top);
+        s = es->nruns ? ddi_es_runs_finish(es) : ddi_es_node_finish(es, es->top);
     if (s == DEDUP_OK && es->ng)
-        s = dd_es_giants_before(es, NULL);
-    dd_es_tf_reset(es, &es->gf);
-    dd_es_node_free(es, es->top);
+        s = ddi_es_giants_before(es, NULL);
+    ddi_es_tf_reset(es, &es->gf);
+    ddi_es_node_free(es, es->top);
     for (int i = 0; i <= DEDUP_EXTSORT_MAX_DEPTH; i++) {
-        dd_es_tf_reset(es, &es->sp[i]);
-        dd_es_tf_reset(es, &es->rs[i]);
+        ddi_es_tf_reset(es, &es->sp[i]);
+        ddi_es_tf_reset(es, &es->rs[i]);
     }
-    return s != DEDUP_OK ? dd_es_fail(es, s) : DEDUP_OK;
+    return s != DEDUP_OK ? ddi_es_fail(es, s) : DEDUP_OK;
 }
 
 dedup_status dedup_extsort_push_begin(dedup_extsort *es)
@@ -334,10 +334,10 @@ dedup_status dedup_extsort_push_begin(dedup_extsort *es)
         return es->err;
     if (es->finished || es->in_piece || !es->p.emit_piece)
         return DEDUP_ERR_INVALID_ARG;
-    dedup_status s = dd_es_giant_buffers(es);
+    dedup_status s = ddi_es_giant_buffers(es);
     if (s != DEDUP_OK)
         return s;
-    XXH3_128bits_reset_withSeed(dd_es_xstate(es), es->p.seed);
+    XXH3_128bits_reset_withSeed(ddi_es_xstate(es), es->p.seed);
     es->in_piece = true;
     es->piece_giant = false;
     es->plen = 0;
@@ -353,7 +353,7 @@ dedup_status dedup_extsort_push_part(dedup_extsort *es, const void *data, size_t
         return DEDUP_ERR_INVALID_ARG;
     if (len == 0)
         return DEDUP_OK;
-    XXH3_128bits_update(dd_es_xstate(es), data, len);
+    XXH3_128bits_update(ddi_es_xstate(es), data, len);
     es->ptotal += len;
     const uint8_t *q = data;
     dedup_status s;
@@ -365,18 +365,18 @@ dedup_status dedup_extsort_push_part(dedup_extsort *es, const void *data, size_t
         }
         /* longer than giant_min: a giant, whose bytes go to GF */
         if (!es->piece_giant) {
-            if ((s = dd_es_tf_open(es, &es->gf)) != DEDUP_OK)
+            if ((s = ddi_es_tf_open(es, &es->gf)) != DEDUP_OK)
                 return s;
             es->piece_giant = true;
             es->poff = es->gf.size;
         }
         if (es->plen) {
-            if ((s = dd_es_tf_write(es, &es->gf, es->gbuf, es->plen)) != DEDUP_OK)
+            if ((s = ddi_es_tf_write(es, &es->gf, es->gbuf, es->plen)) != DEDUP_OK)
                 return s;
             es->plen = 0;
         }
         if (len >= es->giant_min)
-            return dd_es_tf_write(es, &es->gf, q, len);
+            return ddi_es_tf_write(es, &es->gf, q, len);
     }
     return DEDUP_OK;
 }
@@ -387,16 +387,16 @@ dedup_status dedup_extsort_push_end(dedup_extsort *es)
         return es->err;
     if (!es->in_piece)
         return DEDUP_ERR_INVALID_ARG;
-    XXH128_hash_t h = XXH3_128bits_digest(dd_es_xstate(es));
+    XXH128_hash_t h = XXH3_128bits_digest(ddi_es_xstate(es));
     dedup_digest d = {h.low64, h.high64};
     es->in_piece = false;
     if (!es->piece_giant) /* it fitted: an ordinary record */
         return dedup_extsort_push(es, es->gbuf, es->plen, NULL, 0, d);
     dedup_status s = DEDUP_OK;
     if (es->plen)
-        s = dd_es_tf_write(es, &es->gf, es->gbuf, es->plen);
+        s = ddi_es_tf_write(es, &es->gf, es->gbuf, es->plen);
     es->plen = 0;
-    return s == DEDUP_OK ? dd_es_giant_add(es, es->poff, es->ptotal, d) : s;
+    return s == DEDUP_OK ? ddi_es_giant_add(es, es->poff, es->ptotal, d) : s;
 }
 
 size_t dedup_extsort_giant_min(const dedup_extsort *es) { return es->giant_min; }

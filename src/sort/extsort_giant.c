@@ -20,14 +20,14 @@
  * DUPLICATES output, which must write it later).  Giants are written out by
  * streaming them from GF to emit_piece: at once while first-occurrence output
  * streams, else interleaved with the other output at the top level in
- * sequence order (dd_es_node_out) or, in sorted order, in key order: no ordinary
+ * sequence order (ddi_es_node_out) or, in sorted order, in key order: no ordinary
  * key is longer than giant_min, so the giant's first giant_min bytes decide
  * where it goes, and the giants are sorted among themselves by streaming
  * comparisons before the final merge. */
 
 /* The giants' share of the budget: the staging buffer, two frame readers and
  * the streaming digest state. */
-size_t dd_es_giant_reserve(const dedup_extsort *es)
+size_t ddi_es_giant_reserve(const dedup_extsort *es)
 {
     return es->p.emit_piece ? es->giant_min + 4 * es->frame + 2 * sizeof(reader) +
                                   sizeof(XXH3_state_t) + 64
@@ -47,7 +47,7 @@ static dedup_status rd_more(dedup_extsort *es, reader *r, bool *more)
 {
     dedup_status s = DEDUP_OK;
     if (r->lo == r->hi)
-        s = dd_es_rd_fill(es, r, 1);
+        s = ddi_es_rd_fill(es, r, 1);
     *more = s == DEDUP_OK && r->lo < r->hi;
     return s;
 }
@@ -59,9 +59,9 @@ static dedup_status giant_cmp(dedup_extsort *es, const giant *a, const giant *b,
     blk ea = {a->off, a->dlen}, eb = {b->off, b->dlen};
     reader ra, rb;
     memset(&rb, 0, sizeof rb);
-    dedup_status s = dd_es_rd_init(es, &ra, &es->gf, &ea, 1, 2 * es->frame, 0);
+    dedup_status s = ddi_es_rd_init(es, &ra, &es->gf, &ea, 1, 2 * es->frame, 0);
     if (s == DEDUP_OK)
-        s = dd_es_rd_init(es, &rb, &es->gf, &eb, 1, 2 * es->frame, 0);
+        s = ddi_es_rd_init(es, &rb, &es->gf, &eb, 1, 2 * es->frame, 0);
     *res = 0;
     while (s == DEDUP_OK) {
         bool ma, mb;
@@ -80,8 +80,8 @@ static dedup_status giant_cmp(dedup_extsort *es, const giant *a, const giant *b,
         ra.lo += m;
         rb.lo += m;
     }
-    dd_es_rd_free(es, &ra);
-    dd_es_rd_free(es, &rb);
+    ddi_es_rd_free(es, &ra);
+    ddi_es_rd_free(es, &rb);
     return s;
 }
 
@@ -90,7 +90,7 @@ static dedup_status giant_emit(dedup_extsort *es, giant *g)
 {
     blk e = {g->off, g->dlen};
     reader r;
-    dedup_status s = dd_es_rd_init(es, &r, &es->gf, &e, 1, 2 * es->frame, 0);
+    dedup_status s = ddi_es_rd_init(es, &r, &es->gf, &e, 1, 2 * es->frame, 0);
     uint64_t left = g->rawlen;
     bool first = true;
     while (s == DEDUP_OK && left > 0) {
@@ -99,7 +99,7 @@ static dedup_status giant_emit(dedup_extsort *es, giant *g)
             break;
         size_t n = r.hi - r.lo;
         if (!more || n > left) {
-            s = dd_es_fail(es, more ? DEDUP_ERR_CORRUPT : DEDUP_ERR_TRUNCATED);
+            s = ddi_es_fail(es, more ? DEDUP_ERR_CORRUPT : DEDUP_ERR_TRUNCATED);
             break;
         }
         left -= n;
@@ -109,10 +109,10 @@ static dedup_status giant_emit(dedup_extsort *es, giant *g)
         first = false;
         if (rc) {
             es->emit_rc = rc;
-            s = dd_es_fail(es, DEDUP_ERR_CANCELLED);
+            s = ddi_es_fail(es, DEDUP_ERR_CANCELLED);
         }
     }
-    dd_es_rd_free(es, &r);
+    ddi_es_rd_free(es, &r);
     if (s == DEDUP_OK) {
         es->st.records_out++;
         g->flags |= G_DONE;
@@ -135,14 +135,14 @@ static dedup_status giant_prefix(dedup_extsort *es, const giant *g)
 {
     blk e = {g->off, g->dlen};
     reader r;
-    dedup_status s = dd_es_rd_init(es, &r, &es->gf, &e, 1, 2 * es->frame, 0);
+    dedup_status s = ddi_es_rd_init(es, &r, &es->gf, &e, 1, 2 * es->frame, 0);
     size_t have = 0;
     while (s == DEDUP_OK && have < es->giant_min) {
         bool more;
         if ((s = rd_more(es, &r, &more)) != DEDUP_OK)
             break;
         if (!more) {
-            s = dd_es_fail(es, DEDUP_ERR_TRUNCATED);
+            s = ddi_es_fail(es, DEDUP_ERR_TRUNCATED);
             break;
         }
         size_t n = r.hi - r.lo;
@@ -152,13 +152,13 @@ static dedup_status giant_prefix(dedup_extsort *es, const giant *g)
         r.lo += n;
         have += n;
     }
-    dd_es_rd_free(es, &r);
+    ddi_es_rd_free(es, &r);
     return s;
 }
 
 /* Writes out the due giants that come before 'it' at the top level (all of
  * them when it is NULL): by sequence number, or in sorted order by key. */
-dedup_status dd_es_giants_before(dedup_extsort *es, const item *it)
+dedup_status ddi_es_giants_before(dedup_extsort *es, const item *it)
 {
     bool sorted = es->p.order == DEDUP_EXTSORT_SORTED;
     size_t end = sorted ? es->ngord : es->ng;
@@ -196,16 +196,16 @@ dedup_status dd_es_giants_before(dedup_extsort *es, const item *it)
 
 /* Sorted order, at finish: orders the distinct giants by key (binary
  * insertion, O(G log G) streaming comparisons). */
-dedup_status dd_es_giants_sort(dedup_extsort *es)
+dedup_status ddi_es_giants_sort(dedup_extsort *es)
 {
     size_t nd = 0;
     for (size_t i = 0; i < es->ng; i++)
         nd += !(es->g[i].flags & G_DUP);
     if (nd == 0)
         return DEDUP_OK;
-    es->gord = dd_es_alloc(es, nd * sizeof(size_t));
+    es->gord = ddi_es_alloc(es, nd * sizeof(size_t));
     if (!es->gord)
-        return dd_es_fail(es, DEDUP_ERR_NOMEM);
+        return ddi_es_fail(es, DEDUP_ERR_NOMEM);
     es->gordcap = nd;
     for (size_t i = 0; i < es->ng; i++) {
         if (es->g[i].flags & G_DUP)
@@ -239,12 +239,12 @@ static bool streaming(const dedup_extsort *es)
 
 /* A giant's bytes are in GF from 'off' to its end: dedups it against the
  * earlier giants and records or writes it out. */
-dedup_status dd_es_giant_add(dedup_extsort *es, uint64_t off, uint64_t rawlen, dedup_digest d)
+dedup_status ddi_es_giant_add(dedup_extsort *es, uint64_t off, uint64_t rawlen, dedup_digest d)
 {
     dedup_status s;
-    giant *ng = dd_es_grow(es, es->g, es->ng, &es->capg, sizeof(giant), 8);
+    giant *ng = ddi_es_grow(es, es->g, es->ng, &es->capg, sizeof(giant), 8);
     if (!ng)
-        return dd_es_fail(es, DEDUP_ERR_NOMEM);
+        return ddi_es_fail(es, DEDUP_ERR_NOMEM);
     es->g = ng;
     giant *g = &es->g[es->ng];
     memset(g, 0, sizeof *g);
@@ -286,37 +286,37 @@ dedup_status dd_es_giant_add(dedup_extsort *es, uint64_t off, uint64_t rawlen, d
 }
 
 /* Lazily allocates the staging buffer and the digest state. */
-dedup_status dd_es_giant_buffers(dedup_extsort *es)
+dedup_status ddi_es_giant_buffers(dedup_extsort *es)
 {
     if (!es->gbuf) {
-        es->gbuf = dd_es_alloc(es, es->giant_min);
+        es->gbuf = ddi_es_alloc(es, es->giant_min);
         if (!es->gbuf)
-            return dd_es_fail(es, DEDUP_ERR_NOMEM);
+            return ddi_es_fail(es, DEDUP_ERR_NOMEM);
     }
     if (!es->xsmem) {
-        es->xsmem = dd_es_alloc(es, sizeof(XXH3_state_t) + 64);
+        es->xsmem = ddi_es_alloc(es, sizeof(XXH3_state_t) + 64);
         if (!es->xsmem)
-            return dd_es_fail(es, DEDUP_ERR_NOMEM);
+            return ddi_es_fail(es, DEDUP_ERR_NOMEM);
     }
     return DEDUP_OK;
 }
 
-XXH3_state_t *dd_es_xstate(dedup_extsort *es)
+XXH3_state_t *ddi_es_xstate(dedup_extsort *es)
 {
     uintptr_t p = (uintptr_t)es->xsmem;
     return (XXH3_state_t *)(void *)(es->xsmem + ((64 - (p & 63)) & 63));
 }
 
 /* push() of a giant the caller holds whole. */
-dedup_status dd_es_giant_push_whole(dedup_extsort *es, const void *rec, size_t len, dedup_digest d)
+dedup_status ddi_es_giant_push_whole(dedup_extsort *es, const void *rec, size_t len, dedup_digest d)
 {
-    dedup_status s = dd_es_giant_buffers(es); /* gbuf takes sorted order's prefixes */
+    dedup_status s = ddi_es_giant_buffers(es); /* gbuf takes sorted order's prefixes */
     if (s == DEDUP_OK)
-        s = dd_es_tf_open(es, &es->gf);
+        s = ddi_es_tf_open(es, &es->gf);
     if (s != DEDUP_OK)
         return s;
     uint64_t off = es->gf.size;
-    if ((s = dd_es_tf_write(es, &es->gf, rec, len)) != DEDUP_OK)
+    if ((s = ddi_es_tf_write(es, &es->gf, rec, len)) != DEDUP_OK)
         return s;
-    return dd_es_giant_add(es, off, len, d);
+    return ddi_es_giant_add(es, off, len, d);
 }

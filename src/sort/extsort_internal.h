@@ -22,7 +22,7 @@
  * First-occurrence result streams drop a key that differs from its record
  * (keylen 0): only sorted merges compare keys.
  *
- * On disk a stream is a sequence of frames (dd_es_tf_write / dd_es_rd_frame):
+ * On disk a stream is a sequence of frames (ddi_es_tf_write / ddi_es_rd_frame):
  * header (u32 stored length | FR_RAW, u32 raw length, u64 XXH3-64 of the
  * payload seeded with both lengths) + LZ4 block or raw bytes.  Extents (blk)
  * are in file bytes and always hold whole frames; readers decode whole frames.
@@ -45,8 +45,8 @@
  *   extsort_partition.c  finishing a node: its partitions' child nodes, one
  *                        at a time or two in parallel, then the merge
  *
- * Naming: functions one source defines and others call are dd_es_* (the
- * library's internal dd_ prefix, es_ for this engine) and hidden from the
+ * Naming: functions one source defines and others call are ddi_es_* (the
+ * library's internal ddi_ prefix, es_ for this engine) and hidden from the
  * shared library's exports; small helpers needed on hot paths in several
  * sources are static inline here and keep their short names.
  */
@@ -148,7 +148,7 @@ struct dedup_extsort {
 /* Bytes the compression scratch takes once the engine has spilled. */
 static inline size_t scratch_bytes(const dedup_extsort *es) { return es->zcap + es->zstate_n; }
 
-/* Where dd_es_write_iov writes: at the descriptor's offset (appending). */
+/* Where ddi_es_write_iov writes: at the descriptor's offset (appending). */
 #define AT_END UINT64_MAX
 
 /* ---- Small helpers ----------------------------------------------------------- */
@@ -333,13 +333,13 @@ static inline bool rd_frames_left(const reader *r)
     return r->left > 0 || r->next < r->n;
 }
 
-/* True when dd_es_rd_next will return the next item without refilling the buffer,
+/* True when ddi_es_rd_next will return the next item without refilling the buffer,
  * which moves its bytes: the items taken before it stay where they are. */
 static inline bool rd_ready(const reader *r)
 {
     if (r->hi - r->lo < 48 && rd_frames_left(r))
         return false;
-    ihead h; /* a bad header: dd_es_rd_next reports it */
+    ihead h; /* a bad header: ddi_es_rd_next reports it */
     if (!item_head(r->buf + r->lo, r->buf + r->hi, r->flags, &h))
         return false;
     return h.len + h.keylen + (h.recenc ? h.recenc - 1 : 0) <= r->hi - r->lo;
@@ -492,94 +492,94 @@ typedef struct giant {
 #endif
 
 /* extsort.c */
-void dd_es_cache_clear(dedup_extsort *es);
-void dd_es_note_peak(dedup_extsort *es);
-void *dd_es_alloc(dedup_extsort *es, size_t n);
-void dd_es_free(dedup_extsort *es, void *p, size_t n);
-void *dd_es_grow(dedup_extsort *es, void *arr, size_t n, size_t *cap, size_t elem, size_t first);
-dedup_status dd_es_fail(dedup_extsort *es, dedup_status s);
+void ddi_es_cache_clear(dedup_extsort *es);
+void ddi_es_note_peak(dedup_extsort *es);
+void *ddi_es_alloc(dedup_extsort *es, size_t n);
+void ddi_es_free(dedup_extsort *es, void *p, size_t n);
+void *ddi_es_grow(dedup_extsort *es, void *arr, size_t n, size_t *cap, size_t elem, size_t first);
+dedup_status ddi_es_fail(dedup_extsort *es, dedup_status s);
 
 /* extsort_tmp.c */
-dedup_status dd_es_tf_open(dedup_extsort *es, tfile *f);
-int dd_es_write_iov(const dedup_extsort *es, int fd, struct iovec *iov, size_t n, uint64_t off,
+dedup_status ddi_es_tf_open(dedup_extsort *es, tfile *f);
+int ddi_es_write_iov(const dedup_extsort *es, int fd, struct iovec *iov, size_t n, uint64_t off,
                     uint64_t *written);
-size_t dd_es_frame_pack(void *zstate, const uint8_t *q, size_t raw, uint8_t *out, size_t zcap);
-dedup_status dd_es_frames_write(dedup_extsort *es, tfile *f, struct part *p, const void *buf,
+size_t ddi_es_frame_pack(void *zstate, const uint8_t *q, size_t raw, uint8_t *out, size_t zcap);
+dedup_status ddi_es_frames_write(dedup_extsort *es, tfile *f, struct part *p, const void *buf,
                                 size_t len);
-dedup_status dd_es_tf_write(dedup_extsort *es, tfile *f, const void *buf, size_t len);
-dedup_status dd_es_pread_full(int fd, void *buf, size_t len, uint64_t off, uint64_t *nread,
+dedup_status ddi_es_tf_write(dedup_extsort *es, tfile *f, const void *buf, size_t len);
+dedup_status ddi_es_pread_full(int fd, void *buf, size_t len, uint64_t off, uint64_t *nread,
                               int *eno);
-dedup_status dd_es_read_failed(dedup_extsort *es, dedup_status s, int eno);
-void dd_es_tf_reset(dedup_extsort *es, tfile *f);
+dedup_status ddi_es_read_failed(dedup_extsort *es, dedup_status s, int eno);
+void ddi_es_tf_reset(dedup_extsort *es, tfile *f);
 
 /* extsort_threads.c */
-size_t dd_es_hb_frames_for(const dedup_extsort *es);
-size_t dd_es_helper_bytes(const dedup_extsort *es);
-void dd_es_hp_start(dedup_extsort *es);
-dedup_status dd_es_hp_reap_upto(dedup_extsort *es, size_t upto);
-dedup_status dd_es_hp_submit(dedup_extsort *es);
-dedup_status dd_es_hp_sync(dedup_extsort *es);
-size_t dd_es_hp_submitted(const dedup_extsort *es);
-dedup_status dd_es_hp_add(dedup_extsort *es, tfile *f, const uint8_t *raw, size_t len,
+size_t ddi_es_hb_frames_for(const dedup_extsort *es);
+size_t ddi_es_helper_bytes(const dedup_extsort *es);
+void ddi_es_hp_start(dedup_extsort *es);
+dedup_status ddi_es_hp_reap_upto(dedup_extsort *es, size_t upto);
+dedup_status ddi_es_hp_submit(dedup_extsort *es);
+dedup_status ddi_es_hp_sync(dedup_extsort *es);
+size_t ddi_es_hp_submitted(const dedup_extsort *es);
+dedup_status ddi_es_hp_add(dedup_extsort *es, tfile *f, const uint8_t *raw, size_t len,
                           struct part *p, uint8_t *recycle);
-uint8_t *dd_es_hp_spare(dedup_extsort *es, dedup_status *s);
-void dd_es_hp_stop(dedup_extsort *es);
-dedup_status dd_es_ra_take(dedup_extsort *es, reader *r, uint8_t *dst, size_t *got);
-bool dd_es_dec_reserve(const dedup_extsort *es, bool final, size_t k, size_t *avail);
-bool dd_es_dec_start(dedup_extsort *es, reader *src, size_t k);
-void dd_es_dec_stop(dedup_extsort *es);
+uint8_t *ddi_es_hp_spare(dedup_extsort *es, dedup_status *s);
+void ddi_es_hp_stop(dedup_extsort *es);
+dedup_status ddi_es_ra_take(dedup_extsort *es, reader *r, uint8_t *dst, size_t *got);
+bool ddi_es_dec_reserve(const dedup_extsort *es, bool final, size_t k, size_t *avail);
+bool ddi_es_dec_start(dedup_extsort *es, reader *src, size_t k);
+void ddi_es_dec_stop(dedup_extsort *es);
 
 /* extsort_stream.c */
-dedup_status dd_es_wr_init(dedup_extsort *es, writer *w, tfile *f, size_t cap, int flags);
-dedup_status dd_es_wr_close(dedup_extsort *es, writer *w);
-void dd_es_wr_free(dedup_extsort *es, writer *w);
-dedup_status dd_es_wr_item(dedup_extsort *es, writer *w, const item *it);
-dedup_status dd_es_rd_init(dedup_extsort *es, reader *r, tfile *f, const blk *ext, size_t n,
+dedup_status ddi_es_wr_init(dedup_extsort *es, writer *w, tfile *f, size_t cap, int flags);
+dedup_status ddi_es_wr_close(dedup_extsort *es, writer *w);
+void ddi_es_wr_free(dedup_extsort *es, writer *w);
+dedup_status ddi_es_wr_item(dedup_extsort *es, writer *w, const item *it);
+dedup_status ddi_es_rd_init(dedup_extsort *es, reader *r, tfile *f, const blk *ext, size_t n,
                            size_t cap, int flags);
-void dd_es_rd_free(dedup_extsort *es, reader *r);
-dedup_status dd_es_rd_frame(const dedup_extsort *es, reader *r, uint8_t *zbuf, uint8_t *dst,
+void ddi_es_rd_free(dedup_extsort *es, reader *r);
+dedup_status ddi_es_rd_frame(const dedup_extsort *es, reader *r, uint8_t *zbuf, uint8_t *dst,
                             size_t *got, uint64_t *nread, int *eno);
-dedup_status dd_es_rd_fill(dedup_extsort *es, reader *r, size_t need);
-dedup_status dd_es_rd_next(dedup_extsort *es, reader *r);
+dedup_status ddi_es_rd_fill(dedup_extsort *es, reader *r, size_t need);
+dedup_status ddi_es_rd_next(dedup_extsort *es, reader *r);
 
 /* extsort_table.c */
-dedup_status dd_es_table_init(dedup_extsort *es, table *t, size_t limit, bool counting);
-void dd_es_table_free(dedup_extsort *es, table *t);
-void dd_es_e_item(const table *t, const uint8_t *e, item *it);
-dedup_status dd_es_table_insert(dedup_extsort *es, table *t, slot *s, dedup_digest d, uint64_t seq,
+dedup_status ddi_es_table_init(dedup_extsort *es, table *t, size_t limit, bool counting);
+void ddi_es_table_free(dedup_extsort *es, table *t);
+void ddi_es_e_item(const table *t, const uint8_t *e, item *it);
+dedup_status ddi_es_table_insert(dedup_extsort *es, table *t, slot *s, dedup_digest d, uint64_t seq,
                                 const item *it);
-sel *dd_es_table_sorted(table *t);
+sel *ddi_es_table_sorted(table *t);
 
 /* extsort_node.c */
-dedup_status dd_es_node_init(dedup_extsort *es, node *n, int depth, writer *out);
-void dd_es_frz_free(dedup_extsort *es, node *n);
-dedup_status dd_es_part_extent(dedup_extsort *es, part *p, uint64_t off, uint64_t dlen,
+dedup_status ddi_es_node_init(dedup_extsort *es, node *n, int depth, writer *out);
+void ddi_es_frz_free(dedup_extsort *es, node *n);
+dedup_status ddi_es_part_extent(dedup_extsort *es, part *p, uint64_t off, uint64_t dlen,
                                size_t rawlen);
-uint64_t dd_es_part_place(const dedup_extsort *es, tfile *f, part *p, uint64_t dlen);
-dedup_status dd_es_part_flush(dedup_extsort *es, node *n, part *p, const void *data, size_t len);
-void dd_es_node_free(dedup_extsort *es, node *n);
-dedup_status dd_es_node_out(dedup_extsort *es, node *n, const item *it);
-dedup_status dd_es_node_add(dedup_extsort *es, node *n, const item *it, dedup_digest d);
-dedup_status dd_es_table_out_ordered(dedup_extsort *es, node *n);
-dedup_status dd_es_table_out_sorted(dedup_extsort *es, node *n, writer *w, bool filter);
+uint64_t ddi_es_part_place(const dedup_extsort *es, tfile *f, part *p, uint64_t dlen);
+dedup_status ddi_es_part_flush(dedup_extsort *es, node *n, part *p, const void *data, size_t len);
+void ddi_es_node_free(dedup_extsort *es, node *n);
+dedup_status ddi_es_node_out(dedup_extsort *es, node *n, const item *it);
+dedup_status ddi_es_node_add(dedup_extsort *es, node *n, const item *it, dedup_digest d);
+dedup_status ddi_es_table_out_ordered(dedup_extsort *es, node *n);
+dedup_status ddi_es_table_out_sorted(dedup_extsort *es, node *n, writer *w, bool filter);
 
 /* extsort_giant.c */
-size_t dd_es_giant_reserve(const dedup_extsort *es);
-dedup_status dd_es_giants_before(dedup_extsort *es, const item *it);
-dedup_status dd_es_giants_sort(dedup_extsort *es);
-dedup_status dd_es_giant_add(dedup_extsort *es, uint64_t off, uint64_t rawlen, dedup_digest d);
-dedup_status dd_es_giant_buffers(dedup_extsort *es);
-XXH3_state_t *dd_es_xstate(dedup_extsort *es);
-dedup_status dd_es_giant_push_whole(dedup_extsort *es, const void *rec, size_t len, dedup_digest d);
+size_t ddi_es_giant_reserve(const dedup_extsort *es);
+dedup_status ddi_es_giants_before(dedup_extsort *es, const item *it);
+dedup_status ddi_es_giants_sort(dedup_extsort *es);
+dedup_status ddi_es_giant_add(dedup_extsort *es, uint64_t off, uint64_t rawlen, dedup_digest d);
+dedup_status ddi_es_giant_buffers(dedup_extsort *es);
+XXH3_state_t *ddi_es_xstate(dedup_extsort *es);
+dedup_status ddi_es_giant_push_whole(dedup_extsort *es, const void *rec, size_t len, dedup_digest d);
 
 /* extsort_merge.c */
-dedup_status dd_es_node_merge(dedup_extsort *es, node *n, const blk *ext, tfile *const *files,
+dedup_status ddi_es_node_merge(dedup_extsort *es, node *n, const blk *ext, tfile *const *files,
                               size_t k);
-dedup_status dd_es_runs_add(dedup_extsort *es, const item *it, dedup_digest d);
-dedup_status dd_es_runs_finish(dedup_extsort *es);
+dedup_status ddi_es_runs_add(dedup_extsort *es, const item *it, dedup_digest d);
+dedup_status ddi_es_runs_finish(dedup_extsort *es);
 
 /* extsort_partition.c */
-dedup_status dd_es_node_finish(dedup_extsort *es, node *n);
+dedup_status ddi_es_node_finish(dedup_extsort *es, node *n);
 
 #if defined(__GNUC__)
 #pragma GCC visibility pop

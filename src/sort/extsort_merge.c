@@ -77,7 +77,7 @@ static inline uint64_t mg_seq(const merger *m, size_t i)
 }
 
 /* Merges the k result extents ext[] (in files[], or all in RS[depth]). */
-dedup_status dd_es_node_merge(dedup_extsort *es, node *n, const blk *ext, tfile *const *files,
+dedup_status ddi_es_node_merge(dedup_extsort *es, node *n, const blk *ext, tfile *const *files,
                               size_t k)
 {
     dedup_status s = DEDUP_OK;
@@ -88,32 +88,32 @@ dedup_status dd_es_node_merge(dedup_extsort *es, node *n, const blk *ext, tfile 
      * this merge's bookkeeping and the node's partition array. */
     size_t fixed = (n->out ? (n->out->buf2 ? 2 : 1) * n->out->cap : 0) +
                    k * (sizeof(reader) + sizeof(int) + sizeof(blk)) + n->P * sizeof(part) +
-                   scratch_bytes(es) + dd_es_giant_reserve(es) + dd_es_helper_bytes(es) + 8192;
+                   scratch_bytes(es) + ddi_es_giant_reserve(es) + ddi_es_helper_bytes(es) + 8192;
     size_t avail = es->budget > fixed ? es->budget - fixed : 4096;
-    bool use_ahead = dd_es_dec_reserve(es, !n->out, k, &avail);
+    bool use_ahead = ddi_es_dec_reserve(es, !n->out, k, &avail);
     size_t rb = clampz(avail / (k ? k : 1), 4096, 1 << 20);
-    m.src = dd_es_alloc(es, k * sizeof(reader));
+    m.src = ddi_es_alloc(es, k * sizeof(reader));
     if (m.src) /* zeroed at once: the cleanup below frees every reader */
         memset(m.src, 0, k * sizeof(reader));
-    m.tree = dd_es_alloc(es, k * sizeof(int));
-    m.seq = dd_es_alloc(es, k * sizeof(uint64_t));
+    m.tree = ddi_es_alloc(es, k * sizeof(int));
+    m.seq = ddi_es_alloc(es, k * sizeof(uint64_t));
     if (!m.src || !m.tree || !m.seq) {
-        s = dd_es_fail(es, DEDUP_ERR_NOMEM);
+        s = ddi_es_fail(es, DEDUP_ERR_NOMEM);
         goto done;
     }
     for (size_t i = 0; i < k; i++)
         m.tree[i] = -1;
     for (size_t i = 0; i < k && s == DEDUP_OK; i++) {
-        s = dd_es_rd_init(es, &m.src[i], files ? files[i] : &es->rs[n->depth], &ext[i], 1, rb,
+        s = ddi_es_rd_init(es, &m.src[i], files ? files[i] : &es->rs[n->depth], &ext[i], 1, rb,
                           n->res_flags);
         if (s == DEDUP_OK)
-            s = dd_es_rd_next(es, &m.src[i]);
+            s = ddi_es_rd_next(es, &m.src[i]);
         m.seq[i] = mg_seq(&m, i);
     }
     if (s != DEDUP_OK)
         goto done;
     if (use_ahead)
-        (void)dd_es_dec_start(es, m.src, k);
+        (void)ddi_es_dec_start(es, m.src, k);
     es->st.merge_passes++;
     for (size_t i = 0; i < k; i++)
         mg_adjust(&m, (int)i);
@@ -121,21 +121,21 @@ dedup_status dd_es_node_merge(dedup_extsort *es, node *n, const blk *ext, tfile 
         int w = m.tree[0];
         if (!m.src[w].valid)
             break;
-        if ((s = dd_es_node_out(es, n, &m.src[w].it)) != DEDUP_OK)
+        if ((s = ddi_es_node_out(es, n, &m.src[w].it)) != DEDUP_OK)
             break;
-        if ((s = dd_es_rd_next(es, &m.src[w])) != DEDUP_OK)
+        if ((s = ddi_es_rd_next(es, &m.src[w])) != DEDUP_OK)
             break;
         m.seq[w] = mg_seq(&m, (size_t)w);
         mg_adjust_seq(&m, w);
     }
 done:
-    dd_es_dec_stop(es);
+    ddi_es_dec_stop(es);
     if (m.src)
         for (size_t i = 0; i < k; i++)
-            dd_es_rd_free(es, &m.src[i]);
-    dd_es_free(es, m.src, k * sizeof(reader));
-    dd_es_free(es, m.tree, k * sizeof(int));
-    dd_es_free(es, m.seq, k * sizeof(uint64_t));
+            ddi_es_rd_free(es, &m.src[i]);
+    ddi_es_free(es, m.src, k * sizeof(reader));
+    ddi_es_free(es, m.tree, k * sizeof(int));
+    ddi_es_free(es, m.seq, k * sizeof(uint64_t));
     return s;
 }
 
@@ -156,38 +156,38 @@ static int run_flags(const dedup_extsort *es) { return F_KEY | (counting(es) ? F
 static dedup_status runs_flush(dedup_extsort *es, node *n)
 {
     tfile *f = &es->sp[0];
-    dedup_status s = dd_es_tf_open(es, f);
+    dedup_status s = ddi_es_tf_open(es, f);
     if (s != DEDUP_OK)
         return s;
-    blk *nr = dd_es_grow(es, es->runs, es->nruns, &es->capruns, sizeof(blk), 16);
+    blk *nr = ddi_es_grow(es, es->runs, es->nruns, &es->capruns, sizeof(blk), 16);
     if (!nr)
-        return dd_es_fail(es, DEDUP_ERR_NOMEM);
+        return ddi_es_fail(es, DEDUP_ERR_NOMEM);
     es->runs = nr;
     writer w;
-    if ((s = dd_es_hp_sync(es)) != DEDUP_OK)
+    if ((s = ddi_es_hp_sync(es)) != DEDUP_OK)
         return s;
     uint64_t start = f->size;
-    if ((s = dd_es_wr_init(es, &w, f, io_buf(es), run_flags(es))) != DEDUP_OK)
+    if ((s = ddi_es_wr_init(es, &w, f, io_buf(es), run_flags(es))) != DEDUP_OK)
         return s;
-    s = dd_es_table_out_sorted(es, n, &w, false);
+    s = ddi_es_table_out_sorted(es, n, &w, false);
     if (s == DEDUP_OK)
-        s = dd_es_wr_close(es, &w);
-    dd_es_wr_free(es, &w);
+        s = ddi_es_wr_close(es, &w);
+    ddi_es_wr_free(es, &w);
     if (s != DEDUP_OK)
         return s;
     es->runs[es->nruns++] = (blk){start, f->size - start};
     es->st.runs_written++;
     es->st.max_depth = 1;
     size_t limit = n->t.limit;
-    dd_es_table_free(es, &n->t);
+    ddi_es_table_free(es, &n->t);
     n->table_live = false;
-    if ((s = dd_es_table_init(es, &n->t, limit, counting(es))) != DEDUP_OK)
+    if ((s = ddi_es_table_init(es, &n->t, limit, counting(es))) != DEDUP_OK)
         return s;
     n->table_live = true;
     return DEDUP_OK;
 }
 
-dedup_status dd_es_runs_add(dedup_extsort *es, const item *it, dedup_digest d)
+dedup_status ddi_es_runs_add(dedup_extsort *es, const item *it, dedup_digest d)
 {
     node *n = es->top;
     slot *sl = table_find(&n->t, d, it->key, it->keylen);
@@ -196,13 +196,13 @@ dedup_status dd_es_runs_add(dedup_extsort *es, const item *it, dedup_digest d)
             wr64(sl->e + 8, rd64(sl->e + 8) + 1);
         return DEDUP_OK;
     }
-    dedup_status s = dd_es_table_insert(es, &n->t, sl, d, it->seq, it);
+    dedup_status s = ddi_es_table_insert(es, &n->t, sl, d, it->seq, it);
     if (s != DEDUP_ERR_FULL)
         return s;
     if ((s = runs_flush(es, n)) != DEDUP_OK)
         return s;
     sl = table_find(&n->t, d, it->key, it->keylen);
-    return dd_es_table_insert(es, &n->t, sl, d, it->seq, it); /* an empty table takes it */
+    return ddi_es_table_insert(es, &n->t, sl, d, it->seq, it); /* an empty table takes it */
 }
 
 /* The item being combined while the merge looks for more of its key. */
@@ -221,10 +221,10 @@ static dedup_status held_set(dedup_extsort *es, held *h, const item *it)
         size_t nc = need > 2 * h->cap ? need : 2 * h->cap;
         if (nc < 256)
             nc = 256;
-        uint8_t *nb = dd_es_alloc(es, nc);
+        uint8_t *nb = ddi_es_alloc(es, nc);
         if (!nb)
-            return dd_es_fail(es, DEDUP_ERR_NOMEM);
-        dd_es_free(es, h->buf, h->cap);
+            return ddi_es_fail(es, DEDUP_ERR_NOMEM);
+        ddi_es_free(es, h->buf, h->cap);
         h->buf = nb;
         h->cap = nc;
     }
@@ -243,17 +243,17 @@ static dedup_status held_set(dedup_extsort *es, held *h, const item *it)
 static dedup_status held_out(dedup_extsort *es, held *h, writer *w)
 {
     if (w)
-        return dd_es_wr_item(es, w, &h->it);
+        return ddi_es_wr_item(es, w, &h->it);
     es->st.distinct++;
     if (es->p.output == DEDUP_EXTSORT_UNIQUE && h->it.count != 1)
         return DEDUP_OK;
-    return dd_es_node_out(es, es->top, &h->it);
+    return ddi_es_node_out(es, es->top, &h->it);
 }
 
 static size_t runs_fan_in(const dedup_extsort *es)
 {
     size_t fixed = (threaded(es) ? 2 : 1) * io_buf(es) + scratch_bytes(es) +
-                   dd_es_giant_reserve(es) + dd_es_helper_bytes(es) + 16384;
+                   ddi_es_giant_reserve(es) + ddi_es_helper_bytes(es) + 16384;
     size_t per = (2 * es->frame > 8192 ? 2 * es->frame : 8192) + sizeof(reader) + sizeof(int);
     return es->budget > fixed + 2 * per ? (es->budget - fixed) / per : 2;
 }
@@ -266,29 +266,29 @@ static dedup_status runs_merge(dedup_extsort *es, tfile *src, const blk *runs, s
     m.k = k;
     m.by_key = true;
     size_t fixed = (w ? (w->buf2 ? 2 : 1) * w->cap : 0) + k * (sizeof(reader) + sizeof(int)) +
-                   scratch_bytes(es) + dd_es_giant_reserve(es) + dd_es_helper_bytes(es) + 16384;
+                   scratch_bytes(es) + ddi_es_giant_reserve(es) + ddi_es_helper_bytes(es) + 16384;
     size_t avail = es->budget > fixed ? es->budget - fixed : 4096;
-    bool use_ahead = dd_es_dec_reserve(es, !w, k, &avail);
+    bool use_ahead = ddi_es_dec_reserve(es, !w, k, &avail);
     size_t rb = clampz(avail / k, 4096, 1 << 20);
-    m.src = dd_es_alloc(es, k * sizeof(reader));
+    m.src = ddi_es_alloc(es, k * sizeof(reader));
     if (m.src) /* zeroed at once: the cleanup below frees every reader */
         memset(m.src, 0, k * sizeof(reader));
-    m.tree = dd_es_alloc(es, k * sizeof(int));
+    m.tree = ddi_es_alloc(es, k * sizeof(int));
     if (!m.src || !m.tree) {
-        s = dd_es_fail(es, DEDUP_ERR_NOMEM);
+        s = ddi_es_fail(es, DEDUP_ERR_NOMEM);
         goto done;
     }
     for (size_t i = 0; i < k; i++)
         m.tree[i] = -1;
     for (size_t i = 0; i < k && s == DEDUP_OK; i++) {
-        s = dd_es_rd_init(es, &m.src[i], src, &runs[i], 1, rb, run_flags(es));
+        s = ddi_es_rd_init(es, &m.src[i], src, &runs[i], 1, rb, run_flags(es));
         if (s == DEDUP_OK)
-            s = dd_es_rd_next(es, &m.src[i]);
+            s = ddi_es_rd_next(es, &m.src[i]);
     }
     if (s != DEDUP_OK)
         goto done;
     if (use_ahead)
-        (void)dd_es_dec_start(es, m.src, k);
+        (void)ddi_es_dec_start(es, m.src, k);
     es->st.merge_passes++;
     for (size_t i = 0; i < k; i++)
         mg_adjust(&m, (int)i);
@@ -305,58 +305,58 @@ static dedup_status runs_merge(dedup_extsort *es, tfile *src, const blk *runs, s
             if ((s = held_set(es, &h, it)) != DEDUP_OK)
                 break;
         }
-        if ((s = dd_es_rd_next(es, &m.src[x])) != DEDUP_OK)
+        if ((s = ddi_es_rd_next(es, &m.src[x])) != DEDUP_OK)
             break;
         mg_adjust(&m, x);
     }
     if (s == DEDUP_OK && h.have)
         s = held_out(es, &h, w);
 done:
-    dd_es_dec_stop(es);
+    ddi_es_dec_stop(es);
     if (m.src)
         for (size_t i = 0; i < k; i++)
-            dd_es_rd_free(es, &m.src[i]);
-    dd_es_free(es, m.src, k * sizeof(reader));
-    dd_es_free(es, m.tree, k * sizeof(int));
-    dd_es_free(es, h.buf, h.cap);
+            ddi_es_rd_free(es, &m.src[i]);
+    ddi_es_free(es, m.src, k * sizeof(reader));
+    ddi_es_free(es, m.tree, k * sizeof(int));
+    ddi_es_free(es, h.buf, h.cap);
     return s;
 }
 
-dedup_status dd_es_runs_finish(dedup_extsort *es)
+dedup_status ddi_es_runs_finish(dedup_extsort *es)
 {
     node *n = es->top;
     dedup_status s = DEDUP_OK;
     if (n->t.n > 0)
         s = runs_flush(es, n);
-    dd_es_table_free(es, &n->t);
+    ddi_es_table_free(es, &n->t);
     n->table_live = false;
     tfile *a = &es->sp[0], *b = &es->rs[0];
     size_t kmax = runs_fan_in(es);
     while (s == DEDUP_OK && es->nruns > kmax) { /* an intermediate pass */
         size_t groups = (es->nruns + kmax - 1) / kmax;
-        blk *nr = dd_es_alloc(es, groups * sizeof(blk));
+        blk *nr = ddi_es_alloc(es, groups * sizeof(blk));
         if (!nr)
-            return dd_es_fail(es, DEDUP_ERR_NOMEM);
-        if ((s = dd_es_tf_open(es, b)) != DEDUP_OK) {
-            dd_es_free(es, nr, groups * sizeof(blk));
+            return ddi_es_fail(es, DEDUP_ERR_NOMEM);
+        if ((s = ddi_es_tf_open(es, b)) != DEDUP_OK) {
+            ddi_es_free(es, nr, groups * sizeof(blk));
             return s;
         }
         for (size_t g = 0; g < groups && s == DEDUP_OK; g++) {
             size_t lo = g * kmax, cnt = es->nruns - lo < kmax ? es->nruns - lo : kmax;
             writer w;
-            if ((s = dd_es_hp_sync(es)) != DEDUP_OK)
+            if ((s = ddi_es_hp_sync(es)) != DEDUP_OK)
                 break;
             uint64_t start = b->size;
-            if ((s = dd_es_wr_init(es, &w, b, io_buf(es), run_flags(es))) != DEDUP_OK)
+            if ((s = ddi_es_wr_init(es, &w, b, io_buf(es), run_flags(es))) != DEDUP_OK)
                 break;
             s = runs_merge(es, a, &es->runs[lo], cnt, &w);
             if (s == DEDUP_OK)
-                s = dd_es_wr_close(es, &w);
-            dd_es_wr_free(es, &w);
+                s = ddi_es_wr_close(es, &w);
+            ddi_es_wr_free(es, &w);
             nr[g] = (blk){start, b->size - start};
         }
-        dd_es_tf_reset(es, a);
-        dd_es_free(es, es->runs, es->capruns * sizeof(blk));
+        ddi_es_tf_reset(es, a);
+        ddi_es_free(es, es->runs, es->capruns * sizeof(blk));
         es->runs = nr;
         es->nruns = es->capruns = groups;
         tfile *t = a;
@@ -365,6 +365,6 @@ dedup_status dd_es_runs_finish(dedup_extsort *es)
     }
     if (s == DEDUP_OK)
         s = runs_merge(es, a, es->runs, es->nruns, NULL);
-    dd_es_tf_reset(es, a);
+    ddi_es_tf_reset(es, a);
     return s;
 }

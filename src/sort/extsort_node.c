@@ -11,7 +11,7 @@
 
 /* ---- Nodes -------------------------------------------------------------- */
 
-dedup_status dd_es_node_init(dedup_extsort *es, node *n, int depth, writer *out)
+dedup_status ddi_es_node_init(dedup_extsort *es, node *n, int depth, writer *out)
 {
     memset(n, 0, sizeof *n);
     n->depth = depth;
@@ -20,7 +20,7 @@ dedup_status dd_es_node_init(dedup_extsort *es, node *n, int depth, writer *out)
     n->P = (uint32_t)clampz(es->budget / (4 * n->pbuf), 4, 256);
     n->shift = (unsigned)(depth * 11) & 63;
     /* Partitions are only used in first-occurrence order (sorted order
-     * writes sorted runs instead, see dd_es_runs_add). */
+     * writes sorted runs instead, see ddi_es_runs_add). */
     bool sorted = es->p.order == DEDUP_EXTSORT_SORTED;
     n->spill_flags = F_SEQ | F_KEY;
     n->res_flags = F_SEQ | (es->p.output == DEDUP_EXTSORT_COUNT ? F_COUNT : 0);
@@ -30,14 +30,14 @@ dedup_status dd_es_node_init(dedup_extsort *es, node *n, int depth, writer *out)
     if (sorted && depth == 0) /* sorted runs: only the run writer's buffer */
         reserve = io_buf(es) + 8192;
     if (threaded(es)) /* the compressing thread's buffers; writers' second buffers */
-        reserve += dd_es_helper_bytes(es) + (sorted && depth == 0 ? 1 : 2) * io_buf(es);
-    reserve += scratch_bytes(es) + dd_es_giant_reserve(es); /* compression; giant records */
+        reserve += ddi_es_helper_bytes(es) + (sorted && depth == 0 ? 1 : 2) * io_buf(es);
+    reserve += scratch_bytes(es) + ddi_es_giant_reserve(es); /* compression; giant records */
     size_t limit = es->budget > reserve + 16384 ? es->budget - reserve : 16384;
     if (!(sorted && depth == 0)) { /* the prefilter's share, once spilled */
         n->frz_cap = (limit / 64) & ~(size_t)63;
         limit -= n->frz_cap;
     }
-    dedup_status s = dd_es_table_init(es, &n->t, limit, counting(es));
+    dedup_status s = ddi_es_table_init(es, &n->t, limit, counting(es));
     if (s == DEDUP_OK)
         n->table_live = true;
     return s;
@@ -63,7 +63,7 @@ static void frz_build(dedup_extsort *es, node *n)
     size_t words = n->frz_cap / 8;
     if (words < 8 || n->t.n == 0 || words > UINT32_MAX)
         return;
-    n->frz = dd_es_alloc(es, n->frz_cap);
+    n->frz = ddi_es_alloc(es, n->frz_cap);
     if (!n->frz)
         return;
     memset(n->frz, 0, n->frz_cap);
@@ -75,23 +75,23 @@ static void frz_build(dedup_extsort *es, node *n)
     }
 }
 
-void dd_es_frz_free(dedup_extsort *es, node *n)
+void ddi_es_frz_free(dedup_extsort *es, node *n)
 {
-    dd_es_free(es, n->frz, n->frz_cap);
+    ddi_es_free(es, n->frz, n->frz_cap);
     n->frz = NULL;
     n->frz_words = 0;
 }
 
 /* Records that 'dlen' file bytes at 'off' hold 'rawlen' bytes of p's stream. */
-dedup_status dd_es_part_extent(dedup_extsort *es, part *p, uint64_t off, uint64_t dlen,
+dedup_status ddi_es_part_extent(dedup_extsort *es, part *p, uint64_t off, uint64_t dlen,
                                size_t rawlen)
 {
     if (p->nblk > 0 && p->blocks[p->nblk - 1].off + p->blocks[p->nblk - 1].len == off) {
         p->blocks[p->nblk - 1].len += dlen; /* contiguous with the previous block */
     } else {
-        blk *nb = dd_es_grow(es, p->blocks, p->nblk, &p->capblk, sizeof(blk), 8);
+        blk *nb = ddi_es_grow(es, p->blocks, p->nblk, &p->capblk, sizeof(blk), 8);
         if (!nb)
-            return dd_es_fail(es, DEDUP_ERR_NOMEM);
+            return ddi_es_fail(es, DEDUP_ERR_NOMEM);
         p->blocks = nb;
         p->blocks[p->nblk++] = (blk){off, dlen};
     }
@@ -115,7 +115,7 @@ dedup_status dd_es_part_extent(dedup_extsort *es, part *p, uint64_t off, uint64_
 #define REGION_FRAMES 16
 
 /* Where a packed frame of 'dlen' bytes of partition p goes in file f. */
-uint64_t dd_es_part_place(const dedup_extsort *es, tfile *f, part *p, uint64_t dlen)
+uint64_t ddi_es_part_place(const dedup_extsort *es, tfile *f, part *p, uint64_t dlen)
 {
     if (p->rleft < dlen) {
         uint64_t r = REGION_FRAMES * (uint64_t)pbuf_size(es);
@@ -131,23 +131,23 @@ uint64_t dd_es_part_place(const dedup_extsort *es, tfile *f, part *p, uint64_t d
     return off;
 }
 
-dedup_status dd_es_part_flush(dedup_extsort *es, node *n, part *p, const void *data, size_t len)
+dedup_status ddi_es_part_flush(dedup_extsort *es, node *n, part *p, const void *data, size_t len)
 {
     tfile *f = &es->sp[n->depth];
-    dedup_status s = dd_es_tf_open(es, f);
+    dedup_status s = ddi_es_tf_open(es, f);
     if (s != DEDUP_OK)
         return s;
     if (es->hp && data == p->buf) { /* the thread packs and writes it; p takes a spare */
-        uint8_t *spare = dd_es_hp_spare(es, &s);
+        uint8_t *spare = ddi_es_hp_spare(es, &s);
         if (!spare)
-            return s != DEDUP_OK ? s : dd_es_fail(es, DEDUP_ERR_NOMEM);
+            return s != DEDUP_OK ? s : ddi_es_fail(es, DEDUP_ERR_NOMEM);
         uint8_t *full = p->buf;
         p->buf = spare;
-        return dd_es_hp_add(es, f, full, len, p, full);
+        return ddi_es_hp_add(es, f, full, len, p, full);
     }
-    if ((s = dd_es_hp_sync(es)) != DEDUP_OK)
+    if ((s = ddi_es_hp_sync(es)) != DEDUP_OK)
         return s;
-    return dd_es_frames_write(es, f, p, data, len);
+    return ddi_es_frames_write(es, f, p, data, len);
 }
 
 static dedup_status part_put(dedup_extsort *es, node *n, part *p, const void *data, size_t len)
@@ -159,12 +159,12 @@ static dedup_status part_put(dedup_extsort *es, node *n, part *p, const void *da
     }
     dedup_status s;
     if (p->len) {
-        if ((s = dd_es_part_flush(es, n, p, p->buf, p->len)) != DEDUP_OK)
+        if ((s = ddi_es_part_flush(es, n, p, p->buf, p->len)) != DEDUP_OK)
             return s;
         p->len = 0;
     }
     if (len >= n->pbuf)
-        return dd_es_part_flush(es, n, p, data, len);
+        return ddi_es_part_flush(es, n, p, data, len);
     memcpy(p->buf, data, len);
     p->len = len;
     return DEDUP_OK;
@@ -173,24 +173,24 @@ static dedup_status part_put(dedup_extsort *es, node *n, part *p, const void *da
 static dedup_status node_start_spill(dedup_extsort *es, node *n)
 {
     if (n->depth >= DEDUP_EXTSORT_MAX_DEPTH)
-        return dd_es_fail(es, DEDUP_ERR_LIMIT);
-    n->parts = dd_es_alloc(es, n->P * sizeof(part));
+        return ddi_es_fail(es, DEDUP_ERR_LIMIT);
+    n->parts = ddi_es_alloc(es, n->P * sizeof(part));
     if (!n->parts)
-        return dd_es_fail(es, DEDUP_ERR_NOMEM);
+        return ddi_es_fail(es, DEDUP_ERR_NOMEM);
     memset(n->parts, 0, n->P * sizeof(part));
     for (uint32_t i = 0; i < n->P; i++) {
-        n->parts[i].buf = dd_es_alloc(es, n->pbuf);
+        n->parts[i].buf = ddi_es_alloc(es, n->pbuf);
         if (!n->parts[i].buf)
-            return dd_es_fail(es, DEDUP_ERR_NOMEM);
+            return ddi_es_fail(es, DEDUP_ERR_NOMEM);
     }
     if (es->p.output == DEDUP_EXTSORT_DUPLICATES) {
-        dedup_status s = dd_es_wr_init(es, &n->direct, &es->rs[n->depth], io_buf(es), F_SEQ);
+        dedup_status s = ddi_es_wr_init(es, &n->direct, &es->rs[n->depth], io_buf(es), F_SEQ);
         if (s != DEDUP_OK)
             return s;
-        if ((s = dd_es_tf_open(es, &es->rs[n->depth])) != DEDUP_OK)
+        if ((s = ddi_es_tf_open(es, &es->rs[n->depth])) != DEDUP_OK)
             return s;
         n->direct_live = true;
-        if ((s = dd_es_hp_sync(es)) != DEDUP_OK)
+        if ((s = ddi_es_hp_sync(es)) != DEDUP_OK)
             return s;
         n->direct_start = es->rs[n->depth].size;
     }
@@ -201,33 +201,33 @@ static dedup_status node_start_spill(dedup_extsort *es, node *n)
     return DEDUP_OK;
 }
 
-void dd_es_node_free(dedup_extsort *es, node *n)
+void ddi_es_node_free(dedup_extsort *es, node *n)
 {
     if (n->parts) /* queued frames name its partitions */
-        (void)dd_es_hp_sync(es);
+        (void)ddi_es_hp_sync(es);
     if (n->table_live)
-        dd_es_table_free(es, &n->t);
+        ddi_es_table_free(es, &n->t);
     n->table_live = false;
-    dd_es_frz_free(es, n);
+    ddi_es_frz_free(es, n);
     if (n->parts) {
         for (uint32_t i = 0; i < n->P; i++) {
-            dd_es_free(es, n->parts[i].buf, n->pbuf);
-            dd_es_free(es, n->parts[i].blocks, n->parts[i].capblk * sizeof(blk));
+            ddi_es_free(es, n->parts[i].buf, n->pbuf);
+            ddi_es_free(es, n->parts[i].blocks, n->parts[i].capblk * sizeof(blk));
         }
-        dd_es_free(es, n->parts, n->P * sizeof(part));
+        ddi_es_free(es, n->parts, n->P * sizeof(part));
         n->parts = NULL;
     }
     if (n->direct_live)
-        dd_es_wr_free(es, &n->direct);
+        ddi_es_wr_free(es, &n->direct);
     n->direct_live = false;
 }
 
 /* Sends one output item of node 'n' to its parent's result stream or to emit. */
-dedup_status dd_es_node_out(dedup_extsort *es, node *n, const item *it)
+dedup_status ddi_es_node_out(dedup_extsort *es, node *n, const item *it)
 {
     if (!n->out) {
         if (es->ng) {
-            dedup_status s = dd_es_giants_before(es, it);
+            dedup_status s = ddi_es_giants_before(es, it);
             if (s != DEDUP_OK)
                 return s;
         }
@@ -236,14 +236,14 @@ dedup_status dd_es_node_out(dedup_extsort *es, node *n, const item *it)
                             es->p.output == DEDUP_EXTSORT_COUNT ? it->count : 1);
         if (rc) {
             es->emit_rc = rc;
-            return dd_es_fail(es, DEDUP_ERR_CANCELLED);
+            return ddi_es_fail(es, DEDUP_ERR_CANCELLED);
         }
         return DEDUP_OK;
     }
-    return dd_es_wr_item(es, n->out, it);
+    return ddi_es_wr_item(es, n->out, it);
 }
 
-dedup_status dd_es_node_add(dedup_extsort *es, node *n, const item *it, dedup_digest d)
+dedup_status ddi_es_node_add(dedup_extsort *es, node *n, const item *it, dedup_digest d)
 {
     dedup_status s;
     slot *sl = NULL;
@@ -256,17 +256,17 @@ dedup_status dd_es_node_add(dedup_extsort *es, node *n, const item *it, dedup_di
         }
         if (es->p.output == DEDUP_EXTSORT_DUPLICATES) {
             if (!n->spilled)
-                return dd_es_node_out(es, n, it);
-            return dd_es_wr_item(es, &n->direct, it);
+                return ddi_es_node_out(es, n, it);
+            return ddi_es_wr_item(es, &n->direct, it);
         }
         return DEDUP_OK;
     }
     if (!n->spilled) {
-        s = dd_es_table_insert(es, &n->t, sl, d, it->seq, it);
+        s = ddi_es_table_insert(es, &n->t, sl, d, it->seq, it);
         if (s == DEDUP_OK) {
             if (es->p.output == DEDUP_EXTSORT_FIRST &&
                 es->p.order == DEDUP_EXTSORT_FIRST_OCCURRENCE)
-                return dd_es_node_out(es, n, it);
+                return ddi_es_node_out(es, n, it);
             return DEDUP_OK;
         }
         if (s != DEDUP_ERR_FULL)
@@ -312,17 +312,17 @@ split:
 }
 
 /* Emits the table's entries that belong in the output, in insertion order. */
-dedup_status dd_es_table_out_ordered(dedup_extsort *es, node *n)
+dedup_status ddi_es_table_out_ordered(dedup_extsort *es, node *n)
 {
     if (es->p.output != DEDUP_EXTSORT_COUNT && es->p.output != DEDUP_EXTSORT_UNIQUE)
         return DEDUP_OK; /* FIRST went out on insertion; DUPLICATES never lists keys */
     item it;
     TABLE_FOREACH(&n->t, e)
     {
-        dd_es_e_item(&n->t, e, &it);
+        ddi_es_e_item(&n->t, e, &it);
         if (es->p.output == DEDUP_EXTSORT_UNIQUE && it.count != 1)
             continue;
-        dedup_status s = dd_es_node_out(es, n, &it);
+        dedup_status s = ddi_es_node_out(es, n, &it);
         if (s != DEDUP_OK)
             return s;
     }
@@ -330,18 +330,18 @@ dedup_status dd_es_table_out_ordered(dedup_extsort *es, node *n)
 }
 
 /* Emits (or writes to 'w' when not NULL) the table's entries sorted by key. */
-dedup_status dd_es_table_out_sorted(dedup_extsort *es, node *n, writer *w, bool filter)
+dedup_status ddi_es_table_out_sorted(dedup_extsort *es, node *n, writer *w, bool filter)
 {
     size_t cnt = n->t.n;
-    sel *arr = dd_es_table_sorted(&n->t);
+    sel *arr = ddi_es_table_sorted(&n->t);
     item it;
     for (size_t i = 0; i < cnt; i++) {
         if (i + 8 < cnt)
             DD_PREFETCH(arr[i + 8].e);
-        dd_es_e_item(&n->t, arr[i].e, &it);
+        ddi_es_e_item(&n->t, arr[i].e, &it);
         if (filter && es->p.output == DEDUP_EXTSORT_UNIQUE && it.count != 1)
             continue;
-        dedup_status s = w ? dd_es_wr_item(es, w, &it) : dd_es_node_out(es, n, &it);
+        dedup_status s = w ? ddi_es_wr_item(es, w, &it) : ddi_es_node_out(es, n, &it);
         if (s != DEDUP_OK)
             return s;
     }

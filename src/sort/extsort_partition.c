@@ -12,14 +12,14 @@
 /* Deduplicates partition 'p' of node 'n' (depth d) into RS[d] through 'w'. */
 static dedup_status run_child(dedup_extsort *es, node *n, tfile *src, part *p, writer *w)
 {
-    node *c = dd_es_alloc(es, sizeof(node));
+    node *c = ddi_es_alloc(es, sizeof(node));
     if (!c)
-        return dd_es_fail(es, DEDUP_ERR_NOMEM);
+        return ddi_es_fail(es, DEDUP_ERR_NOMEM);
     reader r;
     bool rlive = false;
-    dedup_status s = dd_es_node_init(es, c, n->depth + 1, w);
+    dedup_status s = ddi_es_node_init(es, c, n->depth + 1, w);
     if (s == DEDUP_OK) {
-        s = dd_es_rd_init(es, &r, src, p->blocks, p->nblk, io_buf(es), n->spill_flags);
+        s = ddi_es_rd_init(es, &r, src, p->blocks, p->nblk, io_buf(es), n->spill_flags);
         rlive = s == DEDUP_OK;
     }
     /* In batches of the items that are whole in the read buffer, so that
@@ -32,11 +32,11 @@ static dedup_status run_child(dedup_extsort *es, node *n, tfile *src, part *p, w
     item it[RB];
     dedup_digest dg[RB];
     while (s == DEDUP_OK) {
-        if ((s = dd_es_rd_next(es, &r)) != DEDUP_OK || !r.valid)
+        if ((s = ddi_es_rd_next(es, &r)) != DEDUP_OK || !r.valid)
             break;
         size_t m = 0;
         it[m++] = r.it;
-        while (m < RB && rd_ready(&r) && (s = dd_es_rd_next(es, &r)) == DEDUP_OK)
+        while (m < RB && rd_ready(&r) && (s = ddi_es_rd_next(es, &r)) == DEDUP_OK)
             it[m++] = r.it;
         const table *t = &c->t;
         for (size_t i = 0; i < m; i++) {
@@ -50,15 +50,15 @@ static dedup_status run_child(dedup_extsort *es, node *n, tfile *src, part *p, w
                 if (sl->e && sl->tag == dg[i + AHEAD].lo)
                     DD_PREFETCH(sl->e);
             }
-            s = dd_es_node_add(es, c, &it[i], dg[i]);
+            s = ddi_es_node_add(es, c, &it[i], dg[i]);
         }
     }
     if (rlive)
-        dd_es_rd_free(es, &r);
+        ddi_es_rd_free(es, &r);
     if (s == DEDUP_OK)
-        s = dd_es_node_finish(es, c);
-    dd_es_node_free(es, c);
-    dd_es_free(es, c, sizeof(node));
+        s = ddi_es_node_finish(es, c);
+    ddi_es_node_free(es, c);
+    ddi_es_free(es, c, sizeof(node));
     return s;
 }
 
@@ -109,15 +109,15 @@ static void shadow_free(dedup_extsort *es, dedup_extsort *sh)
         if (sh->rs[i].fd >= 0)
             close(sh->rs[i].fd);
     }
-    dd_es_free(sh, sh->zbuf, sh->zcap);
-    dd_es_free(sh, sh->zstate, sh->zstate_n);
-    dd_es_cache_clear(sh);
-    dd_es_free(es, sh, sizeof *sh);
+    ddi_es_free(sh, sh->zbuf, sh->zcap);
+    ddi_es_free(sh, sh->zstate, sh->zstate_n);
+    ddi_es_cache_clear(sh);
+    ddi_es_free(es, sh, sizeof *sh);
 }
 
 static dedup_extsort *shadow_new(dedup_extsort *es, size_t budget)
 {
-    dedup_extsort *sh = dd_es_alloc(es, sizeof *sh);
+    dedup_extsort *sh = ddi_es_alloc(es, sizeof *sh);
     if (!sh)
         return NULL;
     memset(sh, 0, sizeof *sh);
@@ -135,8 +135,8 @@ static dedup_extsort *shadow_new(dedup_extsort *es, size_t budget)
     sh->gf.fd = -1;
     for (int i = 0; i <= DEDUP_EXTSORT_MAX_DEPTH; i++)
         sh->sp[i].fd = sh->rs[i].fd = -1;
-    sh->zbuf = dd_es_alloc(sh, sh->zcap);
-    sh->zstate = dd_es_alloc(sh, sh->zstate_n);
+    sh->zbuf = ddi_es_alloc(sh, sh->zcap);
+    sh->zstate = ddi_es_alloc(sh, sh->zstate_n);
     if (!sh->zbuf || !sh->zstate) {
         shadow_free(es, sh);
         return NULL;
@@ -153,14 +153,14 @@ static dedup_status run_partition(dedup_extsort *e, node *n, tfile *src, part *p
     writer w;
     dedup_status s;
     *ext = (blk){0, 0};
-    if ((s = dd_es_tf_open(e, out)) != DEDUP_OK || (s = dd_es_hp_sync(e)) != DEDUP_OK ||
-        (s = dd_es_wr_init(e, &w, out, io_buf(e), n->res_flags)) != DEDUP_OK)
+    if ((s = ddi_es_tf_open(e, out)) != DEDUP_OK || (s = ddi_es_hp_sync(e)) != DEDUP_OK ||
+        (s = ddi_es_wr_init(e, &w, out, io_buf(e), n->res_flags)) != DEDUP_OK)
         return s;
     uint64_t start = out->size;
     s = run_child(e, n, src, p, &w);
     if (s == DEDUP_OK)
-        s = dd_es_wr_close(e, &w);
-    dd_es_wr_free(e, &w);
+        s = ddi_es_wr_close(e, &w);
+    ddi_es_wr_free(e, &w);
     if (s == DEDUP_OK)
         *ext = (blk){start, out->size - start};
     return s;
@@ -169,7 +169,7 @@ static dedup_status run_partition(dedup_extsort *e, node *n, tfile *src, part *p
 /* Drops a partition's block list once its child has run. */
 static void part_done(dedup_extsort *es, part *p)
 {
-    dd_es_free(es, p->blocks, p->capblk * sizeof(blk));
+    ddi_es_free(es, p->blocks, p->capblk * sizeof(blk));
     p->blocks = NULL;
     p->capblk = p->nblk = 0;
 }
@@ -200,18 +200,18 @@ static void par_free(dedup_extsort *es, par *pr)
     es->shadow_held = 0;
     for (int j = 0; j < 2; j++)
         shadow_free(es, pr->e[j]);
-    dd_es_free(es, pr->files, pr->nfiles * sizeof(tfile *));
+    ddi_es_free(es, pr->files, pr->nfiles * sizeof(tfile *));
     memset(pr, 0, sizeof *pr);
 }
 
-/* Step 3 of dd_es_node_finish for the top node, two partitions at a time: appends
+/* Step 3 of ddi_es_node_finish for the top node, two partitions at a time: appends
  * the result extents to ext[*k..] (pr->files names their files).  Leaves
  * pr->used false when the budget is too small (the caller goes on alone). */
 static dedup_status children_parallel(dedup_extsort *es, node *n, blk *ext, size_t *k,
                                       size_t extcap, par *pr)
 {
     memset(pr, 0, sizeof *pr);
-    dd_es_cache_clear(es);
+    ddi_es_cache_clear(es);
     size_t extra = 2 * sizeof(dedup_extsort) + n->P * (sizeof(blk) + 1) + extcap * sizeof(tfile *);
     size_t used = es->mem_cur + extra + 16384;
     size_t each = es->budget > used ? (es->budget - used) / 2 : 0;
@@ -224,14 +224,14 @@ static dedup_status children_parallel(dedup_extsort *es, node *n, blk *ext, size
     ps.src = &es->sp[n->depth];
     atomic_init(&ps.next, 0u);
     atomic_init(&ps.stop, false);
-    ps.pext = dd_es_alloc(es, n->P * sizeof(blk));
-    ps.pwho = dd_es_alloc(es, n->P);
-    pr->files = dd_es_alloc(es, extcap * sizeof(tfile *));
+    ps.pext = ddi_es_alloc(es, n->P * sizeof(blk));
+    ps.pwho = ddi_es_alloc(es, n->P);
+    pr->files = ddi_es_alloc(es, extcap * sizeof(tfile *));
     pr->nfiles = extcap;
     pr->e[0] = shadow_new(es, each);
     pr->e[1] = shadow_new(es, each);
     if (!ps.pext || !ps.pwho || !pr->files || !pr->e[0] || !pr->e[1]) {
-        s = dd_es_fail(es, DEDUP_ERR_NOMEM);
+        s = ddi_es_fail(es, DEDUP_ERR_NOMEM);
         goto done;
     }
     memset(ps.pext, 0, n->P * sizeof(blk));
@@ -249,10 +249,10 @@ static dedup_status children_parallel(dedup_extsort *es, node *n, blk *ext, size
         /* From here on a shadow only holds its result file open for the
          * merge: its memory goes back before the merge takes the budget. */
         dedup_extsort *e = pr->e[j];
-        dd_es_free(e, e->zbuf, e->zcap);
-        dd_es_free(e, e->zstate, e->zstate_n);
+        ddi_es_free(e, e->zbuf, e->zcap);
+        ddi_es_free(e, e->zstate, e->zstate_n);
         e->zbuf = e->zstate = NULL;
-        dd_es_cache_clear(e);
+        ddi_es_cache_clear(e);
         const dedup_extsort_stats *t = &e->st;
         es->st.bytes_spilled += t->bytes_spilled;
         es->st.bytes_read_back += t->bytes_read_back;
@@ -274,12 +274,12 @@ static dedup_status children_parallel(dedup_extsort *es, node *n, blk *ext, size
         es->emit_rc = e->emit_rc;
     }
     es->shadow_held = peaks;
-    dd_es_note_peak(es);
+    ddi_es_note_peak(es);
     es->shadow_held = 0;
     for (int j = 0; j < 2; j++) /* what they keep through the merge */
         es->shadow_held += pr->e[j]->mem_cur + pr->e[j]->cached;
     if (s != DEDUP_OK) {
-        s = dd_es_fail(es, s);
+        s = ddi_es_fail(es, s);
         goto done;
     }
     for (size_t j = 0; j < *k; j++) /* the node's own extent, if any */
@@ -296,20 +296,20 @@ static dedup_status children_parallel(dedup_extsort *es, node *n, blk *ext, size
         part_done(es, p);
     }
 done:
-    dd_es_free(es, ps.pext, n->P * sizeof(blk));
-    dd_es_free(es, ps.pwho, n->P);
+    ddi_es_free(es, ps.pext, n->P * sizeof(blk));
+    ddi_es_free(es, ps.pwho, n->P);
     return s;
 }
 
 /* Ends node 'n': outputs the table, then the merged results of its partitions. */
-dedup_status dd_es_node_finish(dedup_extsort *es, node *n)
+dedup_status ddi_es_node_finish(dedup_extsort *es, node *n)
 {
     dedup_status s = DEDUP_OK;
     bool sorted = es->p.order == DEDUP_EXTSORT_SORTED;
     if (!n->spilled) {
-        s = sorted ? dd_es_table_out_sorted(es, n, NULL, true) : dd_es_table_out_ordered(es, n);
+        s = sorted ? ddi_es_table_out_sorted(es, n, NULL, true) : ddi_es_table_out_ordered(es, n);
         es->st.distinct += n->t.n;
-        dd_es_table_free(es, &n->t);
+        ddi_es_table_free(es, &n->t);
         n->table_live = false;
         return s;
     }
@@ -321,34 +321,34 @@ dedup_status dd_es_node_finish(dedup_extsort *es, node *n)
     for (uint32_t i = 0; i < n->P && s == DEDUP_OK; i++) {
         part *p = &n->parts[i];
         if (p->len)
-            s = dd_es_part_flush(es, n, p, p->buf, p->len);
+            s = ddi_es_part_flush(es, n, p, p->buf, p->len);
         p->len = 0;
-        dd_es_free(es, p->buf, n->pbuf);
+        ddi_es_free(es, p->buf, n->pbuf);
         p->buf = NULL;
     }
     if (s == DEDUP_OK) /* every extent and byte count is known from here on */
-        s = dd_es_hp_sync(es);
+        s = ddi_es_hp_sync(es);
     if (s != DEDUP_OK)
         return s;
-    if ((s = dd_es_tf_open(es, rs)) != DEDUP_OK)
+    if ((s = ddi_es_tf_open(es, rs)) != DEDUP_OK)
         return s;
-    ext = dd_es_alloc(es, extcap * sizeof(blk));
+    ext = ddi_es_alloc(es, extcap * sizeof(blk));
     if (!ext)
-        return dd_es_fail(es, DEDUP_ERR_NOMEM);
+        return ddi_es_fail(es, DEDUP_ERR_NOMEM);
     /* 2. what this node recognised itself */
     es->st.distinct += n->t.n;
     if (n->direct_live) {
-        s = dd_es_wr_close(es, &n->direct);
-        dd_es_wr_free(es, &n->direct);
+        s = ddi_es_wr_close(es, &n->direct);
+        ddi_es_wr_free(es, &n->direct);
         n->direct_live = false;
         if (s == DEDUP_OK && rs->size > n->direct_start)
             ext[k++] = (blk){n->direct_start, rs->size - n->direct_start};
     } else {
-        s = dd_es_table_out_ordered(es, n);
+        s = ddi_es_table_out_ordered(es, n);
     }
-    dd_es_table_free(es, &n->t);
+    ddi_es_table_free(es, &n->t);
     n->table_live = false;
-    dd_es_frz_free(es, n);
+    ddi_es_frz_free(es, n);
     /* 3. each partition, one level down (two at a time at the top, with threads) */
     par pr = {0};
     if (s == DEDUP_OK && d == 0 && threaded(es))
@@ -363,12 +363,12 @@ dedup_status dd_es_node_finish(dedup_extsort *es, node *n)
             ext[k++] = e;
         part_done(es, p);
     }
-    dd_es_tf_reset(es, &es->sp[d]);
+    ddi_es_tf_reset(es, &es->sp[d]);
     /* 4. merge */
     if (s == DEDUP_OK && k > 0)
-        s = dd_es_node_merge(es, n, ext, pr.used ? pr.files : NULL, k);
+        s = ddi_es_node_merge(es, n, ext, pr.used ? pr.files : NULL, k);
     par_free(es, &pr);
-    dd_es_free(es, ext, extcap * sizeof(blk));
-    dd_es_tf_reset(es, rs);
+    ddi_es_free(es, ext, extcap * sizeof(blk));
+    ddi_es_tf_reset(es, rs);
     return s;
 }

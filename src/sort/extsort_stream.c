@@ -10,21 +10,21 @@
 
 /* ---- Buffered writer (result streams) ------------------------------------- */
 
-dedup_status dd_es_wr_init(dedup_extsort *es, writer *w, tfile *f, size_t cap, int flags)
+dedup_status ddi_es_wr_init(dedup_extsort *es, writer *w, tfile *f, size_t cap, int flags)
 {
     w->f = f;
     w->cap = cap;
     w->len = 0;
     w->prev_seq = 0;
     w->flags = flags;
-    w->buf = dd_es_alloc(es, cap);
+    w->buf = ddi_es_alloc(es, cap);
     w->buf2 = NULL;
     w->buf2_seq = 0;
-    if (w->buf && es->hp && !(w->buf2 = dd_es_alloc(es, cap))) {
-        dd_es_free(es, w->buf, cap);
+    if (w->buf && es->hp && !(w->buf2 = ddi_es_alloc(es, cap))) {
+        ddi_es_free(es, w->buf, cap);
         w->buf = NULL;
     }
-    return w->buf ? DEDUP_OK : dd_es_fail(es, DEDUP_ERR_NOMEM);
+    return w->buf ? DEDUP_OK : ddi_es_fail(es, DEDUP_ERR_NOMEM);
 }
 
 /* With the compressing thread the buffer is queued whole and the writer goes
@@ -35,37 +35,37 @@ static dedup_status wr_flush(dedup_extsort *es, writer *w)
         return DEDUP_OK;
     dedup_status s;
     if (w->buf2 && es->hp && w->f->fd >= 0) {
-        s = dd_es_hp_add(es, w->f, w->buf, w->len, NULL, NULL);
+        s = ddi_es_hp_add(es, w->f, w->buf, w->len, NULL, NULL);
         if (s == DEDUP_OK)
-            s = dd_es_hp_submit(es);
+            s = ddi_es_hp_submit(es);
         uint8_t *t = w->buf;
         w->buf = w->buf2;
         w->buf2 = t;
         size_t need = w->buf2_seq;
-        w->buf2_seq = dd_es_hp_submitted(es);
+        w->buf2_seq = ddi_es_hp_submitted(es);
         if (s == DEDUP_OK)
-            s = dd_es_hp_reap_upto(es, need);
+            s = ddi_es_hp_reap_upto(es, need);
     } else {
-        s = dd_es_tf_write(es, w->f, w->buf, w->len);
+        s = ddi_es_tf_write(es, w->f, w->buf, w->len);
     }
     w->len = 0;
     return s;
 }
 
 /* Flushes and waits until the stream is on disk: the file's size is final. */
-dedup_status dd_es_wr_close(dedup_extsort *es, writer *w)
+dedup_status ddi_es_wr_close(dedup_extsort *es, writer *w)
 {
     dedup_status s = wr_flush(es, w);
-    dedup_status r = dd_es_hp_sync(es);
+    dedup_status r = ddi_es_hp_sync(es);
     return s != DEDUP_OK ? s : r;
 }
 
-void dd_es_wr_free(dedup_extsort *es, writer *w)
+void ddi_es_wr_free(dedup_extsort *es, writer *w)
 {
     if (w->buf2) /* the thread may still read them (an error here is sticky) */
-        (void)dd_es_hp_sync(es);
-    dd_es_free(es, w->buf, w->cap);
-    dd_es_free(es, w->buf2, w->cap);
+        (void)ddi_es_hp_sync(es);
+    ddi_es_free(es, w->buf, w->cap);
+    ddi_es_free(es, w->buf2, w->cap);
     w->buf = w->buf2 = NULL;
 }
 
@@ -80,13 +80,13 @@ static dedup_status wr_bytes(dedup_extsort *es, writer *w, const void *p, size_t
     if (s != DEDUP_OK)
         return s;
     if (n >= w->cap)
-        return dd_es_tf_write(es, w->f, p, n);
+        return ddi_es_tf_write(es, w->f, p, n);
     memcpy(w->buf, p, n);
     w->len = n;
     return DEDUP_OK;
 }
 
-dedup_status dd_es_wr_item(dedup_extsort *es, writer *w, const item *it)
+dedup_status ddi_es_wr_item(dedup_extsort *es, writer *w, const item *it)
 {
     uint8_t h[ITEM_HEADER_MAX];
     bool keep_key;
@@ -117,11 +117,11 @@ dedup_status dd_es_wr_item(dedup_extsort *es, writer *w, const item *it)
 
 /* ---- Reader over a list of extents of a temporary file --------------------- */
 
-dedup_status dd_es_rd_init(dedup_extsort *es, reader *r, tfile *f, const blk *ext, size_t n,
+dedup_status ddi_es_rd_init(dedup_extsort *es, reader *r, tfile *f, const blk *ext, size_t n,
                            size_t cap, int flags)
 {
     memset(r, 0, sizeof *r);
-    dedup_status s0 = dd_es_hp_sync(es); /* the file must be complete before it is read */
+    dedup_status s0 = ddi_es_hp_sync(es); /* the file must be complete before it is read */
     if (s0 != DEDUP_OK)
         return s0;
     r->f = f;
@@ -134,21 +134,21 @@ dedup_status dd_es_rd_init(dedup_extsort *es, reader *r, tfile *f, const blk *ex
         cap = 2 * es->frame;
     r->cap = cap;
     r->flags = flags;
-    r->buf = dd_es_alloc(es, cap);
-    return r->buf ? DEDUP_OK : dd_es_fail(es, DEDUP_ERR_NOMEM);
+    r->buf = ddi_es_alloc(es, cap);
+    return r->buf ? DEDUP_OK : ddi_es_fail(es, DEDUP_ERR_NOMEM);
 }
 
-void dd_es_rd_free(dedup_extsort *es, reader *r)
+void ddi_es_rd_free(dedup_extsort *es, reader *r)
 {
-    dd_es_free(es, r->buf, r->cap);
-    dd_es_free(es, r->big, r->bigcap);
+    ddi_es_free(es, r->buf, r->cap);
+    ddi_es_free(es, r->big, r->bigcap);
     r->buf = r->big = NULL;
 }
 
 /* Decodes the reader's next frame into 'dst' (room for es->frame bytes),
  * with 'zbuf' (es->zcap bytes) as scratch; *got is its raw length, 0 at the
- * end of the extents.  Touches no engine state (see dd_es_pread_full). */
-dedup_status dd_es_rd_frame(const dedup_extsort *es, reader *r, uint8_t *zbuf, uint8_t *dst,
+ * end of the extents.  Touches no engine state (see ddi_es_pread_full). */
+dedup_status ddi_es_rd_frame(const dedup_extsort *es, reader *r, uint8_t *zbuf, uint8_t *dst,
                             size_t *got, uint64_t *nread, int *eno)
 {
     *got = 0;
@@ -162,7 +162,7 @@ dedup_status dd_es_rd_frame(const dedup_extsort *es, reader *r, uint8_t *zbuf, u
     uint8_t h[FH];
     if (r->left < FH)
         return DEDUP_ERR_CORRUPT;
-    dedup_status s = dd_es_pread_full(r->f->fd, h, FH, r->off, nread, eno);
+    dedup_status s = ddi_es_pread_full(r->f->fd, h, FH, r->off, nread, eno);
     if (s != DEDUP_OK)
         return s;
     r->off += FH;
@@ -173,7 +173,7 @@ dedup_status dd_es_rd_frame(const dedup_extsort *es, reader *r, uint8_t *zbuf, u
         ((stored & FR_RAW) && n != raw))
         return DEDUP_ERR_CORRUPT;
     uint8_t *src = (stored & FR_RAW) ? dst : zbuf;
-    if ((s = dd_es_pread_full(r->f->fd, src, n, r->off, nread, eno)) != DEDUP_OK)
+    if ((s = ddi_es_pread_full(r->f->fd, src, n, r->off, nread, eno)) != DEDUP_OK)
         return s;
     r->off += n;
     r->left -= n;
@@ -190,7 +190,7 @@ dedup_status dd_es_rd_frame(const dedup_extsort *es, reader *r, uint8_t *zbuf, u
  * many as fit, or with decode-ahead until 'need' bytes are there (the next
  * frames are the decoding thread's to do).  The callers keep an item within
  * cap - frame bytes, so at least one frame always fits. */
-dedup_status dd_es_rd_fill(dedup_extsort *es, reader *r, size_t need)
+dedup_status ddi_es_rd_fill(dedup_extsort *es, reader *r, size_t need)
 {
     if (r->lo > 0) {
         memmove(r->buf, r->buf + r->lo, r->hi - r->lo);
@@ -201,14 +201,14 @@ dedup_status dd_es_rd_fill(dedup_extsort *es, reader *r, size_t need)
         size_t got;
         dedup_status s;
         if (r->ra) {
-            if ((s = dd_es_ra_take(es, r, r->buf + r->hi, &got)) != DEDUP_OK)
+            if ((s = ddi_es_ra_take(es, r, r->buf + r->hi, &got)) != DEDUP_OK)
                 return s;
         } else {
             int eno = 0;
-            s = dd_es_rd_frame(es, r, es->zbuf, r->buf + r->hi, &got, &es->st.bytes_read_back,
+            s = ddi_es_rd_frame(es, r, es->zbuf, r->buf + r->hi, &got, &es->st.bytes_read_back,
                                &eno);
             if (s != DEDUP_OK)
-                return dd_es_read_failed(es, s, eno);
+                return ddi_es_read_failed(es, s, eno);
         }
         if (got == 0)
             break;
@@ -226,11 +226,11 @@ static dedup_status rd_copy(dedup_extsort *es, reader *r, uint8_t *dst, size_t n
 {
     while (n > 0) {
         if (r->lo == r->hi) {
-            dedup_status s = dd_es_rd_fill(es, r, 1);
+            dedup_status s = ddi_es_rd_fill(es, r, 1);
             if (s != DEDUP_OK)
                 return s;
             if (r->lo == r->hi)
-                return dd_es_fail(es, DEDUP_ERR_TRUNCATED);
+                return ddi_es_fail(es, DEDUP_ERR_TRUNCATED);
         }
         size_t k = r->hi - r->lo;
         if (k > n)
@@ -244,11 +244,11 @@ static dedup_status rd_copy(dedup_extsort *es, reader *r, uint8_t *dst, size_t n
 }
 
 /* Reads the next item into r->it; r->valid is false at the end. */
-dedup_status dd_es_rd_next(dedup_extsort *es, reader *r)
+dedup_status ddi_es_rd_next(dedup_extsort *es, reader *r)
 {
     dedup_status s;
     if (r->hi - r->lo < 48 && rd_frames_left(r)) {
-        if ((s = dd_es_rd_fill(es, r, 48)) != DEDUP_OK)
+        if ((s = ddi_es_rd_fill(es, r, 48)) != DEDUP_OK)
             return s;
     }
     if (rd_eof(r)) {
@@ -259,7 +259,7 @@ dedup_status dd_es_rd_next(dedup_extsort *es, reader *r)
     item *it = &r->it;
     ihead ih;
     if (!item_head(p, r->buf + r->hi, r->flags, &ih))
-        return dd_es_fail(es, DEDUP_ERR_CORRUPT);
+        return ddi_es_fail(es, DEDUP_ERR_CORRUPT);
     if (r->flags & F_SEQ) {
         r->prev_seq += ih.seq_delta;
         it->seq = r->prev_seq;
@@ -271,17 +271,17 @@ dedup_status dd_es_rd_next(dedup_extsort *es, reader *r)
     size_t body = (size_t)keylen + (recenc ? (size_t)(recenc - 1) : 0);
     if (hn + body > r->hi - r->lo) {
         if (hn + body <= r->cap - es->frame) {
-            if ((s = dd_es_rd_fill(es, r, hn + body)) != DEDUP_OK)
+            if ((s = ddi_es_rd_fill(es, r, hn + body)) != DEDUP_OK)
                 return s;
             if (hn + body > r->hi - r->lo)
-                return dd_es_fail(es, DEDUP_ERR_TRUNCATED);
+                return ddi_es_fail(es, DEDUP_ERR_TRUNCATED);
             p = r->buf + r->lo + hn;
         } else { /* larger than the buffer: assemble it in 'big' */
             if (body > r->bigcap) {
-                uint8_t *nb = dd_es_alloc(es, body);
+                uint8_t *nb = ddi_es_alloc(es, body);
                 if (!nb)
-                    return dd_es_fail(es, DEDUP_ERR_NOMEM);
-                dd_es_free(es, r->big, r->bigcap);
+                    return ddi_es_fail(es, DEDUP_ERR_NOMEM);
+                ddi_es_free(es, r->big, r->bigcap);
                 r->big = nb;
                 r->bigcap = body;
             }

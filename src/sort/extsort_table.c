@@ -19,7 +19,7 @@
 
 #define TABLE_MIN_SLOTS 256
 
-dedup_status dd_es_table_init(dedup_extsort *es, table *t, size_t limit, bool counting)
+dedup_status ddi_es_table_init(dedup_extsort *es, table *t, size_t limit, bool counting)
 {
     memset(t, 0, sizeof *t);
     t->limit = limit;
@@ -32,30 +32,30 @@ dedup_status dd_es_table_init(dedup_extsort *es, table *t, size_t limit, bool co
      * every probe also missed the TLB. */
     t->chunk_size = limit / 32 < ((size_t)1 << 20) ? clampz(limit / 32, 4096, (size_t)1 << 20)
                                                     : ((size_t)2 << 20) - 128 - sizeof(chunk);
-    t->slots = dd_es_alloc(es, TABLE_MIN_SLOTS * sizeof(slot));
+    t->slots = ddi_es_alloc(es, TABLE_MIN_SLOTS * sizeof(slot));
     if (!t->slots)
-        return dd_es_fail(es, DEDUP_ERR_NOMEM);
+        return ddi_es_fail(es, DEDUP_ERR_NOMEM);
     memset(t->slots, 0, TABLE_MIN_SLOTS * sizeof(slot));
     t->mask = TABLE_MIN_SLOTS - 1;
     return DEDUP_OK;
 }
 
-void dd_es_table_free(dedup_extsort *es, table *t)
+void ddi_es_table_free(dedup_extsort *es, table *t)
 {
     chunk *c = t->head;
     while (c) {
         chunk *nx = c->next;
-        dd_es_free(es, c, sizeof(chunk) + c->cap);
+        ddi_es_free(es, c, sizeof(chunk) + c->cap);
         c = nx;
     }
     t->head = t->tail = NULL;
     if (t->slots)
-        dd_es_free(es, t->slots, (t->mask + 1) * sizeof(slot));
+        ddi_es_free(es, t->slots, (t->mask + 1) * sizeof(slot));
     t->slots = NULL;
     t->n = 0;
 }
 
-void dd_es_e_item(const table *t, const uint8_t *e, item *it)
+void ddi_es_e_item(const table *t, const uint8_t *e, item *it)
 {
     it->seq = rd64(e);
     it->count = t->counting ? rd64(e + 8) : 1;
@@ -76,7 +76,7 @@ static size_t table_bytes(const table *t) { return t->arena + (t->mask + 1) * si
 /* Inserts a new key (known absent; 's' is its empty slot).  Returns
  * DEDUP_ERR_FULL when the entry does not fit the table's share of the
  * budget; an empty table always takes its first entry. */
-dedup_status dd_es_table_insert(dedup_extsort *es, table *t, slot *s, dedup_digest d, uint64_t seq,
+dedup_status ddi_es_table_insert(dedup_extsort *es, table *t, slot *s, dedup_digest d, uint64_t seq,
                                 const item *it)
 {
     bool same = it->rec == it->key && it->reclen == it->keylen;
@@ -87,9 +87,9 @@ dedup_status dd_es_table_insert(dedup_extsort *es, table *t, slot *s, dedup_dige
         size_t oldn = t->mask + 1, newn = oldn * 2;
         if (!empty && table_bytes(t) + newn * sizeof(slot) + esz > t->limit)
             return DEDUP_ERR_FULL;
-        slot *ns = dd_es_alloc(es, newn * sizeof(slot));
+        slot *ns = ddi_es_alloc(es, newn * sizeof(slot));
         if (!ns)
-            return dd_es_fail(es, DEDUP_ERR_NOMEM);
+            return ddi_es_fail(es, DEDUP_ERR_NOMEM);
         memset(ns, 0, newn * sizeof(slot));
         for (size_t i = 0; i < oldn; i++) {
             if (!t->slots[i].e)
@@ -99,7 +99,7 @@ dedup_status dd_es_table_insert(dedup_extsort *es, table *t, slot *s, dedup_dige
                 j = (j + 1) & (newn - 1);
             ns[j] = t->slots[i];
         }
-        dd_es_free(es, t->slots, oldn * sizeof(slot));
+        ddi_es_free(es, t->slots, oldn * sizeof(slot));
         t->slots = ns;
         t->mask = newn - 1;
         s = table_find(t, d, it->key, it->keylen);
@@ -108,9 +108,9 @@ dedup_status dd_es_table_insert(dedup_extsort *es, table *t, slot *s, dedup_dige
         size_t cap = esz > t->chunk_size ? esz : t->chunk_size;
         if (!empty && table_bytes(t) + sizeof(chunk) + cap > t->limit)
             return DEDUP_ERR_FULL;
-        chunk *c = dd_es_alloc(es, sizeof(chunk) + cap);
+        chunk *c = ddi_es_alloc(es, sizeof(chunk) + cap);
         if (!c)
-            return dd_es_fail(es, DEDUP_ERR_NOMEM);
+            return ddi_es_fail(es, DEDUP_ERR_NOMEM);
         c->next = NULL;
         c->cap = cap;
         c->used = 0;
@@ -241,7 +241,7 @@ static void wsort(const table *t, sel *a, size_t n, size_t wd)
 /* Rewrites the slot array as an array of entries sorted by key and returns
  * it (the table can no longer be probed afterwards). */
 _Static_assert(sizeof(sel) == sizeof(slot), "sorting reuses the slot array");
-sel *dd_es_table_sorted(table *t)
+sel *ddi_es_table_sorted(table *t)
 {
     sel *arr = (sel *)(void *)t->slots; /* a slot and a sel are both 16 bytes */
     /* Two sequential passes over the arena (insertion order, no random

@@ -32,7 +32,7 @@
  * for a spare one from a pool and returns to the pool when reaped; a writer
  * has two buffers and alternates, reusing one once its batches are reaped.
  * Everything else (giants, reading, truncating) first waits until nothing is
- * queued (dd_es_hp_sync), so the files are exactly as the single-threaded engine
+ * queued (ddi_es_hp_sync), so the files are exactly as the single-threaded engine
  * leaves them, byte for byte.
  * Memory: with F frames per batch, HB_QUEUE * F spare partition buffers,
  * HB_QUEUE output areas of F packed frames and one LZ4 state, plus a second
@@ -90,7 +90,7 @@ static size_t helper_cost(const dedup_extsort *es, size_t frames)
 
 /* Frames per batch: as many as HB_FRAMES while the thread's buffers take at
  * most 1/16 of the budget; below 2 (budgets under ~860 KiB) no thread. */
-size_t dd_es_hb_frames_for(const dedup_extsort *es)
+size_t ddi_es_hb_frames_for(const dedup_extsort *es)
 {
     if (es->p.threads < 2)
         return 0;
@@ -101,7 +101,7 @@ size_t dd_es_hb_frames_for(const dedup_extsort *es)
 }
 
 /* What the thread's buffers take of the budget (reserved from the start). */
-size_t dd_es_helper_bytes(const dedup_extsort *es)
+size_t ddi_es_helper_bytes(const dedup_extsort *es)
 {
     return threaded(es) ? helper_cost(es, es->hb_frames) : 0;
 }
@@ -137,7 +137,7 @@ static bool hb_pack_one(const dedup_extsort *es, void *z, hbatch *b)
     if (i >= b->n)
         return false;
     hframe *fr = &b->fr[i];
-    fr->dlen = dd_es_frame_pack(z, fr->raw, fr->rawlen, b->out + i * es->zcap, es->zcap);
+    fr->dlen = ddi_es_frame_pack(z, fr->raw, fr->rawlen, b->out + i * es->zcap, es->zcap);
     atomic_fetch_add_explicit(&b->npacked, 1, memory_order_release);
     return true;
 }
@@ -162,10 +162,10 @@ static int hb_write(const dedup_extsort *es, hbatch *b)
     if (!hb_placed(b)) {
         for (size_t i = 0; i < b->n; i++)
             iov[i] = (struct iovec){b->out + i * es->zcap, b->fr[i].dlen};
-        return dd_es_write_iov(es, b->fd, iov, b->n, AT_END, &b->written);
+        return ddi_es_write_iov(es, b->fd, iov, b->n, AT_END, &b->written);
     }
     for (size_t i = 0; i < b->n; i++)
-        b->fr[i].off = dd_es_part_place(es, b->f, b->fr[i].p, b->fr[i].dlen);
+        b->fr[i].off = ddi_es_part_place(es, b->f, b->fr[i].p, b->fr[i].dlen);
     b->written = 0;
     for (size_t i = 0; i < b->n;) {
         size_t m = 0;
@@ -174,7 +174,7 @@ static int hb_write(const dedup_extsort *es, hbatch *b)
             iov[m++] = (struct iovec){b->out + i * es->zcap, b->fr[i].dlen};
             end += b->fr[i].dlen;
         }
-        int e = dd_es_write_iov(es, b->fd, iov, m, at, &done);
+        int e = ddi_es_write_iov(es, b->fd, iov, m, at, &done);
         b->written += done;
         if (e)
             return e;
@@ -221,20 +221,20 @@ static void *helper_main(void *arg)
 static void hp_free_bufs(dedup_extsort *es, helper *h)
 {
     for (size_t i = 0; i < h->npool; i++)
-        dd_es_free(es, h->pool[i], h->pbuf);
-    dd_es_free(es, h->pool, HB_QUEUE * es->hb_frames * sizeof(uint8_t *));
+        ddi_es_free(es, h->pool[i], h->pbuf);
+    ddi_es_free(es, h->pool, HB_QUEUE * es->hb_frames * sizeof(uint8_t *));
     for (int i = 0; i < HB_QUEUE; i++)
-        dd_es_free(es, h->b[i].out, es->hb_frames * es->zcap);
-    dd_es_free(es, h->zstate, es->zstate_n);
+        ddi_es_free(es, h->b[i].out, es->hb_frames * es->zcap);
+    ddi_es_free(es, h->zstate, es->zstate_n);
 }
 
 /* Starts the thread at the first spill.  If anything fails the engine simply
  * goes on without it. */
-void dd_es_hp_start(dedup_extsort *es)
+void ddi_es_hp_start(dedup_extsort *es)
 {
     if (es->hp || !threaded(es))
         return;
-    helper *h = dd_es_alloc(es, sizeof *h);
+    helper *h = ddi_es_alloc(es, sizeof *h);
     if (!h) {
         es->hb_frames = 0;
         return;
@@ -247,12 +247,12 @@ void dd_es_hp_start(dedup_extsort *es)
         atomic_init(&h->b[i].npacked, 0);
     }
     h->pbuf = pbuf_size(es);
-    bool ok = (h->zstate = dd_es_alloc(es, es->zstate_n)) != NULL &&
-              (h->pool = dd_es_alloc(es, HB_QUEUE * es->hb_frames * sizeof(uint8_t *))) != NULL;
+    bool ok = (h->zstate = ddi_es_alloc(es, es->zstate_n)) != NULL &&
+              (h->pool = ddi_es_alloc(es, HB_QUEUE * es->hb_frames * sizeof(uint8_t *))) != NULL;
     for (int i = 0; ok && i < HB_QUEUE; i++)
-        ok = (h->b[i].out = dd_es_alloc(es, es->hb_frames * es->zcap)) != NULL;
+        ok = (h->b[i].out = ddi_es_alloc(es, es->hb_frames * es->zcap)) != NULL;
     while (ok && h->npool < HB_QUEUE * es->hb_frames) {
-        uint8_t *b = dd_es_alloc(es, h->pbuf);
+        uint8_t *b = ddi_es_alloc(es, h->pbuf);
         if (!(ok = b != NULL))
             break;
         h->pool[h->npool++] = b;
@@ -269,7 +269,7 @@ void dd_es_hp_start(dedup_extsort *es)
         pthread_mutex_destroy(&h->mu);
     }
     hp_free_bufs(es, h);
-    dd_es_free(es, h, sizeof *h);
+    ddi_es_free(es, h, sizeof *h);
     es->hb_frames = 0; /* from here on, one thread */
 }
 
@@ -301,7 +301,7 @@ static dedup_status hp_reap(dedup_extsort *es)
     for (size_t i = 0; i < b->n; i++) {
         hframe *fr = &b->fr[i];
         if (!b->err && fr->p && s == DEDUP_OK)
-            s = dd_es_part_extent(es, fr->p, fr->off, fr->dlen, fr->rawlen);
+            s = ddi_es_part_extent(es, fr->p, fr->off, fr->dlen, fr->rawlen);
         total += fr->dlen;
         es->st.bytes_spilled_raw += fr->rawlen;
         if (fr->recycle)
@@ -314,13 +314,13 @@ static dedup_status hp_reap(dedup_extsort *es)
     if (b->err) {
         es->io_errno = b->err;
         es->io_needed = es->st.bytes_spilled + (total - b->written);
-        return dd_es_fail(es, DEDUP_ERR_IO);
+        return ddi_es_fail(es, DEDUP_ERR_IO);
     }
     return s;
 }
 
 /* Reaps every batch numbered below 'upto', waiting as needed. */
-dedup_status dd_es_hp_reap_upto(dedup_extsort *es, size_t upto)
+dedup_status ddi_es_hp_reap_upto(dedup_extsort *es, size_t upto)
 {
     dedup_status s = DEDUP_OK;
     while (es->hp->reaped < upto) {
@@ -344,7 +344,7 @@ static void hp_discard(helper *h)
  * the way.  When this fills the queue, this thread packs the batch's frames
  * itself while the oldest is still being worked on (rather than wait), then
  * waits for the oldest, whose slot the next batch takes. */
-dedup_status dd_es_hp_submit(dedup_extsort *es)
+dedup_status ddi_es_hp_submit(dedup_extsort *es)
 {
     helper *h = es->hp;
     if (!h || h->cur->n == 0)
@@ -377,30 +377,30 @@ dedup_status dd_es_hp_submit(dedup_extsort *es)
 
 /* The number of batches handed to the thread so far: a batch's number is
  * the count before it was handed over. */
-size_t dd_es_hp_submitted(const dedup_extsort *es) { return es->hp->sub; }
+size_t ddi_es_hp_submitted(const dedup_extsort *es) { return es->hp->sub; }
 
 /* Waits until every queued frame is written and accounted for. */
-dedup_status dd_es_hp_sync(dedup_extsort *es)
+dedup_status ddi_es_hp_sync(dedup_extsort *es)
 {
     if (!es->hp)
         return DEDUP_OK;
-    dedup_status s = dd_es_hp_submit(es);
-    dedup_status r = dd_es_hp_reap_upto(es, es->hp->sub);
+    dedup_status s = ddi_es_hp_submit(es);
+    dedup_status r = ddi_es_hp_reap_upto(es, es->hp->sub);
     return s != DEDUP_OK ? s : r;
 }
 
 /* Queues 'len' bytes at 'raw' for 'f' (open), as frames; 'p' gets their
  * extents, 'recycle' returns to the pool after the last one.  The bytes must
  * stay untouched until reaped. */
-dedup_status dd_es_hp_add(dedup_extsort *es, tfile *f, const uint8_t *raw, size_t len,
+dedup_status ddi_es_hp_add(dedup_extsort *es, tfile *f, const uint8_t *raw, size_t len,
                           struct part *p, uint8_t *recycle)
 {
     helper *h = es->hp;
     dedup_status s = DEDUP_OK;
     if (h->cur->n && h->cur->f != f)
-        s = dd_es_hp_submit(es);
+        s = ddi_es_hp_submit(es);
     while (s == DEDUP_OK && len > 0) {
-        if (h->cur->n == es->hb_frames && (s = dd_es_hp_submit(es)) != DEDUP_OK)
+        if (h->cur->n == es->hb_frames && (s = ddi_es_hp_submit(es)) != DEDUP_OK)
             break;
         size_t raw_n = len < es->frame ? len : es->frame;
         hframe *fr = &h->cur->fr[h->cur->n++];
@@ -415,17 +415,17 @@ dedup_status dd_es_hp_add(dedup_extsort *es, tfile *f, const uint8_t *raw, size_
 }
 
 /* Takes a spare partition buffer. */
-uint8_t *dd_es_hp_spare(dedup_extsort *es, dedup_status *s)
+uint8_t *ddi_es_hp_spare(dedup_extsort *es, dedup_status *s)
 {
     helper *h = es->hp;
-    if (h->npool == 0 && (*s = dd_es_hp_sync(es)) != DEDUP_OK)
+    if (h->npool == 0 && (*s = ddi_es_hp_sync(es)) != DEDUP_OK)
         return NULL;
     *s = DEDUP_OK;
     return h->npool ? h->pool[--h->npool] : NULL;
 }
 
 /* Stops the thread (dropping whatever is queued) and frees its buffers. */
-void dd_es_hp_stop(dedup_extsort *es)
+void ddi_es_hp_stop(dedup_extsort *es)
 {
     helper *h = es->hp;
     if (!h)
@@ -447,7 +447,7 @@ void dd_es_hp_stop(dedup_extsort *es)
     }
     es->hp = NULL;
     hp_free_bufs(es, h);
-    dd_es_free(es, h, sizeof *h);
+    ddi_es_free(es, h, sizeof *h);
 }
 
 /* ---- Decode-ahead for the final merge --------------------------------------
@@ -485,7 +485,7 @@ static void ra_decode(decoder *d, reader *r)
     ahead *a = r->ra;
     size_t got = 0;
     int eno = 0;
-    dedup_status s = dd_es_rd_frame(d->es, r, d->zbuf, a->buf, &got, &d->nread, &eno);
+    dedup_status s = ddi_es_rd_frame(d->es, r, d->zbuf, a->buf, &got, &d->nread, &eno);
     int to = RA_READY;
     if (s != DEDUP_OK) {
         a->err = s;
@@ -553,9 +553,9 @@ static void dec_wake(decoder *d)
     }
 }
 
-/* dd_es_rd_fill's frame source with decode-ahead: the slot's frame if ready, else
+/* ddi_es_rd_fill's frame source with decode-ahead: the slot's frame if ready, else
  * the next frame decoded here (waiting only while the thread is at it). */
-dedup_status dd_es_ra_take(dedup_extsort *es, reader *r, uint8_t *dst, size_t *got)
+dedup_status ddi_es_ra_take(dedup_extsort *es, reader *r, uint8_t *dst, size_t *got)
 {
     ahead *a = r->ra;
     for (;;) {
@@ -570,17 +570,17 @@ dedup_status dd_es_ra_take(dedup_extsort *es, reader *r, uint8_t *dst, size_t *g
             *got = 0;
             return DEDUP_OK;
         case RA_ERR:
-            return dd_es_read_failed(es, a->err, a->eno);
+            return ddi_es_read_failed(es, a->err, a->eno);
         case RA_EMPTY:
             if (ra_claim(a)) {
                 int eno = 0;
                 dedup_status s =
-                    dd_es_rd_frame(es, r, es->zbuf, dst, got, &es->st.bytes_read_back, &eno);
+                    ddi_es_rd_frame(es, r, es->zbuf, dst, got, &es->st.bytes_read_back, &eno);
                 if (s != DEDUP_OK) {
                     a->err = s;
                     a->eno = eno;
                     atomic_store_explicit(&a->state, RA_ERR, memory_order_release);
-                    return dd_es_read_failed(es, s, eno);
+                    return ddi_es_read_failed(es, s, eno);
                 }
                 atomic_store(&a->state, *got ? RA_EMPTY : RA_END);
                 if (*got)
@@ -605,7 +605,7 @@ static size_t dec_bytes(const dedup_extsort *es, size_t k)
  * ahead: only the final one (its output goes to emit), with a second thread,
  * and when the budget still leaves each reader two frames beside its slot;
  * if so, takes what decode-ahead costs out of *avail. */
-bool dd_es_dec_reserve(const dedup_extsort *es, bool final, size_t k, size_t *avail)
+bool ddi_es_dec_reserve(const dedup_extsort *es, bool final, size_t k, size_t *avail)
 {
     if (es->p.threads < 2 || !final || k < 2 ||
         *avail / k < 2 * es->frame + dec_bytes(es, k) / k)
@@ -616,22 +616,22 @@ bool dd_es_dec_reserve(const dedup_extsort *es, bool final, size_t k, size_t *av
 
 /* Starts decode-ahead for the k readers (already initialised); false (and
  * nothing changed) if memory or the thread is refused. */
-bool dd_es_dec_start(dedup_extsort *es, reader *src, size_t k)
+bool ddi_es_dec_start(dedup_extsort *es, reader *src, size_t k)
 {
-    decoder *d = dd_es_alloc(es, sizeof *d);
+    decoder *d = ddi_es_alloc(es, sizeof *d);
     if (!d)
         return false;
     memset(d, 0, sizeof *d);
     d->es = es;
     d->src = src;
     d->k = k;
-    d->slot = dd_es_alloc(es, k * sizeof(ahead));
-    d->zbuf = dd_es_alloc(es, es->zcap);
+    d->slot = ddi_es_alloc(es, k * sizeof(ahead));
+    d->zbuf = ddi_es_alloc(es, es->zcap);
     bool ok = d->slot && d->zbuf;
     size_t i = 0;
     if (ok)
         for (; i < k; i++) {
-            d->slot[i].buf = dd_es_alloc(es, es->frame);
+            d->slot[i].buf = ddi_es_alloc(es, es->frame);
             if (!d->slot[i].buf)
                 break;
             atomic_init(&d->slot[i].state, RA_EMPTY);
@@ -654,16 +654,16 @@ bool dd_es_dec_start(dedup_extsort *es, reader *src, size_t k)
         pthread_cond_destroy(&d->cv);
     }
     for (size_t j = 0; j < i; j++)
-        dd_es_free(es, d->slot[j].buf, es->frame);
-    dd_es_free(es, d->slot, k * sizeof(ahead));
-    dd_es_free(es, d->zbuf, es->zcap);
-    dd_es_free(es, d, sizeof *d);
+        ddi_es_free(es, d->slot[j].buf, es->frame);
+    ddi_es_free(es, d->slot, k * sizeof(ahead));
+    ddi_es_free(es, d->zbuf, es->zcap);
+    ddi_es_free(es, d, sizeof *d);
     return false;
 }
 
-/* Stops the thread and frees what dd_es_dec_start took; the readers' cursors are
+/* Stops the thread and frees what ddi_es_dec_start took; the readers' cursors are
  * theirs again (unused: the merge is over). */
-void dd_es_dec_stop(dedup_extsort *es)
+void ddi_es_dec_stop(dedup_extsort *es)
 {
     decoder *d = es->dec;
     if (!d)
@@ -678,10 +678,10 @@ void dd_es_dec_stop(dedup_extsort *es)
     es->st.bytes_read_back += d->nread;
     for (size_t j = 0; j < d->k; j++) {
         d->src[j].ra = NULL;
-        dd_es_free(es, d->slot[j].buf, es->frame);
+        ddi_es_free(es, d->slot[j].buf, es->frame);
     }
-    dd_es_free(es, d->slot, d->k * sizeof(ahead));
-    dd_es_free(es, d->zbuf, es->zcap);
-    dd_es_free(es, d, sizeof *d);
+    ddi_es_free(es, d->slot, d->k * sizeof(ahead));
+    ddi_es_free(es, d->zbuf, es->zcap);
+    ddi_es_free(es, d, sizeof *d);
     es->dec = NULL;
 }

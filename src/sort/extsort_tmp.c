@@ -26,17 +26,17 @@
 
 /* ---- Temporary files ----------------------------------------------------- */
 
-dedup_status dd_es_tf_open(dedup_extsort *es, tfile *f)
+dedup_status ddi_es_tf_open(dedup_extsort *es, tfile *f)
 {
     if (f->fd >= 0)
         return DEDUP_OK;
     if (!es->zbuf) { /* the first temporary file: compression scratch too */
-        es->zbuf = dd_es_alloc(es, es->zcap);
+        es->zbuf = ddi_es_alloc(es, es->zcap);
         if (!es->zbuf)
-            return dd_es_fail(es, DEDUP_ERR_NOMEM);
-        es->zstate = dd_es_alloc(es, es->zstate_n);
+            return ddi_es_fail(es, DEDUP_ERR_NOMEM);
+        es->zstate = ddi_es_alloc(es, es->zstate_n);
         if (!es->zstate)
-            return dd_es_fail(es, DEDUP_ERR_NOMEM);
+            return ddi_es_fail(es, DEDUP_ERR_NOMEM);
     }
     int fd = -1;
 #ifdef O_TMPFILE
@@ -44,26 +44,26 @@ dedup_status dd_es_tf_open(dedup_extsort *es, tfile *f)
 #endif
     if (fd < 0) {
         size_t n = strlen(es->tmpdir) + 32;
-        char *path = dd_es_alloc(es, n);
+        char *path = ddi_es_alloc(es, n);
         if (!path)
-            return dd_es_fail(es, DEDUP_ERR_NOMEM);
+            return ddi_es_fail(es, DEDUP_ERR_NOMEM);
         snprintf(path, n, "%s/.dedup-spill-XXXXXX", es->tmpdir);
         fd = mkstemp(path);
         if (fd >= 0) {
             unlink(path); /* nameless from now on: nothing can be left behind */
             (void)fcntl(fd, F_SETFD, FD_CLOEXEC);
         }
-        dd_es_free(es, path, n);
+        ddi_es_free(es, path, n);
     }
     if (fd < 0) {
         es->io_errno = errno;
         es->io_needed = es->st.bytes_spilled;
-        return dd_es_fail(es, DEDUP_ERR_IO);
+        return ddi_es_fail(es, DEDUP_ERR_IO);
     }
     f->fd = fd;
     f->size = 0;
     es->st.spilled = true;
-    dd_es_hp_start(es);
+    ddi_es_hp_start(es);
     return DEDUP_OK;
 }
 
@@ -86,7 +86,7 @@ static ptrdiff_t call_write_fn(const dedup_extsort *es, int fd, const void *buf,
  * 'off' made under the hook's lock with the calls.  iov[] is used up.
  * '*written' gets the bytes accepted.  Returns 0, or the errno of the
  * failure (ENOSPC for a write that accepts nothing). */
-int dd_es_write_iov(const dedup_extsort *es, int fd, struct iovec *iov, size_t n, uint64_t off,
+int ddi_es_write_iov(const dedup_extsort *es, int fd, struct iovec *iov, size_t n, uint64_t off,
                     uint64_t *written)
 {
     *written = 0;
@@ -139,27 +139,27 @@ int dd_es_write_iov(const dedup_extsort *es, int fd, struct iovec *iov, size_t n
 }
 
 /* Writes 'len' bytes to 'f': appended (AT_END, the file grows), or at 'off'
- * of space already handed out (dd_es_part_place). */
+ * of space already handed out (ddi_es_part_place). */
 static dedup_status tf_write_raw(dedup_extsort *es, tfile *f, const void *buf, size_t len,
                                  uint64_t off)
 {
     uint64_t done;
     struct iovec v = {(void *)buf, len};
-    int e = dd_es_write_iov(es, f->fd, &v, 1, off, &done);
+    int e = ddi_es_write_iov(es, f->fd, &v, 1, off, &done);
     if (off == AT_END)
         f->size += done;
     es->st.bytes_spilled += done;
     if (e) {
         es->io_errno = e;
         es->io_needed = es->st.bytes_spilled + (len - done);
-        return dd_es_fail(es, DEDUP_ERR_IO);
+        return ddi_es_fail(es, DEDUP_ERR_IO);
     }
     return DEDUP_OK;
 }
 
 /* Encodes 'raw' bytes (at most es->frame) as one frame into 'out' (es->zcap
  * bytes); returns the frame's length. */
-size_t dd_es_frame_pack(void *zstate, const uint8_t *q, size_t raw, uint8_t *out, size_t zcap)
+size_t ddi_es_frame_pack(void *zstate, const uint8_t *q, size_t raw, uint8_t *out, size_t zcap)
 {
     int z = LZ4_compress_fast_extState(zstate, (const char *)q, (char *)out + FH, (int)raw,
                                        (int)(zcap - FH), LZ4_ACCEL);
@@ -182,18 +182,18 @@ size_t dd_es_frame_pack(void *zstate, const uint8_t *q, size_t raw, uint8_t *out
 /* Writes 'len' stream bytes to 'f' (open) as frames of at most es->frame raw
  * bytes, each LZ4-compressed on its own (kept raw if that does not shrink
  * it) behind its header: appended, or, for partition p (not NULL), each at
- * its place in p's region of the file (dd_es_part_place), its extent recorded. */
-dedup_status dd_es_frames_write(dedup_extsort *es, tfile *f, struct part *p, const void *buf,
+ * its place in p's region of the file (ddi_es_part_place), its extent recorded. */
+dedup_status ddi_es_frames_write(dedup_extsort *es, tfile *f, struct part *p, const void *buf,
                                 size_t len)
 {
     const uint8_t *q = buf;
     while (len > 0) {
         size_t raw = len < es->frame ? len : es->frame;
-        size_t fl = dd_es_frame_pack(es->zstate, q, raw, es->zbuf, es->zcap);
-        uint64_t off = p ? dd_es_part_place(es, f, p, fl) : AT_END;
+        size_t fl = ddi_es_frame_pack(es->zstate, q, raw, es->zbuf, es->zcap);
+        uint64_t off = p ? ddi_es_part_place(es, f, p, fl) : AT_END;
         dedup_status s = tf_write_raw(es, f, es->zbuf, fl, off);
         if (s == DEDUP_OK && p)
-            s = dd_es_part_extent(es, p, off, fl, raw);
+            s = ddi_es_part_extent(es, p, off, fl, raw);
         if (s != DEDUP_OK)
             return s;
         es->st.bytes_spilled_raw += raw;
@@ -203,21 +203,21 @@ dedup_status dd_es_frames_write(dedup_extsort *es, tfile *f, struct part *p, con
     return DEDUP_OK;
 }
 
-/* Appends 'len' stream bytes to 'f' as frames (dd_es_frames_write). */
-dedup_status dd_es_tf_write(dedup_extsort *es, tfile *f, const void *buf, size_t len)
+/* Appends 'len' stream bytes to 'f' as frames (ddi_es_frames_write). */
+dedup_status ddi_es_tf_write(dedup_extsort *es, tfile *f, const void *buf, size_t len)
 {
-    dedup_status s = dd_es_hp_sync(es); /* frames still queued go first */
+    dedup_status s = ddi_es_hp_sync(es); /* frames still queued go first */
     if (s != DEDUP_OK)
         return s;
-    if ((s = dd_es_tf_open(es, f)) != DEDUP_OK)
+    if ((s = ddi_es_tf_open(es, f)) != DEDUP_OK)
         return s;
-    return dd_es_frames_write(es, f, NULL, buf, len);
+    return ddi_es_frames_write(es, f, NULL, buf, len);
 }
 
 /* pread(2) of exactly 'len' bytes, adding them to *nread; on failure the
  * errno in *eno.  Touches no engine state: the merge's decoding thread calls
  * it too. */
-dedup_status dd_es_pread_full(int fd, void *buf, size_t len, uint64_t off, uint64_t *nread,
+dedup_status ddi_es_pread_full(int fd, void *buf, size_t len, uint64_t off, uint64_t *nread,
                               int *eno)
 {
     uint8_t *q = buf;
@@ -239,20 +239,20 @@ dedup_status dd_es_pread_full(int fd, void *buf, size_t len, uint64_t off, uint6
     return DEDUP_OK;
 }
 
-/* Records a failed read (dd_es_pread_full's status and errno) on the engine. */
-dedup_status dd_es_read_failed(dedup_extsort *es, dedup_status s, int eno)
+/* Records a failed read (ddi_es_pread_full's status and errno) on the engine. */
+dedup_status ddi_es_read_failed(dedup_extsort *es, dedup_status s, int eno)
 {
     if (s == DEDUP_ERR_IO) {
         es->io_errno = eno;
         es->io_needed = es->st.bytes_spilled;
     }
-    return dd_es_fail(es, s);
+    return ddi_es_fail(es, s);
 }
 
 /* Drops a temporary file's content so the next node of its depth reuses it. */
-void dd_es_tf_reset(dedup_extsort *es, tfile *f)
+void ddi_es_tf_reset(dedup_extsort *es, tfile *f)
 {
-    (void)dd_es_hp_sync(es); /* nothing may still be queued for it (errors are sticky) */
+    (void)ddi_es_hp_sync(es); /* nothing may still be queued for it (errors are sticky) */
     if (f->fd >= 0 && f->size > 0) {
         /* write(2) appends at the descriptor's offset: rewind it too.  If
          * either call fails the next writer simply appends past the old
