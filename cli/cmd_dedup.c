@@ -22,6 +22,7 @@
 
 #include "cli.h"
 #include "keep_last.h"
+#include "preflight.h"
 #include "progress.h"
 #include "dedup/extsort.h"
 #include "dedup/hash.h"
@@ -1108,77 +1109,6 @@ static bool write_counts(run *r)
     return ok;
 }
 
-/* Whether the temporary directory can take the engine's files: a nameless
- * file is made and closed again (what the engine will do), so the reason a
- * spill would fail -- missing, not a directory, read-only, no permission --
- * is found before any input is read.  False after printing it. */
-static bool tmpdir_usable(const char *dir, bool given)
-{
-    struct stat st;
-    int err = 0;
-    if (stat(dir, &st) != 0)
-        err = errno;
-    else if (!S_ISDIR(st.st_mode))
-        err = ENOTDIR;
-    else {
-        int fd = -1;
-#ifdef O_TMPFILE
-        fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
-        if (fd < 0 && errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL)
-            err = errno;
-#endif
-        if (fd < 0 && !err) {
-            char path[4096];
-            snprintf(path, sizeof path, "%s/dedup-probe.XXXXXX", dir);
-            fd = mkstemp(path);
-            if (fd < 0)
-                err = errno;
-            else
-                unlink(path);
-        }
-        if (fd >= 0)
-            close(fd);
-    }
-    if (!err)
-        return true;
-    if (!given) {
-        /* Not asked for: most runs never spill, so a warning, not a refusal. */
-        cli_warn("temporary files would go to %s, which cannot hold them: %s; this run fails if "
-                 "its keys outgrow memory (give -T/--tmpdir DIR)", dir, strerror(err));
-        return true;
-    }
-    cli_error("-T/--tmpdir %s cannot hold temporary files: %s (a run whose keys do not fit in "
-              "memory writes them there; give a writable directory)", dir, strerror(err));
-    return false;
-}
-
-/* Whether the state file can be written where it is named, before any work:
- * its directory must exist and take a new file. */
-static bool state_writable(const char *path)
-{
-    const char *slash = strrchr(path, '/');
-    char dir[4096];
-    if (!slash)
-        snprintf(dir, sizeof dir, ".");
-    else if (slash == path)
-        snprintf(dir, sizeof dir, "/");
-    else
-        snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
-    struct stat st;
-    int err = 0;
-    if (stat(dir, &st) != 0)
-        err = errno;
-    else if (!S_ISDIR(st.st_mode))
-        err = ENOTDIR;
-    else if (access(dir, W_OK | X_OK) != 0)
-        err = errno;
-    if (!err)
-        return true;
-    cli_error("--state %s cannot be saved: %s: %s (checked before reading any input)", path, dir,
-              strerror(err));
-    return false;
-}
-
 /* The estimated false drops, never more than the records dropped.  False
  * when none can be made: past a rate of one half, the few records still
  * answered NEW say too little about how many new ones were dropped. */
@@ -1361,13 +1291,13 @@ int cmd_dedup(int argc, char **argv)
     eo.progress = o.progress == 1 || (o.progress == -1 && isatty(STDERR_FILENO) && cli_verbosity > 0);
     eo.total_bytes = size_known ? total_bytes : 0;
     eo.output = o.output;
-    if (o.state && !state_writable(o.state))
+    if (o.state && !dd_state_writable(o.state))
         return CLI_EXIT_USAGE;
     /* A spill is possible in exact mode without a state (past half the
      * budget) and always in the external engine. */
     bool may_spill = !o.window_us && !o.last_n && o.kind == DEDUP_SEEN_EXACT &&
                      (o.external || !o.state);
-    if (may_spill && !tmpdir_usable(dd_external_tmpdir(o.tmpdir), o.tmpdir != NULL))
+    if (may_spill && !dd_tmpdir_usable(dd_external_tmpdir(o.tmpdir), o.tmpdir != NULL))
         return CLI_EXIT_USAGE;
     if (o.keep_last) {
         dd_keep_last_opts ko = {.kind = o.kind, .items = o.sizing.items, .seed = o.sizing.seed,
