@@ -88,6 +88,26 @@ PY
     pass
     [ $mode = scalable ] || "$DEDUP" --mode $mode -m 64K "$T/big" > /dev/null || fail "--mode $mode sized by -m"
 done
+# The records a filter drops on distinct input are all false drops: their
+# count agrees from both sides with the filter's own model (the estimate
+# --stats makes from its rate as it fills), over enough keys that twice or
+# half the rate fails.
+seq 1 500000 | sed 's/^/distinct-/' > "$T/distinct"
+for mode in bloom blocked cuckoo scalable; do
+    p=0.01; [ $mode = scalable ] && p=0.05   # its links are tighter: more keys' worth of drops
+    "$DEDUP" --mode $mode -n 500000 -p $p --stats=json "$T/distinct" > "$T/f" 2> "$T/err"
+    drops=$((500000 - $(wc -l < "$T/f")))
+    model=$(python3 -c 'import json,sys; print(json.loads(open(sys.argv[1]).read().splitlines()[-1])["false_drops_estimated"])' "$T/err")
+    python3 - "$mode" "$drops" "$model" <<'PY' || fail "--mode $mode: $drops false drops against a model of $model"
+import math, sys
+mode, k, mu = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+lo = lambda m: m - 3.29 * math.sqrt(m) - 0.5
+hi = lambda m: m + 3.29 * math.sqrt(m) + 0.5
+assert lo(2 * mu * 0.85) > hi(mu * 1.15) and hi(mu / 2 * 1.15) < lo(mu * 0.85), "too few keys to tell 2x (model %g)" % mu
+assert lo(mu * 0.85) <= k <= hi(mu * 1.15), "%s: %d outside [%.1f, %.1f]" % (mode, k, lo(mu * 0.85), hi(mu * 1.15))
+PY
+    pass
+done
 "$DEDUP" --mode scalable -p 0.001 "$T/big" > "$T/f"
 check "--mode scalable needs no -n and keeps (almost) every new record" \
     test "$(wc -l < "$T/f")" -ge "$(( $(wc -l < "$T/exact") * 99 / 100 ))"
