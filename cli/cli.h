@@ -30,6 +30,9 @@ extern const char *cli_progname; /* "dedup" */
 int cmd_dedup(int argc, char **argv);  /* the main job: dedup [OPTIONS] [FILE...] */
 int cmd_calc(int argc, char **argv);   /* dedup calc */
 int cmd_filter(int argc, char **argv); /* dedup filter create|add|query|del|info|merge */
+int cmd_split(int argc, char **argv);  /* dedup split: partition records by key */
+int cmd_ring(int argc, char **argv);   /* dedup ring: shares and what a change moves */
+int cmd_store(int argc, char **argv);  /* dedup store info DIR */
 
 /* "dedup: <message>\n" on stderr (always shown). */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -34,6 +34,7 @@
 #include "feeder.h"
 #include "keys.h"
 #include "seen_spec.h"
+#include "tier_spec.h"
 
 #define BATCH 64
 #define WRITE_BUF ((size_t)1 << 18)
@@ -135,6 +136,29 @@ static void usage(FILE *f)
 "                         stops the run (default, exit 1), is dropped, or is kept\n"
 "  With --mode bloom|blocked a window is approximate (-n: keys per window, -p);\n"
 "  -s/--state saves and resumes the window.\n", f);
+    fputs(
+"Persistent store and tiers (history across runs, beyond memory):\n"
+"      --store=DIR        exact seen-set in DIR (RocksDB), kept across runs: a run\n"
+"                         reads what it must and writes only its new keys; with\n"
+"                         --mode bloom|blocked|cuckoo|scalable (-n/-p/-m) that filter\n"
+"                         goes in front of it\n"
+"      --sync=MODE        the store's durability: batch (default: a kill -9 loses\n"
+"                         nothing, a power loss the last batches), always (fsync per\n"
+"                         batch: no key ever written out as new is lost), none\n"
+"      --tier=SPEC        one tier of a stack, top first (repeat the option):\n"
+"                           bloom|blocked|cuckoo|scalable[:n=N,p=P,m=SIZE,file=PATH]\n"
+"                           file:PATH   a filter file (saved back after the run)\n"
+"                           exact       this run's keys in memory\n"
+"                           rocksdb:DIR[,sync=MODE,keys=digest|whole,expire=DURATION]\n"
+"                         a key goes down until a tier settles it: a filter's\n"
+"                         'certainly new' (when it knows the store's keys), an exact\n"
+"                         tier's 'seen'; --window/--last put the window on top\n"
+"      --rebuild-filter   fill the filters from the stores below them at start\n"
+"      --trust-filter     a filter's 'maybe' counts as a duplicate (not exact: drops\n"
+"                         new keys at the filter's rate, saves the store's reads)\n"
+"      --shared           other processes write the tiers below: a filter's 'new'\n"
+"                         is always checked there\n"
+"  --stats adds each tier's lookups, hits, keys passed down and time.\n", f);
     fprintf(f,
 "Output:\n"
 "      --keep=first|last  write each key's first occurrence (default) or its last,\n"
@@ -155,7 +179,8 @@ static void usage(FILE *f)
 "  -h, --help             show this help and exit\n"
 "      --version          show the version and exit\n"
 "\n"
-"Subcommands: dedup calc (size a filter), dedup filter (filter files). See dedup(1).\n"
+"Subcommands: dedup calc (size a filter), dedup filter (filter files), dedup store\n"
+"info DIR (a persistent store). See dedup(1).\n"
 "Exit status: 0 success, 1 failure while running (e.g. write error), 2 bad usage or input.\n");
 }
 
@@ -163,7 +188,8 @@ enum {
     OPT_TRIM = 256, OPT_SQUEEZE, OPT_PREFIX, OPT_MODE, OPT_STATS, OPT_PROGRESS, OPT_NO_PROGRESS,
     OPT_HELP, OPT_VERSION, OPT_LINEBUF, OPT_SEED, OPT_SORT,
     OPT_WINDOW, OPT_WINDOW_TYPE, OPT_LAST, OPT_TIME_FIELD, OPT_TIME_FORMAT, OPT_LATENESS,
-    OPT_LATE, OPT_BAD_TIME, OPT_ON_FULL, OPT_KEEP
+    OPT_LATE, OPT_BAD_TIME, OPT_ON_FULL, OPT_KEEP,
+    OPT_TIER, OPT_STORE, OPT_SYNC, OPT_TRUST_FILTER, OPT_REBUILD_FILTER, OPT_SHARED
 };
 
 static const struct option long_opts[] = {
@@ -200,6 +226,12 @@ static const struct option long_opts[] = {
     {"on-bad-time", required_argument, NULL, OPT_BAD_TIME},
     {"on-full", required_argument, NULL, OPT_ON_FULL},
     {"keep", required_argument, NULL, OPT_KEEP},
+    {"tier", required_argument, NULL, OPT_TIER},
+    {"store", required_argument, NULL, OPT_STORE},
+    {"sync", required_argument, NULL, OPT_SYNC},
+    {"trust-filter", no_argument, NULL, OPT_TRUST_FILTER},
+    {"rebuild-filter", no_argument, NULL, OPT_REBUILD_FILTER},
+    {"shared", no_argument, NULL, OPT_SHARED},
     {"quiet", no_argument, NULL, 'q'},
     {"verbose", no_argument, NULL, 'v'},
     {"help", no_argument, NULL, OPT_HELP},
@@ -410,6 +442,18 @@ static int parse_args(int argc, char **argv, opts *o)
             }
             o->window_opts = true;
             break;
+        case OPT_TIER:
+        case OPT_STORE:
+        case OPT_SYNC:
+        case OPT_TRUST_FILTER:
+        case OPT_REBUILD_FILTER:
+        case OPT_SHARED: {
+            static const int which[] = {DD_TOPT_TIER, DD_TOPT_STORE, DD_TOPT_SYNC, DD_TOPT_TRUST,
+                                        DD_TOPT_REBUILD, DD_TOPT_SHARED};
+            if (!dd_tiers_opt(&o->sizing.tiers, which[c - OPT_TIER], optarg))
+                return -1;
+            break;
+        }
         case 'q': cli_verbosity = 0; break;
         case 'v': cli_verbosity++; break;
         case 'h':
@@ -452,6 +496,15 @@ static int parse_args(int argc, char **argv, opts *o)
             return -1;
         }
     }
+    if (o->sizing.tiers &&
+        !dd_tiers_check(o->sizing.tiers, o->kind, o->sizing.items, o->sizing.fpr, o->sizing.memory,
+                        o->window_us || o->last_n, o->out == OUT_COUNT || o->out == OUT_UNIQUE,
+                        o->state != NULL))
+        return -1;
+    if (o->sizing.tiers && (o->sorted || o->tmpdir)) {
+        cli_error("--store/--tier keep every key on their own: --sort and --tmpdir do not apply");
+        return -1;
+    }
     if (o->window_us || o->last_n) {
         if (o->window_us && o->last_n) {
             cli_error("choose one of --window (time) and --last (records)");
@@ -462,7 +515,7 @@ static int parse_args(int argc, char **argv, opts *o)
                       o->out == OUT_COUNT ? "count" : "unique", o->window_us ? "window" : "last");
             return -1;
         }
-        if (o->sizing.memory || o->sorted || o->tmpdir) {
+        if ((o->sizing.memory && !o->sizing.tiers) || o->sorted || o->tmpdir) {
             cli_error("a window keeps only the keys inside it: -m/--memory, --sort and --tmpdir do not apply");
             return -1;
         }
@@ -491,6 +544,7 @@ static int parse_args(int argc, char **argv, opts *o)
         return -1;
     }
     o->sizing.counts = o->out == OUT_COUNT || o->out == OUT_UNIQUE;
+    o->sizing.unique_only = o->out == OUT_UNIQUE;
     bool probabilistic = o->kind != DEDUP_SEEN_EXACT && o->kind != DEDUP_SEEN_FINGERPRINT;
     if (o->sizing.counts && probabilistic) {
         cli_error("--%s needs exact counts: use --mode exact or fingerprint (a Bloom filter cannot count)",
@@ -509,7 +563,7 @@ static int parse_args(int argc, char **argv, opts *o)
     }
     /* -D writes repeats in input order as they come; past the in-memory
      * share only the engine can keep that order, so it runs from the start. */
-    o->external = exact && (o->sizing.memory || o->sorted || o->tmpdir ||
+    o->external = exact && !o->sizing.tiers && (o->sizing.memory || o->sorted || o->tmpdir ||
                             (o->out == OUT_DUPLICATES && !o->state));
     if (o->external && o->state) {
         cli_error("--state cannot be combined with -m/--memory, --sort or --tmpdir in exact mode "
@@ -563,6 +617,8 @@ typedef struct run {
      * engine, whose output comes through spill_emit() */
     bool can_spill;
     bool spilled;
+    uint64_t spill_out;       /* records the engine had written (-u: its uniques only) */
+    bool skip_giant;          /* -u: the giant being streamed occurs more than once */
     uint64_t budget;
     const char *budget_source;
     const char *tmpdir;       /* where the engine writes, for messages */
@@ -959,6 +1015,7 @@ static int spill_emit(void *ctx, const void *rec, size_t len, uint64_t count)
         return 3;
     if (r->o->out == OUT_UNIQUE && count != 1)
         return 0;
+    r->spill_out++;
     if (r->o->out == OUT_COUNT) {
         char prefix[32];
         int pl = snprintf(prefix, sizeof prefix, "%7llu ", (unsigned long long)count);
@@ -1008,6 +1065,33 @@ static void check_capacity(run *r)
              o->sizing.items ? " (-n)" : " (what -m holds at -p)",
              (unsigned long long)r->file_records, r->file_name, now * 100, r->info.fpr_target * 100,
              o->stats ? "" : "; --stats gives the rate at the end");
+}
+
+/* A giant record (its own key, longer than the engine's threshold), written
+ * as the engine streams it from its temporary file. */
+static int spill_emit_piece(void *ctx, const void *piece, size_t len, bool first, bool last,
+                            uint64_t count)
+{
+    run *r = ctx;
+    if (dd_stop_signal)
+        return 3;
+    if (first && r->o->out == OUT_UNIQUE && count != 1)
+        r->skip_giant = true;
+    if (first && !r->skip_giant) {
+        r->spill_out++;
+        if (r->o->out == OUT_COUNT) {
+            char prefix[32];
+            int pl = snprintf(prefix, sizeof prefix, "%7llu ", (unsigned long long)count);
+            if (!dd_writer_bytes(&r->w, prefix, (size_t)pl))
+                return r->w.broken_pipe ? 1 : 2;
+        }
+    }
+    if (!r->skip_giant &&
+        (!dd_writer_bytes(&r->w, piece, len) || (last && !dd_writer_bytes(&r->w, &r->o->term, 1))))
+        return r->w.broken_pipe ? 1 : 2;
+    if (last)
+        r->skip_giant = false;
+    return 0;
 }
 
 /* Decides and writes one batch.  False to stop (error or broken pipe). */
@@ -1133,7 +1217,7 @@ static void print_stats(run *r, double seconds)
     if (eng) {
         dedup_extsort_stats_get(eng, &es);
         in_recs += es.records_in;
-        out += es.records_out;
+        out += r->spill_out;
         dups += es.records_in - es.distinct;
         distinct += es.distinct;
         mem += es.peak_memory;
@@ -1395,7 +1479,7 @@ int cmd_dedup(int argc, char **argv)
     } else {
         /* Exact mode without -m: keys stay in memory up to half the default
          * budget, then the run goes on with the external engine. */
-        if (!windowed && !o.state && o.kind == DEDUP_SEEN_EXACT) {
+        if (!windowed && !o.state && o.kind == DEDUP_SEEN_EXACT && !o.sizing.tiers) {
             const char *env = getenv("DEDUP_MEMORY");
             uint64_t v;
             if (env && *env && !(cli_parse_size(env, &v) && v > 0))
@@ -1405,6 +1489,8 @@ int cmd_dedup(int argc, char **argv)
             o.sizing.tmpdir = o.tmpdir;
             o.sizing.threads = dd_external_threads(spill_budget - spill_budget / 2);
             o.sizing.emit = spill_emit;
+            if (dd_keyspec_identity(&o.key))
+                o.sizing.emit_piece = spill_emit_piece;
             o.sizing.emit_ctx = r;
         }
         st = dd_seen_create(&o.sizing, &s, err, sizeof err);
@@ -1439,7 +1525,8 @@ int cmd_dedup(int argc, char **argv)
     r->o = &o;
     r->s = s;
     dedup_seen_get_info(s, &r->info);
-    r->win = r->info.kind == DEDUP_SEEN_WINDOW ? dedup_seen_impl(s) : NULL;
+    r->win = r->info.kind == DEDUP_SEEN_WINDOW ? dedup_seen_impl(s)
+                                               : dd_tiers_window(o.sizing.tiers);
     r->fd_rate = r->info.probabilistic ? r->info.fpr_bound : 0;
     r->can_spill = spill_budget != 0;
     r->budget = spill_budget;
@@ -1595,6 +1682,11 @@ int cmd_dedup(int argc, char **argv)
             status = CLI_EXIT_FAIL;
         }
     }
+    /* The tiers: filter files saved after a complete run; stores durable. */
+    if (o.sizing.tiers &&
+        !dd_tiers_finish(o.sizing.tiers, !stopped && status == CLI_EXIT_OK && !r->w.broken_pipe) &&
+        status == CLI_EXIT_OK)
+        status = CLI_EXIT_FAIL;
     if (o.stats != STATS_NONE) {
         if (r->win)
             print_window_stats(r, now_sec() - r->prog.start);
@@ -1602,11 +1694,14 @@ int cmd_dedup(int argc, char **argv)
             sample_false_drops(r, true);
             print_stats(r, now_sec() - r->prog.start);
         }
+        if (o.sizing.tiers)
+            dd_tiers_print_stats(o.sizing.tiers, stderr, o.stats == STATS_JSON);
     }
 
     dd_writer_free(&r->w);
     free(r->firsts);
     free(r);
     dedup_seen_free(s);
+    dd_tiers_free(o.sizing.tiers);
     return status;
 }

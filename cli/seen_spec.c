@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "tier_spec.h"
 #include "dedup/scalable.h"
 #include "dedup/window.h"
 
@@ -36,7 +37,8 @@ void dd_seen_spec(const dd_seen_opts *o, dedup_seen_spec *sp)
     dedup_seen_spec_init(sp);
     sp->kind = o->kind;
     sp->items = o->items;
-    if (o->fpr > 0)
+    bool exact = o->kind == DEDUP_SEEN_EXACT || o->kind == DEDUP_SEEN_FINGERPRINT;
+    if (o->fpr > 0 && !exact) /* exact modes warn that -p has no effect */
         sp->fpr = o->fpr;
     sp->memory = o->memory; /* -m bounds a growing set: past it the run stops, never guesses */
     sp->seed = o->seed;
@@ -64,6 +66,9 @@ void dd_seen_spec(const dd_seen_opts *o, dedup_seen_spec *sp)
             sp->threads = o->threads;
             sp->emit = o->emit;
             sp->emit_ctx = o->emit_ctx;
+            sp->emit_piece = o->emit_piece;
+            sp->unique_only = o->unique_only;
+            sp->engine_alloc = cli_allocator(); /* the growing one serves one object */
         }
         break;
     case DEDUP_SEEN_CUCKOO:
@@ -94,13 +99,28 @@ const dedup_allocator *dd_seen_allocator(dedup_seen_kind kind)
 
 dedup_status dd_seen_create(const dd_seen_opts *o, dedup_seen **out, char *err, size_t errcap)
 {
+    if (o->tiers) {
+        /* The stack (tier_spec.c), with the window of --window/--last on top. */
+        dedup_seen *top = NULL;
+        if (o->windowed) {
+            dd_seen_opts w = *o;
+            w.tiers = NULL;
+            dedup_status st = dd_seen_create(&w, &top, err, errcap);
+            if (st)
+                return st;
+        }
+        return dd_tiers_create(o->tiers, top, o->seed, out, err, errcap);
+    }
     dedup_seen_spec sp;
     dd_seen_spec(o, &sp);
     dedup_status st = dedup_seen_create(&sp, dd_seen_allocator(sp.kind), out);
     if (!st || !err || !errcap)
         return st;
     bool sized_filter = sp.kind == DEDUP_SEEN_BLOOM || sp.kind == DEDUP_SEEN_BLOCKED;
-    if (sp.kind == DEDUP_SEEN_WINDOW)
+    if (st == DEDUP_ERR_INVALID_ARG && sp.fpr > 0.5)
+        snprintf(err, errcap, "-p/--fpr must be at most 0.5 (50%%) for --mode %s (got %g)", o->mode,
+                 sp.fpr);
+    else if (sp.kind == DEDUP_SEEN_WINDOW)
         snprintf(err, errcap, "cannot create the window: %s%s", dedup_strerror(st),
                  st == DEDUP_ERR_LIMIT ? " (the lateness is too large for an approximate "
                                          "window of this duration)" : "");

@@ -24,6 +24,7 @@ typedef struct dd_seen_opts {
     uint64_t seed;
     dedup_on_full on_full; /* --on-full: what a fixed-size filter does past -n */
     bool counts;          /* -c / -u: per-key counts */
+    bool unique_only;     /* -u */
     /* windows (--window / --last) */
     bool windowed;
     int window_type;      /* dedup_window_type */
@@ -34,7 +35,11 @@ typedef struct dd_seen_opts {
     const char *tmpdir;
     unsigned threads;
     dedup_seen_emit_fn emit;
+    int (*emit_piece)(void *ctx, const void *piece, size_t len, bool first, bool last,
+                      uint64_t count); /* records that are their own keys */
     void *emit_ctx;
+    /* --store / --tier (tier_spec.h): a stack of seen-sets instead of one */
+    struct dd_tiers_cli *tiers;
 } dd_seen_opts;
 
 /* The names --mode accepts, in the order of the help. */

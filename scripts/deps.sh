@@ -16,6 +16,8 @@ MODE=${1:-build}
 BUILD_PKGS="build-essential cmake pkg-config libxxhash-dev liblz4-dev"
 BUILD_PKGS="$BUILD_PKGS libhiredis-dev librocksdb-dev libroaring-dev"
 TEST_PKGS="libcmocka-dev clang mawk perl python3 groff-base time redis-server redis-tools python3-redis"
+# the cache-penetration example (examples/cache_guard) runs a real SQLite
+TEST_PKGS="$TEST_PKGS libsqlite3-dev"
 BENCH_PKGS="libbloom-dev time mawk perl"
 case $MODE in
 build) PKGS="$BUILD_PKGS" ;;

@@ -49,7 +49,8 @@ typedef enum dedup_type {
     DEDUP_TYPE_SET_STRING = 9,
     DEDUP_TYPE_WINDOW = 10,
     DEDUP_TYPE_CUCKOO_CHAIN = 11,
-    DEDUP_TYPE_ROTATING_BLOOM = 12
+    DEDUP_TYPE_ROTATING_BLOOM = 12,
+    DEDUP_TYPE_RING = 13          /* consistent-hash ring: nodes and weights */
 } dedup_type;
 
 /* Name of a type ("bloom", "blocked", "cuckoo", ...), or "unknown". */

@@ -159,6 +159,21 @@ typedef struct dedup_seen_spec {
      * DEDUP_ERR_CANCELLED. */
     dedup_seen_emit_fn emit;
     void *emit_ctx;
+    /* EXACT_SPILL with counts (added): finish() emits only the records whose
+     * key occurred once (uniq -u), the engine keeping nothing else for
+     * output. */
+    bool unique_only;
+    /* EXACT_SPILL (added): when set, a record that is its own key and
+     * longer than the engine's giant threshold (dedup/extsort.h, "giant
+     * records") never enters memory whole: it goes to this callback in
+     * pieces ('first' on the first, 'last' on the last, 'count' as for emit),
+     * with emit_ctx.  NULL: every record goes to emit whole. */
+    int (*emit_piece)(void *ctx, const void *piece, size_t len, bool first, bool last,
+                      uint64_t count);
+    /* EXACT_SPILL (added): the allocator of the external engine, which may
+     * allocate from its own threads; NULL = the one given to create.  (A
+     * caller may give the set an allocator made for one growing object.) */
+    const dedup_allocator *engine_alloc;
 } dedup_seen_spec;
 
 void dedup_seen_spec_init(dedup_seen_spec *spec);

@@ -45,6 +45,7 @@ const char *dedup_type_name(uint32_t type)
     case DEDUP_TYPE_WINDOW: return "window";
     case DEDUP_TYPE_CUCKOO_CHAIN: return "cuckoo-chain";
     case DEDUP_TYPE_ROTATING_BLOOM: return "rotating-bloom";
+    case DEDUP_TYPE_RING: return "ring";
     }
     return "unknown";
 }

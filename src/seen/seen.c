@@ -230,11 +230,11 @@ static uint64_t replay_remaining(void *ctx)
 }
 
 /* A valid container of a type no kind keeps: read it through to its checksum. */
-static dedup_status validate_other(dedup_source src)
+static dedup_status validate_other(dedup_source src, const dedup_allocator *alloc)
 {
     dedup_decoder *d = NULL;
     dedup_allocator a;
-    ddi_allocator_resolve(&a, NULL);
+    ddi_allocator_resolve(&a, alloc);
     d = ddi_malloc(&a, sizeof *d);
     if (!d)
         return DEDUP_ERR_NOMEM;
@@ -270,7 +270,7 @@ dedup_status dedup_seen_load(dedup_source src, const dedup_allocator *alloc, ded
     dedup_source rs = {replay_read, replay_remaining, &r};
     const ddi_seen_class *c = class_of_file_type(type);
     if (!c)
-        return validate_other(rs);
+        return validate_other(rs, alloc);
     dedup_allocator a;
     ddi_allocator_resolve(&a, alloc);
     void *impl = NULL;

@@ -28,14 +28,16 @@
 
 typedef struct spill {
     dedup_allocator alloc;
+    dedup_allocator engine_alloc;
     dedup_strset *set;
     dedup_extsort *es; /* NULL until the set is frozen */
     uint64_t seed, memory;
-    bool counts, sorted;
+    bool counts, sorted, unique_only;
     unsigned threads;
     char *tmpdir; /* a copy, or NULL */
     dedup_seen_emit_fn emit;
     void *emit_ctx;
+    dedup_extsort_emit_piece_fn emit_piece;
     /* deferred records not yet pushed: [u64 rlen][u64 klen][digest][rec][key] */
     unsigned char *held;
     size_t held_len, held_cap;
@@ -62,13 +64,16 @@ static dedup_status spill_create(const dedup_seen_spec *sp, const dedup_allocato
     if (!s)
         return DEDUP_ERR_NOMEM;
     s->alloc = *a;
+    ddi_allocator_resolve(&s->engine_alloc, sp->engine_alloc ? sp->engine_alloc : a);
     s->seed = sp->seed;
     s->memory = sp->memory;
     s->counts = sp->counts;
+    s->unique_only = sp->counts && sp->unique_only;
     s->sorted = sp->sorted_output;
     s->threads = sp->threads ? sp->threads : 1;
     s->emit = sp->emit;
     s->emit_ctx = sp->emit_ctx;
+    s->emit_piece = sp->emit_piece;
     if (sp->tmpdir) {
         size_t n = strlen(sp->tmpdir) + 1;
         s->tmpdir = ddi_malloc(a, n);
@@ -99,6 +104,13 @@ static int engine_emit(void *ctx, const void *rec, size_t len, uint64_t count)
     return s->emit(s->emit_ctx, rec, len, count);
 }
 
+static int engine_emit_piece(void *ctx, const void *piece, size_t len, bool first, bool last,
+                             uint64_t count)
+{
+    spill *s = ctx;
+    return s->emit_piece(s->emit_ctx, piece, len, first, last, count);
+}
+
 static dedup_status start_engine(spill *s)
 {
     dedup_extsort_params p;
@@ -106,12 +118,16 @@ static dedup_status start_engine(spill *s)
     p.memory_limit = s->memory - s->memory / 2;
     p.tmpdir = s->tmpdir;
     p.order = s->sorted ? DEDUP_EXTSORT_SORTED : DEDUP_EXTSORT_FIRST_OCCURRENCE;
-    p.output = s->counts ? DEDUP_EXTSORT_COUNT : DEDUP_EXTSORT_FIRST;
+    p.output = s->unique_only ? DEDUP_EXTSORT_UNIQUE
+               : s->counts    ? DEDUP_EXTSORT_COUNT
+                              : DEDUP_EXTSORT_FIRST;
     p.seed = s->seed;
     p.emit = engine_emit;
     p.emit_ctx = s;
+    if (s->emit_piece)
+        p.emit_piece = engine_emit_piece;
     p.threads = s->threads;
-    return dedup_extsort_create(&p, &s->alloc, &s->es);
+    return dedup_extsort_create(&p, &s->engine_alloc, &s->es);
 }
 
 static dedup_status hold(spill *s, const unsigned char *rec, size_t rlen, const unsigned char *key,

@@ -383,6 +383,61 @@ static void test_allocation_failures(void **state)
     }
 }
 
+static int emit_nothing(void *ctx, const void *rec, size_t len, uint64_t count)
+{
+    (void)rec;
+    (void)len;
+    (void)count;
+    ++*(uint64_t *)ctx;
+    return 0;
+}
+
+/* EXACT_SPILL: the set, the held records and the engine all allocate. */
+static void test_allocation_failures_spill(void **state)
+{
+    (void)state;
+    bool finished = false;
+    for (uint64_t n = 1; !finished && n < 100000; n++) {
+        tu_failing_alloc fa;
+        dedup_allocator a = tu_failing_allocator(&fa, n);
+        uint64_t emitted = 0;
+        dedup_seen_spec sp;
+        dedup_seen_spec_init(&sp);
+        sp.kind = DEDUP_SEEN_EXACT_SPILL;
+        sp.memory = 256 << 10;
+        sp.emit = emit_nothing;
+        sp.emit_ctx = &emitted;
+        dedup_seen *s = NULL;
+        dedup_status st = dedup_seen_create(&sp, &a, &s);
+        static kb k;
+        uint64_t ids[256];
+        dedup_verdict v[256];
+        uint64_t news = 0;
+        for (uint64_t off = 0; off < 12000 && st == DEDUP_OK; off += 200) {
+            for (size_t i = 0; i < 200; i++)
+                ids[i] = (off + i) % 9000;
+            kb_fill(&k, ids, 200, dedup_seen_seed(s));
+            size_t done = 0;
+            st = dedup_seen_decide(s, &k.b, v, &done);
+            for (size_t i = 0; i < done; i++)
+                news += v[i] == DEDUP_NEW;
+        }
+        if (st == DEDUP_OK)
+            st = dedup_seen_finish(s, NULL, NULL);
+        if (st == DEDUP_OK)
+            assert_true(news + emitted == 9000 && dedup_seen_spilled(s));
+        if (st != DEDUP_OK && st != DEDUP_ERR_NOMEM)
+            fail_msg("exact-spill: allocation %llu failed: %s, not NOMEM", (unsigned long long)n,
+                     dedup_strerror(st));
+        dedup_seen_free(s);
+        if (fa.live != 0)
+            fail_msg("exact-spill: %lld bytes leaked after allocation %llu failed",
+                     (long long)fa.live, (unsigned long long)n);
+        finished = st == DEDUP_OK && fa.calls < n;
+    }
+    assert_true(finished);
+}
+
 /* ---- delete ------------------------------------------------------------------------------ */
 
 static void test_delete(void **state)
@@ -744,6 +799,7 @@ int main(void)
         cmocka_unit_test(test_fpr_within_model),
         cmocka_unit_test(test_corrupt_files_refused),
         cmocka_unit_test(test_allocation_failures),
+        cmocka_unit_test(test_allocation_failures_spill),
         cmocka_unit_test(test_delete),
         cmocka_unit_test(test_exact_against_model),
         cmocka_unit_test(test_on_full),

@@ -1,0 +1,878 @@
+/*
+ * store.c - the persistent exact seen-set on RocksDB's C API (dedup/store.h).
+ *
+ * How a chunk of keys is decided: build the RocksDB keys (digest bytes or
+ * the key itself), one batched MultiGet, then walk the chunk in order: a key
+ * found (and not expired) is a duplicate; an absent key is new unless an
+ * earlier key of the same chunk was that key (a small open-addressing table
+ * of this chunk's new keys says); the new keys and the updated count go
+ * into one WriteBatch, written with the durability the store was opened
+ * with, before the call returns.
+ */
+#include "dedup/store.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <rocksdb/c.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#define MARKER_KEY "store"
+#define COUNT_KEY "count"
+#define META_CF "dedup"
+#define MARKER_LEN 40u
+#define TABLE_SLOTS (2u * DEDUP_STORE_CHUNK) /* power of two, load <= 1/2 */
+#define NO_SLOT UINT32_MAX
+
+static const char marker_magic[8] = {'D', 'D', 'U', 'P', 'S', 'T', 'O', 'R'};
+
+struct dedup_store {
+    dedup_allocator a;
+    rocksdb_t *db;
+    rocksdb_options_t *opt, *meta_opt;
+    rocksdb_block_based_table_options_t *topt;
+    rocksdb_cache_t *cache;
+    rocksdb_compactionfilter_t *cfilter;
+    rocksdb_column_family_handle_t *cf_keys, *cf_meta;
+    rocksdb_readoptions_t *ro, *ro_scan;
+    rocksdb_writeoptions_t *wo;
+    char *dir;
+    bool read_only;
+    dedup_store_keys keys;
+    dedup_store_sync sync;
+    uint64_t seed, expire;
+    int64_t (*clock)(void *ctx);
+    void *clock_ctx;
+    uint64_t count;
+    /* stats of this object's life (mutable from const queries) */
+    uint64_t lookups, writes, expired;
+    /* chunk scratch */
+    unsigned char *kbuf;              /* 16 bytes per key in digest mode */
+    const char **kptr;
+    size_t *klen;
+    rocksdb_pinnableslice_t **vals;
+    char **errs;
+    uint32_t *table;
+    char err[512];
+};
+
+/* ---- small helpers ------------------------------------------------------- */
+
+static void *xmalloc(const dedup_allocator *a, size_t n)
+{
+    return a->malloc_fn ? a->malloc_fn(a->ctx, n) : malloc(n);
+}
+
+static void xfree(const dedup_allocator *a, void *p)
+{
+    if (!p)
+        return;
+    if (a->free_fn)
+        a->free_fn(a->ctx, p);
+    else
+        free(p);
+}
+
+static void put_u32(unsigned char *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static void put_u64(unsigned char *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static uint32_t get_u32(const unsigned char *p)
+{
+    uint32_t v = 0;
+    for (int i = 3; i >= 0; i--)
+        v = (v << 8) | p[i];
+    return v;
+}
+
+static uint64_t get_u64(const unsigned char *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--)
+        v = (v << 8) | p[i];
+    return v;
+}
+
+static int64_t store_now(const dedup_store *s)
+{
+    return s->clock ? s->clock(s->clock_ctx) : (int64_t)time(NULL);
+}
+
+static void set_why(char *why, size_t cap, const char *fmt, const char *dir, const char *detail)
+{
+    if (why && cap)
+        snprintf(why, cap, fmt, dir, detail ? detail : "");
+}
+
+/* RocksDB's error strings name their kind first ("IO error: ...",
+ * "Corruption: ..."); the lock is reported as an IO error on DIR/LOCK. */
+static dedup_status map_open_error(const char *msg, const char *dir, char *why, size_t cap)
+{
+    if (strstr(msg, "LOCK") || strstr(msg, "lock hold")) {
+        set_why(why, cap, "%s is in use by another process (RocksDB: %s)", dir, msg);
+        return DEDUP_ERR_IO;
+    }
+    if (strncmp(msg, "Corruption", 10) == 0) {
+        set_why(why, cap, "%s: the store is corrupted (RocksDB: %s)", dir, msg);
+        return DEDUP_ERR_CORRUPT;
+    }
+    if (strncmp(msg, "Invalid argument", 16) == 0) {
+        set_why(why, cap, "%s is not a dedup store (RocksDB: %s)", dir, msg);
+        return DEDUP_ERR_BAD_MAGIC;
+    }
+    set_why(why, cap, "%s: cannot open the store (RocksDB: %s)", dir, msg);
+    return DEDUP_ERR_IO;
+}
+
+static dedup_status take_error(dedup_store *s, char *e)
+{
+    snprintf(s->err, sizeof s->err, "%s: %s", s->dir, e);
+    free(e); /* RocksDB's strings come from malloc */
+    return DEDUP_ERR_IO;
+}
+
+/* ---- expiry -------------------------------------------------------------- */
+
+static bool value_expired(const dedup_store *s, const char *v, size_t vlen, int64_t now)
+{
+    if (!s->expire || vlen < 4)
+        return false;
+    int64_t t = (int64_t)get_u32((const unsigned char *)v);
+    return now - t >= (int64_t)s->expire;
+}
+
+static unsigned char cfilter_fn(void *state, int level, const char *key, size_t klen,
+                                const char *val, size_t vlen, char **nv, size_t *nvlen,
+                                unsigned char *changed)
+{
+    (void)level, (void)key, (void)klen, (void)nv, (void)nvlen;
+    const dedup_store *s = state;
+    *changed = 0;
+    return value_expired(s, val, vlen, store_now(s)) ? 1 : 0;
+}
+
+static const char *cfilter_name(void *state)
+{
+    (void)state;
+    return "dedup.expire";
+}
+
+static void cfilter_destroy(void *state)
+{
+    (void)state;
+}
+
+/* ---- options --------------------------------------------------------------- */
+
+static void build_options(dedup_store *s, uint64_t block_cache, bool whole)
+{
+    s->opt = rocksdb_options_create();
+    rocksdb_options_increase_parallelism(s->opt, 2);
+    rocksdb_options_set_max_background_jobs(s->opt, 2);
+    rocksdb_options_set_write_buffer_size(s->opt, 64u << 20);
+    rocksdb_options_set_max_write_buffer_number(s->opt, 3);
+    rocksdb_options_set_level_compaction_dynamic_level_bytes(s->opt, 1);
+    rocksdb_options_set_optimize_filters_for_hits(s->opt, 0);
+    rocksdb_options_set_memtable_prefix_bloom_size_ratio(s->opt, 0.02);
+    rocksdb_options_set_memtable_whole_key_filtering(s->opt, 1);
+    rocksdb_options_set_compression(s->opt, rocksdb_lz4_compression);
+    rocksdb_options_set_bottommost_compression(s->opt, whole ? rocksdb_zstd_compression
+                                                             : rocksdb_lz4_compression);
+    rocksdb_options_set_paranoid_checks(s->opt, 1);
+    rocksdb_options_set_keep_log_file_num(s->opt, 2);
+
+    s->topt = rocksdb_block_based_options_create();
+    rocksdb_block_based_options_set_filter_policy(s->topt,
+                                                  rocksdb_filterpolicy_create_ribbon(10.0));
+    rocksdb_block_based_options_set_whole_key_filtering(s->topt, 1);
+    rocksdb_block_based_options_set_block_size(s->topt, 16u << 10);
+    rocksdb_block_based_options_set_format_version(s->topt, 5);
+    rocksdb_block_based_options_set_cache_index_and_filter_blocks(s->topt, 0);
+    s->cache = rocksdb_cache_create_lru((size_t)block_cache);
+    rocksdb_block_based_options_set_block_cache(s->topt, s->cache);
+    rocksdb_options_set_block_based_table_factory(s->opt, s->topt);
+
+    s->meta_opt = rocksdb_options_create();
+    if (s->expire) {
+        s->cfilter = rocksdb_compactionfilter_create(s, cfilter_destroy, cfilter_fn, cfilter_name);
+        rocksdb_options_set_compaction_filter(s->opt, s->cfilter);
+    }
+
+    s->ro = rocksdb_readoptions_create();
+    s->ro_scan = rocksdb_readoptions_create();
+    rocksdb_readoptions_set_fill_cache(s->ro_scan, 0);
+    rocksdb_readoptions_set_total_order_seek(s->ro_scan, 1);
+    s->wo = rocksdb_writeoptions_create();
+    rocksdb_writeoptions_set_sync(s->wo, s->sync == DEDUP_STORE_SYNC_ALWAYS);
+    rocksdb_writeoptions_disable_WAL(s->wo, s->sync == DEDUP_STORE_SYNC_NONE);
+}
+
+/* ---- marker ----------------------------------------------------------------- */
+
+static void encode_marker(const dedup_store *s, unsigned char m[MARKER_LEN])
+{
+    memcpy(m, marker_magic, 8);
+    put_u32(m + 8, DEDUP_STORE_FORMAT_VERSION);
+    put_u32(m + 12, (uint32_t)s->keys);
+    put_u64(m + 16, s->seed);
+    put_u64(m + 24, s->expire);
+    put_u32(m + 32, DEDUP_HASH_XXH3_128);
+    put_u32(m + 36, (uint32_t)dedup_hash(m, 36, 0).lo);
+}
+
+static dedup_status check_marker(dedup_store *s, const dedup_store_params *p, const char *v,
+                                 size_t vlen, char *why, size_t cap)
+{
+    const unsigned char *m = (const unsigned char *)v;
+    char d[160];
+    if (vlen < 12 || memcmp(m, marker_magic, 8) != 0) {
+        set_why(why, cap, "%s is not a dedup store (its marker is not one)%s", s->dir, NULL);
+        return DEDUP_ERR_BAD_MAGIC;
+    }
+    if (get_u32(m + 8) != DEDUP_STORE_FORMAT_VERSION) {
+        snprintf(d, sizeof d, "%u, this program reads %u", get_u32(m + 8),
+                 DEDUP_STORE_FORMAT_VERSION);
+        set_why(why, cap, "%s: store format version %s", s->dir, d);
+        return DEDUP_ERR_VERSION;
+    }
+    if (vlen != MARKER_LEN || get_u32(m + 36) != (uint32_t)dedup_hash(m, 36, 0).lo) {
+        set_why(why, cap, "%s: the store's marker is damaged (checksum mismatch)%s", s->dir, NULL);
+        return DEDUP_ERR_CHECKSUM;
+    }
+    uint32_t keys = get_u32(m + 12);
+    uint64_t seed = get_u64(m + 16), expire = get_u64(m + 24);
+    if ((keys != DEDUP_STORE_KEYS_DIGEST && keys != DEDUP_STORE_KEYS_WHOLE) ||
+        get_u32(m + 32) != DEDUP_HASH_XXH3_128) {
+        set_why(why, cap, "%s: the store's marker holds an impossible key mode or hash%s", s->dir,
+                NULL);
+        return DEDUP_ERR_CORRUPT;
+    }
+    if (p->seed && p->seed != seed) {
+        snprintf(d, sizeof d, "seed 0x%016llx, asked 0x%016llx", (unsigned long long)seed,
+                 (unsigned long long)p->seed);
+        set_why(why, cap, "%s: the store was built with %s", s->dir, d);
+        return DEDUP_ERR_INCOMPATIBLE;
+    }
+    if (p->keys && (uint32_t)p->keys != keys) {
+        snprintf(d, sizeof d, "%s keys, asked %s", keys == DEDUP_STORE_KEYS_WHOLE ? "whole" : "digest",
+                 p->keys == DEDUP_STORE_KEYS_WHOLE ? "whole" : "digest");
+        set_why(why, cap, "%s: the store holds %s", s->dir, d);
+        return DEDUP_ERR_INCOMPATIBLE;
+    }
+    if (p->expire && p->expire != expire) {
+        snprintf(d, sizeof d, "expiry %llu s, asked %llu s", (unsigned long long)expire,
+                 (unsigned long long)p->expire);
+        set_why(why, cap, "%s: the store was created with %s", s->dir, d);
+        return DEDUP_ERR_INCOMPATIBLE;
+    }
+    s->keys = (dedup_store_keys)keys;
+    s->seed = seed;
+    s->expire = expire;
+    return DEDUP_OK;
+}
+
+/* ---- open / close ------------------------------------------------------------- */
+
+void dedup_store_params_init(dedup_store_params *p)
+{
+    memset(p, 0, sizeof *p);
+    p->create = true;
+    p->sync = DEDUP_STORE_SYNC_BATCH;
+    p->block_cache = 32u << 20;
+}
+
+static bool file_exists(const char *dir, const char *name)
+{
+    char path[4096];
+    struct stat st;
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    return stat(path, &st) == 0;
+}
+
+static bool dir_empty(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return false;
+    struct dirent *e;
+    bool empty = true;
+    while ((e = readdir(d)))
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
+            empty = false;
+            break;
+        }
+    closedir(d);
+    return empty;
+}
+
+static dedup_status alloc_scratch(dedup_store *s)
+{
+    size_t n = DEDUP_STORE_CHUNK;
+    s->kbuf = xmalloc(&s->a, n * 16);
+    s->kptr = xmalloc(&s->a, n * sizeof *s->kptr);
+    s->klen = xmalloc(&s->a, n * sizeof *s->klen);
+    s->vals = xmalloc(&s->a, n * sizeof *s->vals);
+    s->errs = xmalloc(&s->a, n * sizeof *s->errs);
+    s->table = xmalloc(&s->a, TABLE_SLOTS * sizeof *s->table);
+    if (!s->kbuf || !s->kptr || !s->klen || !s->vals || !s->errs || !s->table)
+        return DEDUP_ERR_NOMEM;
+    return DEDUP_OK;
+}
+
+/* Decides whether DIR holds a store, nothing, or something else. */
+static dedup_status probe_dir(const dedup_store_params *p, bool *fresh, char *why, size_t cap)
+{
+    struct stat st;
+    *fresh = false;
+    if (stat(p->dir, &st) != 0) {
+        if (errno != ENOENT || !p->create || p->read_only) {
+            set_why(why, cap, "%s: no store there (%s)", p->dir, strerror(errno));
+            return DEDUP_ERR_IO;
+        }
+        *fresh = true;
+        return DEDUP_OK;
+    }
+    if (!S_ISDIR(st.st_mode)) {
+        set_why(why, cap, "%s is not a dedup store (not a directory)%s", p->dir, NULL);
+        return DEDUP_ERR_BAD_MAGIC;
+    }
+    if (file_exists(p->dir, "CURRENT"))
+        return DEDUP_OK;
+    if (dir_empty(p->dir) && p->create && !p->read_only) {
+        *fresh = true;
+        return DEDUP_OK;
+    }
+    set_why(why, cap, "%s is not a dedup store (no RocksDB database in it)%s", p->dir, NULL);
+    return DEDUP_ERR_BAD_MAGIC;
+}
+
+dedup_status dedup_store_open(const dedup_store_params *p, const dedup_allocator *alloc,
+                              dedup_store **out, char *why, size_t cap)
+{
+    dedup_allocator a = {0};
+    if (alloc)
+        a = *alloc;
+    if (why && cap)
+        why[0] = '\0';
+    *out = NULL;
+    if (!p || !p->dir || !p->dir[0] || p->sync > DEDUP_STORE_SYNC_NONE ||
+        p->keys > DEDUP_STORE_KEYS_WHOLE || p->expire > UINT32_MAX) {
+        set_why(why, cap, "%s%s", "invalid store parameters", NULL);
+        return DEDUP_ERR_INVALID_ARG;
+    }
+    bool fresh;
+    dedup_status st = probe_dir(p, &fresh, why, cap);
+    if (st != DEDUP_OK)
+        return st;
+
+    dedup_store *s = xmalloc(&a, sizeof *s);
+    if (!s)
+        return DEDUP_ERR_NOMEM;
+    memset(s, 0, sizeof *s);
+    s->a = a;
+    size_t dl = strlen(p->dir) + 1;
+    s->dir = xmalloc(&a, dl);
+    if (!s->dir || alloc_scratch(s) != DEDUP_OK) {
+        dedup_store_close(s);
+        return DEDUP_ERR_NOMEM;
+    }
+    memcpy(s->dir, p->dir, dl);
+    s->read_only = p->read_only;
+    s->sync = p->sync;
+    s->clock = p->clock;
+    s->clock_ctx = p->clock_ctx;
+    s->keys = p->keys ? p->keys : DEDUP_STORE_KEYS_DIGEST;
+    s->seed = p->seed ? p->seed : DEDUP_DEFAULT_SEED;
+    s->expire = p->expire;
+
+    char *e = NULL;
+    if (!fresh) {
+        /* Learn the key mode and expiry before choosing options: read the
+         * marker through a plain read-only open first. */
+        size_t ncf = 0;
+        rocksdb_options_t *probe = rocksdb_options_create();
+        char **names = rocksdb_list_column_families(probe, p->dir, &ncf, &e);
+        bool has_meta = false;
+        for (size_t i = 0; !e && i < ncf; i++)
+            has_meta |= strcmp(names[i], META_CF) == 0;
+        if (names)
+            rocksdb_list_column_families_destroy(names, ncf);
+        if (!e && (!has_meta || ncf != 2)) {
+            rocksdb_options_destroy(probe);
+            set_why(why, cap, "%s is a RocksDB database but not a dedup store%s", p->dir, NULL);
+            dedup_store_close(s);
+            return DEDUP_ERR_BAD_MAGIC;
+        }
+        if (!e) {
+            const char *cfn[2] = {"default", META_CF};
+            const rocksdb_options_t *cfo[2] = {probe, probe};
+            rocksdb_column_family_handle_t *h[2] = {0};
+            rocksdb_t *db =
+                rocksdb_open_for_read_only_column_families(probe, p->dir, 2, cfn, cfo, h, 0, &e);
+            if (db) {
+                rocksdb_readoptions_t *ro = rocksdb_readoptions_create();
+                size_t vl = 0;
+                char *v = rocksdb_get_cf(db, ro, h[1], MARKER_KEY, strlen(MARKER_KEY), &vl, &e);
+                if (!e && !v) {
+                    set_why(why, cap, "%s is not a dedup store (no marker)%s", p->dir, NULL);
+                    st = DEDUP_ERR_BAD_MAGIC;
+                } else if (!e) {
+                    st = check_marker(s, p, v, vl, why, cap);
+                }
+                free(v);
+                rocksdb_readoptions_destroy(ro);
+                rocksdb_column_family_handle_destroy(h[0]);
+                rocksdb_column_family_handle_destroy(h[1]);
+                rocksdb_close(db);
+            }
+        }
+        rocksdb_options_destroy(probe);
+        if (e) {
+            st = map_open_error(e, p->dir, why, cap);
+            free(e);
+        }
+        if (st != DEDUP_OK) {
+            dedup_store_close(s);
+            return st;
+        }
+    }
+
+    build_options(s, p->block_cache ? p->block_cache : (32u << 20),
+                  s->keys == DEDUP_STORE_KEYS_WHOLE);
+    if (fresh) {
+        rocksdb_options_set_create_if_missing(s->opt, 1);
+        rocksdb_options_set_create_missing_column_families(s->opt, 1);
+    }
+    const char *cfn[2] = {"default", META_CF};
+    const rocksdb_options_t *cfo[2] = {s->opt, s->meta_opt};
+    rocksdb_column_family_handle_t *h[2] = {0};
+    if (s->read_only)
+        s->db = rocksdb_open_for_read_only_column_families(s->opt, p->dir, 2, cfn, cfo, h, 0, &e);
+    else
+        s->db = rocksdb_open_column_families(s->opt, p->dir, 2, cfn, cfo, h, &e);
+    if (e) {
+        st = map_open_error(e, p->dir, why, cap);
+        free(e);
+        s->db = NULL;
+        dedup_store_close(s);
+        return st;
+    }
+    s->cf_keys = h[0];
+    s->cf_meta = h[1];
+
+    if (fresh) {
+        unsigned char m[MARKER_LEN], c[8];
+        encode_marker(s, m);
+        put_u64(c, 0);
+        rocksdb_writebatch_t *wb = rocksdb_writebatch_create();
+        rocksdb_writebatch_put_cf(wb, s->cf_meta, MARKER_KEY, strlen(MARKER_KEY),
+                                  (const char *)m, MARKER_LEN);
+        rocksdb_writebatch_put_cf(wb, s->cf_meta, COUNT_KEY, strlen(COUNT_KEY),
+                                  (const char *)c, 8);
+        rocksdb_writeoptions_t *wo = rocksdb_writeoptions_create();
+        rocksdb_writeoptions_set_sync(wo, 1);
+        rocksdb_write(s->db, wo, wb, &e);
+        rocksdb_writeoptions_destroy(wo);
+        rocksdb_writebatch_destroy(wb);
+    } else {
+        size_t vl = 0;
+        char *v = rocksdb_get_cf(s->db, s->ro, s->cf_meta, COUNT_KEY, strlen(COUNT_KEY), &vl, &e);
+        if (!e && v && vl == 8)
+            s->count = get_u64((const unsigned char *)v);
+        free(v);
+    }
+    if (e) {
+        set_why(why, cap, "%s: cannot read or write the store's marker (RocksDB: %s)", p->dir, e);
+        free(e);
+        dedup_store_close(s);
+        return DEDUP_ERR_IO;
+    }
+    *out = s;
+    return DEDUP_OK;
+}
+
+dedup_status dedup_store_flush(dedup_store *s)
+{
+    char *e = NULL;
+    if (!s->db || s->read_only)
+        return DEDUP_OK;
+    if (s->sync == DEDUP_STORE_SYNC_NONE) {
+        rocksdb_flushoptions_t *fo = rocksdb_flushoptions_create();
+        rocksdb_flushoptions_set_wait(fo, 1);
+        rocksdb_flush_cf(s->db, fo, s->cf_keys, &e);
+        if (!e)
+            rocksdb_flush_cf(s->db, fo, s->cf_meta, &e);
+        rocksdb_flushoptions_destroy(fo);
+    } else {
+        rocksdb_flush_wal(s->db, 1, &e);
+    }
+    return e ? take_error(s, e) : DEDUP_OK;
+}
+
+void dedup_store_close(dedup_store *s)
+{
+    if (!s)
+        return;
+    if (s->db) {
+        (void)dedup_store_flush(s);
+        if (s->cf_keys)
+            rocksdb_column_family_handle_destroy(s->cf_keys);
+        if (s->cf_meta)
+            rocksdb_column_family_handle_destroy(s->cf_meta);
+        rocksdb_close(s->db);
+    }
+    if (s->ro)
+        rocksdb_readoptions_destroy(s->ro);
+    if (s->ro_scan)
+        rocksdb_readoptions_destroy(s->ro_scan);
+    if (s->wo)
+        rocksdb_writeoptions_destroy(s->wo);
+    if (s->opt)
+        rocksdb_options_destroy(s->opt);
+    if (s->meta_opt)
+        rocksdb_options_destroy(s->meta_opt);
+    if (s->topt)
+        rocksdb_block_based_options_destroy(s->topt);
+    if (s->cache)
+        rocksdb_cache_destroy(s->cache);
+    if (s->cfilter)
+        rocksdb_compactionfilter_destroy(s->cfilter);
+    const dedup_allocator a = s->a;
+    xfree(&a, s->kbuf);
+    xfree(&a, s->kptr);
+    xfree(&a, s->klen);
+    xfree(&a, s->vals);
+    xfree(&a, s->errs);
+    xfree(&a, s->table);
+    xfree(&a, s->dir);
+    xfree(&a, s);
+}
+
+/* ---- the chunk ----------------------------------------------------------------- */
+
+static dedup_status check_batch(const dedup_store *s, const dedup_batch *b)
+{
+    if (!b || (b->n && !b->digests))
+        return DEDUP_ERR_INVALID_ARG;
+    if (s->keys == DEDUP_STORE_KEYS_WHOLE && b->n && (!b->keys || !b->lens))
+        return DEDUP_ERR_INVALID_ARG;
+    return DEDUP_OK;
+}
+
+/* Points kptr/klen at the RocksDB keys of b[from, from+m). */
+static void build_keys(dedup_store *s, const dedup_batch *b, size_t from, size_t m)
+{
+    for (size_t i = 0; i < m; i++) {
+        if (s->keys == DEDUP_STORE_KEYS_WHOLE) {
+            s->kptr[i] = (const char *)b->keys[from + i];
+            s->klen[i] = b->lens[from + i];
+        } else {
+            unsigned char *k = s->kbuf + 16 * i;
+            put_u64(k, b->digests[from + i].lo);
+            put_u64(k + 8, b->digests[from + i].hi);
+            s->kptr[i] = (const char *)k;
+            s->klen[i] = 16;
+        }
+    }
+}
+
+/* One MultiGet of the chunk's keys: present[i] says whether key i is held
+ * and not expired. */
+static dedup_status multi_get(dedup_store *s, size_t m, bool *present)
+{
+    rocksdb_batched_multi_get_cf(s->db, s->ro, s->cf_keys, m, s->kptr, s->klen, s->vals,
+                                 s->errs, false);
+    s->lookups += m;
+    int64_t now = s->expire ? store_now(s) : 0;
+    dedup_status st = DEDUP_OK;
+    for (size_t i = 0; i < m; i++) {
+        if (s->errs[i]) {
+            if (st == DEDUP_OK)
+                st = take_error(s, s->errs[i]);
+            else
+                free(s->errs[i]);
+        }
+        present[i] = false;
+        if (s->vals[i]) {
+            size_t vl = 0;
+            const char *v = rocksdb_pinnableslice_value(s->vals[i], &vl);
+            present[i] = !value_expired(s, v, vl, now);
+            s->expired += !present[i];
+            rocksdb_pinnableslice_destroy(s->vals[i]);
+        }
+    }
+    return st;
+}
+
+static bool same_key(const dedup_store *s, size_t i, size_t j)
+{
+    return s->klen[i] == s->klen[j] && memcmp(s->kptr[i], s->kptr[j], s->klen[i]) == 0;
+}
+
+static dedup_status write_batch(dedup_store *s, rocksdb_writebatch_t *wb, uint64_t added)
+{
+    unsigned char c[8];
+    put_u64(c, s->count + added);
+    rocksdb_writebatch_put_cf(wb, s->cf_meta, COUNT_KEY, strlen(COUNT_KEY), (const char *)c, 8);
+    char *e = NULL;
+    rocksdb_write(s->db, s->wo, wb, &e);
+    if (e)
+        return take_error(s, e);
+    s->count += added;
+    s->writes += added;
+    return DEDUP_OK;
+}
+
+static dedup_status decide_chunk(dedup_store *s, const dedup_batch *b, size_t from, size_t m,
+                                 dedup_verdict *out)
+{
+    bool present[DEDUP_STORE_CHUNK];
+    build_keys(s, b, from, m);
+    dedup_status st = multi_get(s, m, present);
+    if (st != DEDUP_OK)
+        return st;
+    memset(s->table, 0xff, TABLE_SLOTS * sizeof *s->table);
+    unsigned char ts[4];
+    int64_t now = s->expire ? store_now(s) : 0;
+    put_u32(ts, (uint32_t)now);
+    rocksdb_writebatch_t *wb = rocksdb_writebatch_create();
+    uint64_t added = 0;
+    for (size_t i = 0; i < m; i++) {
+        if (present[i]) {
+            out[i] = DEDUP_DUPLICATE;
+            continue;
+        }
+        uint32_t slot = (uint32_t)b->digests[from + i].lo & (TABLE_SLOTS - 1);
+        bool dup = false;
+        while (s->table[slot] != NO_SLOT) {
+            if (same_key(s, s->table[slot], i)) {
+                dup = true;
+                break;
+            }
+            slot = (slot + 1) & (TABLE_SLOTS - 1);
+        }
+        if (dup) {
+            out[i] = DEDUP_DUPLICATE;
+            continue;
+        }
+        s->table[slot] = (uint32_t)i;
+        out[i] = DEDUP_NEW;
+        rocksdb_writebatch_put_cf(wb, s->cf_keys, s->kptr[i], s->klen[i], (const char *)ts,
+                                  s->expire ? 4 : 0);
+        added++;
+    }
+    if (added)
+        st = write_batch(s, wb, added);
+    rocksdb_writebatch_destroy(wb);
+    return st;
+}
+
+dedup_status dedup_store_decide(dedup_store *s, const dedup_batch *b, dedup_verdict *out,
+                                size_t *done)
+{
+    if (done)
+        *done = 0;
+    dedup_status st = check_batch(s, b);
+    if (st != DEDUP_OK)
+        return st;
+    if (s->read_only)
+        return DEDUP_ERR_UNSUPPORTED;
+    for (size_t from = 0; from < b->n; from += DEDUP_STORE_CHUNK) {
+        size_t m = b->n - from < DEDUP_STORE_CHUNK ? b->n - from : DEDUP_STORE_CHUNK;
+        st = decide_chunk(s, b, from, m, out + from);
+        if (st != DEDUP_OK)
+            return st;
+        if (done)
+            *done = from + m;
+    }
+    return DEDUP_OK;
+}
+
+dedup_status dedup_store_query(const dedup_store *cs, const dedup_batch *b, dedup_verdict *out)
+{
+    dedup_store *s = (dedup_store *)cs; /* scratch and stats only */
+    bool present[DEDUP_STORE_CHUNK];
+    dedup_status st = check_batch(s, b);
+    if (st != DEDUP_OK)
+        return st;
+    for (size_t from = 0; from < b->n; from += DEDUP_STORE_CHUNK) {
+        size_t m = b->n - from < DEDUP_STORE_CHUNK ? b->n - from : DEDUP_STORE_CHUNK;
+        build_keys(s, b, from, m);
+        st = multi_get(s, m, present);
+        if (st != DEDUP_OK)
+            return st;
+        for (size_t i = 0; i < m; i++)
+            out[from + i] = present[i] ? DEDUP_DUPLICATE : DEDUP_NEW;
+    }
+    return DEDUP_OK;
+}
+
+dedup_status dedup_store_record(void *ctx, const dedup_batch *b)
+{
+    dedup_store *s = ctx;
+    dedup_status st = check_batch(s, b);
+    if (st != DEDUP_OK)
+        return st;
+    if (s->read_only)
+        return DEDUP_ERR_UNSUPPORTED;
+    unsigned char ts[4];
+    put_u32(ts, (uint32_t)(s->expire ? store_now(s) : 0));
+    for (size_t from = 0; from < b->n; from += DEDUP_STORE_CHUNK) {
+        size_t m = b->n - from < DEDUP_STORE_CHUNK ? b->n - from : DEDUP_STORE_CHUNK;
+        build_keys(s, b, from, m);
+        rocksdb_writebatch_t *wb = rocksdb_writebatch_create();
+        for (size_t i = 0; i < m; i++)
+            rocksdb_writebatch_put_cf(wb, s->cf_keys, s->kptr[i], s->klen[i], (const char *)ts,
+                                      s->expire ? 4 : 0);
+        st = write_batch(s, wb, m);
+        rocksdb_writebatch_destroy(wb);
+        if (st != DEDUP_OK)
+            return st;
+    }
+    return DEDUP_OK;
+}
+
+/* ---- what it holds ------------------------------------------------------------ */
+
+static uint64_t dir_bytes(const char *dir)
+{
+    DIR *d = opendir(dir);
+    uint64_t total = 0;
+    if (!d)
+        return 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        char path[4096];
+        struct stat st;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        if (stat(path, &st) == 0 && S_ISREG(st.st_mode))
+            total += (uint64_t)st.st_size;
+    }
+    closedir(d);
+    return total;
+}
+
+static uint64_t prop(const dedup_store *s, rocksdb_column_family_handle_t *cf, const char *name)
+{
+    uint64_t v = 0;
+    if (rocksdb_property_int_cf(s->db, cf, name, &v) != 0)
+        return 0;
+    return v;
+}
+
+dedup_status dedup_store_get_info(const dedup_store *s, dedup_store_info *out)
+{
+    memset(out, 0, sizeof *out);
+    out->keys = s->count;
+    out->bytes_on_disk = dir_bytes(s->dir);
+    out->sst_bytes = prop(s, s->cf_keys, "rocksdb.total-sst-files-size") +
+                     prop(s, s->cf_meta, "rocksdb.total-sst-files-size");
+    out->seed = s->seed;
+    out->keys_mode = s->keys;
+    out->expire = s->expire;
+    out->format_version = DEDUP_STORE_FORMAT_VERSION;
+    out->lookups = s->lookups;
+    out->writes = s->writes;
+    out->expired = s->expired;
+    out->memory = (size_t)(prop(s, s->cf_keys, "rocksdb.cur-size-all-mem-tables") +
+                           prop(s, s->cf_keys, "rocksdb.estimate-table-readers-mem") +
+                           rocksdb_cache_get_usage(s->cache)) +
+                  sizeof *s + DEDUP_STORE_CHUNK * (16 + 2 * sizeof(void *) + sizeof(size_t) +
+                                                   sizeof(char *)) +
+                  TABLE_SLOTS * sizeof(uint32_t);
+    return DEDUP_OK;
+}
+
+const char *dedup_store_error(const dedup_store *s)
+{
+    return s ? s->err : "";
+}
+
+dedup_status dedup_store_foreach(const dedup_store *cs, dedup_store_digest_fn fn, void *ctx)
+{
+    dedup_store *s = (dedup_store *)cs;
+    dedup_digest *buf = xmalloc(&s->a, DEDUP_STORE_CHUNK * sizeof *buf);
+    if (!buf)
+        return DEDUP_ERR_NOMEM;
+    rocksdb_iterator_t *it = rocksdb_create_iterator_cf(s->db, s->ro_scan, s->cf_keys);
+    int64_t now = s->expire ? store_now(s) : 0;
+    size_t n = 0;
+    dedup_status st = DEDUP_OK;
+    for (rocksdb_iter_seek_to_first(it); rocksdb_iter_valid(it); rocksdb_iter_next(it)) {
+        size_t kl = 0, vl = 0;
+        const char *k = rocksdb_iter_key(it, &kl);
+        const char *v = rocksdb_iter_value(it, &vl);
+        if (value_expired(s, v, vl, now))
+            continue;
+        if (s->keys == DEDUP_STORE_KEYS_WHOLE) {
+            buf[n] = dedup_hash(k, kl, s->seed);
+        } else if (kl == 16) {
+            buf[n].lo = get_u64((const unsigned char *)k);
+            buf[n].hi = get_u64((const unsigned char *)k + 8);
+        } else {
+            snprintf(s->err, sizeof s->err, "%s: a key of %zu bytes in a digest store", s->dir, kl);
+            st = DEDUP_ERR_CORRUPT;
+            break;
+        }
+        if (++n == DEDUP_STORE_CHUNK) {
+            if (fn(ctx, buf, n)) {
+                st = DEDUP_ERR_CANCELLED;
+                break;
+            }
+            n = 0;
+        }
+    }
+    char *e = NULL;
+    rocksdb_iter_get_error(it, &e);
+    if (e)
+        st = take_error(s, e);
+    if (st == DEDUP_OK && n && fn(ctx, buf, n))
+        st = DEDUP_ERR_CANCELLED;
+    rocksdb_iter_destroy(it);
+    xfree(&s->a, buf);
+    return st;
+}
+
+typedef struct fill_ctx {
+    dedup_seen *filter;
+    dedup_verdict v[DEDUP_STORE_CHUNK];
+    dedup_status st;
+    uint64_t count;
+} fill_ctx;
+
+static int fill_one(void *ctx, const dedup_digest *d, size_t n)
+{
+    fill_ctx *f = ctx;
+    dedup_batch b = {.n = n, .digests = d};
+    f->st = dedup_seen_decide(f->filter, &b, f->v, NULL);
+    f->count += n;
+    return f->st != DEDUP_OK;
+}
+
+dedup_status dedup_store_fill(const dedup_store *s, dedup_seen *filter, uint64_t *count)
+{
+    fill_ctx *f = xmalloc(&((dedup_store *)s)->a, sizeof *f);
+    if (!f)
+        return DEDUP_ERR_NOMEM;
+    f->filter = filter;
+    f->st = DEDUP_OK;
+    f->count = 0;
+    dedup_status st = dedup_store_foreach(s, fill_one, f);
+    if (st == DEDUP_ERR_CANCELLED && f->st != DEDUP_OK)
+        st = f->st;
+    if (count)
+        *count = f->count;
+    xfree(&((dedup_store *)s)->a, f);
+    return st;
+}

@@ -1,0 +1,49 @@
+/*
+ * store_seen.c - the RocksDB store behind the seen-set interface
+ * (dedup/seen.h, kind DEDUP_SEEN_STORE).
+ */
+#include "dedup/store.h"
+
+#include <string.h>
+
+static dedup_status st_decide(void *impl, const dedup_batch *b, dedup_verdict *out, size_t *done)
+{
+    return dedup_store_decide(impl, b, out, done);
+}
+
+static dedup_status st_query(const void *impl, const dedup_batch *b, dedup_verdict *out)
+{
+    return dedup_store_query(impl, b, out);
+}
+
+static void st_info(const void *impl, dedup_seen_info *out)
+{
+    dedup_store_info si;
+    memset(out, 0, sizeof *out);
+    (void)dedup_store_get_info(impl, &si);
+    out->kind = DEDUP_SEEN_STORE;
+    out->seed = si.seed;
+    out->items = si.keys;
+    out->distinct = si.keys;
+    out->distinct_exact = si.expire == 0;
+    out->distinct_known = true;
+    out->memory = si.memory;
+}
+
+static void st_free(void *impl)
+{
+    dedup_store_close(impl);
+}
+
+static const dedup_seen_ops store_ops = {
+    .kind = DEDUP_SEEN_STORE,
+    .decide = st_decide,
+    .query = st_query,
+    .info = st_info,
+    .free = st_free,
+};
+
+dedup_status dedup_store_as_seen(dedup_store *s, const dedup_allocator *alloc, dedup_seen **out)
+{
+    return dedup_seen_wrap(&store_ops, s, alloc, out);
+}

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# bench_split.sh - `dedup split -N 16` against `cat FILE > OUT` on the same
+# file in the same run, alternating, median of ROUNDS, and the ratio (the
+# target: split within 1.5x of cat: it reads, hashes each key once and
+# writes, and must not be the slow step of a cluster job).  Then the ring
+# (--nodes with 16 names) the same way.
+#
+#   bench/bench_split.sh [LINES=20000000] [ROUNDS=3]
+#
+# DATA (default /tmp/dedup-bench-split) holds the generated URL file
+# (bench/gen_urls.c, 50% repeats, ~1.7 GB for 20M lines) and the outputs; the
+# input is read into the page cache before each command, and the previous
+# command's outputs are removed first, so every command starts alike.
+# Wall, user and system seconds and peak RSS come from /usr/bin/time.
+# BIN=path/to/dedup (default build/dedup).
+set -euo pipefail
+LINES=${1:-20000000}
+ROUNDS=${2:-3}
+SRC=$(cd "$(dirname "$0")/.." && pwd)
+BIN=${BIN:-$SRC/build/dedup}
+DATA=${DATA:-/tmp/dedup-bench-split}
+mkdir -p "$DATA"
+IN=$DATA/urls-$LINES.txt
+if [ ! -s "$IN" ]; then
+    cc -O2 -o "$DATA/gen_urls" "$SRC/bench/gen_urls.c" -lm
+    "$DATA/gen_urls" "$LINES" > "$IN"
+fi
+NODES=$(seq -s, -f 'node%02g' 0 15)
+TIMES=$(mktemp)
+trap 'rm -f "$TIMES"; rm -rf "$DATA/out"' EXIT
+run() { # run NAME CMD...: one timed run, outputs in $DATA/out
+    local name=$1; shift
+    rm -rf "$DATA/out"; mkdir "$DATA/out"
+    cat "$IN" > /dev/null
+    /usr/bin/time -f "$name %e %U %S %M" -a -o "$TIMES" "$@"
+}
+for ((i = 1; i <= ROUNDS; i++)); do
+    run cat sh -c "cat '$IN' > '$DATA/out/all'"
+    run split "$BIN" split -N 16 -o "$DATA/out/part-%s" "$IN"
+    run ring "$BIN" split --nodes "$NODES" -o "$DATA/out/part-%s" "$IN"
+done
+# the last run's parts hold every line once
+got=$(cat "$DATA"/out/part-* | wc -l)
+[ "$got" -eq "$(wc -l < "$IN")" ] || { echo "bench_split: the parts hold $got lines" >&2; exit 1; }
+echo "input: $IN ($(stat -c %s "$IN") bytes, $LINES lines)"
+echo "runs (name wall user sys maxrss_kb):"
+cat "$TIMES"
+awk '
+    { wall[$1] = wall[$1] " " $2; n[$1]++ }
+    END {
+        for (k in wall) {
+            m = split(substr(wall[k], 2), v, " ")
+            for (i = 1; i <= m; i++) for (j = i + 1; j <= m; j++) if (v[j] < v[i]) { t = v[i]; v[i] = v[j]; v[j] = t }
+            med[k] = v[int((m + 1) / 2)]
+        }
+        printf "median wall: cat %.2f s, split -N 16 %.2f s, split --nodes (16) %.2f s\n", med["cat"], med["split"], med["ring"]
+        printf "ratio to cat: split -N 16 %.2fx, split --nodes %.2fx (target <= 1.5x)\n", med["split"] / med["cat"], med["ring"] / med["cat"]
+    }' "$TIMES"

@@ -1,0 +1,603 @@
+/* tier_spec.c - --store and --tier: the stack of seen-sets (see tier_spec.h). */
+#define _POSIX_C_SOURCE 200809L
+#include "tier_spec.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "dedup/tiers.h"
+#include "seen_spec.h"
+#ifdef DEDUP_HAVE_ROCKSDB
+#include "dedup/store.h"
+#endif
+
+enum tier_type { T_FILTER, T_EXACT, T_FILE, T_ROCKSDB };
+
+typedef struct tier_def {
+    enum tier_type type;
+    dedup_seen_kind kind;
+    uint64_t items, memory, expire_s;
+    double fpr;
+    const char *path; /* into the argument, or the --store argument */
+    int sync;         /* -1 = the run's --sync */
+    int keys;         /* dedup_store_keys */
+} tier_def;
+
+struct dd_tiers_cli {
+    tier_def def[DEDUP_TIERS_MAX];
+    size_t n;
+    const char *store_dir;
+    char copies[DEDUP_TIERS_MAX][4096]; /* the --tier arguments, which paths point into */
+    size_t ncopies;
+    int sync; /* -1 = not given */
+    bool trust, rebuild, shared;
+    /* the run */
+    const dedup_tiers *view;
+    size_t first;                       /* tiers above def[0]: 1 with a window */
+    dedup_seen *seen[DEDUP_TIERS_MAX];  /* by tier index, owned by the stack */
+    void *store[DEDUP_TIERS_MAX];       /* dedup_store * of rocksdb tiers */
+    char name[DEDUP_TIERS_MAX][96];
+    const void *window;
+};
+
+static bool is_filter_kind(dedup_seen_kind k)
+{
+    return k == DEDUP_SEEN_BLOOM || k == DEDUP_SEEN_BLOCKED || k == DEDUP_SEEN_CUCKOO ||
+           k == DEDUP_SEEN_SCALABLE;
+}
+
+static bool parse_sync(const char *v, int *out)
+{
+    static const char *const names[] = {"batch", "always", "none"};
+    for (int i = 0; i < 3; i++)
+        if (strcmp(v, names[i]) == 0) {
+            *out = i; /* DEDUP_STORE_SYNC_BATCH, ALWAYS, NONE */
+            return true;
+        }
+    return false;
+}
+
+/* "n=100M,p=1%,m=1G,file=PATH" after a filter's name. */
+static bool parse_filter_opts(tier_def *d, char *opts, const char *spec)
+{
+    for (char *save = NULL, *kv = strtok_r(opts, ",", &save); kv; kv = strtok_r(NULL, ",", &save)) {
+        char *eq = strchr(kv, '=');
+        if (!eq) {
+            cli_error("--tier %s: '%s' is not KEY=VALUE (n=, p=, m=, file=)", spec, kv);
+            return false;
+        }
+        *eq = '\0';
+        const char *v = eq + 1;
+        bool ok = true;
+        if (strcmp(kv, "n") == 0)
+            ok = cli_parse_count(v, &d->items);
+        else if (strcmp(kv, "p") == 0)
+            ok = cli_parse_prob(v, &d->fpr);
+        else if (strcmp(kv, "m") == 0)
+            ok = cli_parse_size(v, &d->memory);
+        else if (strcmp(kv, "file") == 0)
+            d->path = v;
+        else {
+            cli_error("--tier %s: unknown setting '%s' (n=, p=, m=, file=)", spec, kv);
+            return false;
+        }
+        if (!ok || !*v) {
+            cli_error("--tier %s: bad value '%s' for %s=", spec, v, kv);
+            return false;
+        }
+    }
+    return true;
+}
+
+/* "DIR,sync=always,keys=whole,expire=7d" after "rocksdb:". */
+static bool parse_store_opts(tier_def *d, char *rest, const char *spec)
+{
+    char *save = NULL;
+    char *dir = strtok_r(rest, ",", &save);
+    if (!dir || !*dir) {
+        cli_error("--tier %s: rocksdb: needs a directory (rocksdb:DIR)", spec);
+        return false;
+    }
+    d->path = dir;
+    for (char *kv = strtok_r(NULL, ",", &save); kv; kv = strtok_r(NULL, ",", &save)) {
+        char *eq = strchr(kv, '=');
+        const char *v = eq ? eq + 1 : "";
+        if (eq)
+            *eq = '\0';
+        uint64_t us = 0;
+        if (strcmp(kv, "sync") == 0 && parse_sync(v, &d->sync))
+            continue;
+        if (strcmp(kv, "keys") == 0 && (strcmp(v, "digest") == 0 || strcmp(v, "whole") == 0)) {
+            d->keys = strcmp(v, "whole") == 0 ? 2 : 1;
+            continue;
+        }
+        if (strcmp(kv, "expire") == 0 && cli_parse_duration(v, &us) && us >= 1000000) {
+            d->expire_s = us / 1000000;
+            continue;
+        }
+        cli_error("--tier %s: bad setting '%s%s%s' (sync=always|batch|none, keys=digest|whole, "
+                  "expire=DURATION of at least 1s)", spec, kv, eq ? "=" : "", v);
+        return false;
+    }
+    return true;
+}
+
+static bool add_def(dd_tiers_cli *t, const char *spec, char *s)
+{
+    if (t->n + 2 > DEDUP_TIERS_MAX) { /* room for a window on top */
+        cli_error("--tier %s: at most %u tiers", spec, DEDUP_TIERS_MAX - 1);
+        return false;
+    }
+    tier_def *d = &t->def[t->n];
+    memset(d, 0, sizeof *d);
+    d->sync = -1;
+    char *colon = strchr(s, ':');
+    char *rest = NULL;
+    if (colon) {
+        *colon = '\0';
+        rest = colon + 1;
+    }
+    if (strcmp(s, "rocksdb") == 0) {
+        d->type = T_ROCKSDB;
+        if (!rest || !parse_store_opts(d, rest, spec))
+            return rest ? false : (cli_error("--tier %s: give rocksdb:DIR", spec), false);
+    } else if (strcmp(s, "file") == 0) {
+        d->type = T_FILE;
+        if (!rest || !*rest) {
+            cli_error("--tier %s: give file:PATH", spec);
+            return false;
+        }
+        d->path = rest;
+    } else if (strcmp(s, "exact") == 0 || strcmp(s, "fingerprint") == 0) {
+        d->type = T_EXACT;
+        d->kind = dedup_seen_kind_from_name(s);
+        if (rest && !parse_filter_opts(d, rest, spec))
+            return false;
+    } else if (is_filter_kind(dedup_seen_kind_from_name(s))) {
+        d->type = T_FILTER;
+        d->kind = dedup_seen_kind_from_name(s);
+        if (rest && !parse_filter_opts(d, rest, spec))
+            return false;
+    } else if (strncmp(spec, "redis:", 6) == 0) {
+        cli_error("--tier %s: this dedup has no Redis tier (the Redis backend is not built in)",
+                  spec);
+        return false;
+    } else {
+        cli_error("--tier %s: unknown tier '%s' (choose bloom, blocked, cuckoo, scalable, exact, "
+                  "fingerprint, file:PATH or rocksdb:DIR)", spec, s);
+        return false;
+    }
+#ifndef DEDUP_HAVE_ROCKSDB
+    if (d->type == T_ROCKSDB) {
+        cli_error("--tier %s: this dedup was built without RocksDB (librocksdb-dev)", spec);
+        return false;
+    }
+#endif
+    t->n++;
+    return true;
+}
+
+bool dd_tiers_opt(dd_tiers_cli **tp, int which, const char *arg)
+{
+    /* One run per process: the options live in static storage, so that no
+     * early return of the command has anything to free. */
+    static dd_tiers_cli the;
+    if (!*tp) {
+        memset(&the, 0, sizeof the);
+        the.sync = -1;
+        *tp = &the;
+    }
+    dd_tiers_cli *t = *tp;
+    switch (which) {
+    case DD_TOPT_TIER: {
+        if (t->ncopies == DEDUP_TIERS_MAX) {
+            cli_error("--tier %s: at most %u tiers", arg, DEDUP_TIERS_MAX - 1);
+            return false;
+        }
+        if (strlen(arg) >= sizeof t->copies[0]) {
+            cli_error("--tier: the spec is too long");
+            return false;
+        }
+        char *copy = t->copies[t->ncopies++];
+        strcpy(copy, arg);
+        return add_def(t, arg, copy);
+    }
+    case DD_TOPT_STORE:
+#ifndef DEDUP_HAVE_ROCKSDB
+        cli_error("--store %s: this dedup was built without RocksDB (librocksdb-dev)", arg);
+        return false;
+#else
+        if (t->store_dir) {
+            cli_error("give --store once (more stores: --tier rocksdb:DIR)");
+            return false;
+        }
+        t->store_dir = arg;
+        return true;
+#endif
+    case DD_TOPT_SYNC:
+        if (!parse_sync(arg, &t->sync)) {
+            cli_error("--sync must be always, batch or none (got '%s')", arg);
+            return false;
+        }
+        return true;
+    case DD_TOPT_TRUST:
+        t->trust = true;
+        return true;
+    case DD_TOPT_REBUILD:
+        t->rebuild = true;
+        return true;
+    case DD_TOPT_SHARED:
+        t->shared = true;
+        return true;
+    }
+    return false;
+}
+
+bool dd_tiers_check(dd_tiers_cli *t, dedup_seen_kind mode_kind, uint64_t items, double fpr,
+                    uint64_t memory, bool windowed, bool counts, bool state)
+{
+    if (t->store_dir) {
+        if (mode_kind != DEDUP_SEEN_EXACT && !is_filter_kind(mode_kind)) {
+            cli_error("--store keeps every key exactly: use it alone (--mode exact) or behind a "
+                      "filter (--mode bloom|blocked|cuckoo|scalable)");
+            return false;
+        }
+        if (t->n + 2 + is_filter_kind(mode_kind) > DEDUP_TIERS_MAX) {
+            cli_error("too many tiers with --store");
+            return false;
+        }
+        if (is_filter_kind(mode_kind)) { /* --mode's filter in front of the store */
+            tier_def *d = &t->def[t->n++];
+            memset(d, 0, sizeof *d);
+            d->type = T_FILTER;
+            d->kind = mode_kind;
+            d->items = items;
+            d->fpr = fpr;
+            d->memory = memory;
+            d->sync = -1;
+        }
+        tier_def *d = &t->def[t->n++];
+        memset(d, 0, sizeof *d);
+        d->type = T_ROCKSDB;
+        d->path = t->store_dir;
+        d->sync = -1;
+    } else if (t->n && mode_kind != DEDUP_SEEN_EXACT) {
+        cli_error("--mode names the method of a single seen-set: with --tier, give each filter "
+                  "as a tier (e.g. --tier blocked:n=10M,p=1%%)");
+        return false;
+    }
+    if (!t->n) {
+        cli_error("--sync, --trust-filter, --rebuild-filter and --shared need --store or --tier");
+        return false;
+    }
+    if (counts || state) {
+        cli_error("--store/--tier keep the seen-set themselves: they cannot be combined with %s",
+                  state ? "--state" : "-c/--count or -u/--unique");
+        return false;
+    }
+    bool filter_above_store = false, any_filter = false, any_store = false;
+    for (size_t i = 0; i < t->n; i++) {
+        tier_def *d = &t->def[i];
+        if (d->type == T_FILTER || d->type == T_FILE)
+            any_filter = true;
+        if (d->type == T_ROCKSDB) {
+            filter_above_store |= any_filter;
+            any_store = true;
+            if (d->sync < 0)
+                d->sync = t->sync < 0 ? 0 : t->sync;
+            if (windowed && d->keys == 2) {
+                cli_error("rocksdb:%s,keys=whole needs the keys, which a window run does not pass "
+                          "on: use digest keys with --window/--last", d->path);
+                return false;
+            }
+        }
+        if (d->type == T_FILTER && !d->items && !d->memory &&
+            (d->kind == DEDUP_SEEN_BLOOM || d->kind == DEDUP_SEEN_BLOCKED)) {
+            cli_error("the %s tier needs its size: n=N (and p=P) or m=SIZE, e.g. %s:n=10M,p=1%% "
+                      "(with --store: -n/-p/-m)", dedup_seen_kind_name(d->kind),
+                      dedup_seen_kind_name(d->kind));
+            return false;
+        }
+        if (d->type == T_EXACT && windowed) {
+            cli_error("an exact tier under --window/--last: the window is exact already; put a "
+                      "filter or a store behind it");
+            return false;
+        }
+    }
+    if (t->sync >= 0 && !any_store) {
+        cli_error("--sync applies to a store: give --store DIR or --tier rocksdb:DIR");
+        return false;
+    }
+    if (t->trust && !any_filter) {
+        cli_error("--trust-filter needs a filter tier");
+        return false;
+    }
+    if (t->rebuild && !filter_above_store) {
+        cli_error("--rebuild-filter fills a filter from the store below it: give a filter tier "
+                  "above a rocksdb: tier");
+        return false;
+    }
+    return true;
+}
+
+const void *dd_tiers_window(const dd_tiers_cli *t)
+{
+    return t ? t->window : NULL;
+}
+
+#ifdef DEDUP_HAVE_ROCKSDB
+static dedup_status open_store(dd_tiers_cli *t, const tier_def *d, uint64_t seed, dedup_seen **out,
+                               void **store, char *err, size_t cap)
+{
+    dedup_store_params p;
+    dedup_store_params_init(&p);
+    p.dir = d->path;
+    p.seed = seed;
+    p.sync = (dedup_store_sync)d->sync;
+    p.keys = (dedup_store_keys)d->keys;
+    p.expire = d->expire_s;
+    dedup_store *s = NULL;
+    dedup_status st = dedup_store_open(&p, NULL, &s, err, cap);
+    if (st == DEDUP_ERR_INCOMPATIBLE && strstr(err, "seed"))
+        snprintf(err + strlen(err), cap - strlen(err), " (give its --seed)");
+    if (st)
+        return st;
+    st = dedup_store_as_seen(s, NULL, out);
+    if (st) {
+        dedup_store_close(s);
+        snprintf(err, cap, "%s: %s", d->path, dedup_strerror(st));
+        return st;
+    }
+    *store = s;
+    (void)t;
+    return DEDUP_OK;
+}
+#endif
+
+static dedup_status make_tier(dd_tiers_cli *t, const tier_def *d, uint64_t seed, size_t k,
+                              char *err, size_t cap)
+{
+    dedup_status st = DEDUP_OK;
+    dedup_seen **out = &t->seen[k];
+    switch (d->type) {
+    case T_FILE:
+        st = dedup_seen_load_file(d->path, NULL, out);
+        if (st) {
+            snprintf(err, cap, "--tier file:%s: %s", d->path,
+                     st == DEDUP_ERR_IO ? strerror(errno) : dedup_strerror(st));
+        } else {
+            dedup_seen_info in;
+            dedup_seen_get_info(*out, &in);
+            if (!in.probabilistic || in.kind == DEDUP_SEEN_WINDOW) {
+                snprintf(err, cap, "--tier file:%s holds a %s, not a filter", d->path,
+                         dedup_seen_kind_name(in.kind));
+                st = DEDUP_ERR_WRONG_TYPE;
+            }
+        }
+        snprintf(t->name[k], sizeof t->name[k], "file:%s", d->path);
+        break;
+    case T_FILTER:
+    case T_EXACT:
+        if (d->path && access(d->path, F_OK) == 0) {
+            st = dedup_seen_load_file(d->path, NULL, out);
+            if (!st && dedup_seen_kind_of(*out) != d->kind) {
+                snprintf(err, cap, "--tier %s,file=%s holds a %s", dedup_seen_kind_name(d->kind),
+                         d->path, dedup_seen_kind_name(dedup_seen_kind_of(*out)));
+                st = DEDUP_ERR_WRONG_TYPE;
+            } else if (st) {
+                snprintf(err, cap, "%s: %s", d->path,
+                         st == DEDUP_ERR_IO ? strerror(errno) : dedup_strerror(st));
+            }
+        } else {
+            dd_seen_opts so;
+            memset(&so, 0, sizeof so);
+            so.kind = d->kind;
+            so.mode = dedup_seen_kind_name(d->kind);
+            so.items = d->items;
+            so.fpr = d->fpr;
+            so.memory = d->memory;
+            so.seed = seed;
+            st = dd_seen_create(&so, out, err, cap);
+        }
+        snprintf(t->name[k], sizeof t->name[k], "%s", dedup_seen_kind_name(d->kind));
+        break;
+    case T_ROCKSDB:
+#ifdef DEDUP_HAVE_ROCKSDB
+        st = open_store(t, d, seed, out, &t->store[k], err, cap);
+#else
+        st = DEDUP_ERR_UNSUPPORTED;
+#endif
+        snprintf(t->name[k], sizeof t->name[k], "rocksdb:%s", d->path);
+        break;
+    }
+    return st;
+}
+
+static uint64_t store_keys(const void *store)
+{
+#ifdef DEDUP_HAVE_ROCKSDB
+    dedup_store_info in;
+    if (dedup_store_get_info(store, &in) == DEDUP_OK)
+        return in.keys;
+#else
+    (void)store;
+#endif
+    return 0;
+}
+
+dedup_status dd_tiers_create(dd_tiers_cli *t, dedup_seen *top, uint64_t seed, dedup_seen **out,
+                             char *err, size_t cap)
+{
+    dedup_tier tiers[DEDUP_TIERS_MAX];
+    memset(tiers, 0, sizeof tiers);
+    t->first = top ? 1 : 0;
+    if (top) {
+        t->seen[0] = top;
+        t->window = dedup_seen_kind_of(top) == DEDUP_SEEN_WINDOW ? dedup_seen_impl(top) : NULL;
+        snprintf(t->name[0], sizeof t->name[0], "window");
+    }
+    size_t n = t->first + t->n;
+    dedup_status st = DEDUP_OK;
+    for (size_t i = 0; i < t->n && !st; i++)
+        st = make_tier(t, &t->def[i], seed, t->first + i, err, cap);
+    /* Whether each filter knows every key of the stores below it. */
+    for (size_t k = t->first; k < n && !st; k++) {
+        const tier_def *d = &t->def[k - t->first];
+        tiers[k].seen = t->seen[k];
+        tiers[k].name = t->name[k];
+        if (d->type == T_ROCKSDB) {
+#ifdef DEDUP_HAVE_ROCKSDB
+            tiers[k].record = dedup_store_record;
+            tiers[k].record_ctx = t->store[k];
+#endif
+            continue;
+        }
+        if (d->type != T_FILTER && d->type != T_FILE)
+            continue;
+        bool covers = true;
+        uint64_t held = 0;
+        for (size_t u = k + 1; u < n && !st; u++) {
+            if (!t->store[u])
+                continue;
+            uint64_t keys = store_keys(t->store[u]);
+            if (t->rebuild && keys) {
+#ifdef DEDUP_HAVE_ROCKSDB
+                uint64_t c = 0;
+                st = dedup_store_fill(t->store[u], t->seen[k], &c);
+                if (st)
+                    snprintf(err, cap, "--rebuild-filter: %s from %s: %s", t->name[k],
+                             t->name[u], st == DEDUP_ERR_IO ? dedup_store_error(t->store[u])
+                                                            : dedup_strerror(st));
+                cli_info(2, "%s: rebuilt from %s (%llu keys)", t->name[k], t->name[u],
+                         (unsigned long long)c);
+#endif
+            } else if (keys) {
+                covers = false;
+                held += keys;
+            }
+        }
+        tiers[k].covers_below = covers;
+        if (!covers && !st)
+            cli_warn("the %s filter does not know the %llu keys already in the store below it: "
+                     "each of its 'new' answers is checked in the store (no reads saved); "
+                     "--rebuild-filter fills it from the store at start",
+                     t->name[k], (unsigned long long)held);
+    }
+    if (top)
+        tiers[0].seen = top, tiers[0].name = t->name[0];
+    if (!st) {
+        dedup_tiers_spec sp = {.tiers = tiers, .n = n, .trust_filter = t->trust, .shared = t->shared};
+        st = dedup_tiers_create(&sp, NULL, out, &t->view);
+        if (st == DEDUP_ERR_INCOMPATIBLE)
+            snprintf(err, cap, "the tiers were made with different seeds (give the same --seed)");
+        else if (st)
+            snprintf(err, cap, "cannot build the tiers: %s", dedup_strerror(st));
+    }
+    if (st) {
+        for (size_t k = 0; k < n; k++) {
+            dedup_seen_free(t->seen[k]);
+            t->seen[k] = NULL;
+            t->store[k] = NULL;
+        }
+        t->window = NULL;
+    }
+    return st;
+}
+
+bool dd_tiers_finish(dd_tiers_cli *t, bool ok)
+{
+    bool good = true;
+    for (size_t i = 0; i < t->n; i++) {
+        size_t k = t->first + i;
+        const tier_def *d = &t->def[i];
+        if (!t->seen[k])
+            continue;
+        if (ok && d->path && (d->type == T_FILE || d->type == T_FILTER || d->type == T_EXACT)) {
+            dedup_status st = dedup_seen_save_file(t->seen[k], d->path);
+            if (st) {
+                cli_error("%s: cannot save the %s tier: %s", d->path, t->name[k],
+                          st == DEDUP_ERR_IO ? strerror(errno) : dedup_strerror(st));
+                good = false;
+            }
+        }
+#ifdef DEDUP_HAVE_ROCKSDB
+        if (t->store[k] && dedup_store_flush(t->store[k]) != DEDUP_OK) {
+            cli_error("%s", dedup_store_error(t->store[k]));
+            good = false;
+        }
+#endif
+    }
+    return good;
+}
+
+void dd_tiers_print_stats(const dd_tiers_cli *t, FILE *f, bool json)
+{
+    if (!t->view)
+        return;
+    dedup_tiers_stats st;
+    dedup_tiers_get_stats(t->view, &st);
+    double avoided = st.new_keys ? (double)st.reads_avoided / (double)st.new_keys : 0;
+    if (json) {
+        fprintf(f, "{\"tiers\":[");
+        for (size_t k = 0; k < st.n; k++) {
+            const dedup_tier_stats *s = &st.tier[k];
+            fprintf(f, "%s{\"name\":", k ? "," : "");
+            cli_json_string(f, s->name);
+            fprintf(f, ",\"kind\":\"%s\",\"lookups\":%llu,\"hits\":%llu,\"ended_new\":%llu,"
+                       "\"passed_down\":%llu,\"records\":%llu,\"trusted\":%llu,\"seconds\":%.3f",
+                    dedup_seen_kind_name(s->kind), (unsigned long long)s->lookups,
+                    (unsigned long long)s->hits, (unsigned long long)s->ended_new,
+                    (unsigned long long)s->passed_down, (unsigned long long)s->records,
+                    (unsigned long long)s->trusted, (double)s->ns / 1e9);
+#ifdef DEDUP_HAVE_ROCKSDB
+            dedup_store_info si;
+            if (t->store[k] && dedup_store_get_info(t->store[k], &si) == DEDUP_OK)
+                fprintf(f, ",\"store_keys\":%llu,\"bytes_on_disk\":%llu",
+                        (unsigned long long)si.keys, (unsigned long long)si.bytes_on_disk);
+#endif
+            fputc('}', f);
+        }
+        fprintf(f, "],\"exact\":%s,\"trust_filter\":%s,\"shared\":%s,\"new_keys\":%llu,"
+                   "\"reads_avoided\":%llu,\"reads_avoided_rate\":%.6f,\"contradicted\":%llu}\n",
+                st.exact ? "true" : "false", st.trust_filter ? "true" : "false",
+                st.shared ? "true" : "false", (unsigned long long)st.new_keys,
+                (unsigned long long)st.reads_avoided, avoided, (unsigned long long)st.contradicted);
+        return;
+    }
+    fprintf(f, "dedup: tiers: %s%s; %llu new keys, %llu (%.2f%%) settled by a filter without "
+               "reading the tiers below\n",
+            st.exact ? "exact" : "not exact (the filter's maybe counts as a duplicate)",
+            st.shared ? ", shared (no filter's 'new' is final)" : "",
+            (unsigned long long)st.new_keys, (unsigned long long)st.reads_avoided, avoided * 100);
+    for (size_t k = 0; k < st.n; k++) {
+        const dedup_tier_stats *s = &st.tier[k];
+        fprintf(f, "dedup:   %zu %-24s lookups %llu, hits %llu, ended new %llu, passed down %llu, "
+                   "recorded %llu",
+                k + 1, s->name, (unsigned long long)s->lookups, (unsigned long long)s->hits,
+                (unsigned long long)s->ended_new, (unsigned long long)s->passed_down,
+                (unsigned long long)s->records);
+        if (st.trust_filter && s->probabilistic)
+            fprintf(f, ", trusted maybes %llu", (unsigned long long)s->trusted);
+        fprintf(f, ", %.3f s\n", (double)s->ns / 1e9);
+#ifdef DEDUP_HAVE_ROCKSDB
+        dedup_store_info si;
+        if (t->store[k] && dedup_store_get_info(t->store[k], &si) == DEDUP_OK) {
+            char hb[32];
+            fprintf(f, "dedup:     store: %llu keys, %s on disk (%.1f bytes/key)\n",
+                    (unsigned long long)si.keys, cli_human_size(si.bytes_on_disk, hb, sizeof hb),
+                    si.keys ? (double)si.bytes_on_disk / (double)si.keys : 0.0);
+        }
+#endif
+    }
+    if (st.contradicted)
+        fprintf(f, "dedup:   %llu 'new' answers of a filter were duplicates in a tier below\n",
+                (unsigned long long)st.contradicted);
+}
+
+void dd_tiers_free(dd_tiers_cli *t)
+{
+    (void)t; /* static storage (dd_tiers_opt) */
+}

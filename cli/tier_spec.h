@@ -1,0 +1,68 @@
+/*
+ * tier_spec.h - `dedup --store DIR` and `--tier SPEC ...`: the command
+ * line's persistent store and tier stack (dedup/tiers.h, dedup/store.h).
+ *
+ * A run with tiers collects its options here while parsing (dd_tiers_opt),
+ * checks them once the other options are known (dd_tiers_check), builds the
+ * stack in place of the single seen-set (dd_tiers_create, called by
+ * dd_seen_create), and at the end saves filter files and makes the stores
+ * durable (dd_tiers_finish) and prints per-tier statistics.
+ *
+ * SPEC:
+ *   bloom|blocked|cuckoo|scalable[:n=N,p=P,m=SIZE,file=PATH]
+ *                      a filter in memory (file= loads it when PATH exists
+ *                      and saves it there after a complete run)
+ *   exact | fingerprint   this run's keys in memory, exactly
+ *   file:PATH          a filter loaded from PATH, saved back at the end
+ *   rocksdb:DIR[,sync=always|batch|none][,keys=digest|whole][,expire=D]
+ *                      the persistent store (needs RocksDB at build time)
+ */
+#ifndef DEDUP_CLI_TIER_SPEC_H
+#define DEDUP_CLI_TIER_SPEC_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "dedup/seen.h"
+
+typedef struct dd_tiers_cli dd_tiers_cli;
+
+enum {
+    DD_TOPT_TIER = 1, /* --tier SPEC */
+    DD_TOPT_STORE,    /* --store DIR */
+    DD_TOPT_SYNC,     /* --sync always|batch|none */
+    DD_TOPT_TRUST,    /* --trust-filter */
+    DD_TOPT_REBUILD,  /* --rebuild-filter */
+    DD_TOPT_SHARED    /* --shared */
+};
+
+/* Records one option in *t (static storage, set on first use: one run per
+ * process).  False after an error message. */
+bool dd_tiers_opt(dd_tiers_cli **t, int which, const char *arg);
+
+/* Checks the tier options against the rest: 'mode_kind' is --mode's kind
+ * (a filter in front of --store), items/fpr/memory -n/-p/-m, 'windowed'
+ * whether --window/--last is given.  False after an error message. */
+bool dd_tiers_check(dd_tiers_cli *t, dedup_seen_kind mode_kind, uint64_t items, double fpr,
+                    uint64_t memory, bool windowed, bool counts, bool state);
+
+/* Builds the stack; 'top' (may be NULL: a window) goes on top and is owned
+ * by the stack from then on, also on failure.  Errors: a sentence in err. */
+dedup_status dd_tiers_create(dd_tiers_cli *t, dedup_seen *top, uint64_t seed, dedup_seen **out,
+                             char *err, size_t errcap);
+
+/* The window at the top of the stack, or NULL. */
+const void *dd_tiers_window(const dd_tiers_cli *t);
+
+/* After a complete run (ok): saves filter files; always: makes the stores
+ * durable.  False after an error message. */
+bool dd_tiers_finish(dd_tiers_cli *t, bool ok);
+
+/* Per tier statistics on f (json: one object on one line). */
+void dd_tiers_print_stats(const dd_tiers_cli *t, FILE *f, bool json);
+
+/* Ends the options' use (nothing to free; the seen-set owns the stack). */
+void dd_tiers_free(dd_tiers_cli *t);
+
+#endif

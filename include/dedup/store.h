@@ -1,0 +1,221 @@
+/*
+ * dedup/store.h - a persistent, exact seen-set on RocksDB (component
+ * libdedup_rocksdb, built only when Debian's librocksdb-dev is found).
+ *
+ * The store remembers every key it ever recorded, across runs, in a
+ * directory: a run reads what it must and writes only its new keys, so a
+ * seen-set of billions of keys costs disk, not memory, and no run rewrites
+ * the history (unlike a saved filter or set, which is written whole).
+ *
+ *   dedup_store_params p; dedup_store_params_init(&p);
+ *   p.dir = "seen.db"; p.sync = DEDUP_STORE_SYNC_ALWAYS;
+ *   dedup_store *st; char why[256];
+ *   dedup_status s = dedup_store_open(&p, NULL, &st, why, sizeof why);
+ *   s = dedup_store_decide(st, &batch, verdicts, &done);   test-and-add
+ *   dedup_store_close(st);                                  NULL is a no-op
+ *
+ * or used through the seen-set interface (dedup/seen.h, kind
+ * DEDUP_SEEN_STORE) by dedup_store_as_seen(), alone or as the bottom tier
+ * of a stack (dedup/tiers.h).
+ *
+ * ---- What is stored ----------------------------------------------------------
+ * One RocksDB key per recorded key: the 16-byte digest (lo then hi, both
+ * little-endian) by default, or the whole key bytes (DEDUP_STORE_KEYS_WHOLE:
+ * exact even against digest collisions, ~n^2/2^129, at the cost of the key's
+ * length on disk).  The value is empty, or with expiry a 4-byte
+ * little-endian write time in seconds.  A column family "dedup" holds the
+ * marker that makes a directory a dedup store -- magic, format version, key
+ * mode, seed, expiry, checksum -- and the count of keys recorded, updated in
+ * the same atomic WriteBatch as the keys.  A directory without the marker
+ * (empty of RocksDB, a foreign RocksDB database, a marker with a bad
+ * checksum or another version) is refused with a message naming the reason.
+ *
+ * ---- RocksDB options, chosen for write-once keys ------------------------------
+ * Keys are written once and never updated, most lookups (the new keys) are
+ * of absent keys, and digests are random bytes:
+ *  - a full ribbon filter per table (10 bits/key Bloom-equivalent, ~1%,
+ *    about 30% smaller than Bloom) and a memtable Bloom, so the lookup of an
+ *    absent key reads no data block: it costs filter probes in memory;
+ *  - filters and indexes held by the table readers (not in the block cache),
+ *    so they are never evicted by data blocks; a block cache for data
+ *    blocks (params.block_cache, default 32 MiB) serves the repeats;
+ *  - leveled compaction with dynamic level bytes: the smallest space
+ *    amplification (~1.1x) for data that is never overwritten, which keeps
+ *    the bytes per key near their floor (16 B key + 8 B sequence/type + ~3 B
+ *    of block encoding and filter ~= 27 B/key with digests); 16 KiB blocks
+ *    so the index stays small;
+ *  - compression: LZ4 (digests are incompressible but the bottom level's
+ *    zeroed sequence numbers are not; whole keys compress well), ZSTD at the
+ *    bottom level for whole keys;
+ *  - two background jobs (compaction and flush) -- the machine's cores.
+ *
+ * ---- Durability (params.sync) -------------------------------------------------
+ * Each decide() or record() call writes its new keys in one WriteBatch
+ * (atomic: all of a batch or none of it) before it returns, so a caller that
+ * writes a key's record out after decide() returned never outputs a key the
+ * store has not recorded:
+ *  - DEDUP_STORE_SYNC_ALWAYS: the batch's WAL is fsync()ed before return.  A
+ *    kill -9 or a power loss at any moment loses no key that decide()
+ *    answered NEW; the cost is one fsync per batch.
+ *  - DEDUP_STORE_SYNC_BATCH (default): the WAL is written (write(2)) but
+ *    fsync()ed only at close and by dedup_store_flush().  A kill -9 of the
+ *    process loses nothing (the data is in the kernel); a power loss may
+ *    lose the batches since the last sync.
+ *  - DEDUP_STORE_SYNC_NONE: no WAL; keys live in the memtable until RocksDB
+ *    flushes it (64 MiB) or the store is closed.  A kill -9 loses the keys
+ *    since the last flush; fastest, for rebuildable data.
+ * The other direction is the caller's: keys recorded by a decide() whose
+ * records were never written out (a crash between the two) stay recorded,
+ * so those records are lost to the next run -- at most one batch.
+ *
+ * ---- Expiry (params.expire) ---------------------------------------------------
+ * "The last N seconds of history": each key carries its write time and the
+ * age is checked on read, so an expired key is answered absent (and
+ * recorded anew) at once -- RocksDB's own TTL only drops keys at compaction
+ * and would still answer them.  A compaction filter removes expired keys
+ * from disk as compaction reaches them.  A repeat does not extend a key's
+ * life.  Expiry is fixed when the store is created.
+ *
+ * ---- Locking -------------------------------------------------------------------
+ * A writable store is locked (RocksDB's LOCK file, fcntl) for the life of the
+ * object: a second process (or a second open in this one) gets DEDUP_ERR_IO
+ * with "in use by another process".  params.read_only opens without the lock
+ * (dedup store info on a store in use) and refuses every write.
+ *
+ * Thread-safety: one thread at a time per store object.  RocksDB itself is
+ * thread-safe, the object's buffers are not.
+ */
+#ifndef DEDUP_STORE_H
+#define DEDUP_STORE_H
+
+#include "dedup/common.h"
+#include "dedup/hash.h"
+#include "dedup/seen.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define DEDUP_STORE_FORMAT_VERSION 1u
+/* Keys per internal chunk (one MultiGet, one WriteBatch); larger batches
+ * are cut into chunks, each atomic on its own. */
+#define DEDUP_STORE_CHUNK 4096u
+
+typedef enum dedup_store_sync {
+    DEDUP_STORE_SYNC_BATCH = 0,
+    DEDUP_STORE_SYNC_ALWAYS = 1,
+    DEDUP_STORE_SYNC_NONE = 2
+} dedup_store_sync;
+
+typedef enum dedup_store_keys {
+    DEDUP_STORE_KEYS_AUTO = 0,   /* as stored; digests for a new store */
+    DEDUP_STORE_KEYS_DIGEST = 1, /* the 16-byte digest */
+    DEDUP_STORE_KEYS_WHOLE = 2   /* the key's bytes; batches need keys/lens */
+} dedup_store_keys;
+
+typedef struct dedup_store_params {
+    const char *dir;        /* required */
+    bool create;            /* create the store when DIR is missing or empty; default true */
+    bool read_only;         /* no lock, no writes */
+    uint64_t seed;          /* 0 = as stored (DEDUP_DEFAULT_SEED for a new store);
+                               otherwise must equal the stored seed */
+    dedup_store_keys keys;  /* AUTO, or must equal the stored mode */
+    uint64_t expire;        /* seconds; 0 = as stored (none for a new store);
+                               otherwise must equal the stored expiry */
+    dedup_store_sync sync;  /* default BATCH */
+    uint64_t block_cache;   /* bytes of data-block cache; default 32 MiB */
+    /* The clock for expiry, seconds since the epoch; NULL = time(). */
+    int64_t (*clock)(void *ctx);
+    void *clock_ctx;
+} dedup_store_params;
+
+void dedup_store_params_init(dedup_store_params *p);
+
+typedef struct dedup_store dedup_store;
+
+/* Opens (or creates) the store in params->dir.  'why' (may be NULL)
+ * receives a sentence naming DIR and the reason on failure.  Errors:
+ * DEDUP_ERR_INVALID_ARG (no dir, a field out of range), DEDUP_ERR_IO
+ * (DIR in use by another process; missing and create false; RocksDB's
+ * IO errors), DEDUP_ERR_BAD_MAGIC (DIR holds something that is not a dedup
+ * store), DEDUP_ERR_VERSION, DEDUP_ERR_CHECKSUM (a damaged marker),
+ * DEDUP_ERR_CORRUPT (RocksDB reports corruption), DEDUP_ERR_INCOMPATIBLE
+ * (seed, key mode or expiry differ from the stored ones; 'why' names both),
+ * DEDUP_ERR_NOMEM. */
+dedup_status dedup_store_open(const dedup_store_params *p, const dedup_allocator *alloc,
+                              dedup_store **out, char *why, size_t whycap);
+
+/* Makes everything recorded durable (WAL fsync, or a memtable flush with
+ * sync NONE), then closes; NULL is a no-op.  A failure of that last sync
+ * cannot be reported: call dedup_store_flush() first when it matters. */
+void dedup_store_close(dedup_store *s);
+
+/* Decides batch->n keys in order, as dedup_seen_decide(): out[i] is
+ * DEDUP_NEW (absent or expired; now recorded) or DEDUP_DUPLICATE; a repeat
+ * inside the batch is a duplicate of its first occurrence.  The batch needs
+ * digests, and keys/lens with KEYS_WHOLE.  Errors: DEDUP_ERR_IO (RocksDB;
+ * dedup_store_error() has its message) with *done the keys decided and
+ * recorded before the failing chunk; DEDUP_ERR_UNSUPPORTED when read-only. */
+dedup_status dedup_store_decide(dedup_store *s, const dedup_batch *b, dedup_verdict *out,
+                                size_t *done);
+
+/* Answers without recording: DEDUP_NEW or DEDUP_DUPLICATE.  Errors: IO. */
+dedup_status dedup_store_query(const dedup_store *s, const dedup_batch *b, dedup_verdict *out);
+
+/* Records batch->n keys without reading (a blind write): for keys the
+ * caller knows to be new, e.g. those a filter answered "certainly new".
+ * Recording a present key again is harmless (it refreshes its expiry time
+ * and counts it twice in 'keys').  'ctx' is the dedup_store *, so the
+ * function serves as a tier's record callback (dedup/tiers.h).  Errors:
+ * IO, UNSUPPORTED (read-only). */
+dedup_status dedup_store_record(void *ctx, const dedup_batch *b);
+
+/* Makes every write so far durable (fsync of the WAL; a flush with sync
+ * NONE).  Errors: IO. */
+dedup_status dedup_store_flush(dedup_store *s);
+
+typedef struct dedup_store_info {
+    uint64_t keys;          /* keys recorded over the store's life (exact with
+                               decide(); record() counts what it is given) */
+    uint64_t bytes_on_disk; /* every file in DIR */
+    uint64_t sst_bytes;     /* the tables alone */
+    uint64_t seed;
+    dedup_store_keys keys_mode;
+    uint64_t expire;        /* seconds, 0 = none */
+    uint32_t format_version;
+    /* this object's life */
+    uint64_t lookups;       /* keys read (MultiGet) */
+    uint64_t writes;        /* keys written */
+    uint64_t expired;       /* keys found but expired, answered NEW */
+    size_t memory;          /* RocksDB's memtables, table readers, cache in use */
+} dedup_store_info;
+
+/* Fills 'out'; bytes_on_disk is measured by listing DIR.  Errors: IO. */
+dedup_status dedup_store_get_info(const dedup_store *s, dedup_store_info *out);
+
+/* RocksDB's message for the last failure, or "" (never NULL). */
+const char *dedup_store_error(const dedup_store *s);
+
+/* Calls fn with the digests of every live key, in chunks of at most
+ * DEDUP_STORE_CHUNK (whole keys are hashed with the store's seed), until fn
+ * returns non-zero (then DEDUP_ERR_CANCELLED).  For rebuilding a filter in
+ * front of the store.  Errors: IO, CANCELLED. */
+typedef int (*dedup_store_digest_fn)(void *ctx, const dedup_digest *d, size_t n);
+dedup_status dedup_store_foreach(const dedup_store *s, dedup_store_digest_fn fn, void *ctx);
+
+/* Records every live key of the store into 'filter' (dedup_seen_decide()
+ * with digests only), so a filter in front of the store starts knowing the
+ * history: the articles' "rebuild, then switch".  *count (may be NULL)
+ * receives the keys given.  Errors: those of foreach and of the filter. */
+dedup_status dedup_store_fill(const dedup_store *s, dedup_seen *filter, uint64_t *count);
+
+/* Wraps the store in a seen-set of kind DEDUP_SEEN_STORE (exact; decide,
+ * query, commit as no-op; info reports keys and bytes).  On success the
+ * seen-set owns the store (dedup_seen_free() closes it) and the store
+ * pointer stays valid until then; on failure the caller keeps it. */
+dedup_status dedup_store_as_seen(dedup_store *s, const dedup_allocator *alloc, dedup_seen **out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* DEDUP_STORE_H */

@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# dedup --tier ...: seeded random streams, run after run, through stacks of
+# tiers (filters rebuilt or not, filter files, a window on top, an exact
+# tier, two stores) equal the exact reference; --trust-filter never keeps a
+# repeat and drops new keys within the binomial bound; --stats shows the
+# reads a filter saved; usage errors.
+. "$(dirname "$0")/lib/common.sh"
+
+if ! "$DEDUP" --help | grep -q -- '--tier=SPEC'; then
+    echo "FAIL: this dedup has no --tier" >&2
+    exit 1
+fi
+
+gen() { # gen SEED N UNIVERSE FILE
+    python3 - "$1" "$2" "$3" "$4" <<'PY'
+import random, sys
+seed, n, u, path = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+r = random.Random(seed)
+with open(path, "w") as f:
+    for _ in range(n):
+        f.write("k%d\n" % r.randrange(u))
+PY
+}
+
+# --- every stack, three runs each, equals the reference ------------------------------
+for i in 1 2 3; do gen $((SEED + i)) 20000 30000 "$T/p$i"; done
+cat "$T/p1" "$T/p2" "$T/p3" | awk '!seen[$0]++' > "$T/ref"
+stacks=(
+  "--tier blocked:n=40000,p=1% --tier rocksdb:@D"
+  "--tier blocked:n=40000,p=1% --tier rocksdb:@D --rebuild-filter"
+  "--tier blocked:n=40000,p=1%,file=@F --tier rocksdb:@D --rebuild-filter"
+  "--tier cuckoo:n=40000 --tier rocksdb:@D --rebuild-filter"
+  "--tier scalable:n=1000 --tier rocksdb:@D,sync=always --rebuild-filter"
+  "--tier exact --tier rocksdb:@D"
+  "--tier blocked:n=40000,p=2% --tier exact --tier rocksdb:@D --rebuild-filter"
+  "--tier blocked:n=40000 --tier rocksdb:@D --tier rocksdb:@E --rebuild-filter"
+  "--tier blocked:n=40000 --tier rocksdb:@D --shared"
+  "--mode blocked -n 40000 --store @D --rebuild-filter"
+  "--mode bloom -n 40000 --store @D"
+  "--store @D"
+)
+si=0
+for spec in "${stacks[@]}"; do
+    si=$((si + 1))
+    args=${spec//@D/$T/s$si}
+    args=${args//@E/$T/e$si}
+    args=${args//@F/$T/f$si.bf}
+    : > "$T/got"
+    for i in 1 2 3; do
+        # shellcheck disable=SC2086
+        "$DEDUP" $args "$T/p$i" >> "$T/got" 2> "$T/err" || fail "stack $si run $i: $(cat "$T/err")"
+    done
+    check "stack $si ($spec): three runs = the reference" cmp -s "$T/ref" "$T/got"
+done
+check "a filter file tier is saved after the run" test -s "$T/f3.bf"
+"$DEDUP" --tier "file:$T/f3.bf" --tier "rocksdb:$T/s3" --rebuild-filter "$T/p2" > "$T/got"
+check "file:PATH loads it; all repeats" test ! -s "$T/got"
+
+# a filter in front of a store that already holds keys, not rebuilt: warned,
+# still exact, and no reads saved
+"$DEDUP" --tier blocked:n=40000 --tier "rocksdb:$T/s1" --stats=json "$T/p1" > "$T/got" 2> "$T/err"
+check "a filter that does not know the store is warned about" grep -q "does not know the" "$T/err"
+check "... and the run stays exact" test ! -s "$T/got"
+
+# --- a window on top: exact inside it, the store behind it ---------------------------
+printf 'a\nb\na\nc\nb\n' > "$T/w1"
+printf 'a\nd\nd\nc\n' > "$T/w2"
+"$DEDUP" --last 2 --tier blocked:n=1000 --tier "rocksdb:$T/sw" "$T/w1" > "$T/got"
+"$DEDUP" --last 2 --tier blocked:n=1000 --tier "rocksdb:$T/sw" --rebuild-filter "$T/w2" >> "$T/got"
+printf 'a\nb\nc\nd\n' > "$T/exp"
+check "window in front of a filter and a store: exact across runs" cmp -s "$T/exp" "$T/got"
+
+# --- --stats: reads saved by a covering filter ------------------------------------------
+gen $((SEED + 9)) 100000 1000000000 "$T/fresh"    # (nearly) all new keys
+"$DEDUP" --tier blocked:n=200000,p=1% --tier "rocksdb:$T/sr" --stats=json "$T/fresh" > /dev/null 2> "$T/stats"
+check "a filter in front of a new store settles >= 95% of new keys without a store read" \
+    python3 -c "
+import json,sys
+j=[json.loads(l) for l in open(sys.argv[1]) if l.startswith('{\"tiers\"')][0]
+assert j['exact'] and j['reads_avoided_rate']>=0.95, j
+assert j['tiers'][1]['lookups'] < 0.05*j['new_keys'], j" "$T/stats"
+
+# --- --trust-filter: never a repeat kept, false drops within the bound -------------------
+n=50000
+python3 -c "
+import sys
+with open(sys.argv[1],'w') as f:
+    for i in range($n): f.write('t%d-%d\n' % ($SEED, i))
+    for i in range(0,$n,3): f.write('t%d-%d\n' % ($SEED, i))" "$T/tf"
+"$DEDUP" --tier blocked:n=$n,p=1% --tier "rocksdb:$T/st" --trust-filter --stats "$T/tf" > "$T/got" 2> "$T/err"
+check "--trust-filter keeps no repeat" test -z "$(sort "$T/got" | uniq -d)"
+kept=$(wc -l < "$T/got")
+check "--trust-filter drops new keys within the binomial bound of 1% ($((n - kept)) of $n)" \
+    python3 -c "
+import math
+n,p,d=$n,0.01,$n-$kept
+mu=n*p; sd=math.sqrt(n*p*(1-p))
+assert d <= mu + 3.29*sd + 1, (d, mu, sd)"
+check "--stats says the stack is not exact" grep -q "not exact" "$T/err"
+
+# --- usage errors ------------------------------------------------------------------------
+for bad in "--tier bogus" "--tier blocked" "--tier blocked:n=x" "--tier rocksdb:" \
+           "--tier rocksdb:$T/x,sync=sometimes" "--rebuild-filter --store $T/x" \
+           "--trust-filter --store $T/x" "--sync always" "--store $T/x -c" \
+           "--mode cuckoo --tier rocksdb:$T/x" "--mode fingerprint --store $T/x" \
+           "--window 1m --tier exact --tier rocksdb:$T/x"; do
+    # shellcheck disable=SC2086
+    echo x | "$DEDUP" $bad > "$T/out" 2> "$T/err"
+    rc=$?
+    check "'$bad' is a usage error (exit 2, a message, no output)" \
+        test $rc -eq 2 -a -s "$T/err" -a ! -s "$T/out"
+done
+check "no store was created by a refused command" test ! -e "$T/x"
+
+finish
