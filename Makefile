@@ -27,7 +27,11 @@ build: deps
 	@cmake --build $(BUILD) -j $(JOBS)
 
 # The main job on a generated example: deduplicate a crawler's URL list.
-run: build
+# Quiet: the build's output is shown only when it fails.
+run: deps
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX=$(PREFIX) $(CMAKE_ARGS) >/dev/null
+	@cmake --build $(BUILD) -j $(JOBS) --target dedup_cli >$(BUILD)/run-build.log 2>&1 || \
+		{ cat $(BUILD)/run-build.log; echo "make run: the build failed (log: $(BUILD)/run-build.log)" >&2; exit 1; }
 	@sh scripts/run-example.sh $(BUILD)/dedup
 
 # The whole suite, twice: optimised, then ASan+UBSan; threaded tests once more

@@ -56,6 +56,9 @@ bool cli_parse_prob(const char *s, double *out);
 bool cli_parse_duration(const char *s, uint64_t *out_us);
 /* A human-readable size: "1.15 MiB".  Returns buf. */
 const char *cli_human_size(uint64_t bytes, char *buf, size_t cap);
+/* The indefinite article for a word: "an" before a vowel ("an exact-set",
+ * "an unknown type"), else "a". */
+const char *cli_a(const char *word);
 
 /* Whether fd is a regular file: only those are removed when a run fails
  * and its -o output must not look complete (never /dev/full, a FIFO...). */

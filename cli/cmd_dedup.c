@@ -21,6 +21,9 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "keep_last.h"
+#include "preflight.h"
+#include "progress.h"
 #include "dedup/extsort.h"
 #include "dedup/hash.h"
 #include "dedup/hll.h"
@@ -75,6 +78,8 @@ typedef struct opts {
     bool int_keys;
     dd_bad_key bad_key;          /* --on-bad-key */
     bool bad_key_given, range_given;
+    bool on_full_given;          /* --on-full was given */
+    bool keep_last;              /* --keep last */
 } opts;
 
 volatile sig_atomic_t dd_stop_signal;
@@ -100,6 +105,10 @@ static void usage(FILE *f)
 "                         scalable (Bloom filters that grow: no -n needed, the\n"
 "                         rate stays under -p), cuckoo (grows unless sized by -m)\n"
 "  -n, --items=N          keys expected (sizes filters; a hint for exact modes)\n"
+"      --on-full=warn|grow|fail  a bloom, blocked or cuckoo filter past -n keys:\n"
+"                         warn once and go on at a climbing rate (default),\n"
+"                         grow into a chain whose rate stays under -p, or fail\n"
+"                         (exit 1) before a record past it\n"
 "  -p, --fpr=P            false-positive rate for filters, e.g. 0.01 or 1%% (default 1%%)\n"
 "  -m, --memory=SIZE      memory for a filter (K/M/G); with -n, a ceiling.  In exact\n"
 "                         mode, the budget: while the distinct keys fit it works in\n"
@@ -169,6 +178,9 @@ static void usage(FILE *f)
 "  --stats adds each tier's lookups, hits, keys passed down and time.\n", f);
     fprintf(f,
 "Output:\n"
+"      --keep=first|last  write each key's first occurrence (default) or its last,\n"
+"                         in the order of those last ones (two passes; standard\n"
+"                         input is copied to --tmpdir first)\n"
 "  -D, --duplicates       write every occurrence after the first instead\n"
 "  -c, --count            write each distinct record once, prefixed by its count\n"
 "  -u, --unique           write only records that occur exactly once\n"
@@ -181,7 +193,7 @@ static void usage(FILE *f)
 "      --progress, --no-progress  progress on stderr (default: when it is a terminal)\n"
 "  -q, --quiet            only errors on stderr\n"
 "  -v, --verbose          more detail on stderr\n"
-"      --help             show this help and exit\n"
+"  -h, --help             show this help and exit\n"
 "      --version          show the version and exit\n"
 "\n"
 "%s"
@@ -197,6 +209,7 @@ enum {
     OPT_HELP, OPT_VERSION, OPT_LINEBUF, OPT_SEED, OPT_SORT,
     OPT_WINDOW, OPT_WINDOW_TYPE, OPT_LAST, OPT_TIME_FIELD, OPT_TIME_FORMAT, OPT_LATENESS,
     OPT_LATE, OPT_BAD_TIME, OPT_KEYS, OPT_BAD_KEY, OPT_RANGE,
+    OPT_LATE, OPT_BAD_TIME, OPT_ON_FULL, OPT_KEEP,
     OPT_TIER, OPT_STORE, OPT_SYNC, OPT_TRUST_FILTER, OPT_REBUILD_FILTER, OPT_SHARED
 };
 
@@ -235,6 +248,8 @@ static const struct option long_opts[] = {
     {"keys", required_argument, NULL, OPT_KEYS},
     {"on-bad-key", required_argument, NULL, OPT_BAD_KEY},
     {"range", required_argument, NULL, OPT_RANGE},
+    {"on-full", required_argument, NULL, OPT_ON_FULL},
+    {"keep", required_argument, NULL, OPT_KEEP},
     {"tier", required_argument, NULL, OPT_TIER},
     {"store", required_argument, NULL, OPT_STORE},
     {"sync", required_argument, NULL, OPT_SYNC},
@@ -276,7 +291,7 @@ static int parse_args(int argc, char **argv, opts *o)
     int c;
     opterr = 0;
     optind = 1;
-    while ((c = getopt_long(argc, argv, ":n:p:m:s:f:d:iDcuo:zqvT:", long_opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":n:p:m:s:f:d:iDcuo:zqvT:h", long_opts, NULL)) != -1) {
         switch (c) {
         case OPT_MODE: o->mode = optarg; break;
         case 'n':
@@ -416,6 +431,29 @@ static int parse_args(int argc, char **argv, opts *o)
             }
             o->window_opts = true;
             break;
+        case OPT_KEEP:
+            if (strcmp(optarg, "first") == 0)
+                o->keep_last = false;
+            else if (strcmp(optarg, "last") == 0)
+                o->keep_last = true;
+            else {
+                cli_error("--keep must be first or last (got '%s')", optarg);
+                return -1;
+            }
+            break;
+        case OPT_ON_FULL:
+            if (strcmp(optarg, "warn") == 0)
+                o->sizing.on_full = DEDUP_ON_FULL_WARN;
+            else if (strcmp(optarg, "grow") == 0)
+                o->sizing.on_full = DEDUP_ON_FULL_GROW;
+            else if (strcmp(optarg, "fail") == 0)
+                o->sizing.on_full = DEDUP_ON_FULL_FAIL;
+            else {
+                cli_error("--on-full must be warn, grow or fail (got '%s')", optarg);
+                return -1;
+            }
+            o->on_full_given = true;
+            break;
         case OPT_BAD_TIME:
             if (strcmp(optarg, "fail") == 0)
                 o->bad_time = BAD_TIME_FAIL;
@@ -464,6 +502,7 @@ static int parse_args(int argc, char **argv, opts *o)
         }
         case 'q': cli_verbosity = 0; break;
         case 'v': cli_verbosity++; break;
+        case 'h':
         case OPT_HELP: usage(stdout); return 1;
         case OPT_VERSION: cli_print_version(); return 1;
         case ':':
@@ -513,6 +552,22 @@ static int parse_args(int argc, char **argv, opts *o)
         cli_error("choose one of -D/--duplicates, -c/--count and -u/--unique");
         return -1;
     }
+    if (o->keep_last) {
+        const char *no = dd_redis_used(&o->redis) ? "--redis (a shared seen-set cannot revise what was written)"
+                         : o->sizing.tiers ? "--store/--tier (a store cannot revise what an earlier run wrote)"
+                         : o->int_keys ? "--keys int"
+                         : o->window_us || o->last_n ? "--window/--last (a window keeps first occurrences)"
+                         : kinds ? "-D/--duplicates, -c/--count and -u/--unique"
+                         : o->state ? "--state (a later run cannot revise what an earlier one wrote)"
+                         : o->sizing.memory || o->sorted ? "-m/--memory and --sort (it needs every distinct key in memory, twice)"
+                         : (o->kind != DEDUP_SEEN_EXACT && o->kind != DEDUP_SEEN_FINGERPRINT)
+                             ? "a filter --mode (it needs exact counts: --mode exact or fingerprint)"
+                             : NULL;
+        if (no) {
+            cli_error("--keep last cannot be combined with %s", no);
+            return -1;
+        }
+    }
     if (dd_redis_used(&o->redis)) /* the seen-set is in Redis: none of the rest applies */
     {
         if (o->sizing.tiers) {
@@ -555,7 +610,8 @@ static int parse_args(int argc, char **argv, opts *o)
         }
         bool approx = o->kind == DEDUP_SEEN_BLOOM || o->kind == DEDUP_SEEN_BLOCKED;
         if (!approx && o->kind != DEDUP_SEEN_EXACT && o->kind != DEDUP_SEEN_FINGERPRINT) {
-            cli_error("a window works with --mode exact (default) or bloom, not %s", o->mode);
+            cli_error("a window works with --mode exact (default), fingerprint (both exact), bloom "
+                      "or blocked (both approximate: a table of fingerprints), not %s", o->mode);
             return -1;
         }
         if (approx && !o->sizing.items) {
@@ -614,43 +670,7 @@ static int parse_args(int argc, char **argv, opts *o)
 
 /* ---- progress ---------------------------------------------------------------- */
 
-typedef struct progress {
-    bool on;
-    double start, last;
-    uint64_t total_bytes; /* 0 = unknown */
-} progress;
-
-static double now_sec(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static void progress_show(progress *p, uint64_t bytes, uint64_t records, bool final)
-{
-    if (!p->on)
-        return;
-    double t = now_sec();
-    if (!final && t - p->last < 0.25)
-        return;
-    p->last = t;
-    double el = t - p->start;
-    char hb[32];
-    fprintf(stderr, "\rdedup: %s, %llu records, %.1fM records/s", cli_human_size(bytes, hb, sizeof hb),
-            (unsigned long long)records, el > 0 ? (double)records / el / 1e6 : 0.0);
-    if (p->total_bytes && bytes <= p->total_bytes) {
-        double frac = (double)bytes / (double)p->total_bytes;
-        fprintf(stderr, ", %3.0f%%", frac * 100);
-        if (frac > 0.01 && !final) {
-            double eta = el / frac - el;
-            fprintf(stderr, ", ETA %d:%02d", (int)eta / 60, (int)eta % 60);
-        }
-    }
-    fputs("   ", stderr);
-    if (final)
-        fputc('\n', stderr);
-}
+static double now_sec(void) { return dd_now(); }
 
 /* ---- the run ------------------------------------------------------------------- */
 
@@ -659,7 +679,7 @@ typedef struct run {
     dedup_seen *s;        /* the seen-set (dedup/seen.h) */
     dedup_seen_info info; /* what it is (kind, probabilistic), taken once */
     dd_writer w;
-    progress prog;
+    dd_progress prog;
     uint64_t records_in, records_out, duplicates, bytes_in;
     bool identity_key;
     /* batch: records, keys and digests come from the feeder's block */
@@ -675,6 +695,14 @@ typedef struct run {
     unsigned char *firsts;
     size_t firsts_len, firsts_cap;
     bool failed; /* method error already reported */
+    /* a fixed-size filter's capacity: keys answered NEW against it, the
+     * warning said once, and the false drops estimated from its rate */
+    uint64_t news;            /* NEW verdicts in this run */
+    bool full_warned;
+    uint64_t fd_news;         /* news at the last rate sample */
+    uint64_t fd_records;      /* records_in then */
+    double fd_rate;           /* the rate in force then */
+    double false_drops;       /* estimated new records answered MAYBE_DUPLICATE */
     /* exact mode past its in-memory share (DEDUP_SEEN_EXACT_SPILL): the
      * library freezes the set and hands the other records to the external
      * engine, whose output comes through spill_emit() */
@@ -773,6 +801,72 @@ static const char *duration_str(uint64_t us, char *buf, size_t cap)
     else
         snprintf(buf, cap, "%lluus", (unsigned long long)us);
     return buf;
+}
+
+/* One window setting as the option that gives it: "--window 10s",
+ * "--last 5", "--window-type tumbling". */
+static const char *window_type_name(dedup_window_type t)
+{
+    return t == DEDUP_WINDOW_COUNT ? "count" : t == DEDUP_WINDOW_TUMBLING ? "tumbling" : "sliding";
+}
+
+/* Says, option by option, how a saved window's parameters 'have' differ
+ * from the run's 'want': "--window 10s here, 1m saved; --lateness 0s here,
+ * 5s saved". */
+static void window_mismatch(const dedup_window_params *have, const dedup_window_params *want,
+                            char *buf, size_t cap)
+{
+    size_t n = 0;
+    buf[0] = '\0';
+#define ADD(...) do { if (n < cap) n += (size_t)snprintf(buf + n, cap - n, __VA_ARGS__); } while (0)
+#define SEP() ADD("%s", n ? "; " : "")
+    char a[32], b[32];
+    bool count_here = want->type == DEDUP_WINDOW_COUNT, count_saved = have->type == DEDUP_WINDOW_COUNT;
+    if (count_here != count_saved) {
+        SEP();
+        ADD("%s here, %s saved", count_here ? "--last" : "--window", count_saved ? "--last" : "--window");
+    } else if (have->type != want->type) {
+        SEP();
+        ADD("--window-type %s here, %s saved", window_type_name(want->type), window_type_name(have->type));
+    }
+    if (count_here == count_saved && have->duration != want->duration) {
+        SEP();
+        if (count_here)
+            ADD("--last %llu here, %llu saved", (unsigned long long)want->duration,
+                (unsigned long long)have->duration);
+        else
+            ADD("--window %s here, %s saved", duration_str(want->duration, a, sizeof a),
+                duration_str(have->duration, b, sizeof b));
+    }
+    if (have->lateness != want->lateness) {
+        SEP();
+        ADD("--lateness %s here, %s saved", duration_str(want->lateness, a, sizeof a),
+            duration_str(have->lateness, b, sizeof b));
+    }
+    if (have->mode != want->mode) {
+        SEP();
+        ADD("--mode %s here, %s saved", want->mode == DEDUP_WINDOW_APPROX ? "bloom" : "exact",
+            have->mode == DEDUP_WINDOW_APPROX ? "bloom (approximate)" : "exact");
+    } else if (want->mode == DEDUP_WINDOW_APPROX) {
+        if (have->capacity != want->capacity) {
+            SEP();
+            ADD("-n %llu here, %llu saved", (unsigned long long)want->capacity,
+                (unsigned long long)have->capacity);
+        }
+        if (have->fpr != want->fpr) {
+            SEP();
+            ADD("-p %g here, %g saved", want->fpr, have->fpr);
+        }
+    }
+    if (have->seed != want->seed) {
+        SEP();
+        ADD("--seed 0x%llx here, 0x%llx saved", (unsigned long long)want->seed,
+            (unsigned long long)have->seed);
+    }
+    if (!n)
+        ADD("the saved parameters differ");
+#undef SEP
+#undef ADD
 }
 
 /* Names a record whose time field is bad: "FILE:LINE: bad time field N: 'VALUE'". */
@@ -925,14 +1019,14 @@ static void print_window_stats(run *r, double seconds)
     if (o->stats == STATS_JSON) {
         fprintf(stderr,
                 "{\"records_in\":%llu,\"records_out\":%llu,\"duplicates\":%llu,"
-                "\"duplicate_rate\":%.6f,\"mode\":\"%s\",\"window\":\"%s\",\"window_us\":%llu,"
+                "\"duplicate_rate\":%.6f,\"distinct\":%llu,\"mode\":\"%s\",\"window\":\"%s\",\"window_us\":%llu,"
                 "\"lateness_us\":%llu,\"time\":\"%s\",\"time_format\":\"%s\","
                 "\"time_format_detected\":%s,\"keys_live\":%llu,\"keys_peak\":%llu,"
                 "\"keys_expired\":%llu,\"late\":%llu,\"late_max_behind_us\":%lld,"
                 "\"late_written\":%llu,\"bad_times\":%llu,\"memory_bytes\":%zu,"
                 "\"bytes_in\":%llu,\"seconds\":%.3f}\n",
                 (unsigned long long)r->records_in, (unsigned long long)r->records_out,
-                (unsigned long long)r->duplicates, rate,
+                (unsigned long long)r->duplicates, rate, (unsigned long long)ws.kept,
                 wp.mode == DEDUP_WINDOW_APPROX ? "bloom" : "exact", type,
                 (unsigned long long)(o->last_n ? 0 : wp.duration),
                 (unsigned long long)wp.lateness, tsrc, tfmt, detected ? "true" : "false",
@@ -990,6 +1084,8 @@ static bool emit_decided(run *r, size_t from, size_t to)
         bool is_new = r->verdict[i] == DEDUP_NEW;
         if (!is_new)
             r->duplicates++;
+        else
+            r->news++;
         switch (o->out) {
         case OUT_FIRST:
             if (is_new) {
@@ -1077,6 +1173,46 @@ static bool int_keys_of(run *r, size_t *n, size_t *m)
     return true;
 }
 
+/* Samples the filter's rate now and then (it may scan the filter): the
+ * new records since the last sample are taken to have met the mean of the
+ * two rates, and each kept one stood for 1 / (1 - rate) new records, the
+ * rest of which were wrongly dropped.  'final' samples whatever is left. */
+static void sample_false_drops(run *r, bool final)
+{
+    if (!r->info.probabilistic || r->win)
+        return;
+    uint64_t since = r->news - r->fd_news, recs = r->records_in - r->fd_records;
+    uint64_t every = r->news / 32 > 4096 ? r->news / 32 : 4096;
+    uint64_t every_rec = r->records_in / 32 > 65536 ? r->records_in / 32 : 65536;
+    if (!final && since < every && recs < every_rec)
+        return;
+    double now = dedup_seen_fpr_bound(r->s);
+    double mean = (r->fd_rate + now) / 2;
+    if (mean < 1)
+        r->false_drops += (double)since * mean / (1 - mean);
+    r->fd_news = r->news;
+    r->fd_records = r->records_in;
+    r->fd_rate = now;
+}
+
+/* The one message a fixed-size filter gives when it passes its capacity. */
+static void check_capacity(run *r)
+{
+    if (r->full_warned || !r->info.probabilistic || !r->info.capacity || r->win ||
+        r->info.items + r->news <= r->info.capacity)
+        return;
+    r->full_warned = true;
+    opts *o = r->o;
+    double now = dedup_seen_fpr_bound(r->s);
+    cli_warn("the %s filter passed its capacity of %llu keys%s by record %llu of %s: from here "
+             "new records are dropped at a rate that climbs as it fills (%.3g%% now, %.3g%% "
+             "planned); --on-full grow keeps it under -p, --on-full fail stops there%s",
+             o->mode, (unsigned long long)r->info.capacity,
+             o->sizing.items ? " (-n)" : " (what -m holds at -p)",
+             (unsigned long long)r->file_records, r->file_name, now * 100, r->info.fpr_target * 100,
+             o->stats ? "" : "; --stats gives the rate at the end");
+}
+
 /* A giant record (its own key, longer than the engine's threshold), written
  * as the engine streams it from its temporary file. */
 static int spill_emit_piece(void *ctx, const void *piece, size_t len, bool first, bool last,
@@ -1153,6 +1289,19 @@ static bool process_batch(run *r, size_t n)
     }
     if (st == DEDUP_ERR_CANCELLED && r->w.broken_pipe)
         return false;
+    if (st == DEDUP_ERR_FULL && r->o->sizing.on_full == DEDUP_ON_FULL_FAIL && r->info.capacity &&
+        r->info.probabilistic) {
+        /* The records decided before the one past capacity are written. */
+        if (!emit_decided(r, 0, done))
+            return false;
+        cli_error("the %s filter holds its capacity of %llu keys and --on-full fail stops before "
+                  "record %llu of %s, the first new one past it: nothing was dropped for want of "
+                  "room; give a larger -n, or --on-full grow",
+                  r->o->mode, (unsigned long long)r->info.capacity,
+                  (unsigned long long)(r->file_records + done + 1), r->file_name);
+        r->failed = true;
+        return false;
+    }
     if (st) {
         if (r->spilled && !r->w.error)
             dd_engine_report(dedup_seen_spill_engine(r->s), r->tmpdir, st);
@@ -1178,6 +1327,9 @@ static bool process_batch(run *r, size_t n)
         r->failed = true;
         return false;
     }
+    r->file_records += n;
+    sample_false_drops(r, false);
+    check_capacity(r);
     return true;
 }
 
@@ -1221,6 +1373,16 @@ static bool write_counts(run *r)
     }
     free(scratch);
     return ok;
+}
+
+/* The estimated false drops, never more than the records dropped.  False
+ * when none can be made: past a rate of one half, the few records still
+ * answered NEW say too little about how many new ones were dropped. */
+static bool false_drops_of(const run *r, uint64_t dropped, uint64_t *out)
+{
+    double f = r->false_drops + 0.5;
+    *out = f >= (double)dropped ? dropped : (uint64_t)f;
+    return r->fd_rate < 0.5;
 }
 
 static void print_stats(run *r, double seconds)
@@ -1270,8 +1432,23 @@ static void print_stats(run *r, double seconds)
                     (unsigned long long)r->budget, eng && es.spilled ? "true" : "false",
                     (unsigned long long)es.runs_written, (unsigned long long)es.merge_passes,
                     (unsigned long long)es.bytes_spilled, (unsigned long long)es.bytes_read_back);
-        if (in.probabilistic)
+        if (in.probabilistic) {
+            uint64_t fdrops;
+            bool known = false_drops_of(r, dups, &fdrops);
             fprintf(stderr, ",\"fpr\":%.6g,\"distinct_is_estimate\":true", in.fpr_bound);
+            /* "duplicates" above counts every record dropped; these split it
+             * (null: no estimate can be made) */
+            fprintf(stderr, ",\"dropped\":%llu", (unsigned long long)dups);
+            if (known)
+                fprintf(stderr, ",\"repeats_estimated\":%llu,\"false_drops_estimated\":%llu",
+                        (unsigned long long)(dups - fdrops), (unsigned long long)fdrops);
+            else
+                fputs(",\"repeats_estimated\":null,\"false_drops_estimated\":null", stderr);
+            if (in.capacity)
+                fprintf(stderr, ",\"capacity\":%llu,\"items\":%llu,\"over_capacity\":%s",
+                        (unsigned long long)in.capacity, (unsigned long long)in.items,
+                        in.items > in.capacity ? "true" : "false");
+        }
         dd_redis_print_stats(r->redis, stderr, true);
         if (r->hll)
             fprintf(stderr, ",\"distinct_std_error\":%.0f,\"distinct_from\":\"hyperloglog\"",
@@ -1280,9 +1457,31 @@ static void print_stats(run *r, double seconds)
         return;
     }
     char hb[32], hm[32], hl[32];
-    fprintf(stderr, "dedup: %llu records in (%s), %llu out, %llu duplicates (%.2f%%)\n",
-            (unsigned long long)in_recs, cli_human_size(r->bytes_in, hb, sizeof hb),
-            (unsigned long long)out, (unsigned long long)dups, rate * 100);
+    if (in.probabilistic) {
+        uint64_t fdrops;
+        if (false_drops_of(r, dups, &fdrops))
+            fprintf(stderr,
+                    "dedup: %llu records in (%s), %llu out, %llu dropped (%.2f%%): about %llu "
+                    "repeats and about %llu new records the filter took for repeats (estimated)\n",
+                    (unsigned long long)in_recs, cli_human_size(r->bytes_in, hb, sizeof hb),
+                    (unsigned long long)out, (unsigned long long)dups, rate * 100,
+                    (unsigned long long)(dups - fdrops), (unsigned long long)fdrops);
+        else
+            fprintf(stderr,
+                    "dedup: %llu records in (%s), %llu out, %llu dropped (%.2f%%): how many of "
+                    "them were new records the filter took for repeats cannot be estimated "
+                    "(its rate passed 50%%)\n",
+                    (unsigned long long)in_recs, cli_human_size(r->bytes_in, hb, sizeof hb),
+                    (unsigned long long)out, (unsigned long long)dups, rate * 100);
+        if (in.capacity)
+            fprintf(stderr, "dedup: the filter holds %s%llu keys of the %llu it was sized for%s\n",
+                    in.distinct_exact ? "" : "about ", (unsigned long long)in.items,
+                    (unsigned long long)in.capacity,
+                    in.items > in.capacity ? ": over capacity, so its rate is above -p" : "");
+    } else
+        fprintf(stderr, "dedup: %llu records in (%s), %llu out, %llu duplicates (%.2f%%)\n",
+                (unsigned long long)in_recs, cli_human_size(r->bytes_in, hb, sizeof hb),
+                (unsigned long long)out, (unsigned long long)dups, rate * 100);
     if (r->hll)
         fprintf(stderr, "dedup: about %llu distinct keys (HyperLogLog estimate, \xc2\xb1 %.0f)",
                 (unsigned long long)distinct, hll_se);
@@ -1371,7 +1570,23 @@ int cmd_dedup(int argc, char **argv)
     eo.stats = o.stats == STATS_JSON ? 2 : o.stats == STATS_TEXT ? 1 : 0;
     eo.line_buffered = o.line_buffered;
     eo.progress = o.progress == 1 || (o.progress == -1 && isatty(STDERR_FILENO) && cli_verbosity > 0);
+    eo.total_bytes = size_known ? total_bytes : 0;
     eo.output = o.output;
+    if (o.state && !dd_state_writable(o.state))
+        return CLI_EXIT_USAGE;
+    /* A spill is possible in exact mode without a state (past half the
+     * budget) and always in the external engine. */
+    bool may_spill = !o.window_us && !o.last_n && o.kind == DEDUP_SEEN_EXACT &&
+                     (o.external || !o.state);
+    if (may_spill && !dd_tmpdir_usable(dd_external_tmpdir(o.tmpdir), o.tmpdir != NULL))
+        return CLI_EXIT_USAGE;
+    if (o.keep_last) {
+        dd_keep_last_opts ko = {.kind = o.kind, .items = o.sizing.items, .seed = o.sizing.seed,
+                                .term = o.term, .key = &o.key, .output = o.output,
+                                .tmpdir = dd_external_tmpdir(o.tmpdir),
+                                .line_buffered = o.line_buffered, .stats = o.stats != STATS_NONE};
+        return dd_run_keep_last(&ko, files, nfiles);
+    }
     if (o.external) {
         /* Exact mode under a memory budget.  SIGINT/SIGTERM keep their
          * default action here: the engine's finishing phase can run for
@@ -1417,12 +1632,18 @@ int cmd_dedup(int argc, char **argv)
                 have.duration != want.duration || have.lateness != want.lateness ||
                 have.seed != want.seed ||
                 (approx && (have.capacity != want.items || have.fpr != want.fpr))) {
-                cli_error("%s: the saved window has other settings (%s, %s, duration %llu, "
-                          "lateness %llu us); give the same options to resume it",
-                          o.state, have.type == DEDUP_WINDOW_COUNT ? "last N"
-                                   : have.type == DEDUP_WINDOW_TUMBLING ? "tumbling" : "sliding",
-                          have.mode == DEDUP_WINDOW_APPROX ? "bloom" : "exact",
-                          (unsigned long long)have.duration, (unsigned long long)have.lateness);
+                dedup_window_params wp = have;
+                wp.type = (dedup_window_type)want.window_type;
+                wp.mode = approx ? DEDUP_WINDOW_APPROX : DEDUP_WINDOW_EXACT;
+                wp.duration = want.duration;
+                wp.lateness = want.lateness;
+                wp.seed = want.seed;
+                wp.capacity = want.items;
+                wp.fpr = want.fpr;
+                char diff[512];
+                window_mismatch(&have, &wp, diff, sizeof diff);
+                cli_error("%s: the saved window was made with other options: %s; give the "
+                          "saved ones to resume it", o.state, diff);
                 dedup_seen_free(s);
                 free(r);
                 return CLI_EXIT_USAGE;
@@ -1430,6 +1651,27 @@ int cmd_dedup(int argc, char **argv)
             cli_info(2, "%s: loaded window state", o.state);
         } else {
             cli_info(2, "%s: loaded %s state", o.state, o.mode);
+            dedup_seen_info li;
+            dedup_seen_get_info(s, &li);
+            if (li.probabilistic && li.capacity && o.sizing.items && o.sizing.items != li.capacity)
+                cli_warn("%s: the state was made for %llu keys; -n %llu does not resize it (a "
+                         "filter's size is fixed when it is made): it goes on at %llu, and "
+                         "--on-full %s applies past them",
+                         o.state, (unsigned long long)li.capacity,
+                         (unsigned long long)o.sizing.items, (unsigned long long)li.capacity,
+                         o.sizing.on_full == DEDUP_ON_FULL_FAIL   ? "fail"
+                         : o.sizing.on_full == DEDUP_ON_FULL_GROW ? "grow"
+                                                                  : "warn");
+            st = li.probabilistic && li.capacity ? dedup_seen_set_on_full(s, o.sizing.on_full)
+                                                 : DEDUP_OK;
+            if (st == DEDUP_ERR_UNSUPPORTED) {
+                cli_error("%s: --on-full grow cannot grow a filter made by an earlier run (a "
+                          "growing chain starts with its first key): give --on-full warn or fail, "
+                          "or start a new state with --mode scalable", o.state);
+                dedup_seen_free(s);
+                free(r);
+                return CLI_EXIT_USAGE;
+            }
         }
     } else {
         /* Exact mode without -m: keys stay in memory up to half the default
@@ -1504,6 +1746,7 @@ int cmd_dedup(int argc, char **argv)
     dedup_seen_get_info(s, &r->info);
     r->win = r->info.kind == DEDUP_SEEN_WINDOW ? dedup_seen_impl(s)
                                                : dd_tiers_window(o.sizing.tiers);
+    r->fd_rate = r->info.probabilistic ? r->info.fpr_bound : 0;
     r->can_spill = spill_budget != 0;
     r->budget = spill_budget;
     r->budget_source = budget_source;
@@ -1534,9 +1777,9 @@ int cmd_dedup(int argc, char **argv)
         }
     }
     r->identity_key = dd_keyspec_identity(&o.key);
-    r->prog.on = o.progress == 1 || (o.progress == -1 && isatty(STDERR_FILENO) && cli_verbosity > 0);
-    r->prog.start = r->prog.last = now_sec();
-    r->prog.total_bytes = size_known ? total_bytes : 0;
+    dd_progress_init(&r->prog,
+                     o.progress == 1 || (o.progress == -1 && isatty(STDERR_FILENO) && cli_verbosity > 0),
+                     size_known ? total_bytes : 0);
 
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
@@ -1576,7 +1819,7 @@ int cmd_dedup(int argc, char **argv)
                 }
             }
             r->bytes_in = before + b->bytes_read;
-            progress_show(&r->prog, r->bytes_in, r->records_in, false);
+            dd_progress_show(&r->prog, r->bytes_in, r->records_in, false, NULL);
         }
         if (dd_stop_signal)
             stopped = true;
@@ -1630,7 +1873,7 @@ int cmd_dedup(int argc, char **argv)
                      b1);
         }
     }
-    progress_show(&r->prog, r->bytes_in, r->records_in, true);
+    dd_progress_show(&r->prog, r->bytes_in, r->records_in, true, NULL);
     if (r->bad_keys && o.bad_key != DD_BAD_KEY_FAIL)
         cli_warn("%llu record%s had a key that is not an integer%s: %s",
                  (unsigned long long)r->bad_keys, r->bad_keys == 1 ? "" : "s",
@@ -1650,10 +1893,20 @@ int cmd_dedup(int argc, char **argv)
         cli_error("write error on %s: %s", out_name, strerror(errno));
         status = CLI_EXIT_FAIL;
     }
-    /* A run that failed past the spill point may have written only part of
-     * its output, and a file must not look complete. */
-    if (out_removable && r->spilled && status == CLI_EXIT_FAIL)
+    /* A run that failed (a write error, a full filter, a spill that failed)
+     * has written only part of its output, and a file must not look
+     * complete: removed in every mode, not only after a spill. */
+    if (out_removable && status == CLI_EXIT_FAIL)
         unlink(o.output);
+    /* The reader of the output went away before the input ended: which of
+     * the records written it took cannot be known, so a state saved now
+     * could hold keys never delivered.  Say so rather than end quietly. */
+    if (o.state && r->w.broken_pipe && status == CLI_EXIT_OK) {
+        cli_error("%s: not saved: the output was closed (broken pipe) before the input ended, "
+                  "so the records delivered are not known; the state is as it was before the run",
+                  o.state);
+        status = CLI_EXIT_FAIL;
+    }
     /* Save the seen-set only after a complete run. */
     if (o.state && !stopped && status == CLI_EXIT_OK && !r->w.broken_pipe) {
         st = dedup_seen_save_file(s, o.state);
@@ -1671,8 +1924,10 @@ int cmd_dedup(int argc, char **argv)
     if (o.stats != STATS_NONE) {
         if (r->win)
             print_window_stats(r, now_sec() - r->prog.start);
-        else
+        else {
+            sample_false_drops(r, true);
             print_stats(r, now_sec() - r->prog.start);
+        }
         if (o.sizing.tiers)
             dd_tiers_print_stats(o.sizing.tiers, stderr, o.stats == STATS_JSON);
     }

@@ -17,6 +17,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -26,6 +27,7 @@
 #include "cli_args.h"
 #include "dedup/format.h"
 #include "dedup/hash.h"
+#include "dedup/seen.h"
 #include "filter_types.h"
 #include "redis_cli.h"
 
@@ -53,6 +55,10 @@ static const char filter_help_head[] =
     "                         the same on a filter kept in Redis (bitmap: plain strings,\n"
     "                         any server; module: BF.* of dedup_redis.so or RedisBloom)\n"
     "  copy SRC DST           a blocked filter file to a Redis bitmap filter or back\n"
+    "  verify FILE --known K --fresh F   before going live: every item of K (added)\n"
+    "                         must be found, and the rate measured on F (never\n"
+    "                         added) must agree with the rate FILE claims (99.9%\n"
+    "                         interval); exit 1 when either fails\n"
     "\n"
     "Types (-t/--type, default bloom):\n";
 
@@ -71,6 +77,9 @@ static const char filter_help_tail[] =
     "  -q, --quiet            query: print nothing; only the exit status\n"
     "  -z, --zero-terminated  items on standard input end with NUL, not newline\n"
     "      --crlf             strip one \"\\r\" before each newline (CRLF input)\n"
+    "      --on-full warn|fail  add: past the capacity, warn once (default) or fail\n"
+    "                         with nothing saved\n"
+    "      --known FILE, --fresh FILE  verify: items added, items never added\n"
     "      --json             info: one JSON object per file, one per line\n"
     "  -h, --help             this help;  --version: the version\n"
     "\n"
@@ -230,34 +239,39 @@ static bool peek_type(const char *path, dedup_header *hdr, const filter_type **t
     return true;
 }
 
-static bool load_filter(const char *path, const filter_type **t, void **h)
+/* Loads 'path' through the library's seen-set (dedup/seen.h), which
+ * validates all of it (header, params, payload, checksum, nothing after),
+ * and finds the type's operations for what only this command does with it
+ * (they take dedup_seen_impl(*s)). */
+static bool load_filter(const char *path, const filter_type **t, dedup_seen **s)
 {
     dedup_header hdr;
     if (!peek_type(path, &hdr, t))
         return false;
     errno = 0;
-    dedup_status s = (*t)->load(path, h);
-    if (s) {
-        file_error(path, s, errno);
+    dedup_status st = dedup_seen_load_file(path, NULL, s);
+    if (st) {
+        file_error(path, st, errno);
         return false;
     }
     return true;
 }
 
-static bool save_filter(const filter_type *t, const void *h, const char *path)
+static bool save_error(const char *path, dedup_status s, int err)
+{
+    if (s == DEDUP_ERR_IO)
+        cli_error("%s: cannot save: %s (the previous file, if any, is unchanged)", path,
+                  err ? strerror(err) : dedup_strerror(s));
+    else
+        cli_error("%s: cannot save: %s", path, dedup_strerror(s));
+    return false;
+}
+
+static bool save_filter(const dedup_seen *sn, const char *path)
 {
     errno = 0;
-    dedup_status s = t->save(h, path);
-    if (s) {
-        int err = errno;
-        if (s == DEDUP_ERR_IO)
-            cli_error("%s: cannot save: %s (the previous file, if any, is unchanged)", path,
-                      err ? strerror(err) : dedup_strerror(s));
-        else
-            cli_error("%s: cannot save: %s", path, dedup_strerror(s));
-        return false;
-    }
-    return true;
+    dedup_status s = dedup_seen_save_file(sn, path);
+    return s ? save_error(path, s, errno) : true;
 }
 
 /* ---- Items ----------------------------------------------------------------- */
@@ -394,6 +408,9 @@ enum {
     OPT_SEED = 1000,
     OPT_JSON,
     OPT_CRLF,
+    OPT_ON_FULL,
+    OPT_KNOWN,
+    OPT_FRESH,
     OPT_VERSION,
     OPT_EXTRA = 2000 /* + index of a type-specific create option */
 };
@@ -553,7 +570,9 @@ static int filter_create(int argc, char **argv)
     rc = t->create(&co, &h);
     if (rc)
         goto out;
-    rc = save_filter(t, h, co.path) ? CLI_EXIT_OK : CLI_EXIT_FAIL;
+    errno = 0;
+    dedup_status sst = t->save(h, co.path);
+    rc = sst ? (save_error(co.path, sst, errno), CLI_EXIT_FAIL) : CLI_EXIT_OK;
     if (!rc && cli_verbosity >= 2) {
         filter_info_out io = {stderr, false, true};
         t->info(h, &io);
@@ -571,7 +590,13 @@ out:
 typedef struct item_job {
     const char *path;
     const filter_type *t;
-    void *h;
+    dedup_seen *s;     /* the file's seen-set */
+    void *h;           /* dedup_seen_impl(s), for the type's operations */
+    bool set_add;      /* add through dedup_seen_decide: kinds that cannot
+                          delete hold a set, so adding a key again changes
+                          nothing; counting and cuckoo count every add */
+    dedup_digest *dig;
+    dedup_verdict *verdict;
     /* add */
     uint64_t added;
     dedup_status error;
@@ -589,7 +614,15 @@ static bool add_batch(void *ctx, const filter_key *keys, size_t n)
 {
     item_job *j = ctx;
     size_t done = 0;
-    dedup_status s = j->t->add(j->h, keys, n, &done);
+    dedup_status s;
+    if (j->set_add) {
+        uint64_t seed = dedup_seen_seed(j->s);
+        for (size_t i = 0; i < n; i++)
+            j->dig[i] = dedup_hash(keys[i].data, keys[i].len, seed);
+        dedup_batch b = {.n = n, .digests = j->dig};
+        s = dedup_seen_decide(j->s, &b, j->verdict, &done);
+    } else
+        s = j->t->add(j->h, keys, n, &done);
     j->added += done;
     if (s) {
         j->error = s;
@@ -649,7 +682,8 @@ static void no_delete_error(const char *path, const filter_type *t)
         strncat(can, can[0] ? " or --type " : "--type ", sizeof can - strlen(can) - 1);
         strncat(can, filter_types[i]->name, sizeof can - strlen(can) - 1);
     }
-    cli_error("filter del: %s is a %s, which cannot delete items: %s. %s%s.", path, t->noun,
+    cli_error("filter del: %s is %s %s, which cannot delete items: %s. %s%s.", path,
+              cli_a(t->noun), t->noun,
               t->no_delete_reason ? t->no_delete_reason : "the type does not support it",
               can[0] ? "Create a filter that can delete with " : "Deleting needs a counting Bloom "
                                                                 "or cuckoo filter, which this "
@@ -668,8 +702,10 @@ static int filter_items(const char *action, int argc, char **argv)
         {"count", no_argument, NULL, 'c'},  {"invert", no_argument, NULL, 'v'},
         {"quiet", no_argument, NULL, 'q'},  {"zero-terminated", no_argument, NULL, 'z'},
         {"crlf", no_argument, NULL, OPT_CRLF}, {"help", no_argument, NULL, 'h'},
+        {"on-full", required_argument, NULL, OPT_ON_FULL},
         {"version", no_argument, NULL, OPT_VERSION}, {NULL, 0, NULL, 0}};
     item_opts io = {'\n', false};
+    dedup_on_full on_full = DEDUP_ON_FULL_WARN;
     item_job j;
     memset(&j, 0, sizeof j);
     opterr = 0;
@@ -693,6 +729,25 @@ static int filter_items(const char *action, int argc, char **argv)
             break;
         case 'z': io.delim = '\0'; break;
         case OPT_CRLF: io.strip_cr = true; break;
+        case OPT_ON_FULL:
+            if (a != A_ADD) {
+                cli_error("%s: --on-full applies to 'filter add' only", cmd);
+                return CLI_EXIT_USAGE;
+            }
+            if (strcmp(optarg, "warn") == 0)
+                on_full = DEDUP_ON_FULL_WARN;
+            else if (strcmp(optarg, "fail") == 0)
+                on_full = DEDUP_ON_FULL_FAIL;
+            else if (strcmp(optarg, "grow") == 0) {
+                cli_error("%s: --on-full grow: a filter file keeps the size it was created with "
+                          "(create it with --type scalable or cuckoo-chain to grow); give warn or fail",
+                          cmd);
+                return CLI_EXIT_USAGE;
+            } else {
+                cli_error("%s: --on-full must be warn or fail (got '%s')", cmd, optarg);
+                return CLI_EXIT_USAGE;
+            }
+            break;
         default: break;
         }
     }
@@ -712,12 +767,27 @@ static int filter_items(const char *action, int argc, char **argv)
             return CLI_EXIT_USAGE;
         }
     }
-    if (!load_filter(j.path, &j.t, &j.h))
+    if (!load_filter(j.path, &j.t, &j.s))
         return CLI_EXIT_USAGE;
+    j.h = dedup_seen_impl(j.s);
+    dedup_seen_info before;
+    dedup_seen_get_info(j.s, &before);
+    j.set_add = a == A_ADD && !before.can_delete;
+    if (a == A_ADD && before.capacity && dedup_seen_set_on_full(j.s, on_full) != DEDUP_OK &&
+        on_full != DEDUP_ON_FULL_WARN) {
+        cli_error("%s: %s: --on-full fail needs a filter with a fixed capacity", cmd, j.path);
+        dedup_seen_free(j.s);
+        return CLI_EXIT_USAGE;
+    }
     j.answers = malloc(ITEM_BATCH * sizeof *j.answers);
-    if (!j.answers) {
+    j.dig = malloc(ITEM_BATCH * sizeof *j.dig);
+    j.verdict = malloc(ITEM_BATCH * sizeof *j.verdict);
+    if (!j.answers || !j.dig || !j.verdict) {
         cli_error("%s: out of memory", cmd);
-        j.t->free(j.h);
+        free(j.answers);
+        free(j.dig);
+        free(j.verdict);
+        dedup_seen_free(j.s);
         return CLI_EXIT_FAIL;
     }
 
@@ -726,15 +796,34 @@ static int filter_items(const char *action, int argc, char **argv)
     char **args = argv + optind;
     if (a == A_ADD) {
         int r = for_each_item(nargs, args, &io, add_batch, &j);
+        dedup_seen_info after;
+        dedup_seen_get_info(j.s, &after);
+        /* counting and cuckoo count their adds themselves; a FAIL there is
+         * checked once all are in (nothing is saved past capacity) */
+        bool past = after.capacity && after.over_capacity && after.items > before.items;
+        if (!j.error && past && !j.set_add && on_full == DEDUP_ON_FULL_FAIL)
+            j.error = DEDUP_ERR_FULL;
         if (r > 0) {
             rc = r; /* read error: the file is left as it was */
+        } else if (j.error == DEDUP_ERR_FULL && after.capacity) {
+            cli_error("%s: %s holds its capacity of %" PRIu64 " items and --on-full fail stops "
+                      "(after %" PRIu64 " items of this run); nothing was saved: create a larger "
+                      "filter, or one that grows (--type scalable or cuckoo-chain)",
+                      cmd, j.path, after.capacity, j.added);
+            rc = CLI_EXIT_FAIL;
         } else if (j.error) {
             cli_error("%s: %s after %" PRIu64 " items; nothing was saved", j.path,
                       dedup_strerror(j.error), j.added);
             rc = CLI_EXIT_FAIL;
-        } else if (!save_filter(j.t, j.h, j.path)) {
+        } else if (!save_filter(j.s, j.path)) {
             rc = CLI_EXIT_FAIL;
         } else {
+            if (past)
+                cli_warn("%s: %s now holds %s%" PRIu64 " items, past the %" PRIu64 " it was "
+                         "created for: its false-positive rate is %.3g%% now (%.3g%% planned) and "
+                         "climbs with every add (--on-full fail refuses instead)",
+                         cmd, j.path, after.distinct_exact ? "" : "about ", after.items,
+                         after.capacity, after.fpr_bound * 100, after.fpr_target * 100);
             cli_info(2, "%s: added %" PRIu64 " items", j.path, j.added);
         }
     } else if (a == A_QUERY) {
@@ -756,7 +845,7 @@ static int filter_items(const char *action, int argc, char **argv)
         } else if (j.error) {
             cli_error("%s: %s; nothing was saved", j.path, dedup_strerror(j.error));
             rc = CLI_EXIT_FAIL;
-        } else if (!save_filter(j.t, j.h, j.path)) {
+        } else if (!save_filter(j.s, j.path)) {
             rc = CLI_EXIT_FAIL;
         } else {
             if (j.absent > 10)
@@ -766,7 +855,9 @@ static int filter_items(const char *action, int argc, char **argv)
         }
     }
     free(j.answers);
-    j.t->free(j.h);
+    free(j.dig);
+    free(j.verdict);
+    dedup_seen_free(j.s);
     return rc;
 }
 
@@ -781,15 +872,17 @@ static int info_one(const char *path, bool json)
         file_error(path, s, errno);
         return CLI_EXIT_USAGE;
     }
+    /* Every type a seen-set keeps is loaded whole, which validates all of
+     * it (a truncated or damaged set or window state is refused here too,
+     * not only a filter). */
     const filter_type *t = filter_type_by_file_type(hdr.type);
-    void *h = NULL;
-    if (t) {
-        errno = 0;
-        s = t->load(path, &h);
-        if (s) {
-            file_error(path, s, errno);
-            return CLI_EXIT_USAGE;
-        }
+    dedup_seen *sn = NULL;
+    errno = 0;
+    s = dedup_seen_load_file(path, NULL, &sn);
+    bool checked = s == DEDUP_OK;
+    if (s && !(s == DEDUP_ERR_WRONG_TYPE && !t)) {
+        file_error(path, s, errno);
+        return CLI_EXIT_USAGE;
     }
     struct stat st;
     uint64_t fsize = stat(path, &st) == 0 ? (uint64_t)st.st_size : 0;
@@ -800,29 +893,46 @@ static int info_one(const char *path, bool json)
     info_str(&o, "file", "file", path);
     info_bytes(&o, "file_bytes", "file size", fsize);
     info_u64(&o, "format_version", "format version", hdr.version);
+    dedup_seen_info in;
+    if (sn)
+        dedup_seen_get_info(sn, &in);
     dedup_status ls = DEDUP_OK;
+    bool described = false; /* by dd_info_state(), capacity included */
     if (t) {
-        t->info(h, &o);
-        t->free(h);
+        t->info(dedup_seen_impl(sn), &o);
     } else if (dd_info_state(path, &hdr, &o, &ls)) {
-        /* a state file or sketch, loaded and described */
+        /* a state file, a roaring state or a sketch: loaded whole and described */
+        checked = described = true;
     } else if (ls) {
         if (json)
             fputs("}\n", stdout);
         file_error(path, ls, errno);
+        dedup_seen_free(sn);
         return CLI_EXIT_USAGE;
     } else {
-        /* Not a filter this command handles (a set or window state file):
-         * what the header says. */
+        /* A set or window state file: what the header and the seen-set say. */
         info_str(&o, "type", "type", dedup_type_name(hdr.type));
         info_u64(&o, "type_id", "type id", hdr.type);
         info_hex(&o, "seed", "seed", hdr.seed);
         info_bytes(&o, "payload_bytes", "payload", hdr.payload_len);
-        info_str(&o, "note", "note",
-                 "not a filter type 'dedup filter' opens; header only, contents not checked");
+        if (sn && in.distinct_known)
+            info_u64(&o, "distinct", in.distinct_exact ? "distinct keys" : "distinct keys (estimated)",
+                     in.distinct);
     }
+    if (sn && in.capacity && !described) {
+        info_u64(&o, "capacity", "capacity (items planned)", in.capacity);
+        info_u64(&o, "items", in.distinct_exact ? "items held" : "items held (estimated)", in.items);
+        info_bool(&o, "over_capacity", "over capacity", in.over_capacity);
+        if (!json && in.over_capacity)
+            info_str(&o, "note_capacity", "note",
+                     "more items than it was created for: the rate now is above its target");
+    }
+    info_str(&o, "checked", "contents checked",
+             checked ? "whole file (header, params, payload, checksum)"
+                     : "header only: no loader in this build knows this type");
     if (json)
         fputs("}\n", stdout);
+    dedup_seen_free(sn);
     return CLI_EXIT_OK;
 }
 
@@ -860,6 +970,176 @@ static int filter_info(int argc, char **argv)
     return rc;
 }
 
+/* ---- verify ------------------------------------------------------------------------------ */
+
+/* What `filter verify` counts while the items stream past. */
+typedef struct verify_job {
+    dedup_seen *s;
+    uint64_t seed;
+    bool known; /* the known pass (else fresh) */
+    uint64_t items, missing, present;
+    dedup_digest *dig;
+    dedup_verdict *verdict;
+    const char *name;
+} verify_job;
+
+static bool verify_batch(void *ctx, const filter_key *keys, size_t n)
+{
+    verify_job *v = ctx;
+    for (size_t i = 0; i < n; i++)
+        v->dig[i] = dedup_hash(keys[i].data, keys[i].len, v->seed);
+    dedup_batch b = {.n = n, .digests = v->dig};
+    if (dedup_seen_query(v->s, &b, v->verdict) != DEDUP_OK)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        bool in = v->verdict[i] != DEDUP_NEW;
+        v->items++;
+        if (v->known && !in) {
+            v->missing++;
+            if (v->missing <= 10)
+                cli_warn("filter verify: '%.*s' of %s is not in the filter: a false negative",
+                         (int)(keys[i].len > 200 ? 200 : keys[i].len), (const char *)keys[i].data,
+                         v->name);
+        }
+        if (!v->known && in)
+            v->present++;
+    }
+    return true;
+}
+
+/* The Wilson score interval of a rate measured as k of n, at normal
+ * quantile z: [*lo, *hi]. */
+static void wilson(uint64_t k, uint64_t n, double z, double *lo, double *hi)
+{
+    if (!n) {
+        *lo = 0;
+        *hi = 1;
+        return;
+    }
+    double p = (double)k / (double)n, nn = (double)n, z2 = z * z;
+    double centre = (p + z2 / (2 * nn)) / (1 + z2 / nn);
+    double half = z / (1 + z2 / nn) * sqrt(p * (1 - p) / nn + z2 / (4 * nn * nn));
+    *lo = centre - half < 0 ? 0 : centre - half;
+    *hi = centre + half > 1 ? 1 : centre + half;
+}
+
+static int verify_pass(verify_job *v, const char *path, const item_opts *io)
+{
+    int fd = strcmp(path, "-") == 0 ? STDIN_FILENO : open(path, O_RDONLY);
+    if (fd < 0) {
+        cli_error("filter verify: %s: %s", path, strerror(errno));
+        return CLI_EXIT_USAGE;
+    }
+    v->name = path;
+    int r = read_items(fd, path, io, verify_batch, v);
+    if (fd != STDIN_FILENO)
+        close(fd);
+    return r > 0 ? r : r < 0 ? CLI_EXIT_FAIL : 0;
+}
+
+/* dedup filter verify FILE --known K --fresh F: the check to run before a
+ * filter goes live.  Every known item (added before) must be found, and the
+ * fresh items (never added) measure the false-positive rate, whose 99.9%
+ * interval must hold the rate the filter claims at its fill now. */
+static int filter_verify(int argc, char **argv)
+{
+    const char *cmd = "filter verify";
+    static const struct option longopts[] = {
+        {"known", required_argument, NULL, OPT_KNOWN}, {"fresh", required_argument, NULL, OPT_FRESH},
+        {"zero-terminated", no_argument, NULL, 'z'},   {"crlf", no_argument, NULL, OPT_CRLF},
+        {"help", no_argument, NULL, 'h'},              {"version", no_argument, NULL, OPT_VERSION},
+        {NULL, 0, NULL, 0}};
+    item_opts io = {'\n', false};
+    const char *known = NULL, *fresh = NULL;
+    opterr = 0;
+    optind = 1;
+    int c;
+    while ((c = getopt_long(argc, argv, ":zh", longopts, NULL)) != -1) {
+        int r = common_option(c, cmd, argv);
+        if (r >= 0)
+            return r;
+        if (c == OPT_KNOWN)
+            known = optarg;
+        else if (c == OPT_FRESH)
+            fresh = optarg;
+        else if (c == 'z')
+            io.delim = '\0';
+        else if (c == OPT_CRLF)
+            io.strip_cr = true;
+    }
+    if (optind + 1 != argc || (!known && !fresh)) {
+        cli_error("%s: usage: dedup filter verify FILE --known ITEMS --fresh ITEMS (files of "
+                  "items, one a line: known = added to FILE, fresh = never added)", cmd);
+        return CLI_EXIT_USAGE;
+    }
+    if (known && fresh && strcmp(known, "-") == 0 && strcmp(fresh, "-") == 0) {
+        cli_error("%s: --known and --fresh cannot both be standard input", cmd);
+        return CLI_EXIT_USAGE;
+    }
+    const char *path = argv[optind];
+    const filter_type *t;
+    verify_job v;
+    memset(&v, 0, sizeof v);
+    if (!load_filter(path, &t, &v.s))
+        return CLI_EXIT_USAGE;
+    v.seed = dedup_seen_seed(v.s);
+    v.dig = malloc(ITEM_BATCH * sizeof *v.dig);
+    v.verdict = malloc(ITEM_BATCH * sizeof *v.verdict);
+    int rc = v.dig && v.verdict ? 0 : CLI_EXIT_FAIL;
+    if (rc)
+        cli_error("%s: out of memory", cmd);
+    uint64_t nknown = 0;
+    if (!rc && known) {
+        v.known = true;
+        rc = verify_pass(&v, known, &io);
+        nknown = v.items;
+    }
+    if (!rc && fresh) {
+        v.known = false;
+        v.items = 0;
+        rc = verify_pass(&v, fresh, &io);
+    }
+    if (!rc) {
+        dedup_seen_info in;
+        dedup_seen_get_info(v.s, &in);
+        bool ok = true;
+        if (known) {
+            if (v.missing)
+                printf("known items      %" PRIu64 ", %" PRIu64 " NOT found: false negatives, "
+                       "which a filter must never give\n", nknown, v.missing);
+            else
+                printf("known items      %" PRIu64 ", all found: no false negative\n", nknown);
+            ok = !v.missing;
+        }
+        if (fresh) {
+            double lo, hi, rate = v.items ? (double)v.present / (double)v.items : 0;
+            wilson(v.present, v.items, 3.2905, &lo, &hi);
+            double claim = in.fpr_bound;
+            bool inside = claim >= lo && claim <= hi;
+            printf("fresh items      %" PRIu64 ", %" PRIu64 " reported present: measured rate "
+                   "%.4g%% (99.9%% interval %.4g%% .. %.4g%%)\n",
+                   v.items, v.present, rate * 100, lo * 100, hi * 100);
+            printf("claimed rate     %.4g%% at the fill now (%.4g%% planned): %s\n", claim * 100,
+                   in.fpr_target * 100,
+                   inside ? "within the interval"
+                   : claim < lo ? "BELOW the interval: the filter errs more often than it claims "
+                                  "(or some fresh items were added to it)"
+                                : "ABOVE the interval: the filter errs less often than it claims");
+            if ((double)v.items * claim < 10)
+                printf("note             %" PRIu64 " fresh items expect %.3g false positives: "
+                       "give at least %.0f for a test of the rate\n",
+                       v.items, (double)v.items * claim, claim > 0 ? ceil(10 / claim) : 0.0);
+            ok = ok && inside;
+        }
+        printf("verdict          %s\n", ok ? "pass" : "FAIL");
+        rc = out_finish(cmd, NULL) ? CLI_EXIT_FAIL : ok ? CLI_EXIT_OK : CLI_EXIT_FAIL;
+    }
+    free(v.dig);
+    free(v.verdict);
+    dedup_seen_free(v.s);
+    return rc;
+}
+
 /* ---- merge ------------------------------------------------------------------------------ */
 
 static int filter_merge(int argc, char **argv)
@@ -883,27 +1163,29 @@ static int filter_merge(int argc, char **argv)
     const char *outp = argv[optind];
     const char *first = argv[optind + 1];
     const filter_type *t;
-    void *acc = NULL;
-    if (!load_filter(first, &t, &acc))
+    dedup_seen *accs = NULL;
+    if (!load_filter(first, &t, &accs))
         return CLI_EXIT_USAGE;
+    void *acc = dedup_seen_impl(accs);
     if (!t->merge && argc - optind > 2) {
-        cli_error("%s: %s is a %s; %s cannot be merged%s%s", cmd, first, t->noun, t->noun,
-                  t->no_merge_reason ? ": " : "", t->no_merge_reason ? t->no_merge_reason : "");
-        t->free(acc);
+        cli_error("%s: %s is %s %s; %s cannot be merged%s%s", cmd, first, cli_a(t->noun), t->noun,
+                  t->noun, t->no_merge_reason ? ": " : "", t->no_merge_reason ? t->no_merge_reason : "");
+        dedup_seen_free(accs);
         return CLI_EXIT_USAGE;
     }
     int rc = CLI_EXIT_OK;
     for (int i = optind + 2; i < argc && !rc; i++) {
         const char *path = argv[i];
         const filter_type *t2;
-        void *h = NULL;
-        if (!load_filter(path, &t2, &h)) {
+        dedup_seen *hs = NULL;
+        if (!load_filter(path, &t2, &hs)) {
             rc = CLI_EXIT_USAGE;
             break;
         }
+        void *h = dedup_seen_impl(hs);
         if (t2 != t) {
-            cli_error("%s: cannot merge %s and %s: types differ (%s is a %s, %s a %s)", cmd,
-                      first, path, first, t->noun, path, t2->noun);
+            cli_error("%s: cannot merge %s and %s: types differ (%s is %s %s, %s %s %s)", cmd,
+                      first, path, first, cli_a(t->noun), t->noun, path, cli_a(t2->noun), t2->noun);
             rc = CLI_EXIT_USAGE;
         } else {
             char why[256] = "";
@@ -918,11 +1200,11 @@ static int filter_merge(int argc, char **argv)
                 rc = CLI_EXIT_FAIL;
             }
         }
-        t2->free(h);
+        dedup_seen_free(hs);
     }
-    if (!rc && !save_filter(t, acc, outp))
+    if (!rc && !save_filter(accs, outp))
         rc = CLI_EXIT_FAIL;
-    t->free(acc);
+    dedup_seen_free(accs);
     return rc;
 }
 
@@ -960,7 +1242,9 @@ int cmd_filter(int argc, char **argv)
         return filter_info(argc, argv);
     if (strcmp(action, "merge") == 0)
         return filter_merge(argc, argv);
-    cli_error("filter: unknown action '%s' (create, add, query, del, info or merge; see "
+    if (strcmp(action, "verify") == 0)
+        return filter_verify(argc, argv);
+    cli_error("filter: unknown action '%s' (create, add, query, del, info, merge or verify; see "
               "'dedup filter --help')",
               action);
     return CLI_EXIT_USAGE;

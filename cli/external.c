@@ -28,6 +28,7 @@
 #include "dedup/hash.h"
 #include "feeder.h"
 #include "io.h"
+#include "progress.h"
 
 #define WRITE_BUF ((size_t)1 << 18)
 #define EXT_BATCH 4096 /* records per push_batch: its prefetch runs 16 ahead and restarts per call */
@@ -113,12 +114,7 @@ static int ext_emit_piece(void *ctx, const void *piece, size_t len, bool first, 
     return 0;
 }
 
-static double now_sec(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
+static double now_sec(void) { return dd_now(); }
 
 static void print_stats(const dd_external_opts *o, const dedup_extsort_stats *s, uint64_t budget,
                         uint64_t bytes_in, const char *tmpdir, double secs)
@@ -278,7 +274,11 @@ void dd_engine_report(const dedup_extsort *es, const char *tmpdir, dedup_status 
         dedup_extsort_io_error(es, &err, &dir, &need);
         char hn[32], hf[32];
         struct statvfs sv;
-        if (statvfs(dir, &sv) == 0)
+        if (err != ENOSPC && err != EDQUOT && err != EFBIG)
+            cli_error("temporary files in %s: %s (after writing %s of temporary data): "
+                      "choose another directory with --tmpdir",
+                      dir, strerror(err), cli_human_size(need, hn, sizeof hn));
+        else if (statvfs(dir, &sv) == 0)
             cli_error("temporary files in %s: %s (after writing %s of temporary data; %s "
                       "free there now): free space, or choose another directory with "
                       "--tmpdir, or give more memory with -m",
@@ -351,8 +351,10 @@ int dd_run_external(const dd_external_opts *o, char **files, int nfiles)
     cli_info(2, "exact mode under %llu bytes of memory, spilling to %s if needed",
              (unsigned long long)budget, tmpdir);
 
-    double start = now_sec(), last = start;
-    uint64_t bytes_in = 0;
+    double start = now_sec();
+    dd_progress prog;
+    dd_progress_init(&prog, o->progress, o->total_bytes);
+    uint64_t bytes_in = 0, records_in = 0;
     int status = CLI_EXIT_OK;
     bool input_error = false;
     for (int fi = 0; fi < nfiles && st == DEDUP_OK && !dd_stop_signal; fi++) {
@@ -376,14 +378,8 @@ int dd_run_external(const dd_external_opts *o, char **files, int nfiles)
             else
                 st = dd_spill_push(sp, blk->n, blk->rec, blk->rlen, blk->key, blk->klen, blk->dig);
             got = blk->bytes_read;
-            if (o->progress) {
-                double t = now_sec();
-                if (t - last > 0.25) {
-                    char hb[32];
-                    last = t;
-                    fprintf(stderr, "\rdedup: %s read   ", cli_human_size(before + got, hb, sizeof hb));
-                }
-            }
+            records_in += blk->piece ? (blk->piece & DD_PIECE_LAST) != 0 : blk->n;
+            dd_progress_show(&prog, before + got, records_in, false, NULL);
         }
         bytes_in = before + got;
         e = dd_feeder_error(fd);
@@ -403,10 +399,11 @@ int dd_run_external(const dd_external_opts *o, char **files, int nfiles)
          * thread of their own then (the reading thread is gone). */
         if (two_threads(budget))
             (void)dd_writer_start_thread(&w);
+        prog.last = 0; /* say now that the input is read */
+        dd_progress_show(&prog, bytes_in, records_in, false, "input read; merging");
         st = dd_spill_finish(sp);
     }
-    if (o->progress)
-        fputc('\n', stderr);
+    dd_progress_show(&prog, bytes_in, records_in, true, NULL);
     if (!w.broken_pipe && !w.error)
         dd_writer_flush(&w);
 

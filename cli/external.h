@@ -29,6 +29,7 @@ typedef struct dd_external_opts {
     int stats; /* 0 none, 1 text, 2 json */
     bool line_buffered;
     bool progress;
+    uint64_t total_bytes; /* the input's size for the progress line; 0 = unknown */
     const char *output; /* -o FILE, or NULL for stdout */
 } dd_external_opts;
 

@@ -45,6 +45,10 @@ void dd_seen_spec(const dd_seen_opts *o, dedup_seen_spec *sp)
         sp->fpr = o->fpr;
     sp->memory = o->memory; /* -m bounds a growing set: past it the run stops, never guesses */
     sp->seed = o->seed;
+    /* Only the fixed-size filters have a capacity to pass. */
+    if (o->kind == DEDUP_SEEN_BLOOM || o->kind == DEDUP_SEEN_BLOCKED ||
+        o->kind == DEDUP_SEEN_CUCKOO || o->kind == DEDUP_SEEN_COUNTING)
+        sp->on_full = o->on_full;
     sp->counts = o->counts;
     if (o->windowed) {
         /* --mode bloom|blocked makes the window approximate */
@@ -173,13 +177,16 @@ dedup_status dd_seen_load(const dd_seen_opts *o, const char *path, dedup_seen **
         if (!err || !errcap)
             return DEDUP_ERR_WRONG_TYPE;
         if (o->windowed)
-            snprintf(err, errcap, "holds a %s, not a window's state", dedup_type_name(h.type));
-        else
+            snprintf(err, errcap, "holds %s %s, not a window's state", cli_a(dedup_type_name(h.type)),
+                     dedup_type_name(h.type));
+        else {
+            const char *held = dedup_type_name(h.type);
+            const char *keeps = want == DEDUP_SEEN_ROARING ? "roaring"
+                                                           : dedup_type_name(dedup_seen_file_type(want));
             snprintf(err, errcap,
-                     "is a '%s' state, but --mode %s keeps a '%s' state (give the --mode it was made with)",
-                     dedup_type_name(h.type), o->mode,
-                     want == DEDUP_SEEN_ROARING ? "roaring"
-                                                : dedup_type_name(dedup_seen_file_type(want)));
+                     "is %s '%s' state, but --mode %s keeps %s '%s' state (give the --mode it was made with)",
+                     cli_a(held), held, o->mode, cli_a(keeps), keeps);
+        }
         return DEDUP_ERR_WRONG_TYPE;
     }
 #ifdef DEDUP_HAVE_ROARING

@@ -164,6 +164,11 @@ bool cli_fd_regular(int fd)
     return fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
 }
 
+const char *cli_a(const char *word)
+{
+    return word && strchr("aeiouAEIOU", word[0]) && word[0] ? "an" : "a";
+}
+
 const char *cli_human_size(uint64_t bytes, char *buf, size_t cap)
 {
     static const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};

@@ -24,7 +24,14 @@ echo "   first lines of unique.txt:"
 head -3 "$DIR/unique.txt" | sed 's/^/     /'
 
 echo "== same, checked against awk '!seen[\$0]++'"
-awk '!seen[$0]++' "$DIR/urls.txt" | cmp -s - "$DIR/unique.txt" && echo "   identical output"
+awk '!seen[$0]++' "$DIR/urls.txt" > "$DIR/unique-awk.txt"
+if cmp -s "$DIR/unique-awk.txt" "$DIR/unique.txt"; then
+    echo "   identical output"
+else
+    echo "   DIFFERENT: dedup and awk disagree; see $DIR/unique.txt and $DIR/unique-awk.txt:" >&2
+    cmp "$DIR/unique-awk.txt" "$DIR/unique.txt" >&2 || true
+    exit 1
+fi
 
 echo "== fixed memory: dedup --mode blocked -n 1M -p 1% --stats"
 "$DEDUP" --mode blocked -n 1M -p 1% --stats "$DIR/urls.txt" > "$DIR/unique-bloom.txt"

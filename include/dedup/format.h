@@ -175,7 +175,14 @@ double dedup_get_f64(const unsigned char *p);
  * dedup_save_file() writes through 'fn' into a temporary file in the same
  * directory, fsyncs it, renames it over 'path' and fsyncs the directory: a
  * crash or error at any point leaves the previous file intact.  On error
- * errno describes the failed system call when the status is DEDUP_ERR_IO. */
+ * errno describes the failed system call when the status is DEDUP_ERR_IO.
+ * The temporary has no name while it is written (O_TMPFILE, Linux) and is
+ * named "<path>.tmp.<pid>" only for the instant between linkat() and
+ * rename(), so a process killed while saving leaves nothing behind; where
+ * the file system has no O_TMPFILE, the named file is written instead.
+ * Either way each save first removes the "<path>.tmp.<pid>" files whose pid
+ * is no live process on this machine (a directory shared by several hosts
+ * should not hold state files saved from more than one of them at once). */
 typedef dedup_status (*dedup_save_fn)(const void *obj, dedup_sink *sink);
 dedup_status dedup_save_file(const char *path, dedup_save_fn fn, const void *obj);
 

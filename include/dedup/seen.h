@@ -245,6 +245,14 @@ dedup_status dedup_seen_delete(dedup_seen *s, const dedup_batch *batch, bool *re
  * permanent here. */
 dedup_status dedup_seen_commit(dedup_seen *s, const dedup_batch *batch);
 
+/* (added) Sets what a fixed-size filter (BLOOM, BLOCKED, COUNTING) does once
+ * it holds its capacity, from the next decide() on: how a seen-set loaded
+ * from a file (which starts with DEDUP_ON_FULL_WARN) gets the caller's
+ * choice.  DEDUP_ON_FULL_GROW cannot be given after creation (a chain
+ * starts at the first key): DEDUP_ERR_UNSUPPORTED, as is FAIL for kinds
+ * without a planned capacity; WARN is accepted by every kind. */
+dedup_status dedup_seen_set_on_full(dedup_seen *s, dedup_on_full on_full);
+
 /* Windows: raises the watermark (see dedup_window_advance_watermark()).
  * DEDUP_ERR_UNSUPPORTED for other kinds. */
 dedup_status dedup_seen_advance(dedup_seen *s, int64_t watermark);

@@ -6,17 +6,21 @@
  * bytes stream past, so neither saving nor loading needs a second copy of a
  * payload that may be many gigabytes.
  */
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE /* O_TMPFILE, linkat flags */
 #include "dedup/format.h"
 
 #include "dedup/hash.h"
 #include "dedup/limits.h"
 #include "internal.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -342,23 +346,112 @@ static dedup_status fd_sink_write(void *ctx, const void *buf, size_t len)
     return DEDUP_OK;
 }
 
+/* The directory part of 'path' ("." if none, "/" for "/x"), malloc'd. */
+static char *dir_of(const char *path)
+{
+    char *dir = strdup(path);
+    if (!dir)
+        return NULL;
+    char *slash = strrchr(dir, '/');
+    if (slash == dir)
+        dir[1] = '\0';
+    else if (slash)
+        *slash = '\0';
+    else {
+        dir[0] = '.';
+        dir[1] = '\0';
+    }
+    return dir;
+}
+
+/* Removes "<base>.tmp.<pid>" beside 'path' for every pid that is not a live
+ * process here: what a save killed between naming its temporary and the
+ * rename (or by the named fallback) left.  Best effort; errors are ignored. */
+static void remove_stale_temporaries(const char *path, const char *dir)
+{
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    size_t blen = strlen(base);
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    size_t dlen = strlen(dir);
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        const char *n = e->d_name;
+        if (strncmp(n, base, blen) != 0 || strncmp(n + blen, ".tmp.", 5) != 0)
+            continue;
+        const char *num = n + blen + 5;
+        char *end;
+        errno = 0;
+        long pid = strtol(num, &end, 10);
+        if (errno || end == num || *end || pid <= 0 || (pid_t)pid == getpid())
+            continue;
+        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+            continue; /* alive, or not ours to judge */
+        char *full = malloc(dlen + strlen(n) + 2);
+        if (full) {
+            snprintf(full, dlen + strlen(n) + 2, "%s/%s", dir, n);
+            (void)unlink(full);
+            free(full);
+        }
+    }
+    closedir(d);
+}
+
+/* Opens the file a save writes: a nameless O_TMPFILE in 'dir' where the
+ * file system has them (*named = false: nothing can outlive the process
+ * until it is linked), else 'tmp' itself. */
+static int open_temporary(const char *dir, const char *tmp, bool *named)
+{
+#ifdef O_TMPFILE
+    int fd = open(dir, O_TMPFILE | O_WRONLY | O_CLOEXEC, 0644);
+    if (fd >= 0) {
+        *named = false;
+        return fd;
+    }
+    if (errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL && errno != ENOENT)
+        return -1; /* e.g. EACCES, ENOSPC: the named file would fail too */
+#endif
+    *named = true;
+    return open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+}
+
+/* Gives the nameless file 'fd' the name 'tmp' (rename() then moves it over
+ * the target: linkat cannot replace a file). */
+static int link_temporary(int fd, const char *tmp)
+{
+    char proc[64];
+    snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
+    if (linkat(AT_FDCWD, proc, AT_FDCWD, tmp, AT_SYMLINK_FOLLOW) == 0)
+        return 0;
+#ifdef AT_EMPTY_PATH
+    if (linkat(fd, "", AT_FDCWD, tmp, AT_EMPTY_PATH) == 0) /* without /proc */
+        return 0;
+#endif
+    return -1;
+}
+
 dedup_status dedup_save_file(const char *path, dedup_save_fn fn, const void *obj)
 {
     if (!path || !fn)
         return DEDUP_ERR_INVALID_ARG;
     size_t plen = strlen(path);
     char *tmp = malloc(plen + 32);
-    if (!tmp)
-        return DEDUP_ERR_NOMEM;
-    snprintf(tmp, plen + 32, "%s.tmp.%ld", path, (long)getpid());
+    char *dir = dir_of(path);
     fd_sink *fs = malloc(sizeof *fs);
-    if (!fs) {
+    if (!tmp || !dir || !fs) {
         free(tmp);
+        free(dir);
+        free(fs);
         return DEDUP_ERR_NOMEM;
     }
+    snprintf(tmp, plen + 32, "%s.tmp.%ld", path, (long)getpid());
+    remove_stale_temporaries(path, dir);
     dedup_status s = DEDUP_OK;
     int err = 0;
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    bool named = true, linked = false;
+    int fd = open_temporary(dir, tmp, &named);
     if (fd < 0) {
         err = errno;
         s = DEDUP_ERR_IO;
@@ -376,6 +469,13 @@ dedup_status dedup_save_file(const char *path, dedup_save_fn fn, const void *obj
         err = errno;
         s = DEDUP_ERR_IO;
     }
+    if (!s && !named) {
+        if (link_temporary(fd, tmp) != 0) {
+            err = errno;
+            s = DEDUP_ERR_IO;
+        } else
+            linked = true;
+    }
     if (close(fd) != 0 && !s) {
         err = errno;
         s = DEDUP_ERR_IO;
@@ -385,32 +485,20 @@ dedup_status dedup_save_file(const char *path, dedup_save_fn fn, const void *obj
         s = DEDUP_ERR_IO;
     }
     if (s) {
-        unlink(tmp);
+        if (named || linked)
+            unlink(tmp);
         goto out;
     }
     /* Make the rename itself durable. */
-    {
-        char *dir = strdup(path);
-        if (dir) {
-            char *slash = strrchr(dir, '/');
-            const char *d = ".";
-            if (slash == dir)
-                d = "/";
-            else if (slash) {
-                *slash = '\0';
-                d = dir;
-            }
-            int dfd = open(d, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-            if (dfd >= 0) {
-                (void)fsync(dfd);
-                close(dfd);
-            }
-            free(dir);
-        }
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd >= 0) {
+        (void)fsync(dfd);
+        close(dfd);
     }
 out:
     free(fs);
     free(tmp);
+    free(dir);
     if (s == DEDUP_ERR_IO)
         errno = err;
     return s;

@@ -359,6 +359,16 @@ dedup_status dedup_seen_advance(dedup_seen *s, int64_t watermark)
                                      : DEDUP_ERR_UNSUPPORTED;
 }
 
+dedup_status dedup_seen_set_on_full(dedup_seen *s, dedup_on_full on_full)
+{
+    if (!s || (on_full != DEDUP_ON_FULL_WARN && on_full != DEDUP_ON_FULL_FAIL &&
+               on_full != DEDUP_ON_FULL_GROW))
+        return DEDUP_ERR_INVALID_ARG;
+    if (s->cls && s->cls->set_on_full)
+        return s->cls->set_on_full(s->impl, on_full);
+    return on_full == DEDUP_ON_FULL_WARN ? DEDUP_OK : DEDUP_ERR_UNSUPPORTED;
+}
+
 dedup_status dedup_seen_finish(dedup_seen *s, dedup_seen_emit_fn emit, void *ctx)
 {
     if (!s)

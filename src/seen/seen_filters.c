@@ -59,6 +59,15 @@ static void fbox_free(fbox *b)
 
 static void *fbox_structure(const void *impl) { return ((const fbox *)impl)->st; }
 
+/* A loaded filter starts with WARN; growing needs a chain from the first key. */
+static dedup_status fbox_set_on_full(void *impl, dedup_on_full on_full)
+{
+    if (on_full != DEDUP_ON_FULL_WARN && on_full != DEDUP_ON_FULL_FAIL)
+        return on_full == DEDUP_ON_FULL_GROW ? DEDUP_ERR_UNSUPPORTED : DEDUP_ERR_INVALID_ARG;
+    ((fbox *)impl)->on_full = on_full;
+    return DEDUP_OK;
+}
+
 /* Room left before the capacity under FAIL; SIZE_MAX when unlimited. */
 static size_t room_of(const fbox *b)
 {
@@ -207,8 +216,9 @@ static void bloom_info(const void *impl, dedup_seen_info *in)
     in->seed = dedup_bloom_seed(bf);
     in->capacity = x->capacity;
     in->items = x->items;
-    in->over_capacity = x->capacity && x->items > x->capacity;
     in->distinct = round_estimate(dedup_bloom_estimate_count(bf), &in->distinct_known);
+    /* a saturated filter (no estimate) is past any capacity */
+    in->over_capacity = x->capacity && (x->items > x->capacity || !in->distinct_known);
     in->fpr_target = dedup_bloom_target_fpr(bf);
     in->fpr_bound = dedup_bloom_current_fpr(bf);
     in->memory = dedup_bloom_memory_usage(bf) + sizeof *x;
@@ -260,6 +270,7 @@ const ddi_seen_class ddi_seen_class_bloom = {
     .create = bloom_create,
     .load = bloom_load,
     .merge = bloom_merge,
+    .set_on_full = fbox_set_on_full,
     .structure = fbox_structure,
     .seed = bloom_seed,
     .memory = bloom_memory,
@@ -271,6 +282,7 @@ const ddi_seen_class ddi_seen_class_blocked = {
     .create = blocked_create,
     .load = bloom_load,
     .merge = bloom_merge,
+    .set_on_full = fbox_set_on_full,
     .structure = fbox_structure,
     .seed = bloom_seed,
     .memory = bloom_memory,
@@ -440,6 +452,7 @@ const ddi_seen_class ddi_seen_class_counting = {
     .create = counting_create,
     .load = counting_load,
     .merge = counting_merge,
+    .set_on_full = fbox_set_on_full,
     .structure = fbox_structure,
     .seed = counting_seed,
 };

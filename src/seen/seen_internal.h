@@ -33,6 +33,8 @@ typedef struct ddi_seen_class {
     uint64_t (*seed)(const void *impl);
     size_t (*memory)(const void *impl);
     const struct dedup_extsort *(*engine)(const void *impl);
+    /* Fixed-size filters: what to do past capacity from now on (WARN, FAIL). */
+    dedup_status (*set_on_full)(void *impl, dedup_on_full on_full);
 } ddi_seen_class;
 
 /* Writes a sentence into why[whycap] (may be NULL/0). */

@@ -16,6 +16,7 @@ gen() { # gen SEED LINES FILE: records with repeats, case/space variants, NUL, \
 import random, sys
 seed, n, path = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
 r = random.Random(seed)
+EDGE = [b" ", b"\r", b"\v", b"\f"]
 words = [b"alpha", b"Beta", b"GAMMA", b"delta", b"", b" x ", b"\tTab", b"a\rb", b"nul\0byte", b"\xff\xfe"]
 out = []
 for i in range(n):
@@ -23,8 +24,9 @@ for i in range(n):
     w = words[k % len(words)] * (1 + k % 5)
     f1 = b"k%d" % (k % 9973)
     if r.random() < 0.2: f1 = f1.upper()
-    sp = b" " * r.randrange(3)
-    rec = sp + f1 + sp + b"\t" + w + b"\t" + b"%d" % (k % 7) + b"/" + b"p" * (k % 40)
+    # the blanks --trim strips, \r \v \f among them, at the key's edges
+    edge = lambda: b"".join(r.choice(EDGE) for _ in range(r.randrange(3)))
+    rec = edge() + f1 + edge() + b"\t" + w + b"\t" + b"%d" % (k % 7) + b"/" + b"p" * (k % 40) + (edge() if r.random() < 0.3 else b"")
     if r.random() < 0.05: rec = b""
     if r.random() < 0.05: rec = b"id:" + rec
     out.append(rec)
@@ -130,11 +132,12 @@ for c in "" --sort -c -u -D; do
     check "16 MB records at -m 1M, options '$c': peak RSS ${rss} KB < ${base} KB + ${allow} KB" \
         [ "$rss" -lt $((base + allow)) ]
 done
-# a temporary directory that cannot be used: exit 1, named, -o removed
+# a temporary directory that cannot be used: found before the work (exit 2),
+# named with the reason, no -o made
 "$DEDUP" -m 64K -T "$T/nonexistent" -o "$T/out" "$T/in" 2> "$T/err"
-check "unusable --tmpdir exits 1" [ $? -eq 1 ]
-check "the message names the directory" grep -q "$T/nonexistent" "$T/err"
-check "the partial -o file is removed" [ ! -e "$T/out" ]
+check "unusable --tmpdir exits 2 before the work" [ $? -eq 2 ]
+check "the message names the directory and the reason" grep -q "$T/nonexistent cannot hold temporary files: No such file or directory" "$T/err"
+check "no -o file is made" [ ! -e "$T/out" ]
 # a failed run removes its -o output only when that is a regular file: as
 # root, "-o /dev/full" must not unlink the device
 ln -s /dev/full "$T/full"
@@ -155,13 +158,19 @@ check "broken pipe: exit 0" [ "${PIPESTATUS[0]}" -eq 0 ]
 check "broken pipe: no message" [ ! -s "$T/err" ]
 # SIGTERM in the middle of a spilling run: exit 143, nothing left behind
 seq 1 1500000 > "$T/seq"
-"$DEDUP" -m 64K -T "$T/tmp" "$T/seq" > /dev/null 2>&1 &
+mkfifo "$T/sfifo"
+( cat "$T/seq"; exec sleep 60 ) > "$T/sfifo" &
+feeder=$!
+"$DEDUP" -m 64K -T "$T/tmp" "$T/sfifo" > /dev/null 2>&1 &
 pid=$!
-sleep 0.5
+# The signal comes once a spill file is open; the input stays open, so the
+# run cannot have finished.
+check "the run spills while its input is open" wait_until 60 has_open_file_in $pid "$T/tmp"
 kill -TERM $pid 2>/dev/null
 wait $pid
 rc=$?
-check "SIGTERM ends the run (exit $rc)" [ $rc -eq 143 -o $rc -eq 0 ]
+kill $feeder 2>/dev/null; wait $feeder 2>/dev/null
+check "SIGTERM in a spilling run ends it with 143 (exit $rc)" [ $rc -eq 143 ]
 notmp "SIGTERM"
 notmp "all runs"
 finish

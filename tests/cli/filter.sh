@@ -12,6 +12,7 @@ fails=0
 seq -f 'item-%g' 1 5000 >items
 seq -f 'absent-%g' 1 5000 >absent
 cat items absent >all
+seq -f 'fresh-%g' 1 800000 >fresh
 
 for type in bloom blocked; do
     f=$type.bf
@@ -29,6 +30,12 @@ for type in bloom blocked; do
     "$DEDUP" filter query -c "$f" <absent >out
     fp=$(cat out)
     [ "$fp" -le 30 ] || fail "$type: $fp of 5000 fresh items reported present at p = 0.1%"
+    # From both sides against the filter's own rate, over enough fresh items
+    # that twice the rate fails.
+    "$DEDUP" filter query -c "$f" <fresh >out
+    fp=$(cat out)
+    "$DEDUP" filter info --json "$f" >info.json
+    rate_within "$type" "$fp" 800000 "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["fpr_current"])' info.json)"
     # -v selects the certainly absent ones: complements the plain query.
     "$DEDUP" filter query "$f" <all >present
     "$DEDUP" filter query -v "$f" <all >notpresent
@@ -177,11 +184,43 @@ open("ver.bf", "wb").write(d)'
 expect_err "ver.bf: unsupported file format version" "$DEDUP" filter info ver.bf
 
 # A dedup file that is not a filter (the main job's exact state file):
-# info describes its header, the other actions refuse it by name.
+# info validates all of it and describes it, the other actions refuse it by
+# name; a truncated or damaged one is refused by info too.
 printf 'a\nb\na\n' | "$DEDUP" -s state.ds >/dev/null || fail "dedup -s state.ds"
 expect 0 "$DEDUP" filter info --json state.ds
-python3 -c 'import json; o=json.load(open("out")); assert o["type"]=="exact-set" and o["type_id"]==9 and "note" in o, o' ||
+python3 -c 'import json; o=json.load(open("out")); assert o["type"]=="exact-set" and o["type_id"]==9 and o["distinct"]==2 and o["checked"].startswith("whole file"), o' ||
     fail "info of a state file: $(cat out)"
+head -c 60 state.ds >state.trunc
+expect_err "state.trunc: file is truncated" "$DEDUP" filter info state.trunc
+python3 -c 'd=bytearray(open("state.ds","rb").read()); d[len(d)-12]^=1; open("state.flip","wb").write(d)'
+expect_err "state.flip: " "$DEDUP" filter info state.flip
+printf 'k\t1\n' | "$DEDUP" --window 1h -f 1 -s win.ds >/dev/null || fail "dedup --window -s win.ds"
+expect 0 "$DEDUP" filter info win.ds
+grep -q "^contents checked  *whole file" out || fail "info of a window state: not checked whole: $(cat out)"
+head -c 150 win.ds >win.trunc
+expect_err "win.trunc: file is truncated" "$DEDUP" filter info win.trunc
+# A filter past its capacity: add says so once, info shows items against it.
+expect 0 "$DEDUP" filter create capped.bf -n 100
+seq -f 'over-%g' 1 300 >over
+expect 0 "$DEDUP" filter add capped.bf <over
+[ "$(grep -c 'past the 100 it was created for: its false-positive rate is' err)" = 1 ] ||
+    fail "add past capacity did not say so once: $(cat err)"
+expect 0 "$DEDUP" filter info --json capped.bf
+python3 -c 'import json; o=json.load(open("out")); assert o["capacity"]==100 and o["items"]>100 and o["over_capacity"] is True, o' ||
+    fail "info past capacity: $(cat out)"
+expect 0 "$DEDUP" filter info capped.bf
+grep -q "^over capacity  *yes" out || fail "info text lacks 'over capacity yes'"
+cp capped.bf capped.before
+seq -f 'more-%g' 1 50 >more
+expect 1 "$DEDUP" filter add --on-full fail capped.bf <more
+grep -q "holds its capacity of 100 items and --on-full fail stops" err || fail "add --on-full fail: $(cat err)"
+cmp -s capped.bf capped.before || fail "add --on-full fail changed the file"
+expect 0 "$DEDUP" filter add --on-full fail capped.bf <over   # nothing new: nothing past capacity
+expect_err "grow: a filter file keeps the size" "$DEDUP" filter add --on-full grow capped.bf x
+expect 0 "$DEDUP" filter create cnt.f -t counting -n 100
+expect 1 "$DEDUP" filter add --on-full fail cnt.f <over
+cmp -s cnt.f <("$DEDUP" filter create /dev/stdout -t counting -n 100 --force 2>/dev/null) 2>/dev/null
+grep -q "holds its capacity of 100 items" err || fail "counting add --on-full fail: $(cat err)"
 expect_err "state.ds: holds a structure of type exact-set (9), not a filter" "$DEDUP" filter query state.ds a
 
 # ---- del: Bloom filters cannot delete -----------------------------------------
@@ -222,6 +261,33 @@ expect_err "unknown action 'frob'" "$DEDUP" filter frob x
 expect_err "unknown option '--bogus'" "$DEDUP" filter query s.bf --bogus
 expect_err "option '--count' applies to 'filter query' only" "$DEDUP" filter add s.bf --count x
 expect_err "missing FILE" "$DEDUP" filter info
+
+# ---- verify: known items all found, fresh items' rate against the claim ------------
+expect 0 "$DEDUP" filter create ver.f -n 100000 -p 1%
+seq -f 'known-%g' 1 100000 >known
+expect 0 "$DEDUP" filter add ver.f <known
+expect 0 "$DEDUP" filter verify ver.f --known known --fresh fresh
+grep -q '^known items  *100000, all found: no false negative' out || fail "verify: known line: $(cat out)"
+grep -q '^fresh items  *800000, [0-9]* reported present: measured rate .* (99.9% interval' out || fail "verify: fresh line: $(cat out)"
+grep -q '^claimed rate .*within the interval' out || fail "verify: claim: $(cat out)"
+grep -q '^verdict  *pass' out || fail "verify: verdict: $(cat out)"
+# fresh items that are really known: a rate far above the claim, exit 1
+expect 1 "$DEDUP" filter verify ver.f --fresh known
+grep -q 'BELOW the interval' out && grep -q '^verdict  *FAIL' out || fail "verify of a wrong rate: $(cat out)"
+# a known item missing: a false negative, exit 1
+printf 'never-added-%d\n' 1 2 3 >missing
+expect 1 "$DEDUP" filter verify ver.f --known missing --fresh fresh
+grep -q '3 NOT found: false negatives' out || fail "verify: false negatives: $(cat out)"
+grep -q "never-added-1' of missing is not in the filter" err || fail "verify does not name the missing item"
+# a filter whose claim is too low (a planted doubled rate): a scalable
+# filter claims its bound; here a blocked filter filled past -n claims its
+# rate at the fill now, so the measurement agrees and the verdict passes
+expect 0 "$DEDUP" filter create over.f -t blocked -n 20000 -p 1%
+expect 0 "$DEDUP" filter add over.f <known
+expect 0 "$DEDUP" filter verify over.f --known known --fresh fresh
+expect 0 "$DEDUP" filter verify ver.f --fresh <(head -n 100 fresh)
+grep -q '^note .*give at least' out || fail "verify: no note for too few fresh items: $(cat out)"
+expect_err "usage: dedup filter verify" "$DEDUP" filter verify ver.f
 
 if [ $fails -ne 0 ]; then
     echo "filter.sh: $fails check(s) failed" >&2

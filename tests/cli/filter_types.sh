@@ -17,6 +17,8 @@ json_check() { # FILE PYTHON-EXPR (o = the object)
 
 seq -f 'item-%g' 1 5000 >items
 seq -f 'absent-%g' 1 20000 >absent
+seq -f 'fresh-%g' 1 800000 >fresh
+model_rate() { "$DEDUP" filter info --json "$1" | python3 -c 'import json,sys; print(json.load(sys.stdin)["fpr_current"])'; }
 head -n 2500 items >firsthalf
 tail -n 2500 items >secondhalf
 
@@ -30,6 +32,8 @@ for type in counting cuckoo cuckoo-chain scalable; do
     "$DEDUP" filter query -c "$f" <absent >out
     fp=$(cat out)
     [ "$fp" -le 320 ] || fail "$type: $fp of 20000 fresh items reported present at p = 1%"
+    "$DEDUP" filter query -c "$f" <fresh >out
+    rate_within "$type" "$(cat out)" 800000 "$(model_rate "$f")"
     expect 0 "$DEDUP" filter info --json "$f"
     json_check out "o['type'] == '$type'"
     json_check out "0 <= o['fpr_current'] <= 0.0125"
@@ -106,6 +110,8 @@ expect 0 "$DEDUP" filter query -c s.f <many
 [ "$(cat out)" = 100000 ] || fail "scalable: $(cat out) of 100000 found"
 "$DEDUP" filter query -c s.f <absent >out
 [ "$(cat out)" -le 260 ] || fail "scalable: $(cat out) of 20000 fresh items present at p = 1%"
+"$DEDUP" filter query -c s.f <fresh >out
+rate_within "scalable after growth" "$(cat out)" 800000 "$(model_rate s.f)"
 expect 0 "$DEDUP" filter info --json s.f
 json_check out "o['links'] >= 6 and o['n'] == 1000 and o['fpr_bound'] <= 0.01"
 json_check out "o['fpr_current'] <= o['fpr_bound'] * 1.2 and abs(o['tightening'] - 0.9) < 1e-12"

@@ -24,9 +24,18 @@ for sub in calc filter; do
         grep -q -- "$opt" "$tmp/text" || fail "option $opt of 'dedup $sub' is not in the man page"
     done
 done
-for action in create add query del info merge; do
+for action in create add query del info merge verify; do
     grep -q "dedup filter $action" "$tmp/text" || fail "the man page lacks 'dedup filter $action'"
 done
+# A request glued to the end of a text line (as "kept..TP" once was) is
+# printed as text, not obeyed: groff does not warn about it, so look for
+# man(7) macro names in the rendered text and in the source's text lines.
+if grep -nE '\.(TH|SH|SS|TP|PP|LP|IP|HP|RS|RE|B|I|BR|BI|IB|IR|RI|RB|nf|fi|br|sp|EX|EE)( |$)' "$tmp/text" >"$tmp/glued"; then
+    fail "macro printed as text: $(head -3 "$tmp/glued")"
+fi
+if grep -nE '^[^.\x27].*\.\.(TH|SH|SS|TP|PP|LP|IP|HP|RS|RE|B|I|BR|BI|IB|IR|RI|RB)( |$)' "$man" >"$tmp/glued"; then
+    fail "macro glued to a text line: $(head -3 "$tmp/glued")"
+fi
 grep -q '^OPTIONS (main job)' "$tmp/text" || fail "the man page lacks the OPTIONS (main job) section"
 
 if [ $fails -ne 0 ]; then

@@ -40,7 +40,7 @@ sleep 30 < "$T/fifo" &
 sleeper=$!
 "$DEDUP" -m 32M -T "$T/tmp" --sort "$T/keys" > "$T/fifo" 2> "$T/err" &
 pid=$!
-sleep 2
+check "the writing thread blocks on the full pipe" wait_until 120 blocked_writing_pipe $pid
 kill -TERM $pid 2>/dev/null
 wait $pid
 rc=$?

@@ -195,7 +195,12 @@ static void test_fpr(void **state)
      * bounds are taken around model * (1 -/+ 0.03), not the bare model. */
     assert_true(fp <= tu_binomial_upper(total, model * 1.03));
     assert_true(fp >= tu_binomial_lower(total, model * 0.97));
-    assert_true(fp <= tu_binomial_upper(total, p));
+    /* The rate promised at capacity is the sizing formula's, which rounds k
+     * to a whole number and m up: about 1.005 p for 1%, not p itself (one
+     * run in 400 measured above p's bound: seeds 1796158102456700225 and
+     * 666187423).  So the promise is checked where it is made, in the
+     * sizing, and the measurement against the filter's own model above. */
+    assert_true(formula <= p * 1.01);
 
     /* Delete half: the remaining half has no false negatives and the rate
      * falls to what the new fill predicts. */

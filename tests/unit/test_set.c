@@ -799,6 +799,75 @@ static void test_strset_crafted_digests(void **state)
     free(seen);
 }
 
+/* Keys that differ only in their last byte, in one middle byte, or in their
+ * length, all given the SAME digest: only the key comparison tells them
+ * apart, so a comparison that skips a byte or ignores the length makes one
+ * of them a duplicate.  Each must be NEW, counted apart, found again. */
+static void test_strset_forced_equal_digest(void **state)
+{
+    (void)state;
+    tu_rng r = {tu_seed() + 11};
+    dedup_set_params p;
+    dedup_set_params_init(&p);
+    p.counts = true;
+    dedup_strset *s;
+    assert_int_equal(dedup_strset_create(&p, NULL, &s), DEDUP_OK);
+    const dedup_digest same = {UINT64_C(0x0123456789abcdef), UINT64_C(0xfedcba9876543210)};
+    enum { MAXLEN = 70, NKEYS = 3 * MAXLEN + 2 };
+    unsigned char keys[NKEYS][MAXLEN + 1];
+    size_t lens[NKEYS];
+    size_t n = 0;
+    unsigned char base[MAXLEN + 1];
+    for (size_t i = 0; i <= MAXLEN; i++)
+        base[i] = (unsigned char)tu_below(&r, 256);
+    lens[n] = 0; /* the empty key */
+    n++;
+    for (size_t len = 1; len <= MAXLEN; len++) {
+        /* a prefix of base: differs from the others of this family only in
+         * length */
+        memcpy(keys[n], base, len);
+        lens[n++] = len;
+        /* the same length, the last byte changed */
+        memcpy(keys[n], base, len);
+        keys[n][len - 1] ^= 0x01;
+        lens[n++] = len;
+        /* the same length, a middle byte changed (len >= 3) */
+        if (len >= 3) {
+            memcpy(keys[n], base, len);
+            keys[n][len / 2] ^= 0x80;
+            lens[n++] = len;
+        }
+    }
+    assert_true(n <= NKEYS);
+    for (int round = 0; round < 3; round++) {
+        for (size_t i = 0; i < n; i++) {
+            dedup_verdict v;
+            assert_int_equal(dedup_strset_insert(s, keys[i], lens[i], same, &v), DEDUP_OK);
+            if (v != (round == 0 ? DEDUP_NEW : DEDUP_DUPLICATE))
+                fail_msg("key %zu (length %zu) round %d: verdict %d", i, lens[i], round, (int)v);
+        }
+        assert_int_equal(dedup_strset_size(s), n);
+    }
+    for (size_t i = 0; i < n; i++) {
+        assert_true(dedup_strset_contains(s, keys[i], lens[i], same));
+        assert_int_equal(dedup_strset_count_of(s, keys[i], lens[i], same), 3);
+    }
+    /* one byte past every key, and every key with its first byte changed:
+     * absent under the same digest */
+    for (size_t i = 1; i < n; i++) {
+        unsigned char k[MAXLEN + 2];
+        memcpy(k, keys[i], lens[i]);
+        k[lens[i]] = 0x55;
+        if (lens[i] < MAXLEN && memcmp(k, base, lens[i] + 1) != 0) {
+            bool dup = false;
+            for (size_t j = 0; j < n; j++)
+                dup |= lens[j] == lens[i] + 1 && memcmp(keys[j], k, lens[j]) == 0;
+            assert_int_equal(dedup_strset_contains(s, k, lens[i] + 1, same), dup);
+        }
+    }
+    dedup_strset_free(s);
+}
+
 /* Sized for 'capacity' keys: no table is allocated while they go in. */
 static void test_strset_capacity(void **state)
 {
@@ -858,6 +927,7 @@ int main(void)
         cmocka_unit_test(test_strset_segments_model),
         cmocka_unit_test(test_strset_segments_limit),
         cmocka_unit_test(test_strset_crafted_digests),
+        cmocka_unit_test(test_strset_forced_equal_digest),
         cmocka_unit_test(test_strset_capacity),
         cmocka_unit_test(test_digestset_and_u64set_model),
         cmocka_unit_test(test_oom_leaks_nothing),

@@ -18,3 +18,44 @@ finish() {
     echo "$PASSES passed, $FAILS failed"
     [ "$FAILS" -eq 0 ]
 }
+# wait_until SECONDS CMD...: runs CMD every 50 ms until it succeeds (0) or
+# SECONDS pass (1).  Tests that act on a running process wait for what they
+# can observe (output appears, a file grows, a thread blocks), never for a
+# fixed time that a slow or fast machine turns into no test.
+wait_until() {
+    local limit=$1 i=0
+    shift
+    while ! "$@"; do
+        i=$((i + 1))
+        [ $i -le $((limit * 20)) ] || return 1
+        sleep 0.05
+    done
+}
+# blocked_writing_pipe PID: some thread of PID sleeps in write(2) on a full
+# pipe (its wait channel, or else its current system call, says so).
+blocked_writing_pipe() {
+    local t w
+    for t in /proc/"$1"/task/*; do
+        w=$(cat "$t/wchan" 2>/dev/null)
+        case $w in *pipe_write*) return 0 ;; esac
+        if [ "$w" = 0 ] || [ -z "$w" ]; then
+            case "$(uname -m) $(cut -d' ' -f1 "$t/syscall" 2>/dev/null)" in
+            "x86_64 1" | "aarch64 64") return 0 ;;
+            esac
+        fi
+    done
+    return 1
+}
+# has_files DIR: DIR holds at least one entry.
+has_files() { [ -n "$(ls -A "$1" 2>/dev/null)" ]; }
+# has_lines FILE N: FILE holds at least N lines.
+has_lines() { [ -f "$1" ] && [ "$(wc -l < "$1")" -ge "$2" ]; }
+# has_open_file_in PID DIR: PID holds a file of DIR open (a nameless
+# temporary shows as "DIR/#123 (deleted)").
+has_open_file_in() {
+    local fd
+    for fd in /proc/"$1"/fd/*; do
+        case "$(readlink "$fd" 2>/dev/null)" in "$2"/*) return 0 ;; esac
+    done
+    return 1
+}

@@ -1,0 +1,242 @@
+/* keep_last.c - see keep_last.h. */
+#define _GNU_SOURCE /* O_TMPFILE */
+#include "keep_last.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "feeder.h"
+#include "io.h"
+#include "seen_spec.h"
+
+#define WRITE_BUF (1u << 20)
+
+/* An input that can be read twice: a regular file as it is, anything else
+ * copied into a nameless temporary file (its /proc path in 'path'). */
+typedef struct reread {
+    int fd; /* the copy's descriptor, or -1 */
+    char path[64];
+    const char *name;
+} reread;
+
+static int make_rereadable(const char *file, const char *tmpdir, reread *r)
+{
+    r->fd = -1;
+    r->name = file;
+    bool is_stdin = strcmp(file, "-") == 0;
+    struct stat st;
+    if (!is_stdin && stat(file, &st) == 0 && S_ISREG(st.st_mode))
+        return 0;
+    int in = is_stdin ? STDIN_FILENO : open(file, O_RDONLY);
+    if (in < 0) {
+        cli_error("%s: %s", file, strerror(errno));
+        return CLI_EXIT_USAGE;
+    }
+    int fd = -1;
+#ifdef O_TMPFILE
+    fd = open(tmpdir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+#endif
+    if (fd < 0) {
+        char tmpl[4096];
+        snprintf(tmpl, sizeof tmpl, "%s/dedup-keep.XXXXXX", tmpdir);
+        fd = mkstemp(tmpl);
+        if (fd >= 0)
+            unlink(tmpl); /* nameless from now on */
+    }
+    if (fd < 0) {
+        cli_error("--keep last: cannot copy %s to a temporary file in %s: %s (give "
+                  "-T/--tmpdir DIR)", is_stdin ? "standard input" : file, tmpdir, strerror(errno));
+        if (!is_stdin)
+            close(in);
+        return CLI_EXIT_USAGE;
+    }
+    static char buf[1 << 16];
+    for (;;) {
+        ssize_t n = read(in, buf, sizeof buf);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            cli_error("%s: read error: %s", is_stdin ? "(standard input)" : file, strerror(errno));
+            close(fd);
+            return CLI_EXIT_USAGE;
+        }
+        if (n == 0)
+            break;
+        for (ssize_t off = 0; off < n;) {
+            ssize_t w = write(fd, buf + off, (size_t)(n - off));
+            if (w < 0 && errno == EINTR)
+                continue;
+            if (w < 0) {
+                cli_error("--keep last: temporary copy in %s: %s", tmpdir, strerror(errno));
+                close(fd);
+                return CLI_EXIT_FAIL;
+            }
+            off += w;
+        }
+    }
+    if (!is_stdin)
+        close(in);
+    r->fd = fd;
+    snprintf(r->path, sizeof r->path, "/proc/self/fd/%d", fd);
+    return 0;
+}
+
+/* One pass: every record's key into 'set' (with counts); in the second
+ * pass ('total' not NULL) a record is written when its key's count in
+ * 'set' reaches its count in 'total'. */
+static int pass(const dd_keep_last_opts *o, reread *in, int nfiles, dedup_seen *set,
+                const dedup_seen *total, dd_writer *w, uint64_t *records, uint64_t *written)
+{
+    enum { B = 256 };
+    dedup_verdict v[B];
+    for (int fi = 0; fi < nfiles; fi++) {
+        const char *path = in[fi].fd >= 0 ? in[fi].path : in[fi].name;
+        dd_feeder *fd = NULL;
+        dd_feeder_opts fo = {.term = o->term, .key = o->key, .hash = true,
+                             .seed = dedup_seen_seed(set)};
+        int e = dd_feeder_open(&fd, path, &fo);
+        if (e) {
+            cli_error("%s: %s", in[fi].name, strerror(e));
+            return CLI_EXIT_USAGE;
+        }
+        if (in[fi].fd >= 0)
+            (void)lseek(in[fi].fd, 0, SEEK_SET);
+        const dd_block *b;
+        while ((b = dd_feeder_next(fd)) != NULL) {
+            for (size_t off = 0; off < b->n; off += B) {
+                size_t n = b->n - off < B ? b->n - off : B;
+                dedup_batch bt = {.n = n, .digests = b->dig + off, .keys = b->key + off,
+                                  .lens = b->klen + off};
+                dedup_status st = dedup_seen_decide(set, &bt, v, NULL);
+                if (st) {
+                    cli_error("--keep last: %s", st == DEDUP_ERR_NOMEM ? "out of memory"
+                                                                       : dedup_strerror(st));
+                    dd_feeder_close(fd);
+                    return CLI_EXIT_FAIL;
+                }
+                *records += n;
+                if (!total)
+                    continue;
+                for (size_t i = off; i < off + n; i++) {
+                    /* a later record of this batch with the same key is the
+                     * later occurrence (the counts are the batch's end's) */
+                    bool later = false;
+                    for (size_t j = i + 1; j < off + n && !later; j++)
+                        later = b->dig[j].lo == b->dig[i].lo && b->dig[j].hi == b->dig[i].hi &&
+                                b->klen[j] == b->klen[i] &&
+                                (o->kind == DEDUP_SEEN_FINGERPRINT ||
+                                 memcmp(b->key[j], b->key[i], b->klen[i]) == 0);
+                    if (later)
+                        continue;
+                    uint64_t seen = dedup_seen_count_of(set, b->key[i], b->klen[i], b->dig[i]);
+                    uint64_t all = dedup_seen_count_of(total, b->key[i], b->klen[i], b->dig[i]);
+                    if (seen != all)
+                        continue;
+                    (*written)++;
+                    if (!dd_writer_record(w, b->rec[i], b->rlen[i], o->term)) {
+                        dd_feeder_close(fd);
+                        return w->broken_pipe ? -1 : CLI_EXIT_FAIL;
+                    }
+                }
+            }
+        }
+        e = dd_feeder_error(fd);
+        dd_feeder_close(fd);
+        if (e) {
+            cli_error("%s: read error: %s", in[fi].name, strerror(e));
+            return CLI_EXIT_USAGE;
+        }
+    }
+    return 0;
+}
+
+int dd_run_keep_last(const dd_keep_last_opts *o, char **files, int nfiles)
+{
+    int rc = CLI_EXIT_OK;
+    reread *in = calloc((size_t)nfiles, sizeof *in);
+    dedup_seen *all = NULL, *now = NULL;
+    int out_fd = STDOUT_FILENO;
+    bool removable = false, writer = false;
+    dd_writer w;
+    if (!in) {
+        cli_error("out of memory");
+        return CLI_EXIT_FAIL;
+    }
+    for (int i = 0; i < nfiles; i++)
+        in[i].fd = -1;
+    for (int i = 0; i < nfiles && !rc; i++)
+        rc = make_rereadable(files[i], o->tmpdir, &in[i]);
+    dedup_seen_spec sp;
+    dedup_seen_spec_init(&sp);
+    sp.kind = o->kind;
+    sp.items = o->items;
+    sp.seed = o->seed;
+    sp.counts = true;
+    if (!rc && (dedup_seen_create(&sp, dd_seen_allocator(sp.kind), &all) ||
+                dedup_seen_create(&sp, dd_seen_allocator(sp.kind), &now))) {
+        cli_error("--keep last: out of memory");
+        rc = CLI_EXIT_FAIL;
+    }
+    if (!rc && o->output && strcmp(o->output, "-") != 0) {
+        out_fd = open(o->output, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+        if (out_fd < 0) {
+            cli_error("%s: %s", o->output, strerror(errno));
+            rc = CLI_EXIT_USAGE;
+        } else
+            removable = cli_fd_regular(out_fd);
+    }
+    if (!rc) {
+        if (dd_writer_init(&w, out_fd, out_fd == STDOUT_FILENO ? "(standard output)" : o->output,
+                           WRITE_BUF) != 0) {
+            cli_error("out of memory");
+            rc = CLI_EXIT_FAIL;
+        } else {
+            writer = true;
+            w.line_buffered = o->line_buffered;
+        }
+    }
+    uint64_t records = 0, second = 0, written = 0;
+    if (!rc)
+        rc = pass(o, in, nfiles, all, NULL, NULL, &records, &written);
+    if (!rc)
+        rc = pass(o, in, nfiles, now, all, &w, &second, &written);
+    if (rc == -1)
+        rc = CLI_EXIT_OK; /* the reader went away: a quiet end */
+    else if (writer && !w.error)
+        dd_writer_flush(&w);
+    if (writer && w.error) {
+        cli_error("write error on %s: %s", w.name, strerror(w.error));
+        rc = CLI_EXIT_FAIL;
+    }
+    if (out_fd != STDOUT_FILENO && out_fd >= 0 && close(out_fd) != 0 && !rc) {
+        cli_error("write error on %s: %s", o->output, strerror(errno));
+        rc = CLI_EXIT_FAIL;
+    }
+    if (removable && rc == CLI_EXIT_FAIL)
+        unlink(o->output);
+    if (o->stats && !rc) {
+        uint64_t distinct = 0;
+        bool exact = true;
+        dedup_seen_distinct(all, &distinct, &exact);
+        fprintf(stderr, "dedup: %llu records in, %llu out (each key's last occurrence), %llu "
+                "duplicates, %llu distinct keys, mode %s --keep last (two passes)\n",
+                (unsigned long long)records, (unsigned long long)written,
+                (unsigned long long)(records - written), (unsigned long long)distinct,
+                dedup_seen_kind_name(o->kind));
+    }
+    if (writer)
+        dd_writer_free(&w);
+    dedup_seen_free(all);
+    dedup_seen_free(now);
+    for (int i = 0; i < nfiles; i++)
+        if (in[i].fd >= 0)
+            close(in[i].fd);
+    free(in);
+    return rc;
+}
