@@ -209,7 +209,7 @@ enum {
     OPT_HELP, OPT_VERSION, OPT_LINEBUF, OPT_SEED, OPT_SORT,
     OPT_WINDOW, OPT_WINDOW_TYPE, OPT_LAST, OPT_TIME_FIELD, OPT_TIME_FORMAT, OPT_LATENESS,
     OPT_LATE, OPT_BAD_TIME, OPT_KEYS, OPT_BAD_KEY, OPT_RANGE,
-    OPT_LATE, OPT_BAD_TIME, OPT_ON_FULL, OPT_KEEP,
+    OPT_ON_FULL, OPT_KEEP,
     OPT_TIER, OPT_STORE, OPT_SYNC, OPT_TRUST_FILTER, OPT_REBUILD_FILTER, OPT_SHARED
 };
 
@@ -1895,9 +1895,18 @@ int cmd_dedup(int argc, char **argv)
     }
     /* A run that failed (a write error, a full filter, a spill that failed)
      * has written only part of its output, and a file must not look
-     * complete: removed in every mode, not only after a spill. */
-    if (out_removable && status == CLI_EXIT_FAIL)
+     * complete: removed in every mode, not only after a spill -- except
+     * when a shared or persistent seen-set (--redis, --store, --tier) has
+     * already recorded the keys of the records written: removing them
+     * would lose those records for good, since a rerun takes them for
+     * repeats.  The error message says the output is incomplete. */
+    bool recorded_outside = dd_redis_used(&o.redis) || o.sizing.tiers;
+    if (out_removable && status == CLI_EXIT_FAIL && !recorded_outside)
         unlink(o.output);
+    else if (out_removable && status == CLI_EXIT_FAIL)
+        cli_warn("%s: kept as written: it holds every record decided before the failure (their "
+                 "keys are recorded in the shared seen-set), but not the rest of the input",
+                 o.output);
     /* The reader of the output went away before the input ended: which of
      * the records written it took cannot be known, so a state saved now
      * could hold keys never delivered.  Say so rather than end quietly. */

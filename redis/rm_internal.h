@@ -50,7 +50,7 @@ typedef struct rmf_dd {
 
 /* Bloom split schedules (how p is shared among a chain's links). */
 #define BF_SCHEDULE_V1 1u /* envelope v1: p(1-r)r^i/(1-r^64), r = 0.9 */
-#define BF_SCHEDULE_V2 2u /* 3p/4 for link 0, then p/2^(i+2) for link i >= 1 */
+#define BF_SCHEDULE_V2 2u /* 3p/4 for link 0, then p/2^(i+3) for link i >= 1 */
 /* Links a v2 dump may declare (the rates reach DEDUP_MIN_FPR well before). */
 #define BF_MAX_LINKS 64u
 
