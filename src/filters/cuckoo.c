@@ -43,9 +43,37 @@ struct dedup_cuckoo {
     uint64_t seed;
     uint64_t inserted, deleted;
     uint64_t rng;
-    unsigned char *path; /* max_kicks entries */
-    link links[DEDUP_MAX_CHAIN];
+    unsigned char *path; /* max_kicks entries, allocated at the first kick
+                            when max_kicks > KICK_STACK; else NULL */
+    /* Links, grown as the chain grows (a small filter -- a Redis key of a
+     * hundred items -- holds one link, not DEDUP_MAX_CHAIN of them). */
+    link *links;
+    uint32_t links_cap;
 };
+
+/* Kick paths up to this long live on the stack of the inserting call. */
+#define KICK_STACK 1024
+
+/* Makes room for 'n' links (n <= DEDUP_MAX_CHAIN); new entries are zero. */
+static dedup_status links_reserve(dedup_cuckoo *cf, uint32_t n)
+{
+    if (n <= cf->links_cap)
+        return DEDUP_OK;
+    uint32_t cap = cf->links_cap ? cf->links_cap * 2 : 1;
+    while (cap < n)
+        cap *= 2; /* powers of two, so a loaded chain holds what the grown one did */
+    if (cap > DEDUP_MAX_CHAIN)
+        cap = DEDUP_MAX_CHAIN;
+    link *nl = ddi_calloc(&cf->alloc, cap, sizeof *nl);
+    if (!nl)
+        return DEDUP_ERR_NOMEM;
+    if (cf->links_cap)
+        memcpy(nl, cf->links, cf->links_cap * sizeof *nl);
+    ddi_free(&cf->alloc, cf->links);
+    cf->links = nl;
+    cf->links_cap = cap;
+    return DEDUP_OK;
+}
 
 /* ---- bit access ------------------------------------------------------------ */
 
@@ -191,9 +219,10 @@ static bool link_put_trivial(const dedup_cuckoo *cf, link *l, dedup_digest d, ui
     return bucket_put(cf, l, alt_bucket(i1, fp, l->nb), fp);
 }
 
-/* Inserts with up to max_kicks relocations; on failure undoes them all and
- * returns false with the link exactly as before. */
-static bool link_insert(dedup_cuckoo *cf, link *l, uint64_t i1, uint64_t i2, uint32_t fp)
+/* Inserts with up to max_kicks relocations: 1 when inserted; 0 when there
+ * was no room, after undoing every kick (the link exactly as before); -1
+ * when the kick path could not be allocated (nothing changed). */
+static int link_insert(dedup_cuckoo *cf, link *l, uint64_t i1, uint64_t i2, uint32_t fp)
 {
     /* Into the emptier of the two buckets: keeping buckets balanced
      * postpones the first kick-out chains until the table is nearly full. */
@@ -205,7 +234,16 @@ static bool link_insert(dedup_cuckoo *cf, link *l, uint64_t i1, uint64_t i2, uin
         else
             slot_set(cf, l, i1, j1, fp);
         l->items++;
-        return true;
+        return 1;
+    }
+    /* The kick path: on the stack for up to KICK_STACK kicks (every default,
+     * and RedisBloom's MAXITERATIONS up to it), else allocated once. */
+    unsigned char stack_path[KICK_STACK];
+    unsigned char *path = stack_path;
+    if (cf->max_kicks > KICK_STACK) {
+        if (!cf->path && !(cf->path = ddi_malloc(&cf->alloc, cf->max_kicks)))
+            return -1;
+        path = cf->path;
     }
     uint64_t i = (next_rand(cf) & 1) ? i1 : i2;
     uint32_t cur = fp;
@@ -214,21 +252,21 @@ static bool link_insert(dedup_cuckoo *cf, link *l, uint64_t i1, uint64_t i2, uin
         uint32_t j = (uint32_t)dedup_reduce(next_rand(cf), cf->b);
         uint32_t victim = slot_get(cf, l, i, j);
         slot_set(cf, l, i, j, cur);
-        cf->path[n] = (unsigned char)j;
+        path[n] = (unsigned char)j;
         cur = victim;
         i = alt_bucket(i, cur, l->nb);
         if (bucket_put(cf, l, i, cur))
-            return true;
+            return 1;
     }
     /* Undo, last kick first. */
     while (n-- > 0) {
         i = alt_bucket(i, cur, l->nb);
-        uint32_t j = cf->path[n];
+        uint32_t j = path[n];
         uint32_t back = slot_get(cf, l, i, j);
         slot_set(cf, l, i, j, cur);
         cur = back;
     }
-    return false;
+    return 0;
 }
 
 /* ---- creation ------------------------------------------------------------------- */
@@ -354,8 +392,7 @@ static dedup_status cuckoo_new(const dedup_allocator *alloc, uint32_t f, uint32_
     cf->fp_mask = (f == 64) ? UINT64_MAX : ((UINT64_C(1) << f) - 1);
     uint32_t bf = b * f;
     cf->one_word = bf <= 57 || (bf % 8 == 0 && bf <= 64);
-    cf->path = ddi_malloc(&a, max_kicks ? max_kicks : 1);
-    if (!cf->path) {
+    if (links_reserve(cf, 1)) {
         ddi_free(&a, cf);
         return DEDUP_ERR_NOMEM;
     }
@@ -407,8 +444,9 @@ void dedup_cuckoo_free(dedup_cuckoo *cf)
     if (!cf)
         return;
     dedup_allocator a = cf->alloc;
-    for (uint32_t i = 0; i < DEDUP_MAX_CHAIN; i++)
+    for (uint32_t i = 0; i < cf->links_cap; i++)
         ddi_free(&a, cf->links[i].table);
+    ddi_free(&a, cf->links);
     ddi_free(&a, cf->path);
     ddi_free(&a, cf);
 }
@@ -425,7 +463,10 @@ static dedup_status add_prepared(dedup_cuckoo *cf, dedup_digest d, uint32_t fp, 
                                  uint64_t i2)
 {
     link *newest = &cf->links[cf->nlinks - 1];
-    if (link_insert(cf, newest, i1, i2, fp)) {
+    int r = link_insert(cf, newest, i1, i2, fp);
+    if (r < 0)
+        return DEDUP_ERR_NOMEM;
+    if (r > 0) {
         cf->inserted++;
         return DEDUP_OK;
     }
@@ -440,6 +481,8 @@ static dedup_status add_prepared(dedup_cuckoo *cf, dedup_digest d, uint32_t fp, 
     uint64_t nb;
     if (cf->nlinks >= DEDUP_MAX_CHAIN || !link_nb(cf, cf->nlinks, &nb))
         return DEDUP_ERR_FULL;
+    if (links_reserve(cf, cf->nlinks + 1))
+        return DEDUP_ERR_NOMEM;
     link *l = &cf->links[cf->nlinks];
     dedup_status s = link_alloc(cf, l, nb);
     if (s)
@@ -626,7 +669,7 @@ dedup_status dedup_cuckoo_add_batch(dedup_cuckoo *cf, const dedup_digest *d, siz
 
 size_t dedup_cuckoo_memory_usage(const dedup_cuckoo *cf)
 {
-    size_t m = sizeof *cf + (cf->max_kicks ? cf->max_kicks : 1);
+    size_t m = sizeof *cf + (size_t)cf->links_cap * sizeof(link) + (cf->path ? cf->max_kicks : 0);
     for (uint32_t t = 0; t < cf->nlinks; t++)
         m += (size_t)cf->links[t].bytes + 8;
     return m;
@@ -813,6 +856,9 @@ dedup_status dedup_cuckoo_load(dedup_source src, const dedup_allocator *alloc, d
     cf->fpr = fpr;
     cf->inserted = dedup_get_u64(p + 40);
     cf->deleted = dedup_get_u64(p + 48);
+    s = links_reserve(cf, links);
+    if (s)
+        goto out;
     for (uint32_t t = 0; t < links; t++) {
         const unsigned char *lp = p + FIXED_LEN + 16 * t;
         link *l = &cf->links[t];
