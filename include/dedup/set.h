@@ -19,7 +19,7 @@
  *  - dedup_u64set: 64-bit integer keys, 8 bytes a slot.
  *
  * The string set grows one 2 MiB segment at a time when a segment's load
- * passes 3/4; the integer set doubles at 4/5; the digest set grows by 1/4,
+ * passes 3/4; the integer set grows by half at 4/5; the digest set grows by 1/4,
  * in place, at 17/20.  With a memory limit, an insert that would need more than the
  * limit fails with DEDUP_ERR_FULL and changes nothing, so the caller can
  * spill (see dedup/extsort.h).  Sizing up front with params.capacity avoids
