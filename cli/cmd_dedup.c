@@ -198,8 +198,10 @@ static void usage(FILE *f)
 "\n"
 "%s"
 "\n"
-"Subcommands: dedup calc (size a filter), dedup filter (filter files), dedup store\n"
-"info DIR (a persistent store). See dedup(1).\n"
+"Subcommands: dedup calc (size a filter), dedup filter (filter files), dedup split\n"
+"(partition by key for many machines), dedup ring (what a change of nodes moves),\n"
+"dedup count (distinct keys), dedup plan (which method, with its figures), dedup\n"
+"store info DIR (a persistent store).  Each takes --help.  See dedup(1).\n"
 "Exit status: 0 success, 1 failure while running (e.g. write error), 2 bad usage or input.\n",
             dd_redis_help);
 }
