@@ -11,6 +11,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "testutil.h"
 
+#include "dedup/seen.h"
 #include "dedup/window.h"
 
 #include <stdio.h>
@@ -683,6 +684,64 @@ static void test_oom(void **state)
     }
 }
 
+/* Through dedup/seen.h: spec.refresh_on_dup and the query. */
+static void test_seen(void **state)
+{
+    (void)state;
+    dedup_seen_spec sp;
+    dedup_seen_spec_init(&sp);
+    sp.kind = DEDUP_SEEN_WINDOW;
+    sp.duration = 10;
+    sp.refresh_on_dup = true;
+    sp.window_type = DEDUP_WINDOW_TUMBLING;
+    dedup_seen *s = NULL;
+    assert_int_equal(dedup_seen_create(&sp, NULL, &s), DEDUP_ERR_INVALID_ARG);
+    sp.window_type = DEDUP_WINDOW_SLIDING;
+    sp.lateness = 10;
+    assert_int_equal(dedup_seen_create(&sp, NULL, &s), DEDUP_ERR_INVALID_ARG);
+    for (int approx = 0; approx < 2; approx++) {
+        sp.lateness = 0;
+        sp.approximate = approx;
+        sp.items = 100;
+        assert_int_equal(dedup_seen_create(&sp, NULL, &s), DEDUP_OK);
+        uint64_t key = 42;
+        dedup_digest d = dedup_hash(&key, sizeof key, dedup_seen_seed(s));
+        const int64_t times[] = {0, 9, 18, 27};
+        dedup_verdict v[4], q[4];
+        for (size_t i = 0; i < 4; i++) {
+            dedup_batch b = {.n = 1, .digests = &d, .times = &times[i]};
+            assert_int_equal(dedup_seen_query(s, &b, &q[i]), DEDUP_OK);
+            assert_int_equal(dedup_seen_decide(s, &b, &v[i], NULL), DEDUP_OK);
+            assert_int_equal(q[i], v[i]);
+            assert_int_equal(v[i], i == 0 ? DEDUP_NEW
+                                          : approx ? DEDUP_MAYBE_DUPLICATE : DEDUP_DUPLICATE);
+        }
+        dedup_batch nb = {.n = 1, .digests = &d, .times = NULL};
+        assert_int_equal(dedup_seen_query(s, &nb, q), DEDUP_ERR_INVALID_ARG);
+        const int64_t late = -100;
+        dedup_batch lb = {.n = 1, .digests = &d, .times = &late};
+        assert_int_equal(dedup_seen_query(s, &lb, q), DEDUP_OK);
+        assert_int_equal(q[0], DEDUP_LATE);
+        /* Saved and loaded through the interface: refresh kept. */
+        uint64_t size = dedup_window_serialized_size(dedup_seen_impl(s));
+        unsigned char *buf = malloc((size_t)size);
+        assert_non_null(buf);
+        dedup_mem_sink ms;
+        dedup_sink sink = dedup_mem_sink_init(&ms, buf, size);
+        assert_int_equal(dedup_seen_save(s, &sink), DEDUP_OK);
+        dedup_seen *t = NULL;
+        dedup_mem_source src;
+        assert_int_equal(dedup_seen_load(dedup_mem_source_init(&src, buf, ms.len), NULL, &t),
+                         DEDUP_OK);
+        dedup_window_params p;
+        dedup_window_get_params(dedup_seen_impl(t), &p);
+        assert_true(p.refresh);
+        free(buf);
+        dedup_seen_free(t);
+        dedup_seen_free(s);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -693,6 +752,7 @@ int main(void)
         cmocka_unit_test(test_old_files),
         cmocka_unit_test(test_saved_option),
         cmocka_unit_test(test_oom),
+        cmocka_unit_test(test_seen),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
