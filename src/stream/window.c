@@ -414,8 +414,17 @@ static dedup_status renew(dedup_window *w, const probe *p, int64_t u, const went
             return DEDUP_ERR_NOMEM;
         if (!ddi_win_tab_insert(w, g, p->lo, p->hi, u))
             return DEDUP_ERR_NOMEM;
-        wgen *og = &w->gv[gen_lower(w, old_id)];
+        size_t oi = gen_lower(w, old_id);
+        wgen *og = &w->gv[oi];
         ddi_win_tab_remove(og, p->lo, p->hi);
+        /* Keys that keep coming leave the older tables: one emptied to
+         * half its planned load is rebuilt at its size (once per half of
+         * its entries gone: O(1) a move), an empty one freed, so memory
+         * still follows the keys in the window. */
+        if (!og->count)
+            gen_release(w, og);
+        else if (oi + 1 < w->gn && og->count * 100 < og->cap * SHRINK_BELOW)
+            (void)ddi_win_tab_resize(w, og, ddi_win_cap_for(og->count)); /* failure: keep it */
         return DEDUP_OK;
     }
     uint64_t where;

@@ -97,6 +97,7 @@ struct dedup_window {
 #define TAIL_SLOTS 64u
 #define MAX_LOAD_NUM 85u /* grow past 85% load */
 #define COMPACT_BELOW 80u /* compact a closed generation below 80% load */
+#define SHRINK_BELOW 65u /* refresh: rebuild an older generation its keys left below 65% load */
 
 /* ---- time arithmetic ----------------------------------------------------- */
 
