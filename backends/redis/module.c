@@ -74,9 +74,10 @@ static bool shape_parse(const char *s, mod_shape *t)
                   &t->version, t->filter, &t->shards, &t->items, &t->fpr, &t->seed, &t->ttl_ms) == 7;
 }
 
-uint32_t rd_module_shards_for(dedup_redis_filter f, uint64_t items, double fpr, bool cluster,
-                              size_t masters)
+uint32_t dedup_redis_module_shards(dedup_redis_filter f, uint64_t items, double fpr,
+                                   size_t masters)
 {
+    bool cluster = masters > 0;
     uint64_t bytes = dedup_seen_bytes_for(f == DEDUP_REDIS_FILTER_CUCKOO ? DEDUP_SEEN_CUCKOO
                                                                          : DEDUP_SEEN_BLOOM,
                                           items, fpr);
@@ -165,8 +166,8 @@ dedup_status rd_module_open(dedup_redis *r)
     snprintf(want.filter, sizeof want.filter, "%s", filter_name(o->filter));
     if (offer)
         want.shards = o->shards ? o->shards
-                                : rd_module_shards_for(o->filter, o->items, o->fpr, r->url.cluster,
-                                                       rc_masters(r->c));
+                                : dedup_redis_module_shards(o->filter, o->items, o->fpr,
+                                                            r->url.cluster ? rc_masters(r->c) : 0);
     char meta[RD_MAX_NAME + 8], text[320];
     size_t ml = (size_t)sprintf(meta, "%s:meta", r->name);
     int tl = shape_format(text, sizeof text, &want);

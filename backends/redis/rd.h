@@ -53,8 +53,5 @@ size_t rd_shard_key(const dedup_redis *r, uint32_t s, char *buf);
 dedup_status rd_module_open(dedup_redis *r);
 dedup_status rd_module_run(dedup_redis *r, const dedup_batch *b, dedup_verdict *out, bool record);
 dedup_status rd_module_delete(dedup_redis *r, const dedup_batch *b, bool *removed);
-/* The shard count the module scheme derives from a filter's size. */
-uint32_t rd_module_shards_for(dedup_redis_filter f, uint64_t items, double fpr, bool cluster,
-                              size_t masters);
 
 #endif

@@ -231,6 +231,13 @@ typedef struct dedup_redis_options {
 
 void dedup_redis_options_init(dedup_redis_options *o);
 
+/* The shard count S the module scheme gives a new filter of 'items' keys
+ * at 'fpr' (see DEDUP_REDIS_MODULE): one per 64 MiB of the filter, at
+ * least 4 per master when 'masters' > 0 (a cluster; 0 = one server), in
+ * 1..65536.  Pure; the same on every machine. */
+uint32_t dedup_redis_module_shards(dedup_redis_filter filter, uint64_t items, double fpr,
+                                   size_t masters);
+
 /* ---- The remote set ---------------------------------------------------------- */
 typedef struct dedup_redis dedup_redis;
 
