@@ -63,10 +63,15 @@ until [ -e "$RT_DIR/go" ] || ! kill -0 $tp 2>/dev/null; do
     i=$((i + 1)); [ $i -gt 600 ] && fail "failover run never reached its quarter"; sleep 0.1
 done
 stop_server "$master"
-# it comes back (as a replica of the promoted one), so WAIT 1 can succeed again
-sleep 3
-start_server "$master" --cluster-enabled yes --cluster-config-file "$RT_DIR/nodes-$master.conf" \
-    --cluster-node-timeout 1000
+# once its replica took over slot 0, it comes back (as that one's replica),
+# so WAIT 1 can succeed again
+set -- $CLUSTER_PORTS
+other=$1; [ "$other" = "$master" ] && other=$2
+i=0
+until m=$(slot0_master "$other"); [ -n "$m" ] && [ "$m" != "$master" ]; do
+    i=$((i + 1)); [ $i -gt 300 ] && fail "no replica took over slot 0"; sleep 0.1
+done
+restart_node "$master"
 wait $tp
 rc=$?
 cat "$RT_DIR/fo.log" >&2
