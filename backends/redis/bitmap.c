@@ -243,7 +243,7 @@ dedup_status rd_bitmap_open(dedup_redis *r)
     if (got->type == REDIS_REPLY_STRING && strncmp(got->str, "scheme=", 7) == 0) {
         rd_error(r, "'%s' in Redis is not a bitmap filter (%s holds '%s', another scheme's "
                     "shape): use its scheme, or another name", r->name, meta, got->str);
-        return DEDUP_ERR_INCOMPATIBLE;
+        return DEDUP_ERR_WRONG_TYPE;
     }
     if (got->type != REDIS_REPLY_STRING) {
         rd_error(r, "no bitmap filter named '%s' in Redis (%s is absent): give its size "

@@ -28,6 +28,7 @@
  *   bloom   decide BF.MADD key d...            query BF.MEXISTS key d...
  *   cuckoo  decide CF.INSERTNX key NOCREATE ITEMS d...   (1 added, 0 present,
  *                  -1 full)                    query CF.MEXISTS key d...
+ *           add    CF.INSERT key NOCREATE ITEMS d... (a copy per add, 1 or -1)
  *           delete CF.DEL key d (one per key; the module has no multi-delete)
  *   ttl     decide DEDUP.MADD key d...         query DEDUP.EXISTS key d (per key)
  */
@@ -197,7 +198,7 @@ dedup_status rd_module_open(dedup_redis *r)
     if (strncmp(got->str, "scheme=module ", 14) != 0) {
         rd_error(r, "'%s' in Redis is not a module filter (%s holds '%s', another scheme's "
                     "shape): use its scheme, or another name", r->name, meta, got->str);
-        return DEDUP_ERR_INCOMPATIBLE;
+        return DEDUP_ERR_WRONG_TYPE;
     }
     if (!shape_parse(got->str, &have) || have.version != MODULE_FORMAT_VERSION ||
         have.shards < 1 || have.shards > RD_MAX_SHARDS || have.items < 1 ||
@@ -310,8 +311,9 @@ static dedup_status per_key(dedup_redis *r, const dedup_batch *b, const char *cm
     return DEDUP_OK;
 }
 
-dedup_status rd_module_run(dedup_redis *r, const dedup_batch *b, dedup_verdict *out, bool record)
+dedup_status rd_module_run(dedup_redis *r, const dedup_batch *b, dedup_verdict *out, rd_op op)
 {
+    bool record = op != RD_QUERY, always = op == RD_ADD;
     uint32_t S = r->o.shards;
     uint32_t *count = calloc(S, sizeof *count), *first = malloc(S * sizeof *first),
              *last = malloc(S * sizeof *last);
@@ -321,7 +323,7 @@ dedup_status rd_module_run(dedup_redis *r, const dedup_batch *b, dedup_verdict *
     dedup_status st = DEDUP_OK;
     bool ttl = r->o.ttl_ms != 0, cuckoo = r->o.filter == DEDUP_REDIS_FILTER_CUCKOO;
     const char *cmd = ttl ? (record ? "DEDUP.MADD" : "DEDUP.EXISTS")
-                      : cuckoo ? (record ? "CF.INSERTNX" : "CF.MEXISTS")
+                      : cuckoo ? (always ? "CF.INSERT" : record ? "CF.INSERTNX" : "CF.MEXISTS")
                                : (record ? "BF.MADD" : "BF.MEXISTS");
     if (!count || !first || !last || !by_shard || !lost) {
         st = DEDUP_ERR_NOMEM;
@@ -397,7 +399,7 @@ dedup_status rd_module_run(dedup_redis *r, const dedup_batch *b, dedup_verdict *
             st = DEDUP_ERR_FULL;
             break;
         }
-        bool present = record ? e->integer == 0 : e->integer != 0;
+        bool present = always ? false : record ? e->integer == 0 : e->integer != 0;
         out[i] = !present ? DEDUP_NEW : lost[r->seg_of[i]] && record ? DEDUP_UNCERTAIN
                                                                      : DEDUP_MAYBE_DUPLICATE;
     }

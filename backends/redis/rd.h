@@ -51,7 +51,8 @@ dedup_status rd_bitmap_write(dedup_redis *r, const unsigned char *buf, uint64_t 
 
 size_t rd_shard_key(const dedup_redis *r, uint32_t s, char *buf);
 dedup_status rd_module_open(dedup_redis *r);
-dedup_status rd_module_run(dedup_redis *r, const dedup_batch *b, dedup_verdict *out, bool record);
+typedef enum { RD_QUERY, RD_DECIDE, RD_ADD } rd_op;
+dedup_status rd_module_run(dedup_redis *r, const dedup_batch *b, dedup_verdict *out, rd_op op);
 dedup_status rd_module_delete(dedup_redis *r, const dedup_batch *b, bool *removed);
 
 #endif

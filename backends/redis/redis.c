@@ -306,7 +306,7 @@ static dedup_status run(dedup_redis *r, const dedup_batch *b, dedup_verdict *out
     switch (r->o.scheme) {
     case DEDUP_REDIS_KEYS: st = keys_run(r, b, out, record ? KEYS_DECIDE : KEYS_QUERY); break;
     case DEDUP_REDIS_BITMAP: st = rd_bitmap_run(r, b, out, record); break;
-    case DEDUP_REDIS_MODULE: st = rd_module_run(r, b, out, record); break;
+    case DEDUP_REDIS_MODULE: st = rd_module_run(r, b, out, record ? RD_DECIDE : RD_QUERY); break;
     }
     rc_batch_reset(&r->b);
     if (st == DEDUP_OK) {
@@ -334,6 +334,21 @@ dedup_status dedup_redis_query(dedup_redis *r, const dedup_batch *b, dedup_verdi
     return run(r, b, out, false);
 }
 
+dedup_status dedup_redis_add(dedup_redis *r, const dedup_batch *b, dedup_verdict *out)
+{
+    if (r->o.scheme != DEDUP_REDIS_MODULE || r->o.filter != DEDUP_REDIS_FILTER_CUCKOO)
+        return dedup_redis_decide(r, b, out, NULL);
+    dedup_status st = check_batch(r, b);
+    if (st != DEDUP_OK || b->n == 0)
+        return st;
+    r->err[0] = 0;
+    st = rd_module_run(r, b, out, RD_ADD);
+    rc_batch_reset(&r->b);
+    if (st == DEDUP_OK)
+        r->keys += b->n;
+    return st;
+}
+
 dedup_status dedup_redis_delete(dedup_redis *r, const dedup_batch *b, bool *removed)
 {
     dedup_status st = check_batch(r, b);
@@ -341,8 +356,9 @@ dedup_status dedup_redis_delete(dedup_redis *r, const dedup_batch *b, bool *remo
         return st;
     r->err[0] = 0;
     if (r->o.scheme != DEDUP_REDIS_MODULE) {
-        rd_error(r, "the %s scheme cannot delete keys (the module scheme's cuckoo filter can)",
-                 dedup_redis_scheme_name(r->o.scheme));
+        rd_error(r, "the %s scheme cannot delete keys%s (the module scheme's cuckoo filter can)",
+                 dedup_redis_scheme_name(r->o.scheme),
+                 r->o.scheme == DEDUP_REDIS_BITMAP ? ": a key's bits are shared with others" : "");
         return DEDUP_ERR_UNSUPPORTED;
     }
     st = rd_module_delete(r, b, removed);

@@ -85,6 +85,8 @@
  *    DEDUP_ERR_INCOMPATIBLE naming both shapes.  A client giving items = 0
  *    adopts the stored shape (DEDUP_ERR_NOT_FOUND when there is none); its
  *    seed must still match, and its ttl_ms, filter and shards when set.
+ *    A name whose metadata is another scheme's (bitmap vs module) gives
+ *    DEDUP_ERR_WRONG_TYPE at open, whatever the scheme asked.
  *
  * Round trips.  Commands are pipelined: a batch becomes one command per key
  * (keys), one per shard (module: BF.MADD, CF.INSERTNX or DEDUP.MADD) or
@@ -274,6 +276,13 @@ dedup_status dedup_redis_decide(dedup_redis *r, const dedup_batch *batch, dedup_
 /* Answers without recording (keys: EXISTS; bitmap: the script's query
  * mode; module: BF.MEXISTS or CF.MEXISTS).  Errors as decide. */
 dedup_status dedup_redis_query(dedup_redis *r, const dedup_batch *batch, dedup_verdict *out);
+
+/* Adds the keys of 'batch' as a filter's add does (`dedup filter add`):
+ * decide for every scheme but the module's cuckoo filter, where each add
+ * stores a copy even when the key looks present (CF.INSERT, as a local
+ * cuckoo filter counts every add), so each add can be deleted once; out[i]
+ * is then DEDUP_NEW.  Errors as decide. */
+dedup_status dedup_redis_add(dedup_redis *r, const dedup_batch *batch, dedup_verdict *out);
 
 /* Module scheme with the cuckoo filter: deletes one copy of each key of
  * 'batch' (CF.DEL, pipelined, one command per key); removed[i] is true when

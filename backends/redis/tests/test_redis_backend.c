@@ -647,7 +647,7 @@ static void test_module_cuckoo(const char *url)
     o2 = o;
     o2.scheme = DEDUP_REDIS_BITMAP;
     s = dedup_redis_open(&o2, NULL, &x, err, sizeof err);
-    CHECK(s == DEDUP_ERR_INCOMPATIBLE && strstr(err, "not a bitmap filter"), "bitmap on a module filter: %s", err);
+    CHECK(s == DEDUP_ERR_WRONG_TYPE && strstr(err, "not a bitmap filter"), "bitmap on a module filter: %s", err);
     o2 = o;
     o2.items = 0;
     snprintf(a, sizeof a, "%s:none", run_name);
