@@ -198,6 +198,9 @@ int dd_redis_create(const dd_redis_opts *o, uint64_t items, double fpr, uint64_t
     if (fpr > 0)
         ro.fpr = fpr;
     ro.seed = seed;
+    if (ro.filter == DEDUP_REDIS_FILTER_CUCKOO && fpr > 0)
+        cli_warn("-p is only recorded with --redis-filter cuckoo: the server's module sets a "
+                 "cuckoo filter's rate (dedup_redis.so: its CF_ERROR_RATE argument)");
     if (ro.scheme == DEDUP_REDIS_KEYS && (items || fpr > 0))
         cli_warn("-n/-p have no effect with --redis-scheme keys (it never errs)");
     dedup_redis_url u;
