@@ -218,7 +218,7 @@ typedef struct dedup_redis_options {
     uint64_t seed;            /* hash seed of the digests; default DEDUP_DEFAULT_SEED */
     /* bitmap and module */
     uint64_t items;           /* n; required (>= 1) for bitmap and module unless
-                                 bitmap finds its metadata already there */
+                                 their metadata is already there (0 = take it) */
     double fpr;               /* p; default 0.01 */
     uint64_t bits;            /* bitmap: 0 = from (items, fpr); else rounded to 512 */
     uint32_t hashes;          /* bitmap: k in 1..16; 0 = the best for (items, bits) */
@@ -246,12 +246,14 @@ typedef struct dedup_redis dedup_redis;
 /* Connects (every seed tried in turn for a cluster; the slot map read),
  * authenticates, selects the db, and prepares the scheme: bitmap reads or
  * creates its metadata (HSETNX, so concurrent first clients agree) and
- * loads its script; module reserves its shards.  Errors: INVALID_ARG (bad
- * URL or option; 'err' says which), IO (unreachable, refused AUTH, not a
- * cluster / a cluster, slots not covered, no module), INCOMPATIBLE
- * (metadata differs: both values named), WRONG_TYPE (the metadata key or a
- * shard holds another type), NOMEM.  'err' (may be NULL) receives a sentence
- * in every case. */
+ * loads its script; module does the same with its metadata, then reserves
+ * its shards.  Errors: INVALID_ARG (bad URL or option; 'err' says which),
+ * IO (unreachable, refused AUTH, not a cluster / a cluster, slots not
+ * covered), UNSUPPORTED (no module), INCOMPATIBLE (metadata differs: both
+ * values named), NOT_FOUND (items 0 and no metadata), WRONG_TYPE (the
+ * metadata key or a shard holds another type, or the metadata is another
+ * scheme's), VERSION / CORRUPT (metadata this version cannot read), NOMEM.
+ * 'err' (may be NULL) receives a sentence in every case. */
 dedup_status dedup_redis_open(const dedup_redis_options *o, const dedup_allocator *alloc,
                               dedup_redis **out, char *err, size_t errcap);
 
