@@ -54,25 +54,29 @@ size_t rd_shard_key(const dedup_redis *r, uint32_t s, char *buf)
     return (size_t)sprintf(buf, "%s:{%s:f%u}", r->name, r->name, s);
 }
 
-typedef struct mod_shape {
-    unsigned version;
-    char filter[16];
-    unsigned shards;
-    unsigned long long items, seed, ttl_ms;
-    double fpr;
-} mod_shape;
-
-static int shape_format(char *buf, size_t cap, const mod_shape *t)
+static int shape_format(char *buf, size_t cap, const rd_mod_shape *t)
 {
     return snprintf(buf, cap, "scheme=module v=%u filter=%s shards=%u items=%llu fpr=%.17g seed=%llu "
                               "ttl_ms=%llu",
                     t->version, t->filter, t->shards, t->items, t->fpr, t->seed, t->ttl_ms);
 }
 
-static bool shape_parse(const char *s, mod_shape *t)
+dedup_status rd_module_shape_parse(const char *s, rd_mod_shape *t)
 {
-    return sscanf(s, "scheme=module v=%u filter=%15s shards=%u items=%llu fpr=%lg seed=%llu ttl_ms=%llu",
-                  &t->version, t->filter, &t->shards, &t->items, &t->fpr, &t->seed, &t->ttl_ms) == 7;
+    memset(t, 0, sizeof *t);
+    if (strncmp(s, "scheme=module ", 14) != 0)
+        return DEDUP_ERR_WRONG_TYPE;
+    if (sscanf(s, "scheme=module v=%u filter=%15s shards=%u items=%llu fpr=%lg seed=%llu ttl_ms=%llu",
+               &t->version, t->filter, &t->shards, &t->items, &t->fpr, &t->seed, &t->ttl_ms) != 7)
+        return t->version && t->version != MODULE_FORMAT_VERSION ? DEDUP_ERR_VERSION
+                                                                 : DEDUP_ERR_CORRUPT;
+    if (t->version != MODULE_FORMAT_VERSION)
+        return DEDUP_ERR_VERSION;
+    if (t->shards < 1 || t->shards > RD_MAX_SHARDS || t->items < 1 || !(t->fpr > 0 && t->fpr < 1) ||
+        (strcmp(t->filter, "bloom") != 0 && strcmp(t->filter, "cuckoo") != 0) ||
+        (t->ttl_ms && strcmp(t->filter, "bloom") != 0))
+        return DEDUP_ERR_CORRUPT;
+    return DEDUP_OK;
 }
 
 uint32_t dedup_redis_module_shards(dedup_redis_filter f, uint64_t items, double fpr,
@@ -163,7 +167,7 @@ dedup_status rd_module_open(dedup_redis *r)
         return DEDUP_ERR_INVALID_ARG;
     }
     bool offer = o->items > 0;
-    mod_shape want = {MODULE_FORMAT_VERSION, "", 0, o->items, o->seed, o->ttl_ms, o->fpr};
+    rd_mod_shape want = {MODULE_FORMAT_VERSION, "", 0, o->items, o->seed, o->ttl_ms, o->fpr};
     snprintf(want.filter, sizeof want.filter, "%s", filter_name(o->filter));
     if (offer)
         want.shards = o->shards ? o->shards
@@ -193,20 +197,17 @@ dedup_status rd_module_open(dedup_redis *r)
                     "(items, -n) to create it", r->name, meta);
         return DEDUP_ERR_NOT_FOUND;
     }
-    mod_shape have;
-    memset(&have, 0, sizeof have);
-    if (strncmp(got->str, "scheme=module ", 14) != 0) {
+    rd_mod_shape have;
+    st = rd_module_shape_parse(got->str, &have);
+    if (st == DEDUP_ERR_WRONG_TYPE) {
         rd_error(r, "'%s' in Redis is not a module filter (%s holds '%s', another scheme's "
                     "shape): use its scheme, or another name", r->name, meta, got->str);
-        return DEDUP_ERR_WRONG_TYPE;
+        return st;
     }
-    if (!shape_parse(got->str, &have) || have.version != MODULE_FORMAT_VERSION ||
-        have.shards < 1 || have.shards > RD_MAX_SHARDS || have.items < 1 ||
-        !(have.fpr > 0 && have.fpr < 1) ||
-        (strcmp(have.filter, "bloom") != 0 && strcmp(have.filter, "cuckoo") != 0)) {
+    if (st != DEDUP_OK) {
         rd_error(r, "%s holds a shape this version cannot use: '%s' (format version %u "
                     "expected)", meta, got->str, MODULE_FORMAT_VERSION);
-        return have.version != MODULE_FORMAT_VERSION ? DEDUP_ERR_VERSION : DEDUP_ERR_CORRUPT;
+        return st;
     }
     dedup_redis_filter hf = strcmp(have.filter, "cuckoo") == 0 ? DEDUP_REDIS_FILTER_CUCKOO
                                                                : DEDUP_REDIS_FILTER_BLOOM;
