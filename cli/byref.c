@@ -96,12 +96,15 @@ dd_byref *dd_byref_open(char **files, int nfiles)
         f->fd = -1;
         b->n = i + 1;
         struct stat st;
-        if (strcmp(files[i], "-") == 0 || (f->fd = open(files[i], O_RDONLY | O_CLOEXEC)) < 0 ||
-            fstat(f->fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        bool in = strcmp(files[i], "-") == 0;
+        /* standard input counts when it is a regular file read from its start */
+        f->fd = in ? fcntl(STDIN_FILENO, F_DUPFD_CLOEXEC, 3) : open(files[i], O_RDONLY | O_CLOEXEC);
+        if (f->fd < 0 || fstat(f->fd, &st) != 0 || !S_ISREG(st.st_mode) ||
+            (in && lseek(f->fd, 0, SEEK_CUR) != 0)) {
             dd_byref_close(b);
             return NULL;
         }
-        f->name = files[i];
+        f->name = in ? "(standard input)" : files[i];
         f->off = pos;
         f->size = (uint64_t)st.st_size;
         f->mtime = st.st_mtim;

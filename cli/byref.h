@@ -4,8 +4,8 @@
  * references to its keys (dedup_refset, dedup/set.h) instead of copies.
  *
  * Used when every input is a regular file, keys are whole records and the
- * output is the first occurrences (cmd_dedup.c decides; pipes, standard
- * input, key options and counts keep the copying set).  Each file is
+ * output is the first occurrences (cmd_dedup.c decides; pipes, key options
+ * and counts keep the copying set).  Each file is
  * mapped read-only at its place in a reserved span, a guard page after it.
  *
  * A file changed while it is read: its size and modification time are
@@ -24,8 +24,9 @@
 
 typedef struct dd_byref dd_byref;
 
-/* Maps files[0..nfiles) (none of them "-", all regular files); NULL when
- * one is not a regular file, cannot be mapped, or the span would pass the
+/* Maps files[0..nfiles) ("-": standard input, when it is a regular file
+ * at its start, as with `dedup < FILE`); NULL when one is not a regular
+ * file (a pipe, a terminal), cannot be mapped, or the span would pass the
  * set's 2^40-byte limit: the caller then keeps the copying path. */
 dd_byref *dd_byref_open(char **files, int nfiles);
 

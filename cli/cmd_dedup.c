@@ -1078,6 +1078,7 @@ int cmd_dedup(int argc, char **argv)
                 o.sizing.ref_span = dd_byref_span(byref);
                 o.sizing.ref_term = o.term;
                 o.sizing.ref_ends = dd_byref_ends(byref, &o.sizing.ref_nends);
+                cli_info(2, "regular files: the exact set keeps references into them, not copies");
             }
         }
         if (o.redis.url) {

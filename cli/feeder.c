@@ -358,6 +358,8 @@ int dd_feeder_open(dd_feeder **out, const char *path, const dd_feeder_opts *o)
     f->name = path;
     if (o->mapped) {
         f->fd = -1;
+        if (strcmp(path, "-") == 0)
+            f->name = "(standard input)";
     } else if (strcmp(path, "-") == 0) {
         f->fd = STDIN_FILENO;
         f->name = "(standard input)";
