@@ -179,7 +179,7 @@ typedef struct dedup_seen_spec {
      * [ref_base, ref_base + ref_span) (a mapped input; the record is its own
      * key, followed by ref_term or ending at one of ref_ends, sorted offsets
      * of the files' ends), and the set keeps references to those bytes (a
-     * dedup_refset, dedup/set.h: about 14 bytes per distinct key) instead of
+     * dedup_refset, dedup/set.h: 11 to 21 bytes per distinct key) instead of
      * copies; the bytes must stay readable and unchanged until the seen-set
      * is freed.  ref_expected plans it (0 = ref_span / 64).  Nothing else
      * changes: past half of 'memory' it freezes and spills as usual. */

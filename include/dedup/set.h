@@ -17,6 +17,9 @@
  *    distinct keys collide with probability about n^2 / 2^129 over n keys
  *    (1e-20 at n = 1e9).
  *  - dedup_u64set: 64-bit integer keys, 8 bytes a slot.
+ *  - dedup_refset: whole records that stay in the caller's memory (a mapped
+ *    file), 8 bytes a slot: a 40-bit offset and 24 digest bits (see its
+ *    section below).
  *
  * The string set grows one 2 MiB segment at a time when a segment's load
  * passes 3/4; the integer set grows by half at 4/5; the digest set grows by 1/4,
@@ -148,8 +151,9 @@ dedup_status dedup_strset_load(dedup_source src, const dedup_allocator *alloc, d
  * must detect a file that changed).  No counts, no save or load.
  *
  * Memory (dedup_refset_memory_usage, exact): 8 bytes a slot at a load of
- * 3/8 to 3/4 (shards double at 3/4), about 14 bytes per distinct key on
- * average, plus 16 bytes per shard; params.expected plans the shards (each
+ * 3/8 to 3/4 (shards double at 3/4, and being planned alike they double at
+ * about the same time): 10.7 to 21.3 bytes per distinct key depending on
+ * where the shards are in their doubling, plus 16 bytes per shard; params.expected plans the shards (each
  * for about 2^14 slots; default span / 64).  DEDUP_ERR_FULL when a growth
  * would pass params.memory_limit or a shard would pass 2^24 slots (far more
  * keys than planned): nothing is changed and the caller can go on another
