@@ -8,10 +8,11 @@
 #   env: BUILD=build, DATA=/work/bench-data (data and outputs, not in the repo)
 #
 # The file is bench/gen_urls.c's `LINES -r 0.5 -s 1 -S 1` (bench_lines.sh's).
-# For each command: wall seconds and peak RSS from /usr/bin/time (pages of
-# the mapped file that the process touched count there), and the peak of
-# RssAnon (anonymous memory only: the set, buffers, heap) sampled from
-# /proc/PID/status every 20 ms.  Outputs are compared with sort -u's as
+# For each command: wall and CPU (user + system) seconds and peak RSS from
+# /usr/bin/time (pages of the mapped file that the process touched count
+# there), and the peak of RssAnon (anonymous memory only: the set, buffers,
+# heap) sampled from /proc/PID/status every 100 ms.  On a shared machine
+# the CPU seconds say more than the wall: compare both with sort -u's.  Outputs are compared with sort -u's as
 # sets (dedup keeps input order): sorted, they must be identical.
 set -euo pipefail
 SRC=$(cd "$(dirname "$0")/.." && pwd)
@@ -25,22 +26,22 @@ cc -O2 -o "$BUILD/gen_urls" "$SRC/bench/gen_urls.c" -lm
 F=$DATA/urls-$LINES.txt
 [ -s "$F" ] || "$BUILD/gen_urls" "$LINES" -r 0.5 -s 1 -S 1 > "$F"
 echo "input: $F, $(stat -c %s "$F") bytes, $LINES lines; $(nproc) cores; load $(cut -d' ' -f1-3 /proc/loadavg)"
-declare -A WALL RSS ANON
+declare -A WALL CPU RSS ANON
 one() { # name cmd... (a shell command line)
   local name=$1 cmd=$2 t=$DATA/.byref.time
   cat "$F" > /dev/null
-  /usr/bin/time -f "%e %M" -o "$t" bash -c "$cmd" > "$DATA/out.$name" &
+  /usr/bin/time -f "%e %M %U %S" -o "$t" bash -c "$cmd" > "$DATA/out.$name" &
   local pid=$! max=0 a c
   while kill -0 "$pid" 2> /dev/null; do
     for c in $(pgrep -P "$pid" 2> /dev/null) $(pgrep -P "$(pgrep -P "$pid" | head -1)" 2> /dev/null); do
       a=$(awk '/^RssAnon/ { print $2 }' "/proc/$c/status" 2> /dev/null || echo 0)
       [ "${a:-0}" -gt "$max" ] && max=$a
     done
-    sleep 0.02
+    sleep 0.1
   done
   wait "$pid"
-  read -r w m < "$t"
-  WALL[$name]="${WALL[$name]:-} $w"; RSS[$name]="${RSS[$name]:-} $((m / 1024))"; ANON[$name]="${ANON[$name]:-} $((max / 1024))"
+  read -r w m u sy < "$t"
+  WALL[$name]="${WALL[$name]:-} $w"; CPU[$name]="${CPU[$name]:-} $(echo "$u + $sy" | bc)"; RSS[$name]="${RSS[$name]:-} $((m / 1024))"; ANON[$name]="${ANON[$name]:-} $((max / 1024))"
 }
 names="dedup-file dedup-copying dedup-pipe sort-u"
 for r in $(seq "$REPS"); do
@@ -54,12 +55,15 @@ cmp -s "$DATA/out.dedup-file" "$DATA/out.dedup-copying" && cmp -s "$DATA/out.ded
   { echo "the three dedup paths differ" >&2; exit 1; }
 med() { tr ' ' '\n' | grep . | sort -n | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
 sw=$(echo "${WALL[sort-u]}" | med)
+sc=$(echo "${CPU[sort-u]}" | med)
 echo "distinct: $(wc -l < "$DATA/out.sort-u")"
-echo "| command | wall s (median of $REPS) | runs | sort -u / this | peak RSS MB (/usr/bin/time) | peak RssAnon MB (sampled) |"
-echo "|---|---|---|---|---|---|"
+echo "| command | wall s (median of $REPS) | runs | sort -u / this | CPU s | sort -u / this (CPU) | peak RSS MB (/usr/bin/time) | peak RssAnon MB (sampled) |"
+echo "|---|---|---|---|---|---|---|---|"
 for n in $names; do
   w=$(echo "${WALL[$n]}" | med)
-  printf '| %s | %s | %s | %sx | %s | %s |\n' "$n" "$w" "${WALL[$n]# }" "$(echo "scale=2; $sw / $w" | bc)" \
+  c=$(echo "${CPU[$n]}" | med)
+  printf '| %s | %s | %s | %sx | %s | %sx | %s | %s |\n' "$n" "$w" "${WALL[$n]# }" "$(echo "scale=2; $sw / $w" | bc)" \
+    "$c" "$(echo "scale=2; $sc / $c" | bc)" \
     "$(echo "${RSS[$n]}" | med)" "$(echo "${ANON[$n]}" | med)"
 done
 rm -f "$DATA"/out.dedup-* "$DATA/out.sort-u" "$DATA/.byref.time"
