@@ -145,17 +145,19 @@ static inline bool same_key(const dedup_refset *s, uint64_t c, const void *k, si
     return c + len == fe || s->base[c + len] == s->term;
 }
 
-static bool shard_grow(dedup_refset *s, shard *h)
+/* Doubles shard h (or gives it its first table): DEDUP_ERR_FULL past 2^24
+ * slots or the memory limit, DEDUP_ERR_NOMEM; nothing changed then. */
+static dedup_status shard_grow(dedup_refset *s, shard *h)
 {
     unsigned nb = h->slots ? h->bits + 1 : MIN_BITS;
     if (nb > MAX_BITS)
-        return false;
+        return DEDUP_ERR_FULL;
     size_t add = shard_bytes(nb);
     if (s->limit && s->memory + add > s->limit)
-        return false;
+        return DEDUP_ERR_FULL;
     uint64_t *ns = ddi_calloc(&s->alloc, (size_t)1 << nb, sizeof(uint64_t));
     if (!ns)
-        return false;
+        return DEDUP_ERR_NOMEM;
     size_t m = ((size_t)1 << nb) - 1;
     if (h->slots) {
         for (size_t i = 0; i <= ((size_t)1 << h->bits) - 1; i++) {
@@ -173,7 +175,7 @@ static bool shard_grow(dedup_refset *s, shard *h)
     h->slots = ns;
     h->bits = nb;
     s->memory += add;
-    return true;
+    return DEDUP_OK;
 }
 
 /* The slot holding the key, or the empty one where it belongs. */
@@ -213,10 +215,9 @@ dedup_status dedup_refset_insert(dedup_refset *s, uint64_t off, size_t len, dedu
             return DEDUP_OK;
         }
     }
-    if (!shard_grow(s, h))
-        return h->bits >= MAX_BITS || (s->limit && s->memory + shard_bytes(h->bits + 1) > s->limit)
-                   ? DEDUP_ERR_FULL
-                   : DEDUP_ERR_NOMEM;
+    dedup_status st = shard_grow(s, h);
+    if (st != DEDUP_OK)
+        return st;
     uint64_t *sl = find(s, h, k, len, d);
     *sl = ((off + 1) << TAG_BITS) | (d.lo & TAG_MASK);
     h->n++;
