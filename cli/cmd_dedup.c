@@ -22,6 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "byref.h"
 #include "cli.h"
 #include "dedup/hash.h"
 #include "dedup_run.h"
@@ -462,6 +463,7 @@ int cmd_dedup(int argc, char **argv)
     bool windowed = o.window_us || o.last_n;
     uint64_t spill_budget = 0;
     const char *budget_source = NULL;
+    dd_byref *byref = NULL; /* exact mode by reference: the mapped inputs */
     o.sizing.windowed = windowed;
     if (windowed) {
         o.sizing.window_type = o.last_n ? DEDUP_WINDOW_COUNT
@@ -524,6 +526,16 @@ int cmd_dedup(int argc, char **argv)
             if (dd_keyspec_identity(&o.key))
                 o.sizing.emit_piece = spill_emit_piece;
             o.sizing.emit_ctx = r;
+            /* Regular files, whole records as keys, first occurrences: the
+             * set keeps references into the mapped files (byref.h). */
+            if (dd_keyspec_identity(&o.key) && o.out == OUT_FIRST && !o.int_keys &&
+                !getenv("DEDUP_NO_BYREF") && (byref = dd_byref_open(files, nfiles)) != NULL) {
+                o.sizing.ref_base = dd_byref_base(byref);
+                o.sizing.ref_span = dd_byref_span(byref);
+                o.sizing.ref_term = o.term;
+                o.sizing.ref_ends = dd_byref_ends(byref, &o.sizing.ref_nends);
+                cli_info(2, "regular files: the exact set keeps references into them, not copies");
+            }
         }
         if (o.redis.url) {
             int rc = dd_redis_create(&o.redis, o.sizing.items, o.sizing.fpr, o.sizing.seed,
@@ -629,6 +641,10 @@ int cmd_dedup(int argc, char **argv)
         dd_feeder *fd = NULL;
         dd_feeder_opts fo = {.term = o.term, .key = &o.key, .hash = !o.int_keys,
                              .seed = r->info.seed};
+        if (byref) {
+            fo.mapped = true;
+            fo.map = dd_byref_file(byref, fi, &fo.map_len);
+        }
         int e = dd_feeder_open(&fd, files[fi], &fo);
         if (e) {
             cli_error("%s: %s", files[fi], strerror(e));
@@ -665,6 +681,10 @@ int cmd_dedup(int argc, char **argv)
             stopped = true;
         }
         dd_feeder_close(fd);
+        if (byref && !stopped && !dd_byref_check(byref, fi)) {
+            r->failed = true;
+            stopped = true;
+        }
     }
     if (!stopped && (o.out == OUT_COUNT || o.out == OUT_UNIQUE))
         stopped = !write_counts(r);
@@ -703,6 +723,8 @@ int cmd_dedup(int argc, char **argv)
                  r->info.kind == DEDUP_SEEN_BITMAP ? " or is outside --range" : "",
                  o.bad_key == DD_BAD_KEY_SKIP ? "dropped" : "written undecided");
 
+    if (byref && !stopped && !r->failed && !dd_byref_check(byref, -1))
+        r->failed = true;
     if (r->w.error) {
         cli_error("write error on %s: %s", r->w.name, strerror(r->w.error));
         status = CLI_EXIT_FAIL;
@@ -773,6 +795,7 @@ int cmd_dedup(int argc, char **argv)
         free(r->verdict);
     free(r);
     dedup_seen_free(s);
+    dd_byref_close(byref); /* after the set that refers to it */
     dd_tiers_free(o.sizing.tiers);
     return status;
 }

@@ -154,6 +154,56 @@ static void publish(dd_feeder *f, slot *s, bool last, int err)
     pthread_mutex_unlock(&f->mu);
 }
 
+/* The feeder of a mapped input (opts.mapped): blocks are windows of the
+ * mapping, cut after the last terminator within BLOCK bytes (after the
+ * first one past it for a longer record). */
+static void *mapped_main(dd_feeder *f)
+{
+    const unsigned char *m = f->o.map, *end = m + f->o.map_len;
+    const unsigned char *p = m;
+    for (;;) {
+        pthread_mutex_lock(&f->mu);
+        while (f->produced - f->released >= NSLOT && !f->stop)
+            pthread_cond_wait(&f->cv_prod, &f->mu);
+        bool stop = f->stop;
+        slot *s = &f->s[f->produced % NSLOT];
+        pthread_mutex_unlock(&f->mu);
+        if (stop)
+            return NULL;
+        size_t left = (size_t)(end - p), want = left < BLOCK ? left : BLOCK;
+        const unsigned char *t = want ? memrchr(p, f->o.term, want) : NULL;
+        if (!t && want < left)
+            t = memchr(p + want, f->o.term, left - want);
+        size_t used = t ? (size_t)(t - p) + 1 : 0;
+        bool eof = !t || (size_t)(t - p) + 1 == left;
+        if (!t && want == left)
+            used = 0; /* the rest is one last record without terminator */
+        s->buf = (unsigned char *)(uintptr_t)p; /* read only: split() only reads it */
+        s->cap = 0;
+        s->used = used;
+        s->len = eof ? left : used;
+        s->tail = eof ? left - used : 0;
+        s->b.piece = 0;
+        f->bytes_read += s->len;
+        p += s->len;
+        pthread_mutex_lock(&f->mu);
+        bool caller_busy = f->produced > f->taken;
+        pthread_mutex_unlock(&f->mu);
+        s->split_done = false;
+        s->hashed = false;
+        int err = 0;
+        if (caller_busy && !split(f, s, s->tail, f->o.hash)) {
+            err = ENOMEM;
+            s->used = s->tail = 0;
+            s->b.n = 0;
+            s->split_done = true;
+        }
+        publish(f, s, eof || err, err);
+        if (eof || err)
+            return NULL;
+    }
+}
+
 static void *feeder_main(void *arg)
 {
     dd_feeder *f = arg;
@@ -161,7 +211,10 @@ static void *feeder_main(void *arg)
     pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &old);
     sigset_t all;
     sigfillset(&all);
+    sigdelset(&all, SIGBUS); /* a mapped input cut shorter: byref.c's handler says so */
     pthread_sigmask(SIG_BLOCK, &all, NULL);
+    if (f->o.mapped)
+        return mapped_main(f);
 
     slot *prev = NULL;
     bool in_giant = false; /* handing over a long record in pieces */
@@ -303,7 +356,11 @@ int dd_feeder_open(dd_feeder **out, const char *path, const dd_feeder_opts *o)
     f->key = *o->key;
     f->identity = dd_keyspec_identity(o->key);
     f->name = path;
-    if (strcmp(path, "-") == 0) {
+    if (o->mapped) {
+        f->fd = -1;
+        if (strcmp(path, "-") == 0)
+            f->name = "(standard input)";
+    } else if (strcmp(path, "-") == 0) {
         f->fd = STDIN_FILENO;
         f->name = "(standard input)";
     } else {
@@ -319,7 +376,7 @@ int dd_feeder_open(dd_feeder **out, const char *path, const dd_feeder_opts *o)
 #endif
     }
     struct stat st;
-    f->regular = fstat(f->fd, &st) == 0 && S_ISREG(st.st_mode);
+    f->regular = o->mapped || (fstat(f->fd, &st) == 0 && S_ISREG(st.st_mode));
     pthread_mutex_init(&f->mu, NULL);
     pthread_cond_init(&f->cv_prod, NULL);
     pthread_condattr_t ca;
@@ -410,7 +467,8 @@ void dd_feeder_close(dd_feeder *f)
         close(f->fd);
     for (int i = 0; i < NSLOT; i++) {
         slot *s = &f->s[i];
-        free(s->buf);
+        if (!f->o.mapped)
+            free(s->buf);
         free(s->scratch);
         free(s->arrays);
     }

@@ -71,6 +71,13 @@ typedef struct dd_feeder_opts {
     uint64_t seed;          /* their seed */
     bool pieces;            /* records longer than a buffer (1 MiB) come in pieces
                                instead of whole; keys must be whole records */
+    bool mapped;            /* the input is already in memory (byref.h): 'map',
+                               'map_len' bytes (map may be NULL when 0); the path
+                               only names it.  Records and keys point into the
+                               mapping (no copy, no pieces), blocks of about 1 MiB
+                               cut after a terminator */
+    const unsigned char *map;
+    size_t map_len;
 } dd_feeder_opts;
 
 typedef struct dd_feeder dd_feeder;

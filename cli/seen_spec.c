@@ -73,6 +73,11 @@ void dd_seen_spec(const dd_seen_opts *o, dedup_seen_spec *sp)
             sp->emit_piece = o->emit_piece;
             sp->unique_only = o->unique_only;
             sp->engine_alloc = cli_allocator(); /* the growing one serves one object */
+            sp->ref_base = o->ref_base;
+            sp->ref_span = o->ref_span;
+            sp->ref_term = o->ref_term;
+            sp->ref_ends = o->ref_ends;
+            sp->ref_nends = o->ref_nends;
         }
         break;
     case DEDUP_SEEN_CUCKOO:

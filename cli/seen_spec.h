@@ -41,6 +41,12 @@ typedef struct dd_seen_opts {
     int (*emit_piece)(void *ctx, const void *piece, size_t len, bool first, bool last,
                       uint64_t count); /* records that are their own keys */
     void *emit_ctx;
+    /* exact mode by reference (byref.h): the mapped span the keys lie in */
+    const void *ref_base;
+    uint64_t ref_span;
+    unsigned char ref_term;
+    const uint64_t *ref_ends;
+    size_t ref_nends;
     /* --store / --tier (tier_spec.h): a stack of seen-sets instead of one */
     struct dd_tiers_cli *tiers;
 } dd_seen_opts;

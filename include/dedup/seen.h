@@ -176,6 +176,21 @@ typedef struct dedup_seen_spec {
      * allocate from its own threads; NULL = the one given to create.  (A
      * caller may give the set an allocator made for one growing object.) */
     const dedup_allocator *engine_alloc;
+    /* EXACT_SPILL without counts (added): keys by reference.  When ref_base
+     * is set, every key decide() is given must be a whole record lying in
+     * [ref_base, ref_base + ref_span) (a mapped input; the record is its own
+     * key, followed by ref_term or ending at one of ref_ends, sorted offsets
+     * of the files' ends), and the set keeps references to those bytes (a
+     * dedup_refset, dedup/set.h: 11 to 21 bytes per distinct key) instead of
+     * copies; the bytes must stay readable and unchanged until the seen-set
+     * is freed.  ref_expected plans it (0 = ref_span / 64).  Nothing else
+     * changes: past half of 'memory' it freezes and spills as usual. */
+    const void *ref_base;
+    uint64_t ref_span;
+    unsigned char ref_term;
+    const uint64_t *ref_ends;
+    size_t ref_nends;
+    uint64_t ref_expected;
 } dedup_seen_spec;
 
 void dedup_seen_spec_init(dedup_seen_spec *spec);

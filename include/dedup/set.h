@@ -17,6 +17,9 @@
  *    distinct keys collide with probability about n^2 / 2^129 over n keys
  *    (1e-20 at n = 1e9).
  *  - dedup_u64set: 64-bit integer keys, 8 bytes a slot.
+ *  - dedup_refset: whole records that stay in the caller's memory (a mapped
+ *    file), 8 bytes a slot: a 40-bit offset and 24 digest bits (see its
+ *    section below).
  *
  * The string set grows one 2 MiB segment at a time when a segment's load
  * passes 3/4; the integer set grows by half at 4/5; the digest set grows by 1/4,
@@ -131,6 +134,66 @@ int dedup_strset_foreach(const dedup_strset *set, dedup_strset_visit fn, void *c
 
 dedup_status dedup_strset_save(const dedup_strset *set, dedup_sink *sink);
 dedup_status dedup_strset_load(dedup_source src, const dedup_allocator *alloc, dedup_strset **out);
+
+/* ---- Keys by reference ------------------------------------------------------
+ * dedup_refset (added for exact dedup of regular files): the keys stay in
+ * the caller's memory (a mapped input file, or several mapped one after the
+ * other), and the set keeps one 8-byte slot per distinct key: the key's
+ * offset in that span (40 bits) and 24 bits of its digest.  It holds whole
+ * records only: the key at offset 'off' of 'len' bytes must be followed by
+ * params.term, or end at one of params.ends (the end of a file whose last
+ * record has no terminator) or at the span's end; that is how a stored key's
+ * length is known without storing it.  A candidate equal in its digest bits
+ * is compared byte for byte with the span, so the answers are exact.
+ *
+ * Preconditions: the span's bytes stay readable and unchanged while the set
+ * lives (a mapped file that shrinks raises SIGBUS in the caller; the caller
+ * must detect a file that changed).  No counts, no save or load.
+ *
+ * Memory (dedup_refset_memory_usage, exact): 8 bytes a slot at a load of
+ * 3/8 to 3/4 (shards double at 3/4, and being planned alike they double at
+ * about the same time): 10.7 to 21.3 bytes per distinct key depending on
+ * where the shards are in their doubling, plus 16 bytes per shard; params.expected plans the shards (each
+ * for about 2^14 slots; default span / 64).  DEDUP_ERR_FULL when a growth
+ * would pass params.memory_limit or a shard would pass 2^24 slots (far more
+ * keys than planned): nothing is changed and the caller can go on another
+ * way (EXACT_SPILL freezes the set and spills).
+ *
+ * Thread-safety: none; one thread at a time per set (queries included). */
+typedef struct dedup_refset_params {
+    const void *base;        /* start of the span; required */
+    uint64_t span;           /* its bytes (< 2^40 - 1) */
+    unsigned char term;      /* the record terminator; default '\n' */
+    const uint64_t *ends;    /* sorted offsets where a record may end without a
+                                terminator (copied); may be NULL with nends 0 */
+    size_t nends;
+    uint64_t expected;       /* planned distinct keys; 0 = span / 64 */
+    uint64_t memory_limit;   /* bytes; 0 = none */
+    uint64_t seed;           /* the digests' seed (kept for the caller) */
+} dedup_refset_params;
+
+typedef struct dedup_refset dedup_refset;
+
+void dedup_refset_params_init(dedup_refset_params *p);
+/* Errors: DEDUP_ERR_INVALID_ARG (no base, span too large), DEDUP_ERR_NOMEM. */
+dedup_status dedup_refset_create(const dedup_refset_params *params, const dedup_allocator *alloc,
+                                 dedup_refset **out);
+void dedup_refset_free(dedup_refset *set); /* NULL is harmless */
+/* Records the whole record at offset 'off' of 'len' bytes, whose digest is
+ * 'd' (dedup_hash of those bytes with the caller's seed), and sets *verdict
+ * to DEDUP_NEW or DEDUP_DUPLICATE.  Errors: DEDUP_ERR_FULL (see above;
+ * nothing changed), DEDUP_ERR_NOMEM, DEDUP_ERR_INVALID_ARG (outside the
+ * span). */
+dedup_status dedup_refset_insert(dedup_refset *set, uint64_t off, size_t len, dedup_digest d,
+                                 dedup_verdict *verdict);
+/* Whether the key (bytes anywhere, 'len' long, digest 'd') is in the set. */
+bool dedup_refset_contains(const dedup_refset *set, const void *key, size_t len, dedup_digest d);
+/* Prefetch hints ahead of insert: the slot, then the stored key bytes the
+ * slot may name. */
+void dedup_refset_prefetch(const dedup_refset *set, dedup_digest d);
+void dedup_refset_prefetch_key(const dedup_refset *set, dedup_digest d);
+uint64_t dedup_refset_size(const dedup_refset *set);
+size_t dedup_refset_memory_usage(const dedup_refset *set);
 
 /* ---- 128-bit digests ------------------------------------------------------
  * An ordered linear-probing table: slots hold the digests sorted by (lo, hi),

@@ -29,7 +29,10 @@
 typedef struct spill {
     dedup_allocator alloc;
     dedup_allocator engine_alloc;
-    dedup_strset *set;
+    dedup_strset *set;   /* the keys, copied; or */
+    dedup_refset *refs;  /* references to them (spec.ref_base) */
+    const unsigned char *ref_base;
+    uint64_t ref_span;
     dedup_extsort *es; /* NULL until the set is frozen */
     uint64_t seed, memory;
     bool counts, sorted, unique_only;
@@ -50,6 +53,7 @@ static void spill_free(void *impl)
         return;
     dedup_extsort_free(s->es);
     dedup_strset_free(s->set);
+    dedup_refset_free(s->refs);
     dedup_allocator a = s->alloc;
     ddi_free(&a, s->tmpdir);
     ddi_free(&a, s->held);
@@ -83,6 +87,31 @@ static dedup_status spill_create(const dedup_seen_spec *sp, const dedup_allocato
         }
         memcpy(s->tmpdir, sp->tmpdir, n);
     }
+    if (sp->ref_base) {
+        if (sp->counts) {
+            spill_free(s);
+            return DEDUP_ERR_INVALID_ARG;
+        }
+        dedup_refset_params rp;
+        dedup_refset_params_init(&rp);
+        rp.base = sp->ref_base;
+        rp.span = sp->ref_span;
+        rp.term = sp->ref_term;
+        rp.ends = sp->ref_ends;
+        rp.nends = sp->ref_nends;
+        rp.expected = sp->ref_expected;
+        rp.memory_limit = sp->memory / 2;
+        rp.seed = sp->seed;
+        s->ref_base = sp->ref_base;
+        s->ref_span = sp->ref_span;
+        dedup_status st = dedup_refset_create(&rp, a, &s->refs);
+        if (st) {
+            spill_free(s);
+            return st;
+        }
+        *impl = s;
+        return DEDUP_OK;
+    }
     dedup_set_params p;
     dedup_set_params_init(&p);
     p.capacity = sp->items;
@@ -96,6 +125,28 @@ static dedup_status spill_create(const dedup_seen_spec *sp, const dedup_allocato
     }
     *impl = s;
     return DEDUP_OK;
+}
+
+/* The set's operations on key i of a batch, whichever set it is. */
+static inline void set_prefetch(const spill *s, dedup_digest d)
+{
+    if (s->refs)
+        dedup_refset_prefetch(s->refs, d);
+    else
+        dedup_strset_prefetch(s->set, d);
+}
+
+static inline bool set_contains(const spill *s, const unsigned char *k, size_t len, dedup_digest d)
+{
+    return s->refs ? dedup_refset_contains(s->refs, k, len, d)
+                   : dedup_strset_contains(s->set, k, len, d);
+}
+
+/* A key of a by-reference run must be a whole record inside the span. */
+static inline bool in_span(const spill *s, const unsigned char *k, size_t len)
+{
+    return k >= s->ref_base && (uint64_t)(k - s->ref_base) <= s->ref_span &&
+           len <= s->ref_span - (uint64_t)(k - s->ref_base);
 }
 
 static int engine_emit(void *ctx, const void *rec, size_t len, uint64_t count)
@@ -194,10 +245,10 @@ static dedup_status spill_rest(spill *s, const dedup_batch *b, size_t from, dedu
     for (size_t off = from; off < b->n; off += PUSH) {
         size_t c = b->n - off < PUSH ? b->n - off : PUSH;
         for (size_t i = off; i < off + c; i++)
-            dedup_strset_prefetch(s->set, b->digests[i]);
+            set_prefetch(s, b->digests[i]);
         size_t np = 0;
         for (size_t i = off; i < off + c; i++) {
-            if (dedup_strset_contains(s->set, b->keys[i], b->lens[i], b->digests[i])) {
+            if (set_contains(s, b->keys[i], b->lens[i], b->digests[i])) {
                 out[i] = DEDUP_DUPLICATE;
                 if (s->counts) {
                     dedup_verdict v; /* counts the repeat; a present key needs no memory */
@@ -243,6 +294,30 @@ static dedup_status spill_decide(void *impl, const dedup_batch *b, dedup_verdict
         return st ? st : spill_rest(s, b, 0, out, done, false);
     }
     const dedup_digest *d = b->digests;
+    if (s->refs) {
+        for (size_t i = 0; i < b->n; i++)
+            if (!in_span(s, b->keys[i], b->lens[i]) || b->keys[i] != b->records[i] ||
+                b->lens[i] != b->rlens[i])
+                return DEDUP_ERR_INVALID_ARG;
+        for (size_t i = 0; i < b->n; i++)
+            dedup_refset_prefetch(s->refs, d[i]);
+        for (size_t i = 0; i < b->n; i++)
+            dedup_refset_prefetch_key(s->refs, d[i]);
+        for (size_t i = 0; i < b->n; i++) {
+            dedup_status st = dedup_refset_insert(s->refs, (uint64_t)(b->keys[i] - s->ref_base),
+                                                  b->lens[i], d[i], &out[i]);
+            if (st == DEDUP_ERR_FULL) {
+                st = start_engine(s);
+                if (!st)
+                    return spill_rest(s, b, i, out, done, true);
+            }
+            if (st) {
+                *done = i;
+                return st;
+            }
+        }
+        return DEDUP_OK;
+    }
     for (size_t i = 0; i < b->n; i++)
         dedup_strset_prefetch(s->set, d[i]);
     for (size_t i = 0; i < b->n; i++)
@@ -270,7 +345,7 @@ static dedup_status spill_query(const void *impl, const dedup_batch *b, dedup_ve
     if (b->n && (!b->digests || !b->keys || !b->lens))
         return DEDUP_ERR_INVALID_ARG;
     for (size_t i = 0; i < b->n; i++)
-        out[i] = dedup_strset_contains(s->set, b->keys[i], b->lens[i], b->digests[i])
+        out[i] = set_contains(s, b->keys[i], b->lens[i], b->digests[i])
                      ? DEDUP_DUPLICATE
                      : DEDUP_NEW;
     return DEDUP_OK;
@@ -294,22 +369,26 @@ static void spill_info(const void *impl, dedup_seen_info *in)
     const spill *s = impl;
     in->file_type = DEDUP_TYPE_SET_STRING;
     in->can_count = true;
-    in->can_save = !s->es;
+    in->can_save = !s->es && !s->refs;
     in->seed = s->seed;
-    in->items = in->distinct = dedup_strset_size(s->set);
+    in->items = in->distinct = s->refs ? dedup_refset_size(s->refs) : dedup_strset_size(s->set);
     in->distinct_exact = true;
-    in->memory = dedup_strset_memory_usage(s->set) + sizeof *s;
+    in->memory = (s->refs ? dedup_refset_memory_usage(s->refs) : dedup_strset_memory_usage(s->set)) +
+                 sizeof *s;
 }
 
 static dedup_status spill_save(const void *impl, dedup_sink *sink)
 {
     const spill *s = impl;
-    return s->es ? DEDUP_ERR_UNSUPPORTED : dedup_strset_save(s->set, sink);
+    return s->es || s->refs ? DEDUP_ERR_UNSUPPORTED : dedup_strset_save(s->set, sink);
 }
 
 static uint64_t spill_count(const void *impl, const void *key, size_t len, dedup_digest d)
 {
-    return dedup_strset_count_of(((const spill *)impl)->set, key, len, d);
+    const spill *s = impl;
+    if (s->refs)
+        return dedup_refset_contains(s->refs, key, len, d) ? 1 : 0;
+    return dedup_strset_count_of(s->set, key, len, d);
 }
 
 static bool spill_spilled(const void *impl) { return ((const spill *)impl)->es != NULL; }

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# bench_byref.sh - exact dedup of a regular file by reference (the set keeps
+# references into the mapped file) against the copying path
+# (DEDUP_NO_BYREF=1), the pipe path (`cat FILE | dedup`) and
+# `LC_ALL=C sort -u`, in one run, interleaved, median of REPS.
+#
+#   bench/bench_byref.sh [LINES=20000000] [REPS=3]
+#   env: BUILD=build, DATA=/work/bench-data (data and outputs, not in the repo)
+#
+# The file is bench/gen_urls.c's `LINES -r 0.5 -s 1 -S 1` (bench_lines.sh's).
+# For each command: wall and CPU (user + system) seconds and peak RSS from
+# /usr/bin/time (pages of the mapped file that the process touched count
+# there), and the peak of RssAnon (anonymous memory only: the set, buffers,
+# heap) sampled from /proc/PID/status every 100 ms.  On a shared machine
+# the CPU seconds say more than the wall: compare both with sort -u's.  Outputs are compared with sort -u's as
+# sets (dedup keeps input order): sorted, they must be identical.
+set -euo pipefail
+SRC=$(cd "$(dirname "$0")/.." && pwd)
+BUILD=${BUILD:-$SRC/build}
+DATA=${DATA:-/work/bench-data}
+LINES=${1:-20000000}
+REPS=${2:-3}
+DEDUP=$BUILD/dedup
+mkdir -p "$DATA"
+cc -O2 -o "$BUILD/gen_urls" "$SRC/bench/gen_urls.c" -lm
+F=$DATA/urls-$LINES.txt
+[ -s "$F" ] || "$BUILD/gen_urls" "$LINES" -r 0.5 -s 1 -S 1 > "$F"
+echo "input: $F, $(stat -c %s "$F") bytes, $LINES lines; $(nproc) cores; load $(cut -d' ' -f1-3 /proc/loadavg)"
+declare -A WALL CPU RSS ANON
+one() { # name cmd... (a shell command line)
+  local name=$1 cmd=$2 t=$DATA/.byref.time
+  cat "$F" > /dev/null
+  /usr/bin/time -f "%e %M %U %S" -o "$t" bash -c "$cmd" > "$DATA/out.$name" &
+  local pid=$! max=0 a c
+  while kill -0 "$pid" 2> /dev/null; do
+    for c in $(pgrep -P "$pid" 2> /dev/null) $(pgrep -P "$(pgrep -P "$pid" | head -1)" 2> /dev/null); do
+      a=$(awk '/^RssAnon/ { print $2 }' "/proc/$c/status" 2> /dev/null || echo 0)
+      [ "${a:-0}" -gt "$max" ] && max=$a
+    done
+    sleep 0.1
+  done
+  wait "$pid"
+  read -r w m u sy < "$t"
+  WALL[$name]="${WALL[$name]:-} $w"; CPU[$name]="${CPU[$name]:-} $(echo "$u + $sy" | bc)"; RSS[$name]="${RSS[$name]:-} $((m / 1024))"; ANON[$name]="${ANON[$name]:-} $((max / 1024))"
+}
+names="dedup-file dedup-copying dedup-pipe sort-u"
+for r in $(seq "$REPS"); do
+  one dedup-file "'$DEDUP' '$F'"
+  one dedup-copying "DEDUP_NO_BYREF=1 '$DEDUP' '$F'"
+  one dedup-pipe "cat '$F' | '$DEDUP'"
+  one sort-u "LC_ALL=C sort -u '$F'"
+done
+LC_ALL=C sort "$DATA/out.dedup-file" | cmp -s - "$DATA/out.sort-u" || { echo "dedup's keys differ from sort -u's" >&2; exit 1; }
+cmp -s "$DATA/out.dedup-file" "$DATA/out.dedup-copying" && cmp -s "$DATA/out.dedup-file" "$DATA/out.dedup-pipe" ||
+  { echo "the three dedup paths differ" >&2; exit 1; }
+med() { tr ' ' '\n' | grep . | sort -n | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
+sw=$(echo "${WALL[sort-u]}" | med)
+sc=$(echo "${CPU[sort-u]}" | med)
+echo "distinct: $(wc -l < "$DATA/out.sort-u")"
+echo "| command | wall s (median of $REPS) | runs | sort -u / this | CPU s | sort -u / this (CPU) | peak RSS MB (/usr/bin/time) | peak RssAnon MB (sampled) |"
+echo "|---|---|---|---|---|---|---|---|"
+for n in $names; do
+  w=$(echo "${WALL[$n]}" | med)
+  c=$(echo "${CPU[$n]}" | med)
+  printf '| %s | %s | %s | %sx | %s | %sx | %s | %s |\n' "$n" "$w" "${WALL[$n]# }" "$(echo "scale=2; $sw / $w" | bc)" \
+    "$c" "$(echo "scale=2; $sc / $c" | bc)" \
+    "$(echo "${RSS[$n]}" | med)" "$(echo "${ANON[$n]}" | med)"
+done
+rm -f "$DATA"/out.dedup-* "$DATA/out.sort-u" "$DATA/.byref.time"

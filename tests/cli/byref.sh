@@ -1,0 +1,140 @@
+#!/usr/bin/env bash
+# byref.sh - exact mode by reference (regular files mapped, the set keeps
+# references): seeded random inputs through the file path, standard input
+# from a file, a pipe and the copying path (DEDUP_NO_BYREF=1), with key
+# options and output kinds, against the naive reference; files without a
+# last terminator (one ending exactly on a page boundary), empty files,
+# several files, NUL terminators, a spill past the memory share; a file cut
+# shorter, grown or rewritten while it is read gives exit 1 and a message
+# naming it; and the memory a run takes per distinct key (getrusage).
+set -u
+. "$(dirname "$0")/lib/common.sh"
+REF="python3 $SRC/tests/cli/lib/ref_dedup.py"
+export LC_ALL=C
+gen() { # gen FILE LINES DISTINCT SEED [-n: no last newline]
+    python3 - "$@" <<'PY'
+import random, sys
+path, n, k, seed = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+r = random.Random(seed)
+vals = []
+for i in range(k):
+    kind = r.random()
+    if kind < 0.05: vals.append(b"")
+    elif kind < 0.1: vals.append(b"  Mixed Case\t%d " % (i % 7))
+    elif kind < 0.15: vals.append(bytes([r.randrange(256) for _ in range(r.randrange(1, 30))]).replace(b"\n", b"x").replace(b"\0", b"y") + b"\0in")
+    else: vals.append(b"k%d\tf%d\t%s" % (i, i % 13, b"v" * r.randrange(0, 90)))
+out = b"\n".join(vals[int(r.random() ** 2 * k)] for _ in range(n))
+if len(sys.argv) < 6: out += b"\n"
+open(path, "wb").write(out)
+PY
+}
+same() { # same DESC EXPECTED ACTUAL
+    if cmp -s "$2" "$3"; then pass; else fail "$1"; diff <(od -c "$2" | head -20) <(od -c "$3" | head -20) | head -5 >&2; fi
+}
+gen "$T/a" 30000 9000 "$SEED"
+gen "$T/b" 5000 3000 $((SEED + 1)) -n
+gen "$T/c" 20000 20000 $((SEED + 2))
+: > "$T/empty"
+# a file of exactly two pages whose last record has no newline
+python3 -c "
+import sys; d = b''.join(b'p%05d\n' % i for i in range(1200)); d = d[:8192 - 5] + b'\nlast'
+open('$T/page', 'wb').write(d[:8192])"
+check "page file is 8192 bytes" test "$(stat -c %s "$T/page")" -eq 8192
+printf 'last' > "$T/last"
+
+# the path is really taken for regular files, and not for a pipe
+"$DEDUP" -v "$T/a" > /dev/null 2> "$T/err"
+check "by reference for a file" grep -q 'references' "$T/err"
+cat "$T/a" | "$DEDUP" -v > /dev/null 2> "$T/err"
+check "copies for a pipe" test ! -s "$T/err"
+
+for files in "a b" "b a c" "empty a empty" "page" "page last" "page page" "b b"; do
+    set -- ; for f in $files; do set -- "$@" "$T/$f"; done
+    all="-D -c -u"
+    [ "$files" = "a b" ] && all="-D -c -u -f_2 -i --trim -f_1_-d_f"
+    for o in "" $all; do
+        opts=${o//_/ }
+        # shellcheck disable=SC2086
+        $REF $opts "$@" > "$T/ref"
+        # shellcheck disable=SC2086
+        "$DEDUP" $opts "$@" > "$T/out" 2> "$T/err"
+        check "[$files] $opts: exit" test $? -eq 0
+        same "[$files] $opts: file path" "$T/ref" "$T/out"
+        # shellcheck disable=SC2086
+        DEDUP_NO_BYREF=1 "$DEDUP" $opts "$@" > "$T/out"
+        same "[$files] $opts: copying path" "$T/ref" "$T/out"
+        [ "$files" = "a b" ] || continue
+        # shellcheck disable=SC2086
+        $REF $opts "$1" > "$T/ref1"
+        # shellcheck disable=SC2086
+        cat "$1" | "$DEDUP" $opts > "$T/out"
+        same "[$files] $opts: pipe" "$T/ref1" "$T/out"
+        # shellcheck disable=SC2086
+        "$DEDUP" $opts < "$1" > "$T/out"
+        same "[$files] $opts: standard input from a file" "$T/ref1" "$T/out"
+    done
+done
+# NUL-terminated records
+tr '\n\0' '\0\n' < "$T/a" > "$T/az"
+$REF -z "$T/az" "$T/b" > "$T/ref"
+"$DEDUP" -z "$T/az" "$T/b" > "$T/out"
+same "-z file path" "$T/ref" "$T/out"
+# past the in-memory share: the set freezes and the engine takes the rest
+gen "$T/big" 150000 400000 $((SEED + 3))
+$REF "$T/big" > "$T/ref"
+DEDUP_MEMORY=2M "$DEDUP" --stats "$T/big" > "$T/out" 2> "$T/err"
+same "spill by reference" "$T/ref" "$T/out"
+check "it did spill" grep -q "the rest through" "$T/err"
+
+# A file changed while it is read.  The output goes to a pipe nobody reads
+# yet, so the run blocks in write(2) early; then the file is changed and
+# the pipe drained.
+gen "$T/src" 400000 400000 $((SEED + 4))
+changed() { # changed DESC WHAT EXPECTED_MESSAGE
+    cp "$T/src" "$T/in"
+    rm -f "$T/fifo"; mkfifo "$T/fifo"
+    "$DEDUP" "$T/in" > "$T/fifo" 2> "$T/err" &
+    local pid=$!
+    exec 3< "$T/fifo"
+    if ! wait_until 20 blocked_writing_pipe "$pid"; then fail "$1: never blocked"; fi
+    case $2 in
+    truncate) truncate -s 1000 "$T/in" ;;
+    append) echo appended >> "$T/in" ;;
+    rewrite) printf 'X' | dd of="$T/in" bs=1 seek=10 conv=notrunc 2> /dev/null ;;
+    esac
+    cat <&3 > /dev/null
+    exec 3<&-
+    wait "$pid"
+    local rc=$?
+    check "$1: exit 1 (got $rc)" test "$rc" -eq 1
+    check "$1: message" grep -q "$3" "$T/err"
+    check "$1: names the file" grep -q "$T/in" "$T/err"
+}
+changed "cut shorter" truncate "shrank"
+changed "grown" append "changed while"
+changed "rewritten" rewrite "modified while"
+
+# Memory per distinct key (getrusage of the child): the mapped file's pages
+# count in the peak, the set about 11-21 bytes per key; the copying path
+# holds each key and 16-byte slots on top of its buffers.
+# Sanitizer runtimes add their shadow memory to every byte: the bound is
+# checked in the Release build's run.
+gen "$T/mem" 600000 600000 $((SEED + 5))
+if ldd "$DEDUP" 2>/dev/null | grep -q 'lib[at]san'; then
+    echo "note: sanitized build: the memory bound is checked in the Release build"
+else
+python3 - "$DEDUP" "$T/mem" <<'PY' || fail "memory per key"
+import os, resource, subprocess, sys
+dedup, path = sys.argv[1], sys.argv[2]
+size = os.path.getsize(path)
+# the run first: a child's peak counts what it shared with this process
+subprocess.run([dedup, path], stdout=subprocess.DEVNULL, check=True)
+peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
+distinct = len(set(open(path, "rb").read().split(b"\n")[:-1]))
+bound = size + 22 * distinct + 48 * 2**20
+print("by reference: peak %.1f MB for %d distinct keys in %.1f MB (bound %.1f MB)"
+      % (peak / 1e6, distinct, size / 1e6, bound / 1e6))
+sys.exit(0 if peak <= bound else 1)
+PY
+fi
+finish

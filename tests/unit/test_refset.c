@@ -1,0 +1,292 @@
+/* test_refset.c - the set of keys kept by reference (dedup_refset) against a
+ * naive model on seeded random spans of records, several "files" with and
+ * without a last terminator, its memory bound per key, its limit, and
+ * out-of-memory at every allocation. */
+#include "testutil.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dedup/hash.h"
+#include "dedup/set.h"
+
+/* A span of records: record text drawn from a small universe (so that
+ * repeats are many), lengths 0..40, with NUL bytes and bytes equal to the
+ * terminator's neighbours; 'nf' files, each ending with or without one. */
+typedef struct span {
+    unsigned char *b;
+    size_t len;
+    uint64_t ends[8];
+    size_t nends;
+    size_t *off, *rl; /* records */
+    size_t n;
+} span;
+
+static void make_span(span *s, tu_rng *r, size_t nrec, size_t universe, unsigned char term)
+{
+    memset(s, 0, sizeof *s);
+    s->b = malloc(nrec * 48 + 64);
+    s->off = malloc(nrec * sizeof(size_t));
+    s->rl = malloc(nrec * sizeof(size_t));
+    assert_non_null(s->b);
+    size_t nf = 1 + (size_t)tu_below(r, 4), per = nrec / nf + 1;
+    for (size_t i = 0; i < nrec; i++) {
+        uint64_t id = tu_below(r, universe);
+        size_t l = (size_t)(id % 29);
+        s->off[s->n] = s->len;
+        for (size_t j = 0; j < l; j++) {
+            unsigned char c = (unsigned char)((id * 2654435761u + j * 40503u) >> 7);
+            s->b[s->len++] = c == term ? (unsigned char)(term + 1) : c;
+        }
+        if (id % 3) { /* most records carry their id: distinct ids, distinct records */
+            int k = snprintf((char *)s->b + s->len, 16, "%llx", (unsigned long long)id);
+            s->len += (size_t)k;
+            l += (size_t)k;
+        }
+        s->rl[s->n++] = l;
+        bool file_end = (i + 1) % per == 0 || i + 1 == nrec;
+        if (file_end && s->nends < 8) {
+            if (tu_below(r, 2))
+                s->b[s->len++] = term;
+            s->ends[s->nends++] = s->len;
+        } else {
+            s->b[s->len++] = term;
+        }
+    }
+}
+
+static void free_span(span *s)
+{
+    free(s->b);
+    free(s->off);
+    free(s->rl);
+}
+
+/* The naive model: the first earlier record with the same bytes. */
+static const span *sort_ctx;
+static int cmp_rec(const void *a, const void *b)
+{
+    size_t x = *(const size_t *)a, y = *(const size_t *)b;
+    const span *s = sort_ctx;
+    size_t lx = s->rl[x], ly = s->rl[y], m = lx < ly ? lx : ly;
+    int c = m ? memcmp(s->b + s->off[x], s->b + s->off[y], m) : 0;
+    if (c)
+        return c;
+    if (lx != ly)
+        return lx < ly ? -1 : 1;
+    return x < y ? -1 : x > y;
+}
+
+/* first[i]: whether record i is the first of its bytes. */
+static bool *model(const span *s)
+{
+    size_t *ix = malloc(s->n * sizeof *ix);
+    bool *first = calloc(s->n ? s->n : 1, 1);
+    for (size_t i = 0; i < s->n; i++)
+        ix[i] = i;
+    sort_ctx = s;
+    qsort(ix, s->n, sizeof *ix, cmp_rec);
+    for (size_t i = 0; i < s->n; i++) {
+        size_t a = ix[i];
+        bool same = i > 0 && s->rl[ix[i - 1]] == s->rl[a] &&
+                    (s->rl[a] == 0 || memcmp(s->b + s->off[ix[i - 1]], s->b + s->off[a], s->rl[a]) == 0);
+        first[a] = !same;
+    }
+    free(ix);
+    return first;
+}
+
+static dedup_refset *make_set(const span *s, unsigned char term, uint64_t limit, uint64_t expected,
+                              const dedup_allocator *a)
+{
+    dedup_refset_params p;
+    dedup_refset_params_init(&p);
+    p.base = s->b;
+    p.span = s->len;
+    p.term = term;
+    p.ends = s->ends;
+    p.nends = s->nends;
+    p.memory_limit = limit;
+    p.expected = expected;
+    dedup_refset *set = NULL;
+    dedup_status st = dedup_refset_create(&p, a, &set);
+    if (st != DEDUP_OK)
+        return NULL;
+    return set;
+}
+
+static void run_model(tu_rng *r, size_t nrec, size_t universe, unsigned char term, uint64_t expected)
+{
+    span s;
+    make_span(&s, r, nrec, universe, term);
+    bool *first = model(&s);
+    dedup_refset *set = make_set(&s, term, 0, expected, NULL);
+    assert_non_null(set);
+    uint64_t distinct = 0;
+    for (size_t i = 0; i < s.n; i++) {
+        dedup_digest d = dedup_hash(s.b + s.off[i], s.rl[i], 7);
+        if (i + 4 < s.n)
+            dedup_refset_prefetch(set, dedup_hash(s.b + s.off[i + 4], s.rl[i + 4], 7));
+        dedup_refset_prefetch_key(set, d);
+        dedup_verdict v;
+        assert_int_equal(dedup_refset_insert(set, s.off[i], s.rl[i], d, &v), DEDUP_OK);
+        if ((v == DEDUP_NEW) != first[i])
+            fail_msg("record %zu (len %zu): %s, the model says %s", i, s.rl[i],
+                     v == DEDUP_NEW ? "new" : "duplicate", first[i] ? "new" : "duplicate");
+        distinct += first[i];
+        assert_true(dedup_refset_contains(set, s.b + s.off[i], s.rl[i], d));
+    }
+    assert_int_equal(dedup_refset_size(set), distinct);
+    /* absent keys: each record with its terminator and one more byte (no
+     * record holds a terminator), and the prefix of a record that no record
+     * equals: the bytes match, the stored record goes on */
+    unsigned char tmp[64];
+    for (size_t i = 0; i < s.n && i < 20000; i++) {
+        memcpy(tmp, s.b + s.off[i], s.rl[i]);
+        tmp[s.rl[i]] = term;
+        tmp[s.rl[i] + 1] = 'x';
+        assert_false(dedup_refset_contains(set, tmp, s.rl[i] + 2, dedup_hash(tmp, s.rl[i] + 2, 7)));
+    }
+    dedup_refset_free(set);
+    free(first);
+    free_span(&s);
+}
+
+static void test_refset_model(void **state)
+{
+    (void)state;
+    tu_rng r = {tu_seed()};
+    run_model(&r, 200000, 60000, '\n', 0);
+    run_model(&r, 50000, 300, '\n', 0);  /* few keys, many repeats */
+    run_model(&r, 100000, 1u << 30, 0, 0); /* nearly all distinct, NUL terminator */
+    run_model(&r, 100000, 50000, '\n', 1); /* planned far too small: one shard grows */
+    run_model(&r, 10, 5, '\n', 0);
+}
+
+/* Memory: exact; a shard's load stays within [3/8, 3/4] once it has grown
+ * (8 / (3/8) = 21.3 bytes per key at worst, 10.7 at best), plus 16 bytes
+ * per shard. */
+static void test_refset_memory(void **state)
+{
+    (void)state;
+    tu_rng r = {tu_seed()};
+    span s;
+    make_span(&s, &r, 600000, UINT64_C(1) << 40, '\n');
+    dedup_refset *set = make_set(&s, '\n', 0, 600000, NULL);
+    assert_non_null(set);
+    for (size_t i = 0; i < s.n; i++) {
+        dedup_verdict v;
+        dedup_digest d = dedup_hash(s.b + s.off[i], s.rl[i], 7);
+        assert_int_equal(dedup_refset_insert(set, s.off[i], s.rl[i], d, &v), DEDUP_OK);
+    }
+    uint64_t n = dedup_refset_size(set);
+    size_t mem = dedup_refset_memory_usage(set);
+    printf("refset: %llu keys, %zu bytes, %.2f B/key\n", (unsigned long long)n, mem,
+           (double)mem / (double)n);
+    assert_true(n > 300000);
+    assert_true((double)mem <= 8.0 * 8 / 3 * (double)n + 16.0 * 64 + 4096);
+    assert_true((double)mem >= 8.0 * 4 / 3 * (double)n);
+    dedup_refset_free(set);
+    free_span(&s);
+}
+
+/* A memory limit: DEDUP_ERR_FULL, nothing changed, the keys held so far
+ * still answered. */
+static void test_refset_limit(void **state)
+{
+    (void)state;
+    tu_rng r = {tu_seed()};
+    span s;
+    make_span(&s, &r, 100000, UINT64_C(1) << 40, '\n');
+    bool *first = model(&s);
+    dedup_refset *set = make_set(&s, '\n', 256 << 10, 0, NULL);
+    assert_non_null(set);
+    size_t i = 0;
+    dedup_status st = DEDUP_OK;
+    for (; i < s.n; i++) {
+        dedup_verdict v;
+        dedup_digest d = dedup_hash(s.b + s.off[i], s.rl[i], 7);
+        uint64_t before = dedup_refset_size(set);
+        st = dedup_refset_insert(set, s.off[i], s.rl[i], d, &v);
+        if (st == DEDUP_ERR_FULL) {
+            assert_int_equal(dedup_refset_size(set), before);
+            assert_false(dedup_refset_contains(set, s.b + s.off[i], s.rl[i], d));
+            break;
+        }
+        assert_int_equal(st, DEDUP_OK);
+        assert_int_equal(v == DEDUP_NEW, first[i]);
+    }
+    assert_int_equal(st, DEDUP_ERR_FULL);
+    assert_true(dedup_refset_memory_usage(set) <= 256 << 10);
+    for (size_t j = 0; j < i; j++)
+        assert_true(dedup_refset_contains(set, s.b + s.off[j], s.rl[j],
+                                          dedup_hash(s.b + s.off[j], s.rl[j], 7)));
+    dedup_refset_free(set);
+    free(first);
+    free_span(&s);
+}
+
+static void test_refset_oom(void **state)
+{
+    (void)state;
+    tu_rng r = {tu_seed()};
+    span s;
+    make_span(&s, &r, 20000, 10000, '\n');
+    for (uint64_t k = 0; k < 400; k++) {
+        tu_failing_alloc fa;
+        dedup_allocator a = tu_failing_allocator(&fa, k);
+        dedup_refset *set = make_set(&s, '\n', 0, 0, &a);
+        if (!set)
+            continue;
+        for (size_t i = 0; i < s.n; i++) {
+            dedup_verdict v;
+            dedup_digest d = dedup_hash(s.b + s.off[i], s.rl[i], 7);
+            dedup_status st = dedup_refset_insert(set, s.off[i], s.rl[i], d, &v);
+            if (st != DEDUP_OK) {
+                assert_int_equal(st, DEDUP_ERR_NOMEM);
+                break;
+            }
+        }
+        dedup_refset_free(set);
+    }
+    dedup_refset_free(NULL);
+    free_span(&s);
+}
+
+static void test_refset_args(void **state)
+{
+    (void)state;
+    unsigned char b[4] = "a\nb";
+    dedup_refset_params p;
+    dedup_refset_params_init(&p);
+    dedup_refset *set = NULL;
+    assert_int_equal(dedup_refset_create(&p, NULL, &set), DEDUP_ERR_INVALID_ARG);
+    p.base = b;
+    p.span = UINT64_C(1) << 40;
+    assert_int_equal(dedup_refset_create(&p, NULL, &set), DEDUP_ERR_INVALID_ARG);
+    p.span = 3;
+    assert_int_equal(dedup_refset_create(&p, NULL, &set), DEDUP_OK);
+    dedup_verdict v;
+    assert_int_equal(dedup_refset_insert(set, 2, 2, dedup_hash(b, 2, 1), &v), DEDUP_ERR_INVALID_ARG);
+    assert_int_equal(dedup_refset_insert(set, 0, 1, dedup_hash("a", 1, 1), &v), DEDUP_OK);
+    assert_int_equal(v, DEDUP_NEW);
+    assert_int_equal(dedup_refset_insert(set, 2, 1, dedup_hash("b", 1, 1), &v), DEDUP_OK);
+    assert_int_equal(v, DEDUP_NEW);
+    /* "b" at the span's end has no terminator and is still a whole record */
+    assert_true(dedup_refset_contains(set, "b", 1, dedup_hash("b", 1, 1)));
+    assert_false(dedup_refset_contains(set, "", 0, dedup_hash("", 0, 1)));
+    dedup_refset_free(set);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_refset_model),
+        cmocka_unit_test(test_refset_memory),
+        cmocka_unit_test(test_refset_limit),
+        cmocka_unit_test(test_refset_oom),
+        cmocka_unit_test(test_refset_args),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
