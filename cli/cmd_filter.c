@@ -591,10 +591,7 @@ typedef struct item_job {
     const char *path;
     const filter_type *t;
     dedup_seen *s;     /* the file's seen-set */
-    void *h;           /* dedup_seen_impl(s), for the type's operations */
-    bool set_add;      /* add through dedup_seen_decide: kinds that cannot
-                          delete hold a set, so adding a key again changes
-                          nothing; counting and cuckoo count every add */
+    uint64_t seed;     /* its hash seed */
     dedup_digest *dig;
     dedup_verdict *verdict;
     /* add */
@@ -610,19 +607,22 @@ typedef struct item_job {
     uint64_t absent;
 } item_job;
 
+/* The batch of n items as the seen-set takes them: their digests. */
+static dedup_batch digest_batch(item_job *j, const filter_key *keys, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        j->dig[i] = dedup_hash(keys[i].data, keys[i].len, j->seed);
+    return (dedup_batch){.n = n, .digests = j->dig};
+}
+
+/* Adds through dedup_seen_add: counting and cuckoo filters count every
+ * add (an item added twice is deleted twice), the others hold a set. */
 static bool add_batch(void *ctx, const filter_key *keys, size_t n)
 {
     item_job *j = ctx;
     size_t done = 0;
-    dedup_status s;
-    if (j->set_add) {
-        uint64_t seed = dedup_seen_seed(j->s);
-        for (size_t i = 0; i < n; i++)
-            j->dig[i] = dedup_hash(keys[i].data, keys[i].len, seed);
-        dedup_batch b = {.n = n, .digests = j->dig};
-        s = dedup_seen_decide(j->s, &b, j->verdict, &done);
-    } else
-        s = j->t->add(j->h, keys, n, &done);
+    dedup_batch b = digest_batch(j, keys, n);
+    dedup_status s = dedup_seen_add(j->s, &b, &done);
     j->added += done;
     if (s) {
         j->error = s;
@@ -634,9 +634,11 @@ static bool add_batch(void *ctx, const filter_key *keys, size_t n)
 static bool query_batch(void *ctx, const filter_key *keys, size_t n)
 {
     item_job *j = ctx;
-    j->t->query(j->h, keys, n, j->answers);
+    dedup_batch b = digest_batch(j, keys, n);
+    if (dedup_seen_query(j->s, &b, j->verdict) != DEDUP_OK)
+        return false; /* local filters cannot fail */
     for (size_t i = 0; i < n; i++) {
-        if (j->answers[i] == j->invert)
+        if ((j->verdict[i] != DEDUP_NEW) == j->invert)
             continue;
         j->selected++;
         if (j->quiet || j->count_only)
@@ -652,7 +654,8 @@ static bool query_batch(void *ctx, const filter_key *keys, size_t n)
 static bool del_batch(void *ctx, const filter_key *keys, size_t n)
 {
     item_job *j = ctx;
-    dedup_status s = j->t->del(j->h, keys, n, j->answers);
+    dedup_batch b = digest_batch(j, keys, n);
+    dedup_status s = dedup_seen_delete(j->s, &b, j->answers);
     if (s) {
         j->error = s;
         return false;
@@ -677,7 +680,7 @@ static void no_delete_error(const char *path, const filter_type *t)
 {
     char can[256] = "";
     for (size_t i = 0; filter_types[i]; i++) {
-        if (!filter_types[i]->del)
+        if (filter_types[i]->no_delete_reason)
             continue;
         strncat(can, can[0] ? " or --type " : "--type ", sizeof can - strlen(can) - 1);
         strncat(can, filter_types[i]->name, sizeof can - strlen(can) - 1);
@@ -762,17 +765,16 @@ static int filter_items(const char *action, int argc, char **argv)
         dedup_header hdr;
         if (!peek_type(j.path, &hdr, &j.t))
             return CLI_EXIT_USAGE;
-        if (!j.t->del) {
+        if (j.t->no_delete_reason) {
             no_delete_error(j.path, j.t);
             return CLI_EXIT_USAGE;
         }
     }
     if (!load_filter(j.path, &j.t, &j.s))
         return CLI_EXIT_USAGE;
-    j.h = dedup_seen_impl(j.s);
+    j.seed = dedup_seen_seed(j.s);
     dedup_seen_info before;
     dedup_seen_get_info(j.s, &before);
-    j.set_add = a == A_ADD && !before.can_delete;
     if (a == A_ADD && before.capacity && dedup_seen_set_on_full(j.s, on_full) != DEDUP_OK &&
         on_full != DEDUP_ON_FULL_WARN) {
         cli_error("%s: %s: --on-full fail needs a filter with a fixed capacity", cmd, j.path);
@@ -801,7 +803,7 @@ static int filter_items(const char *action, int argc, char **argv)
         /* counting and cuckoo count their adds themselves; a FAIL there is
          * checked once all are in (nothing is saved past capacity) */
         bool past = after.capacity && after.over_capacity && after.items > before.items;
-        if (!j.error && past && !j.set_add && on_full == DEDUP_ON_FULL_FAIL)
+        if (!j.error && past && before.can_delete && on_full == DEDUP_ON_FULL_FAIL)
             j.error = DEDUP_ERR_FULL;
         if (r > 0) {
             rc = r; /* read error: the file is left as it was */
@@ -1166,8 +1168,7 @@ static int filter_merge(int argc, char **argv)
     dedup_seen *accs = NULL;
     if (!load_filter(first, &t, &accs))
         return CLI_EXIT_USAGE;
-    void *acc = dedup_seen_impl(accs);
-    if (!t->merge && argc - optind > 2) {
+    if (t->no_merge_reason && argc - optind > 2) {
         cli_error("%s: %s is %s %s; %s cannot be merged%s%s", cmd, first, cli_a(t->noun), t->noun,
                   t->noun, t->no_merge_reason ? ": " : "", t->no_merge_reason ? t->no_merge_reason : "");
         dedup_seen_free(accs);
@@ -1182,14 +1183,13 @@ static int filter_merge(int argc, char **argv)
             rc = CLI_EXIT_USAGE;
             break;
         }
-        void *h = dedup_seen_impl(hs);
         if (t2 != t) {
             cli_error("%s: cannot merge %s and %s: types differ (%s is %s %s, %s %s %s)", cmd,
                       first, path, first, cli_a(t->noun), t->noun, path, cli_a(t2->noun), t2->noun);
             rc = CLI_EXIT_USAGE;
         } else {
             char why[256] = "";
-            dedup_status s = t->merge(acc, h, why, sizeof why);
+            dedup_status s = dedup_seen_merge(accs, hs, why, sizeof why);
             if (s == DEDUP_ERR_INCOMPATIBLE) {
                 cli_error("%s: cannot merge %s and %s: %s (filters merge only when created "
                           "with the same type, size, k and seed)",

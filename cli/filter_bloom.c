@@ -12,10 +12,6 @@
 #include "dedup/bloom.h"
 #include "filter_types.h"
 
-/* Keys hashed per library batch call: enough to keep many cache misses in
- * flight, small enough for the stack. */
-#define BLOOM_BATCH 256
-
 static const char *kind_flag(dedup_bloom_kind kind)
 {
     return kind == DEDUP_BLOOM_BLOCKED ? "blocked" : "bloom";
@@ -159,48 +155,9 @@ static int create_blocked(const filter_create_opts *o, void **out)
     return create_kind(DEDUP_BLOOM_BLOCKED, o, out);
 }
 
-static dedup_status bloom_load(const char *path, void **out)
-{
-    dedup_bloom *bf = NULL;
-    dedup_status s = dedup_bloom_load_file(path, NULL, &bf);
-    if (!s)
-        *out = bf;
-    return s;
-}
-
 static dedup_status bloom_save(const void *h, const char *path)
 {
     return dedup_bloom_save_file(h, path);
-}
-
-static void hash_keys(const dedup_bloom *bf, const filter_key *keys, size_t n, dedup_digest *d)
-{
-    for (size_t i = 0; i < n; i++)
-        d[i] = dedup_bloom_digest(bf, keys[i].data, keys[i].len);
-}
-
-static dedup_status bloom_add(void *h, const filter_key *keys, size_t n, size_t *done)
-{
-    dedup_bloom *bf = h;
-    dedup_digest d[BLOOM_BATCH];
-    for (size_t i = 0; i < n; i += BLOOM_BATCH) {
-        size_t c = n - i < BLOOM_BATCH ? n - i : BLOOM_BATCH;
-        hash_keys(bf, keys + i, c, d);
-        dedup_bloom_add_batch(bf, d, c);
-    }
-    *done = n;
-    return DEDUP_OK;
-}
-
-static void bloom_query(const void *h, const filter_key *keys, size_t n, bool *out)
-{
-    const dedup_bloom *bf = h;
-    dedup_digest d[BLOOM_BATCH];
-    for (size_t i = 0; i < n; i += BLOOM_BATCH) {
-        size_t c = n - i < BLOOM_BATCH ? n - i : BLOOM_BATCH;
-        hash_keys(bf, keys + i, c, d);
-        dedup_bloom_might_contain_batch(bf, d, c, out + i);
-    }
 }
 
 static void bloom_info(const void *h, filter_info_out *o)
@@ -235,34 +192,6 @@ static void bloom_info(const void *h, filter_info_out *o)
     info_bytes(o, "memory_bytes", "memory when loaded", dedup_bloom_memory_usage(bf));
 }
 
-static dedup_status bloom_merge(void *dst, const void *src, char *why, size_t cap)
-{
-    const dedup_bloom *a = dst, *b = src;
-    if (dedup_bloom_get_kind(a) != dedup_bloom_get_kind(b)) {
-        snprintf(why, cap, "types differ: %s vs %s", kind_flag(dedup_bloom_get_kind(a)),
-                 kind_flag(dedup_bloom_get_kind(b)));
-        return DEDUP_ERR_INCOMPATIBLE;
-    }
-    if (dedup_bloom_bits(a) != dedup_bloom_bits(b)) {
-        snprintf(why, cap, "sizes differ: %" PRIu64 " vs %" PRIu64 " bits", dedup_bloom_bits(a),
-                 dedup_bloom_bits(b));
-        return DEDUP_ERR_INCOMPATIBLE;
-    }
-    if (dedup_bloom_k(a) != dedup_bloom_k(b)) {
-        snprintf(why, cap, "hash counts differ: k = %u vs %u", dedup_bloom_k(a), dedup_bloom_k(b));
-        return DEDUP_ERR_INCOMPATIBLE;
-    }
-    if (dedup_bloom_seed(a) != dedup_bloom_seed(b)) {
-        snprintf(why, cap, "seeds differ: 0x%016" PRIx64 " vs 0x%016" PRIx64, dedup_bloom_seed(a),
-                 dedup_bloom_seed(b));
-        return DEDUP_ERR_INCOMPATIBLE;
-    }
-    dedup_status s = dedup_bloom_union(dst, src);
-    if (s == DEDUP_ERR_INCOMPATIBLE)
-        snprintf(why, cap, "%s", dedup_strerror(s));
-    return s;
-}
-
 static void bloom_free(void *h)
 {
     dedup_bloom_free(h);
@@ -278,14 +207,9 @@ const filter_type filter_type_bloom = {
     .file_type = DEDUP_TYPE_BLOOM,
     .noun = "classic Bloom filter",
     .create = create_classic,
-    .load = bloom_load,
     .save = bloom_save,
-    .add = bloom_add,
-    .query = bloom_query,
-    .del = NULL,
     .no_delete_reason = BLOOM_NO_DELETE,
     .info = bloom_info,
-    .merge = bloom_merge,
     .free = bloom_free,
 };
 
@@ -295,13 +219,8 @@ const filter_type filter_type_blocked = {
     .file_type = DEDUP_TYPE_BLOCKED_BLOOM,
     .noun = "blocked Bloom filter",
     .create = create_blocked,
-    .load = bloom_load,
     .save = bloom_save,
-    .add = bloom_add,
-    .query = bloom_query,
-    .del = NULL,
     .no_delete_reason = BLOOM_NO_DELETE,
     .info = bloom_info,
-    .merge = bloom_merge,
     .free = bloom_free,
 };

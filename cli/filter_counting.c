@@ -12,8 +12,6 @@
 #include "dedup/counting.h"
 #include "filter_types.h"
 
-#define COUNTING_BATCH 256
-
 /* From -n [-p], -n -m, or -m -p (m in bytes: two counters a byte). */
 static int counting_create(const filter_create_opts *o, void **out)
 {
@@ -84,56 +82,9 @@ static int counting_create(const filter_create_opts *o, void **out)
     return CLI_EXIT_OK;
 }
 
-static dedup_status counting_load(const char *path, void **out)
-{
-    dedup_counting *cb = NULL;
-    dedup_status s = dedup_counting_load_file(path, NULL, &cb);
-    if (!s)
-        *out = cb;
-    return s;
-}
-
 static dedup_status counting_save(const void *h, const char *path)
 {
     return dedup_counting_save_file(h, path);
-}
-
-static dedup_status counting_add(void *h, const filter_key *keys, size_t n, size_t *done)
-{
-    dedup_counting *cb = h;
-    dedup_digest d[COUNTING_BATCH];
-    for (size_t i = 0; i < n; i += COUNTING_BATCH) {
-        size_t c = n - i < COUNTING_BATCH ? n - i : COUNTING_BATCH;
-        for (size_t j = 0; j < c; j++)
-            d[j] = dedup_counting_digest(cb, keys[i + j].data, keys[i + j].len);
-        dedup_counting_add_batch(cb, d, c);
-    }
-    *done = n;
-    return DEDUP_OK;
-}
-
-static void counting_query(const void *h, const filter_key *keys, size_t n, bool *out)
-{
-    const dedup_counting *cb = h;
-    dedup_digest d[COUNTING_BATCH];
-    for (size_t i = 0; i < n; i += COUNTING_BATCH) {
-        size_t c = n - i < COUNTING_BATCH ? n - i : COUNTING_BATCH;
-        for (size_t j = 0; j < c; j++)
-            d[j] = dedup_counting_digest(cb, keys[i + j].data, keys[i + j].len);
-        dedup_counting_might_contain_batch(cb, d, c, out + i);
-    }
-}
-
-static dedup_status counting_del(void *h, const filter_key *keys, size_t n, bool *removed)
-{
-    dedup_counting *cb = h;
-    for (size_t i = 0; i < n; i++) {
-        dedup_status s = dedup_counting_delete_key(cb, keys[i].data, keys[i].len);
-        if (s && s != DEDUP_ERR_NOT_FOUND)
-            return s;
-        removed[i] = s == DEDUP_OK;
-    }
-    return DEDUP_OK;
 }
 
 static void counting_info(const void *h, filter_info_out *o)
@@ -165,30 +116,6 @@ static void counting_info(const void *h, filter_info_out *o)
     info_bytes(o, "memory_bytes", "memory when loaded", dedup_counting_memory_usage(cb));
 }
 
-static dedup_status counting_merge(void *dst, const void *src, char *why, size_t cap)
-{
-    const dedup_counting *a = dst, *b = src;
-    if (dedup_counting_counters(a) != dedup_counting_counters(b)) {
-        snprintf(why, cap, "sizes differ: %" PRIu64 " vs %" PRIu64 " counters",
-                 dedup_counting_counters(a), dedup_counting_counters(b));
-        return DEDUP_ERR_INCOMPATIBLE;
-    }
-    if (dedup_counting_k(a) != dedup_counting_k(b)) {
-        snprintf(why, cap, "hash counts differ: k = %u vs %u", dedup_counting_k(a),
-                 dedup_counting_k(b));
-        return DEDUP_ERR_INCOMPATIBLE;
-    }
-    if (dedup_counting_seed(a) != dedup_counting_seed(b)) {
-        snprintf(why, cap, "seeds differ: 0x%016" PRIx64 " vs 0x%016" PRIx64,
-                 dedup_counting_seed(a), dedup_counting_seed(b));
-        return DEDUP_ERR_INCOMPATIBLE;
-    }
-    dedup_status s = dedup_counting_merge(dst, src);
-    if (s == DEDUP_ERR_INCOMPATIBLE)
-        snprintf(why, cap, "%s", dedup_strerror(s));
-    return s;
-}
-
 static void counting_free(void *h)
 {
     dedup_counting_free(h);
@@ -200,12 +127,7 @@ const filter_type filter_type_counting = {
     .file_type = DEDUP_TYPE_COUNTING_BLOOM,
     .noun = "counting Bloom filter",
     .create = counting_create,
-    .load = counting_load,
     .save = counting_save,
-    .add = counting_add,
-    .query = counting_query,
-    .del = counting_del,
     .info = counting_info,
-    .merge = counting_merge,
     .free = counting_free,
 };

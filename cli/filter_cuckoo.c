@@ -17,8 +17,6 @@
 #include "dedup/cuckoo.h"
 #include "filter_types.h"
 
-#define CUCKOO_BATCH 256
-
 static bool parse_u32(const char *s, uint32_t lo, uint32_t hi, uint32_t *out)
 {
     if (!s || !*s)
@@ -122,60 +120,9 @@ static int create_chain(const filter_create_opts *o, void **out)
     return create_common(o, true, out);
 }
 
-static dedup_status cuckoo_load(const char *path, void **out)
-{
-    dedup_cuckoo *cf = NULL;
-    dedup_status s = dedup_cuckoo_load_file(path, NULL, &cf);
-    if (!s)
-        *out = cf;
-    return s;
-}
-
 static dedup_status cuckoo_save(const void *h, const char *path)
 {
     return dedup_cuckoo_save_file(h, path);
-}
-
-static dedup_status cuckoo_add(void *h, const filter_key *keys, size_t n, size_t *done)
-{
-    dedup_cuckoo *cf = h;
-    dedup_digest d[CUCKOO_BATCH];
-    for (size_t i = 0; i < n; i += CUCKOO_BATCH) {
-        size_t c = n - i < CUCKOO_BATCH ? n - i : CUCKOO_BATCH, added = 0;
-        for (size_t j = 0; j < c; j++)
-            d[j] = dedup_cuckoo_digest(cf, keys[i + j].data, keys[i + j].len);
-        dedup_status s = dedup_cuckoo_add_batch(cf, d, c, &added);
-        if (s) {
-            *done = i + added;
-            return s;
-        }
-    }
-    *done = n;
-    return DEDUP_OK;
-}
-
-static void cuckoo_query(const void *h, const filter_key *keys, size_t n, bool *out)
-{
-    const dedup_cuckoo *cf = h;
-    dedup_digest d[CUCKOO_BATCH];
-    for (size_t i = 0; i < n; i += CUCKOO_BATCH) {
-        size_t c = n - i < CUCKOO_BATCH ? n - i : CUCKOO_BATCH;
-        for (size_t j = 0; j < c; j++)
-            d[j] = dedup_cuckoo_digest(cf, keys[i + j].data, keys[i + j].len);
-        dedup_cuckoo_might_contain_batch(cf, d, c, out + i);
-    }
-}
-
-static dedup_status cuckoo_del(void *h, const filter_key *keys, size_t n, bool *removed)
-{
-    dedup_cuckoo *cf = h;
-    for (size_t i = 0; i < n; i++) {
-        dedup_status s = dedup_cuckoo_delete_key(cf, keys[i].data, keys[i].len);
-        if (s && s != DEDUP_ERR_NOT_FOUND)
-            return s;
-        removed[i] = s == DEDUP_OK;
-    }
-    return DEDUP_OK;
 }
 
 static void cuckoo_info(const void *h, filter_info_out *o)
@@ -255,13 +202,8 @@ const filter_type filter_type_cuckoo = {
     .create_options = cuckoo_options,
     .create_help = CUCKOO_HELP,
     .create = create_fixed,
-    .load = cuckoo_load,
     .save = cuckoo_save,
-    .add = cuckoo_add,
-    .query = cuckoo_query,
-    .del = cuckoo_del,
     .info = cuckoo_info,
-    .merge = NULL,
     .no_merge_reason = CUCKOO_NO_MERGE,
     .free = cuckoo_free,
 };
@@ -274,13 +216,8 @@ const filter_type filter_type_cuckoo_chain = {
     .create_options = cuckoo_options,
     .create_help = NULL,
     .create = create_chain,
-    .load = cuckoo_load,
     .save = cuckoo_save,
-    .add = cuckoo_add,
-    .query = cuckoo_query,
-    .del = cuckoo_del,
     .info = cuckoo_info,
-    .merge = NULL,
     .no_merge_reason = CUCKOO_NO_MERGE,
     .free = cuckoo_free,
 };

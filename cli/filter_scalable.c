@@ -14,8 +14,6 @@
 #include "dedup/scalable.h"
 #include "filter_types.h"
 
-#define SCALABLE_BATCH 256
-
 static int scalable_create(const filter_create_opts *o, void **out)
 {
     dedup_scalable_params sp;
@@ -82,49 +80,9 @@ static int scalable_create(const filter_create_opts *o, void **out)
     return CLI_EXIT_OK;
 }
 
-static dedup_status scalable_load(const char *path, void **out)
-{
-    dedup_scalable *sb = NULL;
-    dedup_status s = dedup_scalable_load_file(path, NULL, &sb);
-    if (!s)
-        *out = sb;
-    return s;
-}
-
 static dedup_status scalable_save(const void *h, const char *path)
 {
     return dedup_scalable_save_file(h, path);
-}
-
-static dedup_status scalable_add(void *h, const filter_key *keys, size_t n, size_t *done)
-{
-    dedup_scalable *sb = h;
-    dedup_digest d[SCALABLE_BATCH];
-    dedup_verdict v[SCALABLE_BATCH];
-    for (size_t i = 0; i < n; i += SCALABLE_BATCH) {
-        size_t c = n - i < SCALABLE_BATCH ? n - i : SCALABLE_BATCH, got = 0;
-        for (size_t j = 0; j < c; j++)
-            d[j] = dedup_scalable_digest(sb, keys[i + j].data, keys[i + j].len);
-        dedup_status s = dedup_scalable_test_and_add_batch(sb, d, c, v, &got);
-        if (s) {
-            *done = i + got;
-            return s;
-        }
-    }
-    *done = n;
-    return DEDUP_OK;
-}
-
-static void scalable_query(const void *h, const filter_key *keys, size_t n, bool *out)
-{
-    const dedup_scalable *sb = h;
-    dedup_digest d[SCALABLE_BATCH];
-    for (size_t i = 0; i < n; i += SCALABLE_BATCH) {
-        size_t c = n - i < SCALABLE_BATCH ? n - i : SCALABLE_BATCH;
-        for (size_t j = 0; j < c; j++)
-            d[j] = dedup_scalable_digest(sb, keys[i + j].data, keys[i + j].len);
-        dedup_scalable_might_contain_batch(sb, d, c, out + i);
-    }
 }
 
 static void scalable_info(const void *h, filter_info_out *o)
@@ -204,15 +162,10 @@ const filter_type filter_type_scalable = {
                    "            --max-links L    at most L sub-filters, 1..64 (default 64)\n"
                    "            --blocked        blocked Bloom sub-filters (faster, more bits)\n",
     .create = scalable_create,
-    .load = scalable_load,
     .save = scalable_save,
-    .add = scalable_add,
-    .query = scalable_query,
-    .del = NULL,
     .no_delete_reason = "its sub-filters are Bloom filters: clearing an item's bits would also "
                         "clear bits other items share (false negatives)",
     .info = scalable_info,
-    .merge = NULL,
     .no_merge_reason = "two chains hold different items in sub-filters of different sizes and "
                        "rates, so no merged chain could keep the rate promised by -p",
     .free = scalable_free,

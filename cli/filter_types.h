@@ -119,29 +119,18 @@ typedef struct filter_type {
      * printing.  Returns CLI_EXIT_OK and sets *out on success. */
     int (*create)(const filter_create_opts *opts, void **out);
 
-    /* Loads 'path' (already known to hold file_type) / saves atomically. */
-    dedup_status (*load)(const char *path, void **out);
+    /* Saves the structure create() made, atomically. */
     dedup_status (*save)(const void *h, const char *path);
 
-    /* Adds n keys.  On failure (e.g. DEDUP_ERR_FULL) *done says how many
-     * were added before the one that failed. */
-    dedup_status (*add)(void *h, const filter_key *keys, size_t n, size_t *done);
-    /* out[i] = might keys[i] be present. */
-    void (*query)(const void *h, const filter_key *keys, size_t n, bool *out);
-    /* Deletes n keys; removed[i] = false when keys[i] was certainly absent
-     * (nothing changed for it).  NULL: the type cannot delete. */
-    dedup_status (*del)(void *h, const filter_key *keys, size_t n, bool *removed);
-    /* Why del is NULL, as a sentence ending without a period, used in the
-     * error ("a cleared bit may belong to other items ..."), or NULL. */
+    /* Why the kind cannot delete (NULL: it can: dedup_seen_delete), as a
+     * sentence ending without a period, used in the error ("a cleared bit
+     * may belong to other items ..."). */
     const char *no_delete_reason;
 
     /* Writes the structure's fields (type, capacity, fpr, bits, fill, ...). */
     void (*info)(const void *h, filter_info_out *out);
 
-    /* dst |= src.  When shapes differ, returns DEDUP_ERR_INCOMPATIBLE and
-     * writes what differs into why ("bits differ: 958528 vs 1917056").
-     * NULL: the type cannot merge; no_merge_reason says why. */
-    dedup_status (*merge)(void *dst, const void *src, char *why, size_t whycap);
+    /* Why the kind cannot merge (NULL: it can: dedup_seen_merge). */
     const char *no_merge_reason;
 
     void (*free)(void *h);

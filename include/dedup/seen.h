@@ -227,6 +227,16 @@ typedef struct dedup_batch {
 dedup_status dedup_seen_decide(dedup_seen *s, const dedup_batch *batch, dedup_verdict *out,
                                size_t *done);
 
+/* (added) Records batch->n keys without deciding them, for callers that
+ * only fill a set (`dedup filter add`).  For the kinds that count what they
+ * hold (COUNTING, CUCKOO) every add is one more occurrence, so a key added
+ * twice must be deleted twice; their on_full FAIL is not applied here (a
+ * fixed cuckoo filter still answers DEDUP_ERR_FULL when a key finds no
+ * room; for COUNTING the caller compares items with capacity after).  For
+ * every other kind it is dedup_seen_decide() with the verdicts dropped.
+ * *done (may be NULL) as for decide(). */
+dedup_status dedup_seen_add(dedup_seen *s, const dedup_batch *batch, size_t *done);
+
 /* Answers without recording: out[i] is DEDUP_NEW (certainly absent),
  * DEDUP_DUPLICATE or DEDUP_MAYBE_DUPLICATE.  Local kinds cannot fail but
  * EXACT_SPILL's spilled keys (DEDUP_ERR_UNSUPPORTED once it spilled) and

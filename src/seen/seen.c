@@ -330,6 +330,43 @@ dedup_status dedup_seen_decide(dedup_seen *s, const dedup_batch *b, dedup_verdic
     return st;
 }
 
+dedup_status dedup_seen_add(dedup_seen *s, const dedup_batch *b, size_t *done)
+{
+    if (done)
+        *done = 0;
+    if (!s || !b)
+        return DEDUP_ERR_INVALID_ARG;
+    size_t d = 0;
+    dedup_status st = DEDUP_OK;
+    if (s->cls && s->cls->add) {
+        st = s->cls->add(s->impl, b, &d);
+    } else if (!s->ops->decide) {
+        return DEDUP_ERR_UNSUPPORTED;
+    } else {
+        /* A set: adding a key again changes nothing, so add = decide. */
+        dedup_verdict v[256];
+        while (d < b->n && !st) {
+            size_t c = b->n - d < 256 ? b->n - d : 256, got = 0;
+            dedup_batch part = *b;
+            part.n = c;
+#define ADV(f) part.f = b->f ? b->f + d : NULL
+            ADV(digests);
+            ADV(keys);
+            ADV(lens);
+            ADV(times);
+            ADV(ints);
+            ADV(records);
+            ADV(rlens);
+#undef ADV
+            st = s->ops->decide(s->impl, &part, v, &got);
+            d += st ? got : c;
+        }
+    }
+    if (done)
+        *done = st ? d : b->n;
+    return st;
+}
+
 dedup_status dedup_seen_query(const dedup_seen *s, const dedup_batch *b, dedup_verdict *out)
 {
     if (!s || !b || (b->n && !out))

@@ -18,7 +18,9 @@
  */
 #include "seen_internal.h"
 
+#include <inttypes.h>
 #include <math.h>
+#include <stdio.h>
 
 #include "dedup/bloom.h"
 #include "dedup/counting.h"
@@ -231,10 +233,35 @@ static dedup_status bloom_save(const void *impl, dedup_sink *sink)
     return dedup_bloom_save(((const fbox *)impl)->st, sink);
 }
 
+/* Says the first of size, probes and seed in which two filters differ, as
+ * "sizes differ: 958528 vs 1917056 bits"; false when none does. */
+static bool shape_differs(char *why, size_t whycap, const char *unit, uint64_t size_a,
+                          uint64_t size_b, uint32_t k_a, uint32_t k_b, uint64_t seed_a,
+                          uint64_t seed_b)
+{
+    char buf[160];
+    if (size_a != size_b)
+        snprintf(buf, sizeof buf, "sizes differ: %" PRIu64 " vs %" PRIu64 " %s", size_a, size_b,
+                 unit);
+    else if (k_a != k_b)
+        snprintf(buf, sizeof buf, "hash counts differ: k = %u vs %u", k_a, k_b);
+    else if (seed_a != seed_b)
+        snprintf(buf, sizeof buf, "seeds differ: 0x%016" PRIx64 " vs 0x%016" PRIx64, seed_a,
+                 seed_b);
+    else
+        return false;
+    ddi_seen_why(why, whycap, buf);
+    return true;
+}
+
 static dedup_status bloom_merge(void *dst, const void *src, char *why, size_t whycap)
 {
     fbox *d = dst;
     const fbox *s = src;
+    if (shape_differs(why, whycap, "bits", dedup_bloom_bits(d->st), dedup_bloom_bits(s->st),
+                      dedup_bloom_k(d->st), dedup_bloom_k(s->st), dedup_bloom_seed(d->st),
+                      dedup_bloom_seed(s->st)))
+        return DEDUP_ERR_INCOMPATIBLE;
     dedup_status st = dedup_bloom_union(d->st, s->st);
     if (st == DEDUP_ERR_INCOMPATIBLE)
         ddi_seen_why(why, whycap, "the two filters differ in size, probes or seed");
@@ -370,6 +397,15 @@ static dedup_status counting_decide(void *impl, const dedup_batch *b, dedup_verd
     return DEDUP_OK;
 }
 
+static dedup_status counting_add(void *impl, const dedup_batch *b, size_t *done)
+{
+    if (b->n && !b->digests)
+        return DEDUP_ERR_INVALID_ARG;
+    dedup_counting_add_batch(((fbox *)impl)->st, b->digests, b->n);
+    *done = b->n;
+    return DEDUP_OK;
+}
+
 static dedup_status counting_query(const void *impl, const dedup_batch *b, dedup_verdict *out)
 {
     const dedup_counting *cb = ((const fbox *)impl)->st;
@@ -425,6 +461,11 @@ static dedup_status counting_save(const void *impl, dedup_sink *sink)
 
 static dedup_status counting_merge(void *dst, const void *src, char *why, size_t whycap)
 {
+    const dedup_counting *a = ((fbox *)dst)->st, *b = ((const fbox *)src)->st;
+    if (shape_differs(why, whycap, "counters", dedup_counting_counters(a),
+                      dedup_counting_counters(b), dedup_counting_k(a), dedup_counting_k(b),
+                      dedup_counting_seed(a), dedup_counting_seed(b)))
+        return DEDUP_ERR_INCOMPATIBLE;
     dedup_status st = dedup_counting_merge(((fbox *)dst)->st, ((const fbox *)src)->st);
     if (st == DEDUP_ERR_INCOMPATIBLE)
         ddi_seen_why(why, whycap, "the two filters differ in size, probes or seed");
@@ -455,6 +496,7 @@ const ddi_seen_class ddi_seen_class_counting = {
     .set_on_full = fbox_set_on_full,
     .structure = fbox_structure,
     .seed = counting_seed,
+    .add = counting_add,
 };
 
 /* ---- CUCKOO ---------------------------------------------------------------------------
@@ -543,6 +585,13 @@ static dedup_status cuckoo_decide(void *impl, const dedup_batch *b, dedup_verdic
     return DEDUP_OK;
 }
 
+static dedup_status cuckoo_add(void *impl, const dedup_batch *b, size_t *done)
+{
+    if (b->n && !b->digests)
+        return DEDUP_ERR_INVALID_ARG;
+    return dedup_cuckoo_add_batch(((fbox *)impl)->st, b->digests, b->n, done);
+}
+
 static dedup_status cuckoo_query(const void *impl, const dedup_batch *b, dedup_verdict *out)
 {
     const dedup_cuckoo *cf = ((const fbox *)impl)->st;
@@ -620,6 +669,7 @@ const ddi_seen_class ddi_seen_class_cuckoo = {
     .load = cuckoo_load,
     .structure = fbox_structure,
     .seed = cuckoo_seed,
+    .add = cuckoo_add,
 };
 
 /* ---- SCALABLE -------------------------------------------------------------------------

@@ -35,6 +35,9 @@ typedef struct ddi_seen_class {
     const struct dedup_extsort *(*engine)(const void *impl);
     /* Fixed-size filters: what to do past capacity from now on (WARN, FAIL). */
     dedup_status (*set_on_full)(void *impl, dedup_on_full on_full);
+    /* Records every key without deciding (dedup_seen_add); NULL: the kind
+     * holds a set, and adding is deciding with the verdicts dropped. */
+    dedup_status (*add)(void *impl, const dedup_batch *b, size_t *done);
 } ddi_seen_class;
 
 /* Writes a sentence into why[whycap] (may be NULL/0). */
