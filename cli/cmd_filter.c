@@ -573,10 +573,12 @@ static int filter_create(int argc, char **argv)
     errno = 0;
     dedup_status sst = t->save(h, co.path);
     rc = sst ? (save_error(co.path, sst, errno), CLI_EXIT_FAIL) : CLI_EXIT_OK;
-    if (!rc && cli_verbosity >= 2) {
+    dedup_seen *made = NULL;
+    if (!rc && cli_verbosity >= 2 && dedup_seen_load_file(co.path, NULL, &made) == DEDUP_OK) {
         filter_info_out io = {stderr, false, true};
-        t->info(h, &io);
+        t->info(made, &io);
     }
+    dedup_seen_free(made);
 out:
     if (t && h)
         t->free(h);
@@ -901,7 +903,7 @@ static int info_one(const char *path, bool json)
     dedup_status ls = DEDUP_OK;
     bool described = false; /* by dd_info_state(), capacity included */
     if (t) {
-        t->info(dedup_seen_impl(sn), &o);
+        t->info(sn, &o);
     } else if (dd_info_state(path, &hdr, &o, &ls)) {
         /* a state file, a roaring state or a sketch: loaded whole and described */
         checked = described = true;

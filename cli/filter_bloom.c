@@ -160,36 +160,34 @@ static dedup_status bloom_save(const void *h, const char *path)
     return dedup_bloom_save_file(h, path);
 }
 
-static void bloom_info(const void *h, filter_info_out *o)
+static void bloom_info(const dedup_seen *s, filter_info_out *o)
 {
-    const dedup_bloom *bf = h;
-    bool blocked = dedup_bloom_get_kind(bf) == DEDUP_BLOOM_BLOCKED;
-    uint64_t bits = dedup_bloom_bits(bf), cap = dedup_bloom_capacity(bf);
-    uint32_t k = dedup_bloom_k(bf);
+    dedup_seen_filter_info fi;
+    dedup_seen_get_filter_info(s, &fi);
+    bool blocked = fi.kind == DEDUP_SEEN_BLOCKED;
+    uint64_t bits = fi.bits, cap = fi.capacity;
     info_str(o, "type", "type", blocked ? "blocked" : "bloom");
     info_str(o, "layout", "layout",
              blocked ? "blocked Bloom (one 64-byte block per item)"
                      : "classic Bloom (k probes over the whole array)");
     info_u64(o, "n", "items planned (n)", cap);
-    info_prob(o, "p", "target false-positive rate (p)", dedup_bloom_target_fpr(bf));
+    info_prob(o, "p", "target false-positive rate (p)", fi.fpr_target);
     info_u64(o, "bits", "bits (m)", bits);
     info_bytes(o, "bytes", "bit array", bits / 8 + (bits % 8 != 0));
-    info_u64(o, "k", "hashes per item (k)", k);
+    info_u64(o, "k", "hashes per item (k)", fi.hashes);
     if (cap)
         info_f64(o, "bits_per_item", "bits per planned item", (double)bits / (double)cap);
-    info_hex(o, "seed", "seed", dedup_bloom_seed(bf));
-    info_u64(o, "bits_set", "bits set", dedup_bloom_popcount(bf));
-    info_f64(o, "fill", "fill ratio", dedup_bloom_fill_ratio(bf));
-    double est = dedup_bloom_estimate_count(bf);
-    if (isfinite(est))
-        info_u64(o, "estimated_items", "estimated items", (uint64_t)llround(est));
+    info_hex(o, "seed", "seed", fi.seed);
+    info_u64(o, "bits_set", "bits set", fi.bits_set);
+    info_f64(o, "fill", "fill ratio", fi.fill);
+    if (isfinite(fi.estimated_items))
+        info_u64(o, "estimated_items", "estimated items", (uint64_t)llround(fi.estimated_items));
     else
         info_str(o, "estimated_items", "estimated items", "saturated (every bit set)");
-    info_prob(o, "fpr_current", "false-positive rate now", dedup_bloom_current_fpr(bf));
+    info_prob(o, "fpr_current", "false-positive rate now", fi.fpr_current);
     if (cap)
-        info_prob(o, "fpr_at_capacity", "false-positive rate at n",
-                  sizing_fpr_for(blocked ? DEDUP_BLOOM_BLOCKED : DEDUP_BLOOM_CLASSIC, cap, bits, k));
-    info_bytes(o, "memory_bytes", "memory when loaded", dedup_bloom_memory_usage(bf));
+        info_prob(o, "fpr_at_capacity", "false-positive rate at n", fi.fpr_at_capacity);
+    info_bytes(o, "memory_bytes", "memory when loaded", fi.structure_memory);
 }
 
 static void bloom_free(void *h)

@@ -87,33 +87,31 @@ static dedup_status counting_save(const void *h, const char *path)
     return dedup_counting_save_file(h, path);
 }
 
-static void counting_info(const void *h, filter_info_out *o)
+static void counting_info(const dedup_seen *s, filter_info_out *o)
 {
-    const dedup_counting *cb = h;
-    uint64_t m = dedup_counting_counters(cb), cap = dedup_counting_capacity(cb);
-    uint32_t k = dedup_counting_k(cb);
+    dedup_seen_filter_info fi;
+    dedup_seen_get_filter_info(s, &fi);
+    uint64_t m = fi.bits, cap = fi.capacity;
     info_str(o, "type", "type", "counting");
     info_str(o, "layout", "layout", "counting Bloom (4-bit counters, saturating at 15)");
     info_u64(o, "n", "items planned (n)", cap);
-    info_prob(o, "p", "target false-positive rate (p)", dedup_counting_target_fpr(cb));
+    info_prob(o, "p", "target false-positive rate (p)", fi.fpr_target);
     info_u64(o, "counters", "counters (m)", m);
     info_bytes(o, "bytes", "counter array", m / 2);
-    info_u64(o, "k", "hashes per item (k)", k);
+    info_u64(o, "k", "hashes per item (k)", fi.hashes);
     if (cap)
         info_f64(o, "bits_per_item", "bits per planned item", 4.0 * (double)m / (double)cap);
-    info_hex(o, "seed", "seed", dedup_counting_seed(cb));
-    info_u64(o, "adds", "items added", dedup_counting_adds(cb));
-    info_u64(o, "deletes", "items deleted", dedup_counting_deletes(cb));
-    uint64_t adds = dedup_counting_adds(cb), dels = dedup_counting_deletes(cb);
-    info_u64(o, "items", "items (added - deleted)", adds > dels ? adds - dels : 0);
-    uint64_t nz = dedup_counting_nonzero(cb);
-    info_u64(o, "counters_nonzero", "non-zero counters", nz);
-    info_f64(o, "fill", "fill ratio", (double)nz / (double)m);
-    info_u64(o, "saturated", "saturated counters (stuck at 15)", dedup_counting_saturated(cb));
-    info_prob(o, "fpr_current", "false-positive rate now", pow((double)nz / (double)m, (double)k));
+    info_hex(o, "seed", "seed", fi.seed);
+    info_u64(o, "adds", "items added", fi.adds);
+    info_u64(o, "deletes", "items deleted", fi.deletes);
+    info_u64(o, "items", "items (added - deleted)", fi.adds > fi.deletes ? fi.adds - fi.deletes : 0);
+    info_u64(o, "counters_nonzero", "non-zero counters", fi.bits_set);
+    info_f64(o, "fill", "fill ratio", fi.fill);
+    info_u64(o, "saturated", "saturated counters (stuck at 15)", fi.saturated);
+    info_prob(o, "fpr_current", "false-positive rate now", fi.fpr_current);
     if (cap)
-        info_prob(o, "fpr_at_capacity", "false-positive rate at n", dedup_bloom_fpr_for(cap, m, k));
-    info_bytes(o, "memory_bytes", "memory when loaded", dedup_counting_memory_usage(cb));
+        info_prob(o, "fpr_at_capacity", "false-positive rate at n", fi.fpr_at_capacity);
+    info_bytes(o, "memory_bytes", "memory when loaded", fi.structure_memory);
 }
 
 static void counting_free(void *h)

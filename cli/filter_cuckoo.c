@@ -125,11 +125,10 @@ static dedup_status cuckoo_save(const void *h, const char *path)
     return dedup_cuckoo_save_file(h, path);
 }
 
-static void cuckoo_info(const void *h, filter_info_out *o)
+static void cuckoo_info(const dedup_seen *s, filter_info_out *o)
 {
-    const dedup_cuckoo *cf = h;
-    dedup_cuckoo_info in;
-    dedup_cuckoo_get_info(cf, &in);
+    dedup_seen_filter_info in;
+    dedup_seen_get_filter_info(s, &in);
     info_str(o, "type", "type", in.expansion ? "cuckoo-chain" : "cuckoo");
     info_str(o, "layout", "layout",
              in.expansion ? "growable chain of cuckoo filters (partial-key cuckoo hashing)"
@@ -152,10 +151,10 @@ static void cuckoo_info(const void *h, filter_info_out *o)
     info_hex(o, "seed", "seed", in.seed);
     info_prob(o, "fpr_current", "false-positive rate now", in.fpr_current);
     info_prob(o, "fpr_full", "false-positive rate when full", in.fpr_full);
-    info_bytes(o, "memory_bytes", "memory when loaded", in.memory);
+    info_bytes(o, "memory_bytes", "memory when loaded", in.structure_memory);
     for (uint32_t t = 0; t < in.links && in.links > 1; t++) {
-        dedup_cuckoo_link_info li;
-        if (dedup_cuckoo_get_link_info(cf, t, &li))
+        dedup_seen_link_info li;
+        if (dedup_seen_get_link_info(s, t, &li))
             break;
         char key[48], label[64];
         snprintf(key, sizeof key, "link%u_buckets", t);

@@ -85,23 +85,21 @@ static dedup_status scalable_save(const void *h, const char *path)
     return dedup_scalable_save_file(h, path);
 }
 
-static void scalable_info(const void *h, filter_info_out *o)
+static void scalable_info(const dedup_seen *s, filter_info_out *o)
 {
-    const dedup_scalable *sb = h;
-    dedup_scalable_info in;
-    dedup_scalable_get_info(sb, &in);
+    dedup_seen_filter_info in;
+    dedup_seen_get_filter_info(s, &in);
     info_str(o, "type", "type", "scalable");
     info_str(o, "layout", "layout",
-             in.kind == DEDUP_BLOOM_BLOCKED ? "chain of blocked Bloom filters"
-                                            : "chain of classic Bloom filters");
-    info_u64(o, "n", "first sub-filter items (n)", in.initial_capacity);
-    info_prob(o, "p", "false-positive rate promised (p)", in.fpr);
+             in.blocked_links ? "chain of blocked Bloom filters" : "chain of classic Bloom filters");
+    info_u64(o, "n", "first sub-filter items (n)", in.capacity);
+    info_prob(o, "p", "false-positive rate promised (p)", in.fpr_target);
     info_u64(o, "growth", "growth per sub-filter", in.growth);
     info_f64(o, "tightening", "tightening ratio (r)", in.tightening);
     info_u64(o, "max_links", "sub-filters at most", in.max_links);
     info_str(o, "split", "rate of sub-filter i", "p (1 - r) r^i / (1 - r^max): all of them sum to p");
     info_u64(o, "links", "sub-filters", in.links);
-    info_u64(o, "capacity", "capacity of the sub-filters", in.capacity);
+    info_u64(o, "capacity", "capacity of the sub-filters", in.links_capacity);
     info_u64(o, "items", "items added", in.items);
     info_u64(o, "bits", "bits", in.bits);
     if (in.items)
@@ -110,10 +108,10 @@ static void scalable_info(const void *h, filter_info_out *o)
     info_prob(o, "fpr_current", "false-positive rate now", in.fpr_current);
     info_prob(o, "fpr_bound", "false-positive bound in force",
               in.fpr_bound);
-    info_bytes(o, "memory_bytes", "memory when loaded", in.memory);
+    info_bytes(o, "memory_bytes", "memory when loaded", in.structure_memory);
     for (uint32_t t = 0; t < in.links; t++) {
-        dedup_scalable_link_info li;
-        if (dedup_scalable_get_link_info(sb, t, &li))
+        dedup_seen_link_info li;
+        if (dedup_seen_get_link_info(s, t, &li))
             break;
         char key[48], label[80];
         snprintf(key, sizeof key, "link%u_capacity", t);
@@ -127,7 +125,7 @@ static void scalable_info(const void *h, filter_info_out *o)
         info_u64(o, key, label, li.bits);
         snprintf(key, sizeof key, "link%u_k", t);
         snprintf(label, sizeof label, "sub-filter %u hashes (k)", t);
-        info_u64(o, key, label, li.k);
+        info_u64(o, key, label, li.hashes);
         snprintf(key, sizeof key, "link%u_fpr", t);
         snprintf(label, sizeof label, "sub-filter %u rate (p_%u)", t, t);
         info_prob(o, key, label, li.fpr);

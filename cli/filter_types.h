@@ -38,6 +38,7 @@
 
 #include "dedup/common.h"
 #include "dedup/format.h"
+#include "dedup/seen.h"
 
 /* One item: bytes, not NUL-terminated, may contain NUL. */
 typedef struct filter_key {
@@ -127,8 +128,9 @@ typedef struct filter_type {
      * may belong to other items ..."). */
     const char *no_delete_reason;
 
-    /* Writes the structure's fields (type, capacity, fpr, bits, fill, ...). */
-    void (*info)(const void *h, filter_info_out *out);
+    /* Writes the filter's fields (type, capacity, fpr, bits, fill, ...),
+     * from dedup_seen_get_filter_info(). */
+    void (*info)(const dedup_seen *s, filter_info_out *out);
 
     /* Why the kind cannot merge (NULL: it can: dedup_seen_merge). */
     const char *no_merge_reason;

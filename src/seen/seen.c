@@ -440,6 +440,29 @@ void dedup_seen_get_info(const dedup_seen *s, dedup_seen_info *out)
         out->can_save = false;
 }
 
+dedup_status dedup_seen_get_filter_info(const dedup_seen *s, dedup_seen_filter_info *out)
+{
+    if (!s || !out)
+        return DEDUP_ERR_INVALID_ARG;
+    memset(out, 0, sizeof *out);
+    if (!s->cls || !s->cls->filter_info)
+        return DEDUP_ERR_UNSUPPORTED;
+    s->cls->filter_info(s->impl, out);
+    out->kind = s->ops->kind;
+    return DEDUP_OK;
+}
+
+dedup_status dedup_seen_get_link_info(const dedup_seen *s, uint32_t link,
+                                      dedup_seen_link_info *out)
+{
+    if (!s || !out)
+        return DEDUP_ERR_INVALID_ARG;
+    memset(out, 0, sizeof *out);
+    if (!s->cls || !s->cls->link_info)
+        return DEDUP_ERR_UNSUPPORTED;
+    return s->cls->link_info(s->impl, link, out);
+}
+
 dedup_seen_kind dedup_seen_kind_of(const dedup_seen *s) { return s ? s->ops->kind : 0; }
 
 uint64_t dedup_seen_seed(const dedup_seen *s)

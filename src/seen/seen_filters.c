@@ -228,6 +228,26 @@ static void bloom_info(const void *impl, dedup_seen_info *in)
     in->hashes = dedup_bloom_k(bf);
 }
 
+static void bloom_filter_info(const void *impl, dedup_seen_filter_info *fi)
+{
+    const dedup_bloom *bf = ((const fbox *)impl)->st;
+    bool blocked = dedup_bloom_get_kind(bf) == DEDUP_BLOOM_BLOCKED;
+    fi->file_type = blocked ? DEDUP_TYPE_BLOCKED_BLOOM : DEDUP_TYPE_BLOOM;
+    fi->seed = dedup_bloom_seed(bf);
+    fi->capacity = dedup_bloom_capacity(bf);
+    fi->fpr_target = dedup_bloom_target_fpr(bf);
+    fi->bits = dedup_bloom_bits(bf);
+    fi->hashes = dedup_bloom_k(bf);
+    fi->bits_set = dedup_bloom_popcount(bf);
+    fi->fill = dedup_bloom_fill_ratio(bf);
+    fi->estimated_items = dedup_bloom_estimate_count(bf);
+    fi->fpr_current = dedup_bloom_current_fpr(bf);
+    if (fi->capacity)
+        fi->fpr_at_capacity = blocked ? dedup_blocked_fpr_for(fi->capacity, fi->bits, fi->hashes)
+                                      : dedup_bloom_fpr_for(fi->capacity, fi->bits, fi->hashes);
+    fi->structure_memory = dedup_bloom_memory_usage(bf);
+}
+
 static dedup_status bloom_save(const void *impl, dedup_sink *sink)
 {
     return dedup_bloom_save(((const fbox *)impl)->st, sink);
@@ -301,6 +321,7 @@ const ddi_seen_class ddi_seen_class_bloom = {
     .structure = fbox_structure,
     .seed = bloom_seed,
     .memory = bloom_memory,
+    .filter_info = bloom_filter_info,
 };
 
 const ddi_seen_class ddi_seen_class_blocked = {
@@ -313,6 +334,7 @@ const ddi_seen_class ddi_seen_class_blocked = {
     .structure = fbox_structure,
     .seed = bloom_seed,
     .memory = bloom_memory,
+    .filter_info = bloom_filter_info,
 };
 
 /* ---- COUNTING ----------------------------------------------------------------------- */
@@ -454,6 +476,26 @@ static void counting_info(const void *impl, dedup_seen_info *in)
     in->hashes = dedup_counting_k(cb);
 }
 
+static void counting_filter_info(const void *impl, dedup_seen_filter_info *fi)
+{
+    const dedup_counting *cb = ((const fbox *)impl)->st;
+    fi->file_type = DEDUP_TYPE_COUNTING_BLOOM;
+    fi->seed = dedup_counting_seed(cb);
+    fi->capacity = dedup_counting_capacity(cb);
+    fi->fpr_target = dedup_counting_target_fpr(cb);
+    fi->bits = dedup_counting_counters(cb);
+    fi->hashes = dedup_counting_k(cb);
+    fi->adds = dedup_counting_adds(cb);
+    fi->deletes = dedup_counting_deletes(cb);
+    fi->bits_set = dedup_counting_nonzero(cb);
+    fi->saturated = dedup_counting_saturated(cb);
+    fi->fill = fi->bits ? (double)fi->bits_set / (double)fi->bits : 0;
+    fi->fpr_current = pow(fi->fill, (double)fi->hashes);
+    if (fi->capacity)
+        fi->fpr_at_capacity = dedup_bloom_fpr_for(fi->capacity, fi->bits, fi->hashes);
+    fi->structure_memory = dedup_counting_memory_usage(cb);
+}
+
 static dedup_status counting_save(const void *impl, dedup_sink *sink)
 {
     return dedup_counting_save(((const fbox *)impl)->st, sink);
@@ -497,6 +539,7 @@ const ddi_seen_class ddi_seen_class_counting = {
     .structure = fbox_structure,
     .seed = counting_seed,
     .add = counting_add,
+    .filter_info = counting_filter_info,
 };
 
 /* ---- CUCKOO ---------------------------------------------------------------------------
@@ -640,6 +683,42 @@ static void cuckoo_info(const void *impl, dedup_seen_info *in)
     in->bits = ci.slots * ci.fingerprint_bits;
 }
 
+static void cuckoo_filter_info(const void *impl, dedup_seen_filter_info *fi)
+{
+    dedup_cuckoo_info ci;
+    dedup_cuckoo_get_info(((const fbox *)impl)->st, &ci);
+    fi->file_type = ci.expansion ? DEDUP_TYPE_CUCKOO_CHAIN : DEDUP_TYPE_CUCKOO;
+    fi->seed = ci.seed;
+    fi->capacity = ci.capacity;
+    fi->fingerprint_bits = ci.fingerprint_bits;
+    fi->bucket_size = ci.bucket_size;
+    fi->max_kicks = ci.max_kicks;
+    fi->expansion = ci.expansion;
+    fi->links = ci.links;
+    fi->buckets = ci.buckets;
+    fi->slots = ci.slots;
+    fi->items = ci.items;
+    fi->inserted = ci.inserted;
+    fi->deleted = ci.deleted;
+    fi->load = ci.load;
+    fi->fpr_full = ci.fpr_full;
+    fi->fpr_current = ci.fpr_current;
+    fi->structure_memory = ci.memory;
+}
+
+static dedup_status cuckoo_link_info(const void *impl, uint32_t link, dedup_seen_link_info *li)
+{
+    dedup_cuckoo_link_info cl;
+    dedup_status st = dedup_cuckoo_get_link_info(((const fbox *)impl)->st, link, &cl);
+    if (st)
+        return st;
+    li->buckets = cl.buckets;
+    li->items = cl.items;
+    li->load = cl.load;
+    li->fpr_current = cl.fpr_current;
+    return DEDUP_OK;
+}
+
 static dedup_status cuckoo_save(const void *impl, dedup_sink *sink)
 {
     return dedup_cuckoo_save(((const fbox *)impl)->st, sink);
@@ -670,6 +749,8 @@ const ddi_seen_class ddi_seen_class_cuckoo = {
     .structure = fbox_structure,
     .seed = cuckoo_seed,
     .add = cuckoo_add,
+    .filter_info = cuckoo_filter_info,
+    .link_info = cuckoo_link_info,
 };
 
 /* ---- SCALABLE -------------------------------------------------------------------------
@@ -763,6 +844,42 @@ static void scalable_info(const void *impl, dedup_seen_info *in)
     in->bits = si.bits;
 }
 
+static void scalable_filter_info(const void *impl, dedup_seen_filter_info *fi)
+{
+    dedup_scalable_info si;
+    dedup_scalable_get_info(((const fbox *)impl)->st, &si);
+    fi->file_type = DEDUP_TYPE_SCALABLE_BLOOM;
+    fi->seed = si.seed;
+    fi->blocked_links = si.kind == DEDUP_BLOOM_BLOCKED;
+    fi->capacity = si.initial_capacity;
+    fi->fpr_target = si.fpr;
+    fi->growth = si.growth;
+    fi->tightening = si.tightening;
+    fi->max_links = si.max_links;
+    fi->links = si.links;
+    fi->links_capacity = si.capacity;
+    fi->items = si.items;
+    fi->bits = si.bits;
+    fi->fpr_current = si.fpr_current;
+    fi->fpr_bound = si.fpr_bound;
+    fi->structure_memory = si.memory;
+}
+
+static dedup_status scalable_link_info(const void *impl, uint32_t link, dedup_seen_link_info *li)
+{
+    dedup_scalable_link_info sl;
+    dedup_status st = dedup_scalable_get_link_info(((const fbox *)impl)->st, link, &sl);
+    if (st)
+        return st;
+    li->capacity = sl.capacity;
+    li->items = sl.items;
+    li->bits = sl.bits;
+    li->hashes = sl.k;
+    li->fpr = sl.fpr;
+    li->fpr_current = sl.fpr_current;
+    return DEDUP_OK;
+}
+
 static dedup_status scalable_save(const void *impl, dedup_sink *sink)
 {
     return dedup_scalable_save(((const fbox *)impl)->st, sink);
@@ -791,4 +908,6 @@ const ddi_seen_class ddi_seen_class_scalable = {
     .load = scalable_load,
     .structure = fbox_structure,
     .seed = scalable_seed,
+    .filter_info = scalable_filter_info,
+    .link_info = scalable_link_info,
 };
