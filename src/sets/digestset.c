@@ -417,7 +417,10 @@ dedup_status dedup_digestset_load(dedup_source src, const dedup_allocator *alloc
     if (!out)
         return DEDUP_ERR_INVALID_ARG;
     *out = NULL;
-    dedup_decoder *d = malloc(sizeof *d);
+    /* Every allocation through the caller's hook, the scratch included. */
+    dedup_allocator a;
+    ddi_allocator_resolve(&a, alloc);
+    dedup_decoder *d = ddi_malloc(&a, sizeof *d);
     if (!d)
         return DEDUP_ERR_NOMEM;
     dedup_digestset *s = NULL;
@@ -442,7 +445,7 @@ dedup_status dedup_digestset_load(dedup_source src, const dedup_allocator *alloc
     p.capacity = nkeys;
     p.seed = d->header.seed;
     p.counts = counts;
-    st = dedup_digestset_create(&p, alloc, &s);
+    st = dedup_digestset_create(&p, &a, &s);
     for (uint64_t i = 0; !st && i < nkeys; i++) {
         unsigned char rec[24];
         st = dedup_decoder_read(d, rec, per);
@@ -466,7 +469,7 @@ dedup_status dedup_digestset_load(dedup_source src, const dedup_allocator *alloc
     if (!st)
         st = dedup_decoder_end(d);
 done:
-    free(d);
+    ddi_free(&a, d);
     if (st) {
         dedup_digestset_free(s);
         return st;

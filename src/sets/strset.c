@@ -643,7 +643,10 @@ dedup_status dedup_strset_load(dedup_source src, const dedup_allocator *alloc, d
     if (!out)
         return DEDUP_ERR_INVALID_ARG;
     *out = NULL;
-    dedup_decoder *d = malloc(sizeof *d);
+    /* Every allocation through the caller's hook, the scratch included. */
+    dedup_allocator a;
+    ddi_allocator_resolve(&a, alloc);
+    dedup_decoder *d = ddi_malloc(&a, sizeof *d);
     if (!d)
         return DEDUP_ERR_NOMEM;
     dedup_strset *s = NULL;
@@ -670,11 +673,11 @@ dedup_status dedup_strset_load(dedup_source src, const dedup_allocator *alloc, d
     p.capacity = nkeys;
     p.seed = d->header.seed;
     p.counts = counts;
-    st = dedup_strset_create(&p, alloc, &s);
+    st = dedup_strset_create(&p, &a, &s);
     if (st)
         goto done;
     size_t bufcap = 4096;
-    buf = malloc(bufcap);
+    buf = ddi_malloc(&a, bufcap);
     if (!buf) {
         st = DEDUP_ERR_NOMEM;
         goto done;
@@ -690,7 +693,7 @@ dedup_status dedup_strset_load(dedup_source src, const dedup_allocator *alloc, d
             goto done;
         }
         if (len > bufcap) {
-            unsigned char *nb = realloc(buf, len);
+            unsigned char *nb = ddi_realloc(&a, buf, bufcap, len);
             if (!nb) {
                 st = DEDUP_ERR_NOMEM;
                 goto done;
@@ -723,8 +726,8 @@ dedup_status dedup_strset_load(dedup_source src, const dedup_allocator *alloc, d
     }
     st = dedup_decoder_end(d);
 done:
-    free(buf);
-    free(d);
+    ddi_free(&a, buf);
+    ddi_free(&a, d);
     if (st) {
         dedup_strset_free(s);
         return st;

@@ -188,7 +188,10 @@ dedup_status dedup_u64set_load(dedup_source src, const dedup_allocator *alloc, d
     if (!out)
         return DEDUP_ERR_INVALID_ARG;
     *out = NULL;
-    dedup_decoder *d = malloc(sizeof *d);
+    /* Every allocation through the caller's hook, the scratch included. */
+    dedup_allocator a;
+    ddi_allocator_resolve(&a, alloc);
+    dedup_decoder *d = ddi_malloc(&a, sizeof *d);
     if (!d)
         return DEDUP_ERR_NOMEM;
     dedup_u64set *s = NULL;
@@ -203,7 +206,7 @@ dedup_status dedup_u64set_load(dedup_source src, const dedup_allocator *alloc, d
         dedup_set_params_init(&p);
         p.capacity = nkeys;
         p.seed = d->header.seed;
-        st = dedup_u64set_create(&p, alloc, &s);
+        st = dedup_u64set_create(&p, &a, &s);
     }
     for (uint64_t i = 0; !st && i < nkeys; i++) {
         uint64_t k;
@@ -216,7 +219,7 @@ dedup_status dedup_u64set_load(dedup_source src, const dedup_allocator *alloc, d
     }
     if (!st)
         st = dedup_decoder_end(d);
-    free(d);
+    ddi_free(&a, d);
     if (st) {
         dedup_u64set_free(s);
         return st;
