@@ -450,7 +450,7 @@ static int filter_create(int argc, char **argv)
     struct option *longopts = calloc(nbase + nextra_opts + 1, sizeof *longopts);
     filter_kv *extra = calloc((size_t)argc + 1, sizeof *extra);
     int rc = CLI_EXIT_USAGE;
-    void *h = NULL;
+    dedup_seen *made = NULL;
     const filter_type *t = NULL;
     if (!longopts || !extra) {
         cli_error("%s: out of memory", cmd);
@@ -562,26 +562,26 @@ static int filter_create(int argc, char **argv)
             goto out;
         }
     }
+    if (co.has_p && co.p > 0.5) {
+        cli_error("%s: -p/--fpr must be at most 0.5 (got %g): past it a filter takes more new "
+                  "items for old ones than it lets through", cmd, co.p);
+        goto out;
+    }
     struct stat st;
     if (!force && stat(co.path, &st) == 0) {
         cli_error("%s: %s already exists (use -f/--force to overwrite it)", cmd, co.path);
         goto out;
     }
-    rc = t->create(&co, &h);
+    rc = t->create(&co, &made);
     if (rc)
         goto out;
-    errno = 0;
-    dedup_status sst = t->save(h, co.path);
-    rc = sst ? (save_error(co.path, sst, errno), CLI_EXIT_FAIL) : CLI_EXIT_OK;
-    dedup_seen *made = NULL;
-    if (!rc && cli_verbosity >= 2 && dedup_seen_load_file(co.path, NULL, &made) == DEDUP_OK) {
+    rc = save_filter(made, co.path) ? CLI_EXIT_OK : CLI_EXIT_FAIL;
+    if (!rc && cli_verbosity >= 2) {
         filter_info_out io = {stderr, false, true};
         t->info(made, &io);
     }
-    dedup_seen_free(made);
 out:
-    if (t && h)
-        t->free(h);
+    dedup_seen_free(made);
     free(longopts);
     free(extra);
     return rc;

@@ -37,7 +37,7 @@ static uint64_t sizing_capacity_for(dedup_bloom_kind kind, uint64_t bits, double
 }
 
 /* Builds the filter from any two of -n/-p/-m (or -n alone, p = 1%). */
-static int create_kind(dedup_bloom_kind kind, const filter_create_opts *o, void **out)
+static int create_kind(dedup_bloom_kind kind, const filter_create_opts *o, dedup_seen **out)
 {
     const char *tname = kind_flag(kind);
     char hb[32];
@@ -131,8 +131,16 @@ static int create_kind(dedup_bloom_kind kind, const filter_create_opts *o, void 
         }
     }
 
-    dedup_bloom *bf = NULL;
-    dedup_status s = dedup_bloom_create(&bp, NULL, &bf);
+    dedup_seen_spec sp;
+    dedup_seen_spec_init(&sp);
+    sp.kind = kind == DEDUP_BLOOM_BLOCKED ? DEDUP_SEEN_BLOCKED : DEDUP_SEEN_BLOOM;
+    sp.items = bp.capacity;
+    sp.fpr = bp.fpr;
+    sp.size = bp.bits; /* from -m; 0: sized for n at p */
+    sp.hashes = bp.k;
+    sp.seed = bp.seed;
+    dedup_seen *sn = NULL;
+    dedup_status s = dedup_seen_create(&sp, NULL, &sn);
     if (s == DEDUP_ERR_INVALID_ARG || s == DEDUP_ERR_LIMIT) {
         cli_error("filter create: cannot create a %s filter with n = %" PRIu64 ", p = %g%s: %s",
                   tname, bp.capacity, bp.fpr, bits ? " and the -m given" : "", dedup_strerror(s));
@@ -142,22 +150,17 @@ static int create_kind(dedup_bloom_kind kind, const filter_create_opts *o, void 
         cli_error("filter create: %s: %s", o->path, dedup_strerror(s));
         return CLI_EXIT_FAIL;
     }
-    *out = bf;
+    *out = sn;
     return CLI_EXIT_OK;
 }
 
-static int create_classic(const filter_create_opts *o, void **out)
+static int create_classic(const filter_create_opts *o, dedup_seen **out)
 {
     return create_kind(DEDUP_BLOOM_CLASSIC, o, out);
 }
-static int create_blocked(const filter_create_opts *o, void **out)
+static int create_blocked(const filter_create_opts *o, dedup_seen **out)
 {
     return create_kind(DEDUP_BLOOM_BLOCKED, o, out);
-}
-
-static dedup_status bloom_save(const void *h, const char *path)
-{
-    return dedup_bloom_save_file(h, path);
 }
 
 static void bloom_info(const dedup_seen *s, filter_info_out *o)
@@ -190,11 +193,6 @@ static void bloom_info(const dedup_seen *s, filter_info_out *o)
     info_bytes(o, "memory_bytes", "memory when loaded", fi.structure_memory);
 }
 
-static void bloom_free(void *h)
-{
-    dedup_bloom_free(h);
-}
-
 #define BLOOM_NO_DELETE                                                                    \
     "clearing an item's bits would also clear bits other items share, which would then " \
     "be reported absent (false negatives)"
@@ -205,10 +203,8 @@ const filter_type filter_type_bloom = {
     .file_type = DEDUP_TYPE_BLOOM,
     .noun = "classic Bloom filter",
     .create = create_classic,
-    .save = bloom_save,
     .no_delete_reason = BLOOM_NO_DELETE,
     .info = bloom_info,
-    .free = bloom_free,
 };
 
 const filter_type filter_type_blocked = {
@@ -217,8 +213,6 @@ const filter_type filter_type_blocked = {
     .file_type = DEDUP_TYPE_BLOCKED_BLOOM,
     .noun = "blocked Bloom filter",
     .create = create_blocked,
-    .save = bloom_save,
     .no_delete_reason = BLOOM_NO_DELETE,
     .info = bloom_info,
-    .free = bloom_free,
 };

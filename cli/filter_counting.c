@@ -13,7 +13,7 @@
 #include "filter_types.h"
 
 /* From -n [-p], -n -m, or -m -p (m in bytes: two counters a byte). */
-static int counting_create(const filter_create_opts *o, void **out)
+static int counting_create(const filter_create_opts *o, dedup_seen **out)
 {
     char hb[32];
     if (o->nextra) {
@@ -67,8 +67,16 @@ static int counting_create(const filter_create_opts *o, void **out)
                      "of %.4g, above -p %g",
                      cli_human_size(o->m, hb, sizeof hb), o->n, reached, o->p);
     }
-    dedup_counting *cb = NULL;
-    dedup_status s = dedup_counting_create(&cp, NULL, &cb);
+    dedup_seen_spec sp;
+    dedup_seen_spec_init(&sp);
+    sp.kind = DEDUP_SEEN_COUNTING;
+    sp.items = cp.capacity;
+    sp.fpr = cp.fpr;
+    sp.size = cp.counters; /* from -m; 0: sized for n at p */
+    sp.hashes = cp.k;
+    sp.seed = cp.seed;
+    dedup_seen *sn = NULL;
+    dedup_status s = dedup_seen_create(&sp, NULL, &sn);
     if (s == DEDUP_ERR_INVALID_ARG || s == DEDUP_ERR_LIMIT) {
         cli_error("filter create: cannot create a counting filter with n = %" PRIu64 ", p = %g: %s",
                   cp.capacity, cp.fpr, dedup_strerror(s));
@@ -78,13 +86,8 @@ static int counting_create(const filter_create_opts *o, void **out)
         cli_error("filter create: %s: %s", o->path, dedup_strerror(s));
         return CLI_EXIT_FAIL;
     }
-    *out = cb;
+    *out = sn;
     return CLI_EXIT_OK;
-}
-
-static dedup_status counting_save(const void *h, const char *path)
-{
-    return dedup_counting_save_file(h, path);
 }
 
 static void counting_info(const dedup_seen *s, filter_info_out *o)
@@ -114,18 +117,11 @@ static void counting_info(const dedup_seen *s, filter_info_out *o)
     info_bytes(o, "memory_bytes", "memory when loaded", fi.structure_memory);
 }
 
-static void counting_free(void *h)
-{
-    dedup_counting_free(h);
-}
-
 const filter_type filter_type_counting = {
     .name = "counting",
     .description = "counting Bloom: can delete items; 4x the bits of a classic Bloom filter",
     .file_type = DEDUP_TYPE_COUNTING_BLOOM,
     .noun = "counting Bloom filter",
     .create = counting_create,
-    .save = counting_save,
     .info = counting_info,
-    .free = counting_free,
 };

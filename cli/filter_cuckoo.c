@@ -30,7 +30,7 @@ static bool parse_u32(const char *s, uint32_t lo, uint32_t hi, uint32_t *out)
     return true;
 }
 
-static int create_common(const filter_create_opts *o, bool chain, void **out)
+static int create_common(const filter_create_opts *o, bool chain, dedup_seen **out)
 {
     char hb[32];
     const char *tname = chain ? "cuckoo-chain" : "cuckoo";
@@ -96,8 +96,19 @@ static int create_common(const filter_create_opts *o, bool chain, void **out)
         cli_error("filter create: -n/--items (or -m/--memory) is required for --type %s", tname);
         return CLI_EXIT_USAGE;
     }
-    dedup_cuckoo *cf = NULL;
-    dedup_status s = dedup_cuckoo_create(&kp, NULL, &cf);
+    dedup_seen_spec sp;
+    dedup_seen_spec_init(&sp);
+    sp.kind = DEDUP_SEEN_CUCKOO;
+    sp.items = kp.capacity;
+    sp.fpr = kp.fpr;
+    sp.size = kp.buckets; /* from -m; 0: sized for n */
+    sp.fingerprint_bits = kp.fingerprint_bits;
+    sp.bucket_size = kp.bucket_size;
+    sp.max_kicks = kp.max_kicks ? kp.max_kicks : DEDUP_SEEN_NO_KICKS;
+    sp.expansion = kp.expansion;
+    sp.seed = kp.seed;
+    dedup_seen *sn = NULL;
+    dedup_status s = dedup_seen_create(&sp, NULL, &sn);
     if (s == DEDUP_ERR_INVALID_ARG || s == DEDUP_ERR_LIMIT) {
         cli_error("filter create: cannot create a %s filter with n = %" PRIu64 ": %s", tname,
                   kp.capacity, dedup_strerror(s));
@@ -107,22 +118,17 @@ static int create_common(const filter_create_opts *o, bool chain, void **out)
         cli_error("filter create: %s: %s", o->path, dedup_strerror(s));
         return CLI_EXIT_FAIL;
     }
-    *out = cf;
+    *out = sn;
     return CLI_EXIT_OK;
 }
 
-static int create_fixed(const filter_create_opts *o, void **out)
+static int create_fixed(const filter_create_opts *o, dedup_seen **out)
 {
     return create_common(o, false, out);
 }
-static int create_chain(const filter_create_opts *o, void **out)
+static int create_chain(const filter_create_opts *o, dedup_seen **out)
 {
     return create_common(o, true, out);
-}
-
-static dedup_status cuckoo_save(const void *h, const char *path)
-{
-    return dedup_cuckoo_save_file(h, path);
 }
 
 static void cuckoo_info(const dedup_seen *s, filter_info_out *o)
@@ -169,11 +175,6 @@ static void cuckoo_info(const dedup_seen *s, filter_info_out *o)
     }
 }
 
-static void cuckoo_free(void *h)
-{
-    dedup_cuckoo_free(h);
-}
-
 static const struct option cuckoo_options[] = {
     {"fingerprint-bits", required_argument, NULL, 0},
     {"bucket-size", required_argument, NULL, 0},
@@ -201,10 +202,8 @@ const filter_type filter_type_cuckoo = {
     .create_options = cuckoo_options,
     .create_help = CUCKOO_HELP,
     .create = create_fixed,
-    .save = cuckoo_save,
     .info = cuckoo_info,
     .no_merge_reason = CUCKOO_NO_MERGE,
-    .free = cuckoo_free,
 };
 
 const filter_type filter_type_cuckoo_chain = {
@@ -215,8 +214,6 @@ const filter_type filter_type_cuckoo_chain = {
     .create_options = cuckoo_options,
     .create_help = NULL,
     .create = create_chain,
-    .save = cuckoo_save,
     .info = cuckoo_info,
     .no_merge_reason = CUCKOO_NO_MERGE,
-    .free = cuckoo_free,
 };

@@ -14,7 +14,7 @@
 #include "dedup/scalable.h"
 #include "filter_types.h"
 
-static int scalable_create(const filter_create_opts *o, void **out)
+static int scalable_create(const filter_create_opts *o, dedup_seen **out)
 {
     dedup_scalable_params sp;
     dedup_scalable_params_init(&sp);
@@ -64,8 +64,18 @@ static int scalable_create(const filter_create_opts *o, void **out)
             return CLI_EXIT_USAGE;
         }
     }
-    dedup_scalable *sb = NULL;
-    dedup_status s = dedup_scalable_create(&sp, NULL, &sb);
+    dedup_seen_spec ss;
+    dedup_seen_spec_init(&ss);
+    ss.kind = DEDUP_SEEN_SCALABLE;
+    ss.items = sp.capacity;
+    ss.fpr = sp.fpr;
+    ss.growth = sp.growth;
+    ss.tightening = sp.tightening;
+    ss.max_links = sp.max_links;
+    ss.classic_links = sp.kind == DEDUP_BLOOM_CLASSIC;
+    ss.seed = sp.seed;
+    dedup_seen *sn = NULL;
+    dedup_status s = dedup_seen_create(&ss, NULL, &sn);
     if (s == DEDUP_ERR_INVALID_ARG || s == DEDUP_ERR_LIMIT) {
         cli_error("filter create: cannot create a scalable filter with n = %" PRIu64
                   ", p = %g: %s",
@@ -76,13 +86,8 @@ static int scalable_create(const filter_create_opts *o, void **out)
         cli_error("filter create: %s: %s", o->path, dedup_strerror(s));
         return CLI_EXIT_FAIL;
     }
-    *out = sb;
+    *out = sn;
     return CLI_EXIT_OK;
-}
-
-static dedup_status scalable_save(const void *h, const char *path)
-{
-    return dedup_scalable_save_file(h, path);
 }
 
 static void scalable_info(const dedup_seen *s, filter_info_out *o)
@@ -135,11 +140,6 @@ static void scalable_info(const dedup_seen *s, filter_info_out *o)
     }
 }
 
-static void scalable_free(void *h)
-{
-    dedup_scalable_free(h);
-}
-
 static const struct option scalable_options[] = {
     {"growth", required_argument, NULL, 0},
     {"tightening", required_argument, NULL, 0},
@@ -160,11 +160,9 @@ const filter_type filter_type_scalable = {
                    "            --max-links L    at most L sub-filters, 1..64 (default 64)\n"
                    "            --blocked        blocked Bloom sub-filters (faster, more bits)\n",
     .create = scalable_create,
-    .save = scalable_save,
     .no_delete_reason = "its sub-filters are Bloom filters: clearing an item's bits would also "
                         "clear bits other items share (false negatives)",
     .info = scalable_info,
     .no_merge_reason = "two chains hold different items in sub-filters of different sizes and "
                        "rates, so no merged chain could keep the rate promised by -p",
-    .free = scalable_free,
 };

@@ -114,14 +114,12 @@ typedef struct filter_type {
     const struct option *create_options;
     const char *create_help;
 
-    /* Builds an empty structure from the options.  On a bad or missing
-     * argument, prints an error naming it (cli_error) and returns
-     * CLI_EXIT_USAGE; on a library error returns CLI_EXIT_FAIL after
-     * printing.  Returns CLI_EXIT_OK and sets *out on success. */
-    int (*create)(const filter_create_opts *opts, void **out);
-
-    /* Saves the structure create() made, atomically. */
-    dedup_status (*save)(const void *h, const char *path);
+    /* Builds an empty filter from the options, through the seen-set's
+     * spec (dedup_seen_create).  On a bad or missing argument, prints an
+     * error naming it (cli_error) and returns CLI_EXIT_USAGE; on a library
+     * error returns CLI_EXIT_FAIL after printing.  Returns CLI_EXIT_OK and
+     * sets *out on success. */
+    int (*create)(const filter_create_opts *opts, dedup_seen **out);
 
     /* Why the kind cannot delete (NULL: it can: dedup_seen_delete), as a
      * sentence ending without a period, used in the error ("a cleared bit
@@ -134,8 +132,6 @@ typedef struct filter_type {
 
     /* Why the kind cannot merge (NULL: it can: dedup_seen_merge). */
     const char *no_merge_reason;
-
-    void (*free)(void *h);
 } filter_type;
 
 /* The registry (filter_registry.c): NULL-terminated. */

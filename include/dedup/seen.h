@@ -174,7 +174,23 @@ typedef struct dedup_seen_spec {
      * allocate from its own threads; NULL = the one given to create.  (A
      * caller may give the set an allocator made for one growing object.) */
     const dedup_allocator *engine_alloc;
+    /* (added) The filters' own shape, for a caller that sets it option by
+     * option (`dedup filter create`); 0 everywhere keeps the sizing above.
+     * 'size' is an exact size rather than one from items or memory: bits
+     * for BLOOM (rounded up to a multiple of 64) and BLOCKED (of 512),
+     * counters for COUNTING, buckets for CUCKOO (which then grows only by
+     * 'expansion').  With it, 'items' is only the planned capacity (0: what
+     * the size holds at fpr) and 'memory' is not consulted. */
+    uint64_t size;
+    uint32_t bucket_size;   /* CUCKOO: slots per bucket; 0 = 4 */
+    uint32_t max_kicks;     /* CUCKOO: relocations before full; 0 = the default
+                               (500), DEDUP_SEEN_NO_KICKS = none */
+    uint32_t max_links;     /* SCALABLE: links at most; 0 = DEDUP_MAX_CHAIN */
+    bool classic_links;     /* SCALABLE: classic Bloom links (default blocked) */
 } dedup_seen_spec;
+
+/* (added) spec.max_kicks for a cuckoo filter that never relocates. */
+#define DEDUP_SEEN_NO_KICKS UINT32_MAX
 
 void dedup_seen_spec_init(dedup_seen_spec *spec);
 

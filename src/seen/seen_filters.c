@@ -95,7 +95,14 @@ static dedup_status bloom_make(const dedup_seen_spec *sp, const dedup_allocator 
     p.seed = sp->seed;
     p.fpr = sp->fpr;
     p.k = sp->hashes;
-    if (sp->items) {
+    if (sp->size) {
+        p.bits = sp->size;
+        p.capacity = sp->items ? sp->items
+                     : kind == DEDUP_BLOOM_BLOCKED ? dedup_blocked_capacity_for(p.bits, p.fpr)
+                                                   : dedup_bloom_capacity_for(p.bits, p.fpr);
+        if (!p.capacity)
+            return DEDUP_ERR_INVALID_ARG; /* not one key fits at this rate */
+    } else if (sp->items) {
         p.capacity = sp->items;
         uint64_t bits = kind == DEDUP_BLOOM_BLOCKED ? dedup_blocked_bits_for(sp->items, p.fpr)
                                                     : dedup_bloom_bits_for(sp->items, p.fpr);
@@ -348,7 +355,12 @@ static dedup_status counting_create(const dedup_seen_spec *sp, const dedup_alloc
     p.seed = sp->seed;
     p.fpr = sp->fpr;
     p.k = sp->hashes;
-    if (sp->items) {
+    if (sp->size) {
+        p.counters = sp->size;
+        p.capacity = sp->items ? sp->items : dedup_bloom_capacity_for(p.counters, p.fpr);
+        if (!p.capacity)
+            return DEDUP_ERR_INVALID_ARG;
+    } else if (sp->items) {
         p.capacity = sp->items;
         uint64_t need = dedup_seen_bytes_for(DEDUP_SEEN_COUNTING, sp->items, sp->fpr);
         if (!need || (sp->memory && need > sp->memory))
@@ -554,11 +566,19 @@ static dedup_status cuckoo_create(const dedup_seen_spec *sp, const dedup_allocat
     p.seed = sp->seed;
     p.fpr = sp->fpr;
     p.fingerprint_bits = sp->fingerprint_bits;
+    if (sp->bucket_size)
+        p.bucket_size = sp->bucket_size;
+    if (sp->max_kicks)
+        p.max_kicks = sp->max_kicks == DEDUP_SEEN_NO_KICKS ? 0 : sp->max_kicks;
     uint32_t f = p.fingerprint_bits ? p.fingerprint_bits
                                     : dedup_cuckoo_fingerprint_bits_for(p.fpr, p.bucket_size);
     if (!f)
         return DEDUP_ERR_INVALID_ARG;
-    if (sp->items) {
+    if (sp->size) {
+        p.buckets = sp->size;
+        p.capacity = sp->items;
+        p.expansion = sp->expansion;
+    } else if (sp->items) {
         p.capacity = sp->items;
         p.expansion = sp->memory ? 0 : sp->expansion;
     } else if (sp->memory) {
@@ -578,7 +598,8 @@ static dedup_status cuckoo_create(const dedup_seen_spec *sp, const dedup_allocat
     if (st)
         return st;
     st = dedup_cuckoo_create(&p, a, (dedup_cuckoo **)&b->st);
-    if (!st && sp->items && sp->memory && dedup_cuckoo_memory_usage(b->st) > sp->memory) {
+    if (!st && !sp->size && sp->items && sp->memory &&
+        dedup_cuckoo_memory_usage(b->st) > sp->memory) {
         dedup_cuckoo_free(b->st);
         st = DEDUP_ERR_LIMIT;
     }
@@ -760,7 +781,10 @@ static dedup_status scalable_create(const dedup_seen_spec *sp, const dedup_alloc
 {
     dedup_scalable_params p;
     dedup_scalable_params_init(&p);
-    p.kind = sp->kind == DEDUP_SEEN_BLOOM ? DEDUP_BLOOM_CLASSIC : DEDUP_BLOOM_BLOCKED;
+    p.kind = sp->kind == DEDUP_SEEN_BLOOM || sp->classic_links ? DEDUP_BLOOM_CLASSIC
+                                                               : DEDUP_BLOOM_BLOCKED;
+    if (sp->max_links)
+        p.max_links = sp->max_links;
     p.seed = sp->seed;
     p.fpr = sp->fpr;
     p.growth = sp->growth;
