@@ -1,9 +1,14 @@
 /*
- * filter_types.h - the filter types `dedup filter` knows, behind one table.
+ * filter_types.h - the filter types `dedup filter` knows: for each, its
+ * --type name, help, options and messages.
  *
- * cmd_filter.c parses the command line, reads items, prints and exits; it
- * never names a filter type.  Everything type-specific sits behind a
- * filter_type: a small table of operations, one per type, registered in
+ * Every operation on a filter goes through the library's seen-set
+ * (dedup/seen.h): create (dedup_seen_create from a spec the type's entry
+ * builds out of -n/-p/-m/-k and its own options), add, query, del, merge,
+ * info (dedup_seen_get_filter_info, printed by the entry) and save.  What is
+ * left here is what only a command line has: names, descriptions, the
+ * options `filter create` takes for one type, and the sentences that say
+ * why a type cannot delete or merge.  The entries are registered in
  * filter_registry.c.
  *
  * Adding a type (say "cuckoo") is one new file plus one line:
@@ -19,13 +24,8 @@
  * docs/dedup.1 (filter create --type) and add the type to
  * tests/cli/filter.sh.
  *
- * Conventions for the operations:
- *   - An opaque handle (void *) holds the loaded structure.
- *   - Operations that can fail return a dedup_status; cmd_filter.c turns it
- *     into a message naming the file.  Operations never exit and never
- *     print, except create (its argument errors) and info (its fields).
- *   - Keys reach add/query/del in batches (filter_key arrays) so that a type
- *     with batch/prefetch calls in the library can use them.
+ * Keys reach the seen-set in batches (filter_key arrays) so that its
+ * batch/prefetch calls can be used.
  */
 #ifndef DEDUP_CLI_FILTER_TYPES_H
 #define DEDUP_CLI_FILTER_TYPES_H
