@@ -84,6 +84,68 @@ static uint64_t round_estimate(double e, bool *known)
     return *known ? (uint64_t)(e + 0.5) : 0;
 }
 
+/* ---- What every filter does alike ------------------------------------------------
+ * The structure-specific step of each is a small adapter below (a typed
+ * call on 'st'); the loops, the box and the errors are written once. */
+
+/* Loads a structure into a new box ('load' adapts its dedup_X_load). */
+typedef dedup_status (*st_load_fn)(dedup_source src, const dedup_allocator *a, void **st);
+
+static dedup_status fbox_load(dedup_source src, const dedup_allocator *a, st_load_fn load,
+                              fbox **out)
+{
+    fbox *b;
+    dedup_status st = fbox_new(a, NULL, &b);
+    if (st)
+        return st;
+    st = load(src, a, &b->st);
+    if (st) {
+        fbox_free(b);
+        return st;
+    }
+    *out = b;
+    return DEDUP_OK;
+}
+
+/* Answers a batch from the structure's batched membership test, CHUNK
+ * digests at a time: a key it may hold is MAYBE_DUPLICATE. */
+typedef void (*st_contains_fn)(const void *st, const dedup_digest *d, size_t n, bool *out);
+
+static dedup_status query_chunks(const void *impl, const dedup_batch *b, dedup_verdict *out,
+                                 st_contains_fn contains)
+{
+    const void *st = ((const fbox *)impl)->st;
+    if (b->n && !b->digests)
+        return DEDUP_ERR_INVALID_ARG;
+    bool seen[CHUNK];
+    for (size_t i = 0; i < b->n; i += CHUNK) {
+        size_t c = b->n - i < CHUNK ? b->n - i : CHUNK;
+        contains(st, b->digests + i, c, seen);
+        for (size_t j = 0; j < c; j++)
+            out[i + j] = seen[j] ? DEDUP_MAYBE_DUPLICATE : DEDUP_NEW;
+    }
+    return DEDUP_OK;
+}
+
+/* Deletes key by key: removed[i] false when key i was certainly absent. */
+typedef dedup_status (*st_delete_fn)(void *st, dedup_digest d);
+
+static dedup_status remove_each(void *impl, const dedup_batch *b, bool *removed,
+                                st_delete_fn del)
+{
+    void *st = ((fbox *)impl)->st;
+    if (b->n && !b->digests)
+        return DEDUP_ERR_INVALID_ARG;
+    for (size_t i = 0; i < b->n; i++) {
+        dedup_status s = del(st, b->digests[i]);
+        if (s && s != DEDUP_ERR_NOT_FOUND)
+            return s;
+        if (removed)
+            removed[i] = s == DEDUP_OK;
+    }
+    return DEDUP_OK;
+}
+
 /* ---- BLOOM / BLOCKED -------------------------------------------------------------- */
 
 static dedup_status bloom_make(const dedup_seen_spec *sp, const dedup_allocator *a,
@@ -147,18 +209,18 @@ static dedup_status blocked_create(const dedup_seen_spec *sp, const dedup_alloca
     return bloom_make(sp, a, DEDUP_BLOOM_BLOCKED, impl);
 }
 
+static dedup_status bloom_st_load(dedup_source src, const dedup_allocator *a, void **st)
+{
+    return dedup_bloom_load(src, a, (dedup_bloom **)st);
+}
+
 static dedup_status bloom_load(dedup_source src, const dedup_allocator *a, uint64_t seed, void **impl)
 {
     (void)seed;
     fbox *b;
-    dedup_status st = fbox_new(a, NULL, &b);
+    dedup_status st = fbox_load(src, a, bloom_st_load, &b);
     if (st)
         return st;
-    st = dedup_bloom_load(src, a, (dedup_bloom **)&b->st);
-    if (st) {
-        fbox_free(b);
-        return st;
-    }
     b->capacity = dedup_bloom_capacity(b->st);
     bool known;
     uint64_t e = round_estimate(dedup_bloom_estimate_count(b->st), &known);
@@ -199,19 +261,14 @@ static dedup_status bloom_decide(void *impl, const dedup_batch *b, dedup_verdict
     return DEDUP_OK;
 }
 
+static void bloom_contains(const void *st, const dedup_digest *d, size_t n, bool *out)
+{
+    dedup_bloom_might_contain_batch(st, d, n, out);
+}
+
 static dedup_status bloom_query(const void *impl, const dedup_batch *b, dedup_verdict *out)
 {
-    const dedup_bloom *bf = ((const fbox *)impl)->st;
-    if (b->n && !b->digests)
-        return DEDUP_ERR_INVALID_ARG;
-    bool seen[CHUNK];
-    for (size_t i = 0; i < b->n; i += CHUNK) {
-        size_t c = b->n - i < CHUNK ? b->n - i : CHUNK;
-        dedup_bloom_might_contain_batch(bf, b->digests + i, c, seen);
-        for (size_t j = 0; j < c; j++)
-            out[i + j] = seen[j] ? DEDUP_MAYBE_DUPLICATE : DEDUP_NEW;
-    }
-    return DEDUP_OK;
+    return query_chunks(impl, b, out, bloom_contains);
 }
 
 static void bloom_info(const void *impl, dedup_seen_info *in)
@@ -389,19 +446,19 @@ static dedup_status counting_create(const dedup_seen_spec *sp, const dedup_alloc
     return DEDUP_OK;
 }
 
+static dedup_status counting_st_load(dedup_source src, const dedup_allocator *a, void **st)
+{
+    return dedup_counting_load(src, a, (dedup_counting **)st);
+}
+
 static dedup_status counting_load(dedup_source src, const dedup_allocator *a, uint64_t seed,
                                   void **impl)
 {
     (void)seed;
     fbox *b;
-    dedup_status st = fbox_new(a, NULL, &b);
+    dedup_status st = fbox_load(src, a, counting_st_load, &b);
     if (st)
         return st;
-    st = dedup_counting_load(src, a, (dedup_counting **)&b->st);
-    if (st) {
-        fbox_free(b);
-        return st;
-    }
     b->capacity = dedup_counting_capacity(b->st);
     *impl = b;
     return DEDUP_OK;
@@ -440,34 +497,24 @@ static dedup_status counting_add(void *impl, const dedup_batch *b, size_t *done)
     return DEDUP_OK;
 }
 
+static void counting_contains(const void *st, const dedup_digest *d, size_t n, bool *out)
+{
+    dedup_counting_might_contain_batch(st, d, n, out);
+}
+
 static dedup_status counting_query(const void *impl, const dedup_batch *b, dedup_verdict *out)
 {
-    const dedup_counting *cb = ((const fbox *)impl)->st;
-    if (b->n && !b->digests)
-        return DEDUP_ERR_INVALID_ARG;
-    bool seen[CHUNK];
-    for (size_t i = 0; i < b->n; i += CHUNK) {
-        size_t c = b->n - i < CHUNK ? b->n - i : CHUNK;
-        dedup_counting_might_contain_batch(cb, b->digests + i, c, seen);
-        for (size_t j = 0; j < c; j++)
-            out[i + j] = seen[j] ? DEDUP_MAYBE_DUPLICATE : DEDUP_NEW;
-    }
-    return DEDUP_OK;
+    return query_chunks(impl, b, out, counting_contains);
+}
+
+static dedup_status counting_delete(void *st, dedup_digest d)
+{
+    return dedup_counting_delete(st, d);
 }
 
 static dedup_status counting_remove(void *impl, const dedup_batch *b, bool *removed)
 {
-    dedup_counting *cb = ((fbox *)impl)->st;
-    if (b->n && !b->digests)
-        return DEDUP_ERR_INVALID_ARG;
-    for (size_t i = 0; i < b->n; i++) {
-        dedup_status st = dedup_counting_delete(cb, b->digests[i]);
-        if (st && st != DEDUP_ERR_NOT_FOUND)
-            return st;
-        if (removed)
-            removed[i] = st == DEDUP_OK;
-    }
-    return DEDUP_OK;
+    return remove_each(impl, b, removed, counting_delete);
 }
 
 static void counting_info(const void *impl, dedup_seen_info *in)
@@ -614,19 +661,19 @@ static dedup_status cuckoo_create(const dedup_seen_spec *sp, const dedup_allocat
     return DEDUP_OK;
 }
 
+static dedup_status cuckoo_st_load(dedup_source src, const dedup_allocator *a, void **st)
+{
+    return dedup_cuckoo_load(src, a, (dedup_cuckoo **)st);
+}
+
 static dedup_status cuckoo_load(dedup_source src, const dedup_allocator *a, uint64_t seed,
                                 void **impl)
 {
     (void)seed;
     fbox *b;
-    dedup_status st = fbox_new(a, NULL, &b);
+    dedup_status st = fbox_load(src, a, cuckoo_st_load, &b);
     if (st)
         return st;
-    st = dedup_cuckoo_load(src, a, (dedup_cuckoo **)&b->st);
-    if (st) {
-        fbox_free(b);
-        return st;
-    }
     dedup_cuckoo_info ci;
     dedup_cuckoo_get_info(b->st, &ci);
     b->capacity = ci.capacity;
@@ -656,34 +703,24 @@ static dedup_status cuckoo_add(void *impl, const dedup_batch *b, size_t *done)
     return dedup_cuckoo_add_batch(((fbox *)impl)->st, b->digests, b->n, done);
 }
 
+static void cuckoo_contains(const void *st, const dedup_digest *d, size_t n, bool *out)
+{
+    dedup_cuckoo_might_contain_batch(st, d, n, out);
+}
+
 static dedup_status cuckoo_query(const void *impl, const dedup_batch *b, dedup_verdict *out)
 {
-    const dedup_cuckoo *cf = ((const fbox *)impl)->st;
-    if (b->n && !b->digests)
-        return DEDUP_ERR_INVALID_ARG;
-    bool seen[CHUNK];
-    for (size_t i = 0; i < b->n; i += CHUNK) {
-        size_t c = b->n - i < CHUNK ? b->n - i : CHUNK;
-        dedup_cuckoo_might_contain_batch(cf, b->digests + i, c, seen);
-        for (size_t j = 0; j < c; j++)
-            out[i + j] = seen[j] ? DEDUP_MAYBE_DUPLICATE : DEDUP_NEW;
-    }
-    return DEDUP_OK;
+    return query_chunks(impl, b, out, cuckoo_contains);
+}
+
+static dedup_status cuckoo_delete(void *st, dedup_digest d)
+{
+    return dedup_cuckoo_delete(st, d);
 }
 
 static dedup_status cuckoo_remove(void *impl, const dedup_batch *b, bool *removed)
 {
-    dedup_cuckoo *cf = ((fbox *)impl)->st;
-    if (b->n && !b->digests)
-        return DEDUP_ERR_INVALID_ARG;
-    for (size_t i = 0; i < b->n; i++) {
-        dedup_status st = dedup_cuckoo_delete(cf, b->digests[i]);
-        if (st && st != DEDUP_ERR_NOT_FOUND)
-            return st;
-        if (removed)
-            removed[i] = st == DEDUP_OK;
-    }
-    return DEDUP_OK;
+    return remove_each(impl, b, removed, cuckoo_delete);
 }
 
 static void cuckoo_info(const void *impl, dedup_seen_info *in)
@@ -805,19 +842,19 @@ static dedup_status scalable_create(const dedup_seen_spec *sp, const dedup_alloc
     return DEDUP_OK;
 }
 
+static dedup_status scalable_st_load(dedup_source src, const dedup_allocator *a, void **st)
+{
+    return dedup_scalable_load(src, a, (dedup_scalable **)st);
+}
+
 static dedup_status scalable_load(dedup_source src, const dedup_allocator *a, uint64_t seed,
                                   void **impl)
 {
     (void)seed;
     fbox *b;
-    dedup_status st = fbox_new(a, NULL, &b);
+    dedup_status st = fbox_load(src, a, scalable_st_load, &b);
     if (st)
         return st;
-    st = dedup_scalable_load(src, a, (dedup_scalable **)&b->st);
-    if (st) {
-        fbox_free(b);
-        return st;
-    }
     *impl = b;
     return DEDUP_OK;
 }
@@ -836,19 +873,14 @@ static dedup_status scalable_decide(void *impl, const dedup_batch *b, dedup_verd
     return st;
 }
 
+static void scalable_contains(const void *st, const dedup_digest *d, size_t n, bool *out)
+{
+    dedup_scalable_might_contain_batch(st, d, n, out);
+}
+
 static dedup_status scalable_query(const void *impl, const dedup_batch *b, dedup_verdict *out)
 {
-    const dedup_scalable *sb = ((const fbox *)impl)->st;
-    if (b->n && !b->digests)
-        return DEDUP_ERR_INVALID_ARG;
-    bool seen[CHUNK];
-    for (size_t i = 0; i < b->n; i += CHUNK) {
-        size_t c = b->n - i < CHUNK ? b->n - i : CHUNK;
-        dedup_scalable_might_contain_batch(sb, b->digests + i, c, seen);
-        for (size_t j = 0; j < c; j++)
-            out[i + j] = seen[j] ? DEDUP_MAYBE_DUPLICATE : DEDUP_NEW;
-    }
-    return DEDUP_OK;
+    return query_chunks(impl, b, out, scalable_contains);
 }
 
 static void scalable_info(const void *impl, dedup_seen_info *in)
