@@ -230,14 +230,9 @@ static uint64_t replay_remaining(void *ctx)
 }
 
 /* A valid container of a type no kind keeps: read it through to its checksum. */
-static dedup_status validate_other(dedup_source src, const dedup_allocator *alloc)
+static dedup_status validate_other(dedup_source src)
 {
-    dedup_decoder *d = NULL;
-    dedup_allocator a;
-    ddi_allocator_resolve(&a, alloc);
-    d = ddi_malloc(&a, sizeof *d);
-    if (!d)
-        return DEDUP_ERR_NOMEM;
+    dedup_decoder decoder, *d = &decoder; /* 64-byte aligned: on the stack, as in every loader */
     dedup_status st = dedup_decoder_begin(d, src, 0);
     unsigned char buf[4096];
     uint64_t left = st ? 0 : d->header.payload_len;
@@ -248,7 +243,6 @@ static dedup_status validate_other(dedup_source src, const dedup_allocator *allo
     }
     if (!st)
         st = dedup_decoder_end(d);
-    ddi_free(&a, d);
     return st ? st : DEDUP_ERR_WRONG_TYPE;
 }
 
@@ -270,7 +264,7 @@ dedup_status dedup_seen_load(dedup_source src, const dedup_allocator *alloc, ded
     dedup_source rs = {replay_read, replay_remaining, &r};
     const ddi_seen_class *c = class_of_file_type(type);
     if (!c)
-        return validate_other(rs, alloc);
+        return validate_other(rs);
     dedup_allocator a;
     ddi_allocator_resolve(&a, alloc);
     void *impl = NULL;
