@@ -2,10 +2,12 @@
  * cmd_filter.c - `dedup filter ACTION FILE ...`: filter files built once
  * and then added to, queried, inspected and merged.
  *
- * This file knows nothing about any filter type: it parses options, reads
- * items, prints, and calls the type's operations from the table in
- * filter_types.h.  The type of an existing file comes from its header
- * (dedup_peek_file), so every action works on every registered type.
+ * This file knows nothing about any filter type: it parses options and
+ * calls the library's seen-set (dedup/seen.h) for every filter; a type's
+ * own options, help and messages come from its entry in filter_types.h.
+ * The type of an existing file comes from its header (dedup_peek_file), so
+ * every action works on every registered type.  Files and items are read
+ * in filter_files.c, info is filter_info.c, verify filter_verify.c.
  *
  * Items are whole lines without their terminator ("\n", or NUL with -z): a
  * last line without a terminator is still an item, an empty line is the
@@ -25,16 +27,9 @@
 
 #include "cli.h"
 #include "cli_args.h"
-#include "dedup/format.h"
 #include "dedup/hash.h"
-#include "dedup/seen.h"
-#include "filter_types.h"
+#include "filter_cmd.h"
 #include "redis_cli.h"
-
-/* Items handed to a filter operation at once. */
-#define ITEM_BATCH 4096
-/* First size of the stdin buffer; doubled while one item does not fit. */
-#define READ_BLOCK (1u << 20)
 
 static const char filter_help_head[] =
     "Usage: dedup filter ACTION FILE [OPTION...] [ITEM...]\n"
@@ -89,7 +84,7 @@ static const char filter_help_tail[] =
     "Exit status: 0 success (query: some item selected), 1 query: none selected,\n"
     "del: some item was absent, or a write failed; 2 usage or file error.\n";
 
-static void filter_usage(FILE *f)
+void dd_filter_usage(FILE *f)
 {
     fputs(filter_help_head, f);
     for (size_t i = 0; filter_types[i]; i++) {
@@ -100,328 +95,12 @@ static void filter_usage(FILE *f)
     fputs(filter_help_tail, f);
 }
 
-/* ---- Info output helpers (declared in filter_types.h) ----------------- */
-
-static void info_key(filter_info_out *o, const char *key, const char *label)
-{
-    if (o->json) {
-        fputs(o->first ? "" : ",", o->f);
-        cli_json_string(o->f, key);
-        fputc(':', o->f);
-    } else {
-        fprintf(o->f, "%-32s ", label);
-    }
-    o->first = false;
-}
-
-void info_str(filter_info_out *o, const char *key, const char *label, const char *v)
-{
-    info_key(o, key, label);
-    if (o->json)
-        cli_json_string(o->f, v);
-    else
-        fprintf(o->f, "%s\n", v);
-}
-
-void info_u64(filter_info_out *o, const char *key, const char *label, uint64_t v)
-{
-    info_key(o, key, label);
-    fprintf(o->f, o->json ? "%" PRIu64 : "%" PRIu64 "\n", v);
-}
-
-void info_f64(filter_info_out *o, const char *key, const char *label, double v)
-{
-    info_key(o, key, label);
-    if (o->json)
-        json_double(o->f, v);
-    else
-        fprintf(o->f, "%.6g\n", v);
-}
-
-void info_prob(filter_info_out *o, const char *key, const char *label, double v)
-{
-    info_key(o, key, label);
-    if (o->json)
-        json_double(o->f, v);
-    else
-        fprintf(o->f, "%.6g (%.4g%%)\n", v, v * 100.0);
-}
-
-void info_bytes(filter_info_out *o, const char *key, const char *label, uint64_t v)
-{
-    char h[32];
-    info_key(o, key, label);
-    if (o->json)
-        fprintf(o->f, "%" PRIu64, v);
-    else
-        fprintf(o->f, "%" PRIu64 " (%s)\n", v, cli_human_size(v, h, sizeof h));
-}
-
-void info_bool(filter_info_out *o, const char *key, const char *label, bool v)
-{
-    info_key(o, key, label);
-    fprintf(o->f, o->json ? "%s" : "%s\n", v ? (o->json ? "true" : "yes") : (o->json ? "false" : "no"));
-}
-
-void info_hex(filter_info_out *o, const char *key, const char *label, uint64_t v)
-{
-    info_key(o, key, label);
-    if (o->json) {
-        char buf[64];
-        fprintf(o->f, "%" PRIu64 ",", v);
-        snprintf(buf, sizeof buf, "%s_hex", key);
-        cli_json_string(o->f, buf);
-        fprintf(o->f, ":\"0x%016" PRIx64 "\"", v);
-    } else {
-        fprintf(o->f, "0x%016" PRIx64 "\n", v);
-    }
-}
-
-/* ---- Files -------------------------------------------------------------- */
-
-/* True when the file at 'path' is too short to hold a header but does not
- * even begin like a dedup file: "not a dedup file" says more than
- * "truncated" then. */
-static bool short_and_foreign(const char *path)
-{
-    static const unsigned char magic[8] = {0x89, 'D', 'D', 'P', '\r', '\n', 0x1a, '\n'};
-    unsigned char b[8];
-    int fd = open(path, O_RDONLY);
-    if (fd < 0)
-        return false;
-    ssize_t r = read(fd, b, sizeof b);
-    close(fd);
-    return r >= 0 && (r == 0 || memcmp(b, magic, (size_t)r) != 0);
-}
-
-/* "dedup: PATH: what is wrong".  'err' is the errno of an IO failure. */
-static void file_error(const char *path, dedup_status s, int err)
-{
-    struct stat st;
-    if (s == DEDUP_ERR_TRUNCATED && stat(path, &st) == 0 && st.st_size == 0) {
-        cli_error("%s: file is empty (not a dedup file)", path);
-        return;
-    }
-    if (s == DEDUP_ERR_TRUNCATED && short_and_foreign(path))
-        s = DEDUP_ERR_BAD_MAGIC;
-    switch (s) {
-    case DEDUP_ERR_IO:
-        cli_error("%s: %s", path, err ? strerror(err) : dedup_strerror(s));
-        break;
-    case DEDUP_ERR_TRUNCATED:
-        cli_error("%s: file is truncated (it ends before the lengths its header declares)", path);
-        break;
-    case DEDUP_ERR_NOMEM:
-        cli_error("%s: out of memory loading the filter", path);
-        break;
-    default:
-        cli_error("%s: %s", path, dedup_strerror(s));
-        break;
-    }
-}
-
-/* Reads the header of 'path' and finds its type's operations.  Prints the
- * error and returns false on failure. */
-static bool peek_type(const char *path, dedup_header *hdr, const filter_type **t)
-{
-    errno = 0;
-    dedup_status s = dedup_peek_file(path, hdr);
-    if (s) {
-        file_error(path, s, errno);
-        return false;
-    }
-    *t = filter_type_by_file_type(hdr->type);
-    if (!*t) {
-        cli_error("%s: holds a structure of type %s (%u), not a filter 'dedup filter' can "
-                  "open",
-                  path, dedup_type_name(hdr->type), (unsigned)hdr->type);
-        return false;
-    }
-    return true;
-}
-
-/* Loads 'path' through the library's seen-set (dedup/seen.h), which
- * validates all of it (header, params, payload, checksum, nothing after),
- * and finds the type's operations for what only this command does with it
- * (they take dedup_seen_impl(*s)). */
-static bool load_filter(const char *path, const filter_type **t, dedup_seen **s)
-{
-    dedup_header hdr;
-    if (!peek_type(path, &hdr, t))
-        return false;
-    errno = 0;
-    dedup_status st = dedup_seen_load_file(path, NULL, s);
-    if (st) {
-        file_error(path, st, errno);
-        return false;
-    }
-    return true;
-}
-
-static bool save_error(const char *path, dedup_status s, int err)
-{
-    if (s == DEDUP_ERR_IO)
-        cli_error("%s: cannot save: %s (the previous file, if any, is unchanged)", path,
-                  err ? strerror(err) : dedup_strerror(s));
-    else
-        cli_error("%s: cannot save: %s", path, dedup_strerror(s));
-    return false;
-}
-
-static bool save_filter(const dedup_seen *sn, const char *path)
-{
-    errno = 0;
-    dedup_status s = dedup_seen_save_file(sn, path);
-    return s ? save_error(path, s, errno) : true;
-}
-
-/* ---- Items ----------------------------------------------------------------- */
-
-/* Receives a batch of items; returns false to stop reading. */
-typedef bool (*item_fn)(void *ctx, const filter_key *keys, size_t n);
-
-typedef struct item_opts {
-    char delim;    /* '\n' or '\0' */
-    bool strip_cr; /* --crlf */
-} item_opts;
-
-/* Reads items from 'fd' ('name' for messages) and passes them to fn in
- * batches.  Returns 0, CLI_EXIT_USAGE on a read error (after a message), or
- * -1 when fn asked to stop. */
-static int read_items(int fd, const char *name, const item_opts *io, item_fn fn, void *ctx)
-{
-    size_t cap = READ_BLOCK, len = 0, scan = 0, start = 0;
-    char *buf = malloc(cap);
-    filter_key *batch = malloc(ITEM_BATCH * sizeof *batch);
-    size_t nb = 0;
-    int rc = 0;
-    bool eof = false;
-    if (!buf || !batch) {
-        cli_error("%s: out of memory", name);
-        rc = CLI_EXIT_FAIL;
-        goto done;
-    }
-    while (!eof) {
-        if (len == cap) {
-            /* The buffer holds one unfinished item: make room. */
-            size_t ncap = cap * 2;
-            char *nbuf = ncap > cap ? realloc(buf, ncap) : NULL;
-            if (!nbuf) {
-                cli_error("%s: out of memory (an item longer than %zu bytes)", name, cap);
-                rc = CLI_EXIT_FAIL;
-                goto done;
-            }
-            buf = nbuf;
-            cap = ncap;
-        }
-        ssize_t r = read(fd, buf + len, cap - len);
-        if (r < 0) {
-            if (errno == EINTR)
-                continue;
-            cli_error("%s: read error: %s", name, strerror(errno));
-            rc = CLI_EXIT_USAGE;
-            goto done;
-        }
-        if (r == 0)
-            eof = true;
-        len += (size_t)r;
-        for (;;) {
-            char *e = scan < len ? memchr(buf + scan, io->delim, len - scan) : NULL;
-            size_t end;
-            if (e) {
-                end = (size_t)(e - buf);
-            } else if (eof && start < len) {
-                end = len; /* a last item without terminator */
-            } else {
-                break;
-            }
-            size_t ilen = end - start;
-            if (io->strip_cr && ilen && buf[end - 1] == '\r')
-                ilen--;
-            batch[nb].data = buf + start;
-            batch[nb].len = ilen;
-            if (++nb == ITEM_BATCH) {
-                if (!fn(ctx, batch, nb)) {
-                    rc = -1;
-                    goto done;
-                }
-                nb = 0;
-            }
-            start = scan = end + 1;
-            if (end == len)
-                break;
-        }
-        /* Hand over what points into buf before moving the tail. */
-        if (nb) {
-            if (!fn(ctx, batch, nb)) {
-                rc = -1;
-                goto done;
-            }
-            nb = 0;
-        }
-        if (start > len)
-            start = len;
-        memmove(buf, buf + start, len - start);
-        len -= start;
-        scan = len;
-        start = 0;
-    }
-done:
-    free(buf);
-    free(batch);
-    return rc;
-}
-
-/* Items from the arguments ("-" reads standard input there), or all of
- * standard input when there are none.  Same returns as read_items. */
-static int for_each_item(int nargs, char **args, const item_opts *io, item_fn fn, void *ctx)
-{
-    if (nargs == 0)
-        return read_items(STDIN_FILENO, "standard input", io, fn, ctx);
-    filter_key batch[256];
-    size_t nb = 0;
-    for (int i = 0; i < nargs; i++) {
-        if (strcmp(args[i], "-") == 0) {
-            if (nb && !fn(ctx, batch, nb))
-                return -1;
-            nb = 0;
-            int rc = read_items(STDIN_FILENO, "standard input", io, fn, ctx);
-            if (rc)
-                return rc;
-            continue;
-        }
-        batch[nb].data = args[i];
-        batch[nb].len = strlen(args[i]);
-        if (++nb == sizeof batch / sizeof batch[0]) {
-            if (!fn(ctx, batch, nb))
-                return -1;
-            nb = 0;
-        }
-    }
-    if (nb && !fn(ctx, batch, nb))
-        return -1;
-    return 0;
-}
-
-/* ---- Option parsing shared by the actions ----------------------------------- */
-
-enum {
-    OPT_SEED = 1000,
-    OPT_JSON,
-    OPT_CRLF,
-    OPT_ON_FULL,
-    OPT_KNOWN,
-    OPT_FRESH,
-    OPT_VERSION,
-    OPT_EXTRA = 2000 /* + index of a type-specific create option */
-};
-
 /* Handles the options every action accepts; returns -1 if 'c' was not one
  * of them, else the exit status to return (or -2 to continue). */
-static int common_option(int c, const char *cmd, char **argv)
+int dd_filter_common_option(int c, const char *cmd, char **argv)
 {
     switch (c) {
-    case 'h': filter_usage(stdout); return out_finish("filter", NULL);
+    case 'h': dd_filter_usage(stdout); return out_finish("filter", NULL);
     case OPT_VERSION: cli_print_version(); return out_finish("filter", NULL);
     case '?':
     case ':': arg_bad_option(cmd, c, argv, "dedup filter"); return CLI_EXIT_USAGE;
@@ -451,7 +130,7 @@ static int filter_create(int argc, char **argv)
     struct option *longopts = calloc(nbase + nextra_opts + 1, sizeof *longopts);
     filter_kv *extra = calloc((size_t)argc + 1, sizeof *extra);
     int rc = CLI_EXIT_USAGE;
-    void *h = NULL;
+    dedup_seen *made = NULL;
     const filter_type *t = NULL;
     if (!longopts || !extra) {
         cli_error("%s: out of memory", cmd);
@@ -484,7 +163,7 @@ static int filter_create(int argc, char **argv)
     optind = 1;
     int c;
     while ((c = getopt_long(argc, argv, ":t:n:p:m:k:fh", longopts, NULL)) != -1) {
-        int r = common_option(c, cmd, argv);
+        int r = dd_filter_common_option(c, cmd, argv);
         if (r >= 0) {
             rc = r;
             goto out;
@@ -563,24 +242,26 @@ static int filter_create(int argc, char **argv)
             goto out;
         }
     }
+    if (co.has_p && co.p > 0.5) {
+        cli_error("%s: -p/--fpr must be at most 0.5 (got %g): past it a filter takes more new "
+                  "items for old ones than it lets through", cmd, co.p);
+        goto out;
+    }
     struct stat st;
     if (!force && stat(co.path, &st) == 0) {
         cli_error("%s: %s already exists (use -f/--force to overwrite it)", cmd, co.path);
         goto out;
     }
-    rc = t->create(&co, &h);
+    rc = t->create(&co, &made);
     if (rc)
         goto out;
-    errno = 0;
-    dedup_status sst = t->save(h, co.path);
-    rc = sst ? (save_error(co.path, sst, errno), CLI_EXIT_FAIL) : CLI_EXIT_OK;
+    rc = dd_filter_save(made, co.path) ? CLI_EXIT_OK : CLI_EXIT_FAIL;
     if (!rc && cli_verbosity >= 2) {
         filter_info_out io = {stderr, false, true};
-        t->info(h, &io);
+        t->info(made, &io);
     }
 out:
-    if (t && h)
-        t->free(h);
+    dedup_seen_free(made);
     free(longopts);
     free(extra);
     return rc;
@@ -592,10 +273,7 @@ typedef struct item_job {
     const char *path;
     const filter_type *t;
     dedup_seen *s;     /* the file's seen-set */
-    void *h;           /* dedup_seen_impl(s), for the type's operations */
-    bool set_add;      /* add through dedup_seen_decide: kinds that cannot
-                          delete hold a set, so adding a key again changes
-                          nothing; counting and cuckoo count every add */
+    uint64_t seed;     /* its hash seed */
     dedup_digest *dig;
     dedup_verdict *verdict;
     /* add */
@@ -611,19 +289,22 @@ typedef struct item_job {
     uint64_t absent;
 } item_job;
 
+/* The batch of n items as the seen-set takes them: their digests. */
+static dedup_batch digest_batch(item_job *j, const filter_key *keys, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        j->dig[i] = dedup_hash(keys[i].data, keys[i].len, j->seed);
+    return (dedup_batch){.n = n, .digests = j->dig};
+}
+
+/* Adds through dedup_seen_add: counting and cuckoo filters count every
+ * add (an item added twice is deleted twice), the others hold a set. */
 static bool add_batch(void *ctx, const filter_key *keys, size_t n)
 {
     item_job *j = ctx;
     size_t done = 0;
-    dedup_status s;
-    if (j->set_add) {
-        uint64_t seed = dedup_seen_seed(j->s);
-        for (size_t i = 0; i < n; i++)
-            j->dig[i] = dedup_hash(keys[i].data, keys[i].len, seed);
-        dedup_batch b = {.n = n, .digests = j->dig};
-        s = dedup_seen_decide(j->s, &b, j->verdict, &done);
-    } else
-        s = j->t->add(j->h, keys, n, &done);
+    dedup_batch b = digest_batch(j, keys, n);
+    dedup_status s = dedup_seen_add(j->s, &b, &done);
     j->added += done;
     if (s) {
         j->error = s;
@@ -635,9 +316,11 @@ static bool add_batch(void *ctx, const filter_key *keys, size_t n)
 static bool query_batch(void *ctx, const filter_key *keys, size_t n)
 {
     item_job *j = ctx;
-    j->t->query(j->h, keys, n, j->answers);
+    dedup_batch b = digest_batch(j, keys, n);
+    if (dedup_seen_query(j->s, &b, j->verdict) != DEDUP_OK)
+        return false; /* local filters cannot fail */
     for (size_t i = 0; i < n; i++) {
-        if (j->answers[i] == j->invert)
+        if ((j->verdict[i] != DEDUP_NEW) == j->invert)
             continue;
         j->selected++;
         if (j->quiet || j->count_only)
@@ -653,7 +336,8 @@ static bool query_batch(void *ctx, const filter_key *keys, size_t n)
 static bool del_batch(void *ctx, const filter_key *keys, size_t n)
 {
     item_job *j = ctx;
-    dedup_status s = j->t->del(j->h, keys, n, j->answers);
+    dedup_batch b = digest_batch(j, keys, n);
+    dedup_status s = dedup_seen_delete(j->s, &b, j->answers);
     if (s) {
         j->error = s;
         return false;
@@ -678,7 +362,7 @@ static void no_delete_error(const char *path, const filter_type *t)
 {
     char can[256] = "";
     for (size_t i = 0; filter_types[i]; i++) {
-        if (!filter_types[i]->del)
+        if (filter_types[i]->no_delete_reason)
             continue;
         strncat(can, can[0] ? " or --type " : "--type ", sizeof can - strlen(can) - 1);
         strncat(can, filter_types[i]->name, sizeof can - strlen(can) - 1);
@@ -713,7 +397,7 @@ static int filter_items(const char *action, int argc, char **argv)
     optind = 1;
     int c;
     while ((c = getopt_long(argc, argv, a == A_QUERY ? ":cvqzh" : ":zh", longopts, NULL)) != -1) {
-        int r = common_option(c, cmd, argv);
+        int r = dd_filter_common_option(c, cmd, argv);
         if (r >= 0)
             return r;
         switch (c) {
@@ -761,19 +445,18 @@ static int filter_items(const char *action, int argc, char **argv)
 
     if (a == A_DEL) {
         dedup_header hdr;
-        if (!peek_type(j.path, &hdr, &j.t))
+        if (!dd_filter_peek_type(j.path, &hdr, &j.t))
             return CLI_EXIT_USAGE;
-        if (!j.t->del) {
+        if (j.t->no_delete_reason) {
             no_delete_error(j.path, j.t);
             return CLI_EXIT_USAGE;
         }
     }
-    if (!load_filter(j.path, &j.t, &j.s))
+    if (!dd_filter_load(j.path, &j.t, &j.s))
         return CLI_EXIT_USAGE;
-    j.h = dedup_seen_impl(j.s);
+    j.seed = dedup_seen_seed(j.s);
     dedup_seen_info before;
     dedup_seen_get_info(j.s, &before);
-    j.set_add = a == A_ADD && !before.can_delete;
     if (a == A_ADD && before.capacity && dedup_seen_set_on_full(j.s, on_full) != DEDUP_OK &&
         on_full != DEDUP_ON_FULL_WARN) {
         cli_error("%s: %s: --on-full fail needs a filter with a fixed capacity", cmd, j.path);
@@ -796,13 +479,13 @@ static int filter_items(const char *action, int argc, char **argv)
     int nargs = argc - optind;
     char **args = argv + optind;
     if (a == A_ADD) {
-        int r = for_each_item(nargs, args, &io, add_batch, &j);
+        int r = dd_filter_for_each_item(nargs, args, &io, add_batch, &j);
         dedup_seen_info after;
         dedup_seen_get_info(j.s, &after);
         /* counting and cuckoo count their adds themselves; a FAIL there is
          * checked once all are in (nothing is saved past capacity) */
         bool past = after.capacity && after.over_capacity && after.items > before.items;
-        if (!j.error && past && !j.set_add && on_full == DEDUP_ON_FULL_FAIL)
+        if (!j.error && past && before.can_delete && on_full == DEDUP_ON_FULL_FAIL)
             j.error = DEDUP_ERR_FULL;
         if (r > 0) {
             rc = r; /* read error: the file is left as it was */
@@ -816,7 +499,7 @@ static int filter_items(const char *action, int argc, char **argv)
             cli_error("%s: %s after %" PRIu64 " items; nothing was saved", j.path,
                       dedup_strerror(j.error), j.added);
             rc = CLI_EXIT_FAIL;
-        } else if (!save_filter(j.s, j.path)) {
+        } else if (!dd_filter_save(j.s, j.path)) {
             rc = CLI_EXIT_FAIL;
         } else {
             if (past)
@@ -828,7 +511,7 @@ static int filter_items(const char *action, int argc, char **argv)
             cli_info(2, "%s: added %" PRIu64 " items", j.path, j.added);
         }
     } else if (a == A_QUERY) {
-        int r = for_each_item(nargs, args, &io, query_batch, &j);
+        int r = dd_filter_for_each_item(nargs, args, &io, query_batch, &j);
         bool epipe = false;
         if (j.count_only && !j.out_failed)
             printf("%" PRIu64 "\n", j.selected);
@@ -840,13 +523,13 @@ static int filter_items(const char *action, int argc, char **argv)
         else
             rc = j.selected ? CLI_EXIT_OK : CLI_EXIT_FAIL;
     } else {
-        int r = for_each_item(nargs, args, &io, del_batch, &j);
+        int r = dd_filter_for_each_item(nargs, args, &io, del_batch, &j);
         if (r > 0) {
             rc = r;
         } else if (j.error) {
             cli_error("%s: %s; nothing was saved", j.path, dedup_strerror(j.error));
             rc = CLI_EXIT_FAIL;
-        } else if (!save_filter(j.s, j.path)) {
+        } else if (!dd_filter_save(j.s, j.path)) {
             rc = CLI_EXIT_FAIL;
         } else {
             if (j.absent > 10)
@@ -862,285 +545,6 @@ static int filter_items(const char *action, int argc, char **argv)
     return rc;
 }
 
-/* ---- info ---------------------------------------------------------------------------- */
-
-static int info_one(const char *path, bool json)
-{
-    dedup_header hdr;
-    errno = 0;
-    dedup_status s = dedup_peek_file(path, &hdr);
-    if (s) {
-        file_error(path, s, errno);
-        return CLI_EXIT_USAGE;
-    }
-    /* Every type a seen-set keeps is loaded whole, which validates all of
-     * it (a truncated or damaged set or window state is refused here too,
-     * not only a filter). */
-    const filter_type *t = filter_type_by_file_type(hdr.type);
-    dedup_seen *sn = NULL;
-    errno = 0;
-    s = dedup_seen_load_file(path, NULL, &sn);
-    bool checked = s == DEDUP_OK;
-    if (s && !(s == DEDUP_ERR_WRONG_TYPE && !t)) {
-        file_error(path, s, errno);
-        return CLI_EXIT_USAGE;
-    }
-    struct stat st;
-    uint64_t fsize = stat(path, &st) == 0 ? (uint64_t)st.st_size : 0;
-
-    filter_info_out o = {stdout, json, true};
-    if (json)
-        fputc('{', stdout);
-    info_str(&o, "file", "file", path);
-    info_bytes(&o, "file_bytes", "file size", fsize);
-    info_u64(&o, "format_version", "format version", hdr.version);
-    dedup_seen_info in;
-    if (sn)
-        dedup_seen_get_info(sn, &in);
-    dedup_status ls = DEDUP_OK;
-    bool described = false; /* by dd_info_state(), capacity included */
-    if (t) {
-        t->info(dedup_seen_impl(sn), &o);
-    } else if (dd_info_state(path, &hdr, &o, &ls)) {
-        /* a state file, a roaring state or a sketch: loaded whole and described */
-        checked = described = true;
-    } else if (ls) {
-        if (json)
-            fputs("}\n", stdout);
-        file_error(path, ls, errno);
-        dedup_seen_free(sn);
-        return CLI_EXIT_USAGE;
-    } else {
-        /* A set or window state file: what the header and the seen-set say. */
-        info_str(&o, "type", "type", dedup_type_name(hdr.type));
-        info_u64(&o, "type_id", "type id", hdr.type);
-        info_hex(&o, "seed", "seed", hdr.seed);
-        info_bytes(&o, "payload_bytes", "payload", hdr.payload_len);
-        if (sn && in.distinct_known)
-            info_u64(&o, "distinct", in.distinct_exact ? "distinct keys" : "distinct keys (estimated)",
-                     in.distinct);
-    }
-    if (sn && in.capacity && !described) {
-        info_u64(&o, "capacity", "capacity (items planned)", in.capacity);
-        info_u64(&o, "items", in.distinct_exact ? "items held" : "items held (estimated)", in.items);
-        info_bool(&o, "over_capacity", "over capacity", in.over_capacity);
-        if (!json && in.over_capacity)
-            info_str(&o, "note_capacity", "note",
-                     "more items than it was created for: the rate now is above its target");
-    }
-    info_str(&o, "checked", "contents checked",
-             checked ? "whole file (header, params, payload, checksum)"
-                     : "header only: no loader in this build knows this type");
-    if (json)
-        fputs("}\n", stdout);
-    dedup_seen_free(sn);
-    return CLI_EXIT_OK;
-}
-
-static int filter_info(int argc, char **argv)
-{
-    static const struct option longopts[] = {{"json", no_argument, NULL, OPT_JSON},
-                                             {"help", no_argument, NULL, 'h'},
-                                             {"version", no_argument, NULL, OPT_VERSION},
-                                             {NULL, 0, NULL, 0}};
-    bool json = false;
-    opterr = 0;
-    optind = 1;
-    int c;
-    while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
-        int r = common_option(c, "filter info", argv);
-        if (r >= 0)
-            return r;
-        if (c == OPT_JSON)
-            json = true;
-    }
-    if (optind >= argc) {
-        cli_error("filter info: missing FILE (usage: dedup filter info FILE... [--json])");
-        return CLI_EXIT_USAGE;
-    }
-    int rc = CLI_EXIT_OK;
-    for (int i = optind; i < argc; i++) {
-        if (i > optind && !json)
-            putchar('\n');
-        int r = info_one(argv[i], json);
-        if (r)
-            rc = r;
-    }
-    if (out_finish("filter info", NULL) && !rc)
-        rc = CLI_EXIT_FAIL;
-    return rc;
-}
-
-/* ---- verify ------------------------------------------------------------------------------ */
-
-/* What `filter verify` counts while the items stream past. */
-typedef struct verify_job {
-    dedup_seen *s;
-    uint64_t seed;
-    bool known; /* the known pass (else fresh) */
-    uint64_t items, missing, present;
-    dedup_digest *dig;
-    dedup_verdict *verdict;
-    const char *name;
-} verify_job;
-
-static bool verify_batch(void *ctx, const filter_key *keys, size_t n)
-{
-    verify_job *v = ctx;
-    for (size_t i = 0; i < n; i++)
-        v->dig[i] = dedup_hash(keys[i].data, keys[i].len, v->seed);
-    dedup_batch b = {.n = n, .digests = v->dig};
-    if (dedup_seen_query(v->s, &b, v->verdict) != DEDUP_OK)
-        return false;
-    for (size_t i = 0; i < n; i++) {
-        bool in = v->verdict[i] != DEDUP_NEW;
-        v->items++;
-        if (v->known && !in) {
-            v->missing++;
-            if (v->missing <= 10)
-                cli_warn("filter verify: '%.*s' of %s is not in the filter: a false negative",
-                         (int)(keys[i].len > 200 ? 200 : keys[i].len), (const char *)keys[i].data,
-                         v->name);
-        }
-        if (!v->known && in)
-            v->present++;
-    }
-    return true;
-}
-
-/* The Wilson score interval of a rate measured as k of n, at normal
- * quantile z: [*lo, *hi]. */
-static void wilson(uint64_t k, uint64_t n, double z, double *lo, double *hi)
-{
-    if (!n) {
-        *lo = 0;
-        *hi = 1;
-        return;
-    }
-    double p = (double)k / (double)n, nn = (double)n, z2 = z * z;
-    double centre = (p + z2 / (2 * nn)) / (1 + z2 / nn);
-    double half = z / (1 + z2 / nn) * sqrt(p * (1 - p) / nn + z2 / (4 * nn * nn));
-    *lo = centre - half < 0 ? 0 : centre - half;
-    *hi = centre + half > 1 ? 1 : centre + half;
-}
-
-static int verify_pass(verify_job *v, const char *path, const item_opts *io)
-{
-    int fd = strcmp(path, "-") == 0 ? STDIN_FILENO : open(path, O_RDONLY);
-    if (fd < 0) {
-        cli_error("filter verify: %s: %s", path, strerror(errno));
-        return CLI_EXIT_USAGE;
-    }
-    v->name = path;
-    int r = read_items(fd, path, io, verify_batch, v);
-    if (fd != STDIN_FILENO)
-        close(fd);
-    return r > 0 ? r : r < 0 ? CLI_EXIT_FAIL : 0;
-}
-
-/* dedup filter verify FILE --known K --fresh F: the check to run before a
- * filter goes live.  Every known item (added before) must be found, and the
- * fresh items (never added) measure the false-positive rate, whose 99.9%
- * interval must hold the rate the filter claims at its fill now. */
-static int filter_verify(int argc, char **argv)
-{
-    const char *cmd = "filter verify";
-    static const struct option longopts[] = {
-        {"known", required_argument, NULL, OPT_KNOWN}, {"fresh", required_argument, NULL, OPT_FRESH},
-        {"zero-terminated", no_argument, NULL, 'z'},   {"crlf", no_argument, NULL, OPT_CRLF},
-        {"help", no_argument, NULL, 'h'},              {"version", no_argument, NULL, OPT_VERSION},
-        {NULL, 0, NULL, 0}};
-    item_opts io = {'\n', false};
-    const char *known = NULL, *fresh = NULL;
-    opterr = 0;
-    optind = 1;
-    int c;
-    while ((c = getopt_long(argc, argv, ":zh", longopts, NULL)) != -1) {
-        int r = common_option(c, cmd, argv);
-        if (r >= 0)
-            return r;
-        if (c == OPT_KNOWN)
-            known = optarg;
-        else if (c == OPT_FRESH)
-            fresh = optarg;
-        else if (c == 'z')
-            io.delim = '\0';
-        else if (c == OPT_CRLF)
-            io.strip_cr = true;
-    }
-    if (optind + 1 != argc || (!known && !fresh)) {
-        cli_error("%s: usage: dedup filter verify FILE --known ITEMS --fresh ITEMS (files of "
-                  "items, one a line: known = added to FILE, fresh = never added)", cmd);
-        return CLI_EXIT_USAGE;
-    }
-    if (known && fresh && strcmp(known, "-") == 0 && strcmp(fresh, "-") == 0) {
-        cli_error("%s: --known and --fresh cannot both be standard input", cmd);
-        return CLI_EXIT_USAGE;
-    }
-    const char *path = argv[optind];
-    const filter_type *t;
-    verify_job v;
-    memset(&v, 0, sizeof v);
-    if (!load_filter(path, &t, &v.s))
-        return CLI_EXIT_USAGE;
-    v.seed = dedup_seen_seed(v.s);
-    v.dig = malloc(ITEM_BATCH * sizeof *v.dig);
-    v.verdict = malloc(ITEM_BATCH * sizeof *v.verdict);
-    int rc = v.dig && v.verdict ? 0 : CLI_EXIT_FAIL;
-    if (rc)
-        cli_error("%s: out of memory", cmd);
-    uint64_t nknown = 0;
-    if (!rc && known) {
-        v.known = true;
-        rc = verify_pass(&v, known, &io);
-        nknown = v.items;
-    }
-    if (!rc && fresh) {
-        v.known = false;
-        v.items = 0;
-        rc = verify_pass(&v, fresh, &io);
-    }
-    if (!rc) {
-        dedup_seen_info in;
-        dedup_seen_get_info(v.s, &in);
-        bool ok = true;
-        if (known) {
-            if (v.missing)
-                printf("known items      %" PRIu64 ", %" PRIu64 " NOT found: false negatives, "
-                       "which a filter must never give\n", nknown, v.missing);
-            else
-                printf("known items      %" PRIu64 ", all found: no false negative\n", nknown);
-            ok = !v.missing;
-        }
-        if (fresh) {
-            double lo, hi, rate = v.items ? (double)v.present / (double)v.items : 0;
-            wilson(v.present, v.items, 3.2905, &lo, &hi);
-            double claim = in.fpr_bound;
-            bool inside = claim >= lo && claim <= hi;
-            printf("fresh items      %" PRIu64 ", %" PRIu64 " reported present: measured rate "
-                   "%.4g%% (99.9%% interval %.4g%% .. %.4g%%)\n",
-                   v.items, v.present, rate * 100, lo * 100, hi * 100);
-            printf("claimed rate     %.4g%% at the fill now (%.4g%% planned): %s\n", claim * 100,
-                   in.fpr_target * 100,
-                   inside ? "within the interval"
-                   : claim < lo ? "BELOW the interval: the filter errs more often than it claims "
-                                  "(or some fresh items were added to it)"
-                                : "ABOVE the interval: the filter errs less often than it claims");
-            if ((double)v.items * claim < 10)
-                printf("note             %" PRIu64 " fresh items expect %.3g false positives: "
-                       "give at least %.0f for a test of the rate\n",
-                       v.items, (double)v.items * claim, claim > 0 ? ceil(10 / claim) : 0.0);
-            ok = ok && inside;
-        }
-        printf("verdict          %s\n", ok ? "pass" : "FAIL");
-        rc = out_finish(cmd, NULL) ? CLI_EXIT_FAIL : ok ? CLI_EXIT_OK : CLI_EXIT_FAIL;
-    }
-    free(v.dig);
-    free(v.verdict);
-    dedup_seen_free(v.s);
-    return rc;
-}
-
 /* ---- merge ------------------------------------------------------------------------------ */
 
 static int filter_merge(int argc, char **argv)
@@ -1153,7 +557,7 @@ static int filter_merge(int argc, char **argv)
     optind = 1;
     int c;
     while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
-        int r = common_option(c, cmd, argv);
+        int r = dd_filter_common_option(c, cmd, argv);
         if (r >= 0)
             return r;
     }
@@ -1165,10 +569,9 @@ static int filter_merge(int argc, char **argv)
     const char *first = argv[optind + 1];
     const filter_type *t;
     dedup_seen *accs = NULL;
-    if (!load_filter(first, &t, &accs))
+    if (!dd_filter_load(first, &t, &accs))
         return CLI_EXIT_USAGE;
-    void *acc = dedup_seen_impl(accs);
-    if (!t->merge && argc - optind > 2) {
+    if (t->no_merge_reason && argc - optind > 2) {
         cli_error("%s: %s is %s %s; %s cannot be merged%s%s", cmd, first, cli_a(t->noun), t->noun,
                   t->noun, t->no_merge_reason ? ": " : "", t->no_merge_reason ? t->no_merge_reason : "");
         dedup_seen_free(accs);
@@ -1179,18 +582,17 @@ static int filter_merge(int argc, char **argv)
         const char *path = argv[i];
         const filter_type *t2;
         dedup_seen *hs = NULL;
-        if (!load_filter(path, &t2, &hs)) {
+        if (!dd_filter_load(path, &t2, &hs)) {
             rc = CLI_EXIT_USAGE;
             break;
         }
-        void *h = dedup_seen_impl(hs);
         if (t2 != t) {
             cli_error("%s: cannot merge %s and %s: types differ (%s is %s %s, %s %s %s)", cmd,
                       first, path, first, cli_a(t->noun), t->noun, path, cli_a(t2->noun), t2->noun);
             rc = CLI_EXIT_USAGE;
         } else {
             char why[256] = "";
-            dedup_status s = t->merge(acc, h, why, sizeof why);
+            dedup_status s = dedup_seen_merge(accs, hs, why, sizeof why);
             if (s == DEDUP_ERR_INCOMPATIBLE) {
                 cli_error("%s: cannot merge %s and %s: %s (filters merge only when created "
                           "with the same type, size, k and seed)",
@@ -1203,7 +605,7 @@ static int filter_merge(int argc, char **argv)
         }
         dedup_seen_free(hs);
     }
-    if (!rc && !save_filter(accs, outp))
+    if (!rc && !dd_filter_save(accs, outp))
         rc = CLI_EXIT_FAIL;
     dedup_seen_free(accs);
     return rc;
@@ -1221,7 +623,7 @@ int cmd_filter(int argc, char **argv)
     const char *action = argv[1];
     if (strcmp(action, "-h") == 0 || strcmp(action, "--help") == 0 ||
         strcmp(action, "help") == 0) {
-        filter_usage(stdout);
+        dd_filter_usage(stdout);
         return out_finish("filter", NULL);
     }
     if (strcmp(action, "--version") == 0) {
@@ -1240,11 +642,11 @@ int cmd_filter(int argc, char **argv)
     if (strcmp(action, "del") == 0 || strcmp(action, "delete") == 0)
         return filter_items("del", argc, argv);
     if (strcmp(action, "info") == 0)
-        return filter_info(argc, argv);
+        return dd_filter_info(argc, argv);
     if (strcmp(action, "merge") == 0)
         return filter_merge(argc, argv);
     if (strcmp(action, "verify") == 0)
-        return filter_verify(argc, argv);
+        return dd_filter_verify(argc, argv);
     cli_error("filter: unknown action '%s' (create, add, query, del, info, merge or verify; see "
               "'dedup filter --help')",
               action);

@@ -113,7 +113,7 @@ void dd_window_print_stats(run *r, double seconds);
 
 /* Samples the filter's rate for the false-drop estimate now and then (it
  * may scan the filter); 'final' samples whatever is left.  A no-op for an
- * exact or windowed run. */
+ * exact or windowed run, and without --stats (the only place it shows). */
 void dd_stats_sample_false_drops(run *r, bool final);
 
 /* --stats of a run that is not windowed, text or JSON, on stderr. */

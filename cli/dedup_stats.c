@@ -16,7 +16,10 @@
  * rest of which were wrongly dropped.  'final' samples whatever is left. */
 void dd_stats_sample_false_drops(run *r, bool final)
 {
-    if (!r->info.probabilistic || r->win)
+    /* Only --stats shows the estimate, and a sample reads the whole filter
+     * (its bits set, twice): without --stats it cost a blocked run on 20M
+     * lines as much CPU again as the deciding (bench/results/seen.md). */
+    if (!r->info.probabilistic || r->win || r->o->stats == STATS_NONE)
         return;
     uint64_t since = r->news - r->fd_news, recs = r->records_in - r->fd_records;
     uint64_t every = r->news / 32 > 4096 ? r->news / 32 : 4096;

@@ -12,10 +12,6 @@
 #include "dedup/bloom.h"
 #include "filter_types.h"
 
-/* Keys hashed per library batch call: enough to keep many cache misses in
- * flight, small enough for the stack. */
-#define BLOOM_BATCH 256
-
 static const char *kind_flag(dedup_bloom_kind kind)
 {
     return kind == DEDUP_BLOOM_BLOCKED ? "blocked" : "bloom";
@@ -41,7 +37,7 @@ static uint64_t sizing_capacity_for(dedup_bloom_kind kind, uint64_t bits, double
 }
 
 /* Builds the filter from any two of -n/-p/-m (or -n alone, p = 1%). */
-static int create_kind(dedup_bloom_kind kind, const filter_create_opts *o, void **out)
+static int create_kind(dedup_bloom_kind kind, const filter_create_opts *o, dedup_seen **out)
 {
     const char *tname = kind_flag(kind);
     char hb[32];
@@ -135,8 +131,16 @@ static int create_kind(dedup_bloom_kind kind, const filter_create_opts *o, void 
         }
     }
 
-    dedup_bloom *bf = NULL;
-    dedup_status s = dedup_bloom_create(&bp, NULL, &bf);
+    dedup_seen_spec sp;
+    dedup_seen_spec_init(&sp);
+    sp.kind = kind == DEDUP_BLOOM_BLOCKED ? DEDUP_SEEN_BLOCKED : DEDUP_SEEN_BLOOM;
+    sp.items = bp.capacity;
+    sp.fpr = bp.fpr;
+    sp.size = bp.bits; /* from -m; 0: sized for n at p */
+    sp.hashes = bp.k;
+    sp.seed = bp.seed;
+    dedup_seen *sn = NULL;
+    dedup_status s = dedup_seen_create(&sp, NULL, &sn);
     if (s == DEDUP_ERR_INVALID_ARG || s == DEDUP_ERR_LIMIT) {
         cli_error("filter create: cannot create a %s filter with n = %" PRIu64 ", p = %g%s: %s",
                   tname, bp.capacity, bp.fpr, bits ? " and the -m given" : "", dedup_strerror(s));
@@ -146,126 +150,47 @@ static int create_kind(dedup_bloom_kind kind, const filter_create_opts *o, void 
         cli_error("filter create: %s: %s", o->path, dedup_strerror(s));
         return CLI_EXIT_FAIL;
     }
-    *out = bf;
+    *out = sn;
     return CLI_EXIT_OK;
 }
 
-static int create_classic(const filter_create_opts *o, void **out)
+static int create_classic(const filter_create_opts *o, dedup_seen **out)
 {
     return create_kind(DEDUP_BLOOM_CLASSIC, o, out);
 }
-static int create_blocked(const filter_create_opts *o, void **out)
+static int create_blocked(const filter_create_opts *o, dedup_seen **out)
 {
     return create_kind(DEDUP_BLOOM_BLOCKED, o, out);
 }
 
-static dedup_status bloom_load(const char *path, void **out)
+static void bloom_info(const dedup_seen *s, filter_info_out *o)
 {
-    dedup_bloom *bf = NULL;
-    dedup_status s = dedup_bloom_load_file(path, NULL, &bf);
-    if (!s)
-        *out = bf;
-    return s;
-}
-
-static dedup_status bloom_save(const void *h, const char *path)
-{
-    return dedup_bloom_save_file(h, path);
-}
-
-static void hash_keys(const dedup_bloom *bf, const filter_key *keys, size_t n, dedup_digest *d)
-{
-    for (size_t i = 0; i < n; i++)
-        d[i] = dedup_bloom_digest(bf, keys[i].data, keys[i].len);
-}
-
-static dedup_status bloom_add(void *h, const filter_key *keys, size_t n, size_t *done)
-{
-    dedup_bloom *bf = h;
-    dedup_digest d[BLOOM_BATCH];
-    for (size_t i = 0; i < n; i += BLOOM_BATCH) {
-        size_t c = n - i < BLOOM_BATCH ? n - i : BLOOM_BATCH;
-        hash_keys(bf, keys + i, c, d);
-        dedup_bloom_add_batch(bf, d, c);
-    }
-    *done = n;
-    return DEDUP_OK;
-}
-
-static void bloom_query(const void *h, const filter_key *keys, size_t n, bool *out)
-{
-    const dedup_bloom *bf = h;
-    dedup_digest d[BLOOM_BATCH];
-    for (size_t i = 0; i < n; i += BLOOM_BATCH) {
-        size_t c = n - i < BLOOM_BATCH ? n - i : BLOOM_BATCH;
-        hash_keys(bf, keys + i, c, d);
-        dedup_bloom_might_contain_batch(bf, d, c, out + i);
-    }
-}
-
-static void bloom_info(const void *h, filter_info_out *o)
-{
-    const dedup_bloom *bf = h;
-    bool blocked = dedup_bloom_get_kind(bf) == DEDUP_BLOOM_BLOCKED;
-    uint64_t bits = dedup_bloom_bits(bf), cap = dedup_bloom_capacity(bf);
-    uint32_t k = dedup_bloom_k(bf);
+    dedup_seen_filter_info fi;
+    dedup_seen_get_filter_info(s, &fi);
+    bool blocked = fi.kind == DEDUP_SEEN_BLOCKED;
+    uint64_t bits = fi.bits, cap = fi.capacity;
     info_str(o, "type", "type", blocked ? "blocked" : "bloom");
     info_str(o, "layout", "layout",
              blocked ? "blocked Bloom (one 64-byte block per item)"
                      : "classic Bloom (k probes over the whole array)");
     info_u64(o, "n", "items planned (n)", cap);
-    info_prob(o, "p", "target false-positive rate (p)", dedup_bloom_target_fpr(bf));
+    info_prob(o, "p", "target false-positive rate (p)", fi.fpr_target);
     info_u64(o, "bits", "bits (m)", bits);
     info_bytes(o, "bytes", "bit array", bits / 8 + (bits % 8 != 0));
-    info_u64(o, "k", "hashes per item (k)", k);
+    info_u64(o, "k", "hashes per item (k)", fi.hashes);
     if (cap)
         info_f64(o, "bits_per_item", "bits per planned item", (double)bits / (double)cap);
-    info_hex(o, "seed", "seed", dedup_bloom_seed(bf));
-    info_u64(o, "bits_set", "bits set", dedup_bloom_popcount(bf));
-    info_f64(o, "fill", "fill ratio", dedup_bloom_fill_ratio(bf));
-    double est = dedup_bloom_estimate_count(bf);
-    if (isfinite(est))
-        info_u64(o, "estimated_items", "estimated items", (uint64_t)llround(est));
+    info_hex(o, "seed", "seed", fi.seed);
+    info_u64(o, "bits_set", "bits set", fi.bits_set);
+    info_f64(o, "fill", "fill ratio", fi.fill);
+    if (isfinite(fi.estimated_items))
+        info_u64(o, "estimated_items", "estimated items", (uint64_t)llround(fi.estimated_items));
     else
         info_str(o, "estimated_items", "estimated items", "saturated (every bit set)");
-    info_prob(o, "fpr_current", "false-positive rate now", dedup_bloom_current_fpr(bf));
+    info_prob(o, "fpr_current", "false-positive rate now", fi.fpr_current);
     if (cap)
-        info_prob(o, "fpr_at_capacity", "false-positive rate at n",
-                  sizing_fpr_for(blocked ? DEDUP_BLOOM_BLOCKED : DEDUP_BLOOM_CLASSIC, cap, bits, k));
-    info_bytes(o, "memory_bytes", "memory when loaded", dedup_bloom_memory_usage(bf));
-}
-
-static dedup_status bloom_merge(void *dst, const void *src, char *why, size_t cap)
-{
-    const dedup_bloom *a = dst, *b = src;
-    if (dedup_bloom_get_kind(a) != dedup_bloom_get_kind(b)) {
-        snprintf(why, cap, "types differ: %s vs %s", kind_flag(dedup_bloom_get_kind(a)),
-                 kind_flag(dedup_bloom_get_kind(b)));
-        return DEDUP_ERR_INCOMPATIBLE;
-    }
-    if (dedup_bloom_bits(a) != dedup_bloom_bits(b)) {
-        snprintf(why, cap, "sizes differ: %" PRIu64 " vs %" PRIu64 " bits", dedup_bloom_bits(a),
-                 dedup_bloom_bits(b));
-        return DEDUP_ERR_INCOMPATIBLE;
-    }
-    if (dedup_bloom_k(a) != dedup_bloom_k(b)) {
-        snprintf(why, cap, "hash counts differ: k = %u vs %u", dedup_bloom_k(a), dedup_bloom_k(b));
-        return DEDUP_ERR_INCOMPATIBLE;
-    }
-    if (dedup_bloom_seed(a) != dedup_bloom_seed(b)) {
-        snprintf(why, cap, "seeds differ: 0x%016" PRIx64 " vs 0x%016" PRIx64, dedup_bloom_seed(a),
-                 dedup_bloom_seed(b));
-        return DEDUP_ERR_INCOMPATIBLE;
-    }
-    dedup_status s = dedup_bloom_union(dst, src);
-    if (s == DEDUP_ERR_INCOMPATIBLE)
-        snprintf(why, cap, "%s", dedup_strerror(s));
-    return s;
-}
-
-static void bloom_free(void *h)
-{
-    dedup_bloom_free(h);
+        info_prob(o, "fpr_at_capacity", "false-positive rate at n", fi.fpr_at_capacity);
+    info_bytes(o, "memory_bytes", "memory when loaded", fi.structure_memory);
 }
 
 #define BLOOM_NO_DELETE                                                                    \
@@ -278,15 +203,8 @@ const filter_type filter_type_bloom = {
     .file_type = DEDUP_TYPE_BLOOM,
     .noun = "classic Bloom filter",
     .create = create_classic,
-    .load = bloom_load,
-    .save = bloom_save,
-    .add = bloom_add,
-    .query = bloom_query,
-    .del = NULL,
     .no_delete_reason = BLOOM_NO_DELETE,
     .info = bloom_info,
-    .merge = bloom_merge,
-    .free = bloom_free,
 };
 
 const filter_type filter_type_blocked = {
@@ -295,13 +213,6 @@ const filter_type filter_type_blocked = {
     .file_type = DEDUP_TYPE_BLOCKED_BLOOM,
     .noun = "blocked Bloom filter",
     .create = create_blocked,
-    .load = bloom_load,
-    .save = bloom_save,
-    .add = bloom_add,
-    .query = bloom_query,
-    .del = NULL,
     .no_delete_reason = BLOOM_NO_DELETE,
     .info = bloom_info,
-    .merge = bloom_merge,
-    .free = bloom_free,
 };

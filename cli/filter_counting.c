@@ -12,10 +12,8 @@
 #include "dedup/counting.h"
 #include "filter_types.h"
 
-#define COUNTING_BATCH 256
-
 /* From -n [-p], -n -m, or -m -p (m in bytes: two counters a byte). */
-static int counting_create(const filter_create_opts *o, void **out)
+static int counting_create(const filter_create_opts *o, dedup_seen **out)
 {
     char hb[32];
     if (o->nextra) {
@@ -69,8 +67,16 @@ static int counting_create(const filter_create_opts *o, void **out)
                      "of %.4g, above -p %g",
                      cli_human_size(o->m, hb, sizeof hb), o->n, reached, o->p);
     }
-    dedup_counting *cb = NULL;
-    dedup_status s = dedup_counting_create(&cp, NULL, &cb);
+    dedup_seen_spec sp;
+    dedup_seen_spec_init(&sp);
+    sp.kind = DEDUP_SEEN_COUNTING;
+    sp.items = cp.capacity;
+    sp.fpr = cp.fpr;
+    sp.size = cp.counters; /* from -m; 0: sized for n at p */
+    sp.hashes = cp.k;
+    sp.seed = cp.seed;
+    dedup_seen *sn = NULL;
+    dedup_status s = dedup_seen_create(&sp, NULL, &sn);
     if (s == DEDUP_ERR_INVALID_ARG || s == DEDUP_ERR_LIMIT) {
         cli_error("filter create: cannot create a counting filter with n = %" PRIu64 ", p = %g: %s",
                   cp.capacity, cp.fpr, dedup_strerror(s));
@@ -80,118 +86,35 @@ static int counting_create(const filter_create_opts *o, void **out)
         cli_error("filter create: %s: %s", o->path, dedup_strerror(s));
         return CLI_EXIT_FAIL;
     }
-    *out = cb;
+    *out = sn;
     return CLI_EXIT_OK;
 }
 
-static dedup_status counting_load(const char *path, void **out)
+static void counting_info(const dedup_seen *s, filter_info_out *o)
 {
-    dedup_counting *cb = NULL;
-    dedup_status s = dedup_counting_load_file(path, NULL, &cb);
-    if (!s)
-        *out = cb;
-    return s;
-}
-
-static dedup_status counting_save(const void *h, const char *path)
-{
-    return dedup_counting_save_file(h, path);
-}
-
-static dedup_status counting_add(void *h, const filter_key *keys, size_t n, size_t *done)
-{
-    dedup_counting *cb = h;
-    dedup_digest d[COUNTING_BATCH];
-    for (size_t i = 0; i < n; i += COUNTING_BATCH) {
-        size_t c = n - i < COUNTING_BATCH ? n - i : COUNTING_BATCH;
-        for (size_t j = 0; j < c; j++)
-            d[j] = dedup_counting_digest(cb, keys[i + j].data, keys[i + j].len);
-        dedup_counting_add_batch(cb, d, c);
-    }
-    *done = n;
-    return DEDUP_OK;
-}
-
-static void counting_query(const void *h, const filter_key *keys, size_t n, bool *out)
-{
-    const dedup_counting *cb = h;
-    dedup_digest d[COUNTING_BATCH];
-    for (size_t i = 0; i < n; i += COUNTING_BATCH) {
-        size_t c = n - i < COUNTING_BATCH ? n - i : COUNTING_BATCH;
-        for (size_t j = 0; j < c; j++)
-            d[j] = dedup_counting_digest(cb, keys[i + j].data, keys[i + j].len);
-        dedup_counting_might_contain_batch(cb, d, c, out + i);
-    }
-}
-
-static dedup_status counting_del(void *h, const filter_key *keys, size_t n, bool *removed)
-{
-    dedup_counting *cb = h;
-    for (size_t i = 0; i < n; i++) {
-        dedup_status s = dedup_counting_delete_key(cb, keys[i].data, keys[i].len);
-        if (s && s != DEDUP_ERR_NOT_FOUND)
-            return s;
-        removed[i] = s == DEDUP_OK;
-    }
-    return DEDUP_OK;
-}
-
-static void counting_info(const void *h, filter_info_out *o)
-{
-    const dedup_counting *cb = h;
-    uint64_t m = dedup_counting_counters(cb), cap = dedup_counting_capacity(cb);
-    uint32_t k = dedup_counting_k(cb);
+    dedup_seen_filter_info fi;
+    dedup_seen_get_filter_info(s, &fi);
+    uint64_t m = fi.bits, cap = fi.capacity;
     info_str(o, "type", "type", "counting");
     info_str(o, "layout", "layout", "counting Bloom (4-bit counters, saturating at 15)");
     info_u64(o, "n", "items planned (n)", cap);
-    info_prob(o, "p", "target false-positive rate (p)", dedup_counting_target_fpr(cb));
+    info_prob(o, "p", "target false-positive rate (p)", fi.fpr_target);
     info_u64(o, "counters", "counters (m)", m);
     info_bytes(o, "bytes", "counter array", m / 2);
-    info_u64(o, "k", "hashes per item (k)", k);
+    info_u64(o, "k", "hashes per item (k)", fi.hashes);
     if (cap)
         info_f64(o, "bits_per_item", "bits per planned item", 4.0 * (double)m / (double)cap);
-    info_hex(o, "seed", "seed", dedup_counting_seed(cb));
-    info_u64(o, "adds", "items added", dedup_counting_adds(cb));
-    info_u64(o, "deletes", "items deleted", dedup_counting_deletes(cb));
-    uint64_t adds = dedup_counting_adds(cb), dels = dedup_counting_deletes(cb);
-    info_u64(o, "items", "items (added - deleted)", adds > dels ? adds - dels : 0);
-    uint64_t nz = dedup_counting_nonzero(cb);
-    info_u64(o, "counters_nonzero", "non-zero counters", nz);
-    info_f64(o, "fill", "fill ratio", (double)nz / (double)m);
-    info_u64(o, "saturated", "saturated counters (stuck at 15)", dedup_counting_saturated(cb));
-    info_prob(o, "fpr_current", "false-positive rate now", pow((double)nz / (double)m, (double)k));
+    info_hex(o, "seed", "seed", fi.seed);
+    info_u64(o, "adds", "items added", fi.adds);
+    info_u64(o, "deletes", "items deleted", fi.deletes);
+    info_u64(o, "items", "items (added - deleted)", fi.adds > fi.deletes ? fi.adds - fi.deletes : 0);
+    info_u64(o, "counters_nonzero", "non-zero counters", fi.bits_set);
+    info_f64(o, "fill", "fill ratio", fi.fill);
+    info_u64(o, "saturated", "saturated counters (stuck at 15)", fi.saturated);
+    info_prob(o, "fpr_current", "false-positive rate now", fi.fpr_current);
     if (cap)
-        info_prob(o, "fpr_at_capacity", "false-positive rate at n", dedup_bloom_fpr_for(cap, m, k));
-    info_bytes(o, "memory_bytes", "memory when loaded", dedup_counting_memory_usage(cb));
-}
-
-static dedup_status counting_merge(void *dst, const void *src, char *why, size_t cap)
-{
-    const dedup_counting *a = dst, *b = src;
-    if (dedup_counting_counters(a) != dedup_counting_counters(b)) {
-        snprintf(why, cap, "sizes differ: %" PRIu64 " vs %" PRIu64 " counters",
-                 dedup_counting_counters(a), dedup_counting_counters(b));
-        return DEDUP_ERR_INCOMPATIBLE;
-    }
-    if (dedup_counting_k(a) != dedup_counting_k(b)) {
-        snprintf(why, cap, "hash counts differ: k = %u vs %u", dedup_counting_k(a),
-                 dedup_counting_k(b));
-        return DEDUP_ERR_INCOMPATIBLE;
-    }
-    if (dedup_counting_seed(a) != dedup_counting_seed(b)) {
-        snprintf(why, cap, "seeds differ: 0x%016" PRIx64 " vs 0x%016" PRIx64,
-                 dedup_counting_seed(a), dedup_counting_seed(b));
-        return DEDUP_ERR_INCOMPATIBLE;
-    }
-    dedup_status s = dedup_counting_merge(dst, src);
-    if (s == DEDUP_ERR_INCOMPATIBLE)
-        snprintf(why, cap, "%s", dedup_strerror(s));
-    return s;
-}
-
-static void counting_free(void *h)
-{
-    dedup_counting_free(h);
+        info_prob(o, "fpr_at_capacity", "false-positive rate at n", fi.fpr_at_capacity);
+    info_bytes(o, "memory_bytes", "memory when loaded", fi.structure_memory);
 }
 
 const filter_type filter_type_counting = {
@@ -200,12 +123,5 @@ const filter_type filter_type_counting = {
     .file_type = DEDUP_TYPE_COUNTING_BLOOM,
     .noun = "counting Bloom filter",
     .create = counting_create,
-    .load = counting_load,
-    .save = counting_save,
-    .add = counting_add,
-    .query = counting_query,
-    .del = counting_del,
     .info = counting_info,
-    .merge = counting_merge,
-    .free = counting_free,
 };

@@ -17,8 +17,6 @@
 #include "dedup/cuckoo.h"
 #include "filter_types.h"
 
-#define CUCKOO_BATCH 256
-
 static bool parse_u32(const char *s, uint32_t lo, uint32_t hi, uint32_t *out)
 {
     if (!s || !*s)
@@ -32,7 +30,7 @@ static bool parse_u32(const char *s, uint32_t lo, uint32_t hi, uint32_t *out)
     return true;
 }
 
-static int create_common(const filter_create_opts *o, bool chain, void **out)
+static int create_common(const filter_create_opts *o, bool chain, dedup_seen **out)
 {
     char hb[32];
     const char *tname = chain ? "cuckoo-chain" : "cuckoo";
@@ -98,8 +96,19 @@ static int create_common(const filter_create_opts *o, bool chain, void **out)
         cli_error("filter create: -n/--items (or -m/--memory) is required for --type %s", tname);
         return CLI_EXIT_USAGE;
     }
-    dedup_cuckoo *cf = NULL;
-    dedup_status s = dedup_cuckoo_create(&kp, NULL, &cf);
+    dedup_seen_spec sp;
+    dedup_seen_spec_init(&sp);
+    sp.kind = DEDUP_SEEN_CUCKOO;
+    sp.items = kp.capacity;
+    sp.fpr = kp.fpr;
+    sp.size = kp.buckets; /* from -m; 0: sized for n */
+    sp.fingerprint_bits = kp.fingerprint_bits;
+    sp.bucket_size = kp.bucket_size;
+    sp.max_kicks = kp.max_kicks ? kp.max_kicks : DEDUP_SEEN_NO_KICKS;
+    sp.expansion = kp.expansion;
+    sp.seed = kp.seed;
+    dedup_seen *sn = NULL;
+    dedup_status s = dedup_seen_create(&sp, NULL, &sn);
     if (s == DEDUP_ERR_INVALID_ARG || s == DEDUP_ERR_LIMIT) {
         cli_error("filter create: cannot create a %s filter with n = %" PRIu64 ": %s", tname,
                   kp.capacity, dedup_strerror(s));
@@ -109,80 +118,23 @@ static int create_common(const filter_create_opts *o, bool chain, void **out)
         cli_error("filter create: %s: %s", o->path, dedup_strerror(s));
         return CLI_EXIT_FAIL;
     }
-    *out = cf;
+    *out = sn;
     return CLI_EXIT_OK;
 }
 
-static int create_fixed(const filter_create_opts *o, void **out)
+static int create_fixed(const filter_create_opts *o, dedup_seen **out)
 {
     return create_common(o, false, out);
 }
-static int create_chain(const filter_create_opts *o, void **out)
+static int create_chain(const filter_create_opts *o, dedup_seen **out)
 {
     return create_common(o, true, out);
 }
 
-static dedup_status cuckoo_load(const char *path, void **out)
+static void cuckoo_info(const dedup_seen *s, filter_info_out *o)
 {
-    dedup_cuckoo *cf = NULL;
-    dedup_status s = dedup_cuckoo_load_file(path, NULL, &cf);
-    if (!s)
-        *out = cf;
-    return s;
-}
-
-static dedup_status cuckoo_save(const void *h, const char *path)
-{
-    return dedup_cuckoo_save_file(h, path);
-}
-
-static dedup_status cuckoo_add(void *h, const filter_key *keys, size_t n, size_t *done)
-{
-    dedup_cuckoo *cf = h;
-    dedup_digest d[CUCKOO_BATCH];
-    for (size_t i = 0; i < n; i += CUCKOO_BATCH) {
-        size_t c = n - i < CUCKOO_BATCH ? n - i : CUCKOO_BATCH, added = 0;
-        for (size_t j = 0; j < c; j++)
-            d[j] = dedup_cuckoo_digest(cf, keys[i + j].data, keys[i + j].len);
-        dedup_status s = dedup_cuckoo_add_batch(cf, d, c, &added);
-        if (s) {
-            *done = i + added;
-            return s;
-        }
-    }
-    *done = n;
-    return DEDUP_OK;
-}
-
-static void cuckoo_query(const void *h, const filter_key *keys, size_t n, bool *out)
-{
-    const dedup_cuckoo *cf = h;
-    dedup_digest d[CUCKOO_BATCH];
-    for (size_t i = 0; i < n; i += CUCKOO_BATCH) {
-        size_t c = n - i < CUCKOO_BATCH ? n - i : CUCKOO_BATCH;
-        for (size_t j = 0; j < c; j++)
-            d[j] = dedup_cuckoo_digest(cf, keys[i + j].data, keys[i + j].len);
-        dedup_cuckoo_might_contain_batch(cf, d, c, out + i);
-    }
-}
-
-static dedup_status cuckoo_del(void *h, const filter_key *keys, size_t n, bool *removed)
-{
-    dedup_cuckoo *cf = h;
-    for (size_t i = 0; i < n; i++) {
-        dedup_status s = dedup_cuckoo_delete_key(cf, keys[i].data, keys[i].len);
-        if (s && s != DEDUP_ERR_NOT_FOUND)
-            return s;
-        removed[i] = s == DEDUP_OK;
-    }
-    return DEDUP_OK;
-}
-
-static void cuckoo_info(const void *h, filter_info_out *o)
-{
-    const dedup_cuckoo *cf = h;
-    dedup_cuckoo_info in;
-    dedup_cuckoo_get_info(cf, &in);
+    dedup_seen_filter_info in;
+    dedup_seen_get_filter_info(s, &in);
     info_str(o, "type", "type", in.expansion ? "cuckoo-chain" : "cuckoo");
     info_str(o, "layout", "layout",
              in.expansion ? "growable chain of cuckoo filters (partial-key cuckoo hashing)"
@@ -205,10 +157,10 @@ static void cuckoo_info(const void *h, filter_info_out *o)
     info_hex(o, "seed", "seed", in.seed);
     info_prob(o, "fpr_current", "false-positive rate now", in.fpr_current);
     info_prob(o, "fpr_full", "false-positive rate when full", in.fpr_full);
-    info_bytes(o, "memory_bytes", "memory when loaded", in.memory);
+    info_bytes(o, "memory_bytes", "memory when loaded", in.structure_memory);
     for (uint32_t t = 0; t < in.links && in.links > 1; t++) {
-        dedup_cuckoo_link_info li;
-        if (dedup_cuckoo_get_link_info(cf, t, &li))
+        dedup_seen_link_info li;
+        if (dedup_seen_get_link_info(s, t, &li))
             break;
         char key[48], label[64];
         snprintf(key, sizeof key, "link%u_buckets", t);
@@ -221,11 +173,6 @@ static void cuckoo_info(const void *h, filter_info_out *o)
         snprintf(label, sizeof label, "sub-filter %u load", t);
         info_f64(o, key, label, li.load);
     }
-}
-
-static void cuckoo_free(void *h)
-{
-    dedup_cuckoo_free(h);
 }
 
 static const struct option cuckoo_options[] = {
@@ -255,15 +202,8 @@ const filter_type filter_type_cuckoo = {
     .create_options = cuckoo_options,
     .create_help = CUCKOO_HELP,
     .create = create_fixed,
-    .load = cuckoo_load,
-    .save = cuckoo_save,
-    .add = cuckoo_add,
-    .query = cuckoo_query,
-    .del = cuckoo_del,
     .info = cuckoo_info,
-    .merge = NULL,
     .no_merge_reason = CUCKOO_NO_MERGE,
-    .free = cuckoo_free,
 };
 
 const filter_type filter_type_cuckoo_chain = {
@@ -274,13 +214,6 @@ const filter_type filter_type_cuckoo_chain = {
     .create_options = cuckoo_options,
     .create_help = NULL,
     .create = create_chain,
-    .load = cuckoo_load,
-    .save = cuckoo_save,
-    .add = cuckoo_add,
-    .query = cuckoo_query,
-    .del = cuckoo_del,
     .info = cuckoo_info,
-    .merge = NULL,
     .no_merge_reason = CUCKOO_NO_MERGE,
-    .free = cuckoo_free,
 };

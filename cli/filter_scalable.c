@@ -14,9 +14,7 @@
 #include "dedup/scalable.h"
 #include "filter_types.h"
 
-#define SCALABLE_BATCH 256
-
-static int scalable_create(const filter_create_opts *o, void **out)
+static int scalable_create(const filter_create_opts *o, dedup_seen **out)
 {
     dedup_scalable_params sp;
     dedup_scalable_params_init(&sp);
@@ -66,8 +64,18 @@ static int scalable_create(const filter_create_opts *o, void **out)
             return CLI_EXIT_USAGE;
         }
     }
-    dedup_scalable *sb = NULL;
-    dedup_status s = dedup_scalable_create(&sp, NULL, &sb);
+    dedup_seen_spec ss;
+    dedup_seen_spec_init(&ss);
+    ss.kind = DEDUP_SEEN_SCALABLE;
+    ss.items = sp.capacity;
+    ss.fpr = sp.fpr;
+    ss.growth = sp.growth;
+    ss.tightening = sp.tightening;
+    ss.max_links = sp.max_links;
+    ss.classic_links = sp.kind == DEDUP_BLOOM_CLASSIC;
+    ss.seed = sp.seed;
+    dedup_seen *sn = NULL;
+    dedup_status s = dedup_seen_create(&ss, NULL, &sn);
     if (s == DEDUP_ERR_INVALID_ARG || s == DEDUP_ERR_LIMIT) {
         cli_error("filter create: cannot create a scalable filter with n = %" PRIu64
                   ", p = %g: %s",
@@ -78,72 +86,25 @@ static int scalable_create(const filter_create_opts *o, void **out)
         cli_error("filter create: %s: %s", o->path, dedup_strerror(s));
         return CLI_EXIT_FAIL;
     }
-    *out = sb;
+    *out = sn;
     return CLI_EXIT_OK;
 }
 
-static dedup_status scalable_load(const char *path, void **out)
+static void scalable_info(const dedup_seen *s, filter_info_out *o)
 {
-    dedup_scalable *sb = NULL;
-    dedup_status s = dedup_scalable_load_file(path, NULL, &sb);
-    if (!s)
-        *out = sb;
-    return s;
-}
-
-static dedup_status scalable_save(const void *h, const char *path)
-{
-    return dedup_scalable_save_file(h, path);
-}
-
-static dedup_status scalable_add(void *h, const filter_key *keys, size_t n, size_t *done)
-{
-    dedup_scalable *sb = h;
-    dedup_digest d[SCALABLE_BATCH];
-    dedup_verdict v[SCALABLE_BATCH];
-    for (size_t i = 0; i < n; i += SCALABLE_BATCH) {
-        size_t c = n - i < SCALABLE_BATCH ? n - i : SCALABLE_BATCH, got = 0;
-        for (size_t j = 0; j < c; j++)
-            d[j] = dedup_scalable_digest(sb, keys[i + j].data, keys[i + j].len);
-        dedup_status s = dedup_scalable_test_and_add_batch(sb, d, c, v, &got);
-        if (s) {
-            *done = i + got;
-            return s;
-        }
-    }
-    *done = n;
-    return DEDUP_OK;
-}
-
-static void scalable_query(const void *h, const filter_key *keys, size_t n, bool *out)
-{
-    const dedup_scalable *sb = h;
-    dedup_digest d[SCALABLE_BATCH];
-    for (size_t i = 0; i < n; i += SCALABLE_BATCH) {
-        size_t c = n - i < SCALABLE_BATCH ? n - i : SCALABLE_BATCH;
-        for (size_t j = 0; j < c; j++)
-            d[j] = dedup_scalable_digest(sb, keys[i + j].data, keys[i + j].len);
-        dedup_scalable_might_contain_batch(sb, d, c, out + i);
-    }
-}
-
-static void scalable_info(const void *h, filter_info_out *o)
-{
-    const dedup_scalable *sb = h;
-    dedup_scalable_info in;
-    dedup_scalable_get_info(sb, &in);
+    dedup_seen_filter_info in;
+    dedup_seen_get_filter_info(s, &in);
     info_str(o, "type", "type", "scalable");
     info_str(o, "layout", "layout",
-             in.kind == DEDUP_BLOOM_BLOCKED ? "chain of blocked Bloom filters"
-                                            : "chain of classic Bloom filters");
-    info_u64(o, "n", "first sub-filter items (n)", in.initial_capacity);
-    info_prob(o, "p", "false-positive rate promised (p)", in.fpr);
+             in.blocked_links ? "chain of blocked Bloom filters" : "chain of classic Bloom filters");
+    info_u64(o, "n", "first sub-filter items (n)", in.capacity);
+    info_prob(o, "p", "false-positive rate promised (p)", in.fpr_target);
     info_u64(o, "growth", "growth per sub-filter", in.growth);
     info_f64(o, "tightening", "tightening ratio (r)", in.tightening);
     info_u64(o, "max_links", "sub-filters at most", in.max_links);
     info_str(o, "split", "rate of sub-filter i", "p (1 - r) r^i / (1 - r^max): all of them sum to p");
     info_u64(o, "links", "sub-filters", in.links);
-    info_u64(o, "capacity", "capacity of the sub-filters", in.capacity);
+    info_u64(o, "capacity", "capacity of the sub-filters", in.links_capacity);
     info_u64(o, "items", "items added", in.items);
     info_u64(o, "bits", "bits", in.bits);
     if (in.items)
@@ -152,10 +113,10 @@ static void scalable_info(const void *h, filter_info_out *o)
     info_prob(o, "fpr_current", "false-positive rate now", in.fpr_current);
     info_prob(o, "fpr_bound", "false-positive bound in force",
               in.fpr_bound);
-    info_bytes(o, "memory_bytes", "memory when loaded", in.memory);
+    info_bytes(o, "memory_bytes", "memory when loaded", in.structure_memory);
     for (uint32_t t = 0; t < in.links; t++) {
-        dedup_scalable_link_info li;
-        if (dedup_scalable_get_link_info(sb, t, &li))
+        dedup_seen_link_info li;
+        if (dedup_seen_get_link_info(s, t, &li))
             break;
         char key[48], label[80];
         snprintf(key, sizeof key, "link%u_capacity", t);
@@ -169,7 +130,7 @@ static void scalable_info(const void *h, filter_info_out *o)
         info_u64(o, key, label, li.bits);
         snprintf(key, sizeof key, "link%u_k", t);
         snprintf(label, sizeof label, "sub-filter %u hashes (k)", t);
-        info_u64(o, key, label, li.k);
+        info_u64(o, key, label, li.hashes);
         snprintf(key, sizeof key, "link%u_fpr", t);
         snprintf(label, sizeof label, "sub-filter %u rate (p_%u)", t, t);
         info_prob(o, key, label, li.fpr);
@@ -177,11 +138,6 @@ static void scalable_info(const void *h, filter_info_out *o)
         snprintf(label, sizeof label, "sub-filter %u rate now", t);
         info_prob(o, key, label, li.fpr_current);
     }
-}
-
-static void scalable_free(void *h)
-{
-    dedup_scalable_free(h);
 }
 
 static const struct option scalable_options[] = {
@@ -204,16 +160,9 @@ const filter_type filter_type_scalable = {
                    "            --max-links L    at most L sub-filters, 1..64 (default 64)\n"
                    "            --blocked        blocked Bloom sub-filters (faster, more bits)\n",
     .create = scalable_create,
-    .load = scalable_load,
-    .save = scalable_save,
-    .add = scalable_add,
-    .query = scalable_query,
-    .del = NULL,
     .no_delete_reason = "its sub-filters are Bloom filters: clearing an item's bits would also "
                         "clear bits other items share (false negatives)",
     .info = scalable_info,
-    .merge = NULL,
     .no_merge_reason = "two chains hold different items in sub-filters of different sizes and "
                        "rates, so no merged chain could keep the rate promised by -p",
-    .free = scalable_free,
 };

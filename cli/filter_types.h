@@ -1,9 +1,14 @@
 /*
- * filter_types.h - the filter types `dedup filter` knows, behind one table.
+ * filter_types.h - the filter types `dedup filter` knows: for each, its
+ * --type name, help, options and messages.
  *
- * cmd_filter.c parses the command line, reads items, prints and exits; it
- * never names a filter type.  Everything type-specific sits behind a
- * filter_type: a small table of operations, one per type, registered in
+ * Every operation on a filter goes through the library's seen-set
+ * (dedup/seen.h): create (dedup_seen_create from a spec the type's entry
+ * builds out of -n/-p/-m/-k and its own options), add, query, del, merge,
+ * info (dedup_seen_get_filter_info, printed by the entry) and save.  What is
+ * left here is what only a command line has: names, descriptions, the
+ * options `filter create` takes for one type, and the sentences that say
+ * why a type cannot delete or merge.  The entries are registered in
  * filter_registry.c.
  *
  * Adding a type (say "cuckoo") is one new file plus one line:
@@ -19,13 +24,8 @@
  * docs/dedup.1 (filter create --type) and add the type to
  * tests/cli/filter.sh.
  *
- * Conventions for the operations:
- *   - An opaque handle (void *) holds the loaded structure.
- *   - Operations that can fail return a dedup_status; cmd_filter.c turns it
- *     into a message naming the file.  Operations never exit and never
- *     print, except create (its argument errors) and info (its fields).
- *   - Keys reach add/query/del in batches (filter_key arrays) so that a type
- *     with batch/prefetch calls in the library can use them.
+ * Keys reach the seen-set in batches (filter_key arrays) so that its
+ * batch/prefetch calls can be used.
  */
 #ifndef DEDUP_CLI_FILTER_TYPES_H
 #define DEDUP_CLI_FILTER_TYPES_H
@@ -38,6 +38,7 @@
 
 #include "dedup/common.h"
 #include "dedup/format.h"
+#include "dedup/seen.h"
 
 /* One item: bytes, not NUL-terminated, may contain NUL. */
 typedef struct filter_key {
@@ -113,38 +114,24 @@ typedef struct filter_type {
     const struct option *create_options;
     const char *create_help;
 
-    /* Builds an empty structure from the options.  On a bad or missing
-     * argument, prints an error naming it (cli_error) and returns
-     * CLI_EXIT_USAGE; on a library error returns CLI_EXIT_FAIL after
-     * printing.  Returns CLI_EXIT_OK and sets *out on success. */
-    int (*create)(const filter_create_opts *opts, void **out);
+    /* Builds an empty filter from the options, through the seen-set's
+     * spec (dedup_seen_create).  On a bad or missing argument, prints an
+     * error naming it (cli_error) and returns CLI_EXIT_USAGE; on a library
+     * error returns CLI_EXIT_FAIL after printing.  Returns CLI_EXIT_OK and
+     * sets *out on success. */
+    int (*create)(const filter_create_opts *opts, dedup_seen **out);
 
-    /* Loads 'path' (already known to hold file_type) / saves atomically. */
-    dedup_status (*load)(const char *path, void **out);
-    dedup_status (*save)(const void *h, const char *path);
-
-    /* Adds n keys.  On failure (e.g. DEDUP_ERR_FULL) *done says how many
-     * were added before the one that failed. */
-    dedup_status (*add)(void *h, const filter_key *keys, size_t n, size_t *done);
-    /* out[i] = might keys[i] be present. */
-    void (*query)(const void *h, const filter_key *keys, size_t n, bool *out);
-    /* Deletes n keys; removed[i] = false when keys[i] was certainly absent
-     * (nothing changed for it).  NULL: the type cannot delete. */
-    dedup_status (*del)(void *h, const filter_key *keys, size_t n, bool *removed);
-    /* Why del is NULL, as a sentence ending without a period, used in the
-     * error ("a cleared bit may belong to other items ..."), or NULL. */
+    /* Why the kind cannot delete (NULL: it can: dedup_seen_delete), as a
+     * sentence ending without a period, used in the error ("a cleared bit
+     * may belong to other items ..."). */
     const char *no_delete_reason;
 
-    /* Writes the structure's fields (type, capacity, fpr, bits, fill, ...). */
-    void (*info)(const void *h, filter_info_out *out);
+    /* Writes the filter's fields (type, capacity, fpr, bits, fill, ...),
+     * from dedup_seen_get_filter_info(). */
+    void (*info)(const dedup_seen *s, filter_info_out *out);
 
-    /* dst |= src.  When shapes differ, returns DEDUP_ERR_INCOMPATIBLE and
-     * writes what differs into why ("bits differ: 958528 vs 1917056").
-     * NULL: the type cannot merge; no_merge_reason says why. */
-    dedup_status (*merge)(void *dst, const void *src, char *why, size_t whycap);
+    /* Why the kind cannot merge (NULL: it can: dedup_seen_merge). */
     const char *no_merge_reason;
-
-    void (*free)(void *h);
 } filter_type;
 
 /* The registry (filter_registry.c): NULL-terminated. */

@@ -191,7 +191,23 @@ typedef struct dedup_seen_spec {
     const uint64_t *ref_ends;
     size_t ref_nends;
     uint64_t ref_expected;
+    /* (added) The filters' own shape, for a caller that sets it option by
+     * option (`dedup filter create`); 0 everywhere keeps the sizing above.
+     * 'size' is an exact size rather than one from items or memory: bits
+     * for BLOOM (rounded up to a multiple of 64) and BLOCKED (of 512),
+     * counters for COUNTING, buckets for CUCKOO (which then grows only by
+     * 'expansion').  With it, 'items' is only the planned capacity (0: what
+     * the size holds at fpr) and 'memory' is not consulted. */
+    uint64_t size;
+    uint32_t bucket_size;   /* CUCKOO: slots per bucket; 0 = 4 */
+    uint32_t max_kicks;     /* CUCKOO: relocations before full; 0 = the default
+                               (500), DEDUP_SEEN_NO_KICKS = none */
+    uint32_t max_links;     /* SCALABLE: links at most; 0 = DEDUP_MAX_CHAIN */
+    bool classic_links;     /* SCALABLE: classic Bloom links (default blocked) */
 } dedup_seen_spec;
+
+/* (added) spec.max_kicks for a cuckoo filter that never relocates. */
+#define DEDUP_SEEN_NO_KICKS UINT32_MAX
 
 void dedup_seen_spec_init(dedup_seen_spec *spec);
 
@@ -243,6 +259,16 @@ typedef struct dedup_batch {
  * DEDUP_ERR_NOMEM, DEDUP_ERR_IO (spill or remote kinds). */
 dedup_status dedup_seen_decide(dedup_seen *s, const dedup_batch *batch, dedup_verdict *out,
                                size_t *done);
+
+/* (added) Records batch->n keys without deciding them, for callers that
+ * only fill a set (`dedup filter add`).  For the kinds that count what they
+ * hold (COUNTING, CUCKOO) every add is one more occurrence, so a key added
+ * twice must be deleted twice; their on_full FAIL is not applied here (a
+ * fixed cuckoo filter still answers DEDUP_ERR_FULL when a key finds no
+ * room; for COUNTING the caller compares items with capacity after).  For
+ * every other kind it is dedup_seen_decide() with the verdicts dropped.
+ * *done (may be NULL) as for decide(). */
+dedup_status dedup_seen_add(dedup_seen *s, const dedup_batch *batch, size_t *done);
 
 /* Answers without recording: out[i] is DEDUP_NEW (certainly absent),
  * DEDUP_DUPLICATE or DEDUP_MAYBE_DUPLICATE.  Local kinds cannot fail but
@@ -318,6 +344,59 @@ typedef struct dedup_seen_info {
 } dedup_seen_info;
 
 void dedup_seen_get_info(const dedup_seen *s, dedup_seen_info *out);
+
+/* (added) A filter kind's own figures, field by field, for a caller that
+ * describes the filter (`dedup filter info`) without its structure's
+ * header.  A field a kind does not have is 0. */
+typedef struct dedup_seen_filter_info {
+    dedup_seen_kind kind;       /* BLOOM, BLOCKED, COUNTING, CUCKOO or SCALABLE */
+    uint32_t file_type;         /* the dedup_type it saves as */
+    uint64_t seed;
+    uint64_t capacity;          /* n planned (CUCKOO: 0 if sized by buckets;
+                                   SCALABLE: its first link's) */
+    double fpr_target;          /* p: BLOOM/BLOCKED/COUNTING at n; SCALABLE the promise */
+    double fpr_current;         /* expected at the fill now */
+    double fpr_at_capacity;     /* BLOOM/BLOCKED/COUNTING: expected at n items */
+    size_t structure_memory;    /* bytes the structure holds (its own memory_usage) */
+    /* BLOOM / BLOCKED / COUNTING / SCALABLE */
+    uint64_t bits;              /* bits (COUNTING: counters; SCALABLE: over all links) */
+    uint32_t hashes;            /* k (not SCALABLE: see its links) */
+    uint64_t bits_set;          /* BLOOM/BLOCKED: bits set; COUNTING: non-zero counters */
+    double fill;                /* bits_set / bits */
+    double estimated_items;     /* BLOOM/BLOCKED: from the fill; +inf when every bit is set */
+    /* COUNTING */
+    uint64_t adds, deletes, saturated;
+    /* CUCKOO */
+    uint32_t fingerprint_bits, bucket_size, max_kicks, expansion;
+    uint64_t buckets, slots, inserted, deleted;
+    double load, fpr_full;
+    /* CUCKOO, SCALABLE */
+    uint64_t items;             /* CUCKOO: occupied slots; SCALABLE: keys new to the chain */
+    uint32_t links;             /* sub-filters, >= 1 */
+    /* SCALABLE */
+    bool blocked_links;         /* blocked Bloom links (else classic) */
+    uint32_t growth, max_links;
+    double tightening, fpr_bound;
+    uint64_t links_capacity;    /* sum of the links' capacities */
+} dedup_seen_filter_info;
+
+/* (added) One sub-filter of a CUCKOO or SCALABLE chain. */
+typedef struct dedup_seen_link_info {
+    uint64_t capacity, items, bits; /* SCALABLE: n_i, new keys, bits; CUCKOO: items */
+    uint32_t hashes;                /* SCALABLE: k_i */
+    double fpr;                     /* SCALABLE: p_i, the rate it was sized for */
+    double fpr_current;             /* expected at its fill now */
+    uint64_t buckets;               /* CUCKOO */
+    double load;                    /* CUCKOO */
+} dedup_seen_link_info;
+
+/* (added) Fills *out for a filter kind; DEDUP_ERR_UNSUPPORTED for others.
+ * May scan the filter (bits set, counters in use). */
+dedup_status dedup_seen_get_filter_info(const dedup_seen *s, dedup_seen_filter_info *out);
+/* (added) Link 'link' (< info.links) of a CUCKOO or SCALABLE chain;
+ * DEDUP_ERR_RANGE past the last, DEDUP_ERR_UNSUPPORTED for other kinds. */
+dedup_status dedup_seen_get_link_info(const dedup_seen *s, uint32_t link,
+                                      dedup_seen_link_info *out);
 dedup_seen_kind dedup_seen_kind_of(const dedup_seen *s);
 uint64_t dedup_seen_seed(const dedup_seen *s);
 size_t dedup_seen_memory_usage(const dedup_seen *s);

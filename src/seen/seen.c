@@ -230,14 +230,9 @@ static uint64_t replay_remaining(void *ctx)
 }
 
 /* A valid container of a type no kind keeps: read it through to its checksum. */
-static dedup_status validate_other(dedup_source src, const dedup_allocator *alloc)
+static dedup_status validate_other(dedup_source src)
 {
-    dedup_decoder *d = NULL;
-    dedup_allocator a;
-    ddi_allocator_resolve(&a, alloc);
-    d = ddi_malloc(&a, sizeof *d);
-    if (!d)
-        return DEDUP_ERR_NOMEM;
+    dedup_decoder decoder, *d = &decoder; /* 64-byte aligned: on the stack, as in every loader */
     dedup_status st = dedup_decoder_begin(d, src, 0);
     unsigned char buf[4096];
     uint64_t left = st ? 0 : d->header.payload_len;
@@ -248,7 +243,6 @@ static dedup_status validate_other(dedup_source src, const dedup_allocator *allo
     }
     if (!st)
         st = dedup_decoder_end(d);
-    ddi_free(&a, d);
     return st ? st : DEDUP_ERR_WRONG_TYPE;
 }
 
@@ -270,7 +264,7 @@ dedup_status dedup_seen_load(dedup_source src, const dedup_allocator *alloc, ded
     dedup_source rs = {replay_read, replay_remaining, &r};
     const ddi_seen_class *c = class_of_file_type(type);
     if (!c)
-        return validate_other(rs, alloc);
+        return validate_other(rs);
     dedup_allocator a;
     ddi_allocator_resolve(&a, alloc);
     void *impl = NULL;
@@ -325,6 +319,43 @@ dedup_status dedup_seen_decide(dedup_seen *s, const dedup_batch *b, dedup_verdic
         return DEDUP_ERR_UNSUPPORTED;
     size_t d = 0;
     dedup_status st = s->ops->decide(s->impl, b, out, &d);
+    if (done)
+        *done = st ? d : b->n;
+    return st;
+}
+
+dedup_status dedup_seen_add(dedup_seen *s, const dedup_batch *b, size_t *done)
+{
+    if (done)
+        *done = 0;
+    if (!s || !b)
+        return DEDUP_ERR_INVALID_ARG;
+    size_t d = 0;
+    dedup_status st = DEDUP_OK;
+    if (s->cls && s->cls->add) {
+        st = s->cls->add(s->impl, b, &d);
+    } else if (!s->ops->decide) {
+        return DEDUP_ERR_UNSUPPORTED;
+    } else {
+        /* A set: adding a key again changes nothing, so add = decide. */
+        dedup_verdict v[256];
+        while (d < b->n && !st) {
+            size_t c = b->n - d < 256 ? b->n - d : 256, got = 0;
+            dedup_batch part = *b;
+            part.n = c;
+#define ADV(f) part.f = b->f ? b->f + d : NULL
+            ADV(digests);
+            ADV(keys);
+            ADV(lens);
+            ADV(times);
+            ADV(ints);
+            ADV(records);
+            ADV(rlens);
+#undef ADV
+            st = s->ops->decide(s->impl, &part, v, &got);
+            d += st ? got : c;
+        }
+    }
     if (done)
         *done = st ? d : b->n;
     return st;
@@ -401,6 +432,29 @@ void dedup_seen_get_info(const dedup_seen *s, dedup_seen_info *out)
     out->memory += sizeof *s;
     if (!out->file_type)
         out->can_save = false;
+}
+
+dedup_status dedup_seen_get_filter_info(const dedup_seen *s, dedup_seen_filter_info *out)
+{
+    if (!s || !out)
+        return DEDUP_ERR_INVALID_ARG;
+    memset(out, 0, sizeof *out);
+    if (!s->cls || !s->cls->filter_info)
+        return DEDUP_ERR_UNSUPPORTED;
+    s->cls->filter_info(s->impl, out);
+    out->kind = s->ops->kind;
+    return DEDUP_OK;
+}
+
+dedup_status dedup_seen_get_link_info(const dedup_seen *s, uint32_t link,
+                                      dedup_seen_link_info *out)
+{
+    if (!s || !out)
+        return DEDUP_ERR_INVALID_ARG;
+    memset(out, 0, sizeof *out);
+    if (!s->cls || !s->cls->link_info)
+        return DEDUP_ERR_UNSUPPORTED;
+    return s->cls->link_info(s->impl, link, out);
 }
 
 dedup_seen_kind dedup_seen_kind_of(const dedup_seen *s) { return s ? s->ops->kind : 0; }

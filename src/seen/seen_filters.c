@@ -18,7 +18,9 @@
  */
 #include "seen_internal.h"
 
+#include <inttypes.h>
 #include <math.h>
+#include <stdio.h>
 
 #include "dedup/bloom.h"
 #include "dedup/counting.h"
@@ -82,6 +84,68 @@ static uint64_t round_estimate(double e, bool *known)
     return *known ? (uint64_t)(e + 0.5) : 0;
 }
 
+/* ---- What every filter does alike ------------------------------------------------
+ * The structure-specific step of each is a small adapter below (a typed
+ * call on 'st'); the loops, the box and the errors are written once. */
+
+/* Loads a structure into a new box ('load' adapts its dedup_X_load). */
+typedef dedup_status (*st_load_fn)(dedup_source src, const dedup_allocator *a, void **st);
+
+static dedup_status fbox_load(dedup_source src, const dedup_allocator *a, st_load_fn load,
+                              fbox **out)
+{
+    fbox *b;
+    dedup_status st = fbox_new(a, NULL, &b);
+    if (st)
+        return st;
+    st = load(src, a, &b->st);
+    if (st) {
+        fbox_free(b);
+        return st;
+    }
+    *out = b;
+    return DEDUP_OK;
+}
+
+/* Answers a batch from the structure's batched membership test, CHUNK
+ * digests at a time: a key it may hold is MAYBE_DUPLICATE. */
+typedef void (*st_contains_fn)(const void *st, const dedup_digest *d, size_t n, bool *out);
+
+static dedup_status query_chunks(const void *impl, const dedup_batch *b, dedup_verdict *out,
+                                 st_contains_fn contains)
+{
+    const void *st = ((const fbox *)impl)->st;
+    if (b->n && !b->digests)
+        return DEDUP_ERR_INVALID_ARG;
+    bool seen[CHUNK];
+    for (size_t i = 0; i < b->n; i += CHUNK) {
+        size_t c = b->n - i < CHUNK ? b->n - i : CHUNK;
+        contains(st, b->digests + i, c, seen);
+        for (size_t j = 0; j < c; j++)
+            out[i + j] = seen[j] ? DEDUP_MAYBE_DUPLICATE : DEDUP_NEW;
+    }
+    return DEDUP_OK;
+}
+
+/* Deletes key by key: removed[i] false when key i was certainly absent. */
+typedef dedup_status (*st_delete_fn)(void *st, dedup_digest d);
+
+static dedup_status remove_each(void *impl, const dedup_batch *b, bool *removed,
+                                st_delete_fn del)
+{
+    void *st = ((fbox *)impl)->st;
+    if (b->n && !b->digests)
+        return DEDUP_ERR_INVALID_ARG;
+    for (size_t i = 0; i < b->n; i++) {
+        dedup_status s = del(st, b->digests[i]);
+        if (s && s != DEDUP_ERR_NOT_FOUND)
+            return s;
+        if (removed)
+            removed[i] = s == DEDUP_OK;
+    }
+    return DEDUP_OK;
+}
+
 /* ---- BLOOM / BLOCKED -------------------------------------------------------------- */
 
 static dedup_status bloom_make(const dedup_seen_spec *sp, const dedup_allocator *a,
@@ -93,7 +157,14 @@ static dedup_status bloom_make(const dedup_seen_spec *sp, const dedup_allocator 
     p.seed = sp->seed;
     p.fpr = sp->fpr;
     p.k = sp->hashes;
-    if (sp->items) {
+    if (sp->size) {
+        p.bits = sp->size;
+        p.capacity = sp->items ? sp->items
+                     : kind == DEDUP_BLOOM_BLOCKED ? dedup_blocked_capacity_for(p.bits, p.fpr)
+                                                   : dedup_bloom_capacity_for(p.bits, p.fpr);
+        if (!p.capacity)
+            return DEDUP_ERR_INVALID_ARG; /* not one key fits at this rate */
+    } else if (sp->items) {
         p.capacity = sp->items;
         uint64_t bits = kind == DEDUP_BLOOM_BLOCKED ? dedup_blocked_bits_for(sp->items, p.fpr)
                                                     : dedup_bloom_bits_for(sp->items, p.fpr);
@@ -138,18 +209,18 @@ static dedup_status blocked_create(const dedup_seen_spec *sp, const dedup_alloca
     return bloom_make(sp, a, DEDUP_BLOOM_BLOCKED, impl);
 }
 
+static dedup_status bloom_st_load(dedup_source src, const dedup_allocator *a, void **st)
+{
+    return dedup_bloom_load(src, a, (dedup_bloom **)st);
+}
+
 static dedup_status bloom_load(dedup_source src, const dedup_allocator *a, uint64_t seed, void **impl)
 {
     (void)seed;
     fbox *b;
-    dedup_status st = fbox_new(a, NULL, &b);
+    dedup_status st = fbox_load(src, a, bloom_st_load, &b);
     if (st)
         return st;
-    st = dedup_bloom_load(src, a, (dedup_bloom **)&b->st);
-    if (st) {
-        fbox_free(b);
-        return st;
-    }
     b->capacity = dedup_bloom_capacity(b->st);
     bool known;
     uint64_t e = round_estimate(dedup_bloom_estimate_count(b->st), &known);
@@ -190,19 +261,14 @@ static dedup_status bloom_decide(void *impl, const dedup_batch *b, dedup_verdict
     return DEDUP_OK;
 }
 
+static void bloom_contains(const void *st, const dedup_digest *d, size_t n, bool *out)
+{
+    dedup_bloom_might_contain_batch(st, d, n, out);
+}
+
 static dedup_status bloom_query(const void *impl, const dedup_batch *b, dedup_verdict *out)
 {
-    const dedup_bloom *bf = ((const fbox *)impl)->st;
-    if (b->n && !b->digests)
-        return DEDUP_ERR_INVALID_ARG;
-    bool seen[CHUNK];
-    for (size_t i = 0; i < b->n; i += CHUNK) {
-        size_t c = b->n - i < CHUNK ? b->n - i : CHUNK;
-        dedup_bloom_might_contain_batch(bf, b->digests + i, c, seen);
-        for (size_t j = 0; j < c; j++)
-            out[i + j] = seen[j] ? DEDUP_MAYBE_DUPLICATE : DEDUP_NEW;
-    }
-    return DEDUP_OK;
+    return query_chunks(impl, b, out, bloom_contains);
 }
 
 static void bloom_info(const void *impl, dedup_seen_info *in)
@@ -226,15 +292,60 @@ static void bloom_info(const void *impl, dedup_seen_info *in)
     in->hashes = dedup_bloom_k(bf);
 }
 
+static void bloom_filter_info(const void *impl, dedup_seen_filter_info *fi)
+{
+    const dedup_bloom *bf = ((const fbox *)impl)->st;
+    bool blocked = dedup_bloom_get_kind(bf) == DEDUP_BLOOM_BLOCKED;
+    fi->file_type = blocked ? DEDUP_TYPE_BLOCKED_BLOOM : DEDUP_TYPE_BLOOM;
+    fi->seed = dedup_bloom_seed(bf);
+    fi->capacity = dedup_bloom_capacity(bf);
+    fi->fpr_target = dedup_bloom_target_fpr(bf);
+    fi->bits = dedup_bloom_bits(bf);
+    fi->hashes = dedup_bloom_k(bf);
+    fi->bits_set = dedup_bloom_popcount(bf);
+    fi->fill = dedup_bloom_fill_ratio(bf);
+    fi->estimated_items = dedup_bloom_estimate_count(bf);
+    fi->fpr_current = dedup_bloom_current_fpr(bf);
+    if (fi->capacity)
+        fi->fpr_at_capacity = blocked ? dedup_blocked_fpr_for(fi->capacity, fi->bits, fi->hashes)
+                                      : dedup_bloom_fpr_for(fi->capacity, fi->bits, fi->hashes);
+    fi->structure_memory = dedup_bloom_memory_usage(bf);
+}
+
 static dedup_status bloom_save(const void *impl, dedup_sink *sink)
 {
     return dedup_bloom_save(((const fbox *)impl)->st, sink);
+}
+
+/* Says the first of size, probes and seed in which two filters differ, as
+ * "sizes differ: 958528 vs 1917056 bits"; false when none does. */
+static bool shape_differs(char *why, size_t whycap, const char *unit, uint64_t size_a,
+                          uint64_t size_b, uint32_t k_a, uint32_t k_b, uint64_t seed_a,
+                          uint64_t seed_b)
+{
+    char buf[160];
+    if (size_a != size_b)
+        snprintf(buf, sizeof buf, "sizes differ: %" PRIu64 " vs %" PRIu64 " %s", size_a, size_b,
+                 unit);
+    else if (k_a != k_b)
+        snprintf(buf, sizeof buf, "hash counts differ: k = %u vs %u", k_a, k_b);
+    else if (seed_a != seed_b)
+        snprintf(buf, sizeof buf, "seeds differ: 0x%016" PRIx64 " vs 0x%016" PRIx64, seed_a,
+                 seed_b);
+    else
+        return false;
+    ddi_seen_why(why, whycap, buf);
+    return true;
 }
 
 static dedup_status bloom_merge(void *dst, const void *src, char *why, size_t whycap)
 {
     fbox *d = dst;
     const fbox *s = src;
+    if (shape_differs(why, whycap, "bits", dedup_bloom_bits(d->st), dedup_bloom_bits(s->st),
+                      dedup_bloom_k(d->st), dedup_bloom_k(s->st), dedup_bloom_seed(d->st),
+                      dedup_bloom_seed(s->st)))
+        return DEDUP_ERR_INCOMPATIBLE;
     dedup_status st = dedup_bloom_union(d->st, s->st);
     if (st == DEDUP_ERR_INCOMPATIBLE)
         ddi_seen_why(why, whycap, "the two filters differ in size, probes or seed");
@@ -274,6 +385,7 @@ const ddi_seen_class ddi_seen_class_bloom = {
     .structure = fbox_structure,
     .seed = bloom_seed,
     .memory = bloom_memory,
+    .filter_info = bloom_filter_info,
 };
 
 const ddi_seen_class ddi_seen_class_blocked = {
@@ -286,6 +398,7 @@ const ddi_seen_class ddi_seen_class_blocked = {
     .structure = fbox_structure,
     .seed = bloom_seed,
     .memory = bloom_memory,
+    .filter_info = bloom_filter_info,
 };
 
 /* ---- COUNTING ----------------------------------------------------------------------- */
@@ -299,7 +412,12 @@ static dedup_status counting_create(const dedup_seen_spec *sp, const dedup_alloc
     p.seed = sp->seed;
     p.fpr = sp->fpr;
     p.k = sp->hashes;
-    if (sp->items) {
+    if (sp->size) {
+        p.counters = sp->size;
+        p.capacity = sp->items ? sp->items : dedup_bloom_capacity_for(p.counters, p.fpr);
+        if (!p.capacity)
+            return DEDUP_ERR_INVALID_ARG;
+    } else if (sp->items) {
         p.capacity = sp->items;
         uint64_t need = dedup_seen_bytes_for(DEDUP_SEEN_COUNTING, sp->items, sp->fpr);
         if (!need || (sp->memory && need > sp->memory))
@@ -328,19 +446,19 @@ static dedup_status counting_create(const dedup_seen_spec *sp, const dedup_alloc
     return DEDUP_OK;
 }
 
+static dedup_status counting_st_load(dedup_source src, const dedup_allocator *a, void **st)
+{
+    return dedup_counting_load(src, a, (dedup_counting **)st);
+}
+
 static dedup_status counting_load(dedup_source src, const dedup_allocator *a, uint64_t seed,
                                   void **impl)
 {
     (void)seed;
     fbox *b;
-    dedup_status st = fbox_new(a, NULL, &b);
+    dedup_status st = fbox_load(src, a, counting_st_load, &b);
     if (st)
         return st;
-    st = dedup_counting_load(src, a, (dedup_counting **)&b->st);
-    if (st) {
-        fbox_free(b);
-        return st;
-    }
     b->capacity = dedup_counting_capacity(b->st);
     *impl = b;
     return DEDUP_OK;
@@ -370,34 +488,33 @@ static dedup_status counting_decide(void *impl, const dedup_batch *b, dedup_verd
     return DEDUP_OK;
 }
 
-static dedup_status counting_query(const void *impl, const dedup_batch *b, dedup_verdict *out)
+static dedup_status counting_add(void *impl, const dedup_batch *b, size_t *done)
 {
-    const dedup_counting *cb = ((const fbox *)impl)->st;
     if (b->n && !b->digests)
         return DEDUP_ERR_INVALID_ARG;
-    bool seen[CHUNK];
-    for (size_t i = 0; i < b->n; i += CHUNK) {
-        size_t c = b->n - i < CHUNK ? b->n - i : CHUNK;
-        dedup_counting_might_contain_batch(cb, b->digests + i, c, seen);
-        for (size_t j = 0; j < c; j++)
-            out[i + j] = seen[j] ? DEDUP_MAYBE_DUPLICATE : DEDUP_NEW;
-    }
+    dedup_counting_add_batch(((fbox *)impl)->st, b->digests, b->n);
+    *done = b->n;
     return DEDUP_OK;
+}
+
+static void counting_contains(const void *st, const dedup_digest *d, size_t n, bool *out)
+{
+    dedup_counting_might_contain_batch(st, d, n, out);
+}
+
+static dedup_status counting_query(const void *impl, const dedup_batch *b, dedup_verdict *out)
+{
+    return query_chunks(impl, b, out, counting_contains);
+}
+
+static dedup_status counting_delete(void *st, dedup_digest d)
+{
+    return dedup_counting_delete(st, d);
 }
 
 static dedup_status counting_remove(void *impl, const dedup_batch *b, bool *removed)
 {
-    dedup_counting *cb = ((fbox *)impl)->st;
-    if (b->n && !b->digests)
-        return DEDUP_ERR_INVALID_ARG;
-    for (size_t i = 0; i < b->n; i++) {
-        dedup_status st = dedup_counting_delete(cb, b->digests[i]);
-        if (st && st != DEDUP_ERR_NOT_FOUND)
-            return st;
-        if (removed)
-            removed[i] = st == DEDUP_OK;
-    }
-    return DEDUP_OK;
+    return remove_each(impl, b, removed, counting_delete);
 }
 
 static void counting_info(const void *impl, dedup_seen_info *in)
@@ -418,6 +535,26 @@ static void counting_info(const void *impl, dedup_seen_info *in)
     in->hashes = dedup_counting_k(cb);
 }
 
+static void counting_filter_info(const void *impl, dedup_seen_filter_info *fi)
+{
+    const dedup_counting *cb = ((const fbox *)impl)->st;
+    fi->file_type = DEDUP_TYPE_COUNTING_BLOOM;
+    fi->seed = dedup_counting_seed(cb);
+    fi->capacity = dedup_counting_capacity(cb);
+    fi->fpr_target = dedup_counting_target_fpr(cb);
+    fi->bits = dedup_counting_counters(cb);
+    fi->hashes = dedup_counting_k(cb);
+    fi->adds = dedup_counting_adds(cb);
+    fi->deletes = dedup_counting_deletes(cb);
+    fi->bits_set = dedup_counting_nonzero(cb);
+    fi->saturated = dedup_counting_saturated(cb);
+    fi->fill = fi->bits ? (double)fi->bits_set / (double)fi->bits : 0;
+    fi->fpr_current = pow(fi->fill, (double)fi->hashes);
+    if (fi->capacity)
+        fi->fpr_at_capacity = dedup_bloom_fpr_for(fi->capacity, fi->bits, fi->hashes);
+    fi->structure_memory = dedup_counting_memory_usage(cb);
+}
+
 static dedup_status counting_save(const void *impl, dedup_sink *sink)
 {
     return dedup_counting_save(((const fbox *)impl)->st, sink);
@@ -425,6 +562,11 @@ static dedup_status counting_save(const void *impl, dedup_sink *sink)
 
 static dedup_status counting_merge(void *dst, const void *src, char *why, size_t whycap)
 {
+    const dedup_counting *a = ((fbox *)dst)->st, *b = ((const fbox *)src)->st;
+    if (shape_differs(why, whycap, "counters", dedup_counting_counters(a),
+                      dedup_counting_counters(b), dedup_counting_k(a), dedup_counting_k(b),
+                      dedup_counting_seed(a), dedup_counting_seed(b)))
+        return DEDUP_ERR_INCOMPATIBLE;
     dedup_status st = dedup_counting_merge(((fbox *)dst)->st, ((const fbox *)src)->st);
     if (st == DEDUP_ERR_INCOMPATIBLE)
         ddi_seen_why(why, whycap, "the two filters differ in size, probes or seed");
@@ -455,6 +597,8 @@ const ddi_seen_class ddi_seen_class_counting = {
     .set_on_full = fbox_set_on_full,
     .structure = fbox_structure,
     .seed = counting_seed,
+    .add = counting_add,
+    .filter_info = counting_filter_info,
 };
 
 /* ---- CUCKOO ---------------------------------------------------------------------------
@@ -469,11 +613,19 @@ static dedup_status cuckoo_create(const dedup_seen_spec *sp, const dedup_allocat
     p.seed = sp->seed;
     p.fpr = sp->fpr;
     p.fingerprint_bits = sp->fingerprint_bits;
+    if (sp->bucket_size)
+        p.bucket_size = sp->bucket_size;
+    if (sp->max_kicks)
+        p.max_kicks = sp->max_kicks == DEDUP_SEEN_NO_KICKS ? 0 : sp->max_kicks;
     uint32_t f = p.fingerprint_bits ? p.fingerprint_bits
                                     : dedup_cuckoo_fingerprint_bits_for(p.fpr, p.bucket_size);
     if (!f)
         return DEDUP_ERR_INVALID_ARG;
-    if (sp->items) {
+    if (sp->size) {
+        p.buckets = sp->size;
+        p.capacity = sp->items;
+        p.expansion = sp->expansion;
+    } else if (sp->items) {
         p.capacity = sp->items;
         p.expansion = sp->memory ? 0 : sp->expansion;
     } else if (sp->memory) {
@@ -493,7 +645,8 @@ static dedup_status cuckoo_create(const dedup_seen_spec *sp, const dedup_allocat
     if (st)
         return st;
     st = dedup_cuckoo_create(&p, a, (dedup_cuckoo **)&b->st);
-    if (!st && sp->items && sp->memory && dedup_cuckoo_memory_usage(b->st) > sp->memory) {
+    if (!st && !sp->size && sp->items && sp->memory &&
+        dedup_cuckoo_memory_usage(b->st) > sp->memory) {
         dedup_cuckoo_free(b->st);
         st = DEDUP_ERR_LIMIT;
     }
@@ -508,19 +661,19 @@ static dedup_status cuckoo_create(const dedup_seen_spec *sp, const dedup_allocat
     return DEDUP_OK;
 }
 
+static dedup_status cuckoo_st_load(dedup_source src, const dedup_allocator *a, void **st)
+{
+    return dedup_cuckoo_load(src, a, (dedup_cuckoo **)st);
+}
+
 static dedup_status cuckoo_load(dedup_source src, const dedup_allocator *a, uint64_t seed,
                                 void **impl)
 {
     (void)seed;
     fbox *b;
-    dedup_status st = fbox_new(a, NULL, &b);
+    dedup_status st = fbox_load(src, a, cuckoo_st_load, &b);
     if (st)
         return st;
-    st = dedup_cuckoo_load(src, a, (dedup_cuckoo **)&b->st);
-    if (st) {
-        fbox_free(b);
-        return st;
-    }
     dedup_cuckoo_info ci;
     dedup_cuckoo_get_info(b->st, &ci);
     b->capacity = ci.capacity;
@@ -543,34 +696,31 @@ static dedup_status cuckoo_decide(void *impl, const dedup_batch *b, dedup_verdic
     return DEDUP_OK;
 }
 
-static dedup_status cuckoo_query(const void *impl, const dedup_batch *b, dedup_verdict *out)
+static dedup_status cuckoo_add(void *impl, const dedup_batch *b, size_t *done)
 {
-    const dedup_cuckoo *cf = ((const fbox *)impl)->st;
     if (b->n && !b->digests)
         return DEDUP_ERR_INVALID_ARG;
-    bool seen[CHUNK];
-    for (size_t i = 0; i < b->n; i += CHUNK) {
-        size_t c = b->n - i < CHUNK ? b->n - i : CHUNK;
-        dedup_cuckoo_might_contain_batch(cf, b->digests + i, c, seen);
-        for (size_t j = 0; j < c; j++)
-            out[i + j] = seen[j] ? DEDUP_MAYBE_DUPLICATE : DEDUP_NEW;
-    }
-    return DEDUP_OK;
+    return dedup_cuckoo_add_batch(((fbox *)impl)->st, b->digests, b->n, done);
+}
+
+static void cuckoo_contains(const void *st, const dedup_digest *d, size_t n, bool *out)
+{
+    dedup_cuckoo_might_contain_batch(st, d, n, out);
+}
+
+static dedup_status cuckoo_query(const void *impl, const dedup_batch *b, dedup_verdict *out)
+{
+    return query_chunks(impl, b, out, cuckoo_contains);
+}
+
+static dedup_status cuckoo_delete(void *st, dedup_digest d)
+{
+    return dedup_cuckoo_delete(st, d);
 }
 
 static dedup_status cuckoo_remove(void *impl, const dedup_batch *b, bool *removed)
 {
-    dedup_cuckoo *cf = ((fbox *)impl)->st;
-    if (b->n && !b->digests)
-        return DEDUP_ERR_INVALID_ARG;
-    for (size_t i = 0; i < b->n; i++) {
-        dedup_status st = dedup_cuckoo_delete(cf, b->digests[i]);
-        if (st && st != DEDUP_ERR_NOT_FOUND)
-            return st;
-        if (removed)
-            removed[i] = st == DEDUP_OK;
-    }
-    return DEDUP_OK;
+    return remove_each(impl, b, removed, cuckoo_delete);
 }
 
 static void cuckoo_info(const void *impl, dedup_seen_info *in)
@@ -589,6 +739,42 @@ static void cuckoo_info(const void *impl, dedup_seen_info *in)
     in->fpr_bound = ci.fpr_current;
     in->memory = ci.memory + sizeof *x;
     in->bits = ci.slots * ci.fingerprint_bits;
+}
+
+static void cuckoo_filter_info(const void *impl, dedup_seen_filter_info *fi)
+{
+    dedup_cuckoo_info ci;
+    dedup_cuckoo_get_info(((const fbox *)impl)->st, &ci);
+    fi->file_type = ci.expansion ? DEDUP_TYPE_CUCKOO_CHAIN : DEDUP_TYPE_CUCKOO;
+    fi->seed = ci.seed;
+    fi->capacity = ci.capacity;
+    fi->fingerprint_bits = ci.fingerprint_bits;
+    fi->bucket_size = ci.bucket_size;
+    fi->max_kicks = ci.max_kicks;
+    fi->expansion = ci.expansion;
+    fi->links = ci.links;
+    fi->buckets = ci.buckets;
+    fi->slots = ci.slots;
+    fi->items = ci.items;
+    fi->inserted = ci.inserted;
+    fi->deleted = ci.deleted;
+    fi->load = ci.load;
+    fi->fpr_full = ci.fpr_full;
+    fi->fpr_current = ci.fpr_current;
+    fi->structure_memory = ci.memory;
+}
+
+static dedup_status cuckoo_link_info(const void *impl, uint32_t link, dedup_seen_link_info *li)
+{
+    dedup_cuckoo_link_info cl;
+    dedup_status st = dedup_cuckoo_get_link_info(((const fbox *)impl)->st, link, &cl);
+    if (st)
+        return st;
+    li->buckets = cl.buckets;
+    li->items = cl.items;
+    li->load = cl.load;
+    li->fpr_current = cl.fpr_current;
+    return DEDUP_OK;
 }
 
 static dedup_status cuckoo_save(const void *impl, dedup_sink *sink)
@@ -620,6 +806,9 @@ const ddi_seen_class ddi_seen_class_cuckoo = {
     .load = cuckoo_load,
     .structure = fbox_structure,
     .seed = cuckoo_seed,
+    .add = cuckoo_add,
+    .filter_info = cuckoo_filter_info,
+    .link_info = cuckoo_link_info,
 };
 
 /* ---- SCALABLE -------------------------------------------------------------------------
@@ -629,7 +818,10 @@ static dedup_status scalable_create(const dedup_seen_spec *sp, const dedup_alloc
 {
     dedup_scalable_params p;
     dedup_scalable_params_init(&p);
-    p.kind = sp->kind == DEDUP_SEEN_BLOOM ? DEDUP_BLOOM_CLASSIC : DEDUP_BLOOM_BLOCKED;
+    p.kind = sp->kind == DEDUP_SEEN_BLOOM || sp->classic_links ? DEDUP_BLOOM_CLASSIC
+                                                               : DEDUP_BLOOM_BLOCKED;
+    if (sp->max_links)
+        p.max_links = sp->max_links;
     p.seed = sp->seed;
     p.fpr = sp->fpr;
     p.growth = sp->growth;
@@ -650,19 +842,19 @@ static dedup_status scalable_create(const dedup_seen_spec *sp, const dedup_alloc
     return DEDUP_OK;
 }
 
+static dedup_status scalable_st_load(dedup_source src, const dedup_allocator *a, void **st)
+{
+    return dedup_scalable_load(src, a, (dedup_scalable **)st);
+}
+
 static dedup_status scalable_load(dedup_source src, const dedup_allocator *a, uint64_t seed,
                                   void **impl)
 {
     (void)seed;
     fbox *b;
-    dedup_status st = fbox_new(a, NULL, &b);
+    dedup_status st = fbox_load(src, a, scalable_st_load, &b);
     if (st)
         return st;
-    st = dedup_scalable_load(src, a, (dedup_scalable **)&b->st);
-    if (st) {
-        fbox_free(b);
-        return st;
-    }
     *impl = b;
     return DEDUP_OK;
 }
@@ -681,19 +873,14 @@ static dedup_status scalable_decide(void *impl, const dedup_batch *b, dedup_verd
     return st;
 }
 
+static void scalable_contains(const void *st, const dedup_digest *d, size_t n, bool *out)
+{
+    dedup_scalable_might_contain_batch(st, d, n, out);
+}
+
 static dedup_status scalable_query(const void *impl, const dedup_batch *b, dedup_verdict *out)
 {
-    const dedup_scalable *sb = ((const fbox *)impl)->st;
-    if (b->n && !b->digests)
-        return DEDUP_ERR_INVALID_ARG;
-    bool seen[CHUNK];
-    for (size_t i = 0; i < b->n; i += CHUNK) {
-        size_t c = b->n - i < CHUNK ? b->n - i : CHUNK;
-        dedup_scalable_might_contain_batch(sb, b->digests + i, c, seen);
-        for (size_t j = 0; j < c; j++)
-            out[i + j] = seen[j] ? DEDUP_MAYBE_DUPLICATE : DEDUP_NEW;
-    }
-    return DEDUP_OK;
+    return query_chunks(impl, b, out, scalable_contains);
 }
 
 static void scalable_info(const void *impl, dedup_seen_info *in)
@@ -711,6 +898,42 @@ static void scalable_info(const void *impl, dedup_seen_info *in)
     in->fpr_bound = si.fpr_current;
     in->memory = si.memory + sizeof *x;
     in->bits = si.bits;
+}
+
+static void scalable_filter_info(const void *impl, dedup_seen_filter_info *fi)
+{
+    dedup_scalable_info si;
+    dedup_scalable_get_info(((const fbox *)impl)->st, &si);
+    fi->file_type = DEDUP_TYPE_SCALABLE_BLOOM;
+    fi->seed = si.seed;
+    fi->blocked_links = si.kind == DEDUP_BLOOM_BLOCKED;
+    fi->capacity = si.initial_capacity;
+    fi->fpr_target = si.fpr;
+    fi->growth = si.growth;
+    fi->tightening = si.tightening;
+    fi->max_links = si.max_links;
+    fi->links = si.links;
+    fi->links_capacity = si.capacity;
+    fi->items = si.items;
+    fi->bits = si.bits;
+    fi->fpr_current = si.fpr_current;
+    fi->fpr_bound = si.fpr_bound;
+    fi->structure_memory = si.memory;
+}
+
+static dedup_status scalable_link_info(const void *impl, uint32_t link, dedup_seen_link_info *li)
+{
+    dedup_scalable_link_info sl;
+    dedup_status st = dedup_scalable_get_link_info(((const fbox *)impl)->st, link, &sl);
+    if (st)
+        return st;
+    li->capacity = sl.capacity;
+    li->items = sl.items;
+    li->bits = sl.bits;
+    li->hashes = sl.k;
+    li->fpr = sl.fpr;
+    li->fpr_current = sl.fpr_current;
+    return DEDUP_OK;
 }
 
 static dedup_status scalable_save(const void *impl, dedup_sink *sink)
@@ -741,4 +964,6 @@ const ddi_seen_class ddi_seen_class_scalable = {
     .load = scalable_load,
     .structure = fbox_structure,
     .seed = scalable_seed,
+    .filter_info = scalable_filter_info,
+    .link_info = scalable_link_info,
 };

@@ -35,6 +35,12 @@ typedef struct ddi_seen_class {
     const struct dedup_extsort *(*engine)(const void *impl);
     /* Fixed-size filters: what to do past capacity from now on (WARN, FAIL). */
     dedup_status (*set_on_full)(void *impl, dedup_on_full on_full);
+    /* Records every key without deciding (dedup_seen_add); NULL: the kind
+     * holds a set, and adding is deciding with the verdicts dropped. */
+    dedup_status (*add)(void *impl, const dedup_batch *b, size_t *done);
+    /* Filter kinds: dedup_seen_get_filter_info / dedup_seen_get_link_info. */
+    void (*filter_info)(const void *impl, dedup_seen_filter_info *out);
+    dedup_status (*link_info)(const void *impl, uint32_t link, dedup_seen_link_info *out);
 } ddi_seen_class;
 
 /* Writes a sentence into why[whycap] (may be NULL/0). */

@@ -37,6 +37,25 @@ static void box_free(box *b)
     ddi_free(&a, b);
 }
 
+/* Loads a structure into a new box ('load' adapts its dedup_X_load). */
+typedef dedup_status (*st_load_fn)(dedup_source src, const dedup_allocator *a, void **st);
+
+static dedup_status box_load(dedup_source src, const dedup_allocator *a, uint64_t seed,
+                             st_load_fn load, void **impl)
+{
+    box *b;
+    dedup_status st = box_new(a, seed, &b);
+    if (st)
+        return st;
+    st = load(src, a, &b->st);
+    if (st) {
+        box_free(b);
+        return st;
+    }
+    *impl = b;
+    return DEDUP_OK;
+}
+
 static void *box_structure(const void *impl) { return ((const box *)impl)->st; }
 
 static void set_params(const dedup_seen_spec *sp, dedup_set_params *p)
@@ -67,20 +86,15 @@ static dedup_status exact_create(const dedup_seen_spec *sp, const dedup_allocato
     return DEDUP_OK;
 }
 
+static dedup_status strset_st_load(dedup_source src, const dedup_allocator *a, void **st)
+{
+    return dedup_strset_load(src, a, (dedup_strset **)st);
+}
+
 static dedup_status exact_load(dedup_source src, const dedup_allocator *a, uint64_t seed,
                                void **impl)
 {
-    box *b;
-    dedup_status st = box_new(a, seed, &b);
-    if (st)
-        return st;
-    st = dedup_strset_load(src, a, (dedup_strset **)&b->st);
-    if (st) {
-        box_free(b);
-        return st;
-    }
-    *impl = b;
-    return DEDUP_OK;
+    return box_load(src, a, seed, strset_st_load, impl);
 }
 
 /* Three passes, so that both cache misses of a key (its slot, then the
@@ -281,19 +295,14 @@ static dedup_status u64_create(const dedup_seen_spec *sp, const dedup_allocator 
     return DEDUP_OK;
 }
 
+static dedup_status u64set_st_load(dedup_source src, const dedup_allocator *a, void **st)
+{
+    return dedup_u64set_load(src, a, (dedup_u64set **)st);
+}
+
 static dedup_status u64_load(dedup_source src, const dedup_allocator *a, uint64_t seed, void **impl)
 {
-    box *b;
-    dedup_status st = box_new(a, seed, &b);
-    if (st)
-        return st;
-    st = dedup_u64set_load(src, a, (dedup_u64set **)&b->st);
-    if (st) {
-        box_free(b);
-        return st;
-    }
-    *impl = b;
-    return DEDUP_OK;
+    return box_load(src, a, seed, u64set_st_load, impl);
 }
 
 static dedup_status u64_decide(void *impl, const dedup_batch *b, dedup_verdict *out, size_t *done)
@@ -386,19 +395,14 @@ static dedup_status bm_create(const dedup_seen_spec *sp, const dedup_allocator *
     return DEDUP_OK;
 }
 
+static dedup_status bitmap_st_load(dedup_source src, const dedup_allocator *a, void **st)
+{
+    return dedup_bitmap_load(src, a, (dedup_bitmap **)st);
+}
+
 static dedup_status bm_load(dedup_source src, const dedup_allocator *a, uint64_t seed, void **impl)
 {
-    box *b;
-    dedup_status st = box_new(a, seed, &b);
-    if (st)
-        return st;
-    st = dedup_bitmap_load(src, a, (dedup_bitmap **)&b->st);
-    if (st) {
-        box_free(b);
-        return st;
-    }
-    *impl = b;
-    return DEDUP_OK;
+    return box_load(src, a, seed, bitmap_st_load, impl);
 }
 
 static dedup_status bm_decide(void *impl, const dedup_batch *b, dedup_verdict *out, size_t *done)

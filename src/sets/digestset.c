@@ -417,9 +417,11 @@ dedup_status dedup_digestset_load(dedup_source src, const dedup_allocator *alloc
     if (!out)
         return DEDUP_ERR_INVALID_ARG;
     *out = NULL;
-    dedup_decoder *d = malloc(sizeof *d);
-    if (!d)
-        return DEDUP_ERR_NOMEM;
+    /* Every allocation through the caller's hook; the decoder (~5 KB, 64-byte
+     * aligned, which no allocator promises) on the stack, as in every loader. */
+    dedup_allocator a;
+    ddi_allocator_resolve(&a, alloc);
+    dedup_decoder decoder, *d = &decoder;
     dedup_digestset *s = NULL;
     dedup_status st = dedup_decoder_begin(d, src, DEDUP_TYPE_SET_DIGEST);
     if (st)
@@ -442,7 +444,7 @@ dedup_status dedup_digestset_load(dedup_source src, const dedup_allocator *alloc
     p.capacity = nkeys;
     p.seed = d->header.seed;
     p.counts = counts;
-    st = dedup_digestset_create(&p, alloc, &s);
+    st = dedup_digestset_create(&p, &a, &s);
     for (uint64_t i = 0; !st && i < nkeys; i++) {
         unsigned char rec[24];
         st = dedup_decoder_read(d, rec, per);
@@ -466,7 +468,6 @@ dedup_status dedup_digestset_load(dedup_source src, const dedup_allocator *alloc
     if (!st)
         st = dedup_decoder_end(d);
 done:
-    free(d);
     if (st) {
         dedup_digestset_free(s);
         return st;

@@ -643,9 +643,11 @@ dedup_status dedup_strset_load(dedup_source src, const dedup_allocator *alloc, d
     if (!out)
         return DEDUP_ERR_INVALID_ARG;
     *out = NULL;
-    dedup_decoder *d = malloc(sizeof *d);
-    if (!d)
-        return DEDUP_ERR_NOMEM;
+    /* Every allocation through the caller's hook; the decoder (~5 KB, 64-byte
+     * aligned, which no allocator promises) on the stack, as in every loader. */
+    dedup_allocator a;
+    ddi_allocator_resolve(&a, alloc);
+    dedup_decoder decoder, *d = &decoder;
     dedup_strset *s = NULL;
     unsigned char *buf = NULL;
     dedup_status st = dedup_decoder_begin(d, src, DEDUP_TYPE_SET_STRING);
@@ -670,11 +672,11 @@ dedup_status dedup_strset_load(dedup_source src, const dedup_allocator *alloc, d
     p.capacity = nkeys;
     p.seed = d->header.seed;
     p.counts = counts;
-    st = dedup_strset_create(&p, alloc, &s);
+    st = dedup_strset_create(&p, &a, &s);
     if (st)
         goto done;
     size_t bufcap = 4096;
-    buf = malloc(bufcap);
+    buf = ddi_malloc(&a, bufcap);
     if (!buf) {
         st = DEDUP_ERR_NOMEM;
         goto done;
@@ -690,7 +692,7 @@ dedup_status dedup_strset_load(dedup_source src, const dedup_allocator *alloc, d
             goto done;
         }
         if (len > bufcap) {
-            unsigned char *nb = realloc(buf, len);
+            unsigned char *nb = ddi_realloc(&a, buf, bufcap, len);
             if (!nb) {
                 st = DEDUP_ERR_NOMEM;
                 goto done;
@@ -723,8 +725,7 @@ dedup_status dedup_strset_load(dedup_source src, const dedup_allocator *alloc, d
     }
     st = dedup_decoder_end(d);
 done:
-    free(buf);
-    free(d);
+    ddi_free(&a, buf);
     if (st) {
         dedup_strset_free(s);
         return st;

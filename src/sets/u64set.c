@@ -188,9 +188,11 @@ dedup_status dedup_u64set_load(dedup_source src, const dedup_allocator *alloc, d
     if (!out)
         return DEDUP_ERR_INVALID_ARG;
     *out = NULL;
-    dedup_decoder *d = malloc(sizeof *d);
-    if (!d)
-        return DEDUP_ERR_NOMEM;
+    /* Every allocation through the caller's hook; the decoder (~5 KB, 64-byte
+     * aligned, which no allocator promises) on the stack, as in every loader. */
+    dedup_allocator a;
+    ddi_allocator_resolve(&a, alloc);
+    dedup_decoder decoder, *d = &decoder;
     dedup_u64set *s = NULL;
     dedup_status st = dedup_decoder_begin(d, src, DEDUP_TYPE_SET_U64);
     if (!st && d->header.params_len != 8)
@@ -203,7 +205,7 @@ dedup_status dedup_u64set_load(dedup_source src, const dedup_allocator *alloc, d
         dedup_set_params_init(&p);
         p.capacity = nkeys;
         p.seed = d->header.seed;
-        st = dedup_u64set_create(&p, alloc, &s);
+        st = dedup_u64set_create(&p, &a, &s);
     }
     for (uint64_t i = 0; !st && i < nkeys; i++) {
         uint64_t k;
@@ -216,7 +218,6 @@ dedup_status dedup_u64set_load(dedup_source src, const dedup_allocator *alloc, d
     }
     if (!st)
         st = dedup_decoder_end(d);
-    free(d);
     if (st) {
         dedup_u64set_free(s);
         return st;

@@ -436,6 +436,161 @@ static void test_allocation_failures_spill(void **state)
 
 /* ---- delete ------------------------------------------------------------------------------ */
 
+/* Loading alone, with the Nth allocation failing for every N: NOMEM (or
+ * success once N passes what a load allocates), nothing leaked, and the
+ * loaded set answers as the saved one.  Every allocation of a load goes
+ * through the caller's hook, the loader's scratch included. */
+static void test_allocation_failures_load(void **state)
+{
+    (void)state;
+    for (size_t ci = 0; ci < NCFG; ci++) {
+        const cfg *c = &cfgs[ci];
+        dedup_seen *orig = make(c, NULL);
+        decide_range(orig, 0, 3000, 1);
+        size_t blen = 0;
+        unsigned char *blob = save_blob(orig, &blen);
+        static kb k;
+        uint64_t ids[256];
+        for (size_t i = 0; i < 256; i++)
+            ids[i] = i * 7;
+        kb_fill(&k, ids, 256, dedup_seen_seed(orig));
+        dedup_verdict want[256], got[256];
+        bool can_query = dedup_seen_query(orig, &k.b, want) == DEDUP_OK;
+        bool finished = false, failed_once = false;
+        for (uint64_t n = 1; !finished && n < 100000; n++) {
+            tu_failing_alloc fa;
+            dedup_allocator a = tu_failing_allocator(&fa, n);
+            dedup_seen *t = NULL;
+            dedup_status st = load_blob(blob, blen, &a, &t);
+            if (st != DEDUP_OK && st != DEDUP_ERR_NOMEM)
+                fail_msg("%s: load with allocation %llu failing: %s, not NOMEM", c->name,
+                         (unsigned long long)n, dedup_strerror(st));
+            failed_once |= st == DEDUP_ERR_NOMEM;
+            if (st == DEDUP_OK && can_query) {
+                assert_int_equal(dedup_seen_query(t, &k.b, got), DEDUP_OK);
+                for (size_t i = 0; i < 256; i++)
+                    if ((got[i] == DEDUP_NEW) != (want[i] == DEDUP_NEW))
+                        fail_msg("%s: key %zu answered differently after a load", c->name, i);
+            }
+            dedup_seen_free(t);
+            if (fa.live != 0)
+                fail_msg("%s: %lld bytes leaked after load allocation %llu failed", c->name,
+                         (long long)fa.live, (unsigned long long)n);
+            finished = st == DEDUP_OK && fa.calls < n;
+        }
+        assert_true(finished);
+        assert_true(failed_once);
+        free(blob);
+        dedup_seen_free(orig);
+    }
+}
+
+/* dedup_seen_add: the kinds that count (they can delete) hold a key added
+ * twice until it is deleted twice; the others hold a set, where adding is
+ * deciding. */
+static void test_add(void **state)
+{
+    (void)state;
+    for (size_t ci = 0; ci < NCFG; ci++) {
+        const cfg *c = &cfgs[ci];
+        dedup_seen *s = make(c, NULL);
+        static kb k;
+        uint64_t ids[128];
+        for (size_t i = 0; i < 128; i++)
+            ids[i] = 1000 + i;
+        kb_fill(&k, ids, 128, dedup_seen_seed(s));
+        size_t done = 0;
+        assert_int_equal(dedup_seen_add(s, &k.b, &done), DEDUP_OK);
+        assert_int_equal(done, 128);
+        assert_int_equal(dedup_seen_add(s, &k.b, &done), DEDUP_OK);
+        dedup_seen_info in;
+        dedup_seen_get_info(s, &in);
+        dedup_verdict v[128];
+        if (c->kind == DEDUP_SEEN_WINDOW) { /* no query: a decide says it */
+            assert_int_equal(dedup_seen_decide(s, &k.b, v, &done), DEDUP_OK);
+            for (size_t i = 0; i < 128; i++)
+                assert_int_not_equal(v[i], DEDUP_NEW);
+            dedup_seen_free(s);
+            continue;
+        }
+        assert_int_equal(dedup_seen_query(s, &k.b, v), DEDUP_OK);
+        for (size_t i = 0; i < 128; i++)
+            assert_int_not_equal(v[i], DEDUP_NEW);
+        if (in.can_delete && !in.probabilistic) { /* a set: one delete removes it */
+            bool removed[128];
+            assert_int_equal(dedup_seen_delete(s, &k.b, removed), DEDUP_OK);
+            assert_int_equal(dedup_seen_query(s, &k.b, v), DEDUP_OK);
+            for (size_t i = 0; i < 128; i++)
+                assert_int_equal(v[i], DEDUP_NEW);
+        } else if (in.can_delete) {
+            bool removed[128];
+            assert_int_equal(dedup_seen_delete(s, &k.b, removed), DEDUP_OK);
+            assert_int_equal(dedup_seen_query(s, &k.b, v), DEDUP_OK);
+            for (size_t i = 0; i < 128; i++)
+                if (v[i] == DEDUP_NEW)
+                    fail_msg("%s: key %zu added twice is gone after one delete", c->name, i);
+            assert_int_equal(dedup_seen_delete(s, &k.b, removed), DEDUP_OK);
+            for (size_t i = 0; i < 128; i++)
+                assert_true(removed[i]);
+            assert_int_equal(dedup_seen_query(s, &k.b, v), DEDUP_OK);
+            size_t still = 0;
+            for (size_t i = 0; i < 128; i++)
+                still += v[i] != DEDUP_NEW;
+            assert_true(still <= 8);
+        }
+        dedup_seen_free(s);
+    }
+}
+
+/* dedup_seen_get_filter_info: every filter kind describes itself; the
+ * others say UNSUPPORTED. */
+static void test_filter_info(void **state)
+{
+    (void)state;
+    for (size_t ci = 0; ci < NCFG; ci++) {
+        const cfg *c = &cfgs[ci];
+        dedup_seen *s = make(c, NULL);
+        decide_range(s, 0, 2000, 1);
+        dedup_seen_filter_info fi;
+        dedup_status st = dedup_seen_get_filter_info(s, &fi);
+        bool filter = c->kind == DEDUP_SEEN_BLOOM || c->kind == DEDUP_SEEN_BLOCKED ||
+                      c->kind == DEDUP_SEEN_COUNTING || c->kind == DEDUP_SEEN_CUCKOO ||
+                      c->kind == DEDUP_SEEN_SCALABLE;
+        dedup_seen_link_info li;
+        if (!filter) {
+            assert_int_equal(st, DEDUP_ERR_UNSUPPORTED);
+            assert_int_equal(dedup_seen_get_link_info(s, 0, &li), DEDUP_ERR_UNSUPPORTED);
+            dedup_seen_free(s);
+            continue;
+        }
+        assert_int_equal(st, DEDUP_OK);
+        dedup_seen_info in;
+        dedup_seen_get_info(s, &in);
+        assert_int_equal(fi.kind, c->kind);
+        assert_int_equal(fi.file_type, in.file_type);
+        assert_true(fi.seed == dedup_seen_seed(s));
+        assert_true(fi.structure_memory > 0 && fi.structure_memory <= in.memory);
+        assert_true(fi.fpr_current > 0 && fi.fpr_current < 1);
+        if (c->kind == DEDUP_SEEN_CUCKOO || c->kind == DEDUP_SEEN_SCALABLE) {
+            assert_true(fi.links >= 1);
+            assert_true(fi.items > 0);
+            uint64_t items = 0;
+            for (uint32_t l = 0; l < fi.links; l++) {
+                assert_int_equal(dedup_seen_get_link_info(s, l, &li), DEDUP_OK);
+                items += li.items;
+            }
+            if (c->kind == DEDUP_SEEN_CUCKOO)
+                assert_true(items == fi.items);
+            assert_int_equal(dedup_seen_get_link_info(s, fi.links, &li), DEDUP_ERR_RANGE);
+        } else {
+            assert_true(fi.bits > 0 && fi.hashes > 0 && fi.bits_set > 0);
+            assert_true(fi.fill > 0 && fi.fill < 1);
+            assert_int_equal(dedup_seen_get_link_info(s, 0, &li), DEDUP_ERR_UNSUPPORTED);
+        }
+        dedup_seen_free(s);
+    }
+}
+
 static void test_delete(void **state)
 {
     (void)state;
@@ -796,6 +951,9 @@ int main(void)
         cmocka_unit_test(test_corrupt_files_refused),
         cmocka_unit_test(test_allocation_failures),
         cmocka_unit_test(test_allocation_failures_spill),
+        cmocka_unit_test(test_allocation_failures_load),
+        cmocka_unit_test(test_add),
+        cmocka_unit_test(test_filter_info),
         cmocka_unit_test(test_delete),
         cmocka_unit_test(test_exact_against_model),
         cmocka_unit_test(test_on_full),
