@@ -6,7 +6,7 @@
  * memtable's skiplist walks cold cache lines of a 64 MiB structure; on the
  * machines measured that caps the puts at ~50k keys/s even from a minimal
  * program with the WAL off (bench/results/tiers.md).  Here a recorded key
- * is appended to an arena and to an open-addressing table of its index
+ * is appended to an array of entries and to an open-addressing table of its index
  * (one probe), and every DDR_PENDING_KEYS keys the entries are sorted and
  * written as one table file (SstFileWriter, the column family's own
  * options: ribbon filter, compression) that RocksDB ingests whole: a
@@ -101,15 +101,32 @@ void ddr_pending_free(dedup_store *s)
 
 /* ---- the table ---------------------------------------------------------------- */
 
+/* Bytes [from, from + 8) of k, big-endian, zero past len. */
+static uint64_t be_word(const char *k, size_t len, size_t from)
+{
+    uint64_t w = 0;
+    for (size_t i = from; i < from + 8; i++)
+        w = w << 8 | (i < len ? (unsigned char)k[i] : 0);
+    return w;
+}
+
+static bool same_entry(const ddr_pending *p, const ddr_entry *e, const char *k, size_t len,
+                       uint64_t pfx, uint64_t rest)
+{
+    if (e->len != len || e->pfx != pfx)
+        return false;
+    return len <= 16 ? e->rest == rest : memcmp(p->arena + e->rest, k, len) == 0;
+}
+
 uint32_t ddr_pending_find(const dedup_store *s, const char *k, size_t len, uint64_t h)
 {
     const ddr_pending *p = &s->pend;
     if (!p->n)
         return NO_SLOT;
+    uint64_t pfx = be_word(k, len, 0), rest = be_word(k, len, 8);
     uint32_t slot = (uint32_t)h & (DDR_PENDING_SLOTS - 1);
     while (p->table[slot] != NO_SLOT) {
-        const ddr_entry *e = &p->e[p->table[slot]];
-        if (e->len == len && memcmp(p->arena + e->off, k, len) == 0)
+        if (same_entry(p, &p->e[p->table[slot]], k, len, pfx, rest))
             return p->table[slot];
         slot = (slot + 1) & (DDR_PENDING_SLOTS - 1);
     }
@@ -130,10 +147,10 @@ static dedup_status put_entry(dedup_store *s, const char *k, size_t len, uint64_
     ddr_pending *p = &s->pend;
     if (len > UINT32_MAX)
         return DEDUP_ERR_LIMIT;
+    uint64_t pfx = be_word(k, len, 0), rest = be_word(k, len, 8);
     uint32_t slot = (uint32_t)h & (DDR_PENDING_SLOTS - 1);
     while (p->table[slot] != NO_SLOT) {
-        ddr_entry *e = &p->e[p->table[slot]];
-        if (e->len == len && memcmp(p->arena + e->off, k, len) == 0)
+        if (same_entry(p, &p->e[p->table[slot]], k, len, pfx, rest))
             break;
         slot = (slot + 1) & (DDR_PENDING_SLOTS - 1);
     }
@@ -151,16 +168,19 @@ static dedup_status put_entry(dedup_store *s, const char *k, size_t len, uint64_
         p->e[p->table[slot]].ts = ts;
         return DEDUP_OK;
     }
-    if (!grow(&s->a, (void **)&p->arena, &p->cap, p->used + len, 1) ||
-        !grow(&s->a, (void **)&p->e, &p->ecap, p->n + 1, sizeof *p->e))
+    if (!grow(&s->a, (void **)&p->e, &p->ecap, p->n + 1, sizeof *p->e))
         return DEDUP_ERR_NOMEM;
-    memcpy(p->arena + p->used, k, len);
-    uint64_t pfx = 0;
-    for (size_t i = 0; i < 8; i++)
-        pfx = pfx << 8 | (i < len ? (unsigned char)k[i] : 0);
-    p->e[p->n] = (ddr_entry){.pfx = pfx, .off = p->used, .len = (uint32_t)len, .ts = ts};
+    if (len > 16) {
+        if (!grow(&s->a, (void **)&p->arena, &p->cap, p->used + len, 1))
+            return DEDUP_ERR_NOMEM;
+        memcpy(p->arena + p->used, k, len);
+        rest = p->used;
+        p->used += len;
+    } else {
+        p->used += 16; /* counted against DDR_PENDING_BYTES all the same */
+    }
+    p->e[p->n] = (ddr_entry){.pfx = pfx, .rest = rest, .len = (uint32_t)len, .ts = ts};
     p->table[slot] = (uint32_t)p->n;
-    p->used += len;
     p->n++;
     return DEDUP_OK;
 }
@@ -335,19 +355,24 @@ done:
 
 /* ---- ingestion ----------------------------------------------------------------- */
 
-/* Entries sort by their keys' bytes (RocksDB's bytewise order): the first
- * eight bytes, read big-endian into 'pfx', settle nearly every comparison
- * without touching the arena. */
+/* Entries sort by their keys' bytes (RocksDB's bytewise order): two
+ * integer comparisons for keys of at most 16 bytes. */
 static int cmp_entry(const void *x, const void *y, void *ctx)
 {
     const ddr_entry *a = x, *b = y;
     if (a->pfx != b->pfx)
         return a->pfx < b->pfx ? -1 : 1;
-    const unsigned char *arena = ctx;
-    size_t m = a->len < b->len ? a->len : b->len;
-    int c = m > 8 ? memcmp(arena + a->off + 8, arena + b->off + 8, m - 8) : 0;
-    if (c)
-        return c;
+    if (a->len <= 16 && b->len <= 16) {
+        if (a->rest != b->rest)
+            return a->rest < b->rest ? -1 : 1;
+    } else {
+        unsigned char ba[16], bb[16];
+        const unsigned char *ka = ddr_entry_key(ctx, a, ba), *kb = ddr_entry_key(ctx, b, bb);
+        size_t m = a->len < b->len ? a->len : b->len;
+        int c = m > 8 ? memcmp(ka + 8, kb + 8, m - 8) : 0;
+        if (c)
+            return c;
+    }
     return a->len < b->len ? -1 : a->len > b->len;
 }
 
@@ -380,7 +405,8 @@ static dedup_status write_table(dedup_store *s, const char *path)
     unsigned char ts[4];
     for (size_t i = 0; !e && i < p->n; i++) {
         put_u32(ts, p->e[i].ts);
-        rocksdb_sstfilewriter_put(w, (const char *)p->arena + p->e[i].off, p->e[i].len,
+        unsigned char kb[16];
+        rocksdb_sstfilewriter_put(w, (const char *)ddr_entry_key(p->arena, &p->e[i], kb), p->e[i].len,
                                   (const char *)ts, s->expire ? 4 : 0, &e);
     }
     if (!e)

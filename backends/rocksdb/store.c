@@ -833,7 +833,8 @@ dedup_status dedup_store_foreach(const dedup_store *cs, dedup_store_digest_fn fn
         st = take_error(s, e);
     for (size_t i = 0; st == DEDUP_OK && i < s->pend.n; i++) { /* recorded, not yet ingested */
         const ddr_entry *pe = &s->pend.e[i];
-        const unsigned char *k = s->pend.arena + pe->off;
+        unsigned char kb[16];
+        const unsigned char *k = ddr_entry_key(s->pend.arena, pe, kb);
         unsigned char ts[4];
         put_u32(ts, pe->ts);
         if (value_expired(s, (const char *)ts, s->expire ? 4 : 0, now))

@@ -22,17 +22,32 @@
 
 static const char marker_magic[8] = {'D', 'D', 'U', 'P', 'S', 'T', 'O', 'R'};
 
-/* One recorded key waiting for the next ingestion: its bytes in the arena,
- * its write time. */
+/* One recorded key waiting for the next ingestion, and its write time.  A
+ * key of at most 16 bytes (every digest) is held in the entry itself, as
+ * two big-endian words, so sorting and comparing never leave the entries;
+ * a longer one has its bytes in the arena at 'rest'. */
 typedef struct ddr_entry {
-    uint64_t pfx; /* the first 8 bytes, big-endian: the sort's fast path */
-    uint64_t off;
+    uint64_t pfx;  /* bytes 0..7, big-endian, zero-padded */
+    uint64_t rest; /* bytes 8..15 likewise, or the arena offset of a longer key */
     uint32_t len;
     uint32_t ts;
 } ddr_entry;
 
+/* The key bytes of entry e (into buf[16] when held inline). */
+static inline const unsigned char *ddr_entry_key(const unsigned char *arena, const ddr_entry *e,
+                                                 unsigned char buf[16])
+{
+    if (e->len > 16)
+        return arena + e->rest;
+    for (int i = 0; i < 8; i++) {
+        buf[i] = (unsigned char)(e->pfx >> (56 - 8 * i));
+        buf[8 + i] = (unsigned char)(e->rest >> (56 - 8 * i));
+    }
+    return buf;
+}
+
 typedef struct ddr_pending {
-    unsigned char *arena;             /* the keys' bytes */
+    unsigned char *arena;             /* the bytes of keys longer than 16 */
     size_t used, cap;
     ddr_entry *e;                     /* in recording order */
     size_t n, ecap;
