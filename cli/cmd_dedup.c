@@ -294,6 +294,8 @@ static bool process_batch(run *r, size_t n)
                                         "filter with --mode blocked -n N -p P");
         else if (r->redis)
             cli_error("%s", dd_redis_error(r->redis));
+        else if (r->o->sizing.tiers && *dd_tiers_error(r->o->sizing.tiers))
+            cli_error("%s", dd_tiers_error(r->o->sizing.tiers));
         else if (!r->w.error)
             cli_error("%s", st == DEDUP_ERR_NOMEM && r->spilled ? "out of memory" : dedup_strerror(st));
         r->failed = true;
@@ -302,6 +304,10 @@ static bool process_batch(run *r, size_t n)
     if (!emit_decided(r, 0, n))
         return false;
     if (r->redis && !dd_redis_after_batch(r->redis, r->s, &b, r->verdict, r->rec, r->rlen, o_term(r), &r->w)) {
+        r->failed = true;
+        return false;
+    }
+    if (r->o->sizing.tiers && !dd_tiers_after_batch(r->o->sizing.tiers, r->s, &b, r->verdict, &r->w)) {
         r->failed = true;
         return false;
     }
@@ -579,7 +585,7 @@ int cmd_dedup(int argc, char **argv)
     r->s = s;
     r->verdict = r->verdict_buf;
     r->batch = BATCH;
-    if (r->redis) { /* a round trip per BATCH keys would cost more than the keys */
+    if (r->redis || o.sizing.tiers) { /* a round trip, a store read: not per BATCH keys */
         r->batch = DD_REDIS_BATCH;
         r->verdict = malloc(DD_REDIS_BATCH * sizeof *r->verdict);
         if (!r->verdict) {

@@ -10,20 +10,29 @@
 #include "cli.h"
 #include "dedup/tiers.h"
 #include "seen_spec.h"
+#include "io.h"
 #ifdef DEDUP_HAVE_ROCKSDB
 #include "dedup/store.h"
 #endif
+#ifdef DEDUP_HAVE_REDIS
+#include "dedup/redis.h"
+#endif
 
-enum tier_type { T_FILTER, T_EXACT, T_FILE, T_ROCKSDB };
+enum tier_type { T_FILTER, T_EXACT, T_FILE, T_ROCKSDB, T_REDIS };
 
 typedef struct tier_def {
     enum tier_type type;
     dedup_seen_kind kind;
     uint64_t items, memory, expire_s;
+    uint64_t cache; /* rocksdb: block cache bytes, 0 = the store's default */
     double fpr;
     const char *path; /* into the argument, or the --store argument */
     int sync;         /* -1 = the run's --sync */
     int keys;         /* dedup_store_keys */
+    /* redis: (path is the URL) */
+    uint64_t ttl_ms, reserve_ms;
+    const char *name;
+    int retries;      /* -1 = the backend's default */
 } tier_def;
 
 struct dd_tiers_cli {
@@ -39,6 +48,11 @@ struct dd_tiers_cli {
     size_t first;                       /* tiers above def[0]: 1 with a window */
     dedup_seen *seen[DEDUP_TIERS_MAX];  /* by tier index, owned by the stack */
     void *store[DEDUP_TIERS_MAX];       /* dedup_store * of rocksdb tiers */
+    void *redis[DEDUP_TIERS_MAX];       /* dedup_redis * of redis tiers */
+    bool commits;                       /* a redis tier with a TTL: reserve, then commit */
+    dedup_digest *cd;                   /* a batch's NEW keys, for the commit */
+    const unsigned char **ck;
+    size_t *cl, ccap;
     char name[DEDUP_TIERS_MAX][96];
     const void *window;
 };
@@ -118,8 +132,51 @@ static bool parse_store_opts(tier_def *d, char *rest, const char *spec)
             d->expire_s = us / 1000000;
             continue;
         }
+        if (strcmp(kv, "cache") == 0 && cli_parse_size(v, &d->cache) && d->cache >= (1u << 20))
+            continue;
         cli_error("--tier %s: bad setting '%s%s%s' (sync=always|batch|none, keys=digest|whole, "
-                  "expire=DURATION of at least 1s)", spec, kv, eq ? "=" : "", v);
+                  "expire=DURATION of at least 1s, cache=SIZE of at least 1M)", spec, kv,
+                  eq ? "=" : "", v);
+        return false;
+    }
+    return true;
+}
+
+/* "redis://host:port[/db][,ttl=D,reserve=D,name=N,retries=N]": the URL
+ * ends at the first comma. */
+static bool parse_redis_opts(tier_def *d, char *spec_copy, const char *spec)
+{
+    char *save = NULL;
+    d->path = strtok_r(spec_copy, ",", &save);
+    d->retries = -1;
+    for (char *kv = strtok_r(NULL, ",", &save); kv; kv = strtok_r(NULL, ",", &save)) {
+        char *eq = strchr(kv, '=');
+        const char *v = eq ? eq + 1 : "";
+        if (eq)
+            *eq = '\0';
+        uint64_t us = 0, n = 0;
+        if (strcmp(kv, "ttl") == 0 && cli_parse_duration(v, &us) && us >= 1000) {
+            d->ttl_ms = us / 1000;
+            continue;
+        }
+        if (strcmp(kv, "reserve") == 0 && cli_parse_duration(v, &us) && us >= 1000) {
+            d->reserve_ms = us / 1000;
+            continue;
+        }
+        if (strcmp(kv, "name") == 0 && *v && strlen(v) <= 200) {
+            d->name = v;
+            continue;
+        }
+        if (strcmp(kv, "retries") == 0 && cli_parse_count(v, &n) && n <= 100) {
+            d->retries = (int)n;
+            continue;
+        }
+        cli_error("--tier %s: bad setting '%s%s%s' (ttl=DURATION, reserve=DURATION, name=PREFIX, "
+                  "retries=N of at most 100)", spec, kv, eq ? "=" : "", v);
+        return false;
+    }
+    if (d->reserve_ms && (!d->ttl_ms || d->reserve_ms > d->ttl_ms)) {
+        cli_error("--tier %s: reserve= applies with ttl= and must not exceed it", spec);
         return false;
     }
     return true;
@@ -136,6 +193,17 @@ static bool add_def(dd_tiers_cli *t, const char *spec, char *s)
     d->sync = -1;
     char *colon = strchr(s, ':');
     char *rest = NULL;
+    if (strncmp(s, "redis://", 8) == 0) {
+        d->type = T_REDIS;
+        if (!parse_redis_opts(d, s, spec))
+            return false;
+#ifndef DEDUP_HAVE_REDIS
+        cli_error("--tier %s: this dedup has no Redis tier (built without libhiredis-dev)", spec);
+        return false;
+#endif
+        t->n++;
+        return true;
+    }
     if (colon) {
         *colon = '\0';
         rest = colon + 1;
@@ -161,13 +229,9 @@ static bool add_def(dd_tiers_cli *t, const char *spec, char *s)
         d->kind = dedup_seen_kind_from_name(s);
         if (rest && !parse_filter_opts(d, rest, spec))
             return false;
-    } else if (strncmp(spec, "redis:", 6) == 0) {
-        cli_error("--tier %s: this dedup has no Redis tier (the Redis backend is not built in)",
-                  spec);
-        return false;
     } else {
         cli_error("--tier %s: unknown tier '%s' (choose bloom, blocked, cuckoo, scalable, exact, "
-                  "fingerprint, file:PATH or rocksdb:DIR)", spec, s);
+                  "fingerprint, file:PATH, redis://HOST:PORT or rocksdb:DIR)", spec, s);
         return false;
     }
 #ifndef DEDUP_HAVE_ROCKSDB
@@ -339,6 +403,8 @@ static dedup_status open_store(dd_tiers_cli *t, const tier_def *d, uint64_t seed
     p.sync = (dedup_store_sync)d->sync;
     p.keys = (dedup_store_keys)d->keys;
     p.expire = d->expire_s;
+    if (d->cache)
+        p.block_cache = d->cache;
     dedup_store *s = NULL;
     dedup_status st = dedup_store_open(&p, NULL, &s, err, cap);
     if (st == DEDUP_ERR_INCOMPATIBLE && strstr(err, "seed"))
@@ -353,6 +419,46 @@ static dedup_status open_store(dd_tiers_cli *t, const tier_def *d, uint64_t seed
     }
     *store = s;
     (void)t;
+    return DEDUP_OK;
+}
+#endif
+
+#ifdef DEDUP_HAVE_REDIS
+/* The keys scheme (exact), its TTL the "recent keys"; a NEW key is reserved
+ * until its record is written out (dd_tiers_after_batch commits it). */
+static dedup_status open_redis(dd_tiers_cli *t, const tier_def *d, uint64_t seed, size_t k,
+                               char *err, size_t cap)
+{
+    dedup_redis_options o;
+    dedup_redis_options_init(&o);
+    o.url = d->path;
+    o.scheme = DEDUP_REDIS_KEYS;
+    if (seed)
+        o.seed = seed;
+    o.ttl_ms = d->ttl_ms;
+    if (d->reserve_ms)
+        o.reserve_ms = d->reserve_ms;
+    else if (d->ttl_ms && o.reserve_ms > d->ttl_ms)
+        o.reserve_ms = d->ttl_ms;
+    if (d->name)
+        o.name = d->name;
+    if (d->retries >= 0)
+        o.retries = (uint32_t)d->retries;
+    dedup_redis *r = NULL;
+    char why[512];
+    dedup_status st = dedup_redis_open(&o, NULL, &r, why, sizeof why);
+    if (st) {
+        snprintf(err, cap, "--tier %s: %s", d->path, why);
+        return st;
+    }
+    st = dedup_redis_seen(r, NULL, &t->seen[k]);
+    if (st) {
+        dedup_redis_free(r);
+        snprintf(err, cap, "--tier %s: %s", d->path, dedup_strerror(st));
+        return st;
+    }
+    t->redis[k] = r;
+    t->commits |= d->ttl_ms != 0;
     return DEDUP_OK;
 }
 #endif
@@ -404,6 +510,14 @@ static dedup_status make_tier(dd_tiers_cli *t, const tier_def *d, uint64_t seed,
         }
         snprintf(t->name[k], sizeof t->name[k], "%s", dedup_seen_kind_name(d->kind));
         break;
+    case T_REDIS:
+#ifdef DEDUP_HAVE_REDIS
+        st = open_redis(t, d, seed, k, err, cap);
+#else
+        st = DEDUP_ERR_UNSUPPORTED;
+#endif
+        snprintf(t->name[k], sizeof t->name[k], "%.90s", d->path);
+        break;
     case T_ROCKSDB:
 #ifdef DEDUP_HAVE_ROCKSDB
         st = open_store(t, d, seed, out, &t->store[k], err, cap);
@@ -448,6 +562,10 @@ dedup_status dd_tiers_create(dd_tiers_cli *t, dedup_seen *top, uint64_t seed, de
         const tier_def *d = &t->def[k - t->first];
         tiers[k].seen = t->seen[k];
         tiers[k].name = t->name[k];
+        if (d->type == T_REDIS) { /* decide() records; with a TTL it holds the recent keys */
+            tiers[k].forgets = d->ttl_ms != 0;
+            continue;
+        }
         if (d->type == T_ROCKSDB) {
 #ifdef DEDUP_HAVE_ROCKSDB
             tiers[k].record = dedup_store_record;
@@ -501,6 +619,7 @@ dedup_status dd_tiers_create(dd_tiers_cli *t, dedup_seen *top, uint64_t seed, de
             dedup_seen_free(t->seen[k]);
             t->seen[k] = NULL;
             t->store[k] = NULL;
+            t->redis[k] = NULL;
         }
         t->window = NULL;
     }
@@ -531,6 +650,68 @@ bool dd_tiers_finish(dd_tiers_cli *t, bool ok)
 #endif
     }
     return good;
+}
+
+bool dd_tiers_after_batch(dd_tiers_cli *t, dedup_seen *s, const dedup_batch *b,
+                          const dedup_verdict *v, dd_writer *w)
+{
+    size_t news = 0;
+    if (!t->commits)
+        return true;
+    for (size_t i = 0; i < b->n; i++)
+        news += v[i] == DEDUP_NEW;
+    if (!news)
+        return true;
+    /* "Written out": past this process, in the kernel's hands. */
+    if (!dd_writer_flush(w))
+        return false; /* the caller reports the writer's error */
+    if (news > t->ccap) {
+        free(t->cd);
+        free(t->ck);
+        free(t->cl);
+        t->cd = malloc(news * sizeof *t->cd);
+        t->ck = malloc(news * sizeof *t->ck);
+        t->cl = malloc(news * sizeof *t->cl);
+        t->ccap = news;
+        if (!t->cd || !t->ck || !t->cl) {
+            t->ccap = 0;
+            cli_error("out of memory");
+            return false;
+        }
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < b->n; i++)
+        if (v[i] == DEDUP_NEW) {
+            t->cd[k] = b->digests[i];
+            t->ck[k] = b->keys ? b->keys[i] : NULL;
+            t->cl[k] = b->lens ? b->lens[i] : 0;
+            k++;
+        }
+    dedup_batch cb = {.n = k, .digests = t->cd, .keys = b->keys ? t->ck : NULL,
+                      .lens = b->lens ? t->cl : NULL};
+    dedup_status st = dedup_seen_commit(s, &cb);
+    if (st != DEDUP_OK) {
+        cli_error("committing %zu keys to the Redis tier: %s", k, dd_tiers_error(t));
+        return false;
+    }
+    return true;
+}
+
+const char *dd_tiers_error(const dd_tiers_cli *t)
+{
+    size_t n = t ? t->first + t->n : 0;
+#ifdef DEDUP_HAVE_REDIS
+    for (size_t k = 0; k < n; k++)
+        if (t->redis[k] && *dedup_redis_last_error(t->redis[k]))
+            return dedup_redis_last_error(t->redis[k]);
+#endif
+#ifdef DEDUP_HAVE_ROCKSDB
+    for (size_t k = 0; k < n; k++)
+        if (t->store[k] && *dedup_store_error(t->store[k]))
+            return dedup_store_error(t->store[k]);
+#endif
+    (void)n;
+    return "";
 }
 
 void dd_tiers_print_stats(const dd_tiers_cli *t, FILE *f, bool json)
@@ -599,5 +780,11 @@ void dd_tiers_print_stats(const dd_tiers_cli *t, FILE *f, bool json)
 
 void dd_tiers_free(dd_tiers_cli *t)
 {
-    (void)t; /* static storage (dd_tiers_opt) */
+    if (!t)
+        return; /* the rest is static storage (dd_tiers_opt) */
+    free(t->cd);
+    free(t->ck);
+    free(t->cl);
+    t->cd = NULL, t->ck = NULL, t->cl = NULL;
+    t->ccap = 0;
 }

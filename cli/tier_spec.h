@@ -14,7 +14,10 @@
  *                      and saves it there after a complete run)
  *   exact | fingerprint   this run's keys in memory, exactly
  *   file:PATH          a filter loaded from PATH, saved back at the end
- *   rocksdb:DIR[,sync=always|batch|none][,keys=digest|whole][,expire=D]
+ *   redis://HOST:PORT[/DB][,ttl=D,reserve=D,name=PREFIX,retries=N]
+ *                      Redis, keys scheme (exact); with ttl= the recent keys,
+ *                      each NEW key reserved until its record is written out
+ *   rocksdb:DIR[,sync=always|batch|none][,keys=digest|whole][,expire=D][,cache=SIZE]
  *                      the persistent store (needs RocksDB at build time)
  */
 #ifndef DEDUP_CLI_TIER_SPEC_H
@@ -25,6 +28,8 @@
 #include <stdio.h>
 
 #include "dedup/seen.h"
+
+struct dd_writer;
 
 typedef struct dd_tiers_cli dd_tiers_cli;
 
@@ -58,6 +63,16 @@ const void *dd_tiers_window(const dd_tiers_cli *t);
 /* After a complete run (ok): saves filter files; always: makes the stores
  * durable.  False after an error message. */
 bool dd_tiers_finish(dd_tiers_cli *t, bool ok);
+
+/* After a batch's records were emitted: with a Redis tier that has a TTL,
+ * flushes the writer (the records are written out) and commits the
+ * batch's NEW keys (Redis' reserve-then-commit).  False after an error
+ * message (or a writer error, which the caller reports). */
+bool dd_tiers_after_batch(dd_tiers_cli *t, dedup_seen *s, const dedup_batch *b,
+                          const dedup_verdict *v, struct dd_writer *w);
+
+/* The message of the tier that failed last (Redis, then stores), or "". */
+const char *dd_tiers_error(const dd_tiers_cli *t);
 
 /* Per tier statistics on f (json: one object on one line). */
 void dd_tiers_print_stats(const dd_tiers_cli *t, FILE *f, bool json);

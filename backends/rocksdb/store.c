@@ -9,105 +9,15 @@
  * into one WriteBatch, written with the durability the store was opened
  * with, before the call returns.
  */
-#include "dedup/store.h"
+#include "store_int.h"
 
 #include <dirent.h>
 #include <errno.h>
-#include <rocksdb/c.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
-
-#define MARKER_KEY "store"
-#define COUNT_KEY "count"
-#define META_CF "dedup"
-#define MARKER_LEN 40u
-#define TABLE_SLOTS (2u * DEDUP_STORE_CHUNK) /* power of two, load <= 1/2 */
-#define NO_SLOT UINT32_MAX
-
-static const char marker_magic[8] = {'D', 'D', 'U', 'P', 'S', 'T', 'O', 'R'};
-
-struct dedup_store {
-    dedup_allocator a;
-    rocksdb_t *db;
-    rocksdb_options_t *opt, *meta_opt;
-    rocksdb_block_based_table_options_t *topt;
-    rocksdb_cache_t *cache;
-    rocksdb_compactionfilter_t *cfilter;
-    rocksdb_column_family_handle_t *cf_keys, *cf_meta;
-    rocksdb_readoptions_t *ro, *ro_scan;
-    rocksdb_writeoptions_t *wo;
-    char *dir;
-    bool read_only;
-    dedup_store_keys keys;
-    dedup_store_sync sync;
-    uint64_t seed, expire;
-    int64_t (*clock)(void *ctx);
-    void *clock_ctx;
-    uint64_t count;
-    /* stats of this object's life (mutable from const queries) */
-    uint64_t lookups, writes, expired;
-    /* chunk scratch */
-    unsigned char *kbuf;              /* 16 bytes per key in digest mode */
-    const char **kptr;
-    size_t *klen;
-    rocksdb_pinnableslice_t **vals;
-    char **errs;
-    uint32_t *table;
-    char err[512];
-};
-
-/* ---- small helpers ------------------------------------------------------- */
-
-static void *xmalloc(const dedup_allocator *a, size_t n)
-{
-    return a->malloc_fn ? a->malloc_fn(a->ctx, n) : malloc(n);
-}
-
-static void xfree(const dedup_allocator *a, void *p)
-{
-    if (!p)
-        return;
-    if (a->free_fn)
-        a->free_fn(a->ctx, p);
-    else
-        free(p);
-}
-
-static void put_u32(unsigned char *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static void put_u64(unsigned char *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static uint32_t get_u32(const unsigned char *p)
-{
-    uint32_t v = 0;
-    for (int i = 3; i >= 0; i--)
-        v = (v << 8) | p[i];
-    return v;
-}
-
-static uint64_t get_u64(const unsigned char *p)
-{
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--)
-        v = (v << 8) | p[i];
-    return v;
-}
-
-static int64_t store_now(const dedup_store *s)
-{
-    return s->clock ? s->clock(s->clock_ctx) : (int64_t)time(NULL);
-}
 
 static void set_why(char *why, size_t cap, const char *fmt, const char *dir, const char *detail)
 {
@@ -135,22 +45,7 @@ static dedup_status map_open_error(const char *msg, const char *dir, char *why, 
     return DEDUP_ERR_IO;
 }
 
-static dedup_status take_error(dedup_store *s, char *e)
-{
-    snprintf(s->err, sizeof s->err, "%s: %s", s->dir, e);
-    free(e); /* RocksDB's strings come from malloc */
-    return DEDUP_ERR_IO;
-}
-
 /* ---- expiry -------------------------------------------------------------- */
-
-static bool value_expired(const dedup_store *s, const char *v, size_t vlen, int64_t now)
-{
-    if (!s->expire || vlen < 4)
-        return false;
-    int64_t t = (int64_t)get_u32((const unsigned char *)v);
-    return now - t >= (int64_t)s->expire;
-}
 
 static unsigned char cfilter_fn(void *state, int level, const char *key, size_t klen,
                                 const char *val, size_t vlen, char **nv, size_t *nvlen,
@@ -325,7 +220,11 @@ static dedup_status alloc_scratch(dedup_store *s)
     s->vals = xmalloc(&s->a, n * sizeof *s->vals);
     s->errs = xmalloc(&s->a, n * sizeof *s->errs);
     s->table = xmalloc(&s->a, TABLE_SLOTS * sizeof *s->table);
-    if (!s->kbuf || !s->kptr || !s->klen || !s->vals || !s->errs || !s->table)
+    s->qidx = xmalloc(&s->a, n * sizeof *s->qidx);
+    s->qptr = xmalloc(&s->a, n * sizeof *s->qptr);
+    s->qlen = xmalloc(&s->a, n * sizeof *s->qlen);
+    if (!s->kbuf || !s->kptr || !s->klen || !s->vals || !s->errs || !s->table || !s->qidx ||
+        !s->qptr || !s->qlen)
         return DEDUP_ERR_NOMEM;
     return DEDUP_OK;
 }
@@ -380,6 +279,7 @@ dedup_status dedup_store_open(const dedup_store_params *p, const dedup_allocator
     if (!s)
         return DEDUP_ERR_NOMEM;
     memset(s, 0, sizeof *s);
+    s->pend.log_fd = -1;
     s->a = a;
     size_t dl = strlen(p->dir) + 1;
     s->dir = xmalloc(&a, dl);
@@ -498,6 +398,12 @@ dedup_status dedup_store_open(const dedup_store_params *p, const dedup_allocator
         dedup_store_close(s);
         return DEDUP_ERR_IO;
     }
+    if (!s->read_only && (st = ddr_pending_open(s)) != DEDUP_OK) {
+        set_why(why, cap, "%s%s", s->err[0] ? s->err : "cannot start the pending log", NULL);
+        s->pend.n = 0; /* nothing to ingest at close */
+        dedup_store_close(s);
+        return st;
+    }
     *out = s;
     return DEDUP_OK;
 }
@@ -507,6 +413,11 @@ dedup_status dedup_store_flush(dedup_store *s)
     char *e = NULL;
     if (!s->db || s->read_only)
         return DEDUP_OK;
+    if (s->sync != DEDUP_STORE_SYNC_ALWAYS) {
+        dedup_status st = ddr_pending_ingest(s);
+        if (st != DEDUP_OK)
+            return st;
+    }
     if (s->sync == DEDUP_STORE_SYNC_NONE) {
         rocksdb_flushoptions_t *fo = rocksdb_flushoptions_create();
         rocksdb_flushoptions_set_wait(fo, 1);
@@ -555,6 +466,10 @@ void dedup_store_close(dedup_store *s)
     xfree(&a, s->vals);
     xfree(&a, s->errs);
     xfree(&a, s->table);
+    xfree(&a, s->qidx);
+    xfree(&a, s->qptr);
+    xfree(&a, s->qlen);
+    ddr_pending_free(s);
     xfree(&a, s->dir);
     xfree(&a, s);
 }
@@ -589,10 +504,12 @@ static void build_keys(dedup_store *s, const dedup_batch *b, size_t from, size_t
 
 /* One MultiGet of the chunk's keys: present[i] says whether key i is held
  * and not expired. */
-static dedup_status multi_get(dedup_store *s, size_t m, bool *present)
+static dedup_status multi_get_of(dedup_store *s, size_t m, const char **kp, const size_t *kl,
+                                 bool *present)
 {
-    rocksdb_batched_multi_get_cf(s->db, s->ro, s->cf_keys, m, s->kptr, s->klen, s->vals,
-                                 s->errs, false);
+    if (!m)
+        return DEDUP_OK;
+    rocksdb_batched_multi_get_cf(s->db, s->ro, s->cf_keys, m, kp, kl, s->vals, s->errs, false);
     s->lookups += m;
     int64_t now = s->expire ? store_now(s) : 0;
     dedup_status st = DEDUP_OK;
@@ -613,6 +530,11 @@ static dedup_status multi_get(dedup_store *s, size_t m, bool *present)
         }
     }
     return st;
+}
+
+static dedup_status multi_get(dedup_store *s, size_t m, bool *present)
+{
+    return multi_get_of(s, m, s->kptr, s->klen, present);
 }
 
 static bool same_key(const dedup_store *s, size_t i, size_t j)
@@ -678,6 +600,60 @@ static dedup_status decide_chunk(dedup_store *s, const dedup_batch *b, size_t fr
     return st;
 }
 
+static bool pending_has(const dedup_store *s, size_t i, uint64_t h, int64_t now)
+{
+    uint32_t e = ddr_pending_find(s, s->kptr[i], s->klen[i], h);
+    if (e == NO_SLOT)
+        return false;
+    unsigned char ts[4];
+    put_u32(ts, s->pend.e[e].ts);
+    return !value_expired(s, (const char *)ts, s->expire ? 4 : 0, now);
+}
+
+/* Sync BATCH and NONE (pending.c): a key recorded since the last ingestion
+ * is answered from the pending table without a read; the others are read
+ * in one MultiGet; the new ones join the pending table (and its log) and
+ * every DDR_PENDING_KEYS keys the table is ingested. */
+static dedup_status decide_chunk_pending(dedup_store *s, const dedup_batch *b, size_t from,
+                                         size_t m, dedup_verdict *out)
+{
+    bool present[DEDUP_STORE_CHUNK];
+    build_keys(s, b, from, m);
+    int64_t now = s->expire ? store_now(s) : 0;
+    size_t q = 0;
+    for (size_t i = 0; i < m; i++) {
+        if (pending_has(s, i, b->digests[from + i].lo, now)) {
+            out[i] = DEDUP_DUPLICATE;
+            continue;
+        }
+        s->qidx[q] = (uint32_t)i;
+        s->qptr[q] = s->kptr[i];
+        s->qlen[q] = s->klen[i];
+        q++;
+    }
+    dedup_status st = multi_get_of(s, q, s->qptr, s->qlen, present);
+    if (st != DEDUP_OK)
+        return st;
+    uint64_t added = 0;
+    for (size_t j = 0; j < q && st == DEDUP_OK; j++) {
+        size_t i = s->qidx[j];
+        uint64_t h = b->digests[from + i].lo;
+        if (present[j] || pending_has(s, i, h, now)) { /* the second: earlier in this chunk */
+            out[i] = DEDUP_DUPLICATE;
+            continue;
+        }
+        st = ddr_pending_put(s, s->kptr[i], s->klen[i], h, (uint32_t)now);
+        out[i] = DEDUP_NEW;
+        added++;
+    }
+    if (st == DEDUP_OK)
+        st = ddr_pending_log(s);
+    if (st != DEDUP_OK)
+        return st;
+    s->writes += added;
+    return ddr_pending_full(s) ? ddr_pending_ingest(s) : DEDUP_OK;
+}
+
 dedup_status dedup_store_decide(dedup_store *s, const dedup_batch *b, dedup_verdict *out,
                                 size_t *done)
 {
@@ -690,7 +666,8 @@ dedup_status dedup_store_decide(dedup_store *s, const dedup_batch *b, dedup_verd
         return DEDUP_ERR_UNSUPPORTED;
     for (size_t from = 0; from < b->n; from += DEDUP_STORE_CHUNK) {
         size_t m = b->n - from < DEDUP_STORE_CHUNK ? b->n - from : DEDUP_STORE_CHUNK;
-        st = decide_chunk(s, b, from, m, out + from);
+        st = s->sync == DEDUP_STORE_SYNC_ALWAYS ? decide_chunk(s, b, from, m, out + from)
+                                                 : decide_chunk_pending(s, b, from, m, out + from);
         if (st != DEDUP_OK)
             return st;
         if (done)
@@ -712,8 +689,11 @@ dedup_status dedup_store_query(const dedup_store *cs, const dedup_batch *b, dedu
         st = multi_get(s, m, present);
         if (st != DEDUP_OK)
             return st;
+        int64_t now = s->expire ? store_now(s) : 0;
         for (size_t i = 0; i < m; i++)
-            out[from + i] = present[i] ? DEDUP_DUPLICATE : DEDUP_NEW;
+            out[from + i] = present[i] || pending_has(s, i, b->digests[from + i].lo, now)
+                                ? DEDUP_DUPLICATE
+                                : DEDUP_NEW;
     }
     return DEDUP_OK;
 }
@@ -731,6 +711,20 @@ dedup_status dedup_store_record(void *ctx, const dedup_batch *b)
     for (size_t from = 0; from < b->n; from += DEDUP_STORE_CHUNK) {
         size_t m = b->n - from < DEDUP_STORE_CHUNK ? b->n - from : DEDUP_STORE_CHUNK;
         build_keys(s, b, from, m);
+        if (s->sync != DEDUP_STORE_SYNC_ALWAYS) {
+            for (size_t i = 0; i < m && st == DEDUP_OK; i++)
+                st = ddr_pending_put(s, s->kptr[i], s->klen[i], b->digests[from + i].lo,
+                                     get_u32(ts));
+            if (st == DEDUP_OK)
+                st = ddr_pending_log(s);
+            if (st == DEDUP_OK)
+                s->writes += m;
+            if (st == DEDUP_OK && ddr_pending_full(s))
+                st = ddr_pending_ingest(s);
+            if (st != DEDUP_OK)
+                return st;
+            continue;
+        }
         rocksdb_writebatch_t *wb = rocksdb_writebatch_create();
         for (size_t i = 0; i < m; i++)
             rocksdb_writebatch_put_cf(wb, s->cf_keys, s->kptr[i], s->klen[i], (const char *)ts,
@@ -774,7 +768,7 @@ static uint64_t prop(const dedup_store *s, rocksdb_column_family_handle_t *cf, c
 dedup_status dedup_store_get_info(const dedup_store *s, dedup_store_info *out)
 {
     memset(out, 0, sizeof *out);
-    out->keys = s->count;
+    out->keys = s->count + s->pend.added;
     out->bytes_on_disk = dir_bytes(s->dir);
     out->sst_bytes = prop(s, s->cf_keys, "rocksdb.total-sst-files-size") +
                      prop(s, s->cf_meta, "rocksdb.total-sst-files-size");
@@ -790,7 +784,7 @@ dedup_status dedup_store_get_info(const dedup_store *s, dedup_store_info *out)
                            rocksdb_cache_get_usage(s->cache)) +
                   sizeof *s + DEDUP_STORE_CHUNK * (16 + 2 * sizeof(void *) + sizeof(size_t) +
                                                    sizeof(char *)) +
-                  TABLE_SLOTS * sizeof(uint32_t);
+                  TABLE_SLOTS * sizeof(uint32_t) + ddr_pending_memory(s);
     return DEDUP_OK;
 }
 
@@ -837,6 +831,26 @@ dedup_status dedup_store_foreach(const dedup_store *cs, dedup_store_digest_fn fn
     rocksdb_iter_get_error(it, &e);
     if (e)
         st = take_error(s, e);
+    for (size_t i = 0; st == DEDUP_OK && i < s->pend.n; i++) { /* recorded, not yet ingested */
+        const ddr_entry *pe = &s->pend.e[i];
+        unsigned char kb[16];
+        const unsigned char *k = ddr_entry_key(s->pend.arena, pe, kb);
+        unsigned char ts[4];
+        put_u32(ts, pe->ts);
+        if (value_expired(s, (const char *)ts, s->expire ? 4 : 0, now))
+            continue;
+        if (s->keys == DEDUP_STORE_KEYS_WHOLE) {
+            buf[n] = dedup_hash(k, pe->len, s->seed);
+        } else {
+            buf[n].lo = get_u64(k);
+            buf[n].hi = get_u64(k + 8);
+        }
+        if (++n == DEDUP_STORE_CHUNK) {
+            if (fn(ctx, buf, n))
+                st = DEDUP_ERR_CANCELLED;
+            n = 0;
+        }
+    }
     if (st == DEDUP_OK && n && fn(ctx, buf, n))
         st = DEDUP_ERR_CANCELLED;
     rocksdb_iter_destroy(it);

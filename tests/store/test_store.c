@@ -2,7 +2,9 @@
  * test_store.c - the RocksDB store (dedup/store.h) against a naive
  * reference: seeded random streams across reopenings, whole keys, blind
  * records, expiry on a fake clock, the iteration that rebuilds filters, and
- * every refusal (foreign or damaged DIR, another mode or seed, the lock).
+ * every refusal (foreign or damaged DIR, another mode or seed, the lock);
+ * the pending keys of sync BATCH/NONE: whole keys of every length sorted
+ * into the ingested table, and the log replayed after a process died.
  */
 #define _GNU_SOURCE
 #include "testutil.h"
@@ -12,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "dedup/store.h"
@@ -321,9 +324,152 @@ static void test_refusals(void **state)
     dedup_store_close(NULL);
 }
 
+static void test_whole_keys_batch(void **state)
+{
+    (void)state;
+    stream_equals_reference(DEDUP_STORE_KEYS_WHOLE, DEDUP_STORE_SYNC_BATCH);
+}
+
+/* Whole keys of 0..40 bytes with shared prefixes and zero bytes ("ab",
+ * "ab\0", "ab\0\0", "ab\0c": equal in their zero-padded first words):
+ * the pending table tells them apart and the ingestion sorts them in
+ * RocksDB's bytewise order (the table writer refuses any other). */
+static void test_long_keys_sorted(void **state)
+{
+    (void)state;
+    enum { N = 3000 };
+    static unsigned char kbuf[N][48];
+    static const unsigned char *keys[N];
+    static size_t lens[N];
+    static dedup_digest d[N];
+    static dedup_verdict v[N];
+    const char *zs[4] = {"ab", "ab\0", "ab\0\0", "ab\0c"};
+    const size_t zl[4] = {2, 3, 4, 4};
+    for (size_t i = 0; i < N; i++) {
+        if (i < 4) {
+            memcpy(kbuf[i], zs[i], zl[i]);
+            lens[i] = zl[i];
+        } else if (i == 4) {
+            lens[i] = 0; /* the empty key */
+        } else {
+            size_t xs = i % 30;
+            memset(kbuf[i], 'x', xs);
+            lens[i] = xs + (size_t)snprintf((char *)kbuf[i] + xs, 16, "#%zu", i);
+        }
+        keys[i] = kbuf[i];
+        d[i] = dedup_hash(kbuf[i], lens[i], DEDUP_DEFAULT_SEED);
+    }
+    dedup_batch x = {.n = N, .digests = d, .keys = keys, .lens = lens};
+    char *dir = tmpdir();
+    for (int round = 0; round < 3; round++) {
+        dedup_store *s = open_store(dir, DEDUP_STORE_KEYS_WHOLE, DEDUP_STORE_SYNC_BATCH);
+        size_t done = 0;
+        assert_int_equal(dedup_store_decide(s, &x, v, &done), DEDUP_OK);
+        for (size_t i = 0; i < N; i++)
+            assert_int_equal(v[i], round == 0 ? DEDUP_NEW : DEDUP_DUPLICATE);
+        assert_int_equal(dedup_store_flush(s), DEDUP_OK); /* ingests */
+        assert_int_equal(dedup_store_query(s, &x, v), DEDUP_OK);
+        for (size_t i = 0; i < N; i++)
+            assert_int_equal(v[i], DEDUP_DUPLICATE);
+        dedup_store_info info;
+        assert_int_equal(dedup_store_get_info(s, &info), DEDUP_OK);
+        assert_int_equal(info.keys, N);
+        dedup_store_close(s);
+    }
+    rmtree(dir);
+}
+
+/* A child decides keys with sync BATCH and dies without closing (_exit: no
+ * ingestion, no flush); the next open replays DIR/dedup-pending.log, so
+ * every key the child answered NEW is a duplicate and counted once.  A torn
+ * record at the log's end (a crash mid-write) is ignored; a log with a
+ * damaged header is refused. */
+static void child_decides(const char *dir, uint64_t seed, size_t n, bool *seen)
+{
+    static kb b;
+    static dedup_verdict v[DEDUP_STORE_CHUNK * 3];
+    tu_rng r = {seed};
+    fill_batch(&b, &r, n);
+    for (size_t i = 0; i < n; i++)
+        seen[b.id[i]] = true;
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        dedup_store *s = open_store(dir, DEDUP_STORE_KEYS_DIGEST, DEDUP_STORE_SYNC_BATCH);
+        dedup_batch x = as_batch(&b);
+        size_t done = 0;
+        _exit(dedup_store_decide(s, &x, v, &done) == DEDUP_OK && done == n ? 0 : 3);
+    }
+    int wst = 0;
+    assert_int_equal(waitpid(pid, &wst, 0), pid);
+    assert_true(WIFEXITED(wst) && WEXITSTATUS(wst) == 0);
+}
+
+static void check_holds(const char *dir, const bool *seen)
+{
+    static kb b;
+    static dedup_verdict v[DEDUP_STORE_CHUNK * 3];
+    uint64_t distinct = 0;
+    for (uint32_t i = 0; i < UNIVERSE; i++)
+        distinct += seen[i];
+    dedup_store *s = open_store(dir, DEDUP_STORE_KEYS_AUTO, DEDUP_STORE_SYNC_BATCH);
+    dedup_store_info info;
+    assert_int_equal(dedup_store_get_info(s, &info), DEDUP_OK);
+    assert_int_equal(info.keys, distinct);
+    tu_rng r = {tu_seed() + 99};
+    fill_batch(&b, &r, DEDUP_STORE_CHUNK * 3);
+    dedup_batch x = as_batch(&b);
+    assert_int_equal(dedup_store_query(s, &x, v), DEDUP_OK);
+    for (size_t i = 0; i < b.n; i++)
+        assert_int_equal(v[i], seen[b.id[i]] ? DEDUP_DUPLICATE : DEDUP_NEW);
+    dedup_store_close(s);
+}
+
+static void test_batch_log_replay(void **state)
+{
+    (void)state;
+    char *dir = tmpdir(), log[256];
+    snprintf(log, sizeof log, "%s/dedup-pending.log", dir);
+    bool *seen = calloc(UNIVERSE, 1);
+    uint64_t seed = tu_seed();
+    child_decides(dir, seed, 7000, seen);
+    struct stat st;
+    assert_int_equal(stat(log, &st), 0);
+    assert_true(st.st_size > 7000 * 16); /* the keys are in the log, not in RocksDB */
+    check_holds(dir, seen);
+    check_holds(dir, seen); /* and stay after the ingestion that replay made */
+
+    child_decides(dir, seed + 1, 5000, seen);
+    FILE *f = fopen(log, "ab"); /* a torn record: a header promising more than follows */
+    assert_non_null(f);
+    const unsigned char torn[20] = {0x00, 0x10, 0x00, 0x00, 0x05};
+    assert_int_equal(fwrite(torn, 1, sizeof torn, f), sizeof torn);
+    fclose(f);
+    check_holds(dir, seen);
+
+    child_decides(dir, seed + 2, 100, seen);
+    f = fopen(log, "r+b");
+    assert_non_null(f);
+    fputs("NOTALOG!", f); /* the magic */
+    fclose(f);
+    dedup_store_params p;
+    dedup_store_params_init(&p);
+    p.dir = dir;
+    dedup_store *s = NULL;
+    char why[512];
+    assert_int_equal(dedup_store_open(&p, NULL, &s, why, sizeof why), DEDUP_ERR_CORRUPT);
+    assert_non_null(strstr(why, "dedup-pending.log"));
+    assert_null(s);
+    free(seen);
+    rmtree(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_batch_log_replay), /* first: forks before RocksDB's threads */
+        cmocka_unit_test(test_whole_keys_batch), cmocka_unit_test(test_long_keys_sorted),
         cmocka_unit_test(test_digest_keys),    cmocka_unit_test(test_whole_keys),
         cmocka_unit_test(test_sync_none),      cmocka_unit_test(test_record_and_foreach),
         cmocka_unit_test(test_expiry),         cmocka_unit_test(test_refusals),

@@ -1,0 +1,189 @@
+/*
+ * store_int.h - the store object and the helpers its files share
+ * (store.c: open, options, decide; pending.c: the keys recorded since the
+ * last ingestion, their log, and the ingestion itself).
+ */
+#ifndef DEDUP_STORE_INT_H
+#define DEDUP_STORE_INT_H
+
+#include "dedup/store.h"
+
+#include <rocksdb/c.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#define MARKER_KEY "store"
+#define COUNT_KEY "count"
+#define META_CF "dedup"
+#define MARKER_LEN 40u
+#define TABLE_SLOTS (2u * DEDUP_STORE_CHUNK) /* power of two, load <= 1/2 */
+#define NO_SLOT UINT32_MAX
+
+static const char marker_magic[8] = {'D', 'D', 'U', 'P', 'S', 'T', 'O', 'R'};
+
+/* One recorded key waiting for the next ingestion, and its write time.  A
+ * key of at most 16 bytes (every digest) is held in the entry itself, as
+ * two big-endian words, so sorting and comparing never leave the entries;
+ * a longer one has its bytes in the arena at 'rest'. */
+typedef struct ddr_entry {
+    uint64_t pfx;  /* bytes 0..7, big-endian, zero-padded */
+    uint64_t rest; /* bytes 8..15 likewise, or the arena offset of a longer key */
+    uint32_t len;
+    uint32_t ts;
+} ddr_entry;
+
+/* The key bytes of entry e (into buf[16] when held inline). */
+static inline const unsigned char *ddr_entry_key(const unsigned char *arena, const ddr_entry *e,
+                                                 unsigned char buf[16])
+{
+    if (e->len > 16)
+        return arena + e->rest;
+    for (int i = 0; i < 8; i++) {
+        buf[i] = (unsigned char)(e->pfx >> (56 - 8 * i));
+        buf[8 + i] = (unsigned char)(e->rest >> (56 - 8 * i));
+    }
+    return buf;
+}
+
+typedef struct ddr_pending {
+    unsigned char *arena;             /* the bytes of keys longer than 16 */
+    size_t used, cap;
+    ddr_entry *e;                     /* in recording order */
+    size_t n, ecap;
+    uint64_t added;                   /* NEW answers since the last ingestion */
+    uint32_t *table;                  /* DDR_PENDING_SLOTS entry indices, NO_SLOT empty */
+    unsigned char *logbuf;            /* one chunk's log record */
+    size_t loglen, logcap;
+    int log_fd;                       /* sync BATCH: DIR/DDR_LOG_NAME; else -1 */
+    uint64_t gen;                     /* this log's generation */
+    uint64_t ingested;                /* the last generation counted in 'count' */
+} ddr_pending;
+
+/* An ingestion every DDR_PENDING_KEYS keys or DDR_PENDING_BYTES of key
+ * bytes: one sorted table file of ~2 M digests (~60 MB) per ingestion, so
+ * level 0 sees few files; the table below holds them at load <= 1/2. */
+#define DDR_PENDING_KEYS (1u << 21)
+#define DDR_PENDING_BYTES (64u << 20)
+#define DDR_PENDING_SLOTS (1u << 22)
+#define DDR_LOG_NAME "dedup-pending.log"
+#define DDR_SST_NAME "dedup-ingest.sst"
+#define INGEST_KEY "ingested"
+
+struct dedup_store {
+    dedup_allocator a;
+    rocksdb_t *db;
+    rocksdb_options_t *opt, *meta_opt;
+    rocksdb_block_based_table_options_t *topt;
+    rocksdb_cache_t *cache;
+    rocksdb_compactionfilter_t *cfilter;
+    rocksdb_column_family_handle_t *cf_keys, *cf_meta;
+    rocksdb_readoptions_t *ro, *ro_scan;
+    rocksdb_writeoptions_t *wo;
+    char *dir;
+    bool read_only;
+    dedup_store_keys keys;
+    dedup_store_sync sync;
+    uint64_t seed, expire;
+    int64_t (*clock)(void *ctx);
+    void *clock_ctx;
+    uint64_t count;
+    /* stats of this object's life (mutable from const queries) */
+    uint64_t lookups, writes, expired;
+    /* chunk scratch */
+    unsigned char *kbuf;              /* 16 bytes per key in digest mode */
+    const char **kptr;
+    size_t *klen;
+    rocksdb_pinnableslice_t **vals;
+    char **errs;
+    uint32_t *table;
+    /* sync BATCH and NONE: the keys recorded since the last ingestion
+     * (pending.c) */
+    ddr_pending pend;
+    uint32_t *qidx;                   /* chunk keys that need a store read */
+    const char **qptr;
+    size_t *qlen;
+    char err[512];
+};
+
+/* ---- small helpers ------------------------------------------------------- */
+
+static inline void *xmalloc(const dedup_allocator *a, size_t n)
+{
+    return a->malloc_fn ? a->malloc_fn(a->ctx, n) : malloc(n);
+}
+
+static inline void xfree(const dedup_allocator *a, void *p)
+{
+    if (!p)
+        return;
+    if (a->free_fn)
+        a->free_fn(a->ctx, p);
+    else
+        free(p);
+}
+
+static inline void put_u32(unsigned char *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static inline void put_u64(unsigned char *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static inline uint32_t get_u32(const unsigned char *p)
+{
+    uint32_t v = 0;
+    for (int i = 3; i >= 0; i--)
+        v = (v << 8) | p[i];
+    return v;
+}
+
+static inline uint64_t get_u64(const unsigned char *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--)
+        v = (v << 8) | p[i];
+    return v;
+}
+
+static inline int64_t store_now(const dedup_store *s)
+{
+    return s->clock ? s->clock(s->clock_ctx) : (int64_t)time(NULL);
+}
+
+static inline dedup_status take_error(dedup_store *s, char *e)
+{
+    snprintf(s->err, sizeof s->err, "%s: %s", s->dir, e);
+    free(e); /* RocksDB's strings come from malloc */
+    return DEDUP_ERR_IO;
+}
+
+static inline bool value_expired(const dedup_store *s, const char *v, size_t vlen, int64_t now)
+{
+    if (!s->expire || vlen < 4)
+        return false;
+    int64_t t = (int64_t)get_u32((const unsigned char *)v);
+    return now - t >= (int64_t)s->expire;
+}
+
+
+/* pending.c */
+dedup_status ddr_pending_open(dedup_store *s);
+void ddr_pending_free(dedup_store *s);
+size_t ddr_pending_memory(const dedup_store *s);
+/* The index of the pending entry holding key (k, len) of hash h, or NO_SLOT. */
+uint32_t ddr_pending_find(const dedup_store *s, const char *k, size_t len, uint64_t h);
+/* Records (k, len) at time ts: a new entry, or a fresh time for one there. */
+dedup_status ddr_pending_put(dedup_store *s, const char *k, size_t len, uint64_t h, uint32_t ts);
+/* Appends the chunk's record (log buffer filled by ddr_pending_put) to the log. */
+dedup_status ddr_pending_log(dedup_store *s);
+/* Writes the pending keys as one sorted table file and ingests it. */
+dedup_status ddr_pending_ingest(dedup_store *s);
+bool ddr_pending_full(const dedup_store *s);
+
+#endif

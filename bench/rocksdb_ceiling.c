@@ -1,0 +1,186 @@
+/*
+ * rocksdb_ceiling.c - what this machine's librocksdb does alone with 16-byte
+ * random keys, the floor under bench_tiers.sh's store figures:
+ *   1. puts through the memtable: WriteBatch of 4096, WAL off
+ *   2. the same number of keys as sorted table files (SstFileWriter, 2M keys
+ *      each) ingested whole (IngestExternalFile): the store's write path
+ *   3. MultiGet of 4096 keys at a time: present keys, then absent keys
+ * Options as the store's (ribbon filter 10 bits/key, LZ4, 16 KiB blocks).
+ *
+ *   cc -O2 -o rc bench/rocksdb_ceiling.c -lrocksdb
+ *   ./rc DIR KEYS [PUT_KEYS] [READS] [CACHE_MB]
+ */
+#include <rocksdb/c.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define BATCH 4096
+#define FILE_KEYS (2L << 20)
+
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static uint64_t mix(uint64_t *x) /* splitmix64 */
+{
+    uint64_t z = (*x += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+static void key(uint64_t *x, unsigned char k[16])
+{
+    uint64_t a = mix(x), b = mix(x);
+    memcpy(k, &a, 8);
+    memcpy(k + 8, &b, 8);
+}
+
+static int cmp16(const void *a, const void *b)
+{
+    return memcmp(a, b, 16);
+}
+
+static void die(const char *what, char *e)
+{
+    fprintf(stderr, "%s: %s\n", what, e);
+    exit(1);
+}
+
+static rocksdb_options_t *options(size_t cache_mb)
+{
+    rocksdb_options_t *o = rocksdb_options_create();
+    rocksdb_options_set_create_if_missing(o, 1);
+    rocksdb_options_increase_parallelism(o, 2);
+    rocksdb_options_set_max_background_jobs(o, 2);
+    rocksdb_options_set_level_compaction_dynamic_level_bytes(o, 1);
+    rocksdb_options_set_compression(o, rocksdb_lz4_compression);
+    rocksdb_block_based_table_options_t *t = rocksdb_block_based_options_create();
+    rocksdb_block_based_options_set_filter_policy(t, rocksdb_filterpolicy_create_ribbon(10.0));
+    rocksdb_block_based_options_set_block_size(t, 16u << 10);
+    rocksdb_block_based_options_set_format_version(t, 5);
+    rocksdb_block_based_options_set_block_cache(t, rocksdb_cache_create_lru(cache_mb << 20));
+    rocksdb_options_set_block_based_table_factory(o, t);
+    return o;
+}
+
+static void reads(rocksdb_t *db, uint64_t seed, long n, const char *what)
+{
+    static unsigned char kb[BATCH][16];
+    const char *kp[BATCH];
+    size_t kl[BATCH], vl[BATCH];
+    char *v[BATCH], *er[BATCH];
+    rocksdb_readoptions_t *ro = rocksdb_readoptions_create();
+    long found = 0;
+    n = (n + BATCH - 1) / BATCH * BATCH;
+    double t0 = now();
+    for (long i = 0; i < n; i += BATCH) {
+        for (int j = 0; j < BATCH; j++) {
+            key(&seed, kb[j]);
+            kp[j] = (const char *)kb[j];
+            kl[j] = 16;
+        }
+        rocksdb_multi_get(db, ro, BATCH, kp, kl, v, vl, er);
+        for (int j = 0; j < BATCH; j++) {
+            if (er[j])
+                die("multi_get", er[j]);
+            found += v[j] != NULL;
+            free(v[j]);
+        }
+    }
+    double t = now() - t0;
+    printf("multiget %-7s %ld keys (%ld found) in %.2f s: %.0f keys/s\n", what, n, found, t,
+           (double)n / t);
+    rocksdb_readoptions_destroy(ro);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 3) {
+        fprintf(stderr, "usage: %s DIR KEYS [PUT_KEYS] [READS] [CACHE_MB]\n", argv[0]);
+        return 2;
+    }
+    char path[4096], *e = NULL;
+    long n = atol(argv[2]);
+    long puts = argc > 3 ? atol(argv[3]) : 0;
+    if (puts <= 0)
+        puts = n < 2000000 ? n : 2000000;
+    long nr = argc > 4 ? atol(argv[4]) : 1000000;
+    size_t cache = argc > 5 ? (size_t)atol(argv[5]) : 1024;
+
+    /* 1: memtable puts, in a database of their own */
+    snprintf(path, sizeof path, "%s/puts", argv[1]);
+    rocksdb_options_t *o = options(cache);
+    rocksdb_t *db = rocksdb_open(o, path, &e);
+    if (e)
+        die(path, e);
+    rocksdb_writeoptions_t *wo = rocksdb_writeoptions_create();
+    rocksdb_writeoptions_disable_WAL(wo, 1);
+    uint64_t x = 7;
+    unsigned char k[16];
+    double t0 = now();
+    for (long i = 0; i < puts; i += BATCH) {
+        rocksdb_writebatch_t *wb = rocksdb_writebatch_create();
+        for (long j = 0; j < BATCH && i + j < puts; j++) {
+            key(&x, k);
+            rocksdb_writebatch_put(wb, (const char *)k, 16, "", 0);
+        }
+        rocksdb_write(db, wo, wb, &e);
+        if (e)
+            die("write", e);
+        rocksdb_writebatch_destroy(wb);
+    }
+    double t = now() - t0;
+    printf("memtable puts      %ld keys in %.2f s: %.0f keys/s (WriteBatch %d, WAL off)\n", puts,
+           t, (double)puts / t, BATCH);
+    rocksdb_close(db);
+
+    /* 2: sorted table files, ingested */
+    snprintf(path, sizeof path, "%s/ingest", argv[1]);
+    db = rocksdb_open(o, path, &e);
+    if (e)
+        die(path, e);
+    unsigned char(*buf)[16] = malloc(FILE_KEYS * 16);
+    rocksdb_envoptions_t *eo = rocksdb_envoptions_create();
+    rocksdb_ingestexternalfileoptions_t *io = rocksdb_ingestexternalfileoptions_create();
+    rocksdb_ingestexternalfileoptions_set_move_files(io, 1);
+    x = 1;
+    t0 = now();
+    for (long i = 0, f = 0; i < n; i += FILE_KEYS, f++) {
+        long m = n - i < FILE_KEYS ? n - i : FILE_KEYS;
+        for (long j = 0; j < m; j++)
+            key(&x, buf[j]);
+        qsort(buf, (size_t)m, 16, cmp16);
+        rocksdb_sstfilewriter_t *w = rocksdb_sstfilewriter_create(eo, o);
+        char sst[4200];
+        snprintf(sst, sizeof sst, "%s/in-%ld.sst", argv[1], f);
+        rocksdb_sstfilewriter_open(w, sst, &e);
+        for (long j = 0; !e && j < m; j++)
+            rocksdb_sstfilewriter_put(w, (const char *)buf[j], 16, "", 0, &e);
+        if (!e)
+            rocksdb_sstfilewriter_finish(w, &e);
+        if (e)
+            die(sst, e);
+        rocksdb_sstfilewriter_destroy(w);
+        const char *files[1] = {sst};
+        rocksdb_ingest_external_file(db, files, 1, io, &e);
+        if (e)
+            die("ingest", e);
+    }
+    t = now() - t0;
+    printf("sorted ingestion   %ld keys in %.2f s: %.0f keys/s (files of %ld keys)\n", n, t,
+           (double)n / t, FILE_KEYS);
+
+    /* 3: reads (present: the ingested sequence again; absent: another) */
+    reads(db, 1, nr < n ? nr : n, "present");
+    reads(db, 99, nr, "absent");
+    rocksdb_close(db);
+    free(buf);
+    return 0;
+}
