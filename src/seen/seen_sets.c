@@ -301,14 +301,7 @@ static dedup_status u64_decide(void *impl, const dedup_batch *b, dedup_verdict *
     dedup_u64set *s = ((box *)impl)->st;
     if (b->n && !b->ints)
         return DEDUP_ERR_INVALID_ARG;
-    for (size_t i = 0; i < b->n; i++) {
-        dedup_status st = dedup_u64set_insert(s, b->ints[i], &out[i]);
-        if (st) {
-            *done = i;
-            return st;
-        }
-    }
-    return DEDUP_OK;
+    return dedup_u64set_insert_batch(s, b->ints, b->n, out, done);
 }
 
 static dedup_status u64_query(const void *impl, const dedup_batch *b, dedup_verdict *out)
@@ -316,8 +309,13 @@ static dedup_status u64_query(const void *impl, const dedup_batch *b, dedup_verd
     const dedup_u64set *s = ((const box *)impl)->st;
     if (b->n && !b->ints)
         return DEDUP_ERR_INVALID_ARG;
-    for (size_t i = 0; i < b->n; i++)
-        out[i] = dedup_u64set_contains(s, b->ints[i]) ? DEDUP_DUPLICATE : DEDUP_NEW;
+    bool found[256];
+    for (size_t off = 0; off < b->n; off += 256) {
+        size_t g = b->n - off < 256 ? b->n - off : 256;
+        dedup_u64set_contains_batch(s, b->ints + off, g, found);
+        for (size_t i = 0; i < g; i++)
+            out[off + i] = found[i] ? DEDUP_DUPLICATE : DEDUP_NEW;
+    }
     return DEDUP_OK;
 }
 
