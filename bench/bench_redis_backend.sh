@@ -11,6 +11,7 @@
 #   keys    dedup --redis URL                  on N distinct keys (one SET NX per key)
 #   bitmap  dedup --redis URL --redis-scheme bitmap -n N -p 0.01
 #   module  dedup --redis URL --redis-scheme module -n N -p 0.01
+#   cuckoo  dedup --redis URL --redis-scheme module --redis-filter cuckoo -n N
 # flushing the server between runs; keys/s = N / wall time of the dedup
 # process (reading, hashing and writing included).  Ratios are to SET's
 # median.  Then the memory per key in Redis of each scheme (INFO used_memory
@@ -58,16 +59,18 @@ rate_dedup() {
 
 suite() { # PORT URL LABEL
     local p=$1 url=$2 label=$3
-    local S="" K="" B="" M="" extra=()
+    local S="" K="" B="" M="" C="" extra=()
     [[ $url == redis-cluster* ]] && extra=(--cluster)
     for _ in $(seq "$ROUNDS"); do
         S="$S $(rate_set "$p" "${extra[@]}")"
         K="$K $(rate_dedup "$p" "$url")"
         B="$B $(rate_dedup "$p" "$url" --redis-scheme bitmap -n "$N" -p 0.01)"
         M="$M $(rate_dedup "$p" "$url" --redis-scheme module -n "$N" -p 0.01)"
+        C="$C $(rate_dedup "$p" "$url" --redis-scheme module --redis-filter cuckoo -n "$N")"
     done
-    local s k b m
+    local s k b m c
     s=$(echo "$S" | median); k=$(echo "$K" | median); b=$(echo "$B" | median); m=$(echo "$M" | median)
+    c=$(echo "$C" | median)
     echo "## $label ($N keys, $ROUNDS rounds, medians)"
     echo
     echo "| what | keys/s (runs) | ratio to SET |"
@@ -76,6 +79,7 @@ suite() { # PORT URL LABEL
     awk -v s="$s" -v k="$k" -v r="$K" 'BEGIN{printf "| dedup --redis (keys) | %s (%s ) | %.2f |\n", k, r, k / s}'
     awk -v s="$s" -v k="$b" -v r="$B" 'BEGIN{printf "| dedup --redis --redis-scheme bitmap -n N -p 1%% | %s (%s ) | %.2f |\n", k, r, k / s}'
     awk -v s="$s" -v k="$m" -v r="$M" 'BEGIN{printf "| dedup --redis --redis-scheme module -n N -p 1%% | %s (%s ) | %.2f |\n", k, r, k / s}'
+    awk -v s="$s" -v k="$c" -v r="$C" 'BEGIN{printf "| dedup --redis --redis-scheme module --redis-filter cuckoo -n N | %s (%s ) | %.2f |\n", k, r, k / s}'
     echo
 }
 
@@ -103,6 +107,11 @@ memory() { # PORT URL
     "$DEDUP" --redis "$url" --redis-scheme module -n "$N" -p 0.01 "$RT_DIR/keys.txt" > /dev/null
     u1=$(used "$p")
     awk -v a="$u0" -v b="$u1" -v n="$N" 'BEGIN{printf "| module 1%% (1 shard) | %.3f | INFO used_memory %d -> %d |\n", (b - a) / n, a, b}'
+    "$REDIS_CLI" -p "$p" flushall >/dev/null
+    u0=$(used "$p")
+    "$DEDUP" --redis "$url" --redis-scheme module --redis-filter cuckoo -n "$N" "$RT_DIR/keys.txt" > /dev/null
+    u1=$(used "$p")
+    awk -v a="$u0" -v b="$u1" -v n="$N" 'BEGIN{printf "| module cuckoo (1 shard) | %.3f | INFO used_memory %d -> %d |\n", (b - a) / n, a, b}'
     echo
 }
 

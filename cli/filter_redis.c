@@ -1,7 +1,12 @@
 /*
- * filter_redis.c - `dedup filter create|add|query|info redis://host:port[/db]/NAME`
- * and `dedup filter copy SRC DST` between a local blocked filter file and a
- * Redis bitmap filter (redis_cli.h).
+ * filter_redis.c - `dedup filter create|add|query|del|info
+ * redis://host:port[/db]/NAME` and `dedup filter copy SRC DST` between a
+ * local blocked filter file and a Redis bitmap filter (redis_cli.h).
+ *
+ * -t bitmap (default) is the bitmap scheme; -t module (or bloom) and
+ * -t cuckoo the module scheme's BF.* and CF.* filters.  Only a cuckoo filter
+ * deletes.  Every filter keeps its shape in NAME:meta, so only create needs
+ * -n; the other actions read it.
  *
  * The Redis filter NAME is the last path part of the URL; its keys are
  * NAME:meta and NAME:{NAME:s<i>}:g0 (dedup/redis.h, bitmap scheme).  A copy
@@ -36,6 +41,8 @@ typedef struct fr_opts {
     double fpr;
     uint64_t seed;
     uint32_t shards, segments, k;
+    dedup_redis_filter filter;
+    bool typed; /* -t given; else the stored scheme is taken */
     bool count, invert, quiet, json;
     int term;
 } fr_opts;
@@ -64,7 +71,8 @@ static dedup_redis *fr_open(const fr_opts *f, bool create)
     o.url = f->base;
     o.name = f->name;
     o.scheme = f->scheme;
-    o.items = create || f->scheme == DEDUP_REDIS_MODULE ? f->items : 0;
+    o.items = create ? f->items : 0;
+    o.filter = f->filter;
     o.bits = create ? f->bits : 0;
     o.hashes = create ? f->k : 0;
     if (f->fpr > 0)
@@ -76,6 +84,10 @@ static dedup_redis *fr_open(const fr_opts *f, bool create)
     dedup_redis *r = NULL;
     char err[768];
     dedup_status st = dedup_redis_open(&o, NULL, &r, err, sizeof err);
+    if (st == DEDUP_ERR_WRONG_TYPE && !f->typed && !create && o.scheme == DEDUP_REDIS_BITMAP) {
+        o.scheme = DEDUP_REDIS_MODULE; /* NAME:meta holds the module scheme's shape */
+        st = dedup_redis_open(&o, NULL, &r, err, sizeof err);
+    }
     if (st != DEDUP_OK) {
         cli_error("filter: %s/%s: %s", f->base, f->name, err);
         return NULL;
@@ -84,10 +96,14 @@ static dedup_redis *fr_open(const fr_opts *f, bool create)
 }
 
 /* Items go to Redis BATCH at a time; query prints the selected ones. */
+typedef enum { FEED_QUERY, FEED_ADD, FEED_DEL } feed_op;
+
 typedef struct feed {
     dedup_redis *r;
     const fr_opts *f;
-    bool add;
+    feed_op op;
+    bool removed[BATCH];
+    uint64_t absent;
     dedup_digest d[BATCH];
     dedup_verdict v[BATCH];
     char *keep[BATCH];
@@ -102,14 +118,20 @@ static bool feed_flush(feed *q)
         return true;
     dedup_batch b = {.n = q->n, .digests = q->d, .keys = (const unsigned char *const *)q->keep,
                      .lens = q->lens};
-    dedup_status st = q->add ? dedup_redis_decide(q->r, &b, q->v, NULL)
-                             : dedup_redis_query(q->r, &b, q->v);
+    dedup_status st = q->op == FEED_ADD ? dedup_redis_add(q->r, &b, q->v)
+                      : q->op == FEED_DEL ? dedup_redis_delete(q->r, &b, q->removed)
+                                          : dedup_redis_query(q->r, &b, q->v);
     bool ok = st == DEDUP_OK;
     if (!ok)
         cli_error("filter: %s/%s: %s", q->f->base, q->f->name, dedup_redis_last_error(q->r));
     for (size_t i = 0; i < q->n; i++) {
+        if (ok && q->op == FEED_DEL && !q->removed[i]) {
+            q->absent++;
+            cli_warn("filter del: '%.*s' is not in %s/%s (certainly absent); nothing deleted",
+                     (int)q->lens[i], q->keep[i], q->f->base, q->f->name);
+        }
         bool present = q->v[i] != DEDUP_NEW;
-        if (ok && !q->add && present != q->f->invert) {
+        if (ok && q->op == FEED_QUERY && present != q->f->invert) {
             q->selected++;
             if (!q->f->quiet && !q->f->count) {
                 char t = (char)q->f->term;
@@ -157,8 +179,9 @@ static bool feed_stdin(feed *q)
     return ok;
 }
 
-static int run_items(dedup_redis *r, const fr_opts *f, bool add, int nargs, char **args)
+static int run_items(dedup_redis *r, const fr_opts *f, feed_op op, int nargs, char **args)
 {
+    bool add = op != FEED_QUERY;
     feed *q = calloc(1, sizeof *q);
     if (!q) {
         cli_error("out of memory");
@@ -166,14 +189,14 @@ static int run_items(dedup_redis *r, const fr_opts *f, bool add, int nargs, char
     }
     q->r = r;
     q->f = f;
-    q->add = add;
+    q->op = op;
     bool ok = true;
     if (nargs == 0)
         ok = feed_stdin(q);
     for (int i = 0; ok && i < nargs; i++)
         ok = strcmp(args[i], "-") == 0 ? feed_stdin(q) : feed_one(q, args[i], strlen(args[i]));
     ok = ok && feed_flush(q);
-    uint64_t selected = q->selected;
+    uint64_t selected = q->selected, absent = q->absent;
     for (size_t i = 0; i < q->n; i++)
         free(q->keep[i]);
     free(q);
@@ -183,6 +206,8 @@ static int run_items(dedup_redis *r, const fr_opts *f, bool add, int nargs, char
         printf("%llu\n", (unsigned long long)selected);
     if (out_finish("filter", NULL) != 0)
         return add ? CLI_EXIT_FAIL : CLI_EXIT_USAGE;
+    if (op == FEED_DEL)
+        return absent ? CLI_EXIT_FAIL : 0; /* as `dedup filter del FILE`: 1 if some was absent */
     return !add && selected == 0 ? 1 : 0;
 }
 
@@ -206,8 +231,13 @@ static int do_info(dedup_redis *r, const fr_opts *f)
                (unsigned long long)sh.bits, sh.k, sh.segments, sh.shards,
                (unsigned long long)sh.items);
         json_double(stdout, sh.fpr);
-        printf(",\"seed\":%llu,\"memory\":%llu}\n", (unsigned long long)sh.seed,
+        printf(",\"seed\":%llu,\"memory\":%llu", (unsigned long long)sh.seed,
                (unsigned long long)mem);
+        if (sh.scheme == DEDUP_REDIS_MODULE)
+            printf(",\"filter\":\"%s\"", sh.filter == DEDUP_REDIS_FILTER_CUCKOO ? "cuckoo" : "bloom");
+        if (sh.generations)
+            printf(",\"generations\":%u", sh.generations);
+        printf("}\n");
     } else {
         char hb[32];
         printf("filter:     %s/%s\n", f->base, f->name);
@@ -216,7 +246,8 @@ static int do_info(dedup_redis *r, const fr_opts *f)
             printf("bits:       %llu (k=%u, %u segment(s))\n", (unsigned long long)sh.bits, sh.k,
                    sh.segments);
         else
-            printf("shards:     %u\n", sh.shards);
+            printf("shards:     %u (%s filter)\n", sh.shards,
+                   sh.filter == DEDUP_REDIS_FILTER_CUCKOO ? "cuckoo" : "bloom");
         printf("capacity:   %llu at %g\n", (unsigned long long)sh.items, sh.fpr);
         printf("seed:       %llu\n", (unsigned long long)sh.seed);
         printf("memory:     %s in Redis\n", cli_human_size(mem, hb, sizeof hb));
@@ -292,6 +323,10 @@ static int copy_from_redis(fr_opts *f, const char *path)
         cli_error("filter copy: %s/%s: %s", f->base, f->name, dedup_redis_last_error(r));
         rc = CLI_EXIT_FAIL;
     } else {
+        if (sh.generations)
+            cli_info(1, "filter copy: %s/%s expires keys (%u generations): '%s' is the union of "
+                        "its live generations, every key recorded within the window until now, "
+                        "and as a file it never forgets them", f->base, f->name, sh.generations, path);
         enc_ctx e = {dec.params, dec.header.params_len, dec.header.type, sh.seed, bytes, sh.bits / 8};
         dedup_status st = dedup_save_file(path, write_bloom_file, &e);
         dedup_bloom *check = NULL;
@@ -332,7 +367,39 @@ static int copy_to_redis(fr_opts *f, const char *path)
         f->items = dedup_blocked_capacity_for(f->bits, dedup_bloom_target_fpr(bf));
     f->fpr = dedup_bloom_target_fpr(bf);
     dedup_bloom_free(bf);
-    dedup_redis *r = fr_open(f, true);
+    /* An existing filter with a TTL takes the file into its current
+     * generation; any other goes through create, which compares shapes. */
+    dedup_redis *r = NULL;
+    dedup_redis_options o;
+    dedup_redis_options_init(&o);
+    o.url = f->base;
+    o.name = f->name;
+    o.scheme = DEDUP_REDIS_BITMAP;
+    o.seed = f->seed;
+    char err[768];
+    st = dedup_redis_open(&o, NULL, &r, err, sizeof err);
+    if (st != DEDUP_OK && st != DEDUP_ERR_NOT_FOUND) {
+        cli_error("filter copy: %s/%s: %s", f->base, f->name, err);
+        return CLI_EXIT_FAIL;
+    }
+    dedup_redis_shape sh = {0};
+    if (r)
+        dedup_redis_get_shape(r, &sh);
+    if (r && sh.generations && (sh.bits != f->bits || sh.k != f->k)) {
+        cli_error("filter copy: the bitmap filter %s/%s has bits=%llu k=%u; '%s' has bits=%llu "
+                  "k=%u (the same shape is needed)", f->base, f->name,
+                  (unsigned long long)sh.bits, sh.k, path, (unsigned long long)f->bits, f->k);
+        dedup_redis_free(r);
+        return CLI_EXIT_FAIL;
+    }
+    if (r && sh.generations) {
+        cli_info(1, "filter copy: %s/%s expires keys (%u generations): the keys of '%s' count as "
+                    "seen now, and are forgotten one TTL from now", f->base, f->name,
+                 sh.generations, path);
+    } else {
+        dedup_redis_free(r);
+        r = fr_open(f, true);
+    }
     if (!r)
         return CLI_EXIT_FAIL;
     /* The payload, straight from the file (its checksum checked at the end). */
@@ -388,13 +455,18 @@ int dd_filter_redis(int argc, char **argv)
     while ((c = getopt_long(argc, argv, ":t:n:p:k:cvqz", lo, NULL)) != -1) {
         switch (c) {
         case 't':
+            f.typed = true;
             if (strcmp(optarg, "bitmap") == 0 || strcmp(optarg, "blocked") == 0)
                 f.scheme = DEDUP_REDIS_BITMAP;
-            else if (strcmp(optarg, "module") == 0 || strcmp(optarg, "bloom") == 0)
+            else if (strcmp(optarg, "module") == 0 || strcmp(optarg, "bloom") == 0) {
                 f.scheme = DEDUP_REDIS_MODULE;
-            else {
-                cli_error("%s: a Redis filter is -t bitmap (plain strings) or -t module (BF.*), "
-                          "not '%s'", cmd, optarg);
+                f.filter = DEDUP_REDIS_FILTER_BLOOM;
+            } else if (strcmp(optarg, "cuckoo") == 0) {
+                f.scheme = DEDUP_REDIS_MODULE;
+                f.filter = DEDUP_REDIS_FILTER_CUCKOO;
+            } else {
+                cli_error("%s: a Redis filter is -t bitmap (plain strings), -t module (BF.*) or "
+                          "-t cuckoo (CF.*, deletes), not '%s'", cmd, optarg);
                 return CLI_EXIT_USAGE;
             }
             break;
@@ -442,13 +514,16 @@ int dd_filter_redis(int argc, char **argv)
         cli_error("filter create: -n/--items is needed (the keys planned, with -p)");
         return CLI_EXIT_USAGE;
     }
-    if (f.scheme == DEDUP_REDIS_MODULE && !f.items) {
-        cli_error("%s: -t module needs -n (and --shards) on every action: the module keeps no "
-                  "shape of its own across shards", cmd);
+    bool del = strcmp(action, "del") == 0 || strcmp(action, "delete") == 0;
+    if (!create && !del && strcmp(action, "add") && strcmp(action, "query") && strcmp(action, "info")) {
+        cli_error("filter %s: not available for a Redis filter (create, add, query, del, info, "
+                  "copy)", action);
         return CLI_EXIT_USAGE;
     }
-    if (!create && strcmp(action, "add") && strcmp(action, "query") && strcmp(action, "info")) {
-        cli_error("filter %s: not available for a Redis filter (create, add, query, info, copy)", action);
+    if (del && f.typed && f.scheme != DEDUP_REDIS_MODULE) {
+        cli_error("filter del: %s is a bitmap filter, which cannot delete items (a key's bits "
+                  "are shared with others); a Redis filter that deletes is -t cuckoo (the "
+                  "module's CF.*)", args[0]);
         return CLI_EXIT_USAGE;
     }
     dedup_redis *r = fr_open(&f, create);
@@ -460,7 +535,8 @@ int dd_filter_redis(int argc, char **argv)
     else if (strcmp(action, "info") == 0)
         rc = do_info(r, &f);
     else
-        rc = run_items(r, &f, strcmp(action, "add") == 0, nargs - 1, args + 1);
+        rc = run_items(r, &f, del ? FEED_DEL : strcmp(action, "add") == 0 ? FEED_ADD : FEED_QUERY,
+                       nargs - 1, args + 1);
     dedup_redis_free(r);
     return rc;
 }

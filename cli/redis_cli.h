@@ -33,7 +33,8 @@ enum {
     DD_OPT_REDIS_SHARDS,
     DD_OPT_REDIS_SEGMENTS,
     DD_OPT_REDIS_PIPELINE,
-    DD_OPT_REDIS_RESERVE
+    DD_OPT_REDIS_RESERVE,
+    DD_OPT_REDIS_FILTER
 };
 
 #define DD_REDIS_LONG_OPTIONS                                                 \
@@ -47,7 +48,8 @@ enum {
     {"shards", required_argument, NULL, DD_OPT_REDIS_SHARDS},                 \
     {"segments", required_argument, NULL, DD_OPT_REDIS_SEGMENTS},             \
     {"pipeline", required_argument, NULL, DD_OPT_REDIS_PIPELINE},             \
-    {"reserve", required_argument, NULL, DD_OPT_REDIS_RESERVE}
+    {"reserve", required_argument, NULL, DD_OPT_REDIS_RESERVE},               \
+    {"redis-filter", required_argument, NULL, DD_OPT_REDIS_FILTER}
 
 /* Keys the main job hands to Redis at once (each batch is then pipelined
  * --pipeline commands per round trip and node). */
@@ -59,6 +61,7 @@ extern const char dd_redis_help[];
 typedef struct dd_redis_opts {
     const char *url;            /* --redis; NULL = not used */
     const char *scheme;         /* keys (default), bitmap, module */
+    const char *filter;         /* --redis-filter: module's bloom or cuckoo */
     const char *name;           /* --name; default "dedup" */
     const char *uncertain_path; /* --uncertain FILE */
     uint64_t ttl_us;            /* --ttl */

@@ -18,7 +18,7 @@ const char dd_redis_help[] =
     "                         or redis-cluster://host:port[,host:port...] (a Redis Cluster)\n"
     "      --redis-scheme=S   keys (default: exact, one Redis key per key), bitmap (a\n"
     "                         blocked Bloom filter on plain strings, sized by -n/-p), or\n"
-    "                         module (BF.* of dedup_redis.so or RedisBloom, -n/-p)\n"
+    "                         module (BF.*/CF.* of dedup_redis.so or RedisBloom, -n/-p)\n"
     "      --name=NAME        prefix of the Redis keys (default dedup)\n"
     "      --ttl=D            forget a key D after it was seen (7d, 1h); module: the\n"
     "                         expiring DEDUP.* filters of dedup_redis.so\n"
@@ -28,8 +28,11 @@ const char dd_redis_help[] =
     "                         duplicates) to FILE\n"
     "      --wait-replicas=N  each batch waits for N replicas (WAIT) before its output\n"
     "      --redis-whole-keys keys: name Redis keys by the key bytes, not the digest\n"
-    "      --shards=S         module: split the filter into S keys (default 1; 16 on\n"
-    "                         a cluster)\n"
+    "      --redis-filter=F   module: bloom (default; BF.*) or cuckoo (CF.*: keys can\n"
+    "                         be deleted with `dedup filter del`; no --ttl)\n"
+    "      --shards=S         module: split the filter into S keys (default: one per\n"
+    "                         64 MiB of filter, at least 4 per cluster master; kept\n"
+    "                         in NAME:meta, so later runs need neither -n nor this)\n"
     "      --segments=S       bitmap: split the filter into S keys (default: by size)\n"
     "      --pipeline=N       commands in flight per node (default 1024)\n";
 
@@ -77,6 +80,13 @@ int dd_redis_option(dd_redis_opts *o, int code, const char *arg)
         }
         *(code == DD_OPT_REDIS_TTL ? &o->ttl_us : &o->reserve_us) = v;
         return 1;
+    case DD_OPT_REDIS_FILTER:
+        if (strcmp(arg, "bloom") && strcmp(arg, "cuckoo")) {
+            cli_error("--redis-filter '%s': choose bloom or cuckoo", arg);
+            return -1;
+        }
+        o->filter = arg;
+        return 1;
     case DD_OPT_REDIS_UNCERTAIN: o->uncertain_path = arg; return 1;
     case DD_OPT_REDIS_WAIT:
         if (!arg_uint("dedup", "--wait-replicas", arg, 0, 64, &v))
@@ -102,7 +112,7 @@ int dd_redis_option(dd_redis_opts *o, int code, const char *arg)
 
 bool dd_redis_used(const dd_redis_opts *o)
 {
-    return o->url || o->scheme || o->name || o->uncertain_path || o->ttl_us || o->reserve_us ||
+    return o->url || o->scheme || o->filter || o->name || o->uncertain_path || o->ttl_us || o->reserve_us ||
            o->wait_replicas || o->whole_keys || o->shards || o->segments || o->pipeline;
 }
 
@@ -110,8 +120,8 @@ int dd_redis_check_args(const dd_redis_opts *o, bool mode_given, bool windowed, 
                         bool bounded, bool counts)
 {
     if (!o->url) {
-        cli_error("--redis-scheme, --name, --ttl, --reserve, --uncertain, --wait-replicas, "
-                  "--shards, --segments and --pipeline need --redis URL");
+        cli_error("--redis-scheme, --redis-filter, --name, --ttl, --reserve, --uncertain, "
+                  "--wait-replicas, --shards, --segments and --pipeline need --redis URL");
         return -1;
     }
     const char *bad = mode_given ? "--mode (choose --redis-scheme keys|bitmap|module)"
@@ -135,6 +145,15 @@ int dd_redis_check_args(const dd_redis_opts *o, bool mode_given, bool windowed, 
     }
     if (o->shards && strcmp(sch, "module") != 0) {
         cli_error("--shards is for --redis-scheme module");
+        return -1;
+    }
+    if (o->filter && strcmp(sch, "module") != 0) {
+        cli_error("--redis-filter is for --redis-scheme module");
+        return -1;
+    }
+    if (o->filter && strcmp(o->filter, "cuckoo") == 0 && o->ttl_us) {
+        cli_error("--redis-filter cuckoo cannot expire keys: with --ttl the module scheme uses "
+                  "the expiring DEDUP.* filters (bloom)");
         return -1;
     }
     if (o->segments && strcmp(sch, "bitmap") != 0) {
@@ -172,16 +191,18 @@ int dd_redis_create(const dd_redis_opts *o, uint64_t items, double fpr, uint64_t
     if (o->shards)
         ro.shards = o->shards;
     ro.segments = o->segments;
+    if (o->filter)
+        ro.filter = strcmp(o->filter, "cuckoo") == 0 ? DEDUP_REDIS_FILTER_CUCKOO
+                                                     : DEDUP_REDIS_FILTER_BLOOM;
     ro.items = items;
     if (fpr > 0)
         ro.fpr = fpr;
     ro.seed = seed;
+    if (ro.filter == DEDUP_REDIS_FILTER_CUCKOO && fpr > 0)
+        cli_warn("-p is only recorded with --redis-filter cuckoo: the server's module sets a "
+                 "cuckoo filter's rate (dedup_redis.so: its CF_ERROR_RATE argument)");
     if (ro.scheme == DEDUP_REDIS_KEYS && (items || fpr > 0))
         cli_warn("-n/-p have no effect with --redis-scheme keys (it never errs)");
-    if (ro.scheme == DEDUP_REDIS_MODULE && !items) {
-        cli_error("--redis-scheme module needs -n/--items: the keys planned (with -p)");
-        return CLI_EXIT_USAGE;
-    }
     dedup_redis_url u;
     char why[512];
     if (dedup_redis_url_parse(o->url, &u, why, sizeof why) != DEDUP_OK) {
@@ -314,6 +335,10 @@ void dd_redis_print_stats(const dd_redis_run *run, FILE *f, bool json)
     if (sh.scheme == DEDUP_REDIS_BITMAP)
         fprintf(f, "redis filter:   %llu bits, k=%u, %u segment(s)\n", (unsigned long long)sh.bits,
                 sh.k, sh.segments);
+    if (sh.scheme == DEDUP_REDIS_MODULE)
+        fprintf(f, "redis filter:   %s, %llu keys at %g, %u shard(s)\n",
+                sh.filter == DEDUP_REDIS_FILTER_CUCKOO ? "cuckoo" : "bloom",
+                (unsigned long long)sh.items, sh.fpr, sh.shards);
     fprintf(f, "round trips:    %llu (%.1f commands, %.1f keys each)\n",
             (unsigned long long)s.round_trips, per,
             s.round_trips ? (double)s.keys / (double)s.round_trips : 0);

@@ -207,12 +207,20 @@ dedup_status rd_bitmap_open(dedup_redis *r)
     char meta[RD_MAX_NAME + 8], text[256];
     size_t ml = (size_t)sprintf(meta, "%s:meta", r->name);
     int tl = shape_format(text, sizeof text, &want);
+    char gens[16];
+    size_t gl = (size_t)sprintf(gens, "%u", o->generations);
     rc_batch_reset(&r->b);
+    /* "generations" is its own field (added after format version 1's
+     * "shape"): a filter without it has the default, 4. */
     const char *a1[4] = {"HSETNX", meta, "shape", text};
     size_t l1[4] = {6, ml, 5, (size_t)tl};
-    const char *a2[3] = {"HGET", meta, "shape"};
-    size_t l2[3] = {4, ml, 5};
-    if ((offer && !rc_batch_add(&r->b, 4, a1, l1, 1, 0)) || !rc_batch_add(&r->b, 3, a2, l2, 1, 1))
+    const char *a3[4] = {"HSETNX", meta, "generations", gens};
+    size_t l3[4] = {6, ml, 11, gl};
+    const char *a2[4] = {"HMGET", meta, "generations", "shape"};
+    size_t l2[4] = {5, ml, 11, 5};
+    if ((offer && (!rc_batch_add(&r->b, 4, a1, l1, 1, 0) ||
+                   (want.gen_ms && !rc_batch_add(&r->b, 4, a3, l3, 1, 0)))) ||
+        !rc_batch_add(&r->b, 4, a2, l2, 1, 1))
         return DEDUP_ERR_NOMEM;
     dedup_status st = rc_exec(r->c, &r->b);
     if (st != DEDUP_OK) {
@@ -222,7 +230,21 @@ dedup_status rd_bitmap_open(dedup_redis *r)
     for (size_t j = 0; j < r->b.n; j++)
         if (r->b.cmds[j].reply->type == REDIS_REPLY_ERROR)
             return rd_reply_error(r, r->b.cmds[j].reply, "metadata key");
-    redisReply *got = r->b.cmds[r->b.n - 1].reply;
+    redisReply *both = r->b.cmds[r->b.n - 1].reply;
+    if (both->type != REDIS_REPLY_ARRAY || both->elements != 2)
+        return rd_reply_error(r, both, "metadata key");
+    redisReply *got = both->element[1], *ggot = both->element[0];
+    unsigned have_gens = 4;
+    if (ggot->type == REDIS_REPLY_STRING &&
+        (sscanf(ggot->str, "%u", &have_gens) != 1 || have_gens < 1 || have_gens > RD_MAX_GEN)) {
+        rd_error(r, "%s holds generations='%s', not a number in 1..%d", meta, ggot->str, RD_MAX_GEN);
+        return DEDUP_ERR_CORRUPT;
+    }
+    if (got->type == REDIS_REPLY_STRING && strncmp(got->str, "scheme=", 7) == 0) {
+        rd_error(r, "'%s' in Redis is not a bitmap filter (%s holds '%s', another scheme's "
+                    "shape): use its scheme, or another name", r->name, meta, got->str);
+        return DEDUP_ERR_WRONG_TYPE;
+    }
     if (got->type != REDIS_REPLY_STRING) {
         rd_error(r, "no bitmap filter named '%s' in Redis (%s is absent): give its size "
                     "(items, or bits) to create it", r->name, meta);
@@ -239,11 +261,13 @@ dedup_status rd_bitmap_open(dedup_redis *r)
         return have.version != FORMAT_VERSION ? DEDUP_ERR_VERSION : DEDUP_ERR_CORRUPT;
     }
     if (offer && (have.bits != want.bits || have.k != want.k || have.seed != want.seed ||
-                  have.segments != want.segments || have.gen_ms != want.gen_ms)) {
+                  have.segments != want.segments || have.gen_ms != want.gen_ms ||
+                  (have.gen_ms && have_gens != o->generations))) {
         char mine[256];
         shape_format(mine, sizeof mine, &want);
-        rd_error(r, "the bitmap filter '%s' in Redis has %s; this run asks %s (same -n, -p, "
-                    "seed, segments and TTL needed, or another name)", r->name, got->str, mine);
+        rd_error(r, "the bitmap filter '%s' in Redis has %s generations=%u; this run asks %s "
+                    "generations=%u (same -n, -p, seed, segments and TTL needed, or another "
+                    "name)", r->name, got->str, have_gens, mine, o->generations);
         return DEDUP_ERR_INCOMPATIBLE;
     }
     if (!offer && o->seed != have.seed) {
@@ -251,9 +275,13 @@ dedup_status rd_bitmap_open(dedup_redis *r)
                  r->name, have.seed, (unsigned long long)o->seed);
         return DEDUP_ERR_INCOMPATIBLE;
     }
-    if (!offer && ((o->ttl_ms != 0) != (have.gen_ms != 0))) {
-        rd_error(r, "the bitmap filter '%s' in Redis has gen_ms=%llu; this run asks %s", r->name,
-                 have.gen_ms, o->ttl_ms ? "a TTL" : "no TTL");
+    /* Without a shape of its own a client takes the stored TTL; one that
+     * names a TTL must name the stored one. */
+    uint64_t asked_gen = o->ttl_ms / have_gens ? o->ttl_ms / have_gens : 1;
+    if (!offer && o->ttl_ms && asked_gen != have.gen_ms) {
+        rd_error(r, "the bitmap filter '%s' in Redis has gen_ms=%llu generations=%u (a TTL of "
+                    "%llu ms); this run asks a TTL of %llu ms", r->name, have.gen_ms, have_gens,
+                 have.gen_ms * have_gens, (unsigned long long)o->ttl_ms);
         return DEDUP_ERR_INCOMPATIBLE;
     }
     rc_batch_reset(&r->b);
@@ -263,12 +291,13 @@ dedup_status rd_bitmap_open(dedup_redis *r)
     r->shape.bits = have.bits;
     r->shape.k = have.k;
     r->shape.segments = have.segments;
-    r->shape.generations = have.gen_ms ? o->generations : 0;
+    r->shape.generations = have.gen_ms ? have_gens : 0;
     r->shape.items = have.items;
     r->shape.fpr = have.fpr;
     r->shape.seed = have.seed;
+    r->o.generations = have_gens;
     if (have.gen_ms && o->ttl_ms == 0)
-        r->o.ttl_ms = have.gen_ms * o->generations;
+        r->o.ttl_ms = have.gen_ms * have_gens;
     return load_script(r);
 }
 
@@ -475,69 +504,86 @@ static void seg_range(const dedup_redis *r, uint32_t s, uint64_t *off, uint64_t 
 
 #define COPY_CHUNK (UINT64_C(4) << 20)
 
+/* Copying.  Without generations a copy is the filter.  With them, a read
+ * ORs every live generation of a segment (current and the 'generations'
+ * older ones): the result answers "present" for every key recorded within
+ * the window at the time of the copy, and forgets nothing afterwards (a
+ * local file has no clock).  A write ORs into the current generation and
+ * gives it its expiry: the keys copied in count as seen at the time of the
+ * copy, and are forgotten ttl_ms (to ttl_ms * (1 + 1/generations)) later. */
+static bool check_len(dedup_redis *r, uint64_t len)
+{
+    if (len == r->shape.bits / 8)
+        return true;
+    rd_error(r, "a %llu-bit filter is %llu bytes, not %llu", (unsigned long long)r->shape.bits,
+             (unsigned long long)(r->shape.bits / 8), (unsigned long long)len);
+    return false;
+}
+
 dedup_status rd_bitmap_read(dedup_redis *r, unsigned char *buf, uint64_t len)
 {
-    if (r->o.scheme != DEDUP_REDIS_BITMAP || r->gen_ms) {
-        rd_error(r, "only a bitmap filter without TTL can be read whole");
+    if (r->o.scheme != DEDUP_REDIS_BITMAP) {
+        rd_error(r, "only a bitmap filter can be read whole");
         return DEDUP_ERR_UNSUPPORTED;
     }
-    if (len != r->shape.bits / 8) {
-        rd_error(r, "a %llu-bit filter is %llu bytes, not %llu",
-                 (unsigned long long)r->shape.bits, (unsigned long long)(r->shape.bits / 8),
-                 (unsigned long long)len);
+    if (!check_len(r, len))
         return DEDUP_ERR_INVALID_ARG;
-    }
     memset(buf, 0, len);
     char kb[2 * RD_MAX_NAME + 48];
+    uint64_t cur = rd_current_gen(r);
+    uint32_t gens = r->gen_ms ? r->shape.generations + 1 : 1;
     for (uint32_t s = 0; s < r->shape.segments; s++) {
         uint64_t off, sl;
         seg_range(r, s, &off, &sl);
-        size_t kl = rd_segment_key(r, s, 0, kb);
-        rc_batch_reset(&r->b);
-        for (uint64_t c = 0; c < sl; c += COPY_CHUNK) {
-            char a[24], z[24];
-            uint64_t e = (c + COPY_CHUNK < sl ? c + COPY_CHUNK : sl) - 1;
-            const char *argv[4] = {"GETRANGE", kb, a, z};
-            size_t lens[4] = {8, kl, (size_t)sprintf(a, "%llu", (unsigned long long)c),
-                              (size_t)sprintf(z, "%llu", (unsigned long long)e)};
-            if (!rc_batch_add(&r->b, 4, argv, lens, 1, (uint32_t)(c / COPY_CHUNK)))
-                return DEDUP_ERR_NOMEM;
+        for (uint32_t g = 0; g < gens && g <= cur; g++) {
+            size_t kl = rd_segment_key(r, s, cur - g, kb);
+            rc_batch_reset(&r->b);
+            for (uint64_t c = 0; c < sl; c += COPY_CHUNK) {
+                char a[24], z[24];
+                uint64_t e = (c + COPY_CHUNK < sl ? c + COPY_CHUNK : sl) - 1;
+                const char *argv[4] = {"GETRANGE", kb, a, z};
+                size_t lens[4] = {8, kl, (size_t)sprintf(a, "%llu", (unsigned long long)c),
+                                  (size_t)sprintf(z, "%llu", (unsigned long long)e)};
+                if (!rc_batch_add(&r->b, 4, argv, lens, 1, (uint32_t)(c / COPY_CHUNK)))
+                    return DEDUP_ERR_NOMEM;
+            }
+            dedup_status st = rc_exec(r->c, &r->b);
+            if (st != DEDUP_OK) {
+                rd_error(r, "%s", rc_error(r->c));
+                return st;
+            }
+            for (size_t j = 0; j < r->b.n; j++) {
+                redisReply *rep = r->b.cmds[j].reply;
+                if (rep->type != REDIS_REPLY_STRING)
+                    return rd_reply_error(r, rep, "GETRANGE of a segment");
+                uint64_t c = (uint64_t)r->b.cmds[j].tag * COPY_CHUNK;
+                uint64_t room = sl - c < COPY_CHUNK ? sl - c : COPY_CHUNK;
+                size_t m = rep->len < room ? rep->len : (size_t)room;
+                unsigned char *d = buf + off + c;
+                for (size_t q = 0; q < m; q++)
+                    d[q] |= (unsigned char)rep->str[q];
+            }
+            rc_batch_reset(&r->b);
         }
-        dedup_status st = rc_exec(r->c, &r->b);
-        if (st != DEDUP_OK) {
-            rd_error(r, "%s", rc_error(r->c));
-            return st;
-        }
-        for (size_t j = 0; j < r->b.n; j++) {
-            redisReply *rep = r->b.cmds[j].reply;
-            if (rep->type != REDIS_REPLY_STRING)
-                return rd_reply_error(r, rep, "GETRANGE of a segment");
-            uint64_t c = (uint64_t)r->b.cmds[j].tag * COPY_CHUNK;
-            uint64_t room = sl - c < COPY_CHUNK ? sl - c : COPY_CHUNK;
-            memcpy(buf + off + c, rep->str, rep->len < room ? rep->len : room);
-        }
-        rc_batch_reset(&r->b);
     }
     return DEDUP_OK;
 }
 
 dedup_status rd_bitmap_write(dedup_redis *r, const unsigned char *buf, uint64_t len)
 {
-    if (r->o.scheme != DEDUP_REDIS_BITMAP || r->gen_ms) {
-        rd_error(r, "only a bitmap filter without TTL can be written whole");
+    if (r->o.scheme != DEDUP_REDIS_BITMAP) {
+        rd_error(r, "only a bitmap filter can be written whole");
         return DEDUP_ERR_UNSUPPORTED;
     }
-    if (len != r->shape.bits / 8) {
-        rd_error(r, "a %llu-bit filter is %llu bytes, not %llu",
-                 (unsigned long long)r->shape.bits, (unsigned long long)(r->shape.bits / 8),
-                 (unsigned long long)len);
+    if (!check_len(r, len))
         return DEDUP_ERR_INVALID_ARG;
-    }
-    char kb[2 * RD_MAX_NAME + 48], tb[2 * RD_MAX_NAME + 48];
+    char kb[2 * RD_MAX_NAME + 48], tb[2 * RD_MAX_NAME + 48], ex[24];
+    uint64_t cur = rd_current_gen(r);
+    size_t exl = (size_t)sprintf(ex, "%llu", (unsigned long long)((cur + 1) * r->gen_ms + r->o.ttl_ms));
     for (uint32_t s = 0; s < r->shape.segments; s++) {
         uint64_t off, sl;
         seg_range(r, s, &off, &sl);
-        size_t kl = rd_segment_key(r, s, 0, kb);
+        size_t kl = rd_segment_key(r, s, cur, kb);
         size_t tl = (size_t)sprintf(tb, "%s:{%s:s%u}:copy", r->name, r->name, s);
         rc_batch_reset(&r->b);
         const char *d[2] = {"DEL", tb};
@@ -554,7 +600,10 @@ dedup_status rd_bitmap_write(dedup_redis *r, const unsigned char *buf, uint64_t 
         }
         const char *o[5] = {"BITOP", "OR", kb, kb, tb};
         size_t ol[5] = {5, 2, kl, kl, tl};
-        if (!rc_batch_add(&r->b, 5, o, ol, 2, 0) || !rc_batch_add(&r->b, 2, d, dl, 1, 0))
+        const char *x[3] = {"PEXPIREAT", kb, ex};
+        size_t xl[3] = {9, kl, exl};
+        if (!rc_batch_add(&r->b, 5, o, ol, 2, 0) || !rc_batch_add(&r->b, 2, d, dl, 1, 0) ||
+            (r->gen_ms && !rc_batch_add(&r->b, 3, x, xl, 1, 0)))
             return DEDUP_ERR_NOMEM;
         r->b.wait_replicas = r->o.wait_replicas;
         dedup_status st = rc_exec(r->c, &r->b);

@@ -49,4 +49,21 @@ dedup_status rd_bitmap_run(dedup_redis *r, const dedup_batch *b, dedup_verdict *
 dedup_status rd_bitmap_read(dedup_redis *r, unsigned char *buf, uint64_t len);
 dedup_status rd_bitmap_write(dedup_redis *r, const unsigned char *buf, uint64_t len);
 
+/* The module scheme's stored shape (module.c). */
+typedef struct rd_mod_shape {
+    unsigned version;
+    char filter[16];
+    unsigned shards;
+    unsigned long long items, seed, ttl_ms;
+    double fpr;
+} rd_mod_shape;
+/* Parses and checks the text of "<name>:meta" field "shape": DEDUP_OK (every
+ * field in range), WRONG_TYPE (not the module scheme's), VERSION, CORRUPT. */
+dedup_status rd_module_shape_parse(const char *text, rd_mod_shape *out);
+size_t rd_shard_key(const dedup_redis *r, uint32_t s, char *buf);
+dedup_status rd_module_open(dedup_redis *r);
+typedef enum { RD_QUERY, RD_DECIDE, RD_ADD } rd_op;
+dedup_status rd_module_run(dedup_redis *r, const dedup_batch *b, dedup_verdict *out, rd_op op);
+dedup_status rd_module_delete(dedup_redis *r, const dedup_batch *b, bool *removed);
+
 #endif

@@ -7,8 +7,7 @@
  *   SET <name>:<digest16> 1 NX [PX reserve_ms | ttl_ms]
  * "OK" = NEW, nil = DUPLICATE (or UNCERTAIN if the command had been sent
  * once and its reply lost: the first attempt may be what set it).
- * Module scheme: one BF.MADD per shard, items the 16-byte digests; 1 = NEW,
- * 0 = MAYBE_DUPLICATE (UNCERTAIN after a lost reply).
+ * The module scheme is in module.c.
  */
 #include "rd.h"
 
@@ -99,6 +98,7 @@ void dedup_redis_options_init(dedup_redis_options *o)
     o->fpr = 0.01;
     o->generations = 4;
     o->shards = 0;
+    o->filter = DEDUP_REDIS_FILTER_DEFAULT;
 }
 
 static void put_le64(unsigned char *p, uint64_t v)
@@ -206,179 +206,6 @@ static dedup_status keys_run(dedup_redis *r, const dedup_batch *b, dedup_verdict
     return DEDUP_OK;
 }
 
-/* ---- module ---- */
-
-static size_t shard_key(const dedup_redis *r, uint32_t s, char *buf)
-{
-    return (size_t)sprintf(buf, "%s:{%s:f%u}", r->name, r->name, s);
-}
-
-static dedup_status module_open(dedup_redis *r)
-{
-    if (r->o.shards == 0)
-        r->o.shards = r->url.cluster ? 16 : 1;
-    if (r->o.shards > 65536) {
-        rd_error(r, "shards must be in 1..65536 (got %u)", r->o.shards);
-        return DEDUP_ERR_INVALID_ARG;
-    }
-    if (r->o.items == 0) {
-        rd_error(r, "the module scheme needs the planned number of keys (items)");
-        return DEDUP_ERR_INVALID_ARG;
-    }
-    uint64_t per = (r->o.items + r->o.shards - 1) / r->o.shards;
-    char fpr[32], cap[24], win[24];
-    snprintf(fpr, sizeof fpr, "%.17g", r->o.fpr);
-    size_t caplen = put_u64(cap, per ? per : 1);
-    size_t winlen = put_u64(win, r->o.ttl_ms);
-    rc_batch_reset(&r->b);
-    char kb[2 * RD_MAX_NAME + 32];
-    for (uint32_t s = 0; s < r->o.shards; s++) {
-        size_t kl = shard_key(r, s, kb);
-        /* With a TTL: the module's expiring filter (DEDUP.*), else BF. */
-        const char *bf[4] = {"BF.RESERVE", kb, fpr, cap};
-        size_t bl[4] = {10, kl, strlen(fpr), caplen};
-        const char *dd[5] = {"DEDUP.RESERVE", kb, win, fpr, cap};
-        size_t dl[5] = {13, kl, winlen, strlen(fpr), caplen};
-        if (!(r->o.ttl_ms ? rc_batch_add(&r->b, 5, dd, dl, 1, s) : rc_batch_add(&r->b, 4, bf, bl, 1, s)))
-            return DEDUP_ERR_NOMEM;
-    }
-    dedup_status st = rc_exec(r->c, &r->b);
-    if (st != DEDUP_OK) {
-        rd_error(r, "%s", rc_error(r->c));
-        return st;
-    }
-    for (size_t j = 0; j < r->b.n; j++) {
-        redisReply *rep = r->b.cmds[j].reply;
-        if (rep->type != REDIS_REPLY_ERROR || strstr(rep->str, "exists"))
-            continue;
-        if (strstr(rep->str, "unknown command")) {
-            rd_error(r, r->o.ttl_ms ? "Redis has no DEDUP.RESERVE (the module scheme with a TTL "
-                                      "needs this project's module, dedup_redis.so)"
-                                    : "Redis has no BF.RESERVE: load this project's module "
-                                      "(dedup_redis.so) or RedisBloom, or use --redis-scheme "
-                                      "keys|bitmap");
-            return DEDUP_ERR_UNSUPPORTED;
-        }
-        return rd_reply_error(r, rep, r->o.ttl_ms ? "DEDUP.RESERVE" : "BF.RESERVE");
-    }
-    r->shape.shards = r->o.shards;
-    r->shape.items = r->o.items;
-    r->shape.fpr = r->o.fpr;
-    return DEDUP_OK;
-}
-
-static dedup_status module_run(dedup_redis *r, const dedup_batch *b, dedup_verdict *out, bool record)
-{
-    uint32_t S = r->o.shards;
-    dedup_status st = rd_scratch(r, b->n, b->n + 2, b->n * 16);
-    if (st != DEDUP_OK)
-        return st;
-    uint32_t *count = calloc(S, sizeof *count), *first = malloc(S * sizeof *first),
-             *last = malloc(S * sizeof *last);
-    if (!count || !first || !last) {
-        free(count); free(first); free(last);
-        return DEDUP_ERR_NOMEM;
-    }
-    for (size_t i = 0; i < b->n; i++) {
-        uint32_t s = (uint32_t)dedup_reduce(b->digests[i].hi, S);
-        r->seg_of[i] = s;
-        r->seg_next[i] = UINT32_MAX;
-        if (count[s]++ == 0)
-            first[s] = (uint32_t)i;
-        else
-            r->seg_next[last[s]] = (uint32_t)i;
-        last[s] = (uint32_t)i;
-        put_le64((unsigned char *)r->argbuf + 16 * i, b->digests[i].lo);
-        put_le64((unsigned char *)r->argbuf + 16 * i + 8, b->digests[i].hi);
-    }
-    rc_batch_reset(&r->b);
-    char kb[2 * RD_MAX_NAME + 32];
-    bool ttl = r->o.ttl_ms != 0;
-    if (ttl && !record) { /* DEDUP.* has no MEXISTS: one EXISTS per key, pipelined */
-        for (size_t i = 0; i < b->n && st == DEDUP_OK; i++) {
-            size_t kl = shard_key(r, r->seg_of[i], kb);
-            const char *argv[3] = {"DEDUP.EXISTS", kb, r->argbuf + 16 * i};
-            size_t lens[3] = {12, kl, 16};
-            if (!rc_batch_add(&r->b, 3, argv, lens, 1, (uint32_t)i))
-                st = DEDUP_ERR_NOMEM;
-        }
-        free(count); free(first); free(last);
-        if (st == DEDUP_OK)
-            st = rc_exec(r->c, &r->b);
-        if (st != DEDUP_OK) {
-            if (st == DEDUP_ERR_IO)
-                rd_error(r, "%s", rc_error(r->c));
-            return st;
-        }
-        for (size_t j = 0; j < r->b.n; j++) {
-            redisReply *e = r->b.cmds[j].reply;
-            if (e->type != REDIS_REPLY_INTEGER)
-                return rd_reply_error(r, e, "DEDUP.EXISTS");
-            out[r->b.cmds[j].tag] = e->integer ? DEDUP_MAYBE_DUPLICATE : DEDUP_NEW;
-        }
-        return DEDUP_OK;
-    }
-    for (uint32_t s = 0; s < S && st == DEDUP_OK; s++) {
-        if (!count[s])
-            continue;
-        size_t kl = shard_key(r, s, kb);
-        r->argv[0] = record ? (ttl ? "DEDUP.MADD" : "BF.MADD") : "BF.MEXISTS";
-        r->lens[0] = strlen(r->argv[0]);
-        r->argv[1] = kb;
-        r->lens[1] = kl;
-        size_t a = 2;
-        for (uint32_t i = first[s]; i != UINT32_MAX; i = r->seg_next[i]) {
-            r->pos_in[i] = (uint32_t)(a - 2);
-            r->argv[a] = r->argbuf + 16 * (size_t)i;
-            r->lens[a++] = 16;
-        }
-        if (!rc_batch_add(&r->b, (int)a, r->argv, r->lens, 1, s))
-            st = DEDUP_ERR_NOMEM;
-    }
-    free(count); free(first); free(last);
-    if (st != DEDUP_OK)
-        return st;
-    r->b.wait_replicas = record ? r->o.wait_replicas : 0;
-    st = rc_exec(r->c, &r->b);
-    if (st != DEDUP_OK) {
-        rd_error(r, "%s", rc_error(r->c));
-        return st;
-    }
-    /* cmds are in shard order; find each key's reply by its shard. */
-    redisReply **by_shard = calloc(S, sizeof *by_shard);
-    bool *lost = calloc(S, sizeof *lost);
-    if (!by_shard || !lost) {
-        free(by_shard); free(lost);
-        return DEDUP_ERR_NOMEM;
-    }
-    for (size_t j = 0; j < r->b.n && st == DEDUP_OK; j++) {
-        rc_cmd *cm = &r->b.cmds[j];
-        if (cm->reply->type != REDIS_REPLY_ARRAY)
-            st = rd_reply_error(r, cm->reply, record ? "BF.MADD" : "BF.MEXISTS");
-        by_shard[cm->tag] = cm->reply;
-        lost[cm->tag] = cm->lost;
-    }
-    for (size_t i = 0; i < b->n && st == DEDUP_OK; i++) {
-        redisReply *rep = by_shard[r->seg_of[i]];
-        if (!rep || r->pos_in[i] >= rep->elements) {
-            rd_error(r, "Redis BF.MADD: short reply");
-            st = DEDUP_ERR_IO;
-            break;
-        }
-        redisReply *e = rep->element[r->pos_in[i]];
-        if (e->type == REDIS_REPLY_ERROR) {
-            st = rd_reply_error(r, e, "BF.MADD");
-            break;
-        }
-        bool present = record ? e->integer == 0 : e->integer != 0;
-        out[i] = !present ? DEDUP_NEW : lost[r->seg_of[i]] && record ? DEDUP_UNCERTAIN
-                                                                     : DEDUP_MAYBE_DUPLICATE;
-    }
-    free(by_shard);
-    free(lost);
-    return st;
-}
-
 /* ---- the object ---- */
 
 dedup_status dedup_redis_open(const dedup_redis_options *o, const dedup_allocator *alloc,
@@ -432,7 +259,7 @@ dedup_status dedup_redis_open(const dedup_redis_options *o, const dedup_allocato
         if (o->scheme == DEDUP_REDIS_BITMAP)
             st = rd_bitmap_open(r);
         else if (o->scheme == DEDUP_REDIS_MODULE)
-            st = module_open(r);
+            st = rd_module_open(r);
     }
     if (st != DEDUP_OK) {
         if (err && errcap)
@@ -479,7 +306,7 @@ static dedup_status run(dedup_redis *r, const dedup_batch *b, dedup_verdict *out
     switch (r->o.scheme) {
     case DEDUP_REDIS_KEYS: st = keys_run(r, b, out, record ? KEYS_DECIDE : KEYS_QUERY); break;
     case DEDUP_REDIS_BITMAP: st = rd_bitmap_run(r, b, out, record); break;
-    case DEDUP_REDIS_MODULE: st = module_run(r, b, out, record); break;
+    case DEDUP_REDIS_MODULE: st = rd_module_run(r, b, out, record ? RD_DECIDE : RD_QUERY); break;
     }
     rc_batch_reset(&r->b);
     if (st == DEDUP_OK) {
@@ -505,6 +332,38 @@ dedup_status dedup_redis_decide(dedup_redis *r, const dedup_batch *b, dedup_verd
 dedup_status dedup_redis_query(dedup_redis *r, const dedup_batch *b, dedup_verdict *out)
 {
     return run(r, b, out, false);
+}
+
+dedup_status dedup_redis_add(dedup_redis *r, const dedup_batch *b, dedup_verdict *out)
+{
+    if (r->o.scheme != DEDUP_REDIS_MODULE || r->o.filter != DEDUP_REDIS_FILTER_CUCKOO)
+        return dedup_redis_decide(r, b, out, NULL);
+    dedup_status st = check_batch(r, b);
+    if (st != DEDUP_OK || b->n == 0)
+        return st;
+    r->err[0] = 0;
+    st = rd_module_run(r, b, out, RD_ADD);
+    rc_batch_reset(&r->b);
+    if (st == DEDUP_OK)
+        r->keys += b->n;
+    return st;
+}
+
+dedup_status dedup_redis_delete(dedup_redis *r, const dedup_batch *b, bool *removed)
+{
+    dedup_status st = check_batch(r, b);
+    if (st != DEDUP_OK || b->n == 0)
+        return st;
+    r->err[0] = 0;
+    if (r->o.scheme != DEDUP_REDIS_MODULE) {
+        rd_error(r, "the %s scheme cannot delete keys%s (the module scheme's cuckoo filter can)",
+                 dedup_redis_scheme_name(r->o.scheme),
+                 r->o.scheme == DEDUP_REDIS_BITMAP ? ": a key's bits are shared with others" : "");
+        return DEDUP_ERR_UNSUPPORTED;
+    }
+    st = rd_module_delete(r, b, removed);
+    rc_batch_reset(&r->b);
+    return st;
 }
 
 dedup_status dedup_redis_commit(dedup_redis *r, const dedup_batch *b)
@@ -575,7 +434,7 @@ dedup_status dedup_redis_remote_memory(dedup_redis *r, uint64_t *bytes)
             if (r->o.scheme == DEDUP_REDIS_BITMAP) {
                 kl = rd_segment_key(r, s, cur >= g ? cur - g : 0, kb);
             } else {
-                kl = shard_key(r, s, kb);
+                kl = rd_shard_key(r, s, kb);
             }
             const char *argv[3] = {"MEMORY", "USAGE", kb};
             size_t lens[3] = {6, 5, kl};

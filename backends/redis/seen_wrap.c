@@ -19,6 +19,11 @@ static dedup_status w_query(const void *impl, const dedup_batch *b, dedup_verdic
     return dedup_redis_query((dedup_redis *)impl, b, out);
 }
 
+static dedup_status w_remove(void *impl, const dedup_batch *b, bool *removed)
+{
+    return dedup_redis_delete(impl, b, removed);
+}
+
 static dedup_status w_commit(void *impl, const dedup_batch *b)
 {
     return dedup_redis_commit(impl, b);
@@ -41,6 +46,7 @@ static void w_info(const void *impl, dedup_seen_info *out)
     out->memory = dedup_redis_memory_usage(r);
     out->bits = r->shape.bits;
     out->hashes = r->shape.k;
+    out->can_delete = r->o.scheme == DEDUP_REDIS_MODULE && r->o.filter == DEDUP_REDIS_FILTER_CUCKOO;
 }
 
 static void w_free(void *impl) { dedup_redis_free(impl); }
@@ -49,6 +55,7 @@ static const dedup_seen_ops OPS = {
     .kind = DEDUP_SEEN_REDIS,
     .decide = w_decide,
     .query = w_query,
+    .remove = w_remove,
     .commit = w_commit,
     .info = w_info,
     .free = w_free,

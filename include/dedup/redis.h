@@ -53,19 +53,44 @@
  *    any live one, so it is remembered at least ttl_ms and at most
  *    ttl_ms * (1 + 1/generations).  Generations follow the clients' clocks,
  *    which must agree to well within a generation.
- *  - DEDUP_REDIS_MODULE: a filter module's BF.MADD / BF.MEXISTS: this
- *    project's module (build/dedup_redis.so) or RedisBloom.  One logical
- *    filter is split into 'shards' keys "<name>:{<name>:f<i>}", an item
- *    routed to shard reduce(hi, shards) by its digest, each shard reserved
- *    (BF.RESERVE) for items/shards keys at fpr if absent.  The item sent is
- *    the 16-byte digest.  With ttl_ms the shards are this project's
- *    expiring filters instead (DEDUP.RESERVE key ttl_ms fpr capacity,
- *    DEDUP.MADD, DEDUP.EXISTS): a key is remembered for the window ttl_ms;
- *    RedisBloom has no such command (DEDUP_ERR_UNSUPPORTED at open).
+ *  - DEDUP_REDIS_MODULE: a filter module's commands: this project's module
+ *    (build/dedup_redis.so) or RedisBloom.  One logical filter is split
+ *    into S 'shards' keys "<name>:{<name>:f<i>}" (the hash tag spreads them
+ *    over a cluster's slots), an item routed to shard reduce(hi, S) by its
+ *    digest, so a filter may be larger than one node's memory.  The item
+ *    sent is the 16-byte digest.  S is derived from the filter's size: the
+ *    bytes of a local filter of the same kind for (items, fpr)
+ *    (dedup_seen_bytes_for()), one shard per 64 MiB or part of it, and on a
+ *    cluster at least 4 per master, at most 65536; or 'shards'.  Each shard
+ *    is reserved if absent for items/S + 4 * sqrt(items/S) + 16 keys (the
+ *    binomial spread of the keys over the shards stays inside).
+ *    'filter' picks the module's structure:
+ *      bloom (default): BF.RESERVE key fpr capacity, BF.MADD, BF.MEXISTS.
+ *      cuckoo: CF.RESERVE key capacity, CF.INSERTNX key NOCREATE ITEMS ...
+ *        (1 NEW, 0 MAYBE_DUPLICATE, -1 a full shard: DEDUP_ERR_FULL),
+ *        CF.MEXISTS; and dedup_redis_delete() (CF.DEL).  The cuckoo's
+ *        false-positive rate is the server's: the fingerprint size comes
+ *        from the module's configuration (this project's module: its
+ *        CF_ERROR_RATE argument, 1% by default; RedisBloom: 8-bit
+ *        fingerprints), not from 'fpr', which is kept in the metadata only.
+ *    With ttl_ms (bloom only) the shards are this project's expiring
+ *    filters instead (DEDUP.RESERVE key ttl_ms fpr capacity, DEDUP.MADD,
+ *    DEDUP.EXISTS): a key is remembered for the window ttl_ms; RedisBloom
+ *    has no such command (DEDUP_ERR_UNSUPPORTED at open).
+ *    A metadata hash "<name>:meta" (field "shape") holds the format version,
+ *    filter, S, items, fpr, seed and ttl_ms, written by the first client
+ *    (HSETNX) and read by every one, so all clients route keys to the same
+ *    shards.  A client giving items must give the stored items, fpr, seed,
+ *    ttl_ms, and filter and shards when it sets them (0 = any): else
+ *    DEDUP_ERR_INCOMPATIBLE naming both shapes.  A client giving items = 0
+ *    adopts the stored shape (DEDUP_ERR_NOT_FOUND when there is none); its
+ *    seed must still match, and its ttl_ms, filter and shards when set.
+ *    A name whose metadata is another scheme's (bitmap vs module) gives
+ *    DEDUP_ERR_WRONG_TYPE at open, whatever the scheme asked.
  *
  * Round trips.  Commands are pipelined: a batch becomes one command per key
- * (keys, module: one BF.MADD per shard) or one script call per segment
- * (bitmap), sent to their nodes up to 'pipeline' commands at a time, all
+ * (keys), one per shard (module: BF.MADD, CF.INSERTNX or DEDUP.MADD) or
+ * one BITFIELD or script call per segment (bitmap), sent to their nodes up to 'pipeline' commands at a time, all
  * nodes written before any is read.  Redis Cluster: the slot map comes from
  * CLUSTER SLOTS of a seed node, each command goes to its slot's master
  * (CRC16 of the key or of its {hash tag}); a MOVED reply updates the map and
@@ -110,6 +135,9 @@
  *    successor), marked lost as above.  So a caller that writes its output
  *    only after decide returns never reports a key NEW that a failover
  *    could forget.
+ *  - A cuckoo shard with no room left (CF.INSERTNX answered -1) fails the
+ *    call with DEDUP_ERR_FULL; the keys before it in the batch may be
+ *    recorded.
  *  - A key of the wrong type under the name (WRONGTYPE) gives
  *    DEDUP_ERR_WRONG_TYPE; other error replies give DEDUP_ERR_IO; the
  *    message (dedup_redis_last_error()) names the node and Redis' words.
@@ -133,6 +161,13 @@ typedef enum dedup_redis_scheme {
     DEDUP_REDIS_BITMAP = 2,
     DEDUP_REDIS_MODULE = 3
 } dedup_redis_scheme;
+
+/* The module scheme's structure in the server (see DEDUP_REDIS_MODULE). */
+typedef enum dedup_redis_filter {
+    DEDUP_REDIS_FILTER_DEFAULT = 0, /* bloom when creating; else what is stored */
+    DEDUP_REDIS_FILTER_BLOOM = 1,   /* BF.* (or DEDUP.* with ttl_ms) */
+    DEDUP_REDIS_FILTER_CUCKOO = 2   /* CF.*: deletes; no ttl_ms */
+} dedup_redis_filter;
 
 /* "keys", "bitmap", "module"; NULL for other values.  from_name: 0 when
  * 'name' is none of them. */
@@ -183,7 +218,7 @@ typedef struct dedup_redis_options {
     uint64_t seed;            /* hash seed of the digests; default DEDUP_DEFAULT_SEED */
     /* bitmap and module */
     uint64_t items;           /* n; required (>= 1) for bitmap and module unless
-                                 bitmap finds its metadata already there */
+                                 their metadata is already there (0 = take it) */
     double fpr;               /* p; default 0.01 */
     uint64_t bits;            /* bitmap: 0 = from (items, fpr); else rounded to 512 */
     uint32_t hashes;          /* bitmap: k in 1..16; 0 = the best for (items, bits) */
@@ -191,12 +226,19 @@ typedef struct dedup_redis_options {
                                  (but at least 1); at most 65536 */
     uint32_t generations;     /* bitmap with ttl_ms: default 4, 1..64 */
     uint32_t shards;          /* module: keys of the logical filter, at most
-                                 65536; 0 (default) = 16 on a cluster (spread
-                                 over its slots), 1 on one server.  Every
-                                 client of one filter must use the same S */
+                                 65536; 0 (default) = from the filter's size
+                                 when creating it, else as stored */
+    dedup_redis_filter filter;/* module: bloom or cuckoo; default: see the enum */
 } dedup_redis_options;
 
 void dedup_redis_options_init(dedup_redis_options *o);
+
+/* The shard count S the module scheme gives a new filter of 'items' keys
+ * at 'fpr' (see DEDUP_REDIS_MODULE): one per 64 MiB of the filter, at
+ * least 4 per master when 'masters' > 0 (a cluster; 0 = one server), in
+ * 1..65536.  Pure; the same on every machine. */
+uint32_t dedup_redis_module_shards(dedup_redis_filter filter, uint64_t items, double fpr,
+                                   size_t masters);
 
 /* ---- The remote set ---------------------------------------------------------- */
 typedef struct dedup_redis dedup_redis;
@@ -204,12 +246,14 @@ typedef struct dedup_redis dedup_redis;
 /* Connects (every seed tried in turn for a cluster; the slot map read),
  * authenticates, selects the db, and prepares the scheme: bitmap reads or
  * creates its metadata (HSETNX, so concurrent first clients agree) and
- * loads its script; module reserves its shards.  Errors: INVALID_ARG (bad
- * URL or option; 'err' says which), IO (unreachable, refused AUTH, not a
- * cluster / a cluster, slots not covered, no module), INCOMPATIBLE
- * (metadata differs: both values named), WRONG_TYPE (the metadata key or a
- * shard holds another type), NOMEM.  'err' (may be NULL) receives a sentence
- * in every case. */
+ * loads its script; module does the same with its metadata, then reserves
+ * its shards.  Errors: INVALID_ARG (bad URL or option; 'err' says which),
+ * IO (unreachable, refused AUTH, not a cluster / a cluster, slots not
+ * covered), UNSUPPORTED (no module), INCOMPATIBLE (metadata differs: both
+ * values named), NOT_FOUND (items 0 and no metadata), WRONG_TYPE (the
+ * metadata key or a shard holds another type, or the metadata is another
+ * scheme's), VERSION / CORRUPT (metadata this version cannot read), NOMEM.
+ * 'err' (may be NULL) receives a sentence in every case. */
 dedup_status dedup_redis_open(const dedup_redis_options *o, const dedup_allocator *alloc,
                               dedup_redis **out, char *err, size_t errcap);
 
@@ -232,8 +276,25 @@ dedup_status dedup_redis_decide(dedup_redis *r, const dedup_batch *batch, dedup_
                                 size_t *done);
 
 /* Answers without recording (keys: EXISTS; bitmap: the script's query
- * mode; module: BF.MEXISTS).  Errors as decide. */
+ * mode; module: BF.MEXISTS or CF.MEXISTS).  Errors as decide. */
 dedup_status dedup_redis_query(dedup_redis *r, const dedup_batch *batch, dedup_verdict *out);
+
+/* Adds the keys of 'batch' as a filter's add does (`dedup filter add`):
+ * decide for every scheme but the module's cuckoo filter, where each add
+ * stores a copy even when the key looks present (CF.INSERT, as a local
+ * cuckoo filter counts every add), so each add can be deleted once; out[i]
+ * is then DEDUP_NEW.  Errors as decide. */
+dedup_status dedup_redis_add(dedup_redis *r, const dedup_batch *batch, dedup_verdict *out);
+
+/* Module scheme with the cuckoo filter: deletes one copy of each key of
+ * 'batch' (CF.DEL, pipelined, one command per key); removed[i] is true when
+ * it was found (a delete resent after a lost reply that finds nothing is
+ * counted as removed: the first attempt most likely did it).  Delete only
+ * keys that were added: a key never added may share a fingerprint with one
+ * that was, and deleting it removes that one (a false negative for it).
+ * DEDUP_ERR_UNSUPPORTED for other schemes and for the Bloom filter.
+ * Errors otherwise as decide. */
+dedup_status dedup_redis_delete(dedup_redis *r, const dedup_batch *batch, bool *removed);
 
 /* Keys scheme with ttl_ms: gives the keys of 'batch' answered NEW their
  * real expiry (see "Reserve, then commit").  Pass the same keys that were
@@ -269,6 +330,7 @@ typedef struct dedup_redis_shape {
     uint32_t shards;      /* module */
     uint64_t items;       /* planned capacity (bitmap, module) */
     double fpr;
+    dedup_redis_filter filter; /* module: BLOOM or CUCKOO (as stored) */
 } dedup_redis_shape;
 
 void dedup_redis_get_shape(const dedup_redis *r, dedup_redis_shape *out);
@@ -278,11 +340,15 @@ void dedup_redis_get_shape(const dedup_redis *r, dedup_redis_shape *out);
  * master).  Errors as decide. */
 dedup_status dedup_redis_remote_memory(dedup_redis *r, uint64_t *bytes);
 
-/* Bitmap scheme without generations: reads / writes the whole bit array
- * as the bytes of a local blocked filter's words (dedup/bloom.h's layout,
- * little-endian 64-bit words, bits/8 bytes), so a filter can be copied to
- * disk and back.  'buf' has bits/8 bytes.  DEDUP_ERR_UNSUPPORTED for other
- * schemes or with ttl_ms. write ORs into what is there (union). */
+/* Bitmap scheme: reads / writes the whole bit array as the bytes of a
+ * local blocked filter's words (dedup/bloom.h's layout, little-endian
+ * 64-bit words, bits/8 bytes), so a filter can be copied to disk and back.
+ * 'buf' has bits/8 bytes.  write ORs into what is there (union).  With
+ * generations (ttl_ms) read ORs every live generation: the union answers
+ * "present" for each key recorded within the window at the time of the
+ * read, and is a plain filter afterwards (it never forgets); write ORs into
+ * the current generation and sets its expiry, so the keys written count as
+ * seen at the time of the write.  DEDUP_ERR_UNSUPPORTED for other schemes. */
 dedup_status dedup_redis_bitmap_read(dedup_redis *r, unsigned char *buf, uint64_t len);
 dedup_status dedup_redis_bitmap_write(dedup_redis *r, const unsigned char *buf, uint64_t len);
 

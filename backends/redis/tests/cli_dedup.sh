@@ -50,7 +50,37 @@ comm -13 "$RT_DIR/distinct.txt" "$RT_DIR/bitmap.all" | grep -q . && fail "bitmap
 "$DEDUP" --mode blocked -n "$D" -p 0.01 "$RT_DIR/in.txt" > "$RT_DIR/local.out" || fail "local run"
 cmp -s "$RT_DIR/b1.out" "$RT_DIR/local.out" || fail "bitmap in Redis and --mode blocked decide differently"
 
-# module scheme is covered by the library test; keys with a TTL: committed keys
+# module scheme (the project's module loaded): two processes on the halves
+# with -n and no --shards agree through NAME:meta (bloom and cuckoo); a run
+# naming no shape agrees too; --shards or -n/-p other than stored: refused
+if [ -n "${DEDUP_MODULE:-}" ]; then
+    M=$(free_port)
+    start_server "$M" --loadmodule "$DEDUP_MODULE"
+    for f in bloom cuckoo; do
+        U="redis://127.0.0.1:$M" two "m$f" --name "m$f" --redis-scheme module --redis-filter $f -n "$D" -p 0.01
+        [ -z "$(uniq -d "$RT_DIR/m$f.all")" ] || fail "module $f: a key written twice"
+        dropped=$(comm -23 "$RT_DIR/distinct.txt" "$RT_DIR/m$f.all" | wc -l)
+        echo "module $f: $dropped of $D distinct keys dropped (bound $bound)" >&2
+        [ "$dropped" -le "$bound" ] || fail "module $f: $dropped false drops, more than $bound"
+        n=$("$DEDUP" --redis "redis://127.0.0.1:$M" --name "m$f" --redis-scheme module --stats "$RT_DIR/in.txt" 2> "$RT_DIR/m$f.err" | wc -l)
+        [ "$n" = 0 ] || fail "module $f: a run without -n found $n new keys: $(cat "$RT_DIR/m$f.err")"
+        grep -q "redis filter:   $f, $D keys at 0.01, 1 shard(s)" "$RT_DIR/m$f.err" || fail "module $f: shape: $(cat "$RT_DIR/m$f.err")"
+        "$DEDUP" --redis "redis://127.0.0.1:$M" --name "m$f" --redis-scheme module --shards 3 "$RT_DIR/in.txt" > "$RT_DIR/mm.out" 2> "$RT_DIR/mm.err"
+        [ $? = 1 ] && [ ! -s "$RT_DIR/mm.out" ] && grep -q "shards=1 " "$RT_DIR/mm.err" && grep -q "shards=3 " "$RT_DIR/mm.err" ||
+            fail "module $f: --shards mismatch: $(cat "$RT_DIR/mm.err")"
+        "$DEDUP" --redis "redis://127.0.0.1:$M" --name "m$f" --redis-scheme module -n "$D" -p 0.02 "$RT_DIR/in.txt" > /dev/null 2> "$RT_DIR/mm.err"
+        [ $? = 1 ] && grep -q "fpr=0.01 " "$RT_DIR/mm.err" && grep -q "fpr=0.02 " "$RT_DIR/mm.err" ||
+            fail "module $f: -p mismatch: $(cat "$RT_DIR/mm.err")"
+    done
+    "$DEDUP" --redis "redis://127.0.0.1:$M" --name mbloom --redis-scheme module --redis-filter cuckoo "$RT_DIR/in.txt" > /dev/null 2> "$RT_DIR/mm.err"
+    [ $? = 1 ] && grep -q "filter=bloom" "$RT_DIR/mm.err" || fail "module: filter mismatch: $(cat "$RT_DIR/mm.err")"
+    "$DEDUP" --redis "redis://127.0.0.1:$M" --name none --redis-scheme module "$RT_DIR/in.txt" > /dev/null 2> "$RT_DIR/mm.err"
+    [ $? = 1 ] && grep -q "no module filter named 'none'" "$RT_DIR/mm.err" || fail "module: absent: $(cat "$RT_DIR/mm.err")"
+    "$DEDUP" --redis "redis://127.0.0.1:$M" --redis-scheme module --redis-filter cuckoo --ttl 1h -n 10 "$RT_DIR/in.txt" 2> "$RT_DIR/mm.err"
+    [ $? = 2 ] || fail "module: cuckoo with --ttl is a usage error"
+fi
+
+# keys with a TTL: committed keys
 "$DEDUP" --redis "$U" --name ttl --ttl 1h --reserve 5s "$RT_DIR/half.aa" > /dev/null || fail "ttl run"
 # The smallest PTTL of every key of the run, taken inside the server: the key
 # names hold binary digests, which a shell cannot pass back to redis-cli

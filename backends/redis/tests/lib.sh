@@ -54,8 +54,10 @@ start_server() {
 
 stop_server() { eval "kill -9 \$PID_$1" 2>/dev/null; }
 
-# start_cluster: 3 masters + 3 replicas; sets CLUSTER_PORTS and CLUSTER_URL.
+# start_cluster [ARGS...]: 3 masters + 3 replicas, each server given ARGS
+# (e.g. --loadmodule M); sets CLUSTER_PORTS and CLUSTER_URL.
 start_cluster() {
+    CLUSTER_ARGS=("$@")
     CLUSTER_PORTS=""
     for n in 1 2 3 4 5 6; do
         p=$(free_port)
@@ -96,3 +98,18 @@ start_cluster() {
     CLUSTER_URL="redis-cluster://127.0.0.1:$1,127.0.0.1:$2"
 }
 
+
+# restart_node PORT: a cluster node stopped by stop_server, started again
+# with its config file and the cluster's ARGS (it rejoins, as a replica of
+# whoever took over its slots).
+restart_node() {
+    start_server "$1" --cluster-enabled yes --cluster-config-file "$RT_DIR/nodes-$1.conf" \
+        --cluster-node-timeout 1000 "${CLUSTER_ARGS[@]}"
+}
+
+# slot0_master PORT: the port of the healthy master serving slot 0, as node
+# PORT sees the cluster ("" if none).
+slot0_master() {
+    "$REDIS_CLI" -p "$1" cluster nodes 2>/dev/null |
+        awk '$3 ~ /master/ && $3 !~ /fail/ && $9 ~ /^0-/ {split($2, a, "[:@]"); print a[2]}'
+}

@@ -5,7 +5,8 @@
  *   test_redis_backend keys    URL               exact scheme vs a reference
  *   test_redis_backend ttl     URL               reserve, commit, expiry
  *   test_redis_backend bitmap  URL               identical to a local blocked filter
- *   test_redis_backend module  URL               BF.* shards: no false negatives
+ *   test_redis_backend module  URL               BF.* and CF.* shards: no false
+ *                                                negatives, metadata, deletes
  *   test_redis_backend errors  URL               metadata mismatch, wrong type, AUTH
  *   test_redis_backend lost    URL PROXYURL      replies cut by a proxy -> UNCERTAIN
  *
@@ -15,6 +16,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "dedup/bloom.h"
 #include "dedup/redis.h"
+#include "dedup/seen.h"
 
 #include <hiredis/hiredis.h>
 #include <stdio.h>
@@ -521,6 +523,160 @@ static void test_module(const char *url)
     dedup_redis_free(r);
 }
 
+/* The module scheme's cuckoo filter (CF.*) and its metadata: S derived
+ * from the size, a second client adopting the stored shape, mismatches
+ * refused naming both, deletes. */
+static void test_module_cuckoo(const char *url)
+{
+    dedup_redis_options o;
+    dedup_redis_options_init(&o);
+    o.url = url;
+    char name[96], err[768];
+    snprintf(name, sizeof name, "%s:cf", run_name);
+    o.name = name;
+    o.scheme = DEDUP_REDIS_MODULE;
+    o.filter = DEDUP_REDIS_FILTER_CUCKOO;
+    o.items = 30000;
+    dedup_redis *r = open_or_die(&o);
+    dedup_redis_shape sh;
+    dedup_redis_get_shape(r, &sh);
+    dedup_redis_stats st0;
+    dedup_redis_get_stats(r, &st0);
+    uint32_t want = dedup_redis_module_shards(DEDUP_REDIS_FILTER_CUCKOO, 30000, 0.01,
+                                              sh.cluster ? st0.nodes : 0);
+    CHECK(sh.shards == want && sh.filter == DEDUP_REDIS_FILTER_CUCKOO, "shards %u (want %u)",
+          sh.shards, want);
+    CHECK(sh.cluster ? sh.shards >= 4 * st0.nodes : sh.shards == 1, "derived S %u", sh.shards);
+    /* The size rule itself: one shard per 64 MiB, 4 per master. */
+    uint32_t big = dedup_redis_module_shards(DEDUP_REDIS_FILTER_BLOOM, UINT64_C(1) << 30, 0.01, 0);
+    uint64_t bytes = dedup_seen_bytes_for(DEDUP_SEEN_BLOOM, UINT64_C(1) << 30, 0.01);
+    CHECK(big == (bytes + (UINT64_C(64) << 20) - 1) / (UINT64_C(64) << 20) && big > 1,
+          "2^30 keys: %u shards for %llu bytes", big, (unsigned long long)bytes);
+    CHECK(dedup_redis_module_shards(DEDUP_REDIS_FILTER_BLOOM, 1000, 0.01, 3) == 12, "cluster minimum");
+    size_t n = 40000;
+    input in = make_input(n, 30000, o.seed);
+    dedup_verdict *v = malloc(n * sizeof *v), *q = malloc(n * sizeof *q);
+    unsigned char *seen = calloc(30000, 1);
+    dedup_batch b = slice(&in, 0, n);
+    CHECK(dedup_redis_decide(r, &b, v, NULL) == DEDUP_OK, "decide: %s", dedup_redis_last_error(r));
+    size_t fresh = 0, fp = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (seen[in.id[i]])
+            CHECK(v[i] != DEDUP_NEW, "false negative at %zu", i);
+        else {
+            fresh++;
+            fp += v[i] != DEDUP_NEW;
+        }
+        seen[in.id[i]] = 1;
+    }
+    CHECK(fp <= fresh / 50 + 20, "%zu false drops among %zu fresh keys", fp, fresh);
+    fprintf(stderr, "module cuckoo: %zu fresh, %zu false drops, %u shard(s)\n", fresh, fp, sh.shards);
+    /* A second client names no shape: it adopts the stored one. */
+    dedup_redis_options o2 = o;
+    o2.items = 0;
+    o2.filter = DEDUP_REDIS_FILTER_DEFAULT;
+    dedup_redis *r2 = open_or_die(&o2);
+    dedup_redis_shape sh2;
+    dedup_redis_get_shape(r2, &sh2);
+    CHECK(sh2.shards == sh.shards && sh2.filter == DEDUP_REDIS_FILTER_CUCKOO && sh2.items == 30000,
+          "adopted shape: %u shards, filter %d", sh2.shards, (int)sh2.filter);
+    CHECK(dedup_redis_query(r2, &b, q) == DEDUP_OK, "query: %s", dedup_redis_last_error(r2));
+    for (size_t i = 0; i < n; i++)
+        if (q[i] == DEDUP_NEW) {
+            CHECK(q[i] != DEDUP_NEW, "second client: key %zu absent", i);
+            break;
+        }
+    /* Delete the keys answered NEW whose id is even (each once): they are
+     * gone, and every other key is still there. */
+    size_t nd = 0;
+    dedup_digest *dd = malloc(n * sizeof *dd);
+    unsigned char *deleted = calloc(30000, 1), *added = calloc(30000, 1);
+    for (size_t i = 0; i < n; i++)
+        added[in.id[i]] |= v[i] == DEDUP_NEW;
+    for (size_t i = 0; i < n; i++)
+        if (v[i] == DEDUP_NEW && in.id[i] % 2 == 0) {
+            dd[nd++] = in.d[i];
+            deleted[in.id[i]] = 1;
+        }
+    bool *removed = malloc(nd * sizeof *removed);
+    dedup_batch db = {.n = nd, .digests = dd};
+    CHECK(dedup_redis_delete(r2, &db, removed) == DEDUP_OK, "delete: %s", dedup_redis_last_error(r2));
+    size_t rem = 0;
+    for (size_t i = 0; i < nd; i++)
+        rem += removed[i];
+    CHECK(rem == nd, "%zu of %zu deleted", rem, nd);
+    CHECK(dedup_redis_query(r, &b, q) == DEDUP_OK, "query after delete");
+    size_t back = 0, gone = 0, dn = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (deleted[in.id[i]]) {
+            dn++;
+            back += q[i] != DEDUP_NEW;
+        } else if (added[in.id[i]] && q[i] == DEDUP_NEW) {
+            gone++; /* (a key never added, a false drop, may share a deleted one's fingerprint) */
+        }
+    }
+    CHECK(gone == 0, "%zu keys added and not deleted answer absent (false negatives)", gone);
+    CHECK(back <= dn / 50 + 20, "%zu of %zu occurrences of deleted keys still present", back, dn);
+    fprintf(stderr, "module cuckoo: %zu keys deleted, %zu occurrences still present (fp)\n", nd, back);
+    dedup_redis_free(r2);
+    /* Mismatches, each refused naming both values. */
+    dedup_redis *x = NULL;
+    o2 = o;
+    o2.shards = sh.shards + 1;
+    dedup_status s = dedup_redis_open(&o2, NULL, &x, err, sizeof err);
+    char a[96], c[32];
+    snprintf(a, sizeof a, "shards=%u", sh.shards);
+    snprintf(c, sizeof c, "shards=%u", sh.shards + 1);
+    CHECK(s == DEDUP_ERR_INCOMPATIBLE && strstr(err, a) && strstr(err, c), "--shards mismatch: %s", err);
+    o2 = o;
+    o2.items = 60000;
+    s = dedup_redis_open(&o2, NULL, &x, err, sizeof err);
+    CHECK(s == DEDUP_ERR_INCOMPATIBLE && strstr(err, "items=30000") && strstr(err, "items=60000"),
+          "-n mismatch: %s", err);
+    o2 = o;
+    o2.fpr = 0.001;
+    s = dedup_redis_open(&o2, NULL, &x, err, sizeof err);
+    CHECK(s == DEDUP_ERR_INCOMPATIBLE && strstr(err, "fpr=0.01") && strstr(err, "fpr=0.001"),
+          "-p mismatch: %s", err);
+    o2 = o;
+    o2.items = 0;
+    o2.filter = DEDUP_REDIS_FILTER_BLOOM;
+    s = dedup_redis_open(&o2, NULL, &x, err, sizeof err);
+    CHECK(s == DEDUP_ERR_INCOMPATIBLE && strstr(err, "filter=cuckoo") && strstr(err, "filter=bloom"),
+          "filter mismatch: %s", err);
+    o2 = o;
+    o2.scheme = DEDUP_REDIS_BITMAP;
+    s = dedup_redis_open(&o2, NULL, &x, err, sizeof err);
+    CHECK(s == DEDUP_ERR_WRONG_TYPE && strstr(err, "not a bitmap filter"), "bitmap on a module filter: %s", err);
+    o2 = o;
+    o2.items = 0;
+    snprintf(a, sizeof a, "%s:none", run_name);
+    o2.name = a;
+    s = dedup_redis_open(&o2, NULL, &x, err, sizeof err);
+    CHECK(s == DEDUP_ERR_NOT_FOUND && strstr(err, "no module filter"), "absent: %s", err);
+    o2 = o;
+    o2.ttl_ms = 1000;
+    s = dedup_redis_open(&o2, NULL, &x, err, sizeof err);
+    CHECK(s == DEDUP_ERR_INVALID_ARG, "cuckoo with a TTL: %s", err);
+    /* A Bloom filter cannot delete. */
+    o2 = o;
+    snprintf(a, sizeof a, "%s:bfdel", run_name);
+    o2.name = a;
+    o2.filter = DEDUP_REDIS_FILTER_BLOOM;
+    x = open_or_die(&o2);
+    CHECK(dedup_redis_delete(x, &db, removed) == DEDUP_ERR_UNSUPPORTED, "Bloom delete");
+    dedup_redis_free(x);
+    free(removed);
+    free(dd);
+    free(deleted);
+    free(added);
+    free(seen);
+    free(v);
+    free(q);
+    free_input(&in);
+    dedup_redis_free(r);
+}
+
 static void test_errors(const char *url)
 {
     dedup_redis_options o;
@@ -832,8 +988,10 @@ int main(int argc, char **argv)
         test_bitmap(url);
     else if (strcmp(what, "bitmap-ttl") == 0)
         test_bitmap_ttl(url);
-    else if (strcmp(what, "module") == 0)
+    else if (strcmp(what, "module") == 0) {
         test_module(url);
+        test_module_cuckoo(url);
+    }
     else if (strcmp(what, "redirect") == 0)
         test_redirect(url);
     else if (strcmp(what, "errors") == 0)
