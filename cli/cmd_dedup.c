@@ -468,6 +468,7 @@ int cmd_dedup(int argc, char **argv)
                                         : o.tumbling ? DEDUP_WINDOW_TUMBLING : DEDUP_WINDOW_SLIDING;
         o.sizing.duration = o.last_n ? o.last_n : o.window_us;
         o.sizing.lateness = o.last_n ? 0 : o.lateness_us;
+        o.sizing.refresh_on_dup = o.refresh_on_dup;
     }
     if (o.state && access(o.state, F_OK) == 0) {
         st = dd_seen_load(&o.sizing, o.state, &s, err, sizeof err);

@@ -84,6 +84,10 @@ DD_KEY_HELP
 "                         keeps arriving is kept once per DURATION\n"
 "      --window-type=T    sliding (default) or tumbling (same aligned window:\n"
 "                         windows start at multiples of DURATION from the epoch)\n"
+"      --refresh-on-dup   a repeat inside the window renews its key: a key that\n"
+"                         keeps arriving less than DURATION (or N records) apart\n"
+"                         is kept once and suppressed while it keeps coming\n"
+"                         (sliding windows and --last; --lateness below DURATION)\n"
 "      --last=N           duplicate when the same key was kept in the previous N records\n"
 "      --time-field=N     event time is field N (-d delimiter); default: arrival time\n"
 "      --time-format=F    epoch | epoch_ms | epoch_us | iso8601 (default: detect\n"
@@ -154,7 +158,7 @@ enum {
     OPT_HELP, OPT_VERSION, OPT_LINEBUF, OPT_SEED, OPT_SORT,
     OPT_WINDOW, OPT_WINDOW_TYPE, OPT_LAST, OPT_TIME_FIELD, OPT_TIME_FORMAT, OPT_LATENESS,
     OPT_LATE, OPT_BAD_TIME, OPT_KEYS, OPT_BAD_KEY, OPT_RANGE,
-    OPT_ON_FULL, OPT_KEEP,
+    OPT_ON_FULL, OPT_KEEP, OPT_REFRESH,
     OPT_TIER, OPT_STORE, OPT_SYNC, OPT_TRUST_FILTER, OPT_REBUILD_FILTER, OPT_SHARED
 };
 
@@ -178,6 +182,7 @@ static const struct option long_opts[] = {
     {"seed", required_argument, NULL, OPT_SEED},
     {"window", required_argument, NULL, OPT_WINDOW},
     {"window-type", required_argument, NULL, OPT_WINDOW_TYPE},
+    {"refresh-on-dup", no_argument, NULL, OPT_REFRESH},
     {"last", required_argument, NULL, OPT_LAST},
     {"time-field", required_argument, NULL, OPT_TIME_FIELD},
     {"time-format", required_argument, NULL, OPT_TIME_FORMAT},
@@ -300,6 +305,10 @@ int dd_dedup_parse_args(int argc, char **argv, opts *o)
                 return -1;
             }
             o->tumbling = strcmp(optarg, "tumbling") == 0;
+            o->window_opts = true;
+            break;
+        case OPT_REFRESH:
+            o->refresh_on_dup = true;
             o->window_opts = true;
             break;
         case OPT_LAST:
@@ -539,13 +548,23 @@ int dd_dedup_parse_args(int argc, char **argv, opts *o)
                       "--window-type do not apply");
             return -1;
         }
+        if (o->refresh_on_dup && o->tumbling) {
+            cli_error("--refresh-on-dup renews a key within a sliding window: a tumbling window "
+                      "forgets every key at its end whatever it renews, so it does not apply");
+            return -1;
+        }
+        if (o->refresh_on_dup && o->window_us && o->lateness_us >= o->window_us) {
+            cli_error("--refresh-on-dup needs --lateness below --window: a record a whole window "
+                      "late could predate the renewal it would need");
+            return -1;
+        }
         if (o->time_field && o->time_field == o->key.field && o->key.field)
             cli_warn("the key field is also the time field");
         return 0;
     }
     if (o->window_opts) {
-        cli_error("--window-type, --time-field, --time-format, --lateness, --late and "
-                  "--on-bad-time need --window (or --last)");
+        cli_error("--window-type, --refresh-on-dup, --time-field, --time-format, --lateness, "
+                  "--late and --on-bad-time need --window (or --last)");
         return -1;
     }
     o->sizing.counts = o->out == OUT_COUNT || o->out == OUT_UNIQUE;

@@ -40,6 +40,7 @@ typedef struct opts {
     uint64_t window_us;          /* --window, 0 = none */
     uint64_t last_n;             /* --last, 0 = none */
     bool tumbling;               /* --window-type tumbling */
+    bool refresh_on_dup;         /* --refresh-on-dup: a repeat renews its key */
     uint64_t lateness_us;        /* --lateness */
     size_t time_field;           /* --time-field, 0 = arrival time */
     dedup_time_format time_format; /* --time-format; AUTO = detect on the first value */

@@ -109,6 +109,10 @@ static void window_mismatch(const dedup_window_params *have, const dedup_window_
             ADD("-p %g here, %g saved", want->fpr, have->fpr);
         }
     }
+    if (have->refresh != want->refresh) {
+        SEP();
+        ADD("%s", want->refresh ? "--refresh-on-dup here, not saved" : "--refresh-on-dup saved, not here");
+    }
     if (have->seed != want->seed) {
         SEP();
         ADD("--seed 0x%llx here, 0x%llx saved", (unsigned long long)want->seed,
@@ -326,7 +330,7 @@ bool dd_window_matches_saved(const dd_seen_opts *sizing, const dedup_window *win
     if (have.type != (dedup_window_type)want.window_type ||
         have.mode != (approx ? DEDUP_WINDOW_APPROX : DEDUP_WINDOW_EXACT) ||
         have.duration != want.duration || have.lateness != want.lateness ||
-        have.seed != want.seed ||
+        have.seed != want.seed || have.refresh != want.refresh_on_dup ||
         (approx && (have.capacity != want.items || have.fpr != want.fpr))) {
         dedup_window_params wp = have;
         wp.type = (dedup_window_type)want.window_type;
@@ -334,6 +338,7 @@ bool dd_window_matches_saved(const dd_seen_opts *sizing, const dedup_window *win
         wp.duration = want.duration;
         wp.lateness = want.lateness;
         wp.seed = want.seed;
+        wp.refresh = want.refresh_on_dup;
         wp.capacity = want.items;
         wp.fpr = want.fpr;
         char diff[512];

@@ -57,6 +57,7 @@ void dd_seen_spec(const dd_seen_opts *o, dedup_seen_spec *sp)
         sp->window_type = o->window_type;
         sp->duration = o->duration;
         sp->lateness = o->lateness;
+        sp->refresh_on_dup = o->refresh_on_dup;
         sp->memory = 0;
         return;
     }

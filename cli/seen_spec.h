@@ -30,6 +30,7 @@ typedef struct dd_seen_opts {
     int window_type;      /* dedup_window_type */
     uint64_t duration;    /* microseconds, or records for --last */
     uint64_t lateness;
+    bool refresh_on_dup;  /* --refresh-on-dup */
     /* integer keys in a bitmap (--range) */
     uint64_t range_lo, range_hi;
     /* exact mode past half of this budget goes on on disk (EXACT_SPILL); 0 = never */

@@ -2,8 +2,8 @@
  * gen_window_corpus.c - writes the approximate-window seeds of the
  * fuzz_window_load corpus into the directory given
  * (fuzz/corpus/window_load/): small valid sliding, tumbling and last-N
- * windows, one whose table overflowed into the stash, and a bit-flipped
- * copy.  (The exact-window seeds and approx_old_layout, a file of the
+ * windows, one whose table overflowed into the stash, a bit-flipped
+ * copy, and windows with refresh on duplicate (exact and approximate).  (The exact-window seeds and approx_old_layout, a file of the
  * Bloom-generation layout that loaders now refuse, are kept as they are.)
  * Not part of the build; run by hand when the format changes:
  *
@@ -20,14 +20,16 @@ static dedup_status save_window(const void *o, dedup_sink *s) { return dedup_win
 
 /* A window of 'type' fed 'n' records of keys below 'keys', one time unit
  * apart with some disorder, saved. */
-static unsigned char *window_bytes(dedup_window_type type, uint64_t duration, uint64_t lateness,
-                                   uint32_t gens, uint64_t capacity, size_t n, uint64_t keys,
-                                   size_t *len)
+static unsigned char *window_mode_bytes(dedup_window_mode mode, bool refresh,
+                                        dedup_window_type type, uint64_t duration,
+                                        uint64_t lateness, uint32_t gens, uint64_t capacity,
+                                        size_t n, uint64_t keys, size_t *len)
 {
     dedup_window_params p;
     dedup_window_params_init(&p);
     p.type = type;
-    p.mode = DEDUP_WINDOW_APPROX;
+    p.mode = mode;
+    p.refresh = refresh;
     p.duration = duration;
     p.lateness = lateness;
     p.generations = gens;
@@ -47,6 +49,14 @@ static unsigned char *window_bytes(dedup_window_type type, uint64_t duration, ui
     unsigned char *buf = gen_saved(save_window, w, (size_t)dedup_window_serialized_size(w), len);
     dedup_window_free(w);
     return buf;
+}
+
+static unsigned char *window_bytes(dedup_window_type type, uint64_t duration, uint64_t lateness,
+                                   uint32_t gens, uint64_t capacity, size_t n, uint64_t keys,
+                                   size_t *len)
+{
+    return window_mode_bytes(DEDUP_WINDOW_APPROX, false, type, duration, lateness, gens, capacity,
+                             n, keys, len);
 }
 
 int main(int argc, char **argv)
@@ -70,6 +80,20 @@ int main(int argc, char **argv)
     free(b);
     b = window_bytes(DEDUP_WINDOW_SLIDING, 100, 0, 0, 5, 300, 1000, &len); /* 20x overload */
     put("approx_stash", b, len);
+    free(b);
+    /* Refresh on duplicate (the options word of the params): keys back
+     * within the window, so entries moved to newer generations. */
+    b = window_mode_bytes(DEDUP_WINDOW_APPROX, true, DEDUP_WINDOW_SLIDING, 100, 20, 0, 30, 300, 40,
+                          &len);
+    put("approx_refresh", b, len);
+    free(b);
+    b = window_mode_bytes(DEDUP_WINDOW_APPROX, true, DEDUP_WINDOW_COUNT, 40, 0, 3, 5, 200, 300,
+                          &len); /* overloaded: renewed entries in the stash */
+    put("approx_refresh_last_n", b, len);
+    free(b);
+    b = window_mode_bytes(DEDUP_WINDOW_EXACT, true, DEDUP_WINDOW_SLIDING, 100, 20, 4, 0, 300, 40,
+                          &len);
+    put("exact_refresh", b, len);
     free(b);
     return 0;
 }

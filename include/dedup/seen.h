@@ -144,7 +144,9 @@ typedef struct dedup_seen_spec {
     bool approximate;       /* window remembers fingerprints, not keys */
     uint64_t duration;      /* microseconds, or records for a count window */
     uint64_t lateness;      /* microseconds */
-    bool refresh_on_dup;    /* a repeat inside the window extends the key's life */
+    bool refresh_on_dup;    /* a repeat inside the window extends the key's life
+                               (dedup/window.h, refresh): sliding and last-N windows
+                               with lateness < duration; INVALID_ARG otherwise */
     /* BITMAP */
     uint64_t range_lo, range_hi; /* integer keys allowed, inclusive */
     /* EXACT_SPILL: where the external engine writes and how it emits */
@@ -230,8 +232,11 @@ dedup_status dedup_seen_decide(dedup_seen *s, const dedup_batch *batch, dedup_ve
 /* Answers without recording: out[i] is DEDUP_NEW (certainly absent),
  * DEDUP_DUPLICATE or DEDUP_MAYBE_DUPLICATE.  Local kinds cannot fail but
  * EXACT_SPILL's spilled keys (DEDUP_ERR_UNSUPPORTED once it spilled) and
- * remote kinds can; WINDOW cannot answer without recording (its clock moves
- * with every record): DEDUP_ERR_UNSUPPORTED. */
+ * remote kinds can.  WINDOW answers each key as "seen within the window at
+ * batch.times[i]?" (a count window: as its next record) without recording
+ * it and without moving its clock, DEDUP_LATE below the watermark, each key
+ * on its own (dedup_window_query(); DEDUP_ERR_RANGE for a time out of
+ * range, DEDUP_ERR_INVALID_ARG without times). */
 dedup_status dedup_seen_query(const dedup_seen *s, const dedup_batch *batch, dedup_verdict *out);
 
 /* Deletes batch->n keys; removed[i] (may be NULL) is false when key i was

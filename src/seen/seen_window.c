@@ -4,9 +4,9 @@
  *
  * The window is the implementation itself.  decide() needs batch.times for
  * sliding and tumbling windows (microseconds); a last-N window counts
- * records and ignores them.  A window cannot answer without recording (its
- * clock moves with every record), so query is DEDUP_ERR_UNSUPPORTED, and it
- * forgets by time, not by delete.
+ * records and ignores them.  query answers at batch.times without recording
+ * or moving the clock (dedup_window_query); spec.refresh_on_dup is the
+ * window's refresh on duplicate.  A window forgets by time, not by delete.
  */
 #include "seen_internal.h"
 
@@ -14,8 +14,6 @@
 
 static dedup_status win_create(const dedup_seen_spec *sp, const dedup_allocator *a, void **impl)
 {
-    if (sp->refresh_on_dup)
-        return DEDUP_ERR_INVALID_ARG; /* the window keeps the first record's time */
     if (sp->window_type != DEDUP_WINDOW_SLIDING && sp->window_type != DEDUP_WINDOW_TUMBLING &&
         sp->window_type != DEDUP_WINDOW_COUNT)
         return DEDUP_ERR_INVALID_ARG;
@@ -28,6 +26,7 @@ static dedup_status win_create(const dedup_seen_spec *sp, const dedup_allocator 
     p.capacity = sp->items;
     p.fpr = sp->fpr;
     p.seed = sp->seed;
+    p.refresh = sp->refresh_on_dup; /* tumbling, or lateness >= duration: INVALID_ARG */
     dedup_status st = dedup_window_create(&p, a, (dedup_window **)impl);
     if (!st && sp->memory && dedup_window_memory_usage(*impl) > sp->memory) {
         dedup_window_free(*impl);
@@ -50,6 +49,21 @@ static dedup_status win_decide(void *impl, const dedup_batch *b, dedup_verdict *
     if (b->n && (!b->digests || (!b->times && p.type != DEDUP_WINDOW_COUNT)))
         return DEDUP_ERR_INVALID_ARG;
     return dedup_window_seen_batch(impl, b->digests, b->times, b->n, out, done);
+}
+
+static dedup_status win_query(const void *impl, const dedup_batch *b, dedup_verdict *out)
+{
+    dedup_window_params p;
+    dedup_window_get_params(impl, &p);
+    bool count = p.type == DEDUP_WINDOW_COUNT;
+    if (b->n && (!b->digests || !out || (!b->times && !count)))
+        return DEDUP_ERR_INVALID_ARG;
+    for (size_t i = 0; i < b->n; i++) {
+        dedup_status s = dedup_window_query(impl, b->digests[i], count ? 0 : b->times[i], &out[i]);
+        if (s)
+            return s;
+    }
+    return DEDUP_OK;
 }
 
 static void win_info(const void *impl, dedup_seen_info *in)
@@ -96,7 +110,7 @@ static uint64_t win_seed(const void *impl)
 static size_t win_memory(const void *impl) { return dedup_window_memory_usage(impl); }
 
 const ddi_seen_class ddi_seen_class_window = {
-    .ops = {.kind = DEDUP_SEEN_WINDOW, .decide = win_decide, .info = win_info, .save = win_save,
+    .ops = {.kind = DEDUP_SEEN_WINDOW, .decide = win_decide, .query = win_query, .info = win_info, .save = win_save,
             .free = win_free},
     .file_types = {DEDUP_TYPE_WINDOW, 0},
     .create = win_create,

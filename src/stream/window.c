@@ -59,6 +59,11 @@ static dedup_status setup(dedup_window *w, const dedup_window_params *in)
         return DEDUP_ERR_INVALID_ARG;
     if (p.type == DEDUP_WINDOW_COUNT)
         p.lateness = 0;
+    /* Refresh moves a key's time forward: a tumbling window would not
+     * notice, and a lateness of a whole window could bring a record from
+     * before the time it was moved from (dedup/window.h). */
+    if (p.refresh && (p.type == DEDUP_WINDOW_TUMBLING || p.lateness >= p.duration))
+        return DEDUP_ERR_INVALID_ARG;
     if (p.mode == DEDUP_WINDOW_APPROX) {
         if (p.capacity < 1 || !(p.fpr >= DEDUP_MIN_FPR && p.fpr <= 0.5))
             return DEDUP_ERR_INVALID_ARG;
@@ -304,52 +309,153 @@ static wgen *gen_get(dedup_window *w, int64_t id)
 
 /* ---- the verb ----------------------------------------------------------------- */
 
+/* What a lookup of one key at time u needs: its digest words, the
+ * approximate window's fingerprint, buckets and stash bits, the range of
+ * generations that can hold a time within D of u, and the index of the
+ * first of them. */
+typedef struct probe {
+    uint64_t lo, hi, fp, b1, b2, ext;
+    int64_t first_id, last_id;
+    size_t i;
+} probe;
+
+static void probe_init(const dedup_window *w, dedup_digest d, int64_t u, probe *p)
+{
+    p->lo = d.lo;
+    p->hi = d.hi;
+    if ((p->lo | p->hi) == 0)
+        p->hi = 1;
+    if (w->p.type == DEDUP_WINDOW_TUMBLING) {
+        p->first_id = p->last_id = fdiv(u, w->D);
+    } else {
+        p->first_id = fdiv(u - w->D + 1, w->s);
+        p->last_id = fdiv(u + w->D - 1, w->s);
+    }
+    p->fp = p->b1 = p->b2 = p->ext = 0;
+    if (w->p.mode == DEDUP_WINDOW_APPROX) {
+        p->fp = key_fp(w, p->hi);
+        p->b1 = dedup_reduce(p->lo, w->nb);
+        p->b2 = alt_bucket(w, p->b1, p->fp);
+        p->ext = p->hi & (~UINT64_C(0) >> w->sbits); /* low bits of hi, which fp hardly depends on */
+    }
+    p->i = gen_lower(w, p->first_id);
+}
+
+/* True if the exact entry 'e' (kept or renewed at e->t) makes a record at u
+ * a duplicate. */
+static inline bool exact_within(const dedup_window *w, const wentry *e, int64_t u)
+{
+    int64_t diff = u - e->t;
+    return w->p.type == DEDUP_WINDOW_TUMBLING || (diff < w->D && -diff < w->D);
+}
+
+/* Whether the key of 'p' makes a record at u a duplicate; changes nothing.
+ * With 'newest' (exact), *newest receives the matching entry of the newest
+ * generation, whose index goes to *gen. */
+static bool lookup(const dedup_window *w, const probe *p, int64_t u, const wentry **newest,
+                   size_t *gen)
+{
+    if (w->p.mode == DEDUP_WINDOW_APPROX)
+        return p->i < w->gn && w->gv[p->i].id <= p->last_id &&
+               ap_lookup(w, p->b1, p->b2, p->fp, p->ext, p->first_id, p->last_id);
+    /* Every consulted table's home slot is fetched before any is read, so
+     * the cache misses of the G + 1 probes overlap instead of queueing one
+     * behind the other. */
+    size_t end = p->i;
+    for (; end < w->gn && w->gv[end].id <= p->last_id; end++) {
+        const wgen *g = &w->gv[end];
+        if (g->slots) {
+            const wentry *e = g->slots + dedup_reduce(p->lo, g->cap);
+            DD_PREFETCH(e);
+            DD_PREFETCH((const char *)e + 47); /* the second line, if the entry straddles */
+        }
+    }
+    if (newest) {
+        /* Newest first: a key may hold an entry in two generations (kept
+         * again after a gap, the older not yet expired), and a refresh must
+         * renew the newer one, which a generation of u's span always is. */
+        for (size_t j = end; j-- > p->i;) {
+            const wentry *e = tab_find(&w->gv[j], p->lo, p->hi);
+            if (e && exact_within(w, e, u)) {
+                *newest = e;
+                *gen = j;
+                return true;
+            }
+        }
+        return false;
+    }
+    for (size_t j = p->i; j < end; j++) {
+        const wentry *e = tab_find(&w->gv[j], p->lo, p->hi);
+        if (e && exact_within(w, e, u))
+            return true;
+    }
+    return false;
+}
+
+/* Refresh: the duplicate at u renews its key.  Exact: the newest matching
+ * entry takes the time u (when later), moving to u's generation when that
+ * is another one.  Approximate: the matching entry of the newest generation
+ * is retagged with u's generation (when older).  Nothing changes on error
+ * (DEDUP_ERR_NOMEM; u's generation may be left created and empty). */
+static dedup_status renew(dedup_window *w, const probe *p, int64_t u, const wentry *e, size_t j)
+{
+    int64_t gid = fdiv(u, w->s);
+    if (w->p.mode == DEDUP_WINDOW_EXACT) {
+        if (e->t >= u)
+            return DEDUP_OK;
+        int64_t old_id = w->gv[j].id;
+        if (old_id == gid) {
+            ((wentry *)e)->t = u; /* the same span: in place */
+            return DEDUP_OK;
+        }
+        /* gen_get may move the array and compact a table: look up again. */
+        wgen *g = gen_get(w, gid);
+        if (!g)
+            return DEDUP_ERR_NOMEM;
+        if (!ddi_win_tab_insert(w, g, p->lo, p->hi, u))
+            return DEDUP_ERR_NOMEM;
+        size_t oi = gen_lower(w, old_id);
+        wgen *og = &w->gv[oi];
+        ddi_win_tab_remove(og, p->lo, p->hi);
+        /* Keys that keep coming leave the older tables: one emptied to
+         * half its planned load is rebuilt at its size (once per half of
+         * its entries gone: O(1) a move), an empty one freed, so memory
+         * still follows the keys in the window. */
+        if (!og->count)
+            gen_release(w, og);
+        else if (oi + 1 < w->gn && og->count * 100 < og->cap * SHRINK_BELOW)
+            (void)ddi_win_tab_resize(w, og, ddi_win_cap_for(og->count)); /* failure: keep it */
+        return DEDUP_OK;
+    }
+    uint64_t where;
+    bool stash;
+    int64_t id = ddi_win_ap_newest(w, p->b1, p->b2, p->fp, p->ext, p->first_id, p->last_id,
+                                   &where, &stash);
+    if (id >= gid)
+        return DEDUP_OK;
+    wgen *g = gen_get(w, gid); /* a sweep it may run clears dead slots only */
+    if (!g)
+        return DEDUP_ERR_NOMEM;
+    g->count++;
+    w->gv[gen_lower(w, id)].count--;
+    ddi_win_ap_retag(w, where, stash, gen_tag(w, gid));
+    return DEDUP_OK;
+}
+
 static dedup_status decide(dedup_window *w, dedup_digest d, int64_t u, dedup_verdict *verdict)
 {
-    uint64_t lo = d.lo, hi = d.hi;
-    if ((lo | hi) == 0)
-        hi = 1;
-    int64_t first_id, last_id;
-    if (w->p.type == DEDUP_WINDOW_TUMBLING) {
-        first_id = last_id = fdiv(u, w->D);
-    } else {
-        first_id = fdiv(u - w->D + 1, w->s);
-        last_id = fdiv(u + w->D - 1, w->s);
-    }
-    bool dup = false;
-    uint64_t fp = 0, b1 = 0, b2 = 0, ext = 0;
-    size_t i = gen_lower(w, first_id);
-    if (w->p.mode == DEDUP_WINDOW_EXACT) {
-        /* Every consulted table's home slot is fetched before any is read,
-         * so the cache misses of the G + 1 probes overlap instead of
-         * queueing one behind the other. */
-        for (size_t j = i; j < w->gn && w->gv[j].id <= last_id; j++) {
-            const wgen *g = &w->gv[j];
-            if (g->slots) {
-                const wentry *e = g->slots + dedup_reduce(lo, g->cap);
-                DD_PREFETCH(e);
-                DD_PREFETCH((const char *)e + 47); /* the second line, if the entry straddles */
-            }
-        }
-        for (size_t j = i; j < w->gn && w->gv[j].id <= last_id; j++) {
-            const wentry *e = tab_find(&w->gv[j], lo, hi);
-            if (e) {
-                int64_t diff = u - e->t;
-                if (w->p.type == DEDUP_WINDOW_TUMBLING || (diff < w->D && -diff < w->D)) {
-                    dup = true;
-                    break;
-                }
-            }
-        }
-    } else {
-        fp = key_fp(w, hi);
-        b1 = dedup_reduce(lo, w->nb);
-        b2 = alt_bucket(w, b1, fp);
-        ext = hi & (~UINT64_C(0) >> w->sbits); /* low bits of hi, which fp hardly depends on */
-        dup = i < w->gn && w->gv[i].id <= last_id &&
-              ap_lookup(w, b1, b2, fp, ext, first_id, last_id);
-    }
+    probe p;
+    probe_init(w, d, u, &p);
+    const wentry *e = NULL;
+    size_t j = 0;
+    bool refresh = w->p.refresh;
+    bool dup = lookup(w, &p, u, refresh && w->p.mode == DEDUP_WINDOW_EXACT ? &e : NULL, &j);
     if (dup) {
+        if (refresh) {
+            dedup_status s = renew(w, &p, u, e, j);
+            if (s)
+                return s;
+        }
         w->duplicates++;
         *verdict = w->p.mode == DEDUP_WINDOW_EXACT ? DEDUP_DUPLICATE : DEDUP_MAYBE_DUPLICATE;
         return DEDUP_OK;
@@ -358,10 +464,10 @@ static dedup_status decide(dedup_window *w, dedup_digest d, int64_t u, dedup_ver
     if (!g)
         return DEDUP_ERR_NOMEM;
     if (w->p.mode == DEDUP_WINDOW_EXACT) {
-        if (!ddi_win_tab_insert(w, g, lo, hi, u))
+        if (!ddi_win_tab_insert(w, g, p.lo, p.hi, u))
             return DEDUP_ERR_NOMEM;
     } else {
-        dedup_status s = ddi_win_ap_insert(w, b1, b2, fp, ext, gen_tag(w, g->id));
+        dedup_status s = ddi_win_ap_insert(w, p.b1, p.b2, p.fp, p.ext, gen_tag(w, g->id));
         if (s)
             return s;
         g->count++;
@@ -410,6 +516,34 @@ dedup_status dedup_window_seen(dedup_window *w, dedup_digest d, int64_t time,
     w->records++;
     if (w->p.type == DEDUP_WINDOW_COUNT)
         w->counter++;
+    return DEDUP_OK;
+}
+
+dedup_status dedup_window_query(const dedup_window *w, dedup_digest d, int64_t time,
+                                dedup_verdict *verdict)
+{
+    if (!w || !verdict)
+        return DEDUP_ERR_INVALID_ARG;
+    int64_t u;
+    if (w->p.type == DEDUP_WINDOW_COUNT) {
+        u = (int64_t)w->counter;
+        if (u > DEDUP_WINDOW_MAX_TIME)
+            return DEDUP_ERR_RANGE;
+    } else {
+        if (!time_ok(time))
+            return DEDUP_ERR_RANGE;
+        u = time;
+        if (w->has_W && u < w->W) {
+            *verdict = DEDUP_LATE;
+            return DEDUP_OK;
+        }
+    }
+    probe p;
+    probe_init(w, d, u, &p);
+    if (!lookup(w, &p, u, NULL, NULL))
+        *verdict = DEDUP_NEW;
+    else
+        *verdict = w->p.mode == DEDUP_WINDOW_EXACT ? DEDUP_DUPLICATE : DEDUP_MAYBE_DUPLICATE;
     return DEDUP_OK;
 }
 

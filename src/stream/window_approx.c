@@ -235,3 +235,61 @@ void ddi_win_ap_stash_settle(dedup_window *w)
     if (w->st_live * 8 < w->st_cap)
         (void)ddi_win_st_rebuild(w, 0); /* shrinks, or frees; on failure keeps the array */
 }
+
+/* Refresh: among the entries that match fingerprint fp in bucket b1 or b2
+ * (or in the stash with the pair and the digest bits 'ext') with the tag of
+ * a consulted live generation, in [first_id, last_id], finds the one of the
+ * newest generation and returns that generation's id (INT64_MIN if none);
+ * *where receives the table slot or stash index of the entry, *stash which
+ * of the two. */
+int64_t ddi_win_ap_newest(const dedup_window *w, uint64_t b1, uint64_t b2, uint64_t fp,
+                          uint64_t ext, int64_t first_id, int64_t last_id, uint64_t *where,
+                          bool *stash)
+{
+    int64_t best = INT64_MIN;
+    *where = 0;
+    *stash = false;
+    for (int k = 0; k < 2; k++) {
+        uint64_t b = k ? b2 : b1;
+        for (uint32_t j = 0; j < SLOTS_PER_BUCKET; j++) {
+            uint64_t i = b * SLOTS_PER_BUCKET + j, v = slot_get(w, w->tab, i);
+            if ((v & w->fmask) == fp && tag_consulted(w, v, first_id, last_id) &&
+                w->tag_id[v >> w->fbits] > best) {
+                best = w->tag_id[v >> w->fbits];
+                *where = i;
+            }
+        }
+    }
+    if (w->st_live) {
+        uint64_t mb = b1 < b2 ? b1 : b2, mask = (UINT64_C(1) << w->sbits) - 1;
+        for (uint64_t i = st_home(w, mb);; i = (i + 1) & (w->st_cap - 1)) {
+            const sentry *e = &w->st[i];
+            if (!e->v && !e->b)
+                break;
+            if (e->v && e->b == mb && (e->v & w->fmask) == fp && e->v >> w->sbits == ext &&
+                tag_consulted(w, e->v & mask, first_id, last_id) &&
+                w->tag_id[st_tag(w, e->v)] > best) {
+                best = w->tag_id[st_tag(w, e->v)];
+                *where = i;
+                *stash = true;
+            }
+        }
+    }
+    return best;
+}
+
+/* Gives the entry found by ddi_win_ap_newest() the live tag 'tag' (the
+ * caller moves the count between the two generations). */
+void ddi_win_ap_retag(dedup_window *w, uint64_t where, bool stash, uint32_t tag)
+{
+    if (stash) {
+        sentry *e = &w->st[where];
+        uint64_t tmask = (uint64_t)(w->ntags - 1) << w->fbits;
+        e->v = (e->v & ~tmask) | (uint64_t)tag << w->fbits;
+        return;
+    }
+    uint64_t v = slot_get(w, w->tab, where);
+    w->tag_n[v >> w->fbits]--;
+    slot_set(w, w->tab, where, (v & w->fmask) | (uint64_t)tag << w->fbits);
+    w->tag_n[tag]++;
+}

@@ -154,3 +154,25 @@ bool ddi_win_tab_insert(dedup_window *w, wgen *g, uint64_t lo, uint64_t hi, int6
     g->count++;
     return true;
 }
+
+/* Removes the entry (lo, hi), which must be present (a refreshed key moving
+ * to a later generation).  The entries after it in its cluster that sit
+ * past their home slot move back by one (backward-shift deletion): the
+ * table stays sorted with no gap before an entry's position, which is all
+ * tab_find() needs. */
+void ddi_win_tab_remove(wgen *g, uint64_t lo, uint64_t hi)
+{
+    const wentry *f = tab_find(g, lo, hi);
+    if (!f)
+        return;
+    wentry *s = g->slots;
+    uint64_t pos = (uint64_t)(f - s);
+    uint64_t next = pos + 1;
+    while (next < g->len && !ent_empty(&s[next]) && dedup_reduce(s[next].lo, g->cap) < next)
+        next++;
+    /* s[pos + 1 .. next) all sit past their home: each moves back by one. */
+    if (next > pos + 1)
+        memmove(&s[pos], &s[pos + 1], (size_t)(next - pos - 1) * sizeof(wentry));
+    memset(&s[next - 1], 0, sizeof(wentry));
+    g->count--;
+}

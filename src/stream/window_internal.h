@@ -5,9 +5,11 @@
  * The sources:
  *   window.c          parameters, create/free, generations, the verb
  *                     (seen, seen_batch, advance_watermark) and state
- *   window_exact.c    exact generations' tables: build, resize, insert
+ *   window_exact.c    exact generations' tables: build, resize, insert,
+ *                     remove (a refreshed key moving on)
  *   window_approx.c   the approximate window's fingerprint table and stash:
- *                     insert (kick chains), tags, sweeping, settling
+ *                     insert (kick chains), tags, sweeping, settling,
+ *                     retagging a refreshed entry
  *   window_persist.c  save and load (docs/FORMAT.md, "Time window")
  * The lookups the verb makes for every record (tab_find, ap_lookup) and the
  * slot helpers are static inline here, so they inline into it as they did
@@ -95,6 +97,7 @@ struct dedup_window {
 #define TAIL_SLOTS 64u
 #define MAX_LOAD_NUM 85u /* grow past 85% load */
 #define COMPACT_BELOW 80u /* compact a closed generation below 80% load */
+#define SHRINK_BELOW 65u /* refresh: rebuild an older generation its keys left below 65% load */
 
 /* ---- time arithmetic ----------------------------------------------------- */
 
@@ -264,6 +267,7 @@ bool ddi_win_tab_build(dedup_window *w, const wentry *src, uint64_t src_len, uin
 bool ddi_win_tab_resize(dedup_window *w, wgen *g, uint64_t cap);
 uint64_t ddi_win_cap_for(uint64_t entries);
 bool ddi_win_tab_insert(dedup_window *w, wgen *g, uint64_t lo, uint64_t hi, int64_t t);
+void ddi_win_tab_remove(wgen *g, uint64_t lo, uint64_t hi);
 
 /* window_approx.c */
 int ddi_win_sentry_cmp(const void *a, const void *b);
@@ -274,6 +278,10 @@ dedup_status ddi_win_ap_insert(dedup_window *w, uint64_t b1, uint64_t b2, uint64
 void ddi_win_ap_tag_open(dedup_window *w, uint32_t tag, int64_t id);
 void ddi_win_ap_tag_close(dedup_window *w, uint32_t tag);
 void ddi_win_ap_stash_settle(dedup_window *w);
+int64_t ddi_win_ap_newest(const dedup_window *w, uint64_t b1, uint64_t b2, uint64_t fp,
+                          uint64_t ext, int64_t first_id, int64_t last_id, uint64_t *where,
+                          bool *stash);
+void ddi_win_ap_retag(dedup_window *w, uint64_t where, bool stash, uint32_t tag);
 
 #if defined(__GNUC__)
 #pragma GCC visibility pop

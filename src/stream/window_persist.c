@@ -12,6 +12,7 @@
 #define GEN_HEADER_LEN 16u         /* id, count */
 #define FLAG_HAS_T 1u
 #define FLAG_HAS_W 2u
+#define OPT_REFRESH 1u /* window options (offset 132): refresh on duplicate */
 
 /* Generations with at least one kept record (the only ones saved: an empty
  * one is left behind only by an allocation failure). */
@@ -45,7 +46,7 @@ static void put_params(const dedup_window *w, unsigned char *b)
     dedup_put_u64(b + 112, w->peak_live);
     dedup_put_u64(b + 120, w->expired);
     dedup_put_u32(b + 128, saved_gens(w));
-    dedup_put_u32(b + 132, 0);
+    dedup_put_u32(b + 132, w->p.refresh ? OPT_REFRESH : 0); /* 0 before refresh existed */
     if (w->p.mode == DEDUP_WINDOW_APPROX) {
         dedup_put_u32(b + 136, w->fbits);
         dedup_put_u32(b + 140, w->tbits);
@@ -304,8 +305,10 @@ dedup_status dedup_window_load(dedup_source src, const dedup_allocator *alloc,
     p.capacity = dedup_get_u64(b + 32);
     p.fpr = dedup_get_f64(b + 40);
     p.seed = d->header.seed;
+    uint32_t opts = dedup_get_u32(b + 132); /* files from before refresh hold 0 */
+    p.refresh = opts & OPT_REFRESH;
     if (type > DEDUP_WINDOW_COUNT || mode > DEDUP_WINDOW_APPROX || (flags & ~3u) ||
-        dedup_get_u32(b + 132) != 0 || p.generations == 0) {
+        (opts & ~OPT_REFRESH) || p.generations == 0) {
         s = DEDUP_ERR_CORRUPT;
         goto done;
     }

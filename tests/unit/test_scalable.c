@@ -96,6 +96,33 @@ static void test_split(void **state)
     dedup_scalable_free(NULL);
 }
 
+/* The model rate of link i holding 'items' keys: the expected rate of its
+ * Bloom filter at that fill (classic or blocked, as test_bloom checks). */
+static double link_model(const dedup_scalable *sb, dedup_bloom_kind kind, uint32_t i,
+                         uint64_t items)
+{
+    const dedup_bloom *bf = dedup_scalable_link(sb, i);
+    assert_non_null(bf);
+    return kind == DEDUP_BLOOM_CLASSIC ? dedup_bloom_fpr_for(items, dedup_bloom_bits(bf), dedup_bloom_k(bf))
+                                       : dedup_blocked_fpr_for(items, dedup_bloom_bits(bf), dedup_bloom_k(bf));
+}
+
+/* The chain's model rate for a fresh key now: it is a false positive when
+ * any link answers yes, 1 - prod(1 - rate_i), with links filled in order
+ * (every link before the last holds its capacity; test_model asserts it). */
+static double chain_model(const dedup_scalable *sb, dedup_bloom_kind kind, uint64_t news)
+{
+    double none = 1;
+    for (uint32_t i = 0; dedup_scalable_link(sb, i); i++) {
+        dedup_scalable_link_info li;
+        assert_int_equal(dedup_scalable_get_link_info(sb, i, &li), DEDUP_OK);
+        uint64_t items = news < li.capacity || !dedup_scalable_link(sb, i + 1) ? news : li.capacity;
+        none *= 1 - link_model(sb, kind, i, items);
+        news -= items;
+    }
+    return 1 - none;
+}
+
 /* Verdicts against an exact set: an added key is always MAYBE_DUPLICATE. */
 static void test_model(void **state)
 {
@@ -107,9 +134,25 @@ static void test_model(void **state)
         static unsigned char seen[UNIVERSE];
         memset(seen, 0, sizeof seen);
         uint64_t news = 0, fps = 0, fresh = 0;
+        double model = 0; /* false positives the chain's model expects */
+        double full_none = 1; /* prod(1 - rate_i) over the full links */
+        uint32_t nfull = 0;
         for (int op = 0; op < 60000; op++) {
             uint64_t key = tu_below(&rng, UNIVERSE);
             dedup_verdict v = DEDUP_LATE;
+            if (!seen[key]) {
+                /* Only the last link's fill changed since the last fresh
+                 * key (get_link_info would count bits: O(1) here). */
+                while (dedup_scalable_link(sb, nfull + 1)) {
+                    full_none *= 1 - link_model(sb, (dedup_bloom_kind)kind, nfull, UINT64_C(100) << nfull);
+                    nfull++;
+                }
+                uint64_t in_full = 0;
+                for (uint32_t i = 0; i < nfull; i++)
+                    in_full += UINT64_C(100) << i;
+                model += 1 - full_none * (1 - link_model(sb, (dedup_bloom_kind)kind, nfull,
+                                                         news - in_full));
+            }
             assert_int_equal(dedup_scalable_test_and_add(sb, kd(key), &v), DEDUP_OK);
             if (seen[key]) {
                 assert_int_equal(v, DEDUP_MAYBE_DUPLICATE);
@@ -125,7 +168,16 @@ static void test_model(void **state)
         dedup_scalable_info info;
         dedup_scalable_get_info(sb, &info);
         assert_int_equal(info.items, news);
+        /* Within the promise, and from both sides of the chain's own model
+         * (~120 expected for classic, ~80 for blocked), widened by 20% for
+         * the scatter of one chain's small first links around their
+         * expected fill (seen: blocked 0.74x to 1.23x with the binomial
+         * noise): a chain at twice the rate still fails. */
+        fprintf(stderr, "scalable %s: %llu false positives in %llu fresh keys while growing, model %.1f\n",
+                kind ? "blocked" : "classic", (unsigned long long)fps, (unsigned long long)fresh, model);
         assert_true(fps <= tu_binomial_upper(fresh, 0.01));
+        assert_true(fps <= tu_binomial_upper(fresh, 1.2 * model / (double)fresh));
+        assert_true(fps >= tu_binomial_lower(fresh, 0.8 * model / (double)fresh));
         assert_true(info.links >= 8);
         assert_true(info.fpr_bound <= 0.01);
         /* the fill-based estimate scatters around the rates the small
@@ -161,6 +213,39 @@ static void test_model(void **state)
                 if (seen[k0 + (uint64_t)j])
                     assert_true(out[j]);
             }
+        }
+        /* The grown chain's rate over 400,000 fresh keys, from both sides:
+         * against its model (the links' expected rates at their fill) and
+         * against its conditional rate (each link's rate at the bits it
+         * actually set, dedup_bloom_current_fpr), 1 - prod(1 - rate_i) for
+         * both.  ~1,500-2,300 false positives expected: the 99.9% bounds
+         * lie within +-8%, widened by 12% (conditional) and 25% (model):
+         * the conditional rate assumes k distinct probes, but in the first
+         * links (1,400 bits) a key's double-hashed probes coincide now and
+         * then (classic measured 3-7% above it); the model also carries
+         * the scatter of those links' fill (blocked: seen -16%).  Twice or
+         * half the rate still fails. */
+        {
+            double none = 1;
+            for (uint32_t i = 0; i < info.links; i++)
+                none *= 1 - dedup_bloom_current_fpr(dedup_scalable_link(sb, i));
+            double cond = 1 - none, whole = chain_model(sb, (dedup_bloom_kind)kind, news);
+            const uint64_t trials = 400000;
+            uint64_t fp = 0;
+            for (uint64_t k0 = 0; k0 < trials; k0 += 1000) {
+                for (int j = 0; j < 1000; j++)
+                    d[j] = kd((UINT64_C(1) << 40) + k0 + (uint64_t)j);
+                dedup_scalable_might_contain_batch(sb, d, 1000, out);
+                for (int j = 0; j < 1000; j++)
+                    fp += out[j];
+            }
+            fprintf(stderr, "scalable %s, %u links: measured FPR %.5f, model %.5f, conditional %.5f\n",
+                    kind ? "blocked" : "classic", info.links, (double)fp / (double)trials, whole,
+                    cond);
+            assert_true(fp <= tu_binomial_upper(trials, cond * 1.12));
+            assert_true(fp >= tu_binomial_lower(trials, cond * 0.88));
+            assert_true(fp <= tu_binomial_upper(trials, whole * 1.25));
+            assert_true(fp >= tu_binomial_lower(trials, whole * 0.75));
         }
         /* The batch verb gives the same verdicts and the same chain as the
          * single one, duplicates inside a batch included. */
@@ -252,8 +337,11 @@ static void test_grow_10m(void **state)
             (unsigned long long)n, info.links, bits_per_item, (double)fp / (double)total,
             info.fpr_current, info.fpr_bound);
     assert_true(info.fpr_bound <= 0.01);
-    assert_true(fp <= tu_binomial_upper(total, info.fpr_current));
-    assert_true(fp >= tu_binomial_lower(total, info.fpr_current));
+    /* Widened by 12% as in test_model: the classic chain measures 2-8%
+     * above its fill-based rate (seen: +4.6% at 1M keys, 3.6 standard
+     * deviations, which failed the bare bound); twice the rate fails. */
+    assert_true(fp <= tu_binomial_upper(total, info.fpr_current * 1.12));
+    assert_true(fp >= tu_binomial_lower(total, info.fpr_current * 0.88));
     assert_true((double)fp / (double)total <= 0.01);
     assert_true(maybe <= tu_binomial_upper(n, info.fpr_bound));
     if (n == 10000000)

@@ -976,7 +976,7 @@ static void test_corrupt_rejected(void **state)
             {P + 112, 0, 8},                    /* peak below live */
             {P + 120, 0, 8},                    /* expired: live + expired != kept */
             {P + 128, 1000000, 4},              /* generation count */
-            {P + 132, 1, 4},                    /* reserved */
+            {P + 132, 2, 4},                    /* unknown window option (bit 0 is refresh) */
             {P + 136, (uint64_t)1 << 62, 8},    /* first generation id beyond T */
             {P + 144, 0, 8},                    /* empty generation */
         };
