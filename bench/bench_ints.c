@@ -17,6 +17,7 @@
  * The median of --reps runs (default 3) is printed, as a Markdown table.
  *
  *   bench_ints [--n N (default 1e8)] [--reps R] [--only dense|sparse] [--hll-only]
+ *              [--method PREFIX]   (only the methods whose name starts so: "u64", "roaring")
  */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
@@ -175,7 +176,7 @@ int main(int argc, char **argv)
 {
     size_t n = 100000000;
     int reps = 3;
-    const char *only = NULL;
+    const char *only = NULL, *method_prefix = NULL;
     bool hll_only = false;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--n") == 0 && i + 1 < argc)
@@ -186,8 +187,11 @@ int main(int argc, char **argv)
             only = argv[++i];
         else if (strcmp(argv[i], "--hll-only") == 0)
             hll_only = true;
+        else if (strcmp(argv[i], "--method") == 0 && i + 1 < argc)
+            method_prefix = argv[++i];
         else {
-            fprintf(stderr, "usage: bench_ints [--n N] [--reps R] [--only dense|sparse] [--hll-only]\n");
+            fprintf(stderr, "usage: bench_ints [--n N] [--reps R] [--only dense|sparse] [--hll-only] "
+                            "[--method PREFIX]\n");
             return 2;
         }
     }
@@ -213,8 +217,16 @@ int main(int argc, char **argv)
             printf("| method | keys per CPU-second (median of %d) | bytes/key | vs string path |\n", reps);
             printf("|---|---|---|---|\n");
             result res[M_COUNT][16];
+            bool skip[M_COUNT];
+            for (int m = 0; m < M_COUNT; m++)
+                skip[m] = method_prefix &&
+                          strncmp(method_names[m], method_prefix, strlen(method_prefix)) != 0;
             for (int r = 0; r < reps; r++)
                 for (int m = 0; m < M_COUNT; m++) {
+                    if (skip[m]) {
+                        res[m][r] = (result){0, 0, 0, "not run (--method)"};
+                        continue;
+                    }
                     res[m][r] = run((method)m, ids, n, range, (uint64_t)exp_distinct);
                     fprintf(stderr, "%s rep %d %s: %.2fM keys/s %.2f B/key %s\n", name, r,
                             method_names[m], res[m][r].keys_per_s / 1e6, res[m][r].bytes_per_key,
@@ -235,12 +247,18 @@ int main(int argc, char **argv)
                     printf("| %s | %s | | |\n", method_names[m], res[m][0].note);
                     continue;
                 }
+                if (skip[M_STRING]) {
+                    printf("| %s | %.2fM | %.2f | (string path not run) |\n", method_names[m],
+                           med[m] / 1e6, bpk[m]);
+                    continue;
+                }
                 printf("| %s | %.2fM | %.2f | %.2fx faster, %.2fx the memory |\n", method_names[m],
                        med[m] / 1e6, bpk[m], med[m] / med[M_STRING], bpk[m] / bpk[M_STRING]);
             }
         }
         free(ids);
     }
-    bench_hll(n, reps);
+    if (!method_prefix)
+        bench_hll(n, reps);
     return 0;
 }

@@ -6,6 +6,7 @@
  * or the sketch's own calls.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "cli.h"
@@ -31,6 +32,17 @@ static void describe_seen(const dedup_seen *s, uint32_t type, filter_info_out *o
     info_bool(o, "distinct_exact", "distinct exact", in.distinct_exact);
     if (in.capacity)
         info_u64(o, "capacity", "capacity", in.capacity);
+    if (in.kind == DEDUP_SEEN_BITMAP) { /* the integers it covers: --range to resume it */
+        if (o->json) {
+            info_u64(o, "range_lo", "range low", in.range_lo);
+            info_u64(o, "range_hi", "range high", in.range_hi);
+        } else {
+            char r[48];
+            snprintf(r, sizeof r, "%llu..%llu", (unsigned long long)in.range_lo,
+                     (unsigned long long)in.range_hi);
+            info_str(o, "range", "range (--range)", r);
+        }
+    }
     info_bytes(o, "memory_bytes", "memory when loaded", in.memory);
     if (in.distinct)
         info_f64(o, "bytes_per_key", "bytes per key", (double)in.memory / (double)in.distinct);

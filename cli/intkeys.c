@@ -109,6 +109,7 @@ bool dd_int_keys_check(bool int_keys, const char *mode, bool range_given, bool b
                        dedup_seen_kind *kind)
 {
     bool bitmap = strcmp(mode, "bitmap") == 0, roaring = strcmp(mode, "roaring") == 0;
+    (void)state; /* a bitmap's file keeps its range: any --range resumes */
     *kind = 0;
     if (!int_keys) {
         snprintf(msg, cap, "%s needs --keys int",
@@ -149,11 +150,6 @@ bool dd_int_keys_check(bool int_keys, const char *mode, bool range_given, bool b
                                "use --mode roaring or exact, or more memory",
                      (unsigned long long)sizing->range_lo, (unsigned long long)sizing->range_hi, hb,
                      mb);
-            return false;
-        }
-        if (state && sizing->range_lo != 0) {
-            snprintf(msg, cap, "--state with a bitmap needs --range 0..HI: the file keeps the "
-                               "bits from 0, not an offset");
             return false;
         }
         *kind = DEDUP_SEEN_BITMAP;

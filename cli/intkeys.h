@@ -40,10 +40,12 @@ bool dd_int_range(const char *s, uint64_t *lo, uint64_t *hi);
 /* The method options of an integer-key run, checked before any work:
  * --mode exact is the 64-bit integer set (DEDUP_SEEN_U64), bitmap one bit
  * per value of --range (refused, with the bytes it would need, past -m or
- * the bitmap's 2^40-bit limit; with --state only from 0, since the file
- * keeps no offset), roaring the component (when built).  --range,
- * --on-bad-key and those modes without --keys int are refused.  True with
- * *kind set, or false with a sentence for the user in msg. */
+ * the bitmap's 2^40-bit limit; any LO..HI, with --state too: the file
+ * keeps the range, and resuming checks it in dd_seen_load), roaring the
+ * component (when built).  --range, --on-bad-key and those modes without
+ * --keys int are refused.  'state' (the --state path or NULL) is not needed
+ * by any check today.  True with *kind set, or false with a sentence for
+ * the user in msg. */
 bool dd_int_keys_check(bool int_keys, const char *mode, bool range_given, bool bad_key_given,
                        const dd_seen_opts *sizing, const char *state, char *msg, size_t cap,
                        dedup_seen_kind *kind);

@@ -202,13 +202,17 @@ dedup_status dd_seen_load(const dd_seen_opts *o, const char *path, dedup_seen **
 #endif
         st = dedup_seen_load_file(path, dd_seen_allocator(want), out);
     if (!st && want == DEDUP_SEEN_BITMAP) {
-        /* The file keeps bits 0 .. nbits - 1: the run must ask for the same. */
+        /* The file keeps its range: the run must ask for the same. */
         dedup_seen_info in;
         dedup_seen_get_info(*out, &in);
-        if (o->range_lo != 0 || in.capacity != o->range_hi + 1) {
+        if (o->range_lo != in.range_lo || o->range_hi != in.range_hi) {
             if (err && errcap)
-                snprintf(err, errcap, "the saved bitmap covers 0..%llu; give --range 0..%llu to resume it",
-                         (unsigned long long)(in.capacity - 1), (unsigned long long)(in.capacity - 1));
+                snprintf(err, errcap,
+                         "the saved bitmap covers --range %llu..%llu, not the --range %llu..%llu given; "
+                         "give --range %llu..%llu to resume it",
+                         (unsigned long long)in.range_lo, (unsigned long long)in.range_hi,
+                         (unsigned long long)o->range_lo, (unsigned long long)o->range_hi,
+                         (unsigned long long)in.range_lo, (unsigned long long)in.range_hi);
             dedup_seen_free(*out);
             *out = NULL;
             return DEDUP_ERR_INCOMPATIBLE;

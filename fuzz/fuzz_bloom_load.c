@@ -72,7 +72,8 @@ static void exercise_bitmap(dedup_bitmap *bm)
     dedup_mem_source src;
     dedup_bitmap *back = NULL;
     check(dedup_bitmap_load(dedup_mem_source_init(&src, buf, size), NULL, &back) == DEDUP_OK);
-    check(dedup_bitmap_size(back) == n);
+    check(dedup_bitmap_size(back) == n && dedup_bitmap_origin(back) == dedup_bitmap_origin(bm));
+    check(n - 1 <= UINT64_MAX - dedup_bitmap_origin(bm)); /* the last integer fits */
     check(dedup_bitmap_xor(back, bm) == DEDUP_OK && dedup_bitmap_popcount(back) == 0);
     dedup_bitmap_free(back);
     free(buf);

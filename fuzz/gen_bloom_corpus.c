@@ -2,6 +2,9 @@
  * gen_bloom_corpus.c - writes the seed corpus of fuzz_bloom_load into the
  * directory given (fuzz/corpus/bloom_load/): small valid classic, blocked
  * and bitmap files, and truncated, bit-flipped and hand-corrupted copies.
+ * The bitmap_v1_* files are not made here: bitmaps of the first params
+ * layout (no origin), kept as libdedup wrote them, so that old files stay
+ * loadable.
  * Not part of the build; run by hand when the format changes:
  *
  *   cc -std=c11 -Iinclude fuzz/gen_bloom_corpus.c build/libdedup.a -lxxhash -lm \
@@ -36,9 +39,9 @@ static unsigned char *bloom_bytes(dedup_bloom_kind kind, uint64_t n, double p, u
     return buf;
 }
 
-static unsigned char *bitmap_bytes(uint64_t nbits, size_t *len)
+static unsigned char *bitmap_bytes(uint64_t nbits, uint64_t origin, size_t *len)
 {
-    dedup_bitmap_params pa = {nbits};
+    dedup_bitmap_params pa = {.nbits = nbits, .origin = origin};
     dedup_bitmap *bm;
     if (dedup_bitmap_create(&pa, NULL, &bm))
         exit(1);
@@ -104,11 +107,16 @@ int main(int argc, char **argv)
     b = bloom_bytes(DEDUP_BLOOM_BLOCKED, 20, 0.0001, 0, &len);
     put("blocked_20_001pct_valid", b, len);
     free(b);
-    b = bitmap_bytes(1000, &len);
+    b = bitmap_bytes(1000, 0, &len);
     family("bitmap_1000", b, len);
     free(b);
-    b = bitmap_bytes(64, &len);
+    b = bitmap_bytes(64, 0, &len);
     put("bitmap_64_valid", b, len);
+    free(b);
+    b = bitmap_bytes(1001, 1000, &len);
+    family("bitmap_origin_1000", b, len);
+    dedup_put_u64(b + 48, UINT64_MAX - 999); /* the last integer would pass 2^64 - 1 */
+    put("bitmap_origin_overflow", b, len);
     free(b);
     put("empty", (const unsigned char *)"", 0);
     return 0;

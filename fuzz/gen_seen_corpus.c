@@ -1,9 +1,12 @@
 /*
  * gen_seen_corpus.c - writes the seeds of the fuzz_seen_load corpus into the
  * directory given (fuzz/corpus/seen_load/): one small saved seen-set of
- * every kind that saves (exact, fingerprint, u64, bitmap, bloom, blocked,
- * counting, cuckoo, cuckoo chain, scalable, exact and approximate
- * windows), a truncated one and one with a byte appended.  Not part of the
+ * every kind that saves (exact, fingerprint, u64, bitmap from 0 and from
+ * 1000, bloom, blocked, counting, cuckoo, cuckoo chain, scalable, exact and
+ * approximate windows), a truncated one and one with a byte appended.
+ * "bitmap-v1" is not made here: it is a bitmap file of the first params
+ * layout (no origin), kept as libdedup wrote it, so that old files stay
+ * loadable.  Not part of the
  * build; run by hand when a format changes:
  *
  *   cc -std=c11 -Iinclude fuzz/gen_seen_corpus.c build/libdedup.a -lxxhash -llz4 -lm -lpthread \
@@ -25,7 +28,7 @@ static unsigned char *seen_bytes(const dedup_seen_spec *sp, size_t *len)
         size_t l = (size_t)snprintf(k, sizeof k, "key-%llu", (unsigned long long)(i % 30));
         const unsigned char *kp = (const unsigned char *)k;
         dedup_digest d = dedup_hash(k, l, dedup_seen_seed(s));
-        uint64_t v = i % 30;
+        uint64_t v = sp->range_lo + i % 30;
         int64_t t = (int64_t)i * 1000;
         dedup_batch b = {.n = 1, .digests = &d, .keys = &kp, .lens = &l, .ints = &v, .times = &t};
         dedup_verdict out;
@@ -63,6 +66,7 @@ int main(int argc, char **argv)
         {"fingerprint", DEDUP_SEEN_FINGERPRINT, 0, 0, false, 0},
         {"u64", DEDUP_SEEN_U64, 0, 0, false, 0},
         {"bitmap", DEDUP_SEEN_BITMAP, 0, 0, false, 0},
+        {"bitmap-range", DEDUP_SEEN_BITMAP, 0, 0, false, 0},
         {"bloom", DEDUP_SEEN_BLOOM, 100, 0, false, 0},
         {"blocked", DEDUP_SEEN_BLOCKED, 100, 0, false, 0},
         {"counting", DEDUP_SEEN_COUNTING, 100, 0, false, 0},
@@ -81,7 +85,8 @@ int main(int argc, char **argv)
         sp.window_type = k[i].wtype;
         sp.approximate = k[i].approx;
         sp.duration = 10000;
-        sp.range_hi = 1023;
+        sp.range_lo = strcmp(k[i].name, "bitmap-range") == 0 ? 1000 : 0;
+        sp.range_hi = sp.range_lo + 1023;
         size_t len;
         unsigned char *p = seen_bytes(&sp, &len);
         put(k[i].name, p, len);

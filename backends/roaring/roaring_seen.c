@@ -87,11 +87,85 @@ static roaring_bitmap_t *bucket_for(rseen *r, uint32_t hi)
     return r->b[i].bm;
 }
 
-static dedup_status rs_decide(void *impl, const dedup_batch *b, dedup_verdict *out, size_t *done)
+/* ---- prefetch ----------------------------------------------------------------
+ * On IDs spread over a wide range each add lands in a container no other
+ * key of the batch touches, and waits on three cache misses in a row: the
+ * container's struct, then its data (an array container's last value and
+ * the middle of its binary search).  CRoaring 0.2.x has no batch add for
+ * unsorted values (roaring_bitmap_add_many only remembers the last
+ * container), so the batch is taken in groups: the containers of a group
+ * are found and their structs prefetched, then their data (a small array
+ * whole, a large one at its last value and quarters, a bitset's word),
+ * then the keys added, so the group's misses overlap.  This reads the layouts
+ * that 0.2.x's installed headers publish (roaring_array_t, the array and
+ * bitset containers); where a CRoaring keeps them private (its type-code
+ * macros absent) the adds run without the prefetch. */
+#if defined(ARRAY_CONTAINER_TYPE_CODE) && defined(BITSET_CONTAINER_TYPE_CODE) && \
+    defined(__GNUC__)
+#define RS_PREFETCH 1
+/* Measured on 3e7 IDs uniform over [0, 3e9) (array containers of ~650
+ * values): a group of 16 with whole arrays prefetched, 1.65x the adds per
+ * CPU-second of no prefetch; only the last and middle values, 1.1x; 32
+ * whole, 1.4x (bench/results/ints.md). */
+#define RS_GROUP 16u
+#define RS_WHOLE 1024 /* arrays up to 1024 values (32 lines) are prefetched whole */
+/* The prefetch pays only when the containers outgrow the caches and hold
+ * arrays: on dense IDs (a few thousand bitset containers) the extra search
+ * cost 0.7x, so it runs from RS_MIN_CONTAINERS containers of at most 4096
+ * values on average (array containers' limit). */
+#define RS_MIN_CONTAINERS 4096u
+
+static bool worth_prefetching(const rseen *r)
 {
-    rseen *r = impl;
-    if (b->n && !b->ints)
-        return DEDUP_ERR_INVALID_ARG;
+    uint64_t containers = 0;
+    for (size_t i = 0; i < r->n; i++)
+        containers += (uint64_t)r->b[i].bm->high_low_container.size;
+    return containers >= RS_MIN_CONTAINERS && r->card <= containers * 4096;
+}
+
+/* The container of chunk 'key' (the value's bits 16..31) in 'bm', or NULL. */
+static const void *container_of(const roaring_bitmap_t *bm, uint16_t key, uint8_t *type)
+{
+    const roaring_array_t *ra = &bm->high_low_container;
+    int32_t lo = 0, hi = ra->size - 1;
+    while (lo <= hi) {
+        int32_t mid = (lo + hi) >> 1;
+        uint16_t k = ra->keys[mid];
+        if (k < key)
+            lo = mid + 1;
+        else if (k > key)
+            hi = mid - 1;
+        else {
+            *type = ra->typecodes[mid];
+            return ra->containers[mid];
+        }
+    }
+    return NULL;
+}
+
+static void prefetch_data(const void *c, uint8_t type, uint16_t low)
+{
+    if (type == ARRAY_CONTAINER_TYPE_CODE) {
+        const array_container_t *ac = c;
+        int32_t n = ac->cardinality;
+        if (n > 0 && n <= RS_WHOLE) { /* every line: the search and the shift read them */
+            for (int32_t j = 0; j < n; j += 32)
+                __builtin_prefetch(&ac->array[j], 1, 3);
+            __builtin_prefetch(&ac->array[n - 1], 1, 3);
+        } else if (n > 0) { /* the append check, then the search's first steps */
+            __builtin_prefetch(&ac->array[n - 1], 1, 3);
+            for (int32_t q = 1; q < 4; q++)
+                __builtin_prefetch(&ac->array[(int64_t)n * q / 4], 1, 3);
+        }
+    } else if (type == BITSET_CONTAINER_TYPE_CODE) {
+        __builtin_prefetch(&((const bitset_container_t *)c)->array[low >> 6], 1, 3);
+    }
+}
+#endif
+
+/* Adds the batch's keys one at a time. */
+static dedup_status add_plain(rseen *r, const dedup_batch *b, dedup_verdict *out, size_t *done)
+{
     for (size_t i = 0; i < b->n; i++) {
         uint64_t v = b->ints[i];
         roaring_bitmap_t *bm = bucket_for(r, (uint32_t)(v >> 32));
@@ -105,6 +179,48 @@ static dedup_status rs_decide(void *impl, const dedup_batch *b, dedup_verdict *o
     }
     *done = b->n;
     return DEDUP_OK;
+}
+
+static dedup_status rs_decide(void *impl, const dedup_batch *b, dedup_verdict *out, size_t *done)
+{
+    rseen *r = impl;
+    if (b->n && !b->ints)
+        return DEDUP_ERR_INVALID_ARG;
+#ifdef RS_PREFETCH
+    if (!worth_prefetching(r))
+        return add_plain(r, b, out, done);
+    roaring_bitmap_t *bms[RS_GROUP];
+    for (size_t off = 0; off < b->n; off += RS_GROUP) {
+        size_t g = b->n - off < RS_GROUP ? b->n - off : RS_GROUP;
+        const uint64_t *v = b->ints + off;
+        const void *c[RS_GROUP];
+        uint8_t type[RS_GROUP];
+        /* Nothing is added before the third pass, so the containers found
+         * in the first are still those of the second. */
+        for (size_t i = 0; i < g; i++) {
+            bms[i] = bucket_for(r, (uint32_t)(v[i] >> 32));
+            if (!bms[i]) {
+                *done = off;
+                return DEDUP_ERR_NOMEM;
+            }
+            c[i] = container_of(bms[i], (uint16_t)(v[i] >> 16), &type[i]);
+            if (c[i])
+                __builtin_prefetch(c[i], 0, 3);
+        }
+        for (size_t i = 0; i < g; i++)
+            if (c[i])
+                prefetch_data(c[i], type[i], (uint16_t)v[i]);
+        for (size_t i = 0; i < g; i++) {
+            bool added = roaring_bitmap_add_checked(bms[i], (uint32_t)v[i]);
+            r->card += added;
+            out[off + i] = added ? DEDUP_NEW : DEDUP_DUPLICATE;
+        }
+    }
+    *done = b->n;
+    return DEDUP_OK;
+#else
+    return add_plain(r, b, out, done);
+#endif
 }
 
 static dedup_status rs_query(const void *impl, const dedup_batch *b, dedup_verdict *out)

@@ -30,14 +30,21 @@ extern "C" {
 typedef struct dedup_bitmap dedup_bitmap;
 
 typedef struct dedup_bitmap_params {
-    uint64_t nbits; /* size in bits, 1 .. DEDUP_MAX_BITS; required */
+    uint64_t nbits;  /* size in bits, 1 .. DEDUP_MAX_BITS; required */
+    uint64_t origin; /* the integer bit 0 stands for, for a caller mapping
+                        integers [origin, origin + nbits - 1] onto bits (the
+                        seen-set's --range LO..HI keeps LO here); kept in the
+                        file, and two bitmaps combine only when their origins
+                        are equal; no other call reads it.  Default 0.
+                        origin + nbits - 1 must not pass 2^64 - 1. */
 } dedup_bitmap_params;
 
-/* Defaults: nbits 0 (must be set). */
+/* Defaults: nbits 0 (must be set), origin 0. */
 void dedup_bitmap_params_init(dedup_bitmap_params *params);
 
 /* Creates a bitmap with every bit 0.  Memory: ceil(nbits / 64) * 8 bytes.
- * Errors: DEDUP_ERR_INVALID_ARG (nbits 0, NULL pointers), DEDUP_ERR_LIMIT
+ * Errors: DEDUP_ERR_INVALID_ARG (nbits 0, origin + nbits - 1 past 2^64 - 1,
+ * NULL pointers), DEDUP_ERR_LIMIT
  * (nbits > DEDUP_MAX_BITS), DEDUP_ERR_NOMEM. */
 dedup_status dedup_bitmap_create(const dedup_bitmap_params *params, const dedup_allocator *alloc,
                                  dedup_bitmap **out);
@@ -46,6 +53,9 @@ void dedup_bitmap_free(dedup_bitmap *bm);
 
 /* Number of bits. */
 uint64_t dedup_bitmap_size(const dedup_bitmap *bm);
+/* The origin it was created or loaded with (params.origin; 0 for a file of
+ * the first params layout and for dedup_bitmap_import_redis()). */
+uint64_t dedup_bitmap_origin(const dedup_bitmap *bm);
 
 /* Sets / clears bit 'i'.  DEDUP_ERR_RANGE if i >= size. */
 dedup_status dedup_bitmap_set(dedup_bitmap *bm, uint64_t i);
@@ -88,7 +98,7 @@ dedup_status dedup_bitmap_import_redis(const void *bytes, size_t len, uint64_t n
 void dedup_bitmap_clear_all(dedup_bitmap *bm);
 
 /* dst = dst OP src, word by word.  DEDUP_ERR_INCOMPATIBLE unless both have
- * the same size (dst unchanged).  dst == src is allowed. */
+ * the same size and origin (dst unchanged).  dst == src is allowed. */
 dedup_status dedup_bitmap_and(dedup_bitmap *dst, const dedup_bitmap *src);
 dedup_status dedup_bitmap_or(dedup_bitmap *dst, const dedup_bitmap *src);
 dedup_status dedup_bitmap_xor(dedup_bitmap *dst, const dedup_bitmap *src);
@@ -97,7 +107,10 @@ dedup_status dedup_bitmap_xor(dedup_bitmap *dst, const dedup_bitmap *src);
 size_t dedup_bitmap_memory_usage(const dedup_bitmap *bm);
 
 /* ---- Persistence (docs/FORMAT.md: type BITMAP) ---------------------------
- * The file's hash seed field is 0 (a bitmap holds indexes, not digests). */
+ * The file's hash seed field is 0 (a bitmap holds indexes, not digests).
+ * save writes the second params layout (nbits, origin); load reads it and
+ * the first (nbits only: files written before the origin existed), which
+ * loads with origin 0. */
 dedup_status dedup_bitmap_save(const dedup_bitmap *bm, dedup_sink *sink);
 /* Bytes dedup_bitmap_save() writes. */
 uint64_t dedup_bitmap_serialized_size(const dedup_bitmap *bm);

@@ -341,6 +341,9 @@ typedef struct dedup_seen_info {
     size_t memory;           /* bytes held, as dedup_seen_memory_usage() */
     uint64_t bits;           /* filter bits / table bytes*8; 0 when not meaningful */
     uint32_t hashes;         /* k, or 0 */
+    /* (added) BITMAP: the integers it covers, inclusive (the spec's
+     * range_lo..range_hi, or a loaded file's); both 0 for other kinds */
+    uint64_t range_lo, range_hi;
 } dedup_seen_info;
 
 void dedup_seen_get_info(const dedup_seen *s, dedup_seen_info *out);
@@ -415,9 +418,9 @@ dedup_status dedup_seen_merge(dedup_seen *dst, const dedup_seen *src, char *why,
 
 /* Saves in the file format / atomically to a file (dedup_save_file()).
  * DEDUP_ERR_UNSUPPORTED for kinds that cannot (EXACT_SPILL after spilling,
- * remote kinds, and a BITMAP whose range_lo is not 0: its file is the
- * bitmap's own, which has no field for it; a loaded bitmap covers
- * [0, bits - 1]).  No file is created then. */
+ * remote kinds).  No file is created then.  A BITMAP's file keeps its
+ * range (the bitmap's origin is range_lo), so a loaded one covers the same
+ * integers; dedup_seen_get_info() tells which. */
 dedup_status dedup_seen_save(const dedup_seen *s, dedup_sink *sink);
 dedup_status dedup_seen_save_file(const dedup_seen *s, const char *path);
 

@@ -276,6 +276,15 @@ dedup_status dedup_u64set_create(const dedup_set_params *params, const dedup_all
 void dedup_u64set_free(dedup_u64set *set);
 dedup_status dedup_u64set_insert(dedup_u64set *set, uint64_t key, dedup_verdict *verdict);
 bool dedup_u64set_contains(const dedup_u64set *set, uint64_t key);
+/* The same for 'n' keys, verdicts[i] / found[i] for keys[i], in order (a
+ * key repeated inside the batch is NEW once, then DUPLICATE), with the
+ * probes of a group of keys in flight together (prefetch).  insert_batch
+ * stops at the first error (as insert's), *done (may be NULL) = the keys
+ * recorded before it, n on success. */
+dedup_status dedup_u64set_insert_batch(dedup_u64set *set, const uint64_t *keys, size_t n,
+                                       dedup_verdict *verdicts, size_t *done);
+void dedup_u64set_contains_batch(const dedup_u64set *set, const uint64_t *keys, size_t n,
+                                 bool *found);
 uint64_t dedup_u64set_size(const dedup_u64set *set);
 size_t dedup_u64set_memory_usage(const dedup_u64set *set);
 dedup_status dedup_u64set_save(const dedup_u64set *set, dedup_sink *sink);

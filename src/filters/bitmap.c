@@ -5,23 +5,38 @@
  * last word are kept zero by every operation (set/clear check the index;
  * and/or/xor of equal-sized bitmaps cannot create them), so popcount needs
  * no masking and a loader can reject a file that sets them.
+ *
+ * The origin (the integer bit 0 stands for) rides along for callers that
+ * map integers onto bits; nothing here but the file and the and/or/xor
+ * shape check reads it.
  */
 #include "dedup/bitmap.h"
 
 #include "dedup/limits.h"
 #include "internal.h"
 
-#define PARAMS_LEN 8u
+/* Params layouts: 1 = nbits (8 bytes, origin 0; still read), 2 = nbits,
+ * origin (16 bytes; written). */
+#define PARAMS_LEN_V1 8u
+#define PARAMS_LEN 16u
 
 struct dedup_bitmap {
     uint64_t *words;
     void *raw;
     uint64_t nbits;
     uint64_t nwords;
+    uint64_t origin;
     dedup_allocator alloc;
 };
 
-void dedup_bitmap_params_init(dedup_bitmap_params *params) { params->nbits = 0; }
+void dedup_bitmap_params_init(dedup_bitmap_params *params)
+{
+    params->nbits = 0;
+    params->origin = 0;
+}
+
+/* origin + nbits - 1 fits in 64 bits (nbits >= 1). */
+static bool origin_fits(uint64_t origin, uint64_t nbits) { return nbits - 1 <= UINT64_MAX - origin; }
 
 static dedup_status bitmap_alloc(uint64_t nbits, const dedup_allocator *a, dedup_bitmap **out)
 {
@@ -40,6 +55,7 @@ static dedup_status bitmap_alloc(uint64_t nbits, const dedup_allocator *a, dedup
     }
     bm->nbits = nbits;
     bm->nwords = nwords;
+    bm->origin = 0;
     *out = bm;
     return DEDUP_OK;
 }
@@ -54,9 +70,14 @@ dedup_status dedup_bitmap_create(const dedup_bitmap_params *params, const dedup_
         return DEDUP_ERR_INVALID_ARG;
     if (params->nbits > DEDUP_MAX_BITS)
         return DEDUP_ERR_LIMIT;
+    if (!origin_fits(params->origin, params->nbits))
+        return DEDUP_ERR_INVALID_ARG;
     dedup_allocator a;
     ddi_allocator_resolve(&a, alloc);
-    return bitmap_alloc(params->nbits, &a, out);
+    dedup_status s = bitmap_alloc(params->nbits, &a, out);
+    if (!s)
+        (*out)->origin = params->origin;
+    return s;
 }
 
 void dedup_bitmap_free(dedup_bitmap *bm)
@@ -69,6 +90,8 @@ void dedup_bitmap_free(dedup_bitmap *bm)
 }
 
 uint64_t dedup_bitmap_size(const dedup_bitmap *bm) { return bm->nbits; }
+
+uint64_t dedup_bitmap_origin(const dedup_bitmap *bm) { return bm->origin; }
 
 dedup_status dedup_bitmap_set(dedup_bitmap *bm, uint64_t i)
 {
@@ -236,7 +259,7 @@ void dedup_bitmap_clear_all(dedup_bitmap *bm) { memset(bm->words, 0, (size_t)bm-
     {                                                                                  \
         if (!dst || !src)                                                              \
             return DEDUP_ERR_INVALID_ARG;                                              \
-        if (dst->nbits != src->nbits)                                                  \
+        if (dst->nbits != src->nbits || dst->origin != src->origin)                    \
             return DEDUP_ERR_INCOMPATIBLE;                                             \
         uint64_t *d = dst->words;                                                      \
         const uint64_t *s = src->words;                                                \
@@ -261,6 +284,7 @@ dedup_status dedup_bitmap_save(const dedup_bitmap *bm, dedup_sink *sink)
         return DEDUP_ERR_INVALID_ARG;
     unsigned char params[PARAMS_LEN];
     dedup_put_u64(params, bm->nbits);
+    dedup_put_u64(params + 8, bm->origin);
     dedup_encoder e;
     dedup_status s = dedup_encoder_begin(&e, *sink, DEDUP_TYPE_BITMAP, 0, params, PARAMS_LEN,
                                          bm->nwords * 8);
@@ -289,12 +313,14 @@ dedup_status dedup_bitmap_load(dedup_source src, const dedup_allocator *alloc,
     dedup_status s = dedup_decoder_begin(dec, src, DEDUP_TYPE_BITMAP);
     if (s)
         goto done;
-    if (dec->header.params_len != PARAMS_LEN) {
+    uint32_t plen = dec->header.params_len;
+    if (plen != PARAMS_LEN && plen != PARAMS_LEN_V1) {
         s = DEDUP_ERR_CORRUPT;
         goto done;
     }
     uint64_t nbits = dedup_get_u64(dec->params);
-    if (nbits == 0) {
+    uint64_t origin = plen == PARAMS_LEN ? dedup_get_u64(dec->params + 8) : 0;
+    if (nbits == 0 || !origin_fits(origin, nbits)) {
         s = DEDUP_ERR_CORRUPT;
         goto done;
     }
@@ -310,6 +336,7 @@ dedup_status dedup_bitmap_load(dedup_source src, const dedup_allocator *alloc,
     s = bitmap_alloc(nbits, &a, &bm);
     if (s)
         goto done;
+    bm->origin = origin;
     s = dedup_decoder_read_u64s(dec, bm->words, (size_t)nwords);
     if (!s)
         s = dedup_decoder_end(dec);

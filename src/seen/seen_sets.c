@@ -310,14 +310,7 @@ static dedup_status u64_decide(void *impl, const dedup_batch *b, dedup_verdict *
     dedup_u64set *s = ((box *)impl)->st;
     if (b->n && !b->ints)
         return DEDUP_ERR_INVALID_ARG;
-    for (size_t i = 0; i < b->n; i++) {
-        dedup_status st = dedup_u64set_insert(s, b->ints[i], &out[i]);
-        if (st) {
-            *done = i;
-            return st;
-        }
-    }
-    return DEDUP_OK;
+    return dedup_u64set_insert_batch(s, b->ints, b->n, out, done);
 }
 
 static dedup_status u64_query(const void *impl, const dedup_batch *b, dedup_verdict *out)
@@ -325,8 +318,13 @@ static dedup_status u64_query(const void *impl, const dedup_batch *b, dedup_verd
     const dedup_u64set *s = ((const box *)impl)->st;
     if (b->n && !b->ints)
         return DEDUP_ERR_INVALID_ARG;
-    for (size_t i = 0; i < b->n; i++)
-        out[i] = dedup_u64set_contains(s, b->ints[i]) ? DEDUP_DUPLICATE : DEDUP_NEW;
+    bool found[256];
+    for (size_t off = 0; off < b->n; off += 256) {
+        size_t g = b->n - off < 256 ? b->n - off : 256;
+        dedup_u64set_contains_batch(s, b->ints + off, g, found);
+        for (size_t i = 0; i < g; i++)
+            out[off + i] = found[i] ? DEDUP_DUPLICATE : DEDUP_NEW;
+    }
     return DEDUP_OK;
 }
 
@@ -365,9 +363,9 @@ const ddi_seen_class ddi_seen_class_u64 = {
 
 /* ---- BITMAP ---------------------------------------------------------------------------
  * Integer v is bit v - range_lo.  The file is the bitmap's own
- * (DEDUP_TYPE_BITMAP), which has no field for range_lo: a bitmap whose range
- * does not start at 0 cannot be saved (DEDUP_ERR_UNSUPPORTED), and a loaded
- * one covers [0, nbits - 1]. */
+ * (DEDUP_TYPE_BITMAP), whose origin is range_lo: a loaded one covers
+ * [origin, origin + nbits - 1] (a file of the first layout, without an
+ * origin, [0, nbits - 1]). */
 
 static dedup_status bm_create(const dedup_seen_spec *sp, const dedup_allocator *a, void **impl)
 {
@@ -383,6 +381,7 @@ static dedup_status bm_create(const dedup_seen_spec *sp, const dedup_allocator *
     dedup_bitmap_params p;
     dedup_bitmap_params_init(&p);
     p.nbits = sp->range_hi - sp->range_lo + 1;
+    p.origin = sp->range_lo;
     if (sp->memory && (p.nbits + 63) / 64 * 8 > sp->memory)
         st = DEDUP_ERR_LIMIT;
     else
@@ -402,7 +401,12 @@ static dedup_status bitmap_st_load(dedup_source src, const dedup_allocator *a, v
 
 static dedup_status bm_load(dedup_source src, const dedup_allocator *a, uint64_t seed, void **impl)
 {
-    return box_load(src, a, seed, bitmap_st_load, impl);
+    dedup_status st = box_load(src, a, seed, bitmap_st_load, impl);
+    if (st == DEDUP_OK) {
+        box *bx = *impl;
+        bx->lo = dedup_bitmap_origin(bx->st);
+    }
+    return st;
 }
 
 static dedup_status bm_decide(void *impl, const dedup_batch *b, dedup_verdict *out, size_t *done)
@@ -465,19 +469,20 @@ static void bm_info(const void *impl, dedup_seen_info *in)
     in->file_type = DEDUP_TYPE_BITMAP;
     in->can_delete = true;
     in->can_merge = true;
-    in->can_save = x->lo == 0;
+    in->can_save = true;
     in->seed = x->seed;
     in->capacity = dedup_bitmap_size(x->st);
     in->items = in->distinct = dedup_bitmap_popcount(x->st);
     in->distinct_exact = true;
     in->memory = dedup_bitmap_memory_usage(x->st) + sizeof *x;
     in->bits = dedup_bitmap_size(x->st);
+    in->range_lo = x->lo;
+    in->range_hi = x->lo + (dedup_bitmap_size(x->st) - 1);
 }
 
 static dedup_status bm_save(const void *impl, dedup_sink *sink)
 {
-    const box *x = impl;
-    return x->lo ? DEDUP_ERR_UNSUPPORTED : dedup_bitmap_save(x->st, sink);
+    return dedup_bitmap_save(((const box *)impl)->st, sink);
 }
 
 static dedup_status bm_merge(void *dst, const void *src, char *why, size_t whycap)

@@ -78,9 +78,10 @@ static inline uint64_t u64_home(const dedup_u64set *s, uint64_t key, uint64_t ns
     return dedup_reduce(dedup_hash_u64(key, s->seed).lo, nslots);
 }
 
-static inline uint64_t u64_find(const dedup_u64set *s, uint64_t key, bool *found)
+/* The slot holding 'key', or the empty slot where it belongs (*found
+ * false), scanning right from slot 'i' (its home). */
+static inline uint64_t u64_scan(const dedup_u64set *s, uint64_t key, uint64_t i, bool *found)
 {
-    uint64_t i = u64_home(s, key, s->nslots);
     for (;;) {
         uint64_t x = s->slots[i];
         if (x == key) {
@@ -94,6 +95,11 @@ static inline uint64_t u64_find(const dedup_u64set *s, uint64_t key, bool *found
         if (++i == s->nslots)
             i = 0;
     }
+}
+
+static inline uint64_t u64_find(const dedup_u64set *s, uint64_t key, bool *found)
+{
+    return u64_scan(s, key, u64_home(s, key, s->nslots), found);
 }
 
 static dedup_status u64_rehash(dedup_u64set *s)
@@ -124,7 +130,9 @@ static dedup_status u64_rehash(dedup_u64set *s)
     return DEDUP_OK;
 }
 
-dedup_status dedup_u64set_insert(dedup_u64set *s, uint64_t key, dedup_verdict *verdict)
+/* Records 'key' whose hash (dedup_hash_u64(key, seed).lo) is 'h'. */
+static dedup_status u64_insert_hashed(dedup_u64set *s, uint64_t key, uint64_t h,
+                                      dedup_verdict *verdict)
 {
     if (key == 0) {
         *verdict = s->has_zero ? DEDUP_DUPLICATE : DEDUP_NEW;
@@ -134,7 +142,7 @@ dedup_status dedup_u64set_insert(dedup_u64set *s, uint64_t key, dedup_verdict *v
         return DEDUP_OK;
     }
     bool found;
-    uint64_t i = u64_find(s, key, &found);
+    uint64_t i = u64_scan(s, key, dedup_reduce(h, s->nslots), &found);
     if (found) {
         *verdict = DEDUP_DUPLICATE;
         return DEDUP_OK;
@@ -143,12 +151,69 @@ dedup_status dedup_u64set_insert(dedup_u64set *s, uint64_t key, dedup_verdict *v
         dedup_status st = u64_rehash(s);
         if (st)
             return st;
-        i = u64_find(s, key, &found);
+        i = u64_scan(s, key, dedup_reduce(h, s->nslots), &found);
     }
     s->slots[i] = key;
     s->size++;
     *verdict = DEDUP_NEW;
     return DEDUP_OK;
+}
+
+dedup_status dedup_u64set_insert(dedup_u64set *s, uint64_t key, dedup_verdict *verdict)
+{
+    return u64_insert_hashed(s, key, dedup_hash_u64(key, s->seed).lo, verdict);
+}
+
+/* The batch calls hash a group of keys once, prefetch each home slot's
+ * line, then probe: the group's cache misses overlap instead of each
+ * insert waiting on its own (~250 ns in a table larger than the caches).
+ * A group of 64 keeps its lines within L1 until they are probed.  A
+ * rehash in the middle of a group only wastes the rest of its prefetches:
+ * homes are taken from the hashes against the table of the moment. */
+#define U64_GROUP 64u
+
+dedup_status dedup_u64set_insert_batch(dedup_u64set *s, const uint64_t *keys, size_t n,
+                                       dedup_verdict *verdicts, size_t *done)
+{
+    uint64_t h[U64_GROUP];
+    for (size_t off = 0; off < n; off += U64_GROUP) {
+        size_t g = n - off < U64_GROUP ? n - off : U64_GROUP;
+        for (size_t i = 0; i < g; i++) {
+            h[i] = dedup_hash_u64(keys[off + i], s->seed).lo;
+            DD_PREFETCH_W(&s->slots[dedup_reduce(h[i], s->nslots)]);
+        }
+        for (size_t i = 0; i < g; i++) {
+            dedup_status st = u64_insert_hashed(s, keys[off + i], h[i], &verdicts[off + i]);
+            if (st) {
+                if (done)
+                    *done = off + i;
+                return st;
+            }
+        }
+    }
+    if (done)
+        *done = n;
+    return DEDUP_OK;
+}
+
+void dedup_u64set_contains_batch(const dedup_u64set *s, const uint64_t *keys, size_t n,
+                                 bool *found)
+{
+    uint64_t h[U64_GROUP];
+    for (size_t off = 0; off < n; off += U64_GROUP) {
+        size_t g = n - off < U64_GROUP ? n - off : U64_GROUP;
+        for (size_t i = 0; i < g; i++) {
+            h[i] = dedup_hash_u64(keys[off + i], s->seed).lo;
+            DD_PREFETCH(&s->slots[dedup_reduce(h[i], s->nslots)]);
+        }
+        for (size_t i = 0; i < g; i++) {
+            uint64_t k = keys[off + i];
+            if (k == 0)
+                found[off + i] = s->has_zero;
+            else
+                (void)u64_scan(s, k, dedup_reduce(h[i], s->nslots), &found[off + i]);
+        }
+    }
 }
 
 bool dedup_u64set_contains(const dedup_u64set *s, uint64_t key)

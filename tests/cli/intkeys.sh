@@ -2,7 +2,8 @@
 # dedup --keys int: the integer set, the bitmap and roaring against a naive
 # reference (first occurrence of each integer value) on seeded inputs, with
 # whole-record and -f keys, decimal and hex; --on-bad-key fail|skip|keep;
-# --state saved and resumed for every mode and read by `dedup filter info`;
+# --state saved and resumed for every mode and read by `dedup filter info`
+# (a bitmap of any --range, which its file keeps; an old file without it);
 # memory per key; and the errors found before any work.
 . "$(dirname "$0")/lib/common.sh"
 . "$(dirname "$0")/lib/expect.sh"
@@ -90,7 +91,43 @@ o = json.load(open("info.json"))
 assert o["distinct"] == int(sys.argv[1]) and o["distinct_exact"] is True, o
 EOF
 done
-expect_err "covers 0..14999" "$DEDUP" --keys int --mode bitmap --range 0..20000 --state state.bitmap part1.txt
+expect_err "the saved bitmap covers --range 0..14999, not the --range 0..20000 given; give --range 0..14999" \
+    "$DEDUP" --keys int --mode bitmap --range 0..20000 --state state.bitmap part1.txt
+# A bitmap whose range does not start at 0: saved, resumed, described; a
+# rerun with another range is refused naming both, and leaves the file.
+awk '{ print $1 + 1000000 }' part1.txt > hi1.txt
+awk '{ print $1 + 1000000 }' part2.txt > hi2.txt
+cat hi1.txt hi2.txt > hiboth.txt
+ref hiboth.txt > ref_hiboth.txt
+rm -f state.hi
+{ "$DEDUP" --keys int --mode bitmap --range 1000000..1014999 --state state.hi hi1.txt &&
+  "$DEDUP" --keys int --mode bitmap --range 1000000..1014999 --state state.hi hi2.txt; } > out.txt ||
+    fail "--state bitmap from 1000000: exit $?"
+cmp -s out.txt ref_hiboth.txt || fail "--state bitmap from 1000000: resumed output differs from one run"
+"$DEDUP" filter info --json state.hi > info.json || fail "filter info state.hi"
+python3 - "$(sort -un hiboth.txt | wc -l)" <<'EOF' || fail "filter info state.hi: $(cat info.json)"
+import json, sys
+o = json.load(open("info.json"))
+assert o["distinct"] == int(sys.argv[1]) and o["capacity"] == 15000, o
+assert o["range_lo"] == 1000000 and o["range_hi"] == 1014999, o
+EOF
+"$DEDUP" filter info state.hi > info.txt || fail "filter info state.hi (text)"
+grep -q "^range (--range) *1000000..1014999$" info.txt || fail "filter info text lacks the range: $(cat info.txt)"
+cp state.hi state.hi.before
+expect_err "the saved bitmap covers --range 1000000..1014999, not the --range 0..1014999 given" \
+    "$DEDUP" --keys int --mode bitmap --range 0..1014999 --state state.hi hi1.txt
+expect_err "not the --range 1000001..1015000 given; give --range 1000000..1014999 to resume it" \
+    "$DEDUP" --keys int --mode bitmap --range 1000001..1015000 --state state.hi hi1.txt
+cmp -s state.hi.before state.hi || fail "a refused resume changed the state file"
+# A bitmap state of the first file layout (written before the file kept the
+# range: it covers 0..1023 and holds 0..29) still resumes and is described.
+cp "$SRC/fuzz/corpus/seen_load/bitmap-v1" old.state
+printf '5\n29\n30\n1023\n5\n' | "$DEDUP" --keys int --mode bitmap --range 0..1023 --state old.state > out.txt ||
+    fail "old bitmap state: exit $?"
+[ "$(tr '\n' ' ' < out.txt)" = "30 1023 " ] || fail "old bitmap state: $(cat out.txt)"
+"$DEDUP" filter info --json old.state > info.json || fail "filter info old.state"
+python3 -c 'import json; o=json.load(open("info.json")); assert (o["range_lo"], o["range_hi"], o["distinct"]) == (0, 1023, 32), o' ||
+    fail "filter info old.state: $(cat info.json)"
 expect_err "is a 'set-u64' state, but --mode roaring keeps a 'roaring' state" "$DEDUP" --keys int --mode roaring --state state.exact part1.txt
 
 # Memory per key: the integer set sized with -n at most 12 bytes a key, at
@@ -115,7 +152,6 @@ expect_err "--keys must be int or string" "$DEDUP" --keys float ids.txt
 expect_err "--on-bad-key must be fail, skip or keep" "$DEDUP" --keys int --on-bad-key drop ids.txt
 expect_err "works with --mode exact (the integer set), bitmap or roaring, not bloom" \
     "$DEDUP" --keys int --mode bloom -n 10 ids.txt
-expect_err "--state with a bitmap needs --range 0..HI" "$DEDUP" --keys int --mode bitmap --range 5..9 --state x ids.txt
 expect_err "not with -c/--count" "$DEDUP" --keys int -c ids.txt
 "$DEDUP" --help > help.txt
 for opt in --keys --range --on-bad-key; do

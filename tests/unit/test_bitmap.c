@@ -1,4 +1,6 @@
-/* test_bitmap.c - the dense bitset against a naive model (one byte per bit). */
+/* test_bitmap.c - the dense bitset against a naive model (one byte per bit),
+ * its file (both params layouts: with and without the origin) and its
+ * origin. */
 #define _POSIX_C_SOURCE 200809L
 #include "testutil.h"
 
@@ -201,7 +203,7 @@ static void test_save_load(void **state)
             dedup_bitmap_set(bm, tu_below(&r, n));
         size_t len;
         unsigned char *buf = save_mem(bm, &len);
-        assert_int_equal(len, 40 + 8 + (n + 63) / 64 * 8 + 8);
+        assert_int_equal(len, 40 + 16 + (n + 63) / 64 * 8 + 8);
         dedup_bitmap *back = NULL;
         assert_int_equal(load_mem(buf, len, &back), DEDUP_OK);
         assert_int_equal(dedup_bitmap_size(back), n);
@@ -288,6 +290,118 @@ static void test_load_rejects(void **state)
     free(good);
 }
 
+/* A file of the first params layout (nbits only), as libdedup wrote it
+ * before the origin existed (fuzz/corpus/bloom_load/bitmap_v1_64_valid):
+ * 64 bits, bits 0, 7, 14 ... 63 set. */
+static const unsigned char v1_file[64] = {
+    0x89, 0x44, 0x44, 0x50, 0x0d, 0x0a, 0x1a, 0x0a, 0x01, 0x00, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00,
+    0x01, 0x00, 0x00, 0x00, 0x08, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+    0x08, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x40, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+    0x81, 0x40, 0x20, 0x10, 0x08, 0x04, 0x02, 0x81, 0x48, 0xd7, 0xdb, 0xf4, 0xf7, 0x50, 0x01, 0x0d,
+};
+
+/* A bitmap file of the second layout with these params (nbits, origin, and
+ * 'extra' bytes more), a correct checksum and a payload of zero words. */
+static unsigned char *v2_file(uint64_t nbits, uint64_t origin, size_t extra, size_t *len)
+{
+    unsigned char params[24] = {0};
+    dedup_put_u64(params, nbits);
+    dedup_put_u64(params + 8, origin);
+    uint64_t words = (nbits + 63) / 64;
+    *len = 40 + 16 + extra + (size_t)words * 8 + 8;
+    unsigned char *out = malloc(*len);
+    assert_non_null(out);
+    dedup_mem_sink ms;
+    dedup_sink sink = dedup_mem_sink_init(&ms, out, *len);
+    dedup_encoder e;
+    assert_int_equal(dedup_encoder_begin(&e, sink, DEDUP_TYPE_BITMAP, 0, params,
+                                         (uint32_t)(16 + extra), words * 8), DEDUP_OK);
+    uint64_t zero = 0;
+    for (uint64_t i = 0; i < words; i++)
+        assert_int_equal(dedup_encoder_write_u64s(&e, &zero, 1), DEDUP_OK);
+    assert_int_equal(dedup_encoder_end(&e), DEDUP_OK);
+    assert_int_equal(ms.len, *len);
+    return out;
+}
+
+static void test_origin(void **state)
+{
+    (void)state;
+    /* Created with an origin, saved in the second layout, loaded back. */
+    dedup_bitmap_params p;
+    dedup_bitmap_params_init(&p);
+    assert_int_equal(p.origin, 0);
+    p.nbits = 1001;
+    p.origin = 1000;
+    dedup_bitmap *bm = NULL;
+    assert_int_equal(dedup_bitmap_create(&p, NULL, &bm), DEDUP_OK);
+    assert_int_equal(dedup_bitmap_origin(bm), 1000);
+    dedup_bitmap_set(bm, 0);
+    dedup_bitmap_set(bm, 1000);
+    size_t len;
+    unsigned char *buf = save_mem(bm, &len);
+    assert_int_equal(dedup_get_u32(buf + 20), 16); /* params length */
+    assert_int_equal(dedup_get_u64(buf + 40), 1001);
+    assert_int_equal(dedup_get_u64(buf + 48), 1000);
+    dedup_bitmap *back = NULL;
+    assert_int_equal(load_mem(buf, len, &back), DEDUP_OK);
+    assert_int_equal(dedup_bitmap_origin(back), 1000);
+    assert_int_equal(dedup_bitmap_size(back), 1001);
+    assert_int_equal(dedup_bitmap_xor(back, bm), DEDUP_OK);
+    assert_int_equal(dedup_bitmap_popcount(back), 0);
+    dedup_bitmap_free(back);
+    free(buf);
+
+    /* Bits of different integers do not combine. */
+    dedup_bitmap *zero = make(1001, NULL);
+    assert_int_equal(dedup_bitmap_or(zero, bm), DEDUP_ERR_INCOMPATIBLE);
+    assert_int_equal(dedup_bitmap_and(bm, zero), DEDUP_ERR_INCOMPATIBLE);
+    assert_int_equal(dedup_bitmap_popcount(zero), 0);
+    assert_int_equal(dedup_bitmap_popcount(bm), 2);
+    dedup_bitmap_free(zero);
+    dedup_bitmap_free(bm);
+
+    /* The last integer must fit in 64 bits. */
+    p.nbits = 100;
+    p.origin = UINT64_MAX - 99;
+    assert_int_equal(dedup_bitmap_create(&p, NULL, &bm), DEDUP_OK);
+    dedup_bitmap_free(bm);
+    p.nbits = 101;
+    bm = (dedup_bitmap *)1;
+    assert_int_equal(dedup_bitmap_create(&p, NULL, &bm), DEDUP_ERR_INVALID_ARG);
+    assert_null(bm);
+
+    /* The first layout still loads, with origin 0, and re-saves in the second. */
+    assert_int_equal(load_mem(v1_file, sizeof v1_file, &back), DEDUP_OK);
+    assert_int_equal(dedup_bitmap_size(back), 64);
+    assert_int_equal(dedup_bitmap_origin(back), 0);
+    assert_int_equal(dedup_bitmap_popcount(back), 10);
+    for (uint64_t i = 0; i < 64; i++) {
+        bool v;
+        assert_int_equal(dedup_bitmap_get(back, i, &v), DEDUP_OK);
+        assert_int_equal(v, i % 7 == 0);
+    }
+    buf = save_mem(back, &len);
+    assert_int_equal(len, sizeof v1_file + 8);
+    dedup_bitmap_free(back);
+    free(buf);
+
+    /* Second-layout rejects, each with a correct checksum. */
+    buf = v2_file(100, UINT64_MAX - 99, 0, &len);
+    assert_int_equal(load_mem(buf, len, &back), DEDUP_OK); /* the last integer is 2^64 - 1 */
+    assert_int_equal(dedup_bitmap_origin(back), UINT64_MAX - 99);
+    dedup_bitmap_free(back);
+    free(buf);
+    buf = v2_file(101, UINT64_MAX - 99, 0, &len); /* one past */
+    back = (dedup_bitmap *)1;
+    assert_int_equal(load_mem(buf, len, &back), DEDUP_ERR_CORRUPT);
+    assert_null(back);
+    free(buf);
+    buf = v2_file(64, 5, 8, &len); /* params of 24 bytes: no such layout */
+    assert_int_equal(load_mem(buf, len, &back), DEDUP_ERR_CORRUPT);
+    free(buf);
+}
+
 static void test_files_and_oom(void **state)
 {
     (void)state;
@@ -319,7 +433,7 @@ static void test_files_and_oom(void **state)
     for (uint64_t fail = 1; fail < 10; fail++) {
         tu_failing_alloc st;
         dedup_allocator a = tu_failing_allocator(&st, fail);
-        dedup_bitmap_params p = {1000};
+        dedup_bitmap_params p = {.nbits = 1000};
         dedup_bitmap *x = NULL;
         dedup_status s = dedup_bitmap_create(&p, &a, &x);
         assert_true(s == DEDUP_OK || s == DEDUP_ERR_NOMEM);
@@ -343,7 +457,7 @@ int main(void)
         cmocka_unit_test(test_create_errors), cmocka_unit_test(test_model),
         cmocka_unit_test(test_and_or_xor),    cmocka_unit_test(test_large_and_memory),
         cmocka_unit_test(test_save_load),     cmocka_unit_test(test_load_rejects),
-        cmocka_unit_test(test_files_and_oom),
+        cmocka_unit_test(test_files_and_oom), cmocka_unit_test(test_origin),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -692,7 +692,7 @@ static void test_load_validation(void **state)
         free(f);
     }
     /* A bitmap file is the wrong type. */
-    dedup_bitmap_params bp = {100};
+    dedup_bitmap_params bp = {.nbits = 100};
     dedup_bitmap *bm = NULL;
     assert_int_equal(dedup_bitmap_create(&bp, NULL, &bm), DEDUP_OK);
     unsigned char bmbuf[256];

@@ -1,11 +1,14 @@
 /* test_intkeys.c - the CLI's integer keys (cli/intkeys.c): decimal and hex
  * against strtoull on seeded values and on every edge (2^64 - 1, 2^64,
  * leading zeros, signs, spaces, empty), the bad-key policy names, and the
- * message form of a bad key. */
+ * message form of a bad key.  And the integer set's batch calls
+ * (dedup_u64set_insert_batch / contains_batch, the path of --keys int
+ * --mode exact) against a naive model, through growth and a memory limit. */
 #define _POSIX_C_SOURCE 200809L
 #include "testutil.h"
 
 #include "intkeys.h"
+#include "dedup/set.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -95,13 +98,103 @@ static void test_range_and_check(void **state)
     assert_false(dd_int_keys_check(true, "bitmap", true, false, &so, NULL, msg, sizeof msg, &k));
     assert_non_null(strstr(msg, "needs 122.07 KiB as a bitmap, more than -m/--memory"));
     so.memory = 0;
-    so.range_lo = 10;
-    assert_false(dd_int_keys_check(true, "bitmap", true, false, &so, "s.dedup", msg, sizeof msg, &k));
-    assert_non_null(strstr(msg, "--range 0..HI"));
+    so.range_lo = 10; /* the file keeps the range: --state takes any LO */
+    assert_true(dd_int_keys_check(true, "bitmap", true, false, &so, "s.dedup", msg, sizeof msg, &k));
+    assert_int_equal(k, DEDUP_SEEN_BITMAP);
     so.range_lo = 0;
     so.range_hi = UINT64_MAX;
     assert_false(dd_int_keys_check(true, "bitmap", true, false, &so, NULL, msg, sizeof msg, &k));
     assert_non_null(strstr(msg, "2^40"));
+}
+
+/* Sorted-array model of a set of integers: insert answers whether new. */
+typedef struct model {
+    uint64_t *v;
+    size_t n;
+} model;
+
+static size_t model_pos(const model *m, uint64_t x)
+{
+    size_t lo = 0, hi = m->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (m->v[mid] < x)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+static bool model_has(const model *m, uint64_t x)
+{
+    size_t i = model_pos(m, x);
+    return i < m->n && m->v[i] == x;
+}
+
+static bool model_insert(model *m, uint64_t x)
+{
+    size_t i = model_pos(m, x);
+    if (i < m->n && m->v[i] == x)
+        return false;
+    memmove(m->v + i + 1, m->v + i, (m->n - i) * sizeof *m->v);
+    m->v[i] = x;
+    m->n++;
+    return true;
+}
+
+static void test_u64set_batch_model(void **state)
+{
+    (void)state;
+    uint64_t seed = tu_seed();
+    print_message("u64set batch seed %llu\n", (unsigned long long)seed);
+    tu_rng r = {seed};
+    enum { KEYS = 60000, BATCH = 1000 };
+    model m = {calloc(KEYS, sizeof(uint64_t)), 0};
+    assert_non_null(m.v);
+    dedup_set_params p;
+    dedup_set_params_init(&p); /* capacity 0: grows, so rehashes fall inside batches */
+    dedup_u64set *s;
+    assert_int_equal(dedup_u64set_create(&p, NULL, &s), DEDUP_OK);
+    uint64_t keys[BATCH];
+    dedup_verdict v[BATCH];
+    bool found[BATCH];
+    for (int round = 0; round < KEYS / BATCH; round++) {
+        /* Small ids repeat inside a batch and across batches; 0 and
+         * 2^64 - 1 are edges (0 is the table's empty mark). */
+        for (size_t i = 0; i < BATCH; i++) {
+            uint64_t kind = tu_below(&r, 10);
+            keys[i] = kind == 0 ? 0 : kind == 1 ? UINT64_MAX : kind < 6 ? tu_below(&r, 20000)
+                                                                        : tu_next(&r);
+        }
+        dedup_u64set_contains_batch(s, keys, BATCH, found);
+        for (size_t i = 0; i < BATCH; i++)
+            assert_int_equal(found[i], model_has(&m, keys[i]));
+        size_t done = 0;
+        assert_int_equal(dedup_u64set_insert_batch(s, keys, BATCH, v, &done), DEDUP_OK);
+        assert_int_equal(done, BATCH);
+        for (size_t i = 0; i < BATCH; i++)
+            assert_int_equal(v[i], model_insert(&m, keys[i]) ? DEDUP_NEW : DEDUP_DUPLICATE);
+        assert_int_equal(dedup_u64set_size(s), m.n);
+    }
+    for (size_t i = 0; i < m.n; i++)
+        assert_true(dedup_u64set_contains(s, m.v[i]));
+    dedup_u64set_free(s);
+
+    /* A memory limit: the batch stops at the key that needs the table to
+     * grow, *done says how many were recorded, and those are all held. */
+    p.memory_limit = 4096;
+    assert_int_equal(dedup_u64set_create(&p, NULL, &s), DEDUP_OK);
+    for (size_t i = 0; i < BATCH; i++)
+        keys[i] = i + 1;
+    size_t done = BATCH + 1;
+    assert_int_equal(dedup_u64set_insert_batch(s, keys, BATCH, v, &done), DEDUP_ERR_FULL);
+    assert_true(done > 0 && done < BATCH);
+    assert_int_equal(dedup_u64set_size(s), done);
+    for (size_t i = 0; i < BATCH; i++)
+        assert_int_equal(dedup_u64set_contains(s, keys[i]), i < done);
+    dedup_u64set_free(s);
+    free(m.v);
 }
 
 int main(void)
@@ -110,6 +203,7 @@ int main(void)
         cmocka_unit_test(test_values),
         cmocka_unit_test(test_policy_and_message),
         cmocka_unit_test(test_range_and_check),
+        cmocka_unit_test(test_u64set_batch_model),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -898,8 +898,28 @@ static void test_sizing_names_and_errors(void **state)
     size_t done = 9;
     assert_int_equal(dedup_seen_decide(s, &b, v, &done), DEDUP_ERR_RANGE);
     assert_int_equal(done, 2);
-    assert_int_equal(dedup_seen_save_file(s, "/nonexistent/x"), DEDUP_ERR_UNSUPPORTED);
     assert_int_equal(dedup_seen_advance(s, 5), DEDUP_ERR_UNSUPPORTED);
+    /* its file keeps the range: the loaded copy covers 100..199 again */
+    static unsigned char file[256];
+    dedup_mem_sink ms;
+    dedup_sink sink = dedup_mem_sink_init(&ms, file, sizeof file);
+    assert_int_equal(dedup_seen_save(s, &sink), DEDUP_OK);
+    dedup_seen_free(s);
+    dedup_mem_source src;
+    assert_int_equal(dedup_seen_load(dedup_mem_source_init(&src, file, ms.len), NULL, &s), DEDUP_OK);
+    dedup_seen_info in;
+    dedup_seen_get_info(s, &in);
+    assert_int_equal(in.range_lo, 100);
+    assert_int_equal(in.range_hi, 199);
+    uint64_t again[3] = {150, 199, 100};
+    b.ints = again;
+    assert_int_equal(dedup_seen_query(s, &b, v), DEDUP_OK);
+    assert_int_equal(v[0], DEDUP_DUPLICATE);
+    assert_int_equal(v[1], DEDUP_DUPLICATE);
+    assert_int_equal(v[2], DEDUP_NEW);
+    b.ints = ints;
+    assert_int_equal(dedup_seen_decide(s, &b, v, &done), DEDUP_ERR_RANGE);
+    assert_int_equal(done, 2);
     dedup_seen_free(s);
 }
 
