@@ -3,7 +3,10 @@
 # file in the same run, alternating, median of ROUNDS, and the ratio (the
 # target: split within 1.5x of cat: it reads, hashes each key once and
 # writes, and must not be the slow step of a cluster job).  Then the ring
-# (--nodes with 16 names) the same way.
+# (--nodes with 16 names) the same way, and `split -N 16 < FILE` (standard
+# input: the feeder's road, which pipes and --filter take; a named regular
+# file is mapped and split on both threads, cli/split_mapped.c).  Besides
+# wall time, user + system seconds: less sensitive to a loaded machine.
 #
 #   bench/bench_split.sh [LINES=20000000] [ROUNDS=3]
 #
@@ -38,6 +41,7 @@ for ((i = 1; i <= ROUNDS; i++)); do
     run cat sh -c "cat '$IN' > '$DATA/out/all'"
     run split "$BIN" split -N 16 -o "$DATA/out/part-%s" "$IN"
     run ring "$BIN" split --nodes "$NODES" -o "$DATA/out/part-%s" "$IN"
+    run stdin sh -c "'$BIN' split -N 16 -o '$DATA/out/part-%s' < '$IN'"
 done
 # the last run's parts hold every line once
 got=$(cat "$DATA"/out/part-* | wc -l)
@@ -46,13 +50,16 @@ echo "input: $IN ($(stat -c %s "$IN") bytes, $LINES lines)"
 echo "runs (name wall user sys maxrss_kb):"
 cat "$TIMES"
 awk '
-    { wall[$1] = wall[$1] " " $2; n[$1]++ }
+    function median(list,   m, v, i, j, t) {
+        m = split(substr(list, 2), v, " ")
+        for (i = 1; i <= m; i++) for (j = i + 1; j <= m; j++) if (v[j] < v[i]) { t = v[i]; v[i] = v[j]; v[j] = t }
+        return v[int((m + 1) / 2)]
+    }
+    { wall[$1] = wall[$1] " " $2; cpu[$1] = cpu[$1] " " ($3 + $4) }
     END {
-        for (k in wall) {
-            m = split(substr(wall[k], 2), v, " ")
-            for (i = 1; i <= m; i++) for (j = i + 1; j <= m; j++) if (v[j] < v[i]) { t = v[i]; v[i] = v[j]; v[j] = t }
-            med[k] = v[int((m + 1) / 2)]
-        }
-        printf "median wall: cat %.2f s, split -N 16 %.2f s, split --nodes (16) %.2f s\n", med["cat"], med["split"], med["ring"]
-        printf "ratio to cat: split -N 16 %.2fx, split --nodes %.2fx (target <= 1.5x)\n", med["split"] / med["cat"], med["ring"] / med["cat"]
+        for (k in wall) { med[k] = median(wall[k]); mcpu[k] = median(cpu[k]) }
+        printf "median wall: cat %.2f s, split -N 16 %.2f s, split --nodes (16) %.2f s, split -N 16 < FILE %.2f s\n", med["cat"], med["split"], med["ring"], med["stdin"]
+        printf "ratio to cat: split -N 16 %.2fx, split --nodes %.2fx, split -N 16 < FILE %.2fx (target <= 1.5x)\n", med["split"] / med["cat"], med["ring"] / med["cat"], med["stdin"] / med["cat"]
+        printf "median user+sys: cat %.2f s, split -N 16 %.2f s, split --nodes %.2f s, split -N 16 < FILE %.2f s\n", mcpu["cat"], mcpu["split"], mcpu["ring"], mcpu["stdin"]
     }' "$TIMES"
+echo "load: $(uptime)"

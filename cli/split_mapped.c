@@ -23,8 +23,9 @@
  * block ends (the last terminator before start + 1 MiB, or the end of a
  * longer record) while looking for their next block.  SLOTS blocks can be
  * in flight; a slot is reused once both halves copied its records out.  A
- * thread prefers phase 1 of its next block when a slot is free (so the
- * other never waits for lists), else phase 2 of the next block ready.
+ * thread copies out the next block ready when there is one (its records
+ * are still in cache from phase 1), else it does phase 1 of its next block
+ * when a slot is free, else it waits.
  * The pages of a block both halves are done with are dropped from the
  * mapping (MADV_DONTNEED), so the resident size stays a few blocks.
  *
@@ -336,7 +337,7 @@ static void work(worker *w)
             continue;
         }
         pthread_mutex_unlock(&e->mu);
-        if (can1) {
+        if (can1 && !can2) {
             slot *s = &e->s[next1 % SLOTS];
             if (!phase1(w, s, s1, e1)) {
                 fail(e, SPLIT_MAPPED_NOMEM);
