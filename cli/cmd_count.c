@@ -67,9 +67,6 @@ enum {
     OPT_EXACT = 256,
     OPT_MERGE,
     OPT_JSON,
-    OPT_TRIM,
-    OPT_SQUEEZE,
-    OPT_PREFIX,
     OPT_SEED,
     OPT_HELP,
 };
@@ -80,13 +77,7 @@ static const struct option count_opts[] = {
     {"output", required_argument, NULL, 'o'},
     {"merge", no_argument, NULL, OPT_MERGE},
     {"json", no_argument, NULL, OPT_JSON},
-    {"field", required_argument, NULL, 'f'},
-    {"delimiter", required_argument, NULL, 'd'},
-    {"ignore-case", no_argument, NULL, 'i'},
-    {"trim", no_argument, NULL, OPT_TRIM},
-    {"squeeze", no_argument, NULL, OPT_SQUEEZE},
-    {"strip-prefix", required_argument, NULL, OPT_PREFIX},
-    {"zero-terminated", no_argument, NULL, 'z'},
+    DD_KEY_LONG_OPTIONS,
     {"seed", required_argument, NULL, OPT_SEED},
     {"quiet", no_argument, NULL, 'q'},
     {"help", no_argument, NULL, OPT_HELP},
@@ -109,13 +100,18 @@ static int parse(int argc, char **argv, count_opts_t *o)
 {
     memset(o, 0, sizeof *o);
     o->precision = DEDUP_HLL_DEFAULT_PRECISION;
-    o->key.delim = '\t';
+    dd_keyspec_init(&o->key);
     o->term = '\n';
     o->seed = DEDUP_DEFAULT_SEED;
     int c;
     opterr = 0;
     optind = 1;
-    while ((c = getopt_long(argc, argv, ":P:o:f:d:izqh", count_opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":P:o:" DD_KEY_SHORT_OPTIONS "qh", count_opts, NULL)) != -1) {
+        int kr = dd_key_option(c, optarg, "count", &o->key, &o->term);
+        if (kr < 0)
+            return -1;
+        if (kr)
+            continue;
         uint64_t v;
         switch (c) {
         case 'P':
@@ -128,31 +124,6 @@ static int parse(int argc, char **argv, count_opts_t *o)
         case 'o': o->output = optarg; break;
         case OPT_MERGE: o->merge = true; break;
         case OPT_JSON: o->json = true; break;
-        case 'f':
-            if (!arg_uint("count", "-f/--field", optarg, 1, 1000000, &v))
-                return -1;
-            o->key.field = (size_t)v;
-            break;
-        case 'd':
-            if (strlen(optarg) == 1)
-                o->key.delim = (unsigned char)optarg[0];
-            else if (strcmp(optarg, "\\t") == 0)
-                o->key.delim = '\t';
-            else if (strcmp(optarg, "\\0") == 0)
-                o->key.delim = '\0';
-            else {
-                cli_error("count: -d/--delimiter must be one character (got '%s')", optarg);
-                return -1;
-            }
-            break;
-        case 'i': o->key.fold_case = true; break;
-        case OPT_TRIM: o->key.trim = true; break;
-        case OPT_SQUEEZE: o->key.squeeze = true; break;
-        case OPT_PREFIX:
-            o->key.prefix = optarg;
-            o->key.prefix_len = strlen(optarg);
-            break;
-        case 'z': o->term = '\0'; break;
         case OPT_SEED:
             if (!arg_seed("count", "--seed", optarg, &o->seed))
                 return -1;

@@ -6,7 +6,9 @@
  * the key once, asks the method whether it was seen, and writes records
  * according to the output kind.  Records are handled in batches so that the
  * method can prefetch every batch member's slot before deciding them in
- * input order.  The options, --help and their checks are in dedup_opts.c.
+ * input order.  The options, --help and their checks are in dedup_opts.c,
+ * windowed runs in dedup_window.c, the --stats report in dedup_stats.c;
+ * the run they share is in dedup_run.h.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
@@ -21,26 +23,15 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "dedup_opts.h"
-#include "keep_last.h"
-#include "preflight.h"
-#include "progress.h"
-#include "dedup/extsort.h"
 #include "dedup/hash.h"
-#include "dedup/hll.h"
-#include "dedup/seen.h"
-#include "dedup/timeparse.h"
-#include "dedup/window.h"
-#include "io.h"
+#include "dedup_run.h"
 #include "external.h"
 #include "feeder.h"
-#include "intkeys.h"
+#include "keep_last.h"
 #include "keys.h"
-#include "seen_spec.h"
-#include "redis_cli.h"
+#include "preflight.h"
 #include "tier_spec.h"
 
-#define BATCH 64
 #define WRITE_BUF ((size_t)1 << 18)
 
 volatile sig_atomic_t dd_stop_signal;
@@ -51,72 +42,6 @@ static void on_signal(int sig) { dd_stop_signal = sig; }
 
 static double now_sec(void) { return dd_now(); }
 
-/* ---- the run ------------------------------------------------------------------- */
-
-typedef struct run {
-    opts *o;
-    dedup_seen *s;        /* the seen-set (dedup/seen.h) */
-    dedup_seen_info info; /* what it is (kind, probabilistic), taken once */
-    dd_writer w;
-    dd_progress prog;
-    uint64_t records_in, records_out, duplicates, bytes_in;
-    bool identity_key;
-    /* batch: records, keys and digests come from the feeder's block */
-    const unsigned char *const *rec;
-    const size_t *rlen;
-    const unsigned char *const *key;
-    const size_t *klen;
-    const dedup_digest *dig;
-    dedup_verdict *verdict;   /* verdict_buf, or a larger one for --redis */
-    dedup_verdict verdict_buf[BATCH];
-    size_t batch;             /* keys decided at once: BATCH, more for --redis */
-    /* first records for --count/--unique: [u64 len][bytes] entries */
-    unsigned char *firsts;
-    size_t firsts_len, firsts_cap;
-    bool failed; /* method error already reported */
-    /* a fixed-size filter's capacity: keys answered NEW against it, the
-     * warning said once, and the false drops estimated from its rate */
-    uint64_t news;            /* NEW verdicts in this run */
-    bool full_warned;
-    uint64_t fd_news;         /* news at the last rate sample */
-    uint64_t fd_records;      /* records_in then */
-    double fd_rate;           /* the rate in force then */
-    double false_drops;       /* estimated new records answered MAYBE_DUPLICATE */
-    /* exact mode past its in-memory share (DEDUP_SEEN_EXACT_SPILL): the
-     * library freezes the set and hands the other records to the external
-     * engine, whose output comes through spill_emit() */
-    bool can_spill;
-    bool spilled;
-    uint64_t spill_out;       /* records the engine had written (-u: its uniques only) */
-    bool skip_giant;          /* -u: the giant being streamed occurs more than once */
-    uint64_t budget;
-    const char *budget_source;
-    const char *tmpdir;       /* where the engine writes, for messages */
-    /* windowed runs: the window behind the seen-set, for its stats */
-    const dedup_window *win;
-    dd_redis_run *redis;      /* --redis: uncertain records, commits, stats */
-    dedup_time_format tfmt;   /* the format in use (detected once when AUTO) */
-    bool tfmt_detected;
-    int64_t wtime[BATCH];     /* event times of the records to decide */
-    size_t widx[BATCH];       /* their indexes in the batch */
-    dedup_digest wdig[BATCH];
-    dedup_verdict wverdict[BATCH];
-    unsigned char wskip[BATCH]; /* 0 decided, 1 bad time dropped, 2 bad time kept */
-    const char *file_name;    /* for messages naming a record */
-    uint64_t file_records;    /* records of the current file before this batch */
-    uint64_t bad_times, late_out, late_dropped;
-    dd_writer late_w;
-    int late_fd;
-    /* integer keys: the parsed keys of the batch, and for each record
-     * 0 (decided), 1 (bad key, dropped) or 2 (bad key, written) */
-    uint64_t ikey[BATCH];
-    unsigned char ikmark[BATCH];
-    uint64_t bad_keys;
-    /* --stats of a probabilistic method: distinct keys from a HyperLogLog
-     * sketch of every key's digest (the filter's own count misses the keys
-     * it took for duplicates) */
-    dedup_hll *hll;
-} run;
 
 static bool firsts_append(run *r, const unsigned char *rec, size_t len)
 {
@@ -136,311 +61,6 @@ static bool firsts_append(run *r, const unsigned char *rec, size_t len)
     memcpy(r->firsts + r->firsts_len + 8, rec, len);
     r->firsts_len = need;
     return true;
-}
-
-/* ---- windows ------------------------------------------------------------------ */
-
-static int64_t realtime_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
-/* Field 'n' (1-based) of rec split by 'delim'; false if it has fewer fields. */
-static bool field_of(const unsigned char *rec, size_t len, size_t n, unsigned char delim,
-                     const unsigned char **f, size_t *flen)
-{
-    const unsigned char *p = rec, *end = rec + len;
-    for (size_t i = 1; i < n; i++) {
-        const unsigned char *d = memchr(p, delim, (size_t)(end - p));
-        if (!d)
-            return false;
-        p = d + 1;
-    }
-    const unsigned char *d = memchr(p, delim, (size_t)(end - p));
-    *f = p;
-    *flen = (size_t)((d ? d : end) - p);
-    return true;
-}
-
-/* A duration in the largest unit that states it exactly, as --lateness reads it. */
-static const char *duration_str(uint64_t us, char *buf, size_t cap)
-{
-    if (us % 86400000000u == 0 && us)
-        snprintf(buf, cap, "%llud", (unsigned long long)(us / 86400000000u));
-    else if (us % 3600000000u == 0 && us)
-        snprintf(buf, cap, "%lluh", (unsigned long long)(us / 3600000000u));
-    else if (us % 60000000u == 0 && us)
-        snprintf(buf, cap, "%llum", (unsigned long long)(us / 60000000u));
-    else if (us % 1000000u == 0)
-        snprintf(buf, cap, "%llus", (unsigned long long)(us / 1000000u));
-    else if (us % 1000u == 0)
-        snprintf(buf, cap, "%llums", (unsigned long long)(us / 1000u));
-    else
-        snprintf(buf, cap, "%lluus", (unsigned long long)us);
-    return buf;
-}
-
-/* One window setting as the option that gives it: "--window 10s",
- * "--last 5", "--window-type tumbling". */
-static const char *window_type_name(dedup_window_type t)
-{
-    return t == DEDUP_WINDOW_COUNT ? "count" : t == DEDUP_WINDOW_TUMBLING ? "tumbling" : "sliding";
-}
-
-/* Says, option by option, how a saved window's parameters 'have' differ
- * from the run's 'want': "--window 10s here, 1m saved; --lateness 0s here,
- * 5s saved". */
-static void window_mismatch(const dedup_window_params *have, const dedup_window_params *want,
-                            char *buf, size_t cap)
-{
-    size_t n = 0;
-    buf[0] = '\0';
-#define ADD(...) do { if (n < cap) n += (size_t)snprintf(buf + n, cap - n, __VA_ARGS__); } while (0)
-#define SEP() ADD("%s", n ? "; " : "")
-    char a[32], b[32];
-    bool count_here = want->type == DEDUP_WINDOW_COUNT, count_saved = have->type == DEDUP_WINDOW_COUNT;
-    if (count_here != count_saved) {
-        SEP();
-        ADD("%s here, %s saved", count_here ? "--last" : "--window", count_saved ? "--last" : "--window");
-    } else if (have->type != want->type) {
-        SEP();
-        ADD("--window-type %s here, %s saved", window_type_name(want->type), window_type_name(have->type));
-    }
-    if (count_here == count_saved && have->duration != want->duration) {
-        SEP();
-        if (count_here)
-            ADD("--last %llu here, %llu saved", (unsigned long long)want->duration,
-                (unsigned long long)have->duration);
-        else
-            ADD("--window %s here, %s saved", duration_str(want->duration, a, sizeof a),
-                duration_str(have->duration, b, sizeof b));
-    }
-    if (have->lateness != want->lateness) {
-        SEP();
-        ADD("--lateness %s here, %s saved", duration_str(want->lateness, a, sizeof a),
-            duration_str(have->lateness, b, sizeof b));
-    }
-    if (have->mode != want->mode) {
-        SEP();
-        ADD("--mode %s here, %s saved", want->mode == DEDUP_WINDOW_APPROX ? "bloom" : "exact",
-            have->mode == DEDUP_WINDOW_APPROX ? "bloom (approximate)" : "exact");
-    } else if (want->mode == DEDUP_WINDOW_APPROX) {
-        if (have->capacity != want->capacity) {
-            SEP();
-            ADD("-n %llu here, %llu saved", (unsigned long long)want->capacity,
-                (unsigned long long)have->capacity);
-        }
-        if (have->fpr != want->fpr) {
-            SEP();
-            ADD("-p %g here, %g saved", want->fpr, have->fpr);
-        }
-    }
-    if (have->seed != want->seed) {
-        SEP();
-        ADD("--seed 0x%llx here, 0x%llx saved", (unsigned long long)want->seed,
-            (unsigned long long)have->seed);
-    }
-    if (!n)
-        ADD("the saved parameters differ");
-#undef SEP
-#undef ADD
-}
-
-/* Names a record whose time field is bad: "FILE:LINE: bad time field N: 'VALUE'". */
-static void report_bad_time(run *r, size_t i, const unsigned char *f, size_t flen, bool have,
-                            bool fatal)
-{
-    char val[80];
-    size_t k = 0;
-    for (size_t j = 0; have && j < flen && k + 5 < sizeof val; j++) {
-        unsigned char c = f[j];
-        if (c >= 0x20 && c < 0x7f && c != '\\')
-            val[k++] = (char)c;
-        else
-            k += (size_t)snprintf(val + k, sizeof val - k, "\\x%02x", c);
-    }
-    val[k] = 0;
-    if (have && flen > k)
-        snprintf(val + (k > sizeof val - 4 ? sizeof val - 4 : k), 4, "...");
-    unsigned long long line = (unsigned long long)(r->file_records + i + 1);
-    char what[160];
-    if (have)
-        snprintf(what, sizeof what, "bad time in field %zu: '%s' (%s)", r->o->time_field, val,
-                 r->tfmt_detected || r->o->time_format ? dedup_time_format_name(r->tfmt)
-                                                       : "not a time");
-    else
-        snprintf(what, sizeof what, "no field %zu for the time", r->o->time_field);
-    if (fatal)
-        cli_error("%s:%llu: %s", r->file_name, line, what);
-    else if (r->bad_times <= 10)
-        cli_warn("%s:%llu: %s; record %s%s", r->file_name, line, what,
-                 r->o->bad_time == BAD_TIME_KEEP ? "kept" : "dropped",
-                 r->bad_times == 10 ? " (further bad times are counted, not shown)" : "");
-}
-
-/* Decides and writes one batch of a windowed run.  False to stop. */
-static bool window_batch(run *r, size_t n)
-{
-    opts *o = r->o;
-    size_t stop = n, m = 0;
-    bool fail = false;
-    int64_t now = o->time_field || o->last_n ? 0 : realtime_us();
-    for (size_t i = 0; i < n; i++) {
-        r->wskip[i] = 0;
-        int64_t t = now;
-        if (o->time_field) {
-            const unsigned char *f = NULL;
-            size_t flen = 0;
-            bool have = field_of(r->rec[i], r->rlen[i], o->time_field, o->key.delim, &f, &flen);
-            dedup_status ts = DEDUP_ERR_INVALID_ARG;
-            if (have) {
-                if (!r->tfmt_detected && !o->time_format) {
-                    dedup_time_format d = dedup_time_detect((const char *)f, flen);
-                    if (d != DEDUP_TIME_AUTO) {
-                        r->tfmt = d;
-                        r->tfmt_detected = true;
-                        cli_info(2, "time format detected: %s", dedup_time_format_name(d));
-                    }
-                }
-                if (r->tfmt_detected || o->time_format)
-                    ts = dedup_time_parse((const char *)f, flen, r->tfmt, &t);
-            }
-            if (ts) {
-                r->bad_times++;
-                if (o->bad_time == BAD_TIME_FAIL) {
-                    report_bad_time(r, i, f, flen, have, true);
-                    stop = i;
-                    fail = true;
-                    break;
-                }
-                report_bad_time(r, i, f, flen, have, false);
-                r->wskip[i] = o->bad_time == BAD_TIME_KEEP ? 2 : 1;
-                continue;
-            }
-        }
-        r->wtime[m] = t;
-        r->widx[m] = i;
-        r->wdig[m] = r->dig[i];
-        m++;
-    }
-    size_t done = 0;
-    dedup_batch wb = {.n = m, .digests = r->wdig, .times = r->wtime};
-    dedup_status st = dedup_seen_decide(r->s, &wb, r->wverdict, &done);
-    if (st) {
-        cli_error("%s", dedup_strerror(st));
-        r->failed = true;
-        /* Records before the one that failed were decided: write them. */
-        stop = done < m ? r->widx[done] : stop;
-        m = done;
-        fail = true;
-    }
-    size_t j = 0;
-    for (size_t i = 0; i < stop; i++) {
-        bool write = false, late_file = false;
-        if (r->wskip[i]) {
-            write = r->wskip[i] == 2;
-        } else {
-            dedup_verdict v = r->wverdict[j++];
-            if (v == DEDUP_LATE) {
-                if (o->late == LATE_KEEP)
-                    write = true;
-                else if (o->late == LATE_FILE)
-                    late_file = true;
-                else
-                    r->late_dropped++;
-            } else if (v == DEDUP_NEW) {
-                write = o->out == OUT_FIRST;
-            } else {
-                r->duplicates++;
-                write = o->out == OUT_DUPLICATES;
-            }
-        }
-        r->records_in++;
-        if (write) {
-            r->records_out++;
-            if (!dd_writer_record(&r->w, r->rec[i], r->rlen[i], o->term))
-                return false;
-        } else if (late_file) {
-            r->late_out++;
-            if (!dd_writer_record(&r->late_w, r->rec[i], r->rlen[i], o->term)) {
-                cli_error("write error on %s: %s", r->late_w.name, strerror(r->late_w.error));
-                r->failed = true;
-                return false;
-            }
-        }
-    }
-    r->file_records += n;
-    if (fail) {
-        r->failed = true;
-        return false;
-    }
-    return true;
-}
-
-static void print_window_stats(run *r, double seconds)
-{
-    opts *o = r->o;
-    dedup_window_stats ws;
-    dedup_window_get_stats(r->win, &ws);
-    dedup_window_params wp;
-    dedup_window_get_params(r->win, &wp);
-    size_t mem = dedup_window_memory_usage(r->win);
-    double rate = r->records_in ? (double)r->duplicates / (double)r->records_in : 0.0;
-    const char *type = wp.type == DEDUP_WINDOW_COUNT      ? "last"
-                       : wp.type == DEDUP_WINDOW_TUMBLING ? "tumbling"
-                                                          : "sliding";
-    const char *tsrc = o->last_n ? "records" : o->time_field ? "field" : "arrival";
-    const char *tfmt = o->time_field ? dedup_time_format_name(r->tfmt) : "none";
-    bool detected = o->time_field && !o->time_format && r->tfmt_detected;
-    char d1[32], d2[32];
-    if (o->stats == STATS_JSON) {
-        fprintf(stderr,
-                "{\"records_in\":%llu,\"records_out\":%llu,\"duplicates\":%llu,"
-                "\"duplicate_rate\":%.6f,\"distinct\":%llu,\"mode\":\"%s\",\"window\":\"%s\",\"window_us\":%llu,"
-                "\"lateness_us\":%llu,\"time\":\"%s\",\"time_format\":\"%s\","
-                "\"time_format_detected\":%s,\"keys_live\":%llu,\"keys_peak\":%llu,"
-                "\"keys_expired\":%llu,\"late\":%llu,\"late_max_behind_us\":%lld,"
-                "\"late_written\":%llu,\"bad_times\":%llu,\"memory_bytes\":%zu,"
-                "\"bytes_in\":%llu,\"seconds\":%.3f}\n",
-                (unsigned long long)r->records_in, (unsigned long long)r->records_out,
-                (unsigned long long)r->duplicates, rate, (unsigned long long)ws.kept,
-                wp.mode == DEDUP_WINDOW_APPROX ? "bloom" : "exact", type,
-                (unsigned long long)(o->last_n ? 0 : wp.duration),
-                (unsigned long long)wp.lateness, tsrc, tfmt, detected ? "true" : "false",
-                (unsigned long long)ws.live, (unsigned long long)ws.peak_live,
-                (unsigned long long)ws.expired, (unsigned long long)ws.late,
-                (long long)ws.late_max_behind, (unsigned long long)r->late_out,
-                (unsigned long long)r->bad_times, mem, (unsigned long long)r->bytes_in, seconds);
-        return;
-    }
-    char hb[32], hm[32];
-    fprintf(stderr, "dedup: %llu records in (%s), %llu out, %llu duplicates (%.2f%%)\n",
-            (unsigned long long)r->records_in, cli_human_size(r->bytes_in, hb, sizeof hb),
-            (unsigned long long)r->records_out, (unsigned long long)r->duplicates, rate * 100);
-    if (o->last_n)
-        fprintf(stderr, "dedup: window: last %llu records, mode %s\n",
-                (unsigned long long)o->last_n, wp.mode == DEDUP_WINDOW_APPROX ? "bloom" : "exact");
-    else {
-        char tdesc[96];
-        if (o->time_field)
-            snprintf(tdesc, sizeof tdesc, "event time from field %zu (%s%s)", o->time_field, tfmt,
-                     detected ? ", detected" : "");
-        else
-            snprintf(tdesc, sizeof tdesc, "arrival time");
-        fprintf(stderr, "dedup: window: %s %s, lateness %s, %s, mode %s\n", type,
-                duration_str(wp.duration, d1, sizeof d1), duration_str(wp.lateness, d2, sizeof d2),
-                tdesc, wp.mode == DEDUP_WINDOW_APPROX ? "bloom" : "exact");
-    }
-    fprintf(stderr, "dedup: keys live %llu, peak %llu, expired %llu, memory %s, %.2f s\n",
-            (unsigned long long)ws.live, (unsigned long long)ws.peak_live,
-            (unsigned long long)ws.expired, cli_human_size(mem, hm, sizeof hm), seconds);
-    if (!o->last_n)
-        fprintf(stderr, "dedup: %llu late records (%s), %llu bad time fields\n",
-                (unsigned long long)ws.late,
-                o->late == LATE_KEEP ? "written" : o->late == LATE_DROP ? "dropped" : o->late_file,
-                (unsigned long long)r->bad_times);
 }
 
 /* Writes (or keeps for --count/--unique) records [from, to) of the batch,
@@ -552,28 +172,6 @@ static bool int_keys_of(run *r, size_t *n, size_t *m)
     return true;
 }
 
-/* Samples the filter's rate now and then (it may scan the filter): the
- * new records since the last sample are taken to have met the mean of the
- * two rates, and each kept one stood for 1 / (1 - rate) new records, the
- * rest of which were wrongly dropped.  'final' samples whatever is left. */
-static void sample_false_drops(run *r, bool final)
-{
-    if (!r->info.probabilistic || r->win)
-        return;
-    uint64_t since = r->news - r->fd_news, recs = r->records_in - r->fd_records;
-    uint64_t every = r->news / 32 > 4096 ? r->news / 32 : 4096;
-    uint64_t every_rec = r->records_in / 32 > 65536 ? r->records_in / 32 : 65536;
-    if (!final && since < every && recs < every_rec)
-        return;
-    double now = dedup_seen_fpr_bound(r->s);
-    double mean = (r->fd_rate + now) / 2;
-    if (mean < 1)
-        r->false_drops += (double)since * mean / (1 - mean);
-    r->fd_news = r->news;
-    r->fd_records = r->records_in;
-    r->fd_rate = now;
-}
-
 /* The one message a fixed-size filter gives when it passes its capacity. */
 static void check_capacity(run *r)
 {
@@ -623,7 +221,7 @@ static int spill_emit_piece(void *ctx, const void *piece, size_t len, bool first
 static bool process_batch(run *r, size_t n)
 {
     if (r->win)
-        return window_batch(r, n);
+        return dd_window_batch(r, n);
     if (r->o->int_keys) {
         size_t m, keep_n = n;
         bool go_on = int_keys_of(r, &keep_n, &m);
@@ -707,7 +305,7 @@ static bool process_batch(run *r, size_t n)
         return false;
     }
     r->file_records += n;
-    sample_false_drops(r, false);
+    dd_stats_sample_false_drops(r, false);
     check_capacity(r);
     return true;
 }
@@ -754,139 +352,47 @@ static bool write_counts(run *r)
     return ok;
 }
 
-/* The estimated false drops, never more than the records dropped.  False
- * when none can be made: past a rate of one half, the few records still
- * answered NEW say too little about how many new ones were dropped. */
-static bool false_drops_of(const run *r, uint64_t dropped, uint64_t *out)
+/* Checks every input before any output is written: each FILE exists, is
+ * not a directory and can be read ("-" is standard input).  Adds the sizes
+ * of the regular files to *total_bytes, and clears *size_known when one is
+ * a pipe or standard input.  False after naming the first bad one. */
+static bool check_inputs(char **files, int nfiles, uint64_t *total_bytes, bool *size_known)
 {
-    double f = r->false_drops + 0.5;
-    *out = f >= (double)dropped ? dropped : (uint64_t)f;
-    return r->fd_rate < 0.5;
-}
-
-static void print_stats(run *r, double seconds)
-{
-    opts *o = r->o;
-    dedup_seen_info in;
-    dedup_seen_get_info(r->s, &in);
-    uint64_t distinct = in.distinct;
-    size_t mem = in.memory;
-    uint64_t in_recs = r->records_in, out = r->records_out, dups = r->duplicates;
-    dedup_extsort_stats es;
-    memset(&es, 0, sizeof es);
-    const dedup_extsort *eng = dedup_seen_spill_engine(r->s);
-    if (eng) {
-        dedup_extsort_stats_get(eng, &es);
-        in_recs += es.records_in;
-        out += r->spill_out;
-        dups += es.records_in - es.distinct;
-        distinct += es.distinct;
-        mem += es.peak_memory;
-    }
-    double rate = in_recs ? (double)dups / (double)in_recs : 0.0;
-    double hll_se = 0;
-    if (r->hll) {
-        double e = dedup_hll_estimate(r->hll);
-        distinct = (uint64_t)(e + 0.5);
-        hll_se = e * dedup_hll_std_error(r->hll);
-        in.distinct_known = true;
-    }
-    if (o->stats == STATS_JSON) {
-        fprintf(stderr,
-                "{\"records_in\":%llu,\"records_out\":%llu,\"duplicates\":%llu,"
-                "\"duplicate_rate\":%.6f,\"distinct\":",
-                (unsigned long long)in_recs, (unsigned long long)out, (unsigned long long)dups, rate);
-        if (in.distinct_known)
-            fprintf(stderr, "%llu", (unsigned long long)distinct);
-        else
-            fputs("null", stderr); /* a saturated filter: no estimate */
-        fputs(",\"mode\":", stderr);
-        cli_json_string(stderr, o->mode);
-        fprintf(stderr, ",\"memory_bytes\":%zu,\"bytes_in\":%llu,\"seconds\":%.3f", mem,
-                (unsigned long long)r->bytes_in, seconds);
-        if (r->can_spill)
-            fprintf(stderr,
-                    ",\"memory_limit\":%llu,\"spilled\":%s,\"runs\":%llu,\"merge_passes\":%llu,"
-                    "\"bytes_spilled\":%llu,\"bytes_read_back\":%llu",
-                    (unsigned long long)r->budget, eng && es.spilled ? "true" : "false",
-                    (unsigned long long)es.runs_written, (unsigned long long)es.merge_passes,
-                    (unsigned long long)es.bytes_spilled, (unsigned long long)es.bytes_read_back);
-        if (in.probabilistic) {
-            uint64_t fdrops;
-            bool known = false_drops_of(r, dups, &fdrops);
-            fprintf(stderr, ",\"fpr\":%.6g,\"distinct_is_estimate\":true", in.fpr_bound);
-            /* "duplicates" above counts every record dropped; these split it
-             * (null: no estimate can be made) */
-            fprintf(stderr, ",\"dropped\":%llu", (unsigned long long)dups);
-            if (known)
-                fprintf(stderr, ",\"repeats_estimated\":%llu,\"false_drops_estimated\":%llu",
-                        (unsigned long long)(dups - fdrops), (unsigned long long)fdrops);
-            else
-                fputs(",\"repeats_estimated\":null,\"false_drops_estimated\":null", stderr);
-            if (in.capacity)
-                fprintf(stderr, ",\"capacity\":%llu,\"items\":%llu,\"over_capacity\":%s",
-                        (unsigned long long)in.capacity, (unsigned long long)in.items,
-                        in.items > in.capacity ? "true" : "false");
+    *total_bytes = 0;
+    *size_known = true;
+    for (int i = 0; i < nfiles; i++) {
+        if (strcmp(files[i], "-") == 0) {
+            *size_known = false;
+            continue;
         }
-        dd_redis_print_stats(r->redis, stderr, true);
-        if (r->hll)
-            fprintf(stderr, ",\"distinct_std_error\":%.0f,\"distinct_from\":\"hyperloglog\"",
-                    hll_se);
-        fputs("}\n", stderr);
-        return;
+        /* stat first: opening a FIFO here and closing it again would cut
+         * off its writer before the real read. */
+        struct stat st;
+        if (stat(files[i], &st) != 0) {
+            cli_error("%s: %s", files[i], strerror(errno));
+            return false;
+        }
+        if (S_ISDIR(st.st_mode)) {
+            cli_error("%s: %s", files[i], strerror(EISDIR));
+            return false;
+        }
+        if (S_ISREG(st.st_mode)) {
+            int fd = open(files[i], O_RDONLY | O_CLOEXEC);
+            if (fd < 0) {
+                cli_error("%s: %s", files[i], strerror(errno));
+                return false;
+            }
+            close(fd);
+            *total_bytes += (uint64_t)st.st_size;
+        } else {
+            if (access(files[i], R_OK) != 0) {
+                cli_error("%s: %s", files[i], strerror(errno));
+                return false;
+            }
+            *size_known = false;
+        }
     }
-    char hb[32], hm[32], hl[32];
-    if (in.probabilistic) {
-        uint64_t fdrops;
-        if (false_drops_of(r, dups, &fdrops))
-            fprintf(stderr,
-                    "dedup: %llu records in (%s), %llu out, %llu dropped (%.2f%%): about %llu "
-                    "repeats and about %llu new records the filter took for repeats (estimated)\n",
-                    (unsigned long long)in_recs, cli_human_size(r->bytes_in, hb, sizeof hb),
-                    (unsigned long long)out, (unsigned long long)dups, rate * 100,
-                    (unsigned long long)(dups - fdrops), (unsigned long long)fdrops);
-        else
-            fprintf(stderr,
-                    "dedup: %llu records in (%s), %llu out, %llu dropped (%.2f%%): how many of "
-                    "them were new records the filter took for repeats cannot be estimated "
-                    "(its rate passed 50%%)\n",
-                    (unsigned long long)in_recs, cli_human_size(r->bytes_in, hb, sizeof hb),
-                    (unsigned long long)out, (unsigned long long)dups, rate * 100);
-        if (in.capacity)
-            fprintf(stderr, "dedup: the filter holds %s%llu keys of the %llu it was sized for%s\n",
-                    in.distinct_exact ? "" : "about ", (unsigned long long)in.items,
-                    (unsigned long long)in.capacity,
-                    in.items > in.capacity ? ": over capacity, so its rate is above -p" : "");
-    } else
-        fprintf(stderr, "dedup: %llu records in (%s), %llu out, %llu duplicates (%.2f%%)\n",
-                (unsigned long long)in_recs, cli_human_size(r->bytes_in, hb, sizeof hb),
-                (unsigned long long)out, (unsigned long long)dups, rate * 100);
-    if (r->hll)
-        fprintf(stderr, "dedup: about %llu distinct keys (HyperLogLog estimate, \xc2\xb1 %.0f)",
-                (unsigned long long)distinct, hll_se);
-    else if (in.distinct_known)
-        fprintf(stderr, "dedup: %s%llu distinct keys", in.probabilistic ? "about " : "",
-                (unsigned long long)distinct);
-    else
-        fputs("dedup: an unknown number of distinct keys (the filter is saturated)", stderr);
-    fprintf(stderr, ", mode %s, memory %s", o->mode, cli_human_size(mem, hm, sizeof hm));
-    if (r->can_spill)
-        fprintf(stderr, " of %s allowed (%s)", cli_human_size(r->budget, hl, sizeof hl), r->budget_source);
-    fprintf(stderr, ", %.2f s (%.1fM records/s)\n", seconds, seconds > 0 ? (double)in_recs / seconds / 1e6 : 0.0);
-    if (eng) {
-        char hs[32], hr[32];
-        fprintf(stderr,
-                "dedup: %llu distinct keys kept in memory, the rest through %s: %llu runs written, "
-                "%llu merge passes, %s written, %s read back\n",
-                (unsigned long long)in.distinct, r->tmpdir,
-                (unsigned long long)es.runs_written, (unsigned long long)es.merge_passes,
-                cli_human_size(es.bytes_spilled, hs, sizeof hs),
-                cli_human_size(es.bytes_read_back, hr, sizeof hr));
-    }
-    if (in.probabilistic)
-        fprintf(stderr, "dedup: estimated false-positive rate at the final fill: %.4g%%\n",
-                in.fpr_bound * 100);
-    dd_redis_print_stats(r->redis, stderr, false);
+    return true;
 }
 
 int cmd_dedup(int argc, char **argv)
@@ -902,40 +408,10 @@ int cmd_dedup(int argc, char **argv)
     char **files = nfiles > 0 ? argv + optind : stdin_only;
     if (nfiles == 0)
         nfiles = 1;
-    uint64_t total_bytes = 0;
-    bool size_known = true;
-    for (int i = 0; i < nfiles; i++) {
-        if (strcmp(files[i], "-") == 0) {
-            size_known = false;
-            continue;
-        }
-        /* stat first: opening a FIFO here and closing it again would cut
-         * off its writer before the real read. */
-        struct stat st;
-        if (stat(files[i], &st) != 0) {
-            cli_error("%s: %s", files[i], strerror(errno));
-            return CLI_EXIT_USAGE;
-        }
-        if (S_ISDIR(st.st_mode)) {
-            cli_error("%s: %s", files[i], strerror(EISDIR));
-            return CLI_EXIT_USAGE;
-        }
-        if (S_ISREG(st.st_mode)) {
-            int fd = open(files[i], O_RDONLY | O_CLOEXEC);
-            if (fd < 0) {
-                cli_error("%s: %s", files[i], strerror(errno));
-                return CLI_EXIT_USAGE;
-            }
-            close(fd);
-            total_bytes += (uint64_t)st.st_size;
-        } else {
-            if (access(files[i], R_OK) != 0) {
-                cli_error("%s: %s", files[i], strerror(errno));
-                return CLI_EXIT_USAGE;
-            }
-            size_known = false;
-        }
-    }
+    uint64_t total_bytes;
+    bool size_known;
+    if (!check_inputs(files, nfiles, &total_bytes, &size_known))
+        return CLI_EXIT_USAGE;
 
     dd_external_opts eo;
     memset(&eo, 0, sizeof eo);
@@ -1001,28 +477,7 @@ int cmd_dedup(int argc, char **argv)
             return CLI_EXIT_USAGE;
         }
         if (windowed) {
-            dedup_seen_spec want;
-            dd_seen_spec(&o.sizing, &want);
-            dedup_window_params have;
-            dedup_window_get_params(dedup_seen_impl(s), &have);
-            bool approx = want.approximate;
-            if (have.type != (dedup_window_type)want.window_type ||
-                have.mode != (approx ? DEDUP_WINDOW_APPROX : DEDUP_WINDOW_EXACT) ||
-                have.duration != want.duration || have.lateness != want.lateness ||
-                have.seed != want.seed ||
-                (approx && (have.capacity != want.items || have.fpr != want.fpr))) {
-                dedup_window_params wp = have;
-                wp.type = (dedup_window_type)want.window_type;
-                wp.mode = approx ? DEDUP_WINDOW_APPROX : DEDUP_WINDOW_EXACT;
-                wp.duration = want.duration;
-                wp.lateness = want.lateness;
-                wp.seed = want.seed;
-                wp.capacity = want.items;
-                wp.fpr = want.fpr;
-                char diff[512];
-                window_mismatch(&have, &wp, diff, sizeof diff);
-                cli_error("%s: the saved window was made with other options: %s; give the "
-                          "saved ones to resume it", o.state, diff);
+            if (!dd_window_matches_saved(&o.sizing, dedup_seen_impl(s), o.state)) {
                 dedup_seen_free(s);
                 free(r);
                 return CLI_EXIT_USAGE;
@@ -1238,20 +693,8 @@ int cmd_dedup(int argc, char **argv)
         }
         dd_writer_free(&r->late_w);
     }
-    if (r->win) {
-        dedup_window_stats ws;
-        dedup_window_get_stats(r->win, &ws);
-        if (ws.late) {
-            char b1[32];
-            cli_warn("%llu late record%s (event time up to %s behind the newest): %s; "
-                     "--lateness %s would have covered them",
-                     (unsigned long long)ws.late, ws.late == 1 ? "" : "s",
-                     duration_str((uint64_t)ws.late_max_behind, b1, sizeof b1),
-                     o.late == LATE_KEEP ? "written unchanged, not deduplicated"
-                     : o.late == LATE_DROP ? "dropped" : "written to the --late file",
-                     b1);
-        }
-    }
+    if (r->win)
+        dd_window_warn_late(r);
     dd_progress_show(&r->prog, r->bytes_in, r->records_in, true, NULL);
     if (r->bad_keys && o.bad_key != DD_BAD_KEY_FAIL)
         cli_warn("%llu record%s had a key that is not an integer%s: %s",
@@ -1311,10 +754,10 @@ int cmd_dedup(int argc, char **argv)
         status = CLI_EXIT_FAIL;
     if (o.stats != STATS_NONE) {
         if (r->win)
-            print_window_stats(r, now_sec() - r->prog.start);
+            dd_window_print_stats(r, now_sec() - r->prog.start);
         else {
-            sample_false_drops(r, true);
-            print_stats(r, now_sec() - r->prog.start);
+            dd_stats_sample_false_drops(r, true);
+            dd_stats_print(r, now_sec() - r->prog.start);
         }
         if (o.sizing.tiers)
             dd_tiers_print_stats(o.sizing.tiers, stderr, o.stats == STATS_JSON);

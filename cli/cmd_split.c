@@ -65,12 +65,7 @@ static const char split_help[] =
 "      --nodes-file=FILE  the same, one name[=weight] a line ('#' comments)\n"
 "      --ring=FILE        the nodes of a ring saved by 'dedup ring --save'\n"
 "Keys (use the same options when deduplicating the parts):\n"
-"  -f, --field=N          key is field N (1-based) instead of the whole record\n"
-"  -d, --delimiter=C      field delimiter (default TAB)\n"
-"  -i, --ignore-case      ASCII case-insensitive keys\n"
-"      --trim             ignore leading and trailing whitespace (including \\r)\n"
-"      --squeeze          runs of whitespace compare as one space\n"
-"      --strip-prefix=S   ignore S at the start of keys\n"
+DD_KEY_HELP
 "  -z, --zero-terminated  records end with NUL, not newline\n"
 "Output:\n"
 "  -o, --output=PATTERN   part files: %s becomes the node name or number\n"
@@ -93,7 +88,7 @@ static const char split_help[] =
 "failed filter's own status.\n";
 
 enum {
-    OPT_TRIM = 256, OPT_SQUEEZE, OPT_PREFIX, OPT_NODES, OPT_NODES_FILE, OPT_RING, OPT_FILTER,
+    OPT_NODES = 256, OPT_NODES_FILE, OPT_RING, OPT_FILTER,
     OPT_STATS
 };
 
@@ -102,13 +97,7 @@ static const struct option long_opts[] = {
     {"nodes", required_argument, NULL, OPT_NODES},
     {"nodes-file", required_argument, NULL, OPT_NODES_FILE},
     {"ring", required_argument, NULL, OPT_RING},
-    {"field", required_argument, NULL, 'f'},
-    {"delimiter", required_argument, NULL, 'd'},
-    {"ignore-case", no_argument, NULL, 'i'},
-    {"trim", no_argument, NULL, OPT_TRIM},
-    {"squeeze", no_argument, NULL, OPT_SQUEEZE},
-    {"strip-prefix", required_argument, NULL, OPT_PREFIX},
-    {"zero-terminated", no_argument, NULL, 'z'},
+    DD_KEY_LONG_OPTIONS,
     {"output", required_argument, NULL, 'o'},
     {"filter", required_argument, NULL, OPT_FILTER},
     {"stats", optional_argument, NULL, OPT_STATS},
@@ -176,12 +165,17 @@ static int parse_args(int argc, char **argv, split_opts *o)
 {
     memset(o, 0, sizeof *o);
     o->term = '\n';
-    o->key.delim = '\t';
+    dd_keyspec_init(&o->key);
     int c;
     opterr = 0;
     optind = 1;
     bool named = false;
-    while ((c = getopt_long(argc, argv, ":N:f:d:izo:qvh", long_opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":N:" DD_KEY_SHORT_OPTIONS "o:qvh", long_opts, NULL)) != -1) {
+        int kr = dd_key_option(c, optarg, CMD, &o->key, &o->term);
+        if (kr < 0)
+            return CLI_EXIT_USAGE;
+        if (kr)
+            continue;
         switch (c) {
         case 'N':
             if (!arg_uint(CMD, "-N/--shards", optarg, 1, DEDUP_RING_MAX_NODES, &o->shards))
@@ -198,33 +192,6 @@ static int parse_args(int argc, char **argv, split_opts *o)
                 return CLI_EXIT_USAGE;
             break;
         case OPT_RING: o->ring_file = optarg; break;
-        case 'f': {
-            uint64_t f;
-            if (!arg_uint(CMD, "-f/--field", optarg, 1, 1000000, &f))
-                return CLI_EXIT_USAGE;
-            o->key.field = (size_t)f;
-            break;
-        }
-        case 'd':
-            if (strlen(optarg) == 1)
-                o->key.delim = (unsigned char)optarg[0];
-            else if (strcmp(optarg, "\\t") == 0)
-                o->key.delim = '\t';
-            else if (strcmp(optarg, "\\0") == 0)
-                o->key.delim = '\0';
-            else {
-                cli_error("%s: -d/--delimiter must be one character (got '%s')", CMD, optarg);
-                return CLI_EXIT_USAGE;
-            }
-            break;
-        case 'i': o->key.fold_case = true; break;
-        case OPT_TRIM: o->key.trim = true; break;
-        case OPT_SQUEEZE: o->key.squeeze = true; break;
-        case OPT_PREFIX:
-            o->key.prefix = optarg;
-            o->key.prefix_len = strlen(optarg);
-            break;
-        case 'z': o->term = '\0'; break;
         case 'o': o->pattern = optarg; break;
         case OPT_FILTER:
             if (!*optarg) {

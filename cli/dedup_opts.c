@@ -67,12 +67,7 @@ static void usage(FILE *f)
 "  -s, --state=FILE       seen-set kept across runs: loaded if it exists, records\n"
 "                         in it are dropped, saved atomically at the end\n"
 "Keys:\n"
-"  -f, --field=N          key is field N (1-based) instead of the whole record\n"
-"  -d, --delimiter=C      field delimiter (default TAB)\n"
-"  -i, --ignore-case      ASCII case-insensitive keys\n"
-"      --trim             ignore leading and trailing whitespace (including \\r)\n"
-"      --squeeze          runs of whitespace compare as one space\n"
-"      --strip-prefix=S   ignore S at the start of keys\n"
+DD_KEY_HELP
 "Integer keys:\n"
 "      --keys=int         the key is an integer (decimal, or hex with 0x); then\n"
 "                         --mode exact (64-bit integer set, ~10 bytes a key with -n),\n"
@@ -155,7 +150,7 @@ static void usage(FILE *f)
 }
 
 enum {
-    OPT_TRIM = 256, OPT_SQUEEZE, OPT_PREFIX, OPT_MODE, OPT_STATS, OPT_PROGRESS, OPT_NO_PROGRESS,
+    OPT_MODE = 256, OPT_STATS, OPT_PROGRESS, OPT_NO_PROGRESS,
     OPT_HELP, OPT_VERSION, OPT_LINEBUF, OPT_SEED, OPT_SORT,
     OPT_WINDOW, OPT_WINDOW_TYPE, OPT_LAST, OPT_TIME_FIELD, OPT_TIME_FORMAT, OPT_LATENESS,
     OPT_LATE, OPT_BAD_TIME, OPT_KEYS, OPT_BAD_KEY, OPT_RANGE,
@@ -171,17 +166,11 @@ static const struct option long_opts[] = {
     {"tmpdir", required_argument, NULL, 'T'},
     {"sort", no_argument, NULL, OPT_SORT},
     {"state", required_argument, NULL, 's'},
-    {"field", required_argument, NULL, 'f'},
-    {"delimiter", required_argument, NULL, 'd'},
-    {"ignore-case", no_argument, NULL, 'i'},
-    {"trim", no_argument, NULL, OPT_TRIM},
-    {"squeeze", no_argument, NULL, OPT_SQUEEZE},
-    {"strip-prefix", required_argument, NULL, OPT_PREFIX},
+    DD_KEY_LONG_OPTIONS,
     {"duplicates", no_argument, NULL, 'D'},
     {"count", no_argument, NULL, 'c'},
     {"unique", no_argument, NULL, 'u'},
     {"output", required_argument, NULL, 'o'},
-    {"zero-terminated", no_argument, NULL, 'z'},
     {"line-buffered", no_argument, NULL, OPT_LINEBUF},
     {"stats", optional_argument, NULL, OPT_STATS},
     {"progress", no_argument, NULL, OPT_PROGRESS},
@@ -234,14 +223,20 @@ int dd_dedup_parse_args(int argc, char **argv, opts *o)
     memset(o, 0, sizeof *o);
     o->mode = "exact";
     o->term = '\n';
-    o->key.delim = '\t';
+    dd_keyspec_init(&o->key);
     o->progress = -1;
     o->sizing.seed = DEDUP_DEFAULT_SEED;
     int kinds = 0;
     int c;
     opterr = 0;
     optind = 1;
-    while ((c = getopt_long(argc, argv, ":n:p:m:s:f:d:iDcuo:zqvT:h", long_opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":n:p:m:s:" DD_KEY_SHORT_OPTIONS "Dcuo:qvT:h", long_opts,
+                            NULL)) != -1) {
+        int kr = dd_key_option(c, optarg, NULL, &o->key, &o->term);
+        if (kr < 0)
+            return -1;
+        if (kr)
+            continue;
         switch (c) {
         case OPT_MODE: o->mode = optarg; break;
         case 'n':
@@ -265,39 +260,10 @@ int dd_dedup_parse_args(int argc, char **argv, opts *o)
         case 's': o->state = optarg; break;
         case 'T': o->tmpdir = optarg; break;
         case OPT_SORT: o->sorted = true; break;
-        case 'f': {
-            uint64_t f;
-            if (!cli_parse_count(optarg, &f) || f > 1000000) {
-                cli_error("-f/--field must be a field number from 1 (got '%s')", optarg);
-                return -1;
-            }
-            o->key.field = (size_t)f;
-            break;
-        }
-        case 'd':
-            if (strlen(optarg) == 1)
-                o->key.delim = (unsigned char)optarg[0];
-            else if (strcmp(optarg, "\\t") == 0)
-                o->key.delim = '\t';
-            else if (strcmp(optarg, "\\0") == 0)
-                o->key.delim = '\0';
-            else {
-                cli_error("-d/--delimiter must be one character (got '%s')", optarg);
-                return -1;
-            }
-            break;
-        case 'i': o->key.fold_case = true; break;
-        case OPT_TRIM: o->key.trim = true; break;
-        case OPT_SQUEEZE: o->key.squeeze = true; break;
-        case OPT_PREFIX:
-            o->key.prefix = optarg;
-            o->key.prefix_len = strlen(optarg);
-            break;
         case 'D': o->out = OUT_DUPLICATES; kinds++; break;
         case 'c': o->out = OUT_COUNT; kinds++; break;
         case 'u': o->out = OUT_UNIQUE; kinds++; break;
         case 'o': o->output = optarg; break;
-        case 'z': o->term = '\0'; break;
         case OPT_LINEBUF: o->line_buffered = true; break;
         case OPT_STATS:
             if (!optarg || strcmp(optarg, "text") == 0)

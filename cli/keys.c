@@ -3,9 +3,54 @@
 
 #include <string.h>
 
+#include "cli.h"
+
 static inline bool is_space(unsigned char c)
 {
     return c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\v' || c == '\f';
+}
+
+void dd_keyspec_init(dd_keyspec *k)
+{
+    memset(k, 0, sizeof *k);
+    k->delim = '\t';
+}
+
+int dd_key_option(int c, const char *arg, const char *cmd, dd_keyspec *k, unsigned char *term)
+{
+    const char *pre = cmd ? cmd : "", *sep = cmd ? ": " : "";
+    switch (c) {
+    case 'f': {
+        uint64_t f;
+        if (!cli_parse_count(arg, &f) || f > 1000000) {
+            cli_error("%s%s-f/--field must be a field number from 1 (got '%s')", pre, sep, arg);
+            return -1;
+        }
+        k->field = (size_t)f;
+        return 1;
+    }
+    case 'd':
+        if (strlen(arg) == 1)
+            k->delim = (unsigned char)arg[0];
+        else if (strcmp(arg, "\\t") == 0)
+            k->delim = '\t';
+        else if (strcmp(arg, "\\0") == 0)
+            k->delim = '\0';
+        else {
+            cli_error("%s%s-d/--delimiter must be one character (got '%s')", pre, sep, arg);
+            return -1;
+        }
+        return 1;
+    case 'i': k->fold_case = true; return 1;
+    case DD_KEY_OPT_TRIM: k->trim = true; return 1;
+    case DD_KEY_OPT_SQUEEZE: k->squeeze = true; return 1;
+    case DD_KEY_OPT_PREFIX:
+        k->prefix = arg;
+        k->prefix_len = strlen(arg);
+        return 1;
+    case 'z': *term = '\0'; return 1;
+    default: return 0;
+    }
 }
 
 bool dd_keyspec_identity(const dd_keyspec *k)

@@ -9,6 +9,7 @@
 #ifndef DEDUP_CLI_KEYS_H
 #define DEDUP_CLI_KEYS_H
 
+#include <getopt.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -21,6 +22,42 @@ typedef struct dd_keyspec {
     const char *prefix;   /* removed from the start of the key when present */
     size_t prefix_len;
 } dd_keyspec;
+
+/* The key options, the same in every subcommand that reads keys (the main
+ * job, split, count): one table fragment for getopt_long, their short
+ * letters, their --help lines, and dd_key_option() to apply one.  The codes
+ * of the long-only ones sit far above the 256.. a caller numbers its own. */
+enum { DD_KEY_OPT_TRIM = 0x4b00, DD_KEY_OPT_SQUEEZE, DD_KEY_OPT_PREFIX };
+
+#define DD_KEY_LONG_OPTIONS                                                                     \
+    {"field", required_argument, NULL, 'f'}, {"delimiter", required_argument, NULL, 'd'},       \
+    {"ignore-case", no_argument, NULL, 'i'}, {"trim", no_argument, NULL, DD_KEY_OPT_TRIM},      \
+    {"squeeze", no_argument, NULL, DD_KEY_OPT_SQUEEZE},                                         \
+    {"strip-prefix", required_argument, NULL, DD_KEY_OPT_PREFIX},                               \
+    {"zero-terminated", no_argument, NULL, 'z'}
+
+/* The short letters of DD_KEY_LONG_OPTIONS, for getopt_long's optstring. */
+#define DD_KEY_SHORT_OPTIONS "f:d:iz"
+
+/* The --help lines of the key options (-z is said with the records). */
+#define DD_KEY_HELP                                                                  \
+    "  -f, --field=N          key is field N (1-based) instead of the whole record\n" \
+    "  -d, --delimiter=C      field delimiter (default TAB)\n"                         \
+    "  -i, --ignore-case      ASCII case-insensitive keys\n"                           \
+    "      --trim             ignore leading and trailing whitespace (including \\r)\n" \
+    "      --squeeze          runs of whitespace compare as one space\n"               \
+    "      --strip-prefix=S   ignore S at the start of keys\n"
+
+/* The defaults: whole records, TAB-delimited fields, no normalisation. */
+void dd_keyspec_init(dd_keyspec *k);
+
+/* Applies option 'c' (a getopt_long result) with argument 'arg' when it is
+ * one of the key options: -f N (1 to 1000000), -d C (one character, or the
+ * two-character \t or \0), -i, --trim, --squeeze, --strip-prefix S into
+ * *k, and -z into *term.  Returns 1 when it was one (applied), 0 when it is
+ * not a key option (the caller's), -1 on a bad value, after an error
+ * naming it, prefixed "CMD: " when 'cmd' is not NULL. */
+int dd_key_option(int c, const char *arg, const char *cmd, dd_keyspec *k, unsigned char *term);
 
 /* True when keys are whole records (no copy needed). */
 bool dd_keyspec_identity(const dd_keyspec *k);

@@ -1,0 +1,122 @@
+/*
+ * dedup_run.h - the main job's run, private to the CLI: the state one
+ * `dedup [OPTIONS] [FILE...]` carries from the first batch to its report,
+ * shared by cmd_dedup.c (the flow: inputs, seen-set, batches, output,
+ * state), dedup_window.c (a windowed run's batches, checks and report) and
+ * dedup_stats.c (--stats, and the false-drop estimate it gives).
+ */
+#ifndef DEDUP_CLI_DEDUP_RUN_H
+#define DEDUP_CLI_DEDUP_RUN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dedup/hll.h"
+#include "dedup/seen.h"
+#include "dedup/timeparse.h"
+#include "dedup/window.h"
+#include "dedup_opts.h"
+#include "io.h"
+#include "progress.h"
+#include "redis_cli.h"
+#include "seen_spec.h"
+
+/* Keys decided at once (the method prefetches a batch's slots first). */
+#define BATCH 64
+
+typedef struct run {
+    opts *o;
+    dedup_seen *s;        /* the seen-set (dedup/seen.h) */
+    dedup_seen_info info; /* what it is (kind, probabilistic), taken once */
+    dd_writer w;
+    dd_progress prog;
+    uint64_t records_in, records_out, duplicates, bytes_in;
+    bool identity_key;
+    /* batch: records, keys and digests come from the feeder's block */
+    const unsigned char *const *rec;
+    const size_t *rlen;
+    const unsigned char *const *key;
+    const size_t *klen;
+    const dedup_digest *dig;
+    dedup_verdict *verdict;   /* verdict_buf, or a larger one for --redis */
+    dedup_verdict verdict_buf[BATCH];
+    size_t batch;             /* keys decided at once: BATCH, more for --redis */
+    /* first records for --count/--unique: [u64 len][bytes] entries */
+    unsigned char *firsts;
+    size_t firsts_len, firsts_cap;
+    bool failed; /* method error already reported */
+    /* a fixed-size filter's capacity: keys answered NEW against it, the
+     * warning said once, and the false drops estimated from its rate */
+    uint64_t news;            /* NEW verdicts in this run */
+    bool full_warned;
+    uint64_t fd_news;         /* news at the last rate sample */
+    uint64_t fd_records;      /* records_in then */
+    double fd_rate;           /* the rate in force then */
+    double false_drops;       /* estimated new records answered MAYBE_DUPLICATE */
+    /* exact mode past its in-memory share (DEDUP_SEEN_EXACT_SPILL): the
+     * library freezes the set and hands the other records to the external
+     * engine, whose output comes through spill_emit() */
+    bool can_spill;
+    bool spilled;
+    uint64_t spill_out;       /* records the engine had written (-u: its uniques only) */
+    bool skip_giant;          /* -u: the giant being streamed occurs more than once */
+    uint64_t budget;
+    const char *budget_source;
+    const char *tmpdir;       /* where the engine writes, for messages */
+    /* windowed runs: the window behind the seen-set, for its stats */
+    const dedup_window *win;
+    dd_redis_run *redis;      /* --redis: uncertain records, commits, stats */
+    dedup_time_format tfmt;   /* the format in use (detected once when AUTO) */
+    bool tfmt_detected;
+    int64_t wtime[BATCH];     /* event times of the records to decide */
+    size_t widx[BATCH];       /* their indexes in the batch */
+    dedup_digest wdig[BATCH];
+    dedup_verdict wverdict[BATCH];
+    unsigned char wskip[BATCH]; /* 0 decided, 1 bad time dropped, 2 bad time kept */
+    const char *file_name;    /* for messages naming a record */
+    uint64_t file_records;    /* records of the current file before this batch */
+    uint64_t bad_times, late_out, late_dropped;
+    dd_writer late_w;
+    int late_fd;
+    /* integer keys: the parsed keys of the batch, and for each record
+     * 0 (decided), 1 (bad key, dropped) or 2 (bad key, written) */
+    uint64_t ikey[BATCH];
+    unsigned char ikmark[BATCH];
+    uint64_t bad_keys;
+    /* --stats of a probabilistic method: distinct keys from a HyperLogLog
+     * sketch of every key's digest (the filter's own count misses the keys
+     * it took for duplicates) */
+    dedup_hll *hll;
+} run;
+
+/* ---- dedup_window.c: windowed runs ---------------------------------------- */
+
+/* Decides and writes one batch of 'n' records of a windowed run (event
+ * times from --time-field, arrival time or record count), with the late and
+ * bad-time policies.  False to stop (error reported, or broken pipe). */
+bool dd_window_batch(run *r, size_t n);
+
+/* True when the saved window 'win' (loaded from 'state') has the window
+ * parameters the options 'sizing' ask for; else names each difference as
+ * the option that gives it, on stderr, and returns false. */
+bool dd_window_matches_saved(const dd_seen_opts *sizing, const dedup_window *win,
+                             const char *state);
+
+/* The warning at the end of a windowed run that had late records. */
+void dd_window_warn_late(const run *r);
+
+/* --stats of a windowed run, text or JSON, on stderr. */
+void dd_window_print_stats(run *r, double seconds);
+
+/* ---- dedup_stats.c: the report ------------------------------------------- */
+
+/* Samples the filter's rate for the false-drop estimate now and then (it
+ * may scan the filter); 'final' samples whatever is left.  A no-op for an
+ * exact or windowed run. */
+void dd_stats_sample_false_drops(run *r, bool final);
+
+/* --stats of a run that is not windowed, text or JSON, on stderr. */
+void dd_stats_print(run *r, double seconds);
+
+#endif
