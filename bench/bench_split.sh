@@ -15,7 +15,11 @@
 # input is read into the page cache before each command, and the previous
 # command's outputs are removed first, so every command starts alike.
 # Wall, user and system seconds and peak RSS come from /usr/bin/time.
-# BIN=path/to/dedup (default build/dedup).
+# Then the price of each step on one thread (build/bench/bench_split_stages:
+# line ends, + XXH3-128, + jump hash, + copy into 16 buffers, + writes), in
+# the same rounds, against cat's CPU seconds: the floor of split's CPU work.
+# BIN=path/to/dedup (default build/dedup), STAGES=path/to/bench_split_stages
+# (default beside it in build/bench/; skipped when absent).
 set -euo pipefail
 LINES=${1:-20000000}
 ROUNDS=${2:-3}
@@ -28,6 +32,7 @@ if [ ! -s "$IN" ]; then
     cc -O2 -o "$DATA/gen_urls" "$SRC/bench/gen_urls.c" -lm
     "$DATA/gen_urls" "$LINES" > "$IN"
 fi
+STAGES=${STAGES:-$(dirname "$BIN")/bench/bench_split_stages}
 NODES=$(seq -s, -f 'node%02g' 0 15)
 TIMES=$(mktemp)
 trap 'rm -f "$TIMES"; rm -rf "$DATA/out"' EXIT
@@ -63,3 +68,24 @@ awk '
         printf "median user+sys: cat %.2f s, split -N 16 %.2f s, split --nodes %.2f s, split -N 16 < FILE %.2f s\n", mcpu["cat"], mcpu["split"], mcpu["ring"], mcpu["stdin"]
     }' "$TIMES"
 echo "load: $(uptime)"
+[ -x "$STAGES" ] || exit 0
+: > "$TIMES"
+for ((i = 1; i <= ROUNDS; i++)); do
+    run cat sh -c "cat '$IN' > '$DATA/out/all'"
+    for st in lines hash jump copy; do run "$st" "$STAGES" "$st" "$IN" > /dev/null; done
+    run write "$STAGES" write "$IN" "$DATA/out" > /dev/null
+done
+echo "one thread, each stage adds a step (name wall user sys maxrss_kb):"
+cat "$TIMES"
+awk '
+    function median(list,   m, v, i, j, t) {
+        m = split(substr(list, 2), v, " ")
+        for (i = 1; i <= m; i++) for (j = i + 1; j <= m; j++) if (v[j] < v[i]) { t = v[i]; v[i] = v[j]; v[j] = t }
+        return v[int((m + 1) / 2)]
+    }
+    { cpu[$1] = cpu[$1] " " ($3 + $4) }
+    END {
+        for (k in cpu) c[k] = median(cpu[k])
+        printf "median user+sys: cat %.2f s; line ends %.2f, + XXH3-128 %.2f, + jump %.2f, + copy %.2f, + write %.2f s\n", c["cat"], c["lines"], c["hash"], c["jump"], c["copy"], c["write"]
+        printf "steps: line ends %.2f, XXH3-128 %.2f, jump %.2f, copy %.2f, write %.2f s; all / cat = %.2fx of CPU\n", c["lines"], c["hash"] - c["lines"], c["jump"] - c["hash"], c["copy"] - c["jump"], c["write"] - c["copy"], c["write"] / c["cat"]
+    }' "$TIMES"
