@@ -540,7 +540,8 @@ int cmd_split(int argc, char **argv)
             int m = split_mapped(&route, files[fi]);
             if (m == SPLIT_MAPPED_DONE)
                 continue;
-            if (m == SPLIT_MAPPED_STOPPED) {
+            if (m == SPLIT_MAPPED_STOPPED ||
+                (m == SPLIT_MAPPED_WRITE_ERROR && dd_stop_signal)) { /* EINTR */
                 failed = true;
                 break;
             }
