@@ -4,8 +4,11 @@
  *
  * Why: the feeder's path (cmd_split.c) reads on one thread and does all the
  * rest on the other: jump hash, the copy of every record into its part's
- * buffer and the write(2) calls.  That second thread was the slow step (2.7x
- * of `cat FILE > OUT`).  Here both threads share every kind of work:
+ * buffer and the write(2) calls.  That second thread was the slow step
+ * (65% of the CPU time; 2.7-3x of `cat FILE > OUT` on a quiet machine).
+ * Here both threads share every kind of work, so each carries half (the
+ * total is about the same: on a machine where every thread waits for a
+ * core both roads take as long; bench/results/ring.md):
  *
  *   - the file is mapped, so no read(2) copies it (the page faults are
  *     cheaper than read's copy, and the blocks are not handed across);
@@ -252,8 +255,10 @@ static bool phase1(worker *w, slot *s, size_t start, size_t end)
 }
 
 /* Phase 2 of a slot for half t: each record into its part's writer.  The
- * usual record (terminator in the file after it, room in the buffer) is a
- * fixed 64-byte copy or one memcpy; the rest goes through dd_writer. */
+ * usual record (its terminator after it in the file, room in the buffer)
+ * is one fixed 64- or 128-byte copy, which the compiler inlines (the bytes
+ * past the record are overwritten by the next one), or else one memcpy;
+ * the rest goes through dd_writer, which flushes full buffers. */
 static bool phase2(engine *e, const slot *s, unsigned t)
 {
     const split_route *r = e->route;
