@@ -3,7 +3,10 @@
 # file in the same run, alternating, median of ROUNDS, and the ratio (the
 # target: split within 1.5x of cat: it reads, hashes each key once and
 # writes, and must not be the slow step of a cluster job).  Then the ring
-# (--nodes with 16 names) the same way.
+# (--nodes with 16 names) the same way, and `split -N 16 < FILE` (standard
+# input: the feeder's road, which pipes and --filter take; a named regular
+# file is mapped and split on both threads, cli/split_mapped.c).  Besides
+# wall time, user + system seconds: less sensitive to a loaded machine.
 #
 #   bench/bench_split.sh [LINES=20000000] [ROUNDS=3]
 #
@@ -12,7 +15,11 @@
 # input is read into the page cache before each command, and the previous
 # command's outputs are removed first, so every command starts alike.
 # Wall, user and system seconds and peak RSS come from /usr/bin/time.
-# BIN=path/to/dedup (default build/dedup).
+# Then the price of each step on one thread (build/bench/bench_split_stages:
+# line ends, + XXH3-128, + jump hash, + copy into 16 buffers, + writes), in
+# the same rounds, against cat's CPU seconds: the floor of split's CPU work.
+# BIN=path/to/dedup (default build/dedup), STAGES=path/to/bench_split_stages
+# (default beside it in build/bench/; skipped when absent).
 set -euo pipefail
 LINES=${1:-20000000}
 ROUNDS=${2:-3}
@@ -25,6 +32,7 @@ if [ ! -s "$IN" ]; then
     cc -O2 -o "$DATA/gen_urls" "$SRC/bench/gen_urls.c" -lm
     "$DATA/gen_urls" "$LINES" > "$IN"
 fi
+STAGES=${STAGES:-$(dirname "$BIN")/bench/bench_split_stages}
 NODES=$(seq -s, -f 'node%02g' 0 15)
 TIMES=$(mktemp)
 trap 'rm -f "$TIMES"; rm -rf "$DATA/out"' EXIT
@@ -38,6 +46,7 @@ for ((i = 1; i <= ROUNDS; i++)); do
     run cat sh -c "cat '$IN' > '$DATA/out/all'"
     run split "$BIN" split -N 16 -o "$DATA/out/part-%s" "$IN"
     run ring "$BIN" split --nodes "$NODES" -o "$DATA/out/part-%s" "$IN"
+    run stdin sh -c "'$BIN' split -N 16 -o '$DATA/out/part-%s' < '$IN'"
 done
 # the last run's parts hold every line once
 got=$(cat "$DATA"/out/part-* | wc -l)
@@ -46,13 +55,37 @@ echo "input: $IN ($(stat -c %s "$IN") bytes, $LINES lines)"
 echo "runs (name wall user sys maxrss_kb):"
 cat "$TIMES"
 awk '
-    { wall[$1] = wall[$1] " " $2; n[$1]++ }
+    function median(list,   m, v, i, j, t) {
+        m = split(substr(list, 2), v, " ")
+        for (i = 1; i <= m; i++) for (j = i + 1; j <= m; j++) if (v[j] < v[i]) { t = v[i]; v[i] = v[j]; v[j] = t }
+        return v[int((m + 1) / 2)]
+    }
+    { wall[$1] = wall[$1] " " $2; cpu[$1] = cpu[$1] " " ($3 + $4) }
     END {
-        for (k in wall) {
-            m = split(substr(wall[k], 2), v, " ")
-            for (i = 1; i <= m; i++) for (j = i + 1; j <= m; j++) if (v[j] < v[i]) { t = v[i]; v[i] = v[j]; v[j] = t }
-            med[k] = v[int((m + 1) / 2)]
-        }
-        printf "median wall: cat %.2f s, split -N 16 %.2f s, split --nodes (16) %.2f s\n", med["cat"], med["split"], med["ring"]
-        printf "ratio to cat: split -N 16 %.2fx, split --nodes %.2fx (target <= 1.5x)\n", med["split"] / med["cat"], med["ring"] / med["cat"]
+        for (k in wall) { med[k] = median(wall[k]); mcpu[k] = median(cpu[k]) }
+        printf "median wall: cat %.2f s, split -N 16 %.2f s, split --nodes (16) %.2f s, split -N 16 < FILE %.2f s\n", med["cat"], med["split"], med["ring"], med["stdin"]
+        printf "ratio to cat: split -N 16 %.2fx, split --nodes %.2fx, split -N 16 < FILE %.2fx (target <= 1.5x)\n", med["split"] / med["cat"], med["ring"] / med["cat"], med["stdin"] / med["cat"]
+        printf "median user+sys: cat %.2f s, split -N 16 %.2f s, split --nodes %.2f s, split -N 16 < FILE %.2f s\n", mcpu["cat"], mcpu["split"], mcpu["ring"], mcpu["stdin"]
+    }' "$TIMES"
+echo "load: $(uptime)"
+[ -x "$STAGES" ] || exit 0
+: > "$TIMES"
+for ((i = 1; i <= ROUNDS; i++)); do
+    run cat sh -c "cat '$IN' > '$DATA/out/all'"
+    for st in lines hash jump copy; do run "$st" "$STAGES" "$st" "$IN" > /dev/null; done
+    run write "$STAGES" write "$IN" "$DATA/out" > /dev/null
+done
+echo "one thread, each stage adds a step (name wall user sys maxrss_kb):"
+cat "$TIMES"
+awk '
+    function median(list,   m, v, i, j, t) {
+        m = split(substr(list, 2), v, " ")
+        for (i = 1; i <= m; i++) for (j = i + 1; j <= m; j++) if (v[j] < v[i]) { t = v[i]; v[i] = v[j]; v[j] = t }
+        return v[int((m + 1) / 2)]
+    }
+    { cpu[$1] = cpu[$1] " " ($3 + $4) }
+    END {
+        for (k in cpu) c[k] = median(cpu[k])
+        printf "median user+sys: cat %.2f s; line ends %.2f, + XXH3-128 %.2f, + jump %.2f, + copy %.2f, + write %.2f s\n", c["cat"], c["lines"], c["hash"], c["jump"], c["copy"], c["write"]
+        printf "steps: line ends %.2f, XXH3-128 %.2f, jump %.2f, copy %.2f, write %.2f s; all / cat = %.2fx of CPU\n", c["lines"], c["hash"] - c["lines"], c["jump"] - c["hash"], c["copy"] - c["jump"], c["write"] - c["copy"], c["write"] / c["cat"]
     }' "$TIMES"

@@ -9,6 +9,11 @@
  *   the ring for named nodes: dedup/ring.h) -> that part's buffered writer
  *   -> a file (-o) or a filter's standard input (--filter)
  *
+ * A regular input file split into -o files takes the faster road of
+ * split_mapped.c instead (mapped, both threads cutting, hashing, routing
+ * and writing); pipes, standard input and filters take the feeder's.  Both
+ * put the same records in the same parts in the same order.
+ *
  * Input order is kept inside each part because records are appended in the
  * order the feeder hands them over.  Nothing is left half: every output and
  * every filter is set up before the first record is read (a bad pattern,
@@ -41,6 +46,7 @@
 #include "io.h"
 #include "keys.h"
 #include "nodes.h"
+#include "split.h"
 
 #define CMD "split"
 #define DEFAULT_PATTERN "part-%s"
@@ -101,17 +107,7 @@ static const struct option long_opts[] = {
     {NULL, 0, NULL, 0},
 };
 
-typedef struct part {
-    char label[24];   /* the number, for -N */
-    const char *name; /* node name or label */
-    char *path;       /* the -o name (final) */
-    char *tmp;        /* temporary name being written, or NULL */
-    int fd;
-    pid_t pid;        /* filter, or 0 */
-    bool eof_early;   /* the filter stopped reading */
-    dd_writer w;
-    uint64_t records, bytes, dropped;
-} part;
+typedef split_part part;
 
 typedef struct split_opts {
     uint64_t shards;
@@ -538,6 +534,35 @@ int cmd_split(int argc, char **argv)
     bool failed = false;
     int filter_rc = 0;
     for (int fi = 0; fi < nfiles && !failed; fi++) {
+        if (strcmp(files[fi], "-") != 0) {
+            split_route route = {.parts = parts, .n = n, .ring = ring, .key = &o.key,
+                                 .term = o.term};
+            int m = split_mapped(&route, files[fi]);
+            if (m == SPLIT_MAPPED_DONE)
+                continue;
+            if (m == SPLIT_MAPPED_STOPPED ||
+                (m == SPLIT_MAPPED_WRITE_ERROR && dd_stop_signal)) { /* EINTR */
+                failed = true;
+                break;
+            }
+            if (m == SPLIT_MAPPED_WRITE_ERROR) {
+                for (size_t i = 0; i < n; i++)
+                    if (parts[i].w.error) {
+                        cli_error("%s: write error on %s: %s", CMD, parts[i].path,
+                                  strerror(parts[i].w.error));
+                        break;
+                    }
+                rc = CLI_EXIT_FAIL;
+                failed = true;
+                break;
+            }
+            if (m == SPLIT_MAPPED_NOMEM) {
+                cli_error("%s: out of memory", CMD);
+                rc = CLI_EXIT_FAIL;
+                failed = true;
+                break;
+            }
+        }
         dd_feeder *fd = NULL;
         dd_feeder_opts fo = {.term = o.term, .key = &o.key, .hash = true, .seed = DEDUP_DEFAULT_SEED};
         int e = dd_feeder_open(&fd, files[fi], &fo);

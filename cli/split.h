@@ -1,0 +1,58 @@
+/*
+ * split.h - what cmd_split.c shares with split_mapped.c: a part (one output
+ * of `dedup split`) and the two-thread engine for a regular input file.
+ */
+#ifndef DEDUP_CLI_SPLIT_H
+#define DEDUP_CLI_SPLIT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "dedup/ring.h"
+#include "io.h"
+#include "keys.h"
+
+typedef struct split_part {
+    char label[24];   /* the number, for -N */
+    const char *name; /* node name or label */
+    char *path;       /* the -o name (final) */
+    char *tmp;        /* temporary name being written, or NULL */
+    int fd;
+    pid_t pid;        /* filter, or 0 */
+    bool eof_early;   /* the filter stopped reading */
+    dd_writer w;
+    uint64_t records, bytes, dropped;
+} split_part;
+
+/* How records are routed and cut: parts[0..n-1], the ring (NULL: jump hash
+ * over n), the key options, the terminator. */
+typedef struct split_route {
+    split_part *parts;
+    size_t n;
+    const dedup_ring *ring;
+    const dd_keyspec *key;
+    unsigned char term;
+} split_route;
+
+/* Outcome of split_mapped(). */
+enum {
+    SPLIT_MAPPED_DONE = 0,   /* the whole file went into the parts */
+    SPLIT_MAPPED_NOT_USED,   /* not a case for it (not a regular file, empty,
+                                cannot be mapped): nothing was read */
+    SPLIT_MAPPED_STOPPED,    /* a stop signal came: the parts are incomplete */
+    SPLIT_MAPPED_WRITE_ERROR,/* a part's writer failed (its w.error says why) */
+    SPLIT_MAPPED_NOMEM
+};
+
+/* Splits the regular file 'path' into the parts by mapping it and working
+ * on two threads (the caller's and one more): each thread cuts, keys,
+ * hashes and routes every other block of the file, and copies the records
+ * of its half of the parts, block after block, into their writers.  Only
+ * for parts that are regular files being written (no filter: a write to
+ * them never blocks for long, so a stop signal is seen within a block).
+ * The records go into each part in input order, as the feeder's path puts
+ * them; the writers are left with what did not fill a buffer. */
+int split_mapped(const split_route *r, const char *path);
+
+#endif
