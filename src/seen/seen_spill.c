@@ -294,36 +294,30 @@ static dedup_status spill_decide(void *impl, const dedup_batch *b, dedup_verdict
         return st ? st : spill_rest(s, b, 0, out, done, false);
     }
     const dedup_digest *d = b->digests;
-    if (s->refs) {
+    /* By reference (a mapped input) or by copy: the same three passes. */
+    const bool byref = s->refs != NULL;
+    if (byref)
         for (size_t i = 0; i < b->n; i++)
             if (!in_span(s, b->keys[i], b->lens[i]) || b->keys[i] != b->records[i] ||
                 b->lens[i] != b->rlens[i])
                 return DEDUP_ERR_INVALID_ARG;
-        for (size_t i = 0; i < b->n; i++)
-            dedup_refset_prefetch(s->refs, d[i]);
-        for (size_t i = 0; i < b->n; i++)
-            dedup_refset_prefetch_key(s->refs, d[i]);
-        for (size_t i = 0; i < b->n; i++) {
-            dedup_status st = dedup_refset_insert(s->refs, (uint64_t)(b->keys[i] - s->ref_base),
-                                                  b->lens[i], d[i], &out[i]);
-            if (st == DEDUP_ERR_FULL) {
-                st = start_engine(s);
-                if (!st)
-                    return spill_rest(s, b, i, out, done, true);
-            }
-            if (st) {
-                *done = i;
-                return st;
-            }
-        }
-        return DEDUP_OK;
-    }
-    for (size_t i = 0; i < b->n; i++)
-        dedup_strset_prefetch(s->set, d[i]);
-    for (size_t i = 0; i < b->n; i++)
-        dedup_strset_prefetch_key(s->set, d[i]);
     for (size_t i = 0; i < b->n; i++) {
-        dedup_status st = dedup_strset_insert(s->set, b->keys[i], b->lens[i], d[i], &out[i]);
+        if (byref)
+            dedup_refset_prefetch(s->refs, d[i]);
+        else
+            dedup_strset_prefetch(s->set, d[i]);
+    }
+    for (size_t i = 0; i < b->n; i++) {
+        if (byref)
+            dedup_refset_prefetch_key(s->refs, d[i]);
+        else
+            dedup_strset_prefetch_key(s->set, d[i]);
+    }
+    for (size_t i = 0; i < b->n; i++) {
+        dedup_status st =
+            byref ? dedup_refset_insert(s->refs, (uint64_t)(b->keys[i] - s->ref_base),
+                                        b->lens[i], d[i], &out[i])
+                  : dedup_strset_insert(s->set, b->keys[i], b->lens[i], d[i], &out[i]);
         if (st == DEDUP_ERR_FULL) {
             st = start_engine(s);
             if (!st)

@@ -480,29 +480,40 @@ static dedup_status decide(dedup_window *w, dedup_digest d, int64_t u, dedup_ver
     return DEDUP_OK;
 }
 
+/* The time a record is decided at: the record count of a COUNT window, the
+ * event time otherwise (checked); *late when it is below the watermark. */
+static dedup_status event_time(const dedup_window *w, int64_t time, int64_t *u, bool *late)
+{
+    *late = false;
+    if (w->p.type == DEDUP_WINDOW_COUNT) {
+        *u = (int64_t)w->counter;
+        return *u > DEDUP_WINDOW_MAX_TIME ? DEDUP_ERR_RANGE : DEDUP_OK;
+    }
+    if (!time_ok(time))
+        return DEDUP_ERR_RANGE;
+    *u = time;
+    *late = w->has_W && time < w->W;
+    return DEDUP_OK;
+}
+
 dedup_status dedup_window_seen(dedup_window *w, dedup_digest d, int64_t time,
                                dedup_verdict *verdict)
 {
     if (!w || !verdict)
         return DEDUP_ERR_INVALID_ARG;
     int64_t u;
-    if (w->p.type == DEDUP_WINDOW_COUNT) {
-        u = (int64_t)w->counter;
-        if (u > DEDUP_WINDOW_MAX_TIME)
-            return DEDUP_ERR_RANGE;
-    } else {
-        if (!time_ok(time))
-            return DEDUP_ERR_RANGE;
-        u = time;
-        if (w->has_W && u < w->W) {
-            w->late++;
-            w->records++;
-            int64_t behind = w->T - u; /* has_W without has_T: only by advance */
-            if (w->has_T && behind > w->late_max_behind)
-                w->late_max_behind = behind;
-            *verdict = DEDUP_LATE;
-            return DEDUP_OK;
-        }
+    bool late;
+    dedup_status st = event_time(w, time, &u, &late);
+    if (st)
+        return st;
+    if (late) {
+        w->late++;
+        w->records++;
+        int64_t behind = w->T - u; /* has_W without has_T: only by advance */
+        if (w->has_T && behind > w->late_max_behind)
+            w->late_max_behind = behind;
+        *verdict = DEDUP_LATE;
+        return DEDUP_OK;
     }
     if (!w->has_T || u > w->T) {
         w->T = u;
@@ -525,18 +536,13 @@ dedup_status dedup_window_query(const dedup_window *w, dedup_digest d, int64_t t
     if (!w || !verdict)
         return DEDUP_ERR_INVALID_ARG;
     int64_t u;
-    if (w->p.type == DEDUP_WINDOW_COUNT) {
-        u = (int64_t)w->counter;
-        if (u > DEDUP_WINDOW_MAX_TIME)
-            return DEDUP_ERR_RANGE;
-    } else {
-        if (!time_ok(time))
-            return DEDUP_ERR_RANGE;
-        u = time;
-        if (w->has_W && u < w->W) {
-            *verdict = DEDUP_LATE;
-            return DEDUP_OK;
-        }
+    bool late;
+    dedup_status st = event_time(w, time, &u, &late);
+    if (st)
+        return st;
+    if (late) {
+        *verdict = DEDUP_LATE;
+        return DEDUP_OK;
     }
     probe p;
     probe_init(w, d, u, &p);
