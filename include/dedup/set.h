@@ -181,9 +181,11 @@ dedup_status dedup_refset_create(const dedup_refset_params *params, const dedup_
 void dedup_refset_free(dedup_refset *set); /* NULL is harmless */
 /* Records the whole record at offset 'off' of 'len' bytes, whose digest is
  * 'd' (dedup_hash of those bytes with the caller's seed), and sets *verdict
- * to DEDUP_NEW or DEDUP_DUPLICATE.  Errors: DEDUP_ERR_FULL (see above;
- * nothing changed), DEDUP_ERR_NOMEM, DEDUP_ERR_INVALID_ARG (outside the
- * span). */
+ * to DEDUP_NEW or DEDUP_DUPLICATE.  The empty record is one key wherever it
+ * lies (kept as a flag, not by reference: at the end of a file without a
+ * last terminator it shares its offset with the next file's first record).
+ * Errors: DEDUP_ERR_FULL (see above; nothing changed), DEDUP_ERR_NOMEM,
+ * DEDUP_ERR_INVALID_ARG (outside the span). */
 dedup_status dedup_refset_insert(dedup_refset *set, uint64_t off, size_t len, dedup_digest d,
                                  dedup_verdict *verdict);
 /* Whether the key (bytes anywhere, 'len' long, digest 'd') is in the set. */

@@ -50,6 +50,7 @@ struct dedup_refset {
     unsigned shift; /* shard = d.hi >> shift (0 shards bits: nsh == 1) */
     uint64_t size;
     size_t memory;
+    bool has_empty; /* the empty key: kept here, not in a slot (see insert) */
 };
 
 void dedup_refset_params_init(dedup_refset_params *p)
@@ -199,6 +200,16 @@ dedup_status dedup_refset_insert(dedup_refset *s, uint64_t off, size_t len, dedu
 {
     if (off > s->span || len > s->span - off)
         return DEDUP_ERR_INVALID_ARG;
+    /* Every empty record is the same key, wherever it lies.  It cannot go by
+     * reference: an empty record at the end of a file without a last
+     * terminator has the offset of the next file's first record, so its
+     * bytes could not be told from that record's. */
+    if (len == 0) {
+        *verdict = s->has_empty ? DEDUP_DUPLICATE : DEDUP_NEW;
+        s->size += !s->has_empty;
+        s->has_empty = true;
+        return DEDUP_OK;
+    }
     shard *h = shard_of(s, d);
     const void *k = s->base + off;
     if (h->slots) {
@@ -228,6 +239,8 @@ dedup_status dedup_refset_insert(dedup_refset *s, uint64_t off, size_t len, dedu
 
 bool dedup_refset_contains(const dedup_refset *s, const void *key, size_t len, dedup_digest d)
 {
+    if (len == 0)
+        return s->has_empty;
     const shard *h = shard_of(s, d);
     return h->slots && *find(s, h, key, len, d) != 0;
 }
