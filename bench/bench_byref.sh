@@ -45,7 +45,7 @@ one() { # name cmd... (a shell command line)
 }
 names="dedup-file dedup-copying dedup-pipe sort-u"
 for r in $(seq "$REPS"); do
-  one dedup-file "'$DEDUP' '$F'"
+  one dedup-file "DEDUP_BYREF=1 '$DEDUP' '$F'"
   one dedup-copying "DEDUP_NO_BYREF=1 '$DEDUP' '$F'"
   one dedup-pipe "cat '$F' | '$DEDUP'"
   one sort-u "LC_ALL=C sort -u '$F'"

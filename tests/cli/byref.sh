@@ -42,6 +42,17 @@ open('$T/page', 'wb').write(d[:8192])"
 check "page file is 8192 bytes" test "$(stat -c %s "$T/page")" -eq 8192
 printf 'last' > "$T/last"
 
+# By reference is chosen for files a quarter of the budget or more (below
+# that the copying road is faster); the checks below force it with
+# DEDUP_BYREF=1, and these first ones check the size rule itself.
+DEDUP_BYREF= "$DEDUP" -v "$T/a" > /dev/null 2> "$T/err"
+check "small file against the budget: copies" test ! -s "$T/err"
+DEDUP_BYREF= DEDUP_MEMORY=$(($(stat -c %s "$T/a") * 2)) "$DEDUP" -v "$T/a" > /dev/null 2> "$T/err"
+check "a file of half the budget: by reference" grep -q 'references' "$T/err"
+DEDUP_BYREF= DEDUP_MEMORY=$(($(stat -c %s "$T/a") * 8)) "$DEDUP" -v "$T/a" > /dev/null 2> "$T/err"
+check "a file of an eighth of the budget: copies" test ! -s "$T/err"
+export DEDUP_BYREF=1
+
 # the path is really taken for regular files, and not for a pipe
 "$DEDUP" -v "$T/a" > /dev/null 2> "$T/err"
 check "by reference for a file" grep -q 'references' "$T/err"
