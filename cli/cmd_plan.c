@@ -57,7 +57,8 @@ static const char plan_help[] =
     "      --nodes N         machines available (default: as many as needed)\n"
     "Output:\n"
     "      --json            one JSON object: question, recommended, alternatives\n"
-    "  -f, --field N, -d, --delimiter C, -i, --ignore-case, --trim, -z: keys of --sample\n"
+    "  -f, --field N, -d, --delimiter C, -i, --ignore-case, --trim, --squeeze,\n"
+    "  --strip-prefix S, -z: keys of --sample (as dedup takes them)\n"
     "  -h, --help            this help\n"
     "\n"
     "Examples:\n"
@@ -81,7 +82,6 @@ enum {
     OPT_INFRA,
     OPT_NODES,
     OPT_JSON,
-    OPT_TRIM,
     OPT_HELP,
 };
 
@@ -102,11 +102,7 @@ static const struct option plan_opts[] = {
     {"infra", required_argument, NULL, OPT_INFRA},
     {"nodes", required_argument, NULL, OPT_NODES},
     {"json", no_argument, NULL, OPT_JSON},
-    {"field", required_argument, NULL, 'f'},
-    {"delimiter", required_argument, NULL, 'd'},
-    {"ignore-case", no_argument, NULL, 'i'},
-    {"trim", no_argument, NULL, OPT_TRIM},
-    {"zero-terminated", no_argument, NULL, 'z'},
+    DD_KEY_LONG_OPTIONS,
     {"help", no_argument, NULL, OPT_HELP},
     {NULL, 0, NULL, 0},
 };
@@ -230,24 +226,18 @@ static int parse(int argc, char **argv, plan_args *a)
             a->q.nodes = (uint32_t)v;
             break;
         case OPT_JSON: a->json = true; break;
-        case 'f':
-            if (!arg_uint("plan", "-f/--field", optarg, 1, 1000000, &v))
-                return -1;
-            a->key.field = (size_t)v;
-            break;
-        case 'd':
-            if (strlen(optarg) != 1) {
-                cli_error("plan: -d/--delimiter must be one character (got '%s')", optarg);
-                return -1;
-            }
-            a->key.delim = (unsigned char)optarg[0];
-            break;
-        case 'i': a->key.fold_case = true; break;
-        case OPT_TRIM: a->key.trim = true; break;
-        case 'z': a->term = '\0'; break;
         case 'h':
         case OPT_HELP: fputs(plan_help, stdout); return 1;
-        default: arg_bad_option("plan", c, argv, "dedup plan --help"); return -1;
+        default: {
+            int k = dd_key_option(c, optarg, "plan", &a->key, &a->term);
+            if (k < 0)
+                return -1;
+            if (k == 0) {
+                arg_bad_option("plan", c, argv, "dedup plan --help");
+                return -1;
+            }
+            break;
+        }
         }
     }
     if (optind < argc) {
