@@ -222,11 +222,9 @@ dedup_status rd_bitmap_open(dedup_redis *r)
                    (want.gen_ms && !rc_batch_add(&r->b, 4, a3, l3, 1, 0)))) ||
         !rc_batch_add(&r->b, 4, a2, l2, 1, 1))
         return DEDUP_ERR_NOMEM;
-    dedup_status st = rc_exec(r->c, &r->b);
-    if (st != DEDUP_OK) {
-        rd_error(r, "%s", rc_error(r->c));
+    dedup_status st = rd_exec(r);
+    if (st != DEDUP_OK)
         return st;
-    }
     for (size_t j = 0; j < r->b.n; j++)
         if (r->b.cmds[j].reply->type == REDIS_REPLY_ERROR)
             return rd_reply_error(r, r->b.cmds[j].reply, "metadata key");
@@ -434,11 +432,9 @@ dedup_status rd_bitmap_run(dedup_redis *r, const dedup_batch *b, dedup_verdict *
         if (!any)
             break;
         r->b.wait_replicas = record ? r->o.wait_replicas : 0;
-        st = rc_exec(r->c, &r->b);
-        if (st != DEDUP_OK) {
-            rd_error(r, "%s", rc_error(r->c));
+        st = rd_exec(r);
+        if (st != DEDUP_OK)
             goto out;
-        }
         bool noscript = false;
         for (size_t j = 0; j < r->b.n; j++) {
             rc_cmd *cm = &r->b.cmds[j];
@@ -547,11 +543,9 @@ dedup_status rd_bitmap_read(dedup_redis *r, unsigned char *buf, uint64_t len)
                 if (!rc_batch_add(&r->b, 4, argv, lens, 1, (uint32_t)(c / COPY_CHUNK)))
                     return DEDUP_ERR_NOMEM;
             }
-            dedup_status st = rc_exec(r->c, &r->b);
-            if (st != DEDUP_OK) {
-                rd_error(r, "%s", rc_error(r->c));
+            dedup_status st = rd_exec(r);
+            if (st != DEDUP_OK)
                 return st;
-            }
             for (size_t j = 0; j < r->b.n; j++) {
                 redisReply *rep = r->b.cmds[j].reply;
                 if (rep->type != REDIS_REPLY_STRING)
@@ -606,11 +600,9 @@ dedup_status rd_bitmap_write(dedup_redis *r, const unsigned char *buf, uint64_t 
             (r->gen_ms && !rc_batch_add(&r->b, 3, x, xl, 1, 0)))
             return DEDUP_ERR_NOMEM;
         r->b.wait_replicas = r->o.wait_replicas;
-        dedup_status st = rc_exec(r->c, &r->b);
-        if (st != DEDUP_OK) {
-            rd_error(r, "%s", rc_error(r->c));
+        dedup_status st = rd_exec(r);
+        if (st != DEDUP_OK)
             return st;
-        }
         for (size_t j = 0; j < r->b.n; j++)
             if (r->b.cmds[j].reply->type == REDIS_REPLY_ERROR)
                 return rd_reply_error(r, r->b.cmds[j].reply, "copy into a segment");

@@ -126,11 +126,9 @@ static dedup_status reserve_shards(dedup_redis *r)
         if (!ok)
             return DEDUP_ERR_NOMEM;
     }
-    dedup_status st = rc_exec(r->c, &r->b);
-    if (st != DEDUP_OK) {
-        rd_error(r, "%s", rc_error(r->c));
+    dedup_status st = rd_exec(r);
+    if (st != DEDUP_OK)
         return st;
-    }
     for (size_t j = 0; j < r->b.n; j++) {
         redisReply *rep = r->b.cmds[j].reply;
         if (rep->type != REDIS_REPLY_ERROR || strstr(rep->str, "exists"))
@@ -183,11 +181,9 @@ dedup_status rd_module_open(dedup_redis *r)
     size_t l2[3] = {4, ml, 5};
     if ((offer && !rc_batch_add(&r->b, 4, a1, l1, 1, 0)) || !rc_batch_add(&r->b, 3, a2, l2, 1, 1))
         return DEDUP_ERR_NOMEM;
-    dedup_status st = rc_exec(r->c, &r->b);
-    if (st != DEDUP_OK) {
-        rd_error(r, "%s", rc_error(r->c));
+    dedup_status st = rd_exec(r);
+    if (st != DEDUP_OK)
         return st;
-    }
     for (size_t j = 0; j < r->b.n; j++)
         if (r->b.cmds[j].reply->type == REDIS_REPLY_ERROR)
             return rd_reply_error(r, r->b.cmds[j].reply, "metadata key");
@@ -296,11 +292,9 @@ static dedup_status per_key(dedup_redis *r, const dedup_batch *b, const char *cm
             return DEDUP_ERR_NOMEM;
     }
     r->b.wait_replicas = write ? r->o.wait_replicas : 0;
-    dedup_status st = rc_exec(r->c, &r->b);
-    if (st != DEDUP_OK) {
-        rd_error(r, "%s", rc_error(r->c));
+    dedup_status st = rd_exec(r);
+    if (st != DEDUP_OK)
         return st;
-    }
     for (size_t j = 0; j < r->b.n; j++) {
         redisReply *e = r->b.cmds[j].reply;
         if (e->type != REDIS_REPLY_INTEGER)
@@ -368,11 +362,9 @@ dedup_status rd_module_run(dedup_redis *r, const dedup_batch *b, dedup_verdict *
     if (st != DEDUP_OK)
         goto out;
     r->b.wait_replicas = record ? r->o.wait_replicas : 0;
-    st = rc_exec(r->c, &r->b);
-    if (st != DEDUP_OK) {
-        rd_error(r, "%s", rc_error(r->c));
+    st = rd_exec(r);
+    if (st != DEDUP_OK)
         goto out;
-    }
     /* cmds are in shard order; find each key's reply by its shard. */
     for (size_t j = 0; j < r->b.n && st == DEDUP_OK; j++) {
         rc_cmd *cm = &r->b.cmds[j];

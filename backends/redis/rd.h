@@ -40,6 +40,9 @@ void rd_error(dedup_redis *r, const char *fmt, ...) __attribute__((format(printf
 dedup_status rd_scratch(dedup_redis *r, size_t n, size_t args, size_t bytes);
 /* Interprets an error reply: WRONGTYPE -> DEDUP_ERR_WRONG_TYPE, else IO;
  * the message names the command's node-independent context 'what'. */
+/* Sends r->b's pipeline (rc_exec) and, when it fails, keeps the client's
+ * message (host:port and why) as r's error. */
+dedup_status rd_exec(dedup_redis *r);
 dedup_status rd_reply_error(dedup_redis *r, const redisReply *rep, const char *what);
 
 size_t rd_segment_key(const dedup_redis *r, uint32_t s, uint64_t gen, char *buf);

@@ -24,6 +24,14 @@ void rd_error(dedup_redis *r, const char *fmt, ...)
     va_end(ap);
 }
 
+dedup_status rd_exec(dedup_redis *r)
+{
+    dedup_status st = rc_exec(r->c, &r->b);
+    if (st != DEDUP_OK)
+        rd_error(r, "%s", rc_error(r->c));
+    return st;
+}
+
 dedup_status rd_reply_error(dedup_redis *r, const redisReply *rep, const char *what)
 {
     bool wrong = rep && rep->type == REDIS_REPLY_ERROR && strncmp(rep->str, "WRONGTYPE", 9) == 0;
@@ -182,11 +190,9 @@ static dedup_status keys_run(dedup_redis *r, const dedup_batch *b, dedup_verdict
     if (st != DEDUP_OK)
         return st;
     r->b.wait_replicas = op == KEYS_QUERY ? 0 : r->o.wait_replicas;
-    st = rc_exec(r->c, &r->b);
-    if (st != DEDUP_OK) {
-        rd_error(r, "%s", rc_error(r->c));
+    st = rd_exec(r);
+    if (st != DEDUP_OK)
         return st;
-    }
     for (size_t j = 0; j < r->b.n; j++) {
         rc_cmd *cm = &r->b.cmds[j];
         redisReply *rep = cm->reply;
@@ -441,13 +447,11 @@ dedup_status dedup_redis_remote_memory(dedup_redis *r, uint64_t *bytes)
             if (!rc_batch_add(&r->b, 3, argv, lens, 2, s))
                 return DEDUP_ERR_NOMEM;
         }
-    dedup_status st = rc_exec(r->c, &r->b);
+    dedup_status st = rd_exec(r);
     if (st == DEDUP_OK)
         for (size_t j = 0; j < r->b.n; j++)
             if (r->b.cmds[j].reply->type == REDIS_REPLY_INTEGER)
                 *bytes += (uint64_t)r->b.cmds[j].reply->integer;
-    if (st != DEDUP_OK)
-        rd_error(r, "%s", rc_error(r->c));
     rc_batch_reset(&r->b);
     return st;
 }
