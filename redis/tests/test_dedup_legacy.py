@@ -78,14 +78,22 @@ def test_old_values_keep_working_and_survive_a_reload(srv):
         assert r.execute_command("DEDUP.ADD", name, v["items"][1]) == (0 if long_window else 1)
         assert r.execute_command("DEDUP.ADD", name, "after-load") == 1
         assert r.execute_command("DEDUP.ADD", name, "after-load") == 0
-    before = {name: (exists(r, name, FIXTURE[name]["items"] + ["after-load"]),
+    def probe_items(name):
+        # what was added after the load only where the window outlasts the
+        # reload (a one-second window may pass during it on a loaded machine)
+        items = FIXTURE[name]["items"]
+        if FIXTURE[name]["reserve"][0] > 10 ** 9:
+            return items + ["after-load"]
+        return items[:1] + items[2:]
+    before = {name: (exists(r, name, probe_items(name)),
                      exists(r, name, PROBES), info(r, name)) for name in FIXTURE}
     assert r.execute_command("DEBUG", "RELOAD") == b"OK"
     for name, (items, probes, i) in before.items():
-        assert exists(r, name, FIXTURE[name]["items"] + ["after-load"]) == items, name
+        assert exists(r, name, probe_items(name)) == items, name
         assert exists(r, name, PROBES) == probes, name
         after = info(r, name)
-        for field in SAME_INFO + ("Generations", "Keys in window"):
+        long_window = FIXTURE[name]["reserve"][0] > 10 ** 9
+        for field in SAME_INFO + ("Generations",) + (("Keys in window",) if long_window else ()):
             assert after[field] == i[field], (name, field, after[field], i[field])
 
 
