@@ -196,6 +196,30 @@ def test_exact_memory_cap(srv):
         s.cleanup()
 
 
+def test_approximate_memory_cap(srv):
+    """Past its plan the approximate window keeps extra keys aside (its
+    stash); MAX_MEMORY bounds that too, and known keys still answer."""
+    s = Server(module_args=["MAX_MEMORY", 1 << 20])
+    try:
+        r = s.start().client()
+        expect_error(r.execute_command, "DEDUP.RESERVE", "big", 60000, 0.01, 10000000,
+                     match="MAX_MEMORY")
+        r.execute_command("DEDUP.RESERVE", "a", 3600000, 0.01, 100000)
+        err = None
+        for batch in range(200):
+            out = r.execute_command("DEDUP.MADD", "a", *["k%d:%d" % (batch, i) for i in range(5000)])
+            bad = [x for x in out if not isinstance(x, int)]
+            if bad:
+                err = str(bad[0])
+                break
+        assert err is not None and "MAX_MEMORY" in err, err
+        assert info(r, "a")["Size"] <= 1 << 20
+        assert r.execute_command("DEDUP.ADD", "a", "k0:5") == 0
+    finally:
+        s.stop()
+        s.cleanup()
+
+
 def test_window_encoding_round_trip(srv):
     """Values are saved as the library window (envelope version 3) and come
     back from DEBUG RELOAD and from a restart with the same answers, no more
