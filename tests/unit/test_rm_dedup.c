@@ -91,8 +91,8 @@ static void run(tu_rng *r, bool exact)
     uint64_t span = rmf_dd_slot_ms(o), trials = 0, fps = 0;
     for (int i = 0; i < 40000; i++) {
         t += (int64_t)tu_below(r, 40) - 15; /* mostly forward, often back */
-        if (tu_below(r, 500) == 0)
-            t -= 3000; /* a big step back */
+        if (tu_below(r, 1000) == 0 && t > 3000)
+            t -= 3000; /* a big step back (the walk still drifts forward) */
         /* the time the window is given: t, or its newest time (only adds
          * move the window's clock; a query leaves it) */
         int64_t eff = t > newest ? t : newest;
