@@ -175,46 +175,45 @@ def test_exact_expiry_and_reuse(srv):
     assert r.execute_command("DEDUP.ADD", "e", "old7") == 1
 
 
-def test_exact_memory_cap(srv):
+def fill_to_memory_cap(reserve, batches, size):
+    """Reserves 'reserve' (the key is "m") on a server with MAX_MEMORY 1 MiB
+    and adds batches of distinct items until an add is refused: the refusal
+    names MAX_MEMORY, the value stays within it and known keys still answer
+    "seen"."""
     s = Server(module_args=["MAX_MEMORY", 1 << 20])
     try:
         r = s.start().client()
-        r.execute_command("DEDUP.RESERVE", "e", 3600000, 0.01, 10, "EXACT")
+        r.execute_command("DEDUP.RESERVE", "m", *reserve)
         err = None
-        for batch in range(40):
-            out = r.execute_command("DEDUP.MADD", "e", *["k%d:%d" % (batch, i) for i in range(2000)])
+        for batch in range(batches):
+            out = r.execute_command("DEDUP.MADD", "m", *["k%d:%d" % (batch, i) for i in range(size)])
             bad = [x for x in out if not isinstance(x, int)]
             if bad:
                 err = str(bad[0])
                 break
         assert err is not None and "MAX_MEMORY" in err, err
-        assert info(r, "e")["Size"] <= 1 << 20
-        assert r.execute_command("DEDUP.EXISTS", "e", "k0:5") == 1
-        expect_error(r.execute_command, "DEDUP.ADD", "e", "one-more", match="MAX_MEMORY")
-        assert r.execute_command("DEDUP.ADD", "e", "k0:5") == 0  # known keys still answer
+        assert info(r, "m")["Size"] <= 1 << 20
+        assert r.execute_command("DEDUP.EXISTS", "m", "k0:5") == 1
+        expect_error(r.execute_command, "DEDUP.ADD", "m", "one-more", match="MAX_MEMORY")
+        assert r.execute_command("DEDUP.ADD", "m", "k0:5") == 0  # known keys still answer
+        return r
     finally:
+        s.stop()
         s.cleanup()
+
+
+def test_exact_memory_cap(srv):
+    fill_to_memory_cap([3600000, 0.01, 10, "EXACT"], 40, 2000)
 
 
 def test_approximate_memory_cap(srv):
     """Past its plan the approximate window keeps extra keys aside (its
-    stash); MAX_MEMORY bounds that too, and known keys still answer."""
+    stash); MAX_MEMORY bounds that too, and a reserve above it is refused."""
+    fill_to_memory_cap([3600000, 0.01, 100000], 200, 5000)
     s = Server(module_args=["MAX_MEMORY", 1 << 20])
     try:
-        r = s.start().client()
-        expect_error(r.execute_command, "DEDUP.RESERVE", "big", 60000, 0.01, 10000000,
-                     match="MAX_MEMORY")
-        r.execute_command("DEDUP.RESERVE", "a", 3600000, 0.01, 100000)
-        err = None
-        for batch in range(200):
-            out = r.execute_command("DEDUP.MADD", "a", *["k%d:%d" % (batch, i) for i in range(5000)])
-            bad = [x for x in out if not isinstance(x, int)]
-            if bad:
-                err = str(bad[0])
-                break
-        assert err is not None and "MAX_MEMORY" in err, err
-        assert info(r, "a")["Size"] <= 1 << 20
-        assert r.execute_command("DEDUP.ADD", "a", "k0:5") == 0
+        expect_error(s.start().client().execute_command, "DEDUP.RESERVE", "big", 60000, 0.01,
+                     10000000, match="MAX_MEMORY")
     finally:
         s.stop()
         s.cleanup()
