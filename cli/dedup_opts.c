@@ -450,8 +450,9 @@ int dd_dedup_parse_args(int argc, char **argv, opts *o)
         }
         }
     }
-    if (o->int_keys || o->range_given || o->bad_key_given || strcmp(o->mode, "bitmap") == 0 ||
-        strcmp(o->mode, "roaring") == 0) {
+    dedup_seen_kind named = dedup_seen_kind_from_name(o->mode); /* a name, then the enum */
+    if (o->int_keys || o->range_given || o->bad_key_given || named == DEDUP_SEEN_BITMAP ||
+        named == DEDUP_SEEN_ROARING) {
         char msg[256];
         if (!dd_int_keys_check(o->int_keys, o->mode, o->range_given, o->bad_key_given, &o->sizing,
                                o->state, msg, sizeof msg, &o->kind)) {
@@ -506,7 +507,7 @@ int dd_dedup_parse_args(int argc, char **argv, opts *o)
             cli_error("--redis cannot be combined with --keys int");
             return -1;
         }
-        int rc = dd_redis_check_args(&o->redis, strcmp(o->mode, "exact") != 0,
+        int rc = dd_redis_check_args(&o->redis, o->kind != DEDUP_SEEN_EXACT,
                                      o->window_us || o->last_n || o->window_opts, o->state != NULL,
                                      o->sizing.memory || o->sorted || o->tmpdir,
                                      o->out == OUT_COUNT || o->out == OUT_UNIQUE);

@@ -17,23 +17,9 @@ static const char *kind_flag(dedup_bloom_kind kind)
     return kind == DEDUP_BLOOM_BLOCKED ? "blocked" : "bloom";
 }
 
-static uint64_t sizing_bits_for(dedup_bloom_kind kind, uint64_t n, double p)
+static dedup_seen_kind seen_kind(dedup_bloom_kind kind)
 {
-    return kind == DEDUP_BLOOM_BLOCKED ? dedup_blocked_bits_for(n, p) : dedup_bloom_bits_for(n, p);
-}
-static uint32_t sizing_k_for(dedup_bloom_kind kind, uint64_t n, uint64_t bits)
-{
-    return kind == DEDUP_BLOOM_BLOCKED ? dedup_blocked_k_for(n, bits) : dedup_bloom_k_for(n, bits);
-}
-static double sizing_fpr_for(dedup_bloom_kind kind, uint64_t n, uint64_t bits, uint32_t k)
-{
-    return kind == DEDUP_BLOOM_BLOCKED ? dedup_blocked_fpr_for(n, bits, k)
-                                       : dedup_bloom_fpr_for(n, bits, k);
-}
-static uint64_t sizing_capacity_for(dedup_bloom_kind kind, uint64_t bits, double p)
-{
-    return kind == DEDUP_BLOOM_BLOCKED ? dedup_blocked_capacity_for(bits, p)
-                                       : dedup_bloom_capacity_for(bits, p);
+    return kind == DEDUP_BLOOM_BLOCKED ? DEDUP_SEEN_BLOCKED : DEDUP_SEEN_BLOOM;
 }
 
 /* Builds the filter from any two of -n/-p/-m (or -n alone, p = 1%). */
@@ -85,8 +71,7 @@ static int create_kind(dedup_bloom_kind kind, const filter_create_opts *o, dedup
 
     if (o->has_n && o->has_m) {
         bp.capacity = o->n;
-        uint32_t k = o->has_k ? o->k : sizing_k_for(kind, o->n, bits);
-        double reached = sizing_fpr_for(kind, o->n, bits, k);
+        double reached = dedup_seen_fpr_for(seen_kind(kind), o->n, bits, o->has_k ? o->k : 0);
         if (o->has_p) {
             bp.fpr = o->p;
             if (reached > o->p * 1.0001)
@@ -106,7 +91,7 @@ static int create_kind(dedup_bloom_kind kind, const filter_create_opts *o, dedup
         bp.capacity = o->n;
         bp.fpr = o->has_p ? o->p : 0.01;
     } else if (o->has_m && o->has_p) {
-        uint64_t cap = sizing_capacity_for(kind, bits, o->p);
+        uint64_t cap = dedup_seen_capacity_for_size(seen_kind(kind), bits, o->p);
         if (cap == 0) {
             cli_error("filter create: -m/--memory %s cannot hold even one item at -p %g",
                       cli_human_size(o->m, hb, sizeof hb), o->p);
@@ -122,7 +107,7 @@ static int create_kind(dedup_bloom_kind kind, const filter_create_opts *o, dedup
     }
 
     if (!bits) {
-        uint64_t need = sizing_bits_for(kind, bp.capacity, bp.fpr);
+        uint64_t need = dedup_seen_size_for(seen_kind(kind), bp.capacity, bp.fpr);
         if (need == 0 || need > DEDUP_MAX_BITS) {
             cli_error("filter create: %" PRIu64 " items at p = %g need %.4g bits, beyond the "
                       "limit of 2^40 bits (128 GiB) per filter",
@@ -133,7 +118,7 @@ static int create_kind(dedup_bloom_kind kind, const filter_create_opts *o, dedup
 
     dedup_seen_spec sp;
     dedup_seen_spec_init(&sp);
-    sp.kind = kind == DEDUP_BLOOM_BLOCKED ? DEDUP_SEEN_BLOCKED : DEDUP_SEEN_BLOOM;
+    sp.kind = seen_kind(kind);
     sp.items = bp.capacity;
     sp.fpr = bp.fpr;
     sp.size = bp.bits; /* from -m; 0: sized for n at p */

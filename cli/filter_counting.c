@@ -47,7 +47,7 @@ static int counting_create(const filter_create_opts *o, dedup_seen **out)
         cp.capacity = o->n;
         cp.fpr = o->has_p ? o->p : 0.01;
     } else if (o->has_m && o->has_p) {
-        cp.capacity = dedup_bloom_capacity_for(cp.counters, o->p);
+        cp.capacity = dedup_seen_capacity_for_size(DEDUP_SEEN_COUNTING, cp.counters, o->p);
         cp.fpr = o->p;
         if (cp.capacity == 0) {
             cli_error("filter create: -m/--memory %s cannot hold even one item at -p %g",
@@ -60,8 +60,7 @@ static int counting_create(const filter_create_opts *o, dedup_seen **out)
         return CLI_EXIT_USAGE;
     }
     if (o->has_n && o->has_m && o->has_p) {
-        double reached = dedup_bloom_fpr_for(o->n, cp.counters,
-                                             cp.k ? cp.k : dedup_bloom_k_for(o->n, cp.counters));
+        double reached = dedup_seen_fpr_for(DEDUP_SEEN_COUNTING, o->n, cp.counters, cp.k);
         if (reached > o->p * 1.0001)
             cli_warn("filter create: %s (-m) holds %" PRIu64 " items at a false-positive rate "
                      "of %.4g, above -p %g",

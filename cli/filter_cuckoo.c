@@ -67,16 +67,16 @@ static int create_common(const filter_create_opts *o, bool chain, dedup_seen **o
         }
     }
     if (o->has_p && (o->p < DEDUP_MIN_FPR || (!kp.fingerprint_bits &&
-                                              !dedup_cuckoo_fingerprint_bits_for(o->p, kp.bucket_size)))) {
+                                              !dedup_seen_fingerprint_bits_for(o->p, kp.bucket_size)))) {
         cli_error("filter create: -p/--fpr %g is too small for a cuckoo filter with %u slots per "
                   "bucket (32-bit fingerprints reach %.3g)",
-                  o->p, kp.bucket_size, dedup_cuckoo_fpr_for(32, kp.bucket_size, 1.0));
+                  o->p, kp.bucket_size, dedup_seen_fingerprint_fpr(32, kp.bucket_size, 1.0));
         return CLI_EXIT_USAGE;
     }
     if (o->has_p)
         kp.fpr = o->p;
     uint32_t f = kp.fingerprint_bits ? kp.fingerprint_bits
-                                     : dedup_cuckoo_fingerprint_bits_for(kp.fpr, kp.bucket_size);
+                                     : dedup_seen_fingerprint_bits_for(kp.fpr, kp.bucket_size);
     if (o->has_m) {
         uint64_t per_bucket = (uint64_t)kp.bucket_size * f; /* bits */
         uint64_t nb = o->m * 8 / per_bucket;

@@ -364,7 +364,7 @@ static int copy_to_redis(fr_opts *f, const char *path)
     f->seed = dedup_bloom_seed(bf);
     f->items = dedup_bloom_capacity(bf);
     if (!f->items)
-        f->items = dedup_blocked_capacity_for(f->bits, dedup_bloom_target_fpr(bf));
+        f->items = dedup_seen_capacity_for_size(DEDUP_SEEN_BLOCKED, f->bits, dedup_bloom_target_fpr(bf));
     f->fpr = dedup_bloom_target_fpr(bf);
     dedup_bloom_free(bf);
     /* An existing filter with a TTL takes the file into its current

@@ -108,7 +108,8 @@ bool dd_int_keys_check(bool int_keys, const char *mode, bool range_given, bool b
                        const dd_seen_opts *sizing, const char *state, char *msg, size_t cap,
                        dedup_seen_kind *kind)
 {
-    bool bitmap = strcmp(mode, "bitmap") == 0, roaring = strcmp(mode, "roaring") == 0;
+    dedup_seen_kind named = dedup_seen_kind_from_name(mode);
+    bool bitmap = named == DEDUP_SEEN_BITMAP, roaring = named == DEDUP_SEEN_ROARING;
     (void)state; /* a bitmap's file keeps its range: any --range resumes */
     *kind = 0;
     if (!int_keys) {
@@ -119,7 +120,7 @@ bool dd_int_keys_check(bool int_keys, const char *mode, bool range_given, bool b
         (void)bad_key_given;
         return false;
     }
-    if (!bitmap && !roaring && strcmp(mode, "exact") != 0) {
+    if (!bitmap && !roaring && named != DEDUP_SEEN_EXACT) {
         snprintf(msg, cap, "--keys int works with --mode exact (the integer set), bitmap or "
                            "roaring, not %s", mode);
         return false;

@@ -22,6 +22,7 @@
 #include "../redis/rm_bloom.c"
 #include "../redis/rm_cuckoo.c"
 #include "../redis/rm_dedup.c"
+#include "../redis/rm_dedup_legacy.c"
 #include "../redis/rm_envelope.c"
 #include "../redis/rm_obj.c"
 #include "../redis/rm_redisbloom.c"

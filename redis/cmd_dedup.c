@@ -11,7 +11,7 @@ int dd_reserve(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
 {
     if (argc < 5)
         return RedisModule_WrongArity(ctx);
-    rmf_dd_params p = {0, 0, 0, 0, 0, false};
+    rmf_dd_params p = {0, 0, 0, 0, false};
     long long w, cap;
     if (!arg_ll(argv[2], &w) || w < 1)
         return RedisModule_ReplyWithError(ctx, "ERR bad window (a positive number of milliseconds)");
@@ -37,7 +37,6 @@ int dd_reserve(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
             return RedisModule_ReplyWithError(ctx, "ERR unknown argument received");
         }
     }
-    p.now_ms = now_ms();
     return reserve_new(ctx, argv[1], &DD, create_dd, &p);
 }
 

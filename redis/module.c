@@ -372,11 +372,11 @@ int RedisModule_OnLoad(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
         return REDISMODULE_ERR;
     RedisModule_SetModuleOptions(ctx, REDISMODULE_OPTIONS_HANDLE_IO_ERRORS);
 
-    /* Type names are 9 characters; the encoding version is the file format's. */
+    /* Type names are 9 characters; the encoding versions: module.h. */
     int ver = (int)DEDUP_FORMAT_VERSION;
     BF.type = create_type(ctx, "dedup-BF1", ver, bf_rdb_load, rdb_save, bf_aof);
     CF.type = create_type(ctx, "dedup-CF1", ver, cf_rdb_load, rdb_save, cf_aof);
-    DD.type = create_type(ctx, "dedup-DD1", ver, dd_rdb_load, rdb_save, dd_aof);
+    DD.type = create_type(ctx, "dedup-DD1", RM_DD_ENCVER, dd_rdb_load, rdb_save, dd_aof);
     if (!BF.type || !CF.type || !DD.type)
         return REDISMODULE_ERR;
     /* RedisBloom's own type names and encodings: its RDB files load, and

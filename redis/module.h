@@ -29,6 +29,13 @@ typedef struct rm_value {
     rmf_partial *partial;
 } rm_value;
 
+/* RDB encoding version of each data type.  BF and CF: the file format's
+ * (DEDUP_FORMAT_VERSION, 1).  DEDUP: 2 since its values are library windows
+ * (envelope version 3); an encver-1 value (generations of Bloom chains, or
+ * an EXACT table) still loads (rm_dedup_legacy.c), and a server with an
+ * older module refuses an encver-2 value instead of misreading it. */
+#define RM_DD_ENCVER 2
+
 typedef struct family {
     rmf_kind kind;
     const char *loadchunk; /* AOF rewrite command */

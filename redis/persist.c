@@ -12,7 +12,7 @@
 #define RDB_PIECE (1u << 20)
 
 
-/* RDB layout of a value (encver = DEDUP_FORMAT_VERSION):
+/* RDB layout of a value (encver: module.h; the same layout in every one):
  *   unsigned state (0 complete, 1 LOADCHUNK in progress)
  *   unsigned length of what follows (serialized form, or bytes received)
  *   string buffers of at most RDB_PIECE bytes carrying those bytes */
@@ -107,7 +107,7 @@ static uint64_t rdb_remaining(void *ctx) { return ((rdb_source *)ctx)->remaining
 
 static void *rdb_load_family(RedisModuleIO *io, int encver, const family *f)
 {
-    if (encver < 1 || encver > (int)DEDUP_FORMAT_VERSION) {
+    if (encver < 1 || encver > (f->kind == RMF_DEDUP ? RM_DD_ENCVER : (int)DEDUP_FORMAT_VERSION)) {
         RedisModule_LogIOError(io, "warning", "dedup: unsupported encoding version %d", encver);
         return NULL;
     }

@@ -18,12 +18,9 @@ static uint64_t blobs_size(const rmf_obj *o)
         return dedup_cuckoo_serialized_size(o->cf);
     if (o->kind == RMF_BLOOM)
         return rmf_bf_blobs_size(o);
-    if (o->exact)
-        return rmf_ex_blob_size(o);
-    uint64_t n = 0;
-    for (uint32_t i = 0; i < o->dd->nlinks; i++)
-        n += dedup_scalable_serialized_size(o->dd->links[i]);
-    return n;
+    if (o->dd->legacy)
+        return rmf_ddl_blobs_size(o);
+    return dedup_window_serialized_size(o->dd->win);
 }
 
 uint64_t rmf_serialized_size(const rmf_obj *o) { return RMF_ENVELOPE_SIZE + blobs_size(o); }
@@ -52,17 +49,17 @@ static void envelope_encode(const rmf_obj *o, unsigned char h[RMF_ENVELOPE_SIZE]
         dedup_put_u32(h + 48, o->schedule);
         dedup_put_u32(h + 52, o->bl_n);
         dedup_put_u64(h + 56, o->bl_last_items);
-    } else if (o->exact) {
-        h[6] = 2; /* EXACT */
-        dedup_put_u32(h + 52, 1);
-    }
-    if (o->dd) {
-        if (!o->exact) {
-            dedup_put_u32(h + 48, o->dd->nlinks);
-            dedup_put_u32(h + 52, o->dd->nlinks);
-        }
+    } else if (o->dd->legacy) {
+        dedup_put_u32(h + 48, o->dd->nlinks);
+        dedup_put_u32(h + 52, o->dd->nlinks);
         dedup_put_u64(h + 56, o->dd->window_ms);
         dedup_put_u64(h + 64, o->dd->cur_slot);
+    } else {
+        h[5] = RMF_ENVELOPE_DD_WINDOW;
+        h[6] = o->exact ? 2 : 0;
+        dedup_put_u32(h + 48, o->dd->generations);
+        dedup_put_u32(h + 52, 1);
+        dedup_put_u64(h + 56, o->dd->window_ms);
     }
     dedup_put_u64(h + 72, blobs_size(o));
     dedup_put_u64(h + 80, dedup_hash(h, 80, 0).lo);
@@ -77,10 +74,10 @@ dedup_status rmf_save(const rmf_obj *o, dedup_sink *sink)
         return dedup_seen_save(o->cfs, sink);
     if (s == DEDUP_OK && o->kind == RMF_BLOOM)
         return rmf_bf_save_blobs(o, sink);
-    if (s == DEDUP_OK && o->exact)
-        return rmf_ex_save(o, sink);
-    for (uint32_t i = 0; s == DEDUP_OK && i < o->dd->nlinks; i++)
-        s = dedup_scalable_save(o->dd->links[i], sink);
+    if (s == DEDUP_OK && o->dd->legacy)
+        return rmf_ddl_save(o, sink);
+    if (s == DEDUP_OK)
+        s = dedup_window_save(o->dd->win, sink);
     return s;
 }
 
@@ -144,7 +141,7 @@ static rmf_err envelope_decode(const unsigned char *h, size_t len, rmf_kind expe
 {
     if (len != RMF_ENVELOPE_SIZE || memcmp(h, "DDRM", 4) != 0)
         return "ERR invalid header (not a dedup filter dump)";
-    if (h[5] != 1 && h[5] != RMF_ENVELOPE_VERSION)
+    if (h[5] < 1 || h[5] > RMF_ENVELOPE_DD_WINDOW || (h[5] == RMF_ENVELOPE_DD_WINDOW && h[4] != RMF_DEDUP))
         return "ERR unsupported dump version";
     e->version = h[5];
     if (dedup_get_u64(h + 80) != dedup_hash(h, 80, 0).lo)
@@ -190,6 +187,16 @@ static rmf_err envelope_decode(const unsigned char *h, size_t len, rmf_kind expe
         if ((e->aux != BF_SCHEDULE_V1 && e->aux != BF_SCHEDULE_V2) || e->nblobs < 1 || e->nblobs > BF_MAX_LINKS ||
             (ns ? (e->expansion != 0 || e->nblobs != 1) : e->expansion < 1))
             return "ERR corrupted dump header (links)";
+    } else if (e->kind == RMF_DEDUP && e->version == RMF_ENVELOPE_DD_WINDOW) {
+        if ((e->flags != 0 && e->flags != 2) || e->deleted || e->bucket_size || e->expansion ||
+            e->cur_slot || e->nblobs != 1)
+            return "ERR corrupted dump header";
+        if (e->aux > DD_MAX_GEN || e->aux < 1 || (e->flags == 0 && e->aux < DD_MIN_GEN))
+            return "ERR corrupted dump header (generations)";
+        if (!(e->error_rate >= DEDUP_MIN_FPR && e->error_rate < 1))
+            return "ERR corrupted dump header (error rate)";
+        if (e->window_ms < 1 || e->window_ms > UINT64_C(1) << 50)
+            return "ERR corrupted dump header (window)";
     } else if (e->kind == RMF_DEDUP && e->flags == 2) { /* EXACT */
         if (e->deleted || e->bucket_size || e->expansion || e->aux || e->cur_slot ||
             e->nblobs != 1)
@@ -336,80 +343,29 @@ static rmf_err load_blobs(dedup_source src, const envelope *e, const rmf_config 
     o->error_rate = e->error_rate;
     o->expansion = e->expansion;
     o->nonscaling = e->flags & 1;
-    if (o->dd) {
+    if (o->dd)
         o->dd->window_ms = e->window_ms;
-        o->dd->cur_slot = e->cur_slot;
-    }
     o->max_memory = c->max_memory;
     uint64_t before = src.remaining ? src.remaining(src.ctx) : UINT64_MAX;
     if (before != UINT64_MAX && before < e->blobs_len) {
         rmf_free(o);
         return "ERR dump truncated";
     }
-    rmf_err err = NULL;
-    if (e->kind == RMF_DEDUP && e->flags == 2) {
-        o->exact = true;
-        o->dd->slot_ms = o->dd->window_ms;
-        err = rmf_ex_load(src, e->blobs_len, o);
-        if (err) {
-            rmf_free(o);
-            return err;
-        }
-        *out = o;
-        return NULL;
-    }
-    if (e->kind == RMF_CUCKOO || e->kind == RMF_BLOOM) {
-        err = e->kind == RMF_CUCKOO ? load_cuckoo(src, e, c, o)
-              : e->version == 1      ? load_bloom_v1(src, e, c, o)
-                                     : load_bloom_v2(src, e, c, o);
-        if (!err) {
-            uint64_t after = src.remaining ? src.remaining(src.ctx) : UINT64_MAX;
-            if (before != UINT64_MAX && before - after != e->blobs_len)
-                err = "ERR corrupted dump (blob lengths)";
-        }
-        if (err) {
-            rmf_free(o);
-            return err;
-        }
-        *out = o;
-        return NULL;
-    }
-    uint64_t seed0 = 0;
-    for (uint32_t i = 0; i < e->nblobs && !err; i++) {
-        dedup_status s = dedup_scalable_load(src, rmf_obj_allocator(o), &o->dd->links[i]);
-        if (s != DEDUP_OK) {
-            err = s == DEDUP_ERR_NOMEM ? "ERR allocation failure"
-                                       : "ERR corrupted filter in dump";
-            break;
-        }
-        o->dd->nlinks = i + 1;
-        uint32_t g = e->nblobs;
-        dedup_scalable_params want;
-        rmf_dd_gen_params(&want, (e->capacity + (g - 2) - 1) / (g - 2), e->error_rate / g);
-        dedup_scalable_info si;
-        dedup_scalable_get_info(o->dd->links[i], &si);
-        if (i == 0)
-            seed0 = si.seed;
-        if (si.kind != want.kind || si.initial_capacity != want.capacity ||
-            si.fpr != want.fpr || si.growth != want.growth ||
-            si.tightening != want.tightening || si.max_links != want.max_links)
-            err = "ERR corrupted dump (generation shape)";
-        else if (si.seed != seed0)
-            err = "ERR corrupted dump (seeds differ)";
-        else if (rmf_memory_usage(o) > c->max_memory)
-            err = "ERR dump larger than the per-key memory limit (module argument MAX_MEMORY)";
-        o->dd->gen_items[i] = si.items;
-        o->dd->gen_capacity[i] = si.capacity;
-        o->dd->gen_links[i] = si.links;
+    rmf_err err;
+    if (e->kind == RMF_DEDUP) {
+        o->exact = e->flags == 2;
+        err = e->version == RMF_ENVELOPE_DD_WINDOW ? rmf_dd_load_window(o, src, e->aux)
+              : o->exact ? rmf_ddl_load_exact(src, e->blobs_len, o)
+                         : rmf_ddl_load(src, e->nblobs, e->cur_slot, o);
+    } else if (e->kind == RMF_CUCKOO) {
+        err = load_cuckoo(src, e, c, o);
+    } else {
+        err = e->version == 1 ? load_bloom_v1(src, e, c, o) : load_bloom_v2(src, e, c, o);
     }
     if (!err) {
         uint64_t after = src.remaining ? src.remaining(src.ctx) : UINT64_MAX;
         if (before != UINT64_MAX && before - after != e->blobs_len)
             err = "ERR corrupted dump (blob lengths)";
-    }
-    if (!err && e->kind == RMF_DEDUP) {
-        uint32_t g = o->dd->nlinks;
-        o->dd->slot_ms = (o->dd->window_ms + (g - 2) - 1) / (g - 2);
     }
     if (err) {
         rmf_free(o);

@@ -10,7 +10,10 @@
  *   offset size field
  *   0      4    magic "DDRM"
  *   4      1    kind: 1 Bloom, 2 cuckoo, 3 expiring dedup
- *   5      1    envelope version, 2 (1 is still read: see below)
+ *   5      1    envelope version: 3 for DEDUP values on the library
+ *               window, 2 for every other value (1 is still read: see
+ *               below; a DEDUP value in version 2 is one saved before the
+ *               window, read by rm_dedup_legacy.c)
  *   6      2    flags: bit 0 NONSCALING (Bloom), bit 1 EXACT (dedup); others zero
  *   8      8    items inserted
  *   16     8    items deleted (cuckoo), else 0
@@ -18,12 +21,12 @@
  *   32     8    error rate asked for (f64 bit pattern; 0 for cuckoo)
  *   40     4    expansion
  *   44     4    bucket size (cuckoo), else 0
- *   48     4    max iterations (cuckoo) / generations (approximate dedup) /
+ *   48     4    max iterations (cuckoo) / generations (dedup; v2: approximate only) /
  *               split schedule (Bloom, 2: rm_bloom.c), else 0
  *   52     4    number of blobs that follow, N
  *   56     8    window length in ms (dedup) / items in the newest link
  *               (Bloom), else 0
- *   64     8    slot index of the newest generation (dedup), else 0
+ *   64     8    slot index of the newest generation (dedup v2), else 0
  *   72     8    total length B of the N blobs
  *   80     8    checksum of bytes [0, 80): the low 64 bits of dedup_hash()
  *               (XXH3-128, seed 0) of those bytes
@@ -31,9 +34,12 @@
  *               (docs/FORMAT.md type 2) per link, oldest first (version 1:
  *               one scalable Bloom container, type 6, converted to links on
  *               load); cuckoo, one cuckoo container (type 5
- *               or 11); approximate dedup, one blocked Bloom container (type
- *               3) per generation, in slot order; EXACT dedup, the table blob
- *               described in rm_dedup.c (magic "DDEX", entries, XXH3-64)
+ *               or 11); dedup v3, one time window container (docs/FORMAT.md
+ *               type WINDOW: sliding, refresh, no lateness, window_ms as
+ *               its duration, EXACT as its mode, the generations above);
+ *               dedup v2 (rm_dedup_legacy.c): approximate, one scalable
+ *               chain of blocked Bloom (type 6) per generation, in slot
+ *               order; EXACT, the table blob (magic "DDEX", entries, XXH3-64)
  *
  * Every field is checked against its legal range and against the module's
  * limits before anything is allocated; each blob is loaded by the library's
@@ -57,6 +63,7 @@
 
 #define RMF_ENVELOPE_SIZE 88u
 #define RMF_ENVELOPE_VERSION 2u
+#define RMF_ENVELOPE_DD_WINDOW 3u /* DEDUP values on the library window */
 
 typedef enum rmf_kind { RMF_BLOOM = 1, RMF_CUCKOO = 2, RMF_DEDUP = 3 } rmf_kind;
 
@@ -150,9 +157,8 @@ typedef struct rmf_dd_params {
     uint64_t window_ms;
     double error_rate;
     uint64_t capacity;
-    uint32_t generations; /* 3..16; 0 selects 5 */
-    uint64_t now_ms;      /* creation time: the first generation's slot */
-    bool exact;           /* EXACT: a table of digests and last-seen times */
+    uint32_t generations; /* 3..16; 0 selects 5 (EXACT: the window's 4) */
+    bool exact;           /* EXACT: an exact window of digests and times */
 } rmf_dd_params;
 
 rmf_err rmf_dd_create(const rmf_dd_params *p, const rmf_config *c, const dedup_allocator *a,
@@ -165,9 +171,9 @@ uint32_t rmf_dd_generations(const rmf_obj *o);
 uint64_t rmf_dd_slot_ms(const rmf_obj *o);
 double rmf_dd_error_rate(const rmf_obj *o);
 bool rmf_dd_exact(const rmf_obj *o);
-/* Keys seen within the window (EXACT; O(table)); 0 in approximate mode. */
+/* Keys seen within the window (EXACT; O(keys held)); 0 in approximate mode. */
 uint64_t rmf_dd_live(const rmf_obj *o, uint64_t now_ms);
-/* Estimated error rate of a query right now (sum over live generations). */
+/* Estimated error rate of a query right now (the table's load; 0 EXACT). */
 double rmf_dd_current_fpr(rmf_obj *o, uint64_t now_ms);
 
 /* ---- Common -------------------------------------------------------------- */

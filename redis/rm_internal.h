@@ -6,7 +6,8 @@
  *   rm_obj.c       config, allocation, free, memory, copy, common accessors
  *   rm_bloom.c     BF values: a chain of classic Bloom links (the split of p)
  *   rm_cuckoo.c    CF values: the library's cuckoo filter
- *   rm_dedup.c     DEDUP values: generations of blocked Bloom, or EXACT
+ *   rm_dedup.c     DEDUP values: the library's time window (EXACT or not)
+ *   rm_dedup_legacy.c  DEDUP values saved before the window: read path
  *   rm_envelope.c  the serialized form, its loader and the chunk loader
  *   rm_redisbloom.c  values kept in RedisBloom's own layout (migrated keys)
  */
@@ -19,31 +20,31 @@
 #include "dedup/cuckoo.h"
 #include "dedup/scalable.h"
 #include "dedup/seen.h"
+#include "dedup/window.h"
 
 #define DD_MAX_GEN 16u
 #define DD_MIN_GEN 3u
 
-/* One slot of the EXACT table; all-zero is empty (a digest {0,0} is stored
- * as {0,1}). */
-struct ex_entry {
-    uint64_t lo, hi, last_ms;
-};
-
 /* The DEDUP state, allocated only for DEDUP values (so BF and CF keys do
- * not carry its arrays). */
+ * not carry it).  A value runs on the library's window (dedup/window.h),
+ * except an approximate value saved before the port (envelope version 2),
+ * which keeps its generations of Bloom chains (rm_dedup_legacy.c). */
 typedef struct rmf_dd {
-    /* the generations, links[slot % nlinks], each a scalable chain of
-     * blocked Bloom links, with its item count and capacity beside it */
+    dedup_window *win;      /* NULL for a legacy value */
+    dedup_allocator walloc; /* the window's allocator: the object's, within
+                               MAX_MEMORY (rm_dedup.c) */
+    uint64_t win_bytes;     /* bytes the window holds through it */
+    bool refused;           /* the last allocation was refused for MAX_MEMORY */
+    uint32_t generations;   /* G */
+    uint64_t window_ms;
+    /* legacy: the generations, links[slot % nlinks], each a scalable chain
+     * of blocked Bloom links, with its item count and capacity beside it */
+    bool legacy;
     uint32_t nlinks;
     dedup_scalable *links[DD_MAX_GEN];
     uint64_t gen_items[DD_MAX_GEN];
     uint64_t gen_capacity[DD_MAX_GEN];
     uint32_t gen_links[DD_MAX_GEN];
-    /* EXACT: open addressing over digests with their last-seen time */
-    struct ex_entry *ex_slots;
-    uint64_t ex_cap;  /* slots, a power of two; 0 in approximate mode */
-    uint64_t ex_used; /* slots not empty (live or expired) */
-    uint64_t window_ms;
     uint64_t slot_ms;
     uint64_t cur_slot;
 } rmf_dd;
@@ -113,11 +114,29 @@ void rmf_cf_set_max_links(rmf_obj *o, const rmf_config *c);
 dedup_status rmf_cf_load_seen(rmf_obj *o, dedup_source src);
 
 /* rm_dedup.c */
-void rmf_dd_gen_params(dedup_scalable_params *sp, uint64_t n0, double p);
-uint64_t rmf_ex_blob_size(const rmf_obj *o);
-dedup_status rmf_ex_save(const rmf_obj *o, dedup_sink *sink);
-rmf_err rmf_ex_load(dedup_source src, uint64_t blob_len, rmf_obj *o);
+/* A library window for the object (its o->dd->walloc budget): EXACT or
+ * approximate, G generations, sliding with refresh, times in ms. */
+rmf_err rmf_dd_window_new(rmf_obj *o, bool exact, uint32_t g);
+/* Loads the window blob of an envelope v3 value and checks it against the
+ * envelope's fields (set in 'o' and 'g'). */
+rmf_err rmf_dd_load_window(rmf_obj *o, dedup_source src, uint32_t g);
+/* Records the digest 'd' at time 'ms' (old EXACT tables being converted). */
+rmf_err rmf_dd_window_put(rmf_obj *o, dedup_digest d, int64_t ms);
 void rmf_dd_free_state(rmf_obj *o);
 size_t rmf_dd_memory(const rmf_obj *o);
+
+/* rm_dedup_legacy.c: values saved before the port (envelope version 2) */
+void rmf_ddl_gen_params(dedup_scalable_params *sp, uint64_t n0, double p);
+/* Loads an approximate value's generations, or converts an EXACT table to
+ * an exact window. */
+rmf_err rmf_ddl_load(dedup_source src, uint32_t nblobs, uint64_t cur_slot, rmf_obj *o);
+rmf_err rmf_ddl_load_exact(dedup_source src, uint64_t blob_len, rmf_obj *o);
+uint64_t rmf_ddl_blobs_size(const rmf_obj *o);
+dedup_status rmf_ddl_save(const rmf_obj *o, dedup_sink *sink);
+rmf_err rmf_ddl_add(rmf_obj *o, const void *item, size_t len, uint64_t now_ms, int *is_new);
+bool rmf_ddl_exists(const rmf_obj *o, const void *item, size_t len, uint64_t now_ms);
+double rmf_ddl_current_fpr(const rmf_obj *o, uint64_t now_ms);
+void rmf_ddl_free(rmf_obj *o);
+size_t rmf_ddl_memory(const rmf_obj *o);
 
 #endif /* DEDUP_RM_INTERNAL_H */

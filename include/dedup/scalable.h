@@ -22,7 +22,7 @@
  * (which the chain guarantees).  Worked example, the defaults (p = 1%,
  * r = 0.9, L = 64): p_0 = 0.1001%, p_1 = 0.0901%, p_2 = 0.0811%, ...;
  * a non-growing chain (L = 1) gives its only link the whole p.
- * dedup_scalable_link_info() reports each p_i, and dedup_scalable_get_info()
+ * dedup_scalable_get_link_info() reports each p_i, and dedup_scalable_get_info()
  * reports both the bound in force (the sum of p_i over the links that exist,
  * always <= p) and the rate expected at the current fill
  * (1 - prod_i (1 - fill_i^k_i), from the links' actual bit counts).

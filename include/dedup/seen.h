@@ -462,6 +462,24 @@ dedup_status dedup_seen_wrap(const dedup_seen_ops *ops, void *impl, const dedup_
 uint64_t dedup_seen_bytes_for(dedup_seen_kind kind, uint64_t items, double fpr);
 uint64_t dedup_seen_capacity_for(dedup_seen_kind kind, uint64_t bytes, double fpr);
 
+/* The same in the unit of spec.size, for a caller that shapes a filter
+ * itself: bits for BLOOM and BLOCKED (before their rounding to 64 and 512),
+ * counters for COUNTING (sized as a classic Bloom's bits).  size_for: the
+ * size 'items' keys need at 'fpr'; hashes_for: the k that minimises the
+ * rate of 'items' keys in 'size'; fpr_for: the rate 'items' keys reach in
+ * 'size' with 'hashes' hash functions (0: hashes_for's); capacity_for_size:
+ * the keys 'size' holds at 'fpr'.  0 for other kinds or arguments out of
+ * the structures' ranges (dedup/bloom.h's sizing functions). */
+uint64_t dedup_seen_size_for(dedup_seen_kind kind, uint64_t items, double fpr);
+uint32_t dedup_seen_hashes_for(dedup_seen_kind kind, uint64_t items, uint64_t size);
+double dedup_seen_fpr_for(dedup_seen_kind kind, uint64_t items, uint64_t size, uint32_t hashes);
+uint64_t dedup_seen_capacity_for_size(dedup_seen_kind kind, uint64_t size, double fpr);
+/* CUCKOO: the fingerprint bits that reach 'fpr' with 'bucket_size' slots a
+ * bucket (0 if 32 bits do not), and the rate 'bits'-bit fingerprints give
+ * at 'load' (0 to 1): 2 * bucket_size * load / (2^bits - 1) (dedup/cuckoo.h). */
+uint32_t dedup_seen_fingerprint_bits_for(double fpr, uint32_t bucket_size);
+double dedup_seen_fingerprint_fpr(uint32_t bits, uint32_t bucket_size, double load);
+
 #ifdef __cplusplus
 }
 #endif

@@ -325,6 +325,18 @@ uint64_t dedup_window_span(const dedup_window *w);
 uint32_t dedup_window_lookups(const dedup_window *w);
 /* Bytes held, the struct included. */
 size_t dedup_window_memory_usage(const dedup_window *w);
+/* Exact mode: *out = the keys whose time makes a record at 'time' a
+ * duplicate now (sliding: |time - t| < D; tumbling: t in time's window;
+ * count: 'time' is a record index), the keys a query at 'time' would call
+ * DUPLICATE.  O(entries held).  Errors: DEDUP_ERR_UNSUPPORTED (approximate
+ * mode: fingerprints cannot be told apart), DEDUP_ERR_RANGE (time outside
+ * the limits); *out is 0 then. */
+dedup_status dedup_window_count_within(const dedup_window *w, int64_t time, uint64_t *out);
+/* Approximate mode: the rate at which a new key is called a
+ * MAYBE_DUPLICATE at the table's load now, 8 * load / (2^f - 1) (at most
+ * params.fpr while the keys stay within the plan; the stash adds nothing
+ * measurable).  0 for exact windows. */
+double dedup_window_fpr_now(const dedup_window *w);
 
 /* ---- Persistence (docs/FORMAT.md: type WINDOW) -------------------------------
  * The saved state holds the parameters (refresh included), the clock (max time, watermark,

@@ -44,6 +44,12 @@ def has_cf(r):
         return False
 
 
+def dd_info(info):
+    """DEDUP.INFO without 'Size': a window is loaded compacted, so a value
+    may hold fewer bytes after a reload (test_dedup checks it is not more)."""
+    return info[:10] + info[12:14]
+
+
 def snapshot(r):
     """Every answer a client can see, per key."""
     out = {}
@@ -61,7 +67,7 @@ def snapshot(r):
             pipe = r.pipeline(transaction=False)
             for x in PROBE + ["d%d" % i for i in range(400)]:
                 pipe.execute_command("DEDUP.EXISTS", key, x)
-            out[key] = (t, info[:14], pipe.execute())
+            out[key] = (t, dd_info(info), pipe.execute())
         elif t == "dedup-CF1":
             pipe = r.pipeline(transaction=False)
             for x in PROBE[:300] + ["c%d" % i for i in range(20)]:
@@ -305,8 +311,9 @@ def test_corrupted_loadchunk_other_kinds(srv):
         # the intact dump loads and answers like the original
         for it, data in chunks:
             r.execute_command(fam + ".LOADCHUNK", key + ":copy", it, data)
-        assert r.execute_command(fam + ".INFO", key + ":copy")[:14] == \
-            r.execute_command(fam + ".INFO", key)[:14]
+        same = dd_info if fam == "DEDUP" else (lambda v: v[:14])
+        assert same(r.execute_command(fam + ".INFO", key + ":copy")) == \
+            same(r.execute_command(fam + ".INFO", key))
     assert srv.alive()
 
 

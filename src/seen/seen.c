@@ -594,3 +594,54 @@ uint64_t dedup_seen_capacity_for(dedup_seen_kind kind, uint64_t bytes, double fp
     default: return 0;
     }
 }
+
+uint64_t dedup_seen_size_for(dedup_seen_kind kind, uint64_t items, double fpr)
+{
+    switch (kind) {
+    case DEDUP_SEEN_BLOOM:
+    case DEDUP_SEEN_COUNTING: return dedup_bloom_bits_for(items, fpr);
+    case DEDUP_SEEN_BLOCKED: return dedup_blocked_bits_for(items, fpr);
+    default: return 0;
+    }
+}
+
+uint32_t dedup_seen_hashes_for(dedup_seen_kind kind, uint64_t items, uint64_t size)
+{
+    switch (kind) {
+    case DEDUP_SEEN_BLOOM:
+    case DEDUP_SEEN_COUNTING: return dedup_bloom_k_for(items, size);
+    case DEDUP_SEEN_BLOCKED: return dedup_blocked_k_for(items, size);
+    default: return 0;
+    }
+}
+
+double dedup_seen_fpr_for(dedup_seen_kind kind, uint64_t items, uint64_t size, uint32_t hashes)
+{
+    uint32_t k = hashes ? hashes : dedup_seen_hashes_for(kind, items, size);
+    switch (kind) {
+    case DEDUP_SEEN_BLOOM:
+    case DEDUP_SEEN_COUNTING: return dedup_bloom_fpr_for(items, size, k);
+    case DEDUP_SEEN_BLOCKED: return dedup_blocked_fpr_for(items, size, k);
+    default: return 0.0;
+    }
+}
+
+uint64_t dedup_seen_capacity_for_size(dedup_seen_kind kind, uint64_t size, double fpr)
+{
+    switch (kind) {
+    case DEDUP_SEEN_BLOOM:
+    case DEDUP_SEEN_COUNTING: return dedup_bloom_capacity_for(size, fpr);
+    case DEDUP_SEEN_BLOCKED: return dedup_blocked_capacity_for(size, fpr);
+    default: return 0;
+    }
+}
+
+uint32_t dedup_seen_fingerprint_bits_for(double fpr, uint32_t bucket_size)
+{
+    return dedup_cuckoo_fingerprint_bits_for(fpr, bucket_size);
+}
+
+double dedup_seen_fingerprint_fpr(uint32_t bits, uint32_t bucket_size, double load)
+{
+    return dedup_cuckoo_fpr_for(bits, bucket_size, load);
+}

@@ -675,3 +675,33 @@ size_t dedup_window_memory_usage(const dedup_window *w)
     }
     return m;
 }
+
+dedup_status dedup_window_count_within(const dedup_window *w, int64_t time, uint64_t *out)
+{
+    *out = 0;
+    if (w->p.mode != DEDUP_WINDOW_EXACT)
+        return DEDUP_ERR_UNSUPPORTED;
+    if (!time_ok(time))
+        return DEDUP_ERR_RANGE;
+    uint64_t n = 0;
+    for (size_t i = 0; i < w->gn; i++) {
+        const wgen *g = &w->gv[i];
+        for (uint64_t j = 0; g->slots && j < g->len; j++) {
+            const wentry *e = &g->slots[j];
+            if (ent_empty(e))
+                continue;
+            n += w->p.type == DEDUP_WINDOW_TUMBLING ? fdiv(e->t, w->D) == fdiv(time, w->D)
+                                                    : exact_within(w, e, time);
+        }
+    }
+    *out = n;
+    return DEDUP_OK;
+}
+
+double dedup_window_fpr_now(const dedup_window *w)
+{
+    if (w->p.mode != DEDUP_WINDOW_APPROX || w->nb == 0)
+        return 0.0;
+    double load = (double)w->tab_live / ((double)w->nb * SLOTS_PER_BUCKET);
+    return 8.0 * load / (double)w->fmask;
+}

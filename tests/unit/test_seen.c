@@ -962,6 +962,40 @@ static void test_wrap(void **state)
     assert_int_equal(t.frees, 1);
 }
 
+/* The sizing in spec.size's unit agrees with itself: a size planned for n
+ * keys at p holds them at p or better, and the size a capacity was read
+ * from holds that capacity; cuckoo fingerprints reach their rate. */
+static void test_sizing_in_size_units(void **state)
+{
+    (void)state;
+    const dedup_seen_kind kinds[] = {DEDUP_SEEN_BLOOM, DEDUP_SEEN_BLOCKED, DEDUP_SEEN_COUNTING};
+    const double ps[] = {0.3, 0.01, 1e-4};
+    for (size_t a = 0; a < 3; a++) {
+        for (size_t b = 0; b < 3; b++) {
+            uint64_t n = 100000;
+            uint64_t m = dedup_seen_size_for(kinds[a], n, ps[b]);
+            assert_true(m > 0);
+            uint32_t k = dedup_seen_hashes_for(kinds[a], n, m);
+            assert_true(k >= 1);
+            double f = dedup_seen_fpr_for(kinds[a], n, m, 0);
+            assert_true(f == dedup_seen_fpr_for(kinds[a], n, m, k));
+            assert_true(f <= ps[b] * 1.02);
+            uint64_t cap = dedup_seen_capacity_for_size(kinds[a], m, ps[b]);
+            assert_true(cap >= n * 99 / 100);
+            assert_true(dedup_seen_size_for(kinds[a], cap, ps[b]) <= m + 512);
+        }
+    }
+    assert_int_equal(dedup_seen_size_for(DEDUP_SEEN_EXACT, 1000, 0.01), 0);
+    assert_int_equal(dedup_seen_capacity_for_size(DEDUP_SEEN_CUCKOO, 1 << 20, 0.01), 0);
+    assert_true(dedup_seen_fpr_for(DEDUP_SEEN_WINDOW, 10, 1000, 0) == 0.0);
+    for (uint32_t bs = 2; bs <= 8; bs *= 2) {
+        uint32_t f = dedup_seen_fingerprint_bits_for(0.01, bs);
+        assert_true(f >= 1 && f <= 32);
+        assert_true(dedup_seen_fingerprint_fpr(f, bs, 1.0) <= 0.01);
+    }
+    assert_int_equal(dedup_seen_fingerprint_bits_for(1e-12, 4), 0);
+}
+
 int main(void)
 {
     run_seed = tu_seed();
@@ -980,6 +1014,7 @@ int main(void)
         cmocka_unit_test(test_distinct_unknown_when_saturated),
         cmocka_unit_test(test_sizing_names_and_errors),
         cmocka_unit_test(test_wrap),
+        cmocka_unit_test(test_sizing_in_size_units),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -322,6 +322,15 @@ static void exact_run(tu_rng *r, dedup_window_type type, int64_t D, int64_t L, u
                     (unsigned long long)e[i].key, (long long)e[i].t, (int)got, (int)q, (int)want);
             fail();
         }
+        if (i % 1009 == 0 && m.has_T) {
+            /* the keys a query at T calls DUPLICATE, counted both ways */
+            uint64_t want_n = 0, got_n = 1;
+            for (size_t k = 0; k < nkeys; k++)
+                want_n += rm_near(&m, k, m.T, m.D);
+            assert_int_equal(dedup_window_count_within(w, m.T, &got_n), DEDUP_OK);
+            assert_int_equal(got_n, want_n);
+            assert_true(dedup_window_fpr_now(w) == 0.0);
+        }
         if (i % 1009 == 0)
             round_trip(&w); /* a resumed window gives the same verdicts */
     }
@@ -418,8 +427,17 @@ static void approx_run(tu_rng *r, dedup_window_type type, int64_t D, int64_t L, 
             (*trials)++;
             *fps += got == DEDUP_MAYBE_DUPLICATE;
         }
-        if (i % 1511 == 0)
+        if (i % 1511 == 0) {
+            /* fingerprints cannot be counted; the rate now is the load's */
+            uint64_t c = 1;
+            assert_int_equal(dedup_window_count_within(w, u, &c), DEDUP_ERR_UNSUPPORTED);
+            assert_int_equal(c, 0);
+            double f = dedup_window_fpr_now(w);
+            dedup_window_params wp;
+            dedup_window_get_params(w, &wp);
+            assert_true(f >= 0 && f <= 8.0 / 1023 * 1.0001 + wp.fpr);
             round_trip(&w);
+        }
     }
     dedup_window_stats st;
     dedup_window_get_stats(w, &st);
