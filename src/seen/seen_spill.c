@@ -25,6 +25,7 @@
 #include "dedup/set.h"
 
 #define PUSH 64 /* records gathered per dedup_extsort_push_batch */
+#define PART_RUN 128 /* keys of a batch (both parts) a decide_part pass covers */
 
 typedef struct spill {
     dedup_allocator alloc;
@@ -284,6 +285,60 @@ static dedup_status spill_rest(spill *s, const dedup_batch *b, size_t from, dedu
     return DEDUP_OK;
 }
 
+/* A by-reference batch's keys are whole records inside the span. */
+static bool refs_valid(const spill *s, const dedup_batch *b)
+{
+    for (size_t i = 0; i < b->n; i++)
+        if (!in_span(s, b->keys[i], b->lens[i]) || b->keys[i] != b->records[i] ||
+            b->lens[i] != b->rlens[i])
+            return false;
+    return true;
+}
+
+/* Two threads, one part each, while the references take less than half
+ * their share of the budget (dedup_seen_parts() in dedup/seen.h). */
+static unsigned spill_parts(const void *impl)
+{
+    const spill *s = impl;
+    return s->refs && !s->es &&
+                   dedup_refset_memory_usage(s->refs) < dedup_refset_memory_limit(s->refs) / 2
+               ? 2
+               : 1;
+}
+
+static dedup_status spill_decide_part(void *impl, const dedup_batch *b, unsigned part,
+                                      dedup_verdict *out)
+{
+    spill *s = impl;
+    if (!s->refs || s->es)
+        return DEDUP_ERR_UNSUPPORTED;
+    if (b->n && (!b->digests || !b->keys || !b->lens || !b->records || !b->rlens))
+        return DEDUP_ERR_INVALID_ARG;
+    if (!refs_valid(s, b))
+        return DEDUP_ERR_INVALID_ARG;
+    const dedup_digest *d = b->digests;
+    /* The same three passes as spill_decide, in slices of PART_RUN keys so
+     * the slots prefetched are still in the cache when they are used. */
+    for (size_t at = 0; at < b->n; at += PART_RUN) {
+        size_t end = b->n - at < PART_RUN ? b->n : at + PART_RUN;
+        for (size_t i = at; i < end; i++)
+            if (dedup_refset_part(d[i]) == part)
+                dedup_refset_prefetch(s->refs, d[i]);
+        for (size_t i = at; i < end; i++)
+            if (dedup_refset_part(d[i]) == part)
+                dedup_refset_prefetch_key(s->refs, d[i]);
+        for (size_t i = at; i < end; i++) {
+            if (dedup_refset_part(d[i]) != part)
+                continue;
+            dedup_status st = dedup_refset_insert_unlimited(
+                s->refs, (uint64_t)(b->keys[i] - s->ref_base), b->lens[i], d[i], &out[i]);
+            if (st)
+                return st;
+        }
+    }
+    return DEDUP_OK;
+}
+
 static dedup_status spill_decide(void *impl, const dedup_batch *b, dedup_verdict *out, size_t *done)
 {
     spill *s = impl;
@@ -296,11 +351,8 @@ static dedup_status spill_decide(void *impl, const dedup_batch *b, dedup_verdict
     const dedup_digest *d = b->digests;
     /* By reference (a mapped input) or by copy: the same three passes. */
     const bool byref = s->refs != NULL;
-    if (byref)
-        for (size_t i = 0; i < b->n; i++)
-            if (!in_span(s, b->keys[i], b->lens[i]) || b->keys[i] != b->records[i] ||
-                b->lens[i] != b->rlens[i])
-                return DEDUP_ERR_INVALID_ARG;
+    if (byref && !refs_valid(s, b))
+        return DEDUP_ERR_INVALID_ARG;
     for (size_t i = 0; i < b->n; i++) {
         if (byref)
             dedup_refset_prefetch(s->refs, d[i]);
@@ -398,6 +450,8 @@ const ddi_seen_class ddi_seen_class_exact_spill = {
             .finish = spill_finish, .info = spill_info, .save = spill_save,
             .count_of = spill_count, .free = spill_free},
     .file_types = {0, 0},
+    .parts = spill_parts,
+    .decide_part = spill_decide_part,
     .create = spill_create,
     .spilled = spill_spilled,
     .structure = spill_structure,
