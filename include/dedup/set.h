@@ -207,9 +207,10 @@ uint64_t dedup_refset_memory_limit(const dedup_refset *set);
 /* Whether the key (bytes anywhere, 'len' long, digest 'd') is in the set. */
 bool dedup_refset_contains(const dedup_refset *set, const void *key, size_t len, dedup_digest d);
 /* Prefetch hints ahead of insert: the slot, then the stored key bytes the
- * slot may name. */
+ * slot may name (the lines of 'len' bytes and the terminator after them:
+ * the length of the key about to be compared). */
 void dedup_refset_prefetch(const dedup_refset *set, dedup_digest d);
-void dedup_refset_prefetch_key(const dedup_refset *set, dedup_digest d);
+void dedup_refset_prefetch_key(const dedup_refset *set, dedup_digest d, size_t len);
 uint64_t dedup_refset_size(const dedup_refset *set);
 size_t dedup_refset_memory_usage(const dedup_refset *set);
 

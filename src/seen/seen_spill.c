@@ -25,7 +25,7 @@
 #include "dedup/set.h"
 
 #define PUSH 64 /* records gathered per dedup_extsort_push_batch */
-#define PART_RUN 128 /* keys of a batch (both parts) a decide_part pass covers */
+#define PART_RUN 32 /* keys of a part a decide_part pipeline stage covers */
 
 typedef struct spill {
     dedup_allocator alloc;
@@ -45,6 +45,9 @@ typedef struct spill {
     /* deferred records not yet pushed: [u64 rlen][u64 klen][digest][rec][key] */
     unsigned char *held;
     size_t held_len, held_cap;
+    /* decide_part: each part's thread's list of its keys in a batch */
+    size_t *part_ix[2];
+    size_t part_cap[2];
 } spill;
 
 static void spill_free(void *impl)
@@ -58,6 +61,8 @@ static void spill_free(void *impl)
     dedup_allocator a = s->alloc;
     ddi_free(&a, s->tmpdir);
     ddi_free(&a, s->held);
+    ddi_free(&a, s->part_ix[0]);
+    ddi_free(&a, s->part_ix[1]);
     ddi_free(&a, s);
 }
 
@@ -316,22 +321,32 @@ static dedup_status spill_decide_part(void *impl, const dedup_batch *b, unsigned
         return DEDUP_ERR_INVALID_ARG;
     if (!refs_valid(s, b))
         return DEDUP_ERR_INVALID_ARG;
+    /* This part's keys, in order. */
+    size_t *ix = s->part_ix[part], m = 0;
+    if (s->part_cap[part] < b->n) {
+        ddi_free(&s->alloc, ix);
+        ix = s->part_ix[part] = ddi_malloc(&s->alloc, b->n * sizeof *ix);
+        s->part_cap[part] = ix ? b->n : 0;
+        if (!ix)
+            return DEDUP_ERR_NOMEM;
+    }
     const dedup_digest *d = b->digests;
-    /* The same three passes as spill_decide, in slices of PART_RUN keys so
-     * the slots prefetched are still in the cache when they are used. */
-    for (size_t at = 0; at < b->n; at += PART_RUN) {
-        size_t end = b->n - at < PART_RUN ? b->n : at + PART_RUN;
-        for (size_t i = at; i < end; i++)
-            if (dedup_refset_part(d[i]) == part)
-                dedup_refset_prefetch(s->refs, d[i]);
-        for (size_t i = at; i < end; i++)
-            if (dedup_refset_part(d[i]) == part)
-                dedup_refset_prefetch_key(s->refs, d[i]);
-        for (size_t i = at; i < end; i++) {
-            if (dedup_refset_part(d[i]) != part)
-                continue;
+    for (size_t i = 0; i < b->n; i++)
+        if (dedup_refset_part(d[i]) == part)
+            ix[m++] = i;
+    /* The three passes of spill_decide, as a pipeline of runs of PART_RUN
+     * keys: the slots of run j + 2 are prefetched, then the stored keys the
+     * slots of run j + 1 name, while run j is inserted, so each miss has a
+     * whole run's work to arrive in. */
+    for (size_t j = 0; j < m + 2 * PART_RUN; j += PART_RUN) {
+        for (size_t i = j + 2 * PART_RUN; i < j + 3 * PART_RUN && i < m; i++)
+            dedup_refset_prefetch(s->refs, d[ix[i]]);
+        for (size_t i = j + PART_RUN; i < j + 2 * PART_RUN && i < m; i++)
+            dedup_refset_prefetch_key(s->refs, d[ix[i]], b->lens[ix[i]]);
+        for (size_t i = j; i < j + PART_RUN && i < m; i++) {
+            size_t k = ix[i];
             dedup_status st = dedup_refset_insert_unlimited(
-                s->refs, (uint64_t)(b->keys[i] - s->ref_base), b->lens[i], d[i], &out[i]);
+                s->refs, (uint64_t)(b->keys[k] - s->ref_base), b->lens[k], d[k], &out[k]);
             if (st)
                 return st;
         }
@@ -361,7 +376,7 @@ static dedup_status spill_decide(void *impl, const dedup_batch *b, dedup_verdict
     }
     for (size_t i = 0; i < b->n; i++) {
         if (byref)
-            dedup_refset_prefetch_key(s->refs, d[i]);
+            dedup_refset_prefetch_key(s->refs, d[i], b->lens[i]);
         else
             dedup_strset_prefetch_key(s->set, d[i]);
     }

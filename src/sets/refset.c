@@ -308,14 +308,20 @@ void dedup_refset_prefetch(const dedup_refset *s, dedup_digest d)
         DD_PREFETCH(&h->slots[(size_t)(d.lo & TAG_MASK) & (((size_t)1 << h->bits) - 1)]);
 }
 
-void dedup_refset_prefetch_key(const dedup_refset *s, dedup_digest d)
+void dedup_refset_prefetch_key(const dedup_refset *s, dedup_digest d, size_t len)
 {
     const shard *h = shard_of(s, d);
     if (!h->slots)
         return;
     uint64_t v = h->slots[(size_t)(d.lo & TAG_MASK) & (((size_t)1 << h->bits) - 1)];
-    if (v && (v & TAG_MASK) == (d.lo & TAG_MASK))
-        DD_PREFETCH(s->base + ((v >> TAG_BITS) - 1));
+    if (v && (v & TAG_MASK) == (d.lo & TAG_MASK)) {
+        const unsigned char *k = s->base + ((v >> TAG_BITS) - 1);
+        DD_PREFETCH(k);
+        /* the comparison reads up to the terminator after len bytes: its
+         * last line too when the key crosses one */
+        if (((uintptr_t)k ^ (uintptr_t)(k + len)) >= 64 && len <= s->span)
+            DD_PREFETCH(k + len);
+    }
 }
 
 uint64_t dedup_refset_size(const dedup_refset *s)

@@ -128,7 +128,7 @@ static void run_model(tu_rng *r, size_t nrec, size_t universe, unsigned char ter
         dedup_digest d = dedup_hash(s.b + s.off[i], s.rl[i], 7);
         if (i + 4 < s.n)
             dedup_refset_prefetch(set, dedup_hash(s.b + s.off[i + 4], s.rl[i + 4], 7));
-        dedup_refset_prefetch_key(set, d);
+        dedup_refset_prefetch_key(set, d, s.rl[i]);
         dedup_verdict v;
         assert_int_equal(dedup_refset_insert(set, s.off[i], s.rl[i], d, &v), DEDUP_OK);
         if ((v == DEDUP_NEW) != first[i])
