@@ -731,6 +731,8 @@ int cmd_dedup(int argc, char **argv)
         r->file_records = 0;
         const dd_block *b;
         while (!stopped && (b = dd_feeder_next(fd)) != NULL) {
+            r->blocks++;
+            r->blocks_parted += b->work != 0;
             if (b->work && !process_parts(r, b))
                 stopped = true;
             for (size_t off = 0; off < b->n && !b->work; off += r->batch) {
@@ -801,6 +803,10 @@ int cmd_dedup(int argc, char **argv)
 
     if (byref && !stopped && !r->failed && !dd_byref_check(byref, -1))
         r->failed = true;
+    if (byref)
+        cli_info(2, "by reference: %llu of %llu blocks decided on two threads%s",
+                 (unsigned long long)r->blocks_parted, (unsigned long long)r->blocks,
+                 r->blocks_parted < r->blocks ? " (then the set held a quarter of the budget)" : "");
     if (r->w.error) {
         cli_error("write error on %s: %s", r->w.name, strerror(r->w.error));
         status = CLI_EXIT_FAIL;
