@@ -341,6 +341,17 @@ static int decide_part_one(void *ctx, dd_block *b)
     return st ? -(int)st : 1;
 }
 
+/* Points the run's batch at records [off, off + n) of block b; returns n. */
+static size_t at_block(run *r, const dd_block *b, size_t off)
+{
+    r->rec = b->rec + off;
+    r->rlen = b->rlen + off;
+    r->key = b->key + off;
+    r->klen = b->klen + off;
+    r->dig = b->dig + off;
+    return b->n - off < r->batch ? b->n - off : r->batch;
+}
+
 /* The caller's half of a block the feeder decided part 1 of: part 0 here,
  * then the block's records written in order. */
 static bool process_parts(run *r, const dd_block *b)
@@ -356,12 +367,7 @@ static bool process_parts(run *r, const dd_block *b)
     dedup_verdict *own = r->verdict;
     bool ok = true;
     for (size_t off = 0; off < b->n && ok; off += r->batch) {
-        size_t n = b->n - off < r->batch ? b->n - off : r->batch;
-        r->rec = b->rec + off;
-        r->rlen = b->rlen + off;
-        r->key = b->key + off;
-        r->klen = b->klen + off;
-        r->dig = b->dig + off;
+        size_t n = at_block(r, b, off);
         r->verdict = b->verdict + off;
         ok = !dd_stop_signal && emit_decided(r, 0, n);
         r->file_records += n;
@@ -736,12 +742,7 @@ int cmd_dedup(int argc, char **argv)
             if (b->work && !process_parts(r, b))
                 stopped = true;
             for (size_t off = 0; off < b->n && !b->work; off += r->batch) {
-                size_t n = b->n - off < r->batch ? b->n - off : r->batch;
-                r->rec = b->rec + off;
-                r->rlen = b->rlen + off;
-                r->key = b->key + off;
-                r->klen = b->klen + off;
-                r->dig = b->dig + off;
+                size_t n = at_block(r, b, off);
                 if (dd_stop_signal || !process_batch(r, n)) {
                     stopped = true;
                     break;
