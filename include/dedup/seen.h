@@ -325,11 +325,12 @@ bool dedup_seen_spilled(const dedup_seen *s);
  *
  * It never spills: the set may grow past its half of spec.memory while
  * parts are decided.  dedup_seen_parts() says whether to go on: 2 while
- * the set holds less than a quarter of spec.memory (half its share: the
- * growth of the batches in flight stays within the share unless one shard
- * of 1/2^10 or less of the keys doubles twice in them), 1 for other kinds,
- * once the quarter is reached, and once the set spilled.  From then on the
- * caller calls dedup_seen_decide() on whole batches, which spills as usual.
+ * the set holds less than a quarter of spec.memory, 1 for other kinds, once
+ * the quarter is reached, and once the set spilled; from then on the caller
+ * calls dedup_seen_decide() on whole batches, which spills as usual.  Half
+ * of its share: the batches already in flight when a thread sees the
+ * quarter at most double the tables, unless they bring as many new keys as
+ * the set holds (a budget of a few MiB), so the share holds them.
  * A batch must be decided either in parts (both) or whole, never both.
  *
  * Thread-safety: dedup_seen_parts() and dedup_seen_decide_part() with
