@@ -5,7 +5,10 @@
 # `LC_ALL=C sort -u`, in one run, interleaved, median of REPS.
 #
 #   bench/bench_byref.sh [LINES=20000000] [REPS=3]
-#   env: BUILD=build, DATA=/work/bench-data (data and outputs, not in the repo)
+#   env: BUILD=build, DATA=/work/bench-data (data and outputs, not in the repo),
+#        INPUT=FILE (default DATA/urls-LINES.txt, generated when missing),
+#        BEFORE=DIR (a build of an earlier commit: adds its by-reference row,
+#        "dedup-file-before", for an A/B in the same run)
 #
 # The file is bench/gen_urls.c's `LINES -r 0.5 -s 1 -S 1` (bench_lines.sh's).
 # For each command: wall and CPU (user + system) seconds and peak RSS from
@@ -23,7 +26,7 @@ REPS=${2:-3}
 DEDUP=$BUILD/dedup
 mkdir -p "$DATA"
 cc -O2 -o "$BUILD/gen_urls" "$SRC/bench/gen_urls.c" -lm
-F=$DATA/urls-$LINES.txt
+F=${INPUT:-$DATA/urls-$LINES.txt}
 [ -s "$F" ] || "$BUILD/gen_urls" "$LINES" -r 0.5 -s 1 -S 1 > "$F"
 echo "input: $F, $(stat -c %s "$F") bytes, $LINES lines; $(nproc) cores; load $(cut -d' ' -f1-3 /proc/loadavg)"
 declare -A WALL CPU RSS ANON
@@ -44,25 +47,31 @@ one() { # name cmd... (a shell command line)
   WALL[$name]="${WALL[$name]:-} $w"; CPU[$name]="${CPU[$name]:-} $(echo "$u + $sy" | bc)"; RSS[$name]="${RSS[$name]:-} $((m / 1024))"; ANON[$name]="${ANON[$name]:-} $((max / 1024))"
 }
 names="dedup-file dedup-copying dedup-pipe sort-u"
+[ -n "${BEFORE:-}" ] && names="dedup-file dedup-file-before dedup-copying dedup-pipe sort-u"
 for r in $(seq "$REPS"); do
   one dedup-file "DEDUP_BYREF=1 '$DEDUP' '$F'"
+  [ -n "${BEFORE:-}" ] && one dedup-file-before "DEDUP_BYREF=1 '$BEFORE/dedup' '$F'"
   one dedup-copying "DEDUP_NO_BYREF=1 '$DEDUP' '$F'"
   one dedup-pipe "cat '$F' | '$DEDUP'"
   one sort-u "LC_ALL=C sort -u '$F'"
 done
 LC_ALL=C sort "$DATA/out.dedup-file" | cmp -s - "$DATA/out.sort-u" || { echo "dedup's keys differ from sort -u's" >&2; exit 1; }
+[ -z "${BEFORE:-}" ] || cmp -s "$DATA/out.dedup-file" "$DATA/out.dedup-file-before" ||
+  { echo "the by-reference outputs before and after differ" >&2; exit 1; }
 cmp -s "$DATA/out.dedup-file" "$DATA/out.dedup-copying" && cmp -s "$DATA/out.dedup-file" "$DATA/out.dedup-pipe" ||
   { echo "the three dedup paths differ" >&2; exit 1; }
 med() { tr ' ' '\n' | grep . | sort -n | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
 sw=$(echo "${WALL[sort-u]}" | med)
 sc=$(echo "${CPU[sort-u]}" | med)
 echo "distinct: $(wc -l < "$DATA/out.sort-u")"
-echo "| command | wall s (median of $REPS) | runs | sort -u / this | CPU s | sort -u / this (CPU) | peak RSS MB (/usr/bin/time) | peak RssAnon MB (sampled) |"
-echo "|---|---|---|---|---|---|---|---|"
+cw=$(echo "${WALL[dedup-copying]}" | med)
+echo "| command | wall s (median of $REPS) | runs | sort -u / this | copying / this | CPU s | sort -u / this (CPU) | peak RSS MB (/usr/bin/time) | peak RssAnon MB (sampled) |"
+echo "|---|---|---|---|---|---|---|---|---|"
 for n in $names; do
   w=$(echo "${WALL[$n]}" | med)
   c=$(echo "${CPU[$n]}" | med)
-  printf '| %s | %s | %s | %sx | %s | %sx | %s | %s |\n' "$n" "$w" "${WALL[$n]# }" "$(echo "scale=2; $sw / $w" | bc)" \
+  printf '| %s | %s | %s | %sx | %sx | %s | %sx | %s | %s |\n' "$n" "$w" "${WALL[$n]# }" "$(echo "scale=2; $sw / $w" | bc)" \
+    "$(echo "scale=2; $cw / $w" | bc)" \
     "$c" "$(echo "scale=2; $sc / $c" | bc)" \
     "$(echo "${RSS[$n]}" | med)" "$(echo "${ANON[$n]}" | med)"
 done

@@ -7,6 +7,10 @@
  * output is the first occurrences (cmd_dedup.c decides; pipes, key options
  * and counts keep the copying set).  Each file is
  * mapped read-only at its place in a reserved span, a guard page after it.
+ * The feeder cuts its blocks out of the mapping, and two threads decide
+ * them (dedup_seen_decide_part, dedup/seen.h): the feeder's thread the keys
+ * of one half of the digests, the main thread the other half and the
+ * output, until the set holds a quarter of the budget.
  *
  * A file changed while it is read: its size and modification time are
  * taken when it is mapped and checked again when its records are all read

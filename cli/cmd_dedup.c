@@ -317,6 +317,65 @@ static bool process_batch(run *r, size_t n)
     return true;
 }
 
+static dedup_batch block_batch(const dd_block *b)
+{
+    return (dedup_batch){.n = b->n, .digests = b->dig, .keys = b->key, .lens = b->klen,
+                         .records = b->rec, .rlens = b->rlen};
+}
+
+/* The set decided on two threads (dedup_seen_parts() in dedup/seen.h):
+ * the feeder's half, on its thread, after it split and hashed the block:
+ * the keys of part 1, while the set says to go on; from the first block it
+ * does not, none (the caller decides whole blocks from there, and may
+ * spill).  Returns 1 when it decided part 1, 0 when not, -status on an
+ * error. */
+static int decide_part_one(void *ctx, dd_block *b)
+{
+    run *r = ctx;
+    if (r->parts_stopped || dedup_seen_parts(r->s) != 2) {
+        r->parts_stopped = true;
+        return 0;
+    }
+    dedup_batch bb = block_batch(b);
+    dedup_status st = dedup_seen_decide_part(r->s, &bb, 1, b->verdict);
+    return st ? -(int)st : 1;
+}
+
+/* Points the run's batch at records [off, off + n) of block b; returns n. */
+static size_t at_block(run *r, const dd_block *b, size_t off)
+{
+    r->rec = b->rec + off;
+    r->rlen = b->rlen + off;
+    r->key = b->key + off;
+    r->klen = b->klen + off;
+    r->dig = b->dig + off;
+    return b->n - off < r->batch ? b->n - off : r->batch;
+}
+
+/* The caller's half of a block the feeder decided part 1 of: part 0 here,
+ * then the block's records written in order. */
+static bool process_parts(run *r, const dd_block *b)
+{
+    dedup_batch bb = block_batch(b);
+    dedup_status st = b->work < 0 ? (dedup_status)-b->work
+                                  : dedup_seen_decide_part(r->s, &bb, 0, b->verdict);
+    if (st) {
+        cli_error("%s", dedup_strerror(st));
+        r->failed = true;
+        return false;
+    }
+    dedup_verdict *own = r->verdict;
+    bool ok = true;
+    for (size_t off = 0; off < b->n && ok; off += r->batch) {
+        size_t n = at_block(r, b, off);
+        r->verdict = b->verdict + off;
+        ok = !dd_stop_signal && emit_decided(r, 0, n);
+        r->file_records += n;
+    }
+    r->verdict = own;
+    return ok;
+}
+
 /* Writes the --count / --unique output from the first records kept. */
 static bool write_counts(run *r)
 {
@@ -661,6 +720,10 @@ int cmd_dedup(int argc, char **argv)
         if (byref) {
             fo.mapped = true;
             fo.map = dd_byref_file(byref, fi, &fo.map_len);
+            if (dedup_seen_parts(s) == 2 && !r->parts_stopped) { /* two threads decide */
+                fo.work = decide_part_one;
+                fo.work_ctx = r;
+            }
         }
         int e = dd_feeder_open(&fd, files[fi], &fo);
         if (e) {
@@ -674,13 +737,12 @@ int cmd_dedup(int argc, char **argv)
         r->file_records = 0;
         const dd_block *b;
         while (!stopped && (b = dd_feeder_next(fd)) != NULL) {
-            for (size_t off = 0; off < b->n; off += r->batch) {
-                size_t n = b->n - off < r->batch ? b->n - off : r->batch;
-                r->rec = b->rec + off;
-                r->rlen = b->rlen + off;
-                r->key = b->key + off;
-                r->klen = b->klen + off;
-                r->dig = b->dig + off;
+            r->blocks++;
+            r->blocks_parted += b->work != 0;
+            if (b->work && !process_parts(r, b))
+                stopped = true;
+            for (size_t off = 0; off < b->n && !b->work; off += r->batch) {
+                size_t n = at_block(r, b, off);
                 if (dd_stop_signal || !process_batch(r, n)) {
                     stopped = true;
                     break;
@@ -742,6 +804,10 @@ int cmd_dedup(int argc, char **argv)
 
     if (byref && !stopped && !r->failed && !dd_byref_check(byref, -1))
         r->failed = true;
+    if (byref)
+        cli_info(2, "by reference: %llu of %llu blocks decided on two threads%s",
+                 (unsigned long long)r->blocks_parted, (unsigned long long)r->blocks,
+                 r->blocks_parted < r->blocks ? " (then the set held a quarter of the budget)" : "");
     if (r->w.error) {
         cli_error("write error on %s: %s", r->w.name, strerror(r->w.error));
         status = CLI_EXIT_FAIL;

@@ -64,6 +64,10 @@ typedef struct run {
     uint64_t budget;
     const char *budget_source;
     const char *tmpdir;       /* where the engine writes, for messages */
+    /* exact mode by reference on two threads (dedup_seen_parts): set on the
+     * feeder's thread, and only read there, once it stopped deciding part 1 */
+    bool parts_stopped;
+    uint64_t blocks, blocks_parted; /* blocks decided, and of them on two threads */
     /* windowed runs: the window behind the seen-set, for its stats */
     const dedup_window *win;
     dd_redis_run *redis;      /* --redis: uncertain records, commits, stats */

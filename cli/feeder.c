@@ -63,7 +63,8 @@ static bool grow_records(slot *s, size_t need, size_t keep)
     size_t nc = s->rcap ? s->rcap : 4096;
     while (nc < need)
         nc *= 2;
-    size_t per = sizeof(dedup_digest) + 2 * sizeof(unsigned char *) + 2 * sizeof(size_t);
+    size_t per = sizeof(dedup_digest) + 2 * sizeof(unsigned char *) + 2 * sizeof(size_t) +
+                 sizeof(dedup_verdict);
     unsigned char *a = malloc(nc * per);
     if (!a)
         return false;
@@ -73,12 +74,14 @@ static bool grow_records(slot *s, size_t need, size_t keep)
     s->b.key = s->b.rec + nc;
     s->b.rlen = (size_t *)(void *)(s->b.key + nc);
     s->b.klen = s->b.rlen + nc;
+    s->b.verdict = (dedup_verdict *)(void *)(s->b.klen + nc);
     if (keep) {
         memcpy(s->b.dig, old.dig, keep * sizeof *old.dig);
         memcpy(s->b.rec, old.rec, keep * sizeof *old.rec);
         memcpy(s->b.key, old.key, keep * sizeof *old.key);
         memcpy(s->b.rlen, old.rlen, keep * sizeof *old.rlen);
         memcpy(s->b.klen, old.klen, keep * sizeof *old.klen);
+        memcpy(s->b.verdict, old.verdict, keep * sizeof *old.verdict);
     }
     free(s->arrays);
     s->arrays = a;
@@ -191,13 +194,18 @@ static void *mapped_main(dd_feeder *f)
         pthread_mutex_unlock(&f->mu);
         s->split_done = false;
         s->hashed = false;
+        s->b.work = 0;
         int err = 0;
-        if (caller_busy && !split(f, s, s->tail, f->o.hash)) {
+        /* With work to do here, this thread splits and hashes every block:
+         * the work needs the digests, and the caller has its own half. */
+        if ((caller_busy || f->o.work) && !split(f, s, s->tail, f->o.hash)) {
             err = ENOMEM;
             s->used = s->tail = 0;
             s->b.n = 0;
             s->split_done = true;
         }
+        if (!err && f->o.work && s->b.n)
+            s->b.work = f->o.work(f->o.work_ctx, &s->b);
         publish(f, s, eof || err, err);
         if (eof || err)
             return NULL;

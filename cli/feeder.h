@@ -61,6 +61,10 @@ typedef struct dd_block {
     const unsigned char **key;      /* its key (== rec when keys are whole records) */
     size_t *klen;
     dedup_digest *dig;              /* dedup_hash(key, seed); NULL when not asked */
+    dedup_verdict *verdict;         /* room for a verdict per record (for opts.work) */
+    int work;                       /* opts.work's result on this block: 0 when it
+                                       did nothing (or there is none), else its own
+                                       value */
     uint64_t bytes_read;            /* bytes read from the input up to this block */
 } dd_block;
 
@@ -78,6 +82,12 @@ typedef struct dd_feeder_opts {
                                cut after a terminator */
     const unsigned char *map;
     size_t map_len;
+    /* Mapped inputs only: called on the feeder's thread for every block,
+     * after its records are split and hashed, before the caller gets it;
+     * its return value is the block's 'work' (the caller's half of a set
+     * decided on two threads: cmd_dedup.c).  NULL: none. */
+    int (*work)(void *ctx, dd_block *b);
+    void *work_ctx;
 } dd_feeder_opts;
 
 typedef struct dd_feeder dd_feeder;

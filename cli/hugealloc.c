@@ -139,7 +139,7 @@ static void *populate_main(void *arg)
 }
 
 /* Reserves the region on first use: as much address space as there is
- * memory (it costs nothing until touched). */
+ * memory (it costs nothing until touched).  Called with R.mu held. */
 static bool region_ready(void)
 {
     if (R.state)
@@ -168,12 +168,12 @@ static bool region_ready(void)
  * many of them, from the start, earlier blocks may have written. */
 static hdr *region_alloc(size_t size, size_t *dirty)
 {
-    if (!region_ready())
-        return NULL;
     size_t need = (size + 63) & ~(size_t)63;
+    /* under the lock: two threads may take their first block at once (the
+     * by-reference set's two parts) */
     pthread_mutex_lock(&R.mu);
     hdr *h = NULL;
-    if (need <= R.len - R.top) {
+    if (region_ready() && need <= R.len - R.top) {
         h = (hdr *)(void *)(R.base + R.top);
         *dirty = R.hiwater > R.top ? R.hiwater - R.top : 0;
         R.top += need;

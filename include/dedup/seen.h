@@ -314,6 +314,36 @@ dedup_status dedup_seen_advance(dedup_seen *s, int64_t watermark);
 dedup_status dedup_seen_finish(dedup_seen *s, dedup_seen_emit_fn emit, void *ctx);
 /* Whether any record has been deferred to disk. */
 bool dedup_seen_spilled(const dedup_seen *s);
+/* (added) Deciding one batch on two threads.  An EXACT_SPILL seen-set that
+ * keeps references (spec.ref_base) splits its keys into two parts by digest
+ * (dedup_seen_part_of()); dedup_seen_decide_part(s, b, part, out) decides
+ * only the keys of batch 'b' in 'part' (0 or 1), in order, and writes only
+ * their out[i].  Two threads may decide the same batch at once, one part
+ * each, and a thread may run ahead on later batches in its part: each
+ * key's verdict is what dedup_seen_decide() would give on the whole input
+ * in order, because a key and its repeats are always in the same part.
+ *
+ * It never spills: the set may grow past its half of spec.memory while
+ * parts are decided.  dedup_seen_parts() says whether to go on: 2 while
+ * the set holds less than a quarter of spec.memory, 1 for other kinds, once
+ * the quarter is reached, and once the set spilled; from then on the caller
+ * calls dedup_seen_decide() on whole batches, which spills as usual.  Half
+ * of its share: the batches already in flight when a thread sees the
+ * quarter at most double the tables, unless they bring as many new keys as
+ * the set holds (a budget of a few MiB), so the share holds them.
+ * A batch must be decided either in parts (both) or whole, never both.
+ *
+ * Thread-safety: dedup_seen_parts() and dedup_seen_decide_part() with
+ * different parts may run at once; nothing else may run meanwhile.
+ * Errors: DEDUP_ERR_UNSUPPORTED (dedup_seen_parts() was never 2 for this
+ * set, or it spilled), DEDUP_ERR_INVALID_ARG, DEDUP_ERR_NOMEM, DEDUP_ERR_FULL
+ * (a shard past 2^24 slots: far more keys than the span can hold); after an
+ * error the part's keys from the failed one on are undecided and the set
+ * must not be used for that batch again. */
+unsigned dedup_seen_parts(const dedup_seen *s);
+unsigned dedup_seen_part_of(dedup_digest d);
+dedup_status dedup_seen_decide_part(dedup_seen *s, const dedup_batch *b, unsigned part,
+                                    dedup_verdict *out);
 /* (added) The external engine (dedup/extsort.h) of an EXACT_SPILL seen-set
  * once it spilled, NULL before and for other kinds: its statistics
  * (dedup_extsort_stats_get) and the cause of an I/O error

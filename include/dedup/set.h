@@ -159,7 +159,13 @@ dedup_status dedup_strset_load(dedup_source src, const dedup_allocator *alloc, d
  * keys than planned): nothing is changed and the caller can go on another
  * way (EXACT_SPILL freezes the set and spills).
  *
- * Thread-safety: none; one thread at a time per set (queries included). */
+ * Thread-safety: one thread at a time per set (queries included), except
+ * that the keys fall into two parts (dedup_refset_part() of the digest) and
+ * two threads may insert at once if each inserts only keys of its own part;
+ * dedup_refset_size() and dedup_refset_memory_usage() may be read by any
+ * thread meanwhile.  The memory limit is then the callers' to keep
+ * (dedup_refset_insert_unlimited()): two parts growing at once cannot both
+ * be refused at the same point of the input. */
 typedef struct dedup_refset_params {
     const void *base;        /* start of the span; required */
     uint64_t span;           /* its bytes (< 2^40 - 1) */
@@ -188,12 +194,23 @@ void dedup_refset_free(dedup_refset *set); /* NULL is harmless */
  * DEDUP_ERR_INVALID_ARG (outside the span). */
 dedup_status dedup_refset_insert(dedup_refset *set, uint64_t off, size_t len, dedup_digest d,
                                  dedup_verdict *verdict);
+/* As dedup_refset_insert(), but a growth may pass params.memory_limit (never
+ * DEDUP_ERR_FULL for memory; still past 2^24 slots a shard): for two
+ * threads inserting one part each, which watch dedup_refset_memory_usage()
+ * against dedup_refset_memory_limit() themselves. */
+dedup_status dedup_refset_insert_unlimited(dedup_refset *set, uint64_t off, size_t len,
+                                           dedup_digest d, dedup_verdict *verdict);
+/* The part (0 or 1) of a key with digest 'd': the top bit of d.hi. */
+unsigned dedup_refset_part(dedup_digest d);
+/* params.memory_limit (0: none). */
+uint64_t dedup_refset_memory_limit(const dedup_refset *set);
 /* Whether the key (bytes anywhere, 'len' long, digest 'd') is in the set. */
 bool dedup_refset_contains(const dedup_refset *set, const void *key, size_t len, dedup_digest d);
 /* Prefetch hints ahead of insert: the slot, then the stored key bytes the
- * slot may name. */
+ * slot may name (the lines of 'len' bytes and the terminator after them:
+ * the length of the key about to be compared). */
 void dedup_refset_prefetch(const dedup_refset *set, dedup_digest d);
-void dedup_refset_prefetch_key(const dedup_refset *set, dedup_digest d);
+void dedup_refset_prefetch_key(const dedup_refset *set, dedup_digest d, size_t len);
 uint64_t dedup_refset_size(const dedup_refset *set);
 size_t dedup_refset_memory_usage(const dedup_refset *set);
 

@@ -14,6 +14,7 @@
 
 #include "dedup/bloom.h"
 #include "dedup/cuckoo.h"
+#include "dedup/set.h"
 
 /* ---- The registry -------------------------------------------------------------
  * Every local kind, in dedup_seen_kind order.  To add one: define
@@ -410,6 +411,23 @@ dedup_status dedup_seen_finish(dedup_seen *s, dedup_seen_emit_fn emit, void *ctx
 bool dedup_seen_spilled(const dedup_seen *s)
 {
     return s && s->cls && s->cls->spilled && s->cls->spilled(s->impl);
+}
+
+unsigned dedup_seen_parts(const dedup_seen *s)
+{
+    return s && s->cls && s->cls->parts ? s->cls->parts(s->impl) : 1;
+}
+
+unsigned dedup_seen_part_of(dedup_digest d) { return dedup_refset_part(d); }
+
+dedup_status dedup_seen_decide_part(dedup_seen *s, const dedup_batch *b, unsigned part,
+                                    dedup_verdict *out)
+{
+    if (!s || !b || part > 1 || (b->n && !out))
+        return DEDUP_ERR_INVALID_ARG;
+    if (!s->cls || !s->cls->decide_part)
+        return DEDUP_ERR_UNSUPPORTED;
+    return s->cls->decide_part(s->impl, b, part, out);
 }
 
 const struct dedup_extsort *dedup_seen_spill_engine(const dedup_seen *s)

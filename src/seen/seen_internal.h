@@ -38,6 +38,10 @@ typedef struct ddi_seen_class {
     /* Records every key without deciding (dedup_seen_add); NULL: the kind
      * holds a set, and adding is deciding with the verdicts dropped. */
     dedup_status (*add)(void *impl, const dedup_batch *b, size_t *done);
+    /* Two threads deciding one batch, one part each (dedup_seen_parts()). */
+    unsigned (*parts)(const void *impl);
+    dedup_status (*decide_part)(void *impl, const dedup_batch *b, unsigned part,
+                                dedup_verdict *out);
     /* Filter kinds: dedup_seen_get_filter_info / dedup_seen_get_link_info. */
     void (*filter_info)(const void *impl, dedup_seen_filter_info *out);
     dedup_status (*link_info)(const void *impl, uint32_t link, dedup_seen_link_info *out);

@@ -25,6 +25,7 @@
 #include "dedup/set.h"
 
 #define PUSH 64 /* records gathered per dedup_extsort_push_batch */
+#define PART_RUN 32 /* keys of a part a decide_part pipeline stage covers */
 
 typedef struct spill {
     dedup_allocator alloc;
@@ -44,6 +45,9 @@ typedef struct spill {
     /* deferred records not yet pushed: [u64 rlen][u64 klen][digest][rec][key] */
     unsigned char *held;
     size_t held_len, held_cap;
+    /* decide_part: each part's thread's list of its keys in a batch */
+    size_t *part_ix[2];
+    size_t part_cap[2];
 } spill;
 
 static void spill_free(void *impl)
@@ -57,6 +61,8 @@ static void spill_free(void *impl)
     dedup_allocator a = s->alloc;
     ddi_free(&a, s->tmpdir);
     ddi_free(&a, s->held);
+    ddi_free(&a, s->part_ix[0]);
+    ddi_free(&a, s->part_ix[1]);
     ddi_free(&a, s);
 }
 
@@ -284,6 +290,70 @@ static dedup_status spill_rest(spill *s, const dedup_batch *b, size_t from, dedu
     return DEDUP_OK;
 }
 
+/* A by-reference batch's keys are whole records inside the span. */
+static bool refs_valid(const spill *s, const dedup_batch *b)
+{
+    for (size_t i = 0; i < b->n; i++)
+        if (!in_span(s, b->keys[i], b->lens[i]) || b->keys[i] != b->records[i] ||
+            b->lens[i] != b->rlens[i])
+            return false;
+    return true;
+}
+
+/* Two threads, one part each, while the references take less than half
+ * their share of the budget (dedup_seen_parts() in dedup/seen.h). */
+static unsigned spill_parts(const void *impl)
+{
+    const spill *s = impl;
+    return s->refs && !s->es &&
+                   dedup_refset_memory_usage(s->refs) < dedup_refset_memory_limit(s->refs) / 2
+               ? 2
+               : 1;
+}
+
+static dedup_status spill_decide_part(void *impl, const dedup_batch *b, unsigned part,
+                                      dedup_verdict *out)
+{
+    spill *s = impl;
+    if (!s->refs || s->es)
+        return DEDUP_ERR_UNSUPPORTED;
+    if (b->n && (!b->digests || !b->keys || !b->lens || !b->records || !b->rlens))
+        return DEDUP_ERR_INVALID_ARG;
+    if (!refs_valid(s, b))
+        return DEDUP_ERR_INVALID_ARG;
+    /* This part's keys, in order. */
+    size_t *ix = s->part_ix[part], m = 0;
+    if (s->part_cap[part] < b->n) {
+        ddi_free(&s->alloc, ix);
+        ix = s->part_ix[part] = ddi_malloc(&s->alloc, b->n * sizeof *ix);
+        s->part_cap[part] = ix ? b->n : 0;
+        if (!ix)
+            return DEDUP_ERR_NOMEM;
+    }
+    const dedup_digest *d = b->digests;
+    for (size_t i = 0; i < b->n; i++)
+        if (dedup_refset_part(d[i]) == part)
+            ix[m++] = i;
+    /* The three passes of spill_decide, as a pipeline of runs of PART_RUN
+     * keys: the slots of run j + 2 are prefetched, then the stored keys the
+     * slots of run j + 1 name, while run j is inserted, so each miss has a
+     * whole run's work to arrive in. */
+    for (size_t j = 0; j < m + 2 * PART_RUN; j += PART_RUN) {
+        for (size_t i = j + 2 * PART_RUN; i < j + 3 * PART_RUN && i < m; i++)
+            dedup_refset_prefetch(s->refs, d[ix[i]]);
+        for (size_t i = j + PART_RUN; i < j + 2 * PART_RUN && i < m; i++)
+            dedup_refset_prefetch_key(s->refs, d[ix[i]], b->lens[ix[i]]);
+        for (size_t i = j; i < j + PART_RUN && i < m; i++) {
+            size_t k = ix[i];
+            dedup_status st = dedup_refset_insert_unlimited(
+                s->refs, (uint64_t)(b->keys[k] - s->ref_base), b->lens[k], d[k], &out[k]);
+            if (st)
+                return st;
+        }
+    }
+    return DEDUP_OK;
+}
+
 static dedup_status spill_decide(void *impl, const dedup_batch *b, dedup_verdict *out, size_t *done)
 {
     spill *s = impl;
@@ -296,11 +366,8 @@ static dedup_status spill_decide(void *impl, const dedup_batch *b, dedup_verdict
     const dedup_digest *d = b->digests;
     /* By reference (a mapped input) or by copy: the same three passes. */
     const bool byref = s->refs != NULL;
-    if (byref)
-        for (size_t i = 0; i < b->n; i++)
-            if (!in_span(s, b->keys[i], b->lens[i]) || b->keys[i] != b->records[i] ||
-                b->lens[i] != b->rlens[i])
-                return DEDUP_ERR_INVALID_ARG;
+    if (byref && !refs_valid(s, b))
+        return DEDUP_ERR_INVALID_ARG;
     for (size_t i = 0; i < b->n; i++) {
         if (byref)
             dedup_refset_prefetch(s->refs, d[i]);
@@ -309,7 +376,7 @@ static dedup_status spill_decide(void *impl, const dedup_batch *b, dedup_verdict
     }
     for (size_t i = 0; i < b->n; i++) {
         if (byref)
-            dedup_refset_prefetch_key(s->refs, d[i]);
+            dedup_refset_prefetch_key(s->refs, d[i], b->lens[i]);
         else
             dedup_strset_prefetch_key(s->set, d[i]);
     }
@@ -398,6 +465,8 @@ const ddi_seen_class ddi_seen_class_exact_spill = {
             .finish = spill_finish, .info = spill_info, .save = spill_save,
             .count_of = spill_count, .free = spill_free},
     .file_types = {0, 0},
+    .parts = spill_parts,
+    .decide_part = spill_decide_part,
     .create = spill_create,
     .spilled = spill_spilled,
     .structure = spill_structure,

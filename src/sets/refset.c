@@ -18,9 +18,18 @@
  * sizes the shard count aims for).  A shard that would pass 2^24 slots, or
  * a growth that would pass the memory limit, fails with DEDUP_ERR_FULL and
  * changes nothing.
+ *
+ * Two threads: there are always two shards or more, and the digest's top
+ * bit (the top bit of the shard's index) splits them into two parts.  A
+ * thread inserting only keys of one part touches only that part's shards
+ * and that part's counters (keys and bytes, on a cache line of their own,
+ * written by their one owner and read by anyone through relaxed atomics),
+ * so two threads may insert at once, one part each.  The empty key belongs
+ * to the part of its digest like any other.
  */
 #include "internal.h"
 
+#include <stdatomic.h>
 #include <string.h>
 
 #include "dedup/set.h"
@@ -37,6 +46,13 @@ typedef struct shard {
     uint32_t bits, n;
 } shard;
 
+/* What one part holds: written by the thread inserting its keys only. */
+typedef struct part {
+    _Atomic uint64_t size;
+    _Atomic size_t memory; /* its shards' tables */
+    char pad[128 - sizeof(uint64_t) - sizeof(size_t)]; /* the parts' counters never share a line */
+} part;
+
 struct dedup_refset {
     dedup_allocator alloc;
     const unsigned char *base;
@@ -47,9 +63,9 @@ struct dedup_refset {
     uint64_t seed, limit;
     shard *sh;
     size_t nsh;
-    unsigned shift; /* shard = d.hi >> shift (0 shards bits: nsh == 1) */
-    uint64_t size;
-    size_t memory;
+    unsigned shift; /* shard = d.hi >> shift */
+    size_t memory;  /* the fixed part: this, shards, ends */
+    part part[2];   /* part = d.hi >> 63 */
     bool has_empty; /* the empty key: kept here, not in a slot (see insert) */
 };
 
@@ -80,7 +96,7 @@ dedup_status dedup_refset_create(const dedup_refset_params *p, const dedup_alloc
     s->seed = p->seed;
     s->limit = p->memory_limit;
     uint64_t expect = p->expected ? p->expected : p->span / 64;
-    size_t nsh = 1;
+    size_t nsh = 2; /* at least one shard a part */
     while (nsh < MAX_SHARDS && (uint64_t)nsh << AIM_BITS < expect + expect / 2)
         nsh *= 2;
     unsigned sb = 0;
@@ -117,7 +133,36 @@ void dedup_refset_free(dedup_refset *s)
 
 static inline shard *shard_of(const dedup_refset *s, dedup_digest d)
 {
-    return &s->sh[s->nsh > 1 ? (size_t)(d.hi >> s->shift) : 0];
+    return &s->sh[(size_t)(d.hi >> s->shift)];
+}
+
+unsigned dedup_refset_part(dedup_digest d) { return (unsigned)(d.hi >> 63); }
+
+static inline uint64_t load(_Atomic uint64_t *v)
+{
+    return atomic_load_explicit(v, memory_order_relaxed);
+}
+
+static inline size_t load_sz(_Atomic size_t *v)
+{
+    return atomic_load_explicit(v, memory_order_relaxed);
+}
+
+/* Its owner's own update: a plain load and store, no locked instruction. */
+static inline void bump(_Atomic uint64_t *v, uint64_t by)
+{
+    atomic_store_explicit(v, load(v) + by, memory_order_relaxed);
+}
+
+static inline void bump_sz(_Atomic size_t *v, size_t add, size_t sub)
+{
+    atomic_store_explicit(v, load_sz(v) + add - sub, memory_order_relaxed);
+}
+
+static size_t total_memory(const dedup_refset *s)
+{
+    dedup_refset *m = (dedup_refset *)s;
+    return s->memory + load_sz(&m->part[0].memory) + load_sz(&m->part[1].memory);
 }
 
 /* The end of the file (record stream) that holds offset c: the first end
@@ -146,15 +191,16 @@ static inline bool same_key(const dedup_refset *s, uint64_t c, const void *k, si
     return c + len == fe || s->base[c + len] == s->term;
 }
 
-/* Doubles shard h (or gives it its first table): DEDUP_ERR_FULL past 2^24
- * slots or the memory limit, DEDUP_ERR_NOMEM; nothing changed then. */
-static dedup_status shard_grow(dedup_refset *s, shard *h)
+/* Doubles shard h of part p (or gives it its first table): DEDUP_ERR_FULL
+ * past 2^24 slots or (when 'limited') the memory limit, DEDUP_ERR_NOMEM;
+ * nothing changed then. */
+static dedup_status shard_grow(dedup_refset *s, shard *h, part *p, bool limited)
 {
     unsigned nb = h->slots ? h->bits + 1 : MIN_BITS;
     if (nb > MAX_BITS)
         return DEDUP_ERR_FULL;
     size_t add = shard_bytes(nb);
-    if (s->limit && s->memory + add > s->limit)
+    if (limited && s->limit && total_memory(s) + add > s->limit)
         return DEDUP_ERR_FULL;
     uint64_t *ns = ddi_calloc(&s->alloc, (size_t)1 << nb, sizeof(uint64_t));
     if (!ns)
@@ -171,11 +217,10 @@ static dedup_status shard_grow(dedup_refset *s, shard *h)
             ns[j] = v;
         }
         ddi_free(&s->alloc, h->slots);
-        s->memory -= shard_bytes(h->bits);
     }
+    bump_sz(&p->memory, add, h->slots ? shard_bytes(h->bits) : 0);
     h->slots = ns;
     h->bits = nb;
-    s->memory += add;
     return DEDUP_OK;
 }
 
@@ -195,46 +240,57 @@ static inline uint64_t *find(const dedup_refset *s, const shard *h, const void *
     }
 }
 
-dedup_status dedup_refset_insert(dedup_refset *s, uint64_t off, size_t len, dedup_digest d,
-                                 dedup_verdict *verdict)
+static dedup_status insert(dedup_refset *s, uint64_t off, size_t len, dedup_digest d,
+                           bool limited, dedup_verdict *verdict)
 {
     if (off > s->span || len > s->span - off)
         return DEDUP_ERR_INVALID_ARG;
+    part *p = &s->part[dedup_refset_part(d)];
     /* Every empty record is the same key, wherever it lies.  It cannot go by
      * reference: an empty record at the end of a file without a last
      * terminator has the offset of the next file's first record, so its
      * bytes could not be told from that record's. */
     if (len == 0) {
         *verdict = s->has_empty ? DEDUP_DUPLICATE : DEDUP_NEW;
-        s->size += !s->has_empty;
+        bump(&p->size, !s->has_empty);
         s->has_empty = true;
         return DEDUP_OK;
     }
     shard *h = shard_of(s, d);
     const void *k = s->base + off;
+    uint64_t *sl = NULL;
     if (h->slots) {
-        uint64_t *sl = find(s, h, k, len, d);
+        sl = find(s, h, k, len, d);
         if (*sl) {
             *verdict = DEDUP_DUPLICATE;
             return DEDUP_OK;
         }
-        if ((uint64_t)(h->n + 1) * 4 <= ((uint64_t)3 << h->bits)) {
-            *sl = ((off + 1) << TAG_BITS) | (d.lo & TAG_MASK);
-            h->n++;
-            s->size++;
-            *verdict = DEDUP_NEW;
-            return DEDUP_OK;
-        }
+        if ((uint64_t)(h->n + 1) * 4 > ((uint64_t)3 << h->bits))
+            sl = NULL;
     }
-    dedup_status st = shard_grow(s, h);
-    if (st != DEDUP_OK)
-        return st;
-    uint64_t *sl = find(s, h, k, len, d);
+    if (!sl) {
+        dedup_status st = shard_grow(s, h, p, limited);
+        if (st != DEDUP_OK)
+            return st;
+        sl = find(s, h, k, len, d);
+    }
     *sl = ((off + 1) << TAG_BITS) | (d.lo & TAG_MASK);
     h->n++;
-    s->size++;
+    bump(&p->size, 1);
     *verdict = DEDUP_NEW;
     return DEDUP_OK;
+}
+
+dedup_status dedup_refset_insert(dedup_refset *s, uint64_t off, size_t len, dedup_digest d,
+                                 dedup_verdict *verdict)
+{
+    return insert(s, off, len, d, true, verdict);
+}
+
+dedup_status dedup_refset_insert_unlimited(dedup_refset *s, uint64_t off, size_t len,
+                                           dedup_digest d, dedup_verdict *verdict)
+{
+    return insert(s, off, len, d, false, verdict);
 }
 
 bool dedup_refset_contains(const dedup_refset *s, const void *key, size_t len, dedup_digest d)
@@ -252,16 +308,28 @@ void dedup_refset_prefetch(const dedup_refset *s, dedup_digest d)
         DD_PREFETCH(&h->slots[(size_t)(d.lo & TAG_MASK) & (((size_t)1 << h->bits) - 1)]);
 }
 
-void dedup_refset_prefetch_key(const dedup_refset *s, dedup_digest d)
+void dedup_refset_prefetch_key(const dedup_refset *s, dedup_digest d, size_t len)
 {
     const shard *h = shard_of(s, d);
     if (!h->slots)
         return;
     uint64_t v = h->slots[(size_t)(d.lo & TAG_MASK) & (((size_t)1 << h->bits) - 1)];
-    if (v && (v & TAG_MASK) == (d.lo & TAG_MASK))
-        DD_PREFETCH(s->base + ((v >> TAG_BITS) - 1));
+    if (v && (v & TAG_MASK) == (d.lo & TAG_MASK)) {
+        const unsigned char *k = s->base + ((v >> TAG_BITS) - 1);
+        DD_PREFETCH(k);
+        /* the comparison reads up to the terminator after len bytes: its
+         * last line too when the key crosses one */
+        if (((uintptr_t)k ^ (uintptr_t)(k + len)) >= 64 && len <= s->span)
+            DD_PREFETCH(k + len);
+    }
 }
 
-uint64_t dedup_refset_size(const dedup_refset *s) { return s->size; }
+uint64_t dedup_refset_size(const dedup_refset *s)
+{
+    dedup_refset *m = (dedup_refset *)s;
+    return load(&m->part[0].size) + load(&m->part[1].size);
+}
 
-size_t dedup_refset_memory_usage(const dedup_refset *s) { return s->memory; }
+size_t dedup_refset_memory_usage(const dedup_refset *s) { return total_memory(s); }
+
+uint64_t dedup_refset_memory_limit(const dedup_refset *s) { return s->limit; }

@@ -11,26 +11,7 @@ set -u
 . "$(dirname "$0")/lib/common.sh"
 REF="python3 $SRC/tests/cli/lib/ref_dedup.py"
 export LC_ALL=C
-gen() { # gen FILE LINES DISTINCT SEED [-n: no last newline]
-    python3 - "$@" <<'PY'
-import random, sys
-path, n, k, seed = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
-r = random.Random(seed)
-vals = []
-for i in range(k):
-    kind = r.random()
-    if kind < 0.05: vals.append(b"")
-    elif kind < 0.1: vals.append(b"  Mixed Case\t%d " % (i % 7))
-    elif kind < 0.15: vals.append(bytes([r.randrange(256) for _ in range(r.randrange(1, 30))]).replace(b"\n", b"x").replace(b"\0", b"y") + b"\0in")
-    else: vals.append(b"k%d\tf%d\t%s" % (i, i % 13, b"v" * r.randrange(0, 90)))
-out = b"\n".join(vals[int(r.random() ** 2 * k)] for _ in range(n))
-if len(sys.argv) < 6: out += b"\n"
-open(path, "wb").write(out)
-PY
-}
-same() { # same DESC EXPECTED ACTUAL
-    if cmp -s "$2" "$3"; then pass; else fail "$1"; diff <(od -c "$2" | head -20) <(od -c "$3" | head -20) | head -5 >&2; fi
-}
+. "$SRC/tests/cli/lib/byref_inputs.sh"
 gen "$T/a" 30000 9000 "$SEED"
 gen "$T/b" 5000 3000 $((SEED + 1)) -n
 gen "$T/c" 20000 20000 $((SEED + 2))

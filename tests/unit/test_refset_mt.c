@@ -1,14 +1,19 @@
-/* test_refset.c - the set of keys kept by reference (dedup_refset) against a
- * naive model on seeded random spans of records, several "files" with and
+/* test_refset_mt.c - the set of keys kept by reference (dedup_refset) against
+ * a naive model on seeded random spans of records, several "files" with and
  * without a last terminator, its memory bound per key, its limit, and
- * out-of-memory at every allocation. */
+ * out-of-memory at every allocation; two threads inserting one part each,
+ * and an EXACT_SPILL seen-set by reference decided on two threads
+ * (dedup_seen_decide_part), then whole, past its quarter, into its spill
+ * (run under ThreadSanitizer too: the name ends in _mt). */
 #include "testutil.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "dedup/hash.h"
+#include "dedup/seen.h"
 #include "dedup/set.h"
 
 /* A span of records: record text drawn from a small universe (so that
@@ -128,7 +133,7 @@ static void run_model(tu_rng *r, size_t nrec, size_t universe, unsigned char ter
         dedup_digest d = dedup_hash(s.b + s.off[i], s.rl[i], 7);
         if (i + 4 < s.n)
             dedup_refset_prefetch(set, dedup_hash(s.b + s.off[i + 4], s.rl[i + 4], 7));
-        dedup_refset_prefetch_key(set, d);
+        dedup_refset_prefetch_key(set, d, s.rl[i]);
         dedup_verdict v;
         assert_int_equal(dedup_refset_insert(set, s.off[i], s.rl[i], d, &v), DEDUP_OK);
         if ((v == DEDUP_NEW) != first[i])
@@ -279,6 +284,237 @@ static void test_refset_args(void **state)
     dedup_refset_free(set);
 }
 
+/* ---- Two threads --------------------------------------------------------- */
+
+typedef struct part_job {
+    const span *s;
+    dedup_refset *set;
+    const dedup_digest *d;
+    dedup_verdict *v;
+    unsigned part;
+    dedup_status st;
+} part_job;
+
+static void *insert_part(void *arg)
+{
+    part_job *j = arg;
+    j->st = DEDUP_OK;
+    for (size_t i = 0; i < j->s->n && !j->st; i++)
+        if (dedup_refset_part(j->d[i]) == j->part) {
+            dedup_refset_prefetch_key(j->set, j->d[i], j->s->rl[i]);
+            j->st = dedup_refset_insert_unlimited(j->set, j->s->off[i], j->s->rl[i], j->d[i], &j->v[i]);
+        }
+    return NULL;
+}
+
+/* Each part inserted by its own thread at once, while this one reads the
+ * counters: every verdict is the model's, the sizes add up, and the memory
+ * limit is not what stops an unlimited insert. */
+static void test_refset_two_threads(void **state)
+{
+    (void)state;
+    tu_rng r = {tu_seed()};
+    for (int round = 0; round < 3; round++) {
+        span s;
+        make_span(&s, &r, 150000, round == 2 ? UINT64_C(1) << 40 : 40000, '\n');
+        bool *first = model(&s);
+        dedup_refset *set = make_set(&s, '\n', round == 1 ? 64 << 10 : 0, round ? 1000 : 0, NULL);
+        assert_non_null(set);
+        dedup_digest *d = malloc(s.n * sizeof *d);
+        dedup_verdict *v = malloc(s.n * sizeof *v);
+        uint64_t distinct = 0, in_part[2] = {0, 0};
+        for (size_t i = 0; i < s.n; i++) {
+            d[i] = dedup_hash(s.b + s.off[i], s.rl[i], 7);
+            assert_int_equal(dedup_refset_part(d[i]), (unsigned)(d[i].hi >> 63));
+            distinct += first[i];
+            in_part[dedup_refset_part(d[i])]++;
+        }
+        assert_true(in_part[0] > 0 && in_part[1] > 0);
+        part_job j[2];
+        pthread_t th[2];
+        for (unsigned p = 0; p < 2; p++) {
+            j[p] = (part_job){.s = &s, .set = set, .d = d, .v = v, .part = p};
+            assert_int_equal(pthread_create(&th[p], NULL, insert_part, &j[p]), 0);
+        }
+        uint64_t seen = 0;
+        for (int k = 0; k < 1000; k++) { /* the counters may be read meanwhile */
+            uint64_t n = dedup_refset_size(set);
+            assert_true(n >= seen && n <= distinct);
+            seen = n;
+            (void)dedup_refset_memory_usage(set);
+        }
+        for (unsigned p = 0; p < 2; p++) {
+            pthread_join(th[p], NULL);
+            assert_int_equal(j[p].st, DEDUP_OK);
+        }
+        for (size_t i = 0; i < s.n; i++)
+            if ((v[i] == DEDUP_NEW) != first[i])
+                fail_msg("round %d record %zu: %s, the model says %s", round, i,
+                         v[i] == DEDUP_NEW ? "new" : "duplicate", first[i] ? "new" : "duplicate");
+        assert_int_equal(dedup_refset_size(set), distinct);
+        if (round == 1) /* past its limit: only the unlimited inserts got there */
+            assert_true(dedup_refset_memory_usage(set) > dedup_refset_memory_limit(set));
+        dedup_verdict x;
+        dedup_status st = dedup_refset_insert(set, s.off[0], s.rl[0], d[0], &x);
+        assert_int_equal(st, DEDUP_OK); /* a repeat needs no room */
+        assert_int_equal(x, DEDUP_DUPLICATE);
+        free(d);
+        free(v);
+        dedup_refset_free(set);
+        free(first);
+        free_span(&s);
+    }
+}
+
+/* The seen-set by reference decided on two threads: the feeder's way (one
+ * thread runs ahead on part 1 of every batch while the other decides part
+ * 0 and "writes"), as long as dedup_seen_parts() says 2, then whole batches
+ * with dedup_seen_decide(), which spills.  What is written -- the NEW
+ * records in order, then what finish() emits -- is the model's first
+ * occurrences, whether the budget is large (two threads to the end) or
+ * small (the parts stop, the set spills). */
+typedef struct seen_job {
+    const span *s;
+    dedup_seen *seen;
+    const dedup_digest *d;
+    const unsigned char **keys;
+    dedup_verdict *v;
+    size_t batch, nb;
+    int *parted; /* per batch: 1 part 1 decided, 0 not; -1 not yet */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+} seen_job;
+
+static dedup_batch batch_of(const seen_job *j, size_t b)
+{
+    size_t from = b * j->batch, n = j->s->n - from < j->batch ? j->s->n - from : j->batch;
+    return (dedup_batch){.n = n, .digests = j->d + from, .keys = j->keys + from,
+                         .lens = j->s->rl + from, .records = j->keys + from,
+                         .rlens = j->s->rl + from};
+}
+
+static void *ahead_part_one(void *arg)
+{
+    seen_job *j = arg;
+    bool stopped = false;
+    for (size_t b = 0; b < j->nb; b++) {
+        int r = 0;
+        if (!stopped && dedup_seen_parts(j->seen) == 2) {
+            dedup_batch bb = batch_of(j, b);
+            r = dedup_seen_decide_part(j->seen, &bb, 1, j->v + b * j->batch) == DEDUP_OK;
+        }
+        stopped = stopped || !r;
+        pthread_mutex_lock(&j->mu);
+        j->parted[b] = r;
+        pthread_cond_signal(&j->cv);
+        pthread_mutex_unlock(&j->mu);
+    }
+    return NULL;
+}
+
+typedef struct out_buf {
+    unsigned char *p;
+    size_t len;
+} out_buf;
+
+static int collect(void *ctx, const void *rec, size_t len, uint64_t count)
+{
+    (void)count;
+    out_buf *o = ctx;
+    memcpy(o->p + o->len, rec, len);
+    o->len += len;
+    o->p[o->len++] = '\n';
+    return 0;
+}
+
+static void run_seen_parts(tu_rng *r, uint64_t memory, bool expect_spill)
+{
+    span s;
+    make_span(&s, r, 120000, 50000, '\n');
+    bool *first = model(&s);
+    out_buf want = {malloc(s.len + s.n + 1), 0}, got = {malloc(s.len + s.n + 1), 0};
+    for (size_t i = 0; i < s.n; i++)
+        if (first[i])
+            collect(&want, s.b + s.off[i], s.rl[i], 1);
+    dedup_seen_spec sp;
+    dedup_seen_spec_init(&sp);
+    sp.kind = DEDUP_SEEN_EXACT_SPILL;
+    sp.memory = memory;
+    sp.seed = 7;
+    sp.emit = collect;
+    sp.emit_ctx = &got;
+    sp.ref_base = s.b;
+    sp.ref_span = s.len;
+    sp.ref_term = '\n';
+    sp.ref_ends = s.ends;
+    sp.ref_nends = s.nends;
+    seen_job j = {.s = &s, .batch = 1000};
+    assert_int_equal(dedup_seen_create(&sp, NULL, &j.seen), DEDUP_OK);
+    assert_int_equal(dedup_seen_parts(j.seen), 2);
+    j.nb = (s.n + j.batch - 1) / j.batch;
+    dedup_digest *d = malloc(s.n * sizeof *d);
+    j.keys = malloc(s.n * sizeof *j.keys);
+    j.v = malloc(s.n * sizeof *j.v);
+    j.parted = malloc(j.nb * sizeof *j.parted);
+    for (size_t i = 0; i < s.n; i++) {
+        d[i] = dedup_hash(s.b + s.off[i], s.rl[i], 7);
+        j.keys[i] = s.b + s.off[i];
+    }
+    j.d = d;
+    for (size_t b = 0; b < j.nb; b++)
+        j.parted[b] = -1;
+    pthread_mutex_init(&j.mu, NULL);
+    pthread_cond_init(&j.cv, NULL);
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, ahead_part_one, &j), 0);
+    size_t parted = 0;
+    for (size_t b = 0; b < j.nb; b++) {
+        pthread_mutex_lock(&j.mu);
+        while (j.parted[b] < 0)
+            pthread_cond_wait(&j.cv, &j.mu);
+        int p = j.parted[b];
+        pthread_mutex_unlock(&j.mu);
+        dedup_batch bb = batch_of(&j, b);
+        dedup_verdict *v = j.v + b * j.batch;
+        if (p) {
+            parted++;
+            assert_int_equal(dedup_seen_decide_part(j.seen, &bb, 0, v), DEDUP_OK);
+        } else {
+            size_t done = 0;
+            assert_int_equal(dedup_seen_decide(j.seen, &bb, v, &done), DEDUP_OK);
+        }
+        for (size_t i = 0; i < bb.n; i++)
+            if (v[i] == DEDUP_NEW)
+                collect(&got, bb.keys[i], bb.lens[i], 1);
+    }
+    pthread_join(th, NULL);
+    assert_int_equal(dedup_seen_finish(j.seen, NULL, NULL), DEDUP_OK);
+    assert_true(parted > 0);
+    assert_int_equal(dedup_seen_spilled(j.seen), expect_spill);
+    assert_int_equal(parted < j.nb, expect_spill); /* the parts stopped before the spill */
+    assert_int_equal(got.len, want.len);
+    assert_memory_equal(got.p, want.p, want.len);
+    dedup_seen_free(j.seen);
+    pthread_mutex_destroy(&j.mu);
+    pthread_cond_destroy(&j.cv);
+    free(d);
+    free(j.keys);
+    free(j.v);
+    free(j.parted);
+    free(want.p);
+    free(got.p);
+    free(first);
+    free_span(&s);
+}
+
+static void test_seen_decide_parts(void **state)
+{
+    (void)state;
+    tu_rng r = {tu_seed()};
+    run_seen_parts(&r, 64 << 20, false);
+    run_seen_parts(&r, 1 << 20, true);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -287,6 +523,8 @@ int main(void)
         cmocka_unit_test(test_refset_limit),
         cmocka_unit_test(test_refset_oom),
         cmocka_unit_test(test_refset_args),
+        cmocka_unit_test(test_refset_two_threads),
+        cmocka_unit_test(test_seen_decide_parts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
