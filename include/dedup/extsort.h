@@ -212,6 +212,11 @@ typedef struct dedup_extsort_params {
                                                is refused); shares emit_ctx */
     unsigned threads;            /* 1 (default): everything on the caller's thread;
                                     2 or more: see THREADS (more than 2 are not used) */
+    bool raw_frames;             /* false (default): frames LZ4-compressed as in HOW IT
+                                    WORKS step 4; true: stored raw (same header and
+                                    check), for streams LZ4 cannot shrink, such as
+                                    records that are digests and file offsets (the
+                                    CLI's references): saves its CPU, costs no bytes */
 } dedup_extsort_params;
 
 typedef struct dedup_extsort_stats {
