@@ -110,40 +110,17 @@ done
 # The engine's threads (a budget of 32 MiB or more) with a spill: enough
 # distinct long lines that the references do not fit.
 gen "$T/m" 700000 600000 $((SEED + 3))
-for o in "" -c; do
-    # shellcheck disable=SC2086
-    $REF $o "$T/m" > "$T/ref"
-    # shellcheck disable=SC2086
-    "$DEDUP" -m 32M --stats $o "$T/m" > "$T/out" 2> "$T/err"
-    check "-m 32M $o: spilled" grep -q 'spilled to' "$T/err"
-    same "-m 32M $o: by reference with threads (seed $SEED)" "$T/ref" "$T/out"
-done
+$REF "$T/m" > "$T/ref"
+"$DEDUP" -m 32M --stats "$T/m" > "$T/out" 2> "$T/err"
+check "-m 32M: spilled" grep -q 'spilled to' "$T/err"
+same "-m 32M: by reference with threads (seed $SEED)" "$T/ref" "$T/out"
 
 # A file changed while it is read.  The output goes to a pipe nobody reads
 # yet, so the run blocks in write(2); then the file is changed and the pipe
 # drained.
 gen "$T/src" 300000 300000 $((SEED + 4))
-changed() { # changed DESC WHAT
-    cp "$T/src" "$T/in"
-    rm -f "$T/fifo"; mkfifo "$T/fifo"
-    "$DEDUP" -m 2M "$T/in" > "$T/fifo" 2> "$T/err" &
-    local pid=$!
-    exec 3< "$T/fifo"
-    if ! wait_until 30 blocked_writing_pipe "$pid"; then fail "$1: never blocked"; fi
-    case $2 in
-    truncate) truncate -s 1000 "$T/in" ;;
-    append) echo appended >> "$T/in" ;;
-    rewrite) printf 'X' | dd of="$T/in" bs=1 seek=10 conv=notrunc 2> /dev/null ;;
-    esac
-    cat <&3 > /dev/null
-    exec 3<&-
-    wait "$pid"
-    local rc=$?
-    check "$1: exit 1 (got $rc)" test "$rc" -eq 1
-    check "$1: message" grep -Eq "shrank|changed while|modified while" "$T/err"
-    check "$1: names the file" grep -q "$T/in" "$T/err"
-}
-changed "cut shorter" truncate
-changed "grown" append
-changed "rewritten" rewrite
+for w in "cut shorter:truncate" "grown:append" "rewritten:rewrite"; do
+    changed_mid_run "${w%%:*}" "${w#*:}" "$T/in" "$T/src" "shrank|changed while|modified while" \
+        "$DEDUP" -m 2M "$T/in"
+done
 finish
