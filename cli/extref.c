@@ -134,8 +134,11 @@ dd_extref *dd_extref_open(char **files, int nfiles, unsigned char term)
         f->fd = -1;
         x->n = i + 1;
         struct stat st;
-        if (strcmp(files[i], "-") == 0 || (f->fd = open(files[i], O_RDONLY | O_CLOEXEC)) < 0 ||
-            fstat(f->fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        /* stat() first: opening a named FIFO would wait for its writer, and
+         * closing it again could cost the writer its pipe */
+        if (strcmp(files[i], "-") == 0 || stat(files[i], &st) != 0 || !S_ISREG(st.st_mode) ||
+            (f->fd = open(files[i], O_RDONLY | O_CLOEXEC)) < 0 || fstat(f->fd, &st) != 0 ||
+            !S_ISREG(st.st_mode)) {
             dd_extref_close(x); /* the feeder says why it cannot be read, if it cannot */
             return NULL;
         }

@@ -47,6 +47,13 @@ check "a pipe: records carried" test -z "$(grep 'by reference' "$T/err")"
 check "standard input: records carried" test -z "$(grep 'by reference' "$T/err")"
 "$DEDUP" -m 1M --sort --stats "$T/a" > /dev/null 2> "$T/err"
 check "--sort: records carried" test -z "$(grep 'by reference' "$T/err")"
+rm -f "$T/ff"; mkfifo "$T/ff"
+cat "$T/a" > "$T/ff" &
+"$DEDUP" -m 1M --stats "$T/ff" > "$T/out" 2> "$T/err"
+wait
+check "a named FIFO: records carried" test -z "$(grep 'by reference' "$T/err")"
+$REF "$T/a" > "$T/ref"
+same "a named FIFO: whole output" "$T/ref" "$T/out"
 DEDUP_NO_EXTREF=1 "$DEDUP" -m 1M --stats "$T/a" > /dev/null 2> "$T/err"
 check "DEDUP_NO_EXTREF=1: records carried" test -z "$(grep 'by reference' "$T/err")"
 python3 -c "
