@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "filecheck.h"
 
 typedef struct bfile {
     const char *name;
@@ -164,25 +165,7 @@ const unsigned char *dd_byref_file(const dd_byref *b, int i, size_t *len)
 
 static bool check_one(const bfile *f)
 {
-    struct stat st;
-    if (fstat(f->fd, &st) != 0) {
-        cli_error("%s: %s (checking that it did not change while it was read)", f->name,
-                  strerror(errno));
-        return false;
-    }
-    if ((uint64_t)st.st_size != f->size) {
-        cli_error("%s: the file changed while it was being read (%llu bytes, then %llu): the "
-                  "output may be wrong; run again on a file that stays put",
-                  f->name, (unsigned long long)f->size, (unsigned long long)st.st_size);
-        return false;
-    }
-    if (st.st_mtim.tv_sec != f->mtime.tv_sec || st.st_mtim.tv_nsec != f->mtime.tv_nsec) {
-        cli_error("%s: the file was modified while it was being read: the output may be wrong; "
-                  "run again on a file that stays put",
-                  f->name);
-        return false;
-    }
-    return true;
+    return cli_file_unchanged(f->name, f->fd, f->size, &f->mtime);
 }
 
 bool dd_byref_check(const dd_byref *b, int i)

@@ -26,6 +26,7 @@
 #include "cli.h"
 #include "dedup/extsort.h"
 #include "dedup/hash.h"
+#include "extref.h"
 #include "feeder.h"
 #include "io.h"
 #include "progress.h"
@@ -77,6 +78,7 @@ uint64_t dd_external_default_memory(const char **source)
 typedef struct ext_run {
     const dd_external_opts *o;
     dd_writer *w;
+    dd_extref *xr; /* records go by reference (extref.h), or NULL */
 } ext_run;
 
 static int ext_emit(void *ctx, const void *rec, size_t len, uint64_t count)
@@ -90,6 +92,8 @@ static int ext_emit(void *ctx, const void *rec, size_t len, uint64_t count)
         if (!dd_writer_bytes(r->w, prefix, (size_t)pl))
             return r->w->broken_pipe ? 1 : 2;
     }
+    if (r->xr)
+        return dd_extref_emit(r->xr, r->w, rec, len);
     if (!dd_writer_record(r->w, rec, len, r->o->term))
         return r->w->broken_pipe ? 1 : 2;
     return 0;
@@ -117,7 +121,7 @@ static int ext_emit_piece(void *ctx, const void *piece, size_t len, bool first, 
 static double now_sec(void) { return dd_now(); }
 
 static void print_stats(const dd_external_opts *o, const dedup_extsort_stats *s, uint64_t budget,
-                        uint64_t bytes_in, const char *tmpdir, double secs)
+                        uint64_t bytes_in, const char *tmpdir, double secs, const dd_extref *xr)
 {
     uint64_t dups = s->records_in - s->distinct;
     double rate = s->records_in ? (double)dups / (double)s->records_in : 0.0;
@@ -136,6 +140,8 @@ static void print_stats(const dd_external_opts *o, const dedup_extsort_stats *s,
                 (unsigned long long)s->max_depth, (unsigned long long)s->bytes_spilled,
                 (unsigned long long)s->bytes_read_back, (unsigned long long)s->bytes_spilled_raw);
         cli_json_string(stderr, tmpdir);
+        fprintf(stderr, ",\"by_reference\":%s,\"bytes_reread\":%llu", xr ? "true" : "false",
+                (unsigned long long)(xr ? dd_extref_reread(xr) : 0));
         fprintf(stderr, ",\"bytes_in\":%llu,\"seconds\":%.3f}\n", (unsigned long long)bytes_in,
                 secs);
         return;
@@ -160,6 +166,13 @@ static void print_stats(const dd_external_opts *o, const dedup_extsort_stats *s,
                 cli_human_size(s->bytes_spilled_raw, hw, sizeof hw));
     else
         fprintf(stderr, "dedup: everything fit in memory (nothing spilled)\n");
+    if (xr) {
+        char hx[32];
+        fprintf(stderr,
+                "dedup: records went by reference (digest, offset; frames not compressed): "
+                "%s of the input read again for the output\n",
+                cli_human_size(dd_extref_reread(xr), hx, sizeof hx));
+    }
 }
 
 /* ---- the engine bound to a writer ------------------------------------------ */
@@ -193,7 +206,7 @@ const char *dd_external_tmpdir(const char *t)
 }
 
 static dedup_status dd_spill_create(dd_spill **out, const dd_external_opts *o, uint64_t budget,
-                                    dd_writer *w)
+                                    dd_writer *w, dd_extref *xr)
 {
     *out = NULL;
     dd_spill *s = calloc(1, sizeof *s);
@@ -201,6 +214,7 @@ static dedup_status dd_spill_create(dd_spill **out, const dd_external_opts *o, u
         return DEDUP_ERR_NOMEM;
     s->r.o = o;
     s->r.w = w;
+    s->r.xr = xr;
     s->budget = budget;
     s->tmpdir = dd_external_tmpdir(o->tmpdir);
     dedup_extsort_params p;
@@ -219,8 +233,9 @@ static dedup_status dd_spill_create(dd_spill **out, const dd_external_opts *o, u
     /* A record that is its own key and longer than budget/16 is kept by the
      * engine in a temporary file, not in its table, and written out from
      * there in pieces (the feeder hands such records over in pieces too). */
-    if (dd_keyspec_identity(o->key))
+    if (dd_keyspec_identity(o->key) && !xr)
         p.emit_piece = ext_emit_piece;
+    p.raw_frames = xr != NULL; /* references are digests: LZ4 cannot shrink them */
     dedup_status st = dedup_extsort_create(&p, cli_allocator(), &s->es);
     if (st) {
         free(s);
@@ -333,13 +348,17 @@ int dd_run_external(const dd_external_opts *o, char **files, int nfiles)
     }
     w.line_buffered = o->line_buffered;
 
+    /* Records by reference (extref.h) when every input is a regular file
+     * and the records are long; never for sorted order. */
+    dd_extref *xr = o->sorted ? NULL : dd_extref_open(files, nfiles, o->term);
     dd_spill *sp = NULL;
-    dedup_status st = dd_spill_create(&sp, o, budget, &w);
+    dedup_status st = dd_spill_create(&sp, o, budget, &w, xr);
     if (st != DEDUP_OK) {
         cli_error("%s", st == DEDUP_ERR_INVALID_ARG && o->sorted && o->out == 1
                             ? "--sort cannot be combined with -D/--duplicates (those are in input order)"
                             : dedup_strerror(st));
         dd_writer_free(&w);
+        dd_extref_close(xr);
         if (out_file) {
             close(out_fd);
             if (out_removable)
@@ -356,13 +375,13 @@ int dd_run_external(const dd_external_opts *o, char **files, int nfiles)
     dd_progress_init(&prog, o->progress, o->total_bytes);
     uint64_t bytes_in = 0, records_in = 0;
     int status = CLI_EXIT_OK;
-    bool input_error = false;
+    bool input_error = false, input_changed = false;
     for (int fi = 0; fi < nfiles && st == DEDUP_OK && !dd_stop_signal; fi++) {
         dd_feeder *fd = NULL;
         /* Records longer than the feeder's buffer come in pieces and go to
          * the engine that way, never whole (when they are their own key). */
         dd_feeder_opts fo = {.term = o->term, .key = o->key, .hash = true, .seed = o->seed,
-                             .pieces = dd_keyspec_identity(o->key)};
+                             .pieces = dd_keyspec_identity(o->key) && !xr};
         int e = dd_feeder_open(&fd, files[fi], &fo);
         if (e) {
             cli_error("%s: %s", files[fi], strerror(e));
@@ -375,8 +394,14 @@ int dd_run_external(const dd_external_opts *o, char **files, int nfiles)
         while (st == DEDUP_OK && !dd_stop_signal && (blk = dd_feeder_next(fd)) != NULL) {
             if (blk->piece)
                 st = dd_spill_push_piece(sp, blk->rec[0], blk->rlen[0], blk->piece);
-            else
+            else if (!xr)
                 st = dd_spill_push(sp, blk->n, blk->rec, blk->rlen, blk->key, blk->klen, blk->dig);
+            else {
+                const dd_extref_batch *b = dd_extref_block(xr, fi, blk, o->seed);
+                st = b ? dd_spill_push(sp, blk->n, b->rec, b->rlen, b->key, b->klen, b->dig)
+                       : DEDUP_ERR_NOMEM;
+                dd_extref_block_done(xr);
+            }
             got = blk->bytes_read;
             records_in += blk->piece ? (blk->piece & DD_PIECE_LAST) != 0 : blk->n;
             dd_progress_show(&prog, before + got, records_in, false, NULL);
@@ -389,6 +414,8 @@ int dd_run_external(const dd_external_opts *o, char **files, int nfiles)
             input_error = true;
         }
         dd_feeder_close(fd);
+        if (!input_error && xr && !dd_stop_signal && !dd_extref_check(xr, fi))
+            input_error = input_changed = true;
         if (input_error)
             break;
     }
@@ -402,6 +429,8 @@ int dd_run_external(const dd_external_opts *o, char **files, int nfiles)
         prog.last = 0; /* say now that the input is read */
         dd_progress_show(&prog, bytes_in, records_in, false, "input read; merging");
         st = dd_spill_finish(sp);
+        if (st == DEDUP_OK && xr && !dd_extref_check(xr, -1))
+            input_changed = true;
     }
     dd_progress_show(&prog, bytes_in, records_in, true, NULL);
     if (!w.broken_pipe && !w.error)
@@ -413,6 +442,12 @@ int dd_run_external(const dd_external_opts *o, char **files, int nfiles)
         status = CLI_EXIT_FAIL;
     } else if (st == DEDUP_ERR_CANCELLED && w.broken_pipe) {
         /* the reader went away: a normal end */
+    } else if (input_changed || (st == DEDUP_ERR_CANCELLED && xr && sp->es &&
+                                 dedup_extsort_emit_result(sp->es) == 4)) {
+        if (!input_changed) /* else dd_extref_check said it */
+            dd_extref_report(xr);
+        status = CLI_EXIT_FAIL;
+        remove_output = true;
     } else if (dd_stop_signal) {
         cli_info(1, "interrupted; output is incomplete");
         status = 128 + dd_stop_signal;
@@ -435,8 +470,9 @@ int dd_run_external(const dd_external_opts *o, char **files, int nfiles)
     if (o->stats) {
         dedup_extsort_stats s;
         dd_spill_stats(sp, &s);
-        print_stats(o, &s, budget, bytes_in, tmpdir, now_sec() - start);
+        print_stats(o, &s, budget, bytes_in, tmpdir, now_sec() - start, xr);
     }
     dd_spill_free(sp);
+    dd_extref_close(xr);
     return status;
 }

@@ -270,6 +270,11 @@ dedup_status dedup_store_open(const dedup_store_params *p, const dedup_allocator
         set_why(why, cap, "%s%s", "invalid store parameters", NULL);
         return DEDUP_ERR_INVALID_ARG;
     }
+    const char *lerr = ddr_rdb_load(); /* librocksdb, on the first store (rdb_lazy.h) */
+    if (lerr) {
+        set_why(why, cap, "%s%s", lerr, NULL);
+        return DEDUP_ERR_UNSUPPORTED;
+    }
     bool fresh;
     dedup_status st = probe_dir(p, &fresh, why, cap);
     if (st != DEDUP_OK)

@@ -8,7 +8,7 @@
 
 #include "dedup/store.h"
 
-#include <rocksdb/c.h>
+#include "rdb_lazy.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>

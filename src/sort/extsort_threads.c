@@ -137,7 +137,8 @@ static bool hb_pack_one(const dedup_extsort *es, void *z, hbatch *b)
     if (i >= b->n)
         return false;
     hframe *fr = &b->fr[i];
-    fr->dlen = ddi_es_frame_pack(z, fr->raw, fr->rawlen, b->out + i * es->zcap, es->zcap);
+    fr->dlen = ddi_es_frame_pack(es->p.raw_frames ? NULL : z, fr->raw, fr->rawlen,
+                                 b->out + i * es->zcap, es->zcap);
     atomic_fetch_add_explicit(&b->npacked, 1, memory_order_release);
     return true;
 }

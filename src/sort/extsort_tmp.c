@@ -161,8 +161,10 @@ static dedup_status tf_write_raw(dedup_extsort *es, tfile *f, const void *buf, s
  * bytes); returns the frame's length. */
 size_t ddi_es_frame_pack(void *zstate, const uint8_t *q, size_t raw, uint8_t *out, size_t zcap)
 {
-    int z = LZ4_compress_fast_extState(zstate, (const char *)q, (char *)out + FH, (int)raw,
-                                       (int)(zcap - FH), LZ4_ACCEL);
+    /* zstate NULL: params.raw_frames, stored as they are */
+    int z = zstate ? LZ4_compress_fast_extState(zstate, (const char *)q, (char *)out + FH,
+                                                (int)raw, (int)(zcap - FH), LZ4_ACCEL)
+                   : 0;
     size_t n;
     uint32_t stored;
     if (z > 0 && (size_t)z < raw) {
@@ -189,7 +191,8 @@ dedup_status ddi_es_frames_write(dedup_extsort *es, tfile *f, struct part *p, co
     const uint8_t *q = buf;
     while (len > 0) {
         size_t raw = len < es->frame ? len : es->frame;
-        size_t fl = ddi_es_frame_pack(es->zstate, q, raw, es->zbuf, es->zcap);
+        size_t fl = ddi_es_frame_pack(es->p.raw_frames ? NULL : es->zstate, q, raw, es->zbuf,
+                                      es->zcap);
         uint64_t off = p ? ddi_es_part_place(es, f, p, fl) : AT_END;
         dedup_status s = tf_write_raw(es, f, es->zbuf, fl, off);
         if (s == DEDUP_OK && p)

@@ -3,7 +3,8 @@
 # already sorted, reverse sorted, all equal or nearly sorted (the orders
 # that once sent its table sort quadratic), at budgets that keep everything
 # in one table and budgets that write several sorted runs; the output must
-# be byte-identical to LC_ALL=C sort -u (first-occurrence order: to awk).
+# be byte-identical to LC_ALL=C sort -u (first-occurrence order: to awk,
+# with records carried and by reference).
 set -u
 . "$(dirname "$0")/lib/common.sh"
 export LC_ALL=C
@@ -30,6 +31,10 @@ for f in sorted rev equal near in; do
         check "$f --sort -m $m (pipe) output" cmp -s "$T/ref" "$T/out"
         "$DEDUP" -m $m --tmpdir "$T" "$T/$f" > "$T/out" 2> "$T/err"
         check "$f -m $m first occurrences" cmp -s "$T/ref1" "$T/out"
+        # the same by reference (cli/extref.h), whatever the lines' length
+        DEDUP_EXTREF=1 "$DEDUP" -m $m --tmpdir "$T" --stats "$T/$f" > "$T/out" 2> "$T/err"
+        check "$f -m $m first occurrences by reference" cmp -s "$T/ref1" "$T/out"
+        check "$f -m $m went by reference" grep -q 'by reference' "$T/err"
         sort "$T/$f" | uniq -c > "$T/refc"
         "$DEDUP" -m $m --tmpdir "$T" --sort -c "$T/$f" > "$T/out" 2> "$T/err"
         check "$f --sort -c -m $m output" cmp -s "$T/refc" "$T/out"

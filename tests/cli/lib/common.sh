@@ -59,3 +59,30 @@ has_open_file_in() {
     done
     return 1
 }
+# changed_mid_run DESC WHAT FILE SRC MSG_RE CMD...: copies SRC to FILE and
+# runs CMD (which reads FILE) with its output to a pipe nobody reads yet, so
+# it blocks in write(2) early; then changes FILE (WHAT: truncate, append or
+# rewrite one byte in place) and drains the pipe.  The run must end with
+# exit 1 and a message matching MSG_RE (grep -E) that names FILE.
+changed_mid_run() {
+    local desc=$1 what=$2 file=$3 src=$4 re=$5
+    shift 5
+    cp "$src" "$file"
+    rm -f "$T/fifo"; mkfifo "$T/fifo"
+    "$@" > "$T/fifo" 2> "$T/err" &
+    local pid=$!
+    exec 3< "$T/fifo"
+    if ! wait_until 30 blocked_writing_pipe "$pid"; then fail "$desc: never blocked"; fi
+    case $what in
+    truncate) truncate -s 1000 "$file" ;;
+    append) echo appended >> "$file" ;;
+    rewrite) printf 'X' | dd of="$file" bs=1 seek=10 conv=notrunc 2> /dev/null ;;
+    esac
+    cat <&3 > /dev/null
+    exec 3<&-
+    wait "$pid"
+    local rc=$?
+    check "$desc: exit 1 (got $rc)" test "$rc" -eq 1
+    check "$desc: message" grep -Eq "$re" "$T/err"
+    check "$desc: names the file" grep -q "$file" "$T/err"
+}
