@@ -51,6 +51,9 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 #define BLOCK ((size_t)1 << 20)
 #define SLOTS 4u
@@ -194,60 +197,83 @@ static bool scratch_room(worker *w, size_t len)
     return true;
 }
 
+/* Mask of the bytes equal to 'term' among the 64 at p (bit i: p[i]). */
+#ifdef __SSE2__
+static inline uint64_t term_mask64(const unsigned char *p, __m128i t)
+{
+    uint64_t m0 = (uint16_t)_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(const void *)p), t));
+    uint64_t m1 = (uint16_t)_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(const void *)(p + 16)), t));
+    uint64_t m2 = (uint16_t)_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(const void *)(p + 32)), t));
+    uint64_t m3 = (uint16_t)_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(const void *)(p + 48)), t));
+    return m0 | m1 << 16 | m2 << 32 | m3 << 48;
+}
+#endif
+
+/* One record of phase 1: its key hashed once, kept in the worker's arrays. */
+static inline bool take(worker *w, const split_route *r, bool identity, size_t *n,
+                        const unsigned char *p, size_t len)
+{
+    if (*n == w->arr_cap && !worker_arrays(w, *n + 1))
+        return false;
+    const unsigned char *k = p;
+    size_t klen = len;
+    if (!identity) {
+        if (!scratch_room(w, len))
+            return false;
+        k = dd_key_of(r->key, p, len, w->scratch, &klen);
+    }
+    w->dig[*n] = dedup_hash(k, klen, DEDUP_DEFAULT_SEED);
+    w->rp[*n] = p;
+    w->rl[*n] = len;
+    (*n)++;
+    return true;
+}
+
 /* Phase 1 of block [start, end) into slot s: cut, key, hash once, route,
- * and list each record under the half of the parts its owner is in. */
+ * and list each record under the half of the parts its owner is in.  The
+ * terminators are found 64 bytes at a time (a bit mask, no call per
+ * record) and each record is hashed as it is found, while its bytes are in
+ * the first-level cache; the owners come in one batch per block
+ * (dedup_jump_digest_batch or dedup_ring_lookup_batch). */
 static bool phase1(worker *w, slot *s, size_t start, size_t end)
 {
     engine *e = w->e;
     const split_route *r = e->route;
     const unsigned char term = r->term;
     const bool identity = dd_keyspec_identity(r->key);
-    const uint32_t nparts = (uint32_t)r->n;
     const unsigned char *half_of = e->half_of;
-    const unsigned char *p = e->map + start, *lim = e->map + end;
+    const unsigned char *rec = e->map + start, *c = rec, *lim = e->map + end;
     s->half[0].n = s->half[1].n = 0;
     s->start = start;
     s->end = end;
-    if (!r->ring && identity) {
-        /* The common case in one pass: no arrays between the steps. */
-        while (p < lim) {
-            const unsigned char *q = memchr(p, term, (size_t)(lim - p));
-            if (!q)
-                q = lim; /* the file's last record, without terminator */
-            size_t len = (size_t)(q - p);
-            uint32_t o = dedup_jump_digest(dedup_hash(p, len, DEDUP_DEFAULT_SEED), nparts);
-            if (!list_add(&s->half[half_of[o]], p, len, o))
-                return false;
-            p = q + 1;
-        }
-        return true;
-    }
     size_t n = 0;
-    while (p < lim) {
-        const unsigned char *q = memchr(p, term, (size_t)(lim - p));
-        if (!q)
-            q = lim;
-        size_t len = (size_t)(q - p), klen;
-        if (n == w->arr_cap && !worker_arrays(w, n + 1))
-            return false;
-        const unsigned char *k = p;
-        klen = len;
-        if (!identity) {
-            if (!scratch_room(w, len))
+#ifdef __SSE2__
+    const __m128i t = _mm_set1_epi8((char)term);
+    for (; lim - c >= 64; c += 64) {
+        uint64_t m = term_mask64(c, t);
+        while (m) {
+            const unsigned char *q = c + __builtin_ctzll(m);
+            m &= m - 1;
+            if (!take(w, r, identity, &n, rec, (size_t)(q - rec)))
                 return false;
-            k = dd_key_of(r->key, p, len, w->scratch, &klen);
+            rec = q + 1;
         }
-        w->dig[n] = dedup_hash(k, klen, DEDUP_DEFAULT_SEED);
-        w->rp[n] = p;
-        w->rl[n] = len;
-        n++;
-        p = q + 1;
     }
+#endif
+    for (;;) { /* the last bytes (all of them without SSE2) */
+        const unsigned char *q = c < lim ? memchr(c, term, (size_t)(lim - c)) : NULL;
+        if (!q)
+            break;
+        if (!take(w, r, identity, &n, rec, (size_t)(q - rec)))
+            return false;
+        rec = c = q + 1;
+    }
+    if (rec < lim && !take(w, r, identity, &n, rec, (size_t)(lim - rec)))
+        return false; /* the file's last record, without terminator */
     if (r->ring)
         dedup_ring_lookup_batch(r->ring, w->dig, n, w->own);
     else
-        for (size_t i = 0; i < n; i++)
-            w->own[i] = dedup_jump_digest(w->dig[i], nparts);
+        dedup_jump_digest_batch(w->dig, n, (uint32_t)r->n, w->own);
     for (size_t i = 0; i < n; i++)
         if (!list_add(&s->half[half_of[w->own[i]]], w->rp[i], w->rl[i], w->own[i]))
             return false;
