@@ -32,14 +32,18 @@
  * The pages of a block both halves are done with are dropped from the
  * mapping (MADV_DONTNEED), so the resident size stays a few blocks.
  *
- * Signals: the second thread blocks them; the caller's thread looks at
- * dd_stop_signal at every step and in its waits (100 ms at most), and
- * writes to regular files do not block for long, so a stop is seen within
- * a block.  A file truncated while it is being split ends the run with
- * SIGBUS, as it would for any program mapping it.
+ * Signals: the second thread blocks the asynchronous ones; the caller's
+ * thread looks at dd_stop_signal at every step and in its waits (100 ms at
+ * most), and writes to regular files do not block for long, so a stop is
+ * seen within a block.  A file cut shorter while it is being split makes
+ * the next read of a page past its new end raise SIGBUS: the handler
+ * (either thread) removes every part's temporary file, says which input
+ * shrank and ends the process with exit status 1 (only async-signal-safe
+ * calls: unlink, write, _exit).
  */
 #define _GNU_SOURCE /* memrchr */
 #include "split.h"
+#include "cli.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -79,6 +83,7 @@ typedef struct slot {
 
 typedef struct engine {
     const split_route *route;
+    const char *path;
     const unsigned char *map;
     size_t size, page;
     unsigned char *half_of; /* part -> 0/1 */
@@ -418,10 +423,39 @@ static void work(worker *w)
     pthread_mutex_unlock(&e->mu);
 }
 
+/* The engine whose input is mapped, for the SIGBUS handler (a process
+ * splits one file at a time). */
+static const engine *volatile bus_engine;
+
+static void put(const char *s) { (void)!write(STDERR_FILENO, s, strlen(s)); }
+
+/* A page past the input's new end: it was cut shorter during the split. */
+static void on_bus(int sig, siginfo_t *si, void *uc)
+{
+    (void)uc;
+    const engine *e = bus_engine;
+    const unsigned char *a = si ? (const unsigned char *)si->si_addr : NULL;
+    if (e && a >= e->map && a < e->map + e->size) {
+        for (size_t i = 0; i < e->route->n; i++)
+            if (e->route->parts[i].tmp)
+                unlink(e->route->parts[i].tmp);
+        put("dedup split: ");
+        put(e->path);
+        put(": the file shrank while it was being split; no part was written\n");
+        _exit(CLI_EXIT_FAIL);
+    }
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
 static void *second_main(void *arg)
 {
     sigset_t all;
     sigfillset(&all);
+    sigdelset(&all, SIGBUS); /* a fault's signal must reach this thread's handler */
+    sigdelset(&all, SIGSEGV);
+    sigdelset(&all, SIGFPE);
+    sigdelset(&all, SIGILL);
     pthread_sigmask(SIG_BLOCK, &all, NULL);
     work(arg);
     return NULL;
@@ -465,6 +499,7 @@ int split_mapped(const split_route *r, const char *path)
     engine e;
     memset(&e, 0, sizeof e);
     e.route = r;
+    e.path = path;
     e.map = m;
     e.size = size;
     long pg = sysconf(_SC_PAGESIZE);
@@ -487,6 +522,13 @@ int split_mapped(const split_route *r, const char *path)
         w[t].e = &e;
         w[t].t = t;
     }
+    struct sigaction bus, old_bus;
+    memset(&bus, 0, sizeof bus);
+    bus.sa_sigaction = on_bus;
+    bus.sa_flags = SA_SIGINFO;
+    sigemptyset(&bus.sa_mask);
+    bus_engine = &e;
+    sigaction(SIGBUS, &bus, &old_bus);
     pthread_t th;
     if (pthread_create(&th, NULL, second_main, &w[1]) != 0) {
         outcome = SPLIT_MAPPED_NOMEM;
@@ -495,6 +537,8 @@ int split_mapped(const split_route *r, const char *path)
         pthread_join(th, NULL);
         outcome = e.outcome;
     }
+    sigaction(SIGBUS, &old_bus, NULL);
+    bus_engine = NULL;
     pthread_mutex_destroy(&e.mu);
     pthread_cond_destroy(&e.cv);
     for (unsigned t = 0; t < 2; t++) {
