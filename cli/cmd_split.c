@@ -588,8 +588,7 @@ int cmd_split(int argc, char **argv)
             if (ring)
                 dedup_ring_lookup_batch(ring, b->dig, b->n, owner);
             else
-                for (size_t i = 0; i < b->n; i++)
-                    owner[i] = dedup_jump_digest(b->dig[i], (uint32_t)n);
+                dedup_jump_digest_batch(b->dig, b->n, (uint32_t)n, owner);
             for (size_t i = 0; i < b->n; i++) {
                 part *p = &parts[owner[i]];
                 p->records++;
