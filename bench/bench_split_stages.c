@@ -6,8 +6,9 @@
  *
  *   bench_split_stages STAGE FILE [DIR]
  *
- *   lines  map FILE, find every line end (64 bytes at a time, a bit mask
- *          of the newlines: SSE2, as split_mapped.c)
+ *   lines  read FILE (1 MiB blocks, as split does), find every line end
+ *          (64 bytes at a time, a bit mask of the newlines: SSE2, as
+ *          split_mapped.c)
  *   hash   + XXH3-128 of every line (dedup_hash, the seed split uses)
  *   jump   + its part among 16 (dedup_jump_digest_batch, 8192 keys a call)
  *   copy   + append the line to its part's 1 MiB buffer (emptied, not
@@ -21,12 +22,12 @@
  *
  * Prints the line count and a checksum of the parts chosen.
  */
-#define _DEFAULT_SOURCE /* madvise */
 #include <fcntl.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #ifdef __SSE2__
@@ -39,6 +40,7 @@
 #define PARTS 16u
 #define CAP ((size_t)1 << 20)
 #define BATCH 8192u
+#define BLOCK ((size_t)1 << 20)
 
 enum { LINES, HASH, JUMP, COPY, WRITE, MEMCHR, JUMP1, NSTAGES };
 
@@ -104,6 +106,44 @@ static int line(run *r, const unsigned char *p, size_t n)
     return r->n == BATCH ? flush(r) : 0;
 }
 
+/* The lines of in[0, len): all of them at the end of the file, else those
+ * with their terminator.  Returns the bytes used, SIZE_MAX on a failure. */
+static size_t scan(run *r, const unsigned char *in, size_t len, bool eof)
+{
+    const unsigned char *rec = in, *c = in, *end = in + len;
+#ifdef __SSE2__
+    const __m128i nl = _mm_set1_epi8('\n');
+    for (; r->stage != MEMCHR && end - c >= 64; c += 64) {
+        uint64_t mask = 0;
+        for (int k = 0; k < 4; k++)
+            mask |= (uint64_t)(uint16_t)_mm_movemask_epi8(_mm_cmpeq_epi8(
+                        _mm_loadu_si128((const __m128i *)(const void *)(c + 16 * k)), nl))
+                    << (16 * k);
+        while (mask) {
+            const unsigned char *q = c + __builtin_ctzll(mask);
+            mask &= mask - 1;
+            if (line(r, rec, (size_t)(q - rec)))
+                return SIZE_MAX;
+            rec = q + 1;
+        }
+    }
+#endif
+    for (;;) {
+        const unsigned char *q = c < end ? memchr(c, '\n', (size_t)(end - c)) : NULL;
+        if (!q)
+            break;
+        if (line(r, rec, (size_t)(q - rec)))
+            return SIZE_MAX;
+        rec = c = q + 1;
+    }
+    if (eof && rec < end) {
+        if (line(r, rec, (size_t)(end - rec)))
+            return SIZE_MAX;
+        rec = end;
+    }
+    return (size_t)(rec - in);
+}
+
 int main(int argc, char **argv)
 {
     static const char *const names[NSTAGES] = {"lines", "hash", "jump", "copy",
@@ -124,13 +164,6 @@ int main(int argc, char **argv)
         perror(argv[2]);
         return 2;
     }
-    size_t size = (size_t)st.st_size;
-    const unsigned char *m = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (m == MAP_FAILED) {
-        perror("mmap");
-        return 2;
-    }
-    (void)madvise((void *)(uintptr_t)m, size, MADV_SEQUENTIAL);
     for (unsigned i = 0; i < PARTS; i++) {
         r.buf[i] = malloc(CAP);
         if (!r.buf[i])
@@ -146,34 +179,33 @@ int main(int argc, char **argv)
             }
         }
     }
-    const unsigned char *rec = m, *c = m, *end = m + size;
-#ifdef __SSE2__
-    const __m128i nl = _mm_set1_epi8('\n');
-    for (; r.stage != MEMCHR && end - c >= 64; c += 64) {
-        uint64_t mask = 0;
-        for (int k = 0; k < 4; k++)
-            mask |= (uint64_t)(uint16_t)_mm_movemask_epi8(_mm_cmpeq_epi8(
-                        _mm_loadu_si128((const __m128i *)(const void *)(c + 16 * k)), nl))
-                    << (16 * k);
-        while (mask) {
-            const unsigned char *q = c + __builtin_ctzll(mask);
-            mask &= mask - 1;
-            if (line(&r, rec, (size_t)(q - rec)))
-                return 1;
-            rec = q + 1;
+    /* the file in blocks of 1 MiB, as split reads it; the last, incomplete
+     * line of a block moves to the front of the buffer for the next */
+    size_t cap = 2 * BLOCK, have = 0;
+    unsigned char *in = malloc(cap);
+    if (!in)
+        return 2;
+    for (bool eof = false; !eof;) {
+        if (have + BLOCK > cap) { /* a line longer than a block */
+            unsigned char *g = realloc(in, cap *= 2);
+            if (!g)
+                return 2;
+            in = g;
         }
-    }
-#endif
-    for (;;) {
-        const unsigned char *q = c < end ? memchr(c, '\n', (size_t)(end - c)) : NULL;
-        if (!q)
-            break;
-        if (line(&r, rec, (size_t)(q - rec)))
+        ssize_t got = read(fd, in + have, BLOCK);
+        if (got < 0) {
+            perror("read");
             return 1;
-        rec = c = q + 1;
+        }
+        eof = got == 0;
+        have += (size_t)got;
+        size_t used = scan(&r, in, have, eof);
+        if (used == SIZE_MAX || flush(&r)) /* no pointer into 'in' left */
+            return 1;
+        memmove(in, in + used, have - used);
+        have -= used;
     }
-    if (rec < end && line(&r, rec, (size_t)(end - rec)))
-        return 1;
+    free(in);
     if (flush(&r))
         return 1;
     for (unsigned i = 0; i < PARTS; i++) {
