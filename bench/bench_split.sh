@@ -19,7 +19,9 @@
 # line ends, + XXH3-128, + jump hash, + copy into 16 buffers, + writes), in
 # the same rounds, against cat's CPU seconds: the floor of split's CPU work.
 # BIN=path/to/dedup (default build/dedup), STAGES=path/to/bench_split_stages
-# (default beside it in build/bench/; skipped when absent).
+# (default beside it in build/bench/; skipped when absent), BASE=another
+# dedup to time `split -N 16 FILE` of in the same rounds (the "before" of
+# an A/B), IN=an existing input file instead of the generated one.
 set -euo pipefail
 LINES=${1:-20000000}
 ROUNDS=${2:-3}
@@ -27,7 +29,7 @@ SRC=$(cd "$(dirname "$0")/.." && pwd)
 BIN=${BIN:-$SRC/build/dedup}
 DATA=${DATA:-/tmp/dedup-bench-split}
 mkdir -p "$DATA"
-IN=$DATA/urls-$LINES.txt
+IN=${IN:-$DATA/urls-$LINES.txt}
 if [ ! -s "$IN" ]; then
     cc -O2 -o "$DATA/gen_urls" "$SRC/bench/gen_urls.c" -lm
     "$DATA/gen_urls" "$LINES" > "$IN"
@@ -47,6 +49,7 @@ for ((i = 1; i <= ROUNDS; i++)); do
     run split "$BIN" split -N 16 -o "$DATA/out/part-%s" "$IN"
     run ring "$BIN" split --nodes "$NODES" -o "$DATA/out/part-%s" "$IN"
     run stdin sh -c "'$BIN' split -N 16 -o '$DATA/out/part-%s' < '$IN'"
+    if [ -n "${BASE:-}" ]; then run base "$BASE" split -N 16 -o "$DATA/out/part-%s" "$IN"; fi
 done
 # the last run's parts hold every line once
 got=$(cat "$DATA"/out/part-* | wc -l)
@@ -66,6 +69,9 @@ awk '
         printf "median wall: cat %.2f s, split -N 16 %.2f s, split --nodes (16) %.2f s, split -N 16 < FILE %.2f s\n", med["cat"], med["split"], med["ring"], med["stdin"]
         printf "ratio to cat: split -N 16 %.2fx, split --nodes %.2fx, split -N 16 < FILE %.2fx (target <= 1.5x)\n", med["split"] / med["cat"], med["ring"] / med["cat"], med["stdin"] / med["cat"]
         printf "median user+sys: cat %.2f s, split -N 16 %.2f s, split --nodes %.2f s, split -N 16 < FILE %.2f s\n", mcpu["cat"], mcpu["split"], mcpu["ring"], mcpu["stdin"]
+        printf "CPU ratio to cat: split -N 16 %.2fx, split --nodes %.2fx, split -N 16 < FILE %.2fx\n", mcpu["split"] / mcpu["cat"], mcpu["ring"] / mcpu["cat"], mcpu["stdin"] / mcpu["cat"]
+        if ("base" in med)
+            printf "BASE split -N 16: wall %.2f s (%.2fx of cat), user+sys %.2f s (%.2fx of cat)\n", med["base"], med["base"] / med["cat"], mcpu["base"], mcpu["base"] / mcpu["cat"]
     }' "$TIMES"
 echo "load: $(uptime)"
 [ -x "$STAGES" ] || exit 0

@@ -10,7 +10,7 @@
  *   -> a file (-o) or a filter's standard input (--filter)
  *
  * A regular input file split into -o files takes the faster road of
- * split_mapped.c instead (mapped, both threads cutting, hashing, routing
+ * split_mapped.c instead (both threads reading, cutting, hashing, routing
  * and writing); pipes, standard input and filters take the feeder's.  Both
  * put the same records in the same parts in the same order.
  *
@@ -537,7 +537,8 @@ int cmd_split(int argc, char **argv)
         if (strcmp(files[fi], "-") != 0) {
             split_route route = {.parts = parts, .n = n, .ring = ring, .key = &o.key,
                                  .term = o.term};
-            int m = split_mapped(&route, files[fi]);
+            int read_errno = 0;
+            int m = split_mapped(&route, files[fi], &read_errno);
             if (m == SPLIT_MAPPED_DONE)
                 continue;
             if (m == SPLIT_MAPPED_STOPPED ||
@@ -553,6 +554,19 @@ int cmd_split(int argc, char **argv)
                         break;
                     }
                 rc = CLI_EXIT_FAIL;
+                failed = true;
+                break;
+            }
+            if (m == SPLIT_MAPPED_SHRANK) {
+                cli_error("%s: %s: the file shrank while it was being split; no part was written",
+                          CMD, files[fi]);
+                rc = CLI_EXIT_FAIL;
+                failed = true;
+                break;
+            }
+            if (m == SPLIT_MAPPED_READ_ERROR) {
+                cli_error("%s: %s: read error: %s", CMD, files[fi], strerror(read_errno));
+                rc = CLI_EXIT_USAGE; /* as the feeder's road */
                 failed = true;
                 break;
             }
@@ -588,8 +602,7 @@ int cmd_split(int argc, char **argv)
             if (ring)
                 dedup_ring_lookup_batch(ring, b->dig, b->n, owner);
             else
-                for (size_t i = 0; i < b->n; i++)
-                    owner[i] = dedup_jump_digest(b->dig[i], (uint32_t)n);
+                dedup_jump_digest_batch(b->dig, b->n, (uint32_t)n, owner);
             for (size_t i = 0; i < b->n; i++) {
                 part *p = &parts[owner[i]];
                 p->records++;

@@ -42,17 +42,21 @@ enum {
                                 cannot be mapped): nothing was read */
     SPLIT_MAPPED_STOPPED,    /* a stop signal came: the parts are incomplete */
     SPLIT_MAPPED_WRITE_ERROR,/* a part's writer failed (its w.error says why) */
-    SPLIT_MAPPED_NOMEM
+    SPLIT_MAPPED_NOMEM,
+    SPLIT_MAPPED_SHRANK,     /* the file ended before the size it had at the start */
+    SPLIT_MAPPED_READ_ERROR  /* a read failed (errno in *read_errno) */
 };
 
-/* Splits the regular file 'path' into the parts by mapping it and working
- * on two threads (the caller's and one more): each thread cuts, keys,
- * hashes and routes every other block of the file, and copies the records
- * of its half of the parts, block after block, into their writers.  Only
- * for parts that are regular files being written (no filter: a write to
- * them never blocks for long, so a stop signal is seen within a block).
- * The records go into each part in input order, as the feeder's path puts
- * them; the writers are left with what did not fill a buffer. */
-int split_mapped(const split_route *r, const char *path);
+/* Splits the regular file 'path' on two threads (the caller's and one
+ * more): each thread reads (pread), cuts, keys, hashes and routes every
+ * other 1 MiB block of the file, and writes the block's records, grouped
+ * by part, with pwrite(2) at the offsets the blocks before it leave (the
+ * name is from when the file was mapped).  Only for parts that are
+ * regular files being written (no filter: a write to them never blocks for
+ * long, so a stop signal is seen within a block); the writers are flushed
+ * first and each part file's offset is left at its end.  The records go
+ * into each part in input order, as the feeder's path puts them.  The file
+ * is split up to the size it has when opened. */
+int split_mapped(const split_route *r, const char *path, int *read_errno);
 
 #endif

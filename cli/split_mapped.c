@@ -4,41 +4,40 @@
  *
  * Why: the feeder's path (cmd_split.c) reads on one thread and does all the
  * rest on the other: jump hash, the copy of every record into its part's
- * buffer and the write(2) calls.  That second thread was the slow step
- * (65% of the CPU time; 2.7-3x of `cat FILE > OUT` on a quiet machine).
- * Here both threads share every kind of work, so each carries half (the
- * total is about the same: on a machine where every thread waits for a
- * core both roads take as long; bench/results/ring.md):
+ * buffer and the write(2) calls.  That second thread is the slow step.
+ * Here each thread does all the work of every other block, and the only
+ * thing that passes between them is how many bytes each block gives each
+ * part:
  *
- *   - the file is mapped, so no read(2) copies it (the page faults are
- *     cheaper than read's copy, and the blocks are not handed across);
- *   - block k = the records that start in about 1 MiB of the file; thread
- *     k % 2 cuts it at its terminators, makes the keys, hashes each once and
- *     routes it, and leaves the records in two lists, one per half of the
- *     parts (phase 1);
- *   - thread t copies the records of its half of the parts, block after
- *     block in file order, into the parts' buffered writers and writes them
- *     when they fill (phase 2).  A part is only ever touched by one thread,
- *     and blocks go through phase 2 in order, so every part gets its
- *     records in input order.
+ *   - block k = the records that start in bytes [k B, (k+1) B) of the file
+ *     (B = 1 MiB); thread k % 2 reads it with pread(2) (from the byte
+ *     before, to see whether a record starts at k B, and on past (k+1) B to
+ *     the end of its last record), cuts it at its terminators, makes the
+ *     keys, hashes each once and routes them;
+ *   - it counts the bytes of each part in the block, and once block k - 1
+ *     has published where its bytes end in every part file, it takes the
+ *     next range of each file and publishes block k's ends (the one
+ *     hand-over, under a mutex, in block order);
+ *   - it copies the block's records, grouped by part, into its own staging
+ *     buffer while they are still in its cache, and writes each part's
+ *     group with one pwrite(2) at its offset.  Every part gets its records
+ *     in input order because the ranges are taken in block order.
  *
- * Each thread knows where every block starts: both walk the same chain of
- * block ends (the last terminator before start + 1 MiB, or the end of a
- * longer record) while looking for their next block.  SLOTS blocks can be
- * in flight; a slot is reused once both halves copied its records out.  A
- * thread copies out the next block ready when there is one (its records
- * are still in cache from phase 1), else it does phase 1 of its next block
- * when a slot is free, else it waits.
- * The pages of a block both halves are done with are dropped from the
- * mapping (MADV_DONTNEED), so the resident size stays a few blocks.
+ * The file is read, not mapped: on the virtual machines this was measured
+ * on, touching a mapped file's pages cost more CPU than read(2)'s copy
+ * (bench/results/ring.md); and an earlier form of this road, where one
+ * thread listed the records of a block and the other copied out its half
+ * of the parts, spent 0.4-0.5 CPU-s more than the steps themselves on 20M
+ * records (the records crossed cores cold).
  *
  * Signals: the second thread blocks them; the caller's thread looks at
- * dd_stop_signal at every step and in its waits (100 ms at most), and
+ * dd_stop_signal at every block and in its waits (100 ms at most), and
  * writes to regular files do not block for long, so a stop is seen within
- * a block.  A file truncated while it is being split ends the run with
- * SIGBUS, as it would for any program mapping it.
+ * a block.  The file's size is taken when it is opened; a file cut shorter
+ * during the split gives a short read and SPLIT_MAPPED_SHRANK (the caller
+ * removes the parts), one that grows is split up to that size.
  */
-#define _GNU_SOURCE /* memrchr */
+#define _GNU_SOURCE /* pread, pwrite, posix_fadvise */
 #include "split.h"
 
 #include <errno.h>
@@ -47,111 +46,51 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 #define BLOCK ((size_t)1 << 20)
-#define SLOTS 4u
 #define SLACK 128u /* bytes a record copy may write past its end (fixed-size copies) */
-
-typedef struct rec_ref {
-    const unsigned char *p;
-    size_t len;    /* without terminator */
-    uint32_t part;
-} rec_ref;
-
-typedef struct rec_list {
-    rec_ref *r;
-    size_t n, cap;
-} rec_list;
-
-typedef struct slot {
-    uint64_t k;     /* block in it (valid when ready) */
-    bool ready;     /* under mu */
-    size_t start, end;
-    rec_list half[2];
-} slot;
+#define EXTRA ((size_t)64 << 10) /* read past a block for its last record */
 
 typedef struct engine {
     const split_route *route;
-    const unsigned char *map;
-    size_t size, page;
-    unsigned char *half_of; /* part -> 0/1 */
+    int fd;
+    uint64_t size;
+    uint64_t nblocks;
+    uint64_t *base;    /* part -> its file's offset when this file began */
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    slot s[SLOTS];
-    uint64_t done[2];  /* blocks through phase 2 of half t (under mu) */
-    uint64_t nblocks;  /* UINT64_MAX until a thread met the end (under mu) */
-    size_t released;   /* mapping dropped below this offset (under mu) */
+    uint64_t *ends;    /* part -> bytes of it from the blocks published (under mu) */
+    uint64_t next_pub; /* the next block to publish its ends (under mu) */
     int outcome;       /* first failure, SPLIT_MAPPED_DONE if none (under mu) */
+    int error;         /* errno of a read or write error (under mu) */
+    size_t error_part; /* the part of a write error */
 } engine;
 
-/* A thread's own state: where its walk of the block chain is, and scratch. */
+/* A thread's own state and buffers. */
 typedef struct worker {
     engine *e;
     unsigned t;
-    uint64_t chain_k;  /* block whose start is chain_pos */
-    size_t chain_pos;
     unsigned char *scratch; /* key normalisation */
     size_t scratch_cap;
-    dedup_digest *dig;      /* ring: digests and owners of a block */
+    dedup_digest *dig;      /* digests, owners and records of a block */
     uint32_t *own;
     const unsigned char **rp;
     size_t *rl;
     size_t arr_cap;
+    unsigned char *buf;     /* the block's bytes, SLACK more allocated */
+    size_t cap;
+    unsigned char *stage;   /* the block's records grouped by part */
+    size_t stage_cap;
+    uint64_t *cnt;          /* part -> bytes in this block, then its offset */
+    size_t *pos;            /* part -> where its group goes in stage */
+    uint64_t *records, *bytes; /* part -> totals of this thread's blocks */
 } worker;
-
-/* End of the block that starts at 'pos' (< size). */
-static size_t block_end(const engine *e, size_t pos, unsigned char term)
-{
-    size_t lim = pos + BLOCK;
-    if (lim >= e->size)
-        return e->size;
-    const unsigned char *t = memrchr(e->map + pos, term, lim - pos);
-    if (t)
-        return (size_t)(t - e->map) + 1;
-    t = memchr(e->map + lim, term, e->size - lim); /* a record longer than a block */
-    return t ? (size_t)(t - e->map) + 1 : e->size;
-}
-
-/* Walks the chain to block k; false if there is no block k. */
-static bool find_block(worker *w, uint64_t k, size_t *start, size_t *end)
-{
-    engine *e = w->e;
-    while (w->chain_k < k && w->chain_pos < e->size) {
-        w->chain_pos = block_end(e, w->chain_pos, e->route->term);
-        w->chain_k++;
-    }
-    if (w->chain_k < k || w->chain_pos >= e->size)
-        return false;
-    *start = w->chain_pos;
-    *end = block_end(e, w->chain_pos, e->route->term);
-    return true;
-}
-
-static bool list_grow(rec_list *l)
-{
-    size_t nc = l->cap ? l->cap * 2 : 8192;
-    rec_ref *r = realloc(l->r, nc * sizeof *r);
-    if (!r)
-        return false;
-    l->r = r;
-    l->cap = nc;
-    return true;
-}
-
-static inline bool list_add(rec_list *l, const unsigned char *p, size_t len, uint32_t part)
-{
-    if (l->n == l->cap && !list_grow(l))
-        return false;
-    rec_ref *r = &l->r[l->n++];
-    r->p = p;
-    r->len = len;
-    r->part = part;
-    return true;
-}
 
 static bool worker_arrays(worker *w, size_t need)
 {
@@ -194,108 +133,213 @@ static bool scratch_room(worker *w, size_t len)
     return true;
 }
 
-/* Phase 1 of block [start, end) into slot s: cut, key, hash once, route,
- * and list each record under the half of the parts its owner is in. */
-static bool phase1(worker *w, slot *s, size_t start, size_t end)
+/* Mask of the bytes equal to 'term' among the 64 at p (bit i: p[i]). */
+#ifdef __SSE2__
+static inline uint64_t term_mask64(const unsigned char *p, __m128i t)
+{
+    uint64_t m0 = (uint16_t)_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(const void *)p), t));
+    uint64_t m1 = (uint16_t)_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(const void *)(p + 16)), t));
+    uint64_t m2 = (uint16_t)_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(const void *)(p + 32)), t));
+    uint64_t m3 = (uint16_t)_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(const void *)(p + 48)), t));
+    return m0 | m1 << 16 | m2 << 32 | m3 << 48;
+}
+#endif
+
+/* One record of phase 1: its key hashed once, kept in the worker's arrays. */
+static inline bool take(worker *w, const split_route *r, bool identity, size_t *n,
+                        const unsigned char *p, size_t len)
+{
+    if (*n == w->arr_cap && !worker_arrays(w, *n + 1))
+        return false;
+    const unsigned char *k = p;
+    size_t klen = len;
+    if (!identity) {
+        if (!scratch_room(w, len))
+            return false;
+        k = dd_key_of(r->key, p, len, w->scratch, &klen);
+    }
+    w->dig[*n] = dedup_hash(k, klen, DEDUP_DEFAULT_SEED);
+    w->rp[*n] = p;
+    w->rl[*n] = len;
+    (*n)++;
+    return true;
+}
+
+/* Reads [off, off + len) of the file into 'buf': SPLIT_MAPPED_DONE, or
+ * SHRANK (the end of the file came first), or READ_ERROR (errno in *err). */
+static int read_at(const engine *e, unsigned char *buf, uint64_t off, size_t len, int *err)
+{
+    while (len) {
+        ssize_t got = pread(e->fd, buf, len, (off_t)off);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got < 0) {
+            *err = errno;
+            return SPLIT_MAPPED_READ_ERROR;
+        }
+        if (got == 0)
+            return SPLIT_MAPPED_SHRANK;
+        buf += got;
+        off += (uint64_t)got;
+        len -= (size_t)got;
+    }
+    return SPLIT_MAPPED_DONE;
+}
+
+/* Room for 'need' bytes and SLACK more in the read buffer. */
+static bool buf_room(worker *w, size_t need)
+{
+    if (need + SLACK <= w->cap)
+        return true;
+    size_t nc = w->cap ? w->cap : BLOCK + EXTRA + SLACK;
+    while (nc < need + SLACK)
+        nc = nc / 2 * 3;
+    unsigned char *b = realloc(w->buf, nc);
+    if (!b)
+        return false;
+    w->buf = b;
+    w->cap = nc;
+    return true;
+}
+
+/* Reads block k, cuts, keys, hashes once and routes its records into the
+ * worker's arrays (*n of them).  The block's records are those that start
+ * in [k B, (k+1) B): the read starts one byte before (a record starts at
+ * k B when that byte is a terminator) and goes on past (k+1) B, EXTRA
+ * bytes at a time, to the terminator of the last one.  The terminators are
+ * found 64 bytes at a time (a bit mask, no call per record) and each
+ * record is hashed as it is found, while its bytes are in the first-level
+ * cache; the owners come in one batch (dedup_jump_digest_batch or
+ * dedup_ring_lookup_batch).  Returns SPLIT_MAPPED_DONE or the failure. */
+static int cut_block(worker *w, uint64_t k, size_t *n_out, int *err)
 {
     engine *e = w->e;
     const split_route *r = e->route;
     const unsigned char term = r->term;
     const bool identity = dd_keyspec_identity(r->key);
-    const uint32_t nparts = (uint32_t)r->n;
-    const unsigned char *half_of = e->half_of;
-    const unsigned char *p = e->map + start, *lim = e->map + end;
-    s->half[0].n = s->half[1].n = 0;
-    s->start = start;
-    s->end = end;
-    if (!r->ring && identity) {
-        /* The common case in one pass: no arrays between the steps. */
-        while (p < lim) {
-            const unsigned char *q = memchr(p, term, (size_t)(lim - p));
-            if (!q)
-                q = lim; /* the file's last record, without terminator */
-            size_t len = (size_t)(q - p);
-            uint32_t o = dedup_jump_digest(dedup_hash(p, len, DEDUP_DEFAULT_SEED), nparts);
-            if (!list_add(&s->half[half_of[o]], p, len, o))
-                return false;
-            p = q + 1;
-        }
-        return true;
+    *n_out = 0;
+    uint64_t bstart = k * BLOCK, bend = bstart + BLOCK < e->size ? bstart + BLOCK : e->size;
+    uint64_t from = k ? bstart - 1 : 0;
+    size_t got = (size_t)(bend - from), st = 0;
+    if (!buf_room(w, got))
+        return SPLIT_MAPPED_NOMEM;
+    int rc = read_at(e, w->buf, from, got, err);
+    if (rc != SPLIT_MAPPED_DONE)
+        return rc;
+    if (k) {
+        const unsigned char *t = memchr(w->buf, term, got);
+        if (!t || from + (uint64_t)(t - w->buf) + 1 >= bend)
+            return SPLIT_MAPPED_DONE; /* no record starts here: a long one goes on */
+        st = (size_t)(t - w->buf) + 1;
     }
+    size_t lim = got;
+    while (w->buf[lim - 1] != term && from + got < e->size) { /* the last record's end */
+        size_t more = e->size - (from + got) < EXTRA ? (size_t)(e->size - (from + got)) : EXTRA;
+        if (!buf_room(w, got + more))
+            return SPLIT_MAPPED_NOMEM;
+        rc = read_at(e, w->buf + got, from + got, more, err);
+        if (rc != SPLIT_MAPPED_DONE)
+            return rc;
+        const unsigned char *t = memchr(w->buf + got, term, more);
+        got += more;
+        lim = t ? (size_t)(t - w->buf) + 1 : got;
+    }
+    memset(w->buf + got, 0, SLACK); /* what the fixed-size copies read past a record */
+    const unsigned char *rec = w->buf + st, *c = rec, *end = w->buf + lim;
     size_t n = 0;
-    while (p < lim) {
-        const unsigned char *q = memchr(p, term, (size_t)(lim - p));
-        if (!q)
-            q = lim;
-        size_t len = (size_t)(q - p), klen;
-        if (n == w->arr_cap && !worker_arrays(w, n + 1))
-            return false;
-        const unsigned char *k = p;
-        klen = len;
-        if (!identity) {
-            if (!scratch_room(w, len))
-                return false;
-            k = dd_key_of(r->key, p, len, w->scratch, &klen);
+#ifdef __SSE2__
+    const __m128i t = _mm_set1_epi8((char)term);
+    for (; end - c >= 64; c += 64) {
+        uint64_t m = term_mask64(c, t);
+        while (m) {
+            const unsigned char *q = c + __builtin_ctzll(m);
+            m &= m - 1;
+            if (!take(w, r, identity, &n, rec, (size_t)(q - rec)))
+                return SPLIT_MAPPED_NOMEM;
+            rec = q + 1;
         }
-        w->dig[n] = dedup_hash(k, klen, DEDUP_DEFAULT_SEED);
-        w->rp[n] = p;
-        w->rl[n] = len;
-        n++;
-        p = q + 1;
     }
+#endif
+    for (;;) { /* the last bytes (all of them without SSE2) */
+        const unsigned char *q = c < end ? memchr(c, term, (size_t)(end - c)) : NULL;
+        if (!q)
+            break;
+        if (!take(w, r, identity, &n, rec, (size_t)(q - rec)))
+            return SPLIT_MAPPED_NOMEM;
+        rec = c = q + 1;
+    }
+    if (rec < end && !take(w, r, identity, &n, rec, (size_t)(end - rec)))
+        return SPLIT_MAPPED_NOMEM; /* the file's last record, without terminator */
     if (r->ring)
         dedup_ring_lookup_batch(r->ring, w->dig, n, w->own);
     else
-        for (size_t i = 0; i < n; i++)
-            w->own[i] = dedup_jump_digest(w->dig[i], nparts);
-    for (size_t i = 0; i < n; i++)
-        if (!list_add(&s->half[half_of[w->own[i]]], w->rp[i], w->rl[i], w->own[i]))
-            return false;
-    return true;
+        dedup_jump_digest_batch(w->dig, n, (uint32_t)r->n, w->own);
+    *n_out = n;
+    return SPLIT_MAPPED_DONE;
 }
 
-/* Phase 2 of a slot for half t: each record into its part's writer.  The
- * usual record (its terminator after it in the file, room in the buffer)
- * is one fixed 64- or 128-byte copy, which the compiler inlines (the bytes
- * past the record are overwritten by the next one), or else one memcpy;
- * the rest goes through dd_writer, which flushes full buffers. */
-static bool phase2(engine *e, const slot *s, unsigned t)
+/* Copies the n records of a block into the staging buffer, grouped by part
+ * (w->pos: where each group starts; every group has SLACK bytes after it,
+ * so a fixed 64- or 128-byte copy, which the compiler inlines, never
+ * reaches the next group), and writes each group at its offset in its part
+ * file (w->cnt: the offset, w->pos: end of the group after the copies).
+ * Returns SPLIT_MAPPED_DONE or WRITE_ERROR (*err, *part). */
+static int write_block(worker *w, size_t n, int *err, size_t *part)
 {
+    const engine *e = w->e;
     const split_route *r = e->route;
     const unsigned char term = r->term;
-    const unsigned char *map_end = e->map + e->size;
-    const rec_list *l = &s->half[t];
-    for (size_t i = 0; i < l->n; i++) {
-        const rec_ref *rf = &l->r[i];
-        split_part *p = &r->parts[rf->part];
-        dd_writer *w = &p->w;
-        size_t n = rf->len + 1;
-        p->records++;
-        p->bytes += n;
-        if (n + SLACK <= w->cap - w->len && rf->p + rf->len < map_end) {
-            unsigned char *d = w->buf + w->len;
-            if (n <= SLACK / 2 && rf->p + SLACK / 2 <= map_end)
-                memcpy(d, rf->p, SLACK / 2);
-            else if (n <= SLACK && rf->p + SLACK <= map_end)
-                memcpy(d, rf->p, SLACK);
+    size_t *pos = w->pos;
+    for (size_t i = 0; i < n; i++) {
+        const unsigned char *p = w->rp[i];
+        size_t len = w->rl[i];
+        unsigned char *d = w->stage + pos[w->own[i]];
+        if (p[len] == term) { /* the slack after the read bytes is never the end */
+            size_t m = len + 1;
+            if (m <= SLACK / 2)
+                memcpy(d, p, SLACK / 2);
+            else if (m <= SLACK)
+                memcpy(d, p, SLACK);
             else
-                memcpy(d, rf->p, n);
-            w->len += n;
-        } else if (!dd_writer_record(w, rf->p, rf->len, term)) {
-            return false;
+                memcpy(d, p, m);
+        } else {
+            memcpy(d, p, len);
+            d[len] = term;
         }
+        pos[w->own[i]] += len + 1;
     }
-    return true;
+    size_t start = 0;
+    for (size_t q = 0; q < r->n; q++) {
+        size_t stop = pos[q];
+        uint64_t off = e->base[q] + w->cnt[q];
+        const unsigned char *src = w->stage + start;
+        while (src < w->stage + stop) {
+            ssize_t put = pwrite(r->parts[q].fd, src, (size_t)(w->stage + stop - src), (off_t)off);
+            if (put < 0 && errno == EINTR)
+                continue;
+            if (put <= 0) {
+                *err = put < 0 ? errno : EIO;
+                *part = q;
+                return SPLIT_MAPPED_WRITE_ERROR;
+            }
+            src += put;
+            off += (uint64_t)put;
+        }
+        start = stop + SLACK;
+    }
+    return SPLIT_MAPPED_DONE;
 }
 
-/* Records a failure (the first one wins) and wakes the other thread. */
-static void fail(engine *e, int outcome)
+/* Records a failure (the first one wins) and wakes the other thread.
+ * Called with mu held. */
+static void fail_locked(engine *e, int outcome, int err, size_t part)
 {
-    pthread_mutex_lock(&e->mu);
-    if (e->outcome == SPLIT_MAPPED_DONE)
+    if (e->outcome == SPLIT_MAPPED_DONE) {
         e->outcome = outcome;
+        e->error = err;
+        e->error_part = part;
+    }
     pthread_cond_broadcast(&e->cv);
-    pthread_mutex_unlock(&e->mu);
 }
 
 /* Waits on the engine's condition; the caller's thread wakes every 100 ms
@@ -319,77 +363,65 @@ static void wait_for(engine *e, unsigned t)
 static void work(worker *w)
 {
     engine *e = w->e;
+    const split_route *r = e->route;
     const unsigned t = w->t;
-    uint64_t next1 = t, next2 = 0; /* my next phase-1 block, my next phase-2 block */
-    size_t s1 = 0, e1 = 0;
-    bool have1 = find_block(w, next1, &s1, &e1);
-    pthread_mutex_lock(&e->mu);
-    if (!have1 && w->chain_k < e->nblocks)
-        e->nblocks = w->chain_k;
-    for (;;) {
-        if (t == 0 && dd_stop_signal && e->outcome == SPLIT_MAPPED_DONE) {
-            e->outcome = SPLIT_MAPPED_STOPPED;
-            pthread_cond_broadcast(&e->cv);
-        }
-        if (e->outcome != SPLIT_MAPPED_DONE || next2 >= e->nblocks)
-            break;
-        uint64_t low = e->done[0] < e->done[1] ? e->done[0] : e->done[1];
-        bool can1 = have1 && next1 < low + SLOTS;
-        slot *s2 = &e->s[next2 % SLOTS];
-        bool can2 = s2->ready && s2->k == next2;
-        if (!can1 && !can2) {
-            wait_for(e, t);
-            continue;
-        }
-        pthread_mutex_unlock(&e->mu);
-        if (can1 && !can2) {
-            slot *s = &e->s[next1 % SLOTS];
-            if (!phase1(w, s, s1, e1)) {
-                fail(e, SPLIT_MAPPED_NOMEM);
-                pthread_mutex_lock(&e->mu);
-                continue;
+    for (uint64_t k = t; k < e->nblocks; k += 2) {
+        size_t n = 0, part = 0;
+        int err = 0, rc = cut_block(w, k, &n, &err);
+        /* this block's bytes per part, and room to group them */
+        size_t need = 0;
+        if (rc == SPLIT_MAPPED_DONE) {
+            memset(w->cnt, 0, r->n * sizeof *w->cnt);
+            for (size_t i = 0; i < n; i++) {
+                w->cnt[w->own[i]] += w->rl[i] + 1;
+                w->records[w->own[i]]++;
             }
-            next1 += 2;
-            have1 = find_block(w, next1, &s1, &e1);
-            pthread_mutex_lock(&e->mu);
-            s->k = next1 - 2;
-            s->ready = true;
-            if (!have1 && w->chain_k < e->nblocks)
-                e->nblocks = w->chain_k;
-            pthread_cond_broadcast(&e->cv);
-            continue;
-        }
-        bool ok = phase2(e, s2, t);
-        pthread_mutex_lock(&e->mu);
-        if (!ok) {
-            if (e->outcome == SPLIT_MAPPED_DONE)
-                e->outcome = SPLIT_MAPPED_WRITE_ERROR;
-            pthread_cond_broadcast(&e->cv);
-            continue;
-        }
-        e->done[t] = ++next2;
-        /* Both halves past this block: its pages leave the mapping. */
-        size_t drop_from = 0, drop_to = 0;
-        if (e->done[0] == next2 || e->done[1] == next2) {
-            uint64_t other = e->done[1 - t];
-            if (other >= next2) {
-                size_t to = s2->end / e->page * e->page;
-                if (to > e->released) {
-                    drop_from = e->released;
-                    drop_to = to;
-                    e->released = to;
+            for (size_t q = 0; q < r->n; q++) {
+                w->pos[q] = need;
+                need += (size_t)w->cnt[q] + SLACK;
+                w->bytes[q] += w->cnt[q];
+            }
+            if (need > w->stage_cap) {
+                size_t nc = need + need / 2;
+                unsigned char *s = realloc(w->stage, nc);
+                if (s) {
+                    w->stage = s;
+                    w->stage_cap = nc;
+                } else {
+                    rc = SPLIT_MAPPED_NOMEM;
                 }
             }
         }
-        pthread_cond_broadcast(&e->cv);
-        if (drop_to > drop_from) {
+        pthread_mutex_lock(&e->mu);
+        if (rc != SPLIT_MAPPED_DONE)
+            fail_locked(e, rc, err, 0);
+        for (;;) { /* block k - 1 published, or a failure, or a stop */
+            if (t == 0 && dd_stop_signal)
+                fail_locked(e, SPLIT_MAPPED_STOPPED, 0, 0);
+            if (e->outcome != SPLIT_MAPPED_DONE || e->next_pub == k)
+                break;
+            wait_for(e, t);
+        }
+        if (e->outcome != SPLIT_MAPPED_DONE) {
             pthread_mutex_unlock(&e->mu);
-            (void)madvise((void *)(uintptr_t)(e->map + drop_from), drop_to - drop_from,
-                          MADV_DONTNEED);
+            return;
+        }
+        for (size_t q = 0; q < r->n; q++) { /* the block's range of every part file */
+            uint64_t c = w->cnt[q];
+            w->cnt[q] = e->ends[q];
+            e->ends[q] += c;
+        }
+        e->next_pub = k + 1;
+        pthread_cond_broadcast(&e->cv);
+        pthread_mutex_unlock(&e->mu);
+        rc = write_block(w, n, &err, &part);
+        if (rc != SPLIT_MAPPED_DONE) {
             pthread_mutex_lock(&e->mu);
+            fail_locked(e, rc, err, part);
+            pthread_mutex_unlock(&e->mu);
+            return;
         }
     }
-    pthread_mutex_unlock(&e->mu);
 }
 
 static void *second_main(void *arg)
@@ -401,20 +433,34 @@ static void *second_main(void *arg)
     return NULL;
 }
 
-/* Half of the parts each thread writes: by their share of the keys (jump
- * hash: all equal), greedily, so both halves carry about as many bytes. */
-static void assign_halves(const split_route *r, unsigned char *half_of)
+static bool worker_init(worker *w, engine *e, unsigned t, size_t nparts)
 {
-    double load[2] = {0, 0};
-    for (size_t i = 0; i < r->n; i++) {
-        double share = r->ring ? dedup_ring_node_share(r->ring, (uint32_t)i) : 1.0;
-        unsigned h = load[1] < load[0];
-        half_of[i] = (unsigned char)h;
-        load[h] += share;
-    }
+    memset(w, 0, sizeof *w);
+    w->e = e;
+    w->t = t;
+    w->cnt = calloc(nparts, sizeof *w->cnt);
+    w->pos = calloc(nparts, sizeof *w->pos);
+    w->records = calloc(nparts, sizeof *w->records);
+    w->bytes = calloc(nparts, sizeof *w->bytes);
+    return w->cnt && w->pos && w->records && w->bytes;
 }
 
-int split_mapped(const split_route *r, const char *path)
+static void worker_free(worker *w)
+{
+    free(w->scratch);
+    free(w->dig);
+    free(w->own);
+    free(w->rp);
+    free(w->rl);
+    free(w->buf);
+    free(w->stage);
+    free(w->cnt);
+    free(w->pos);
+    free(w->records);
+    free(w->bytes);
+}
+
+int split_mapped(const split_route *r, const char *path, int *read_errno)
 {
     for (size_t i = 0; i < r->n; i++)
         if (!r->parts[i].tmp || r->parts[i].pid || r->parts[i].w.th)
@@ -423,44 +469,44 @@ int split_mapped(const split_route *r, const char *path)
     if (fd < 0)
         return SPLIT_MAPPED_NOT_USED;
     struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size <= 0 ||
-        (uint64_t)st.st_size > SIZE_MAX / 2) {
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size <= 0) {
         close(fd);
         return SPLIT_MAPPED_NOT_USED;
     }
-    size_t size = (size_t)st.st_size;
-    void *m = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
-    close(fd);
-    if (m == MAP_FAILED)
-        return SPLIT_MAPPED_NOT_USED;
-    (void)madvise(m, size, MADV_SEQUENTIAL);
-
+    (void)posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
     int outcome = SPLIT_MAPPED_NOMEM;
     engine e;
     memset(&e, 0, sizeof e);
     e.route = r;
-    e.map = m;
-    e.size = size;
-    long pg = sysconf(_SC_PAGESIZE);
-    e.page = pg > 0 ? (size_t)pg : 4096;
-    e.nblocks = UINT64_MAX;
+    e.fd = fd;
+    e.size = (uint64_t)st.st_size;
+    e.nblocks = (e.size + BLOCK - 1) / BLOCK;
     e.outcome = SPLIT_MAPPED_DONE;
-    e.half_of = malloc(r->n);
+    e.base = calloc(r->n, sizeof *e.base);
+    e.ends = calloc(r->n, sizeof *e.ends);
     worker w[2];
-    memset(w, 0, sizeof w);
-    if (!e.half_of)
-        goto out_map;
-    assign_halves(r, e.half_of);
+    bool ok = worker_init(&w[0], &e, 0, r->n);
+    ok = worker_init(&w[1], &e, 1, r->n) && ok;
+    if (!ok || !e.base || !e.ends)
+        goto out;
+    /* what earlier inputs left in the writers goes first; the groups of
+     * this file follow at the parts' current offsets */
+    for (size_t i = 0; i < r->n; i++) {
+        off_t at;
+        if (!dd_writer_flush(&r->parts[i].w) || (at = lseek(r->parts[i].fd, 0, SEEK_CUR)) < 0) {
+            if (!r->parts[i].w.error)
+                r->parts[i].w.error = errno ? errno : EIO;
+            outcome = SPLIT_MAPPED_WRITE_ERROR;
+            goto out;
+        }
+        e.base[i] = (uint64_t)at;
+    }
     pthread_mutex_init(&e.mu, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&e.cv, &ca);
     pthread_condattr_destroy(&ca);
-    for (unsigned t = 0; t < 2; t++) {
-        w[t].e = &e;
-        w[t].t = t;
-    }
     pthread_t th;
     if (pthread_create(&th, NULL, second_main, &w[1]) != 0) {
         outcome = SPLIT_MAPPED_NOMEM;
@@ -471,19 +517,25 @@ int split_mapped(const split_route *r, const char *path)
     }
     pthread_mutex_destroy(&e.mu);
     pthread_cond_destroy(&e.cv);
-    for (unsigned t = 0; t < 2; t++) {
-        free(w[t].scratch);
-        free(w[t].dig);
-        free(w[t].own);
-        free(w[t].rp);
-        free(w[t].rl);
+    for (size_t i = 0; i < r->n; i++) {
+        split_part *p = &r->parts[i];
+        p->records += w[0].records[i] + w[1].records[i];
+        p->bytes += w[0].bytes[i] + w[1].bytes[i];
+        if (outcome == SPLIT_MAPPED_DONE &&
+            lseek(p->fd, (off_t)(e.base[i] + e.ends[i]), SEEK_SET) < 0) {
+            p->w.error = errno;
+            outcome = SPLIT_MAPPED_WRITE_ERROR;
+        }
     }
-    for (unsigned i = 0; i < SLOTS; i++) {
-        free(e.s[i].half[0].r);
-        free(e.s[i].half[1].r);
-    }
-out_map:
-    free(e.half_of);
-    munmap(m, size);
+    if (outcome == SPLIT_MAPPED_WRITE_ERROR && e.error)
+        r->parts[e.error_part].w.error = e.error;
+    if (read_errno)
+        *read_errno = e.error;
+out:
+    worker_free(&w[0]);
+    worker_free(&w[1]);
+    free(e.base);
+    free(e.ends);
+    close(fd);
     return outcome;
 }

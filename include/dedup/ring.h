@@ -197,6 +197,12 @@ static inline uint32_t dedup_jump_digest(dedup_digest d, uint32_t buckets)
     return dedup_jump(dedup_ring_position(d), buckets);
 }
 
+/* Buckets of n digests into out[0..n-1], each exactly
+ * dedup_jump_digest(d[i], buckets): the fast path for a block of keys
+ * (several keys' jumps side by side where the CPU has the vector
+ * instructions for it, checked at run time). */
+void dedup_jump_digest_batch(const dedup_digest *d, size_t n, uint32_t buckets, uint32_t *out);
+
 /* Bytes held, the struct included. */
 size_t dedup_ring_memory_usage(const dedup_ring *ring);
 

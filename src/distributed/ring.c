@@ -738,6 +738,92 @@ uint32_t dedup_jump(uint64_t key, uint32_t buckets)
     }
 }
 
+/* Batch form of dedup_jump_digest().  The scalar loop above is a chain of
+ * dependent divisions with an exit the branch predictor cannot guess (one
+ * key takes 1 to 'buckets' steps): ~18 ns a key for 16 buckets.  With
+ * AVX-512 (checked at run time), 8 keys go through the steps side by side,
+ * four vectors at once, and each division is a double one:
+ *
+ *   b' = floor((b + 1) * 2^31 / d), d = (key >> 33) + 1 <= 2^31, b < buckets.
+ *
+ * Exact for buckets <= 2^20: (b + 1) * 2^31 <= 2^51 and d are exact
+ * doubles and the division is correctly rounded, so (1) a quotient Q >=
+ * buckets rounds to >= buckets (rounding is monotonic, buckets is exact)
+ * and (2) a quotient Q < buckets with floor m rounds into [m, m + 1): Q is
+ * at least 1/d >= 2^-31 below m + 1, and half a unit in the last place of
+ * a double below 2^20 is at most 2^-33.  Lanes stop on their own; a vector
+ * is done when all 8 are.  test_ring compares it with dedup_jump() on
+ * millions of keys and many bucket counts. */
+#define JUMP_BATCH_MAX_BUCKETS (UINT32_C(1) << 20)
+
+static void jump_batch_scalar(const dedup_digest *d, size_t n, uint32_t buckets, uint32_t *out)
+{
+    for (size_t i = 0; i < n; i++)
+        out[i] = dedup_jump_digest(d[i], buckets);
+}
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 8
+#define JUMP_AVX512 1
+#include <immintrin.h>
+
+#define JUMP_GROUPS 4 /* vectors in flight */
+
+__attribute__((target("avx512f,avx512dq"))) static void
+jump_batch_avx512(const dedup_digest *dg, size_t n, uint32_t buckets, uint32_t *out)
+{
+    const __m512i mul = _mm512_set1_epi64((long long)UINT64_C(2862933555777941757));
+    const __m512i one = _mm512_set1_epi64(1);
+    const __m512d one_d = _mm512_set1_pd(1.0), two31 = _mm512_set1_pd(2147483648.0);
+    const __m512d nb = _mm512_set1_pd((double)buckets);
+    size_t i = 0;
+    for (; i + 8 * JUMP_GROUPS <= n; i += 8 * JUMP_GROUPS) {
+        __m512i k[JUMP_GROUPS];
+        __m512d b[JUMP_GROUPS];
+        __mmask8 live[JUMP_GROUPS];
+        for (int g = 0; g < JUMP_GROUPS; g++) {
+            uint64_t pos[8];
+            for (int j = 0; j < 8; j++)
+                pos[j] = dedup_ring_position(dg[i + 8 * (size_t)g + (size_t)j]);
+            k[g] = _mm512_loadu_si512((const void *)pos);
+            b[g] = _mm512_setzero_pd();
+            live[g] = 0xFF;
+        }
+        for (;;) {
+            unsigned any = 0;
+            for (int g = 0; g < JUMP_GROUPS; g++) {
+                k[g] = _mm512_add_epi64(_mm512_mullo_epi64(k[g], mul), one);
+                __m512d dd = _mm512_cvtepu64_pd(_mm512_add_epi64(_mm512_srli_epi64(k[g], 33), one));
+                __m512d q = _mm512_div_pd(_mm512_mul_pd(_mm512_add_pd(b[g], one_d), two31), dd);
+                q = _mm512_roundscale_pd(q, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+                live[g] = _mm512_mask_cmp_pd_mask(live[g], q, nb, _CMP_LT_OQ);
+                b[g] = _mm512_mask_mov_pd(b[g], live[g], q);
+                any |= live[g];
+            }
+            if (!any)
+                break;
+        }
+        for (int g = 0; g < JUMP_GROUPS; g++)
+            _mm256_storeu_si256((__m256i *)(void *)(out + i + 8 * (size_t)g),
+                                _mm512_cvttpd_epu32(b[g]));
+    }
+    jump_batch_scalar(dg + i, n - i, buckets, out + i);
+}
+#endif
+
+void dedup_jump_digest_batch(const dedup_digest *d, size_t n, uint32_t buckets, uint32_t *out)
+{
+#ifdef JUMP_AVX512
+    if (buckets >= 2 && buckets <= JUMP_BATCH_MAX_BUCKETS && __builtin_cpu_supports("avx512f") &&
+        __builtin_cpu_supports("avx512dq")) {
+        jump_batch_avx512(d, n, buckets, out);
+        return;
+    }
+#endif
+    if (buckets < 1)
+        buckets = 1;
+    jump_batch_scalar(d, n, buckets, out);
+}
+
 /* ---- Persistence --------------------------------------------------------------------
  * params: u32 points per weight, u32 nodes, u32 total points, u32 reserved.
  * payload, per node in index order: u32 name length, f64 weight, name. */

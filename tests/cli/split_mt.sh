@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `dedup split` of a regular file (cli/split_mapped.c: mapped, two threads)
+# `dedup split` of a regular file (cli/split_mapped.c: two threads)
 # puts exactly what the feeder's path (standard input) puts in every part,
 # byte for byte and in order: files of several 1 MiB blocks with records of
 # every length around the copy sizes (0..130 bytes), empty records, records
@@ -108,4 +108,33 @@ rc=$?
 check "write error: exit 1 (got $rc)" [ $rc -eq 1 ]
 check "write error: names the part" grep -q "write error on $T/o/[0-2]: File too large" "$T/err"
 check "write error: nothing left" [ -z "$(ls -A "$T/o")" ]
+
+# A file cut shorter during the split (read with pread: a short read
+# before the size it had when opened): exit 1 naming the file, and no part
+# and no temporary left.  The run is stopped as soon as a part has bytes
+# written, the file cut, the run continued.  A run that finished before it
+# could be stopped is tried again (bounded).
+mkbig() { seq -f 'https://example.org/item/%.0f?ref=abcdefghijklmnop' 1 5000000 > "$T/big"; }
+writing_now() { [ -n "$(find "$T/o" -type f -size +0 2> /dev/null)" ]; }
+caught=0
+for attempt in 1 2 3 4 5; do
+    mkbig
+    rm -rf "$T/o"; mkdir "$T/o"
+    "$DEDUP" split -N 4 -o "$T/o/%s" "$T/big" 2> "$T/err" &
+    pid=$!
+    if wait_until 30 writing_now && kill -STOP "$pid" 2> /dev/null; then
+        truncate -s 1000 "$T/big"
+        kill -CONT "$pid"
+    fi
+    wait "$pid"
+    rc=$?
+    [ "$rc" -eq 0 ] && continue # done before it was stopped
+    caught=1
+    check "file cut during the split: exit 1 (got $rc, attempt $attempt)" [ "$rc" -eq 1 ]
+    check "file cut during the split: message" grep -q "$T/big: the file shrank while it was being split; no part was written" "$T/err"
+    check "file cut during the split: nothing left" [ -z "$(ls -A "$T/o")" ]
+    break
+done
+check "file cut during the split: a run was caught before its end in 5 attempts" [ "$caught" -eq 1 ]
+rm -f "$T/big"
 finish

@@ -429,6 +429,46 @@ static void test_jump(void **state)
     free(per);
 }
 
+/* dedup_jump_digest_batch() = dedup_jump_digest() key for key: seeded
+ * random digests, counts that leave tails of every length, bucket counts
+ * from 1 to past the vector path's limit (2^20). */
+static void test_jump_batch(void **state)
+{
+    (void)state;
+    enum { K = 1000003 };
+    uint64_t seed = tu_seed();
+    tu_rng rng = {seed};
+    dedup_digest *d = malloc(K * sizeof *d);
+    uint32_t *got = malloc(K * sizeof *got);
+    assert_non_null(d);
+    assert_non_null(got);
+    for (size_t i = 0; i < K; i++) {
+        d[i].lo = tu_next(&rng);
+        d[i].hi = tu_next(&rng);
+    }
+    d[0].lo = d[0].hi = 0;
+    d[1].lo = d[1].hi = UINT64_MAX;
+    static const uint32_t buckets[] = {0, 1, 2, 3, 7, 15, 16, 17, 31, 32, 33, 100, 1000,
+                                       4095, 65536, 999983, (1u << 20) - 1, 1u << 20,
+                                       (1u << 20) + 1, 1u << 24, UINT32_MAX};
+    for (size_t bi = 0; bi < sizeof buckets / sizeof *buckets; bi++) {
+        uint32_t nb = buckets[bi];
+        size_t n = nb > (1u << 16) ? 50021 : K; /* the scalar reference is slow there */
+        for (size_t len = 0; len < 70; len++) { /* short batches: every tail */
+            dedup_jump_digest_batch(d + 7, len, nb, got);
+            for (size_t i = 0; i < len; i++)
+                assert_int_equal(got[i], dedup_jump_digest(d[7 + i], nb));
+        }
+        dedup_jump_digest_batch(d, n, nb, got);
+        for (size_t i = 0; i < n; i++)
+            if (got[i] != dedup_jump_digest(d[i], nb))
+                fail_msg("key %zu, %u buckets: batch %u, dedup_jump %u (seed %llu)", i, nb,
+                         got[i], dedup_jump_digest(d[i], nb), (unsigned long long)seed);
+    }
+    free(d);
+    free(got);
+}
+
 static void test_weighted(void **state)
 {
     (void)state;
@@ -779,6 +819,7 @@ int main(void)
         cmocka_unit_test(test_balance_and_add),
         cmocka_unit_test(test_remove_moves_only_its_keys),
         cmocka_unit_test(test_jump),
+        cmocka_unit_test(test_jump_batch),
         cmocka_unit_test(test_weighted),
         cmocka_unit_test(test_order_independent),
         cmocka_unit_test(test_diff_edges),
