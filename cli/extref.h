@@ -24,7 +24,10 @@
  * each through pread: 20-50 s for 10M repeats).  Two different keys of one
  * length collide with probability 2^-128 per pair (about n^2 / 2^129 for n
  * distinct keys: 1.5e-21 at 10^9); the record-carrying path
- * (DEDUP_NO_EXTREF=1) compares bytes.
+ * (DEDUP_NO_EXTREF=1) compares bytes.  XXH3 is not built to resist chosen
+ * collisions, so unless --seed names one the run hashes with a seed of its
+ * own from the kernel's random source (external.c): an input cannot be
+ * written to make two keys collide.
  *
  * IO.  Beyond the record-carrying path's input read and output write: the
  * files are read a second time up to the last kept record (all of it when
