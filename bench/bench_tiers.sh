@@ -11,6 +11,7 @@
 #              dedup, interleaved with the others (ratios to RocksDB alone)
 #   env INPUT: a directory holding run1 and run2 made by an earlier run at
 #              the same KEYS (generating 100M keys takes minutes)
+#   env MAKE_INPUT: a directory: only write run1 and run2 there, for INPUT
 #
 # The input: KEYS lines (default 2M), 50% repeats: KEYS/2 distinct 16-hex
 # keys, each twice, in a seeded random order, cut in two halves.  Each
@@ -59,6 +60,12 @@ half=$((N / 2))
 head -n "$half" "$W/all" > "$W/run1"
 tail -n +"$((half + 1))" "$W/all" > "$W/run2"
 rm -f "$W/all"
+fi
+if [ -n "${MAKE_INPUT:-}" ]; then
+    mkdir -p "$MAKE_INPUT"
+    mv "$W/run1" "$W/run2" "$MAKE_INPUT/"
+    echo "input: $N keys in $MAKE_INPUT/run1 and run2"
+    exit 0
 fi
 lines1=$(wc -l < "$W/run1")
 lines2=$(wc -l < "$W/run2")

@@ -403,7 +403,7 @@ dedup_status dedup_store_open(const dedup_store_params *p, const dedup_allocator
         dedup_store_close(s);
         return DEDUP_ERR_IO;
     }
-    if (!s->read_only && (st = ddr_pending_open(s)) != DEDUP_OK) {
+    if ((st = ddr_pending_open(s)) != DEDUP_OK) {
         set_why(why, cap, "%s%s", s->err[0] ? s->err : "cannot start the pending log", NULL);
         s->pend.n = 0; /* nothing to ingest at close */
         dedup_store_close(s);

@@ -105,8 +105,10 @@
  *  - DEDUP_STORE_SYNC_NONE: as BATCH without the log: a kill -9 loses the
  *    keys since the last ingestion; for rebuildable data.
  * Lookups ask the pending table before RocksDB, so every mode answers the
- * same.  A read-only open does not see a pending log left by a killed run
- * (the next writable open ingests it).
+ * same.  A read-only open reads a pending log left by a killed run (or
+ * being written by the run that holds the store) into its pending table:
+ * those keys are answered present and counted in info.keys; the log
+ * stays for the next writable open, which ingests it.
  * The other direction is the caller's: keys recorded by a decide() whose
  * records were never written out (a crash between the two) stay recorded,
  * so those records are lost to the next run -- at most one batch.
