@@ -5,10 +5,10 @@
  *   2. the same number of keys as sorted table files (SstFileWriter, 2M keys
  *      each) ingested whole (IngestExternalFile): the store's write path
  *   3. MultiGet of 4096 keys at a time: present keys, then absent keys
- * Options as the store's (ribbon filter 10 bits/key, no compression, 4 KiB
- * blocks with a hash index); the environment changes them, to measure each:
- *   RC_LZ4=1 LZ4 compression, RC_BLOCK=BYTES block size, RC_NOHASH=1 binary
- *   search only in data blocks, RC_HITS=1 optimize_filters_for_hits,
+ * Options as the store's (ribbon filter 10 bits/key, LZ4, 16 KiB blocks,
+ * binary search in them); the environment changes them, to measure each:
+ *   RC_NONE=1 no compression, RC_BLOCK=BYTES block size, RC_HASH=1 a hash
+ *   index in data blocks (ratio 0.75), RC_HITS=1 optimize_filters_for_hits,
  *   RC_BLOOM=1 a Bloom filter instead of ribbon, RC_SORTED=1 sorted batches
  *   through the batched MultiGet (sorted_input), RC_COMPACT=1 a full
  *   compaction before the reads (one sorted run: no level-0 file to probe).
@@ -79,12 +79,12 @@ static rocksdb_options_t *options(size_t cache_mb)
     rocksdb_options_set_max_background_jobs(o, 2);
     rocksdb_options_set_level_compaction_dynamic_level_bytes(o, 1);
     const char *ev;
-    rocksdb_options_set_compression(o, getenv("RC_LZ4") ? rocksdb_lz4_compression : rocksdb_no_compression);
+    rocksdb_options_set_compression(o, getenv("RC_NONE") ? rocksdb_no_compression : rocksdb_lz4_compression);
     rocksdb_options_set_optimize_filters_for_hits(o, getenv("RC_HITS") != NULL);
     rocksdb_block_based_table_options_t *t = rocksdb_block_based_options_create();
     rocksdb_block_based_options_set_filter_policy(t, getenv("RC_BLOOM") ? rocksdb_filterpolicy_create_bloom_full(10.0) : rocksdb_filterpolicy_create_ribbon(10.0));
-    rocksdb_block_based_options_set_block_size(t, (ev = getenv("RC_BLOCK")) ? (size_t)atol(ev) : 4u << 10);
-    if (!getenv("RC_NOHASH")) {
+    rocksdb_block_based_options_set_block_size(t, (ev = getenv("RC_BLOCK")) ? (size_t)atol(ev) : 16u << 10);
+    if (getenv("RC_HASH")) {
         rocksdb_block_based_options_set_data_block_index_type(t, rocksdb_block_based_table_data_block_index_type_binary_search_and_hash);
         rocksdb_block_based_options_set_data_block_hash_ratio(t, 0.75);
     }

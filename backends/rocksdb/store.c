@@ -94,9 +94,6 @@ static void build_options(dedup_store *s, uint64_t block_cache, bool whole, bool
                                                   rocksdb_filterpolicy_create_ribbon(10.0));
     rocksdb_block_based_options_set_whole_key_filtering(s->topt, 1);
     rocksdb_block_based_options_set_block_size(s->topt, DDR_BLOCK_SIZE);
-    rocksdb_block_based_options_set_data_block_index_type(
-        s->topt, rocksdb_block_based_table_data_block_index_type_binary_search_and_hash);
-    rocksdb_block_based_options_set_data_block_hash_ratio(s->topt, 0.75);
     rocksdb_block_based_options_set_format_version(s->topt, 5);
     rocksdb_block_based_options_set_cache_index_and_filter_blocks(s->topt, 0);
     s->cache = rocksdb_cache_create_lru((size_t)block_cache);

@@ -67,8 +67,8 @@ typedef struct ddr_pending {
 #define DDR_PENDING_BYTES (64u << 20)
 #define DDR_PENDING_SLOTS (1u << 22)
 /* Table options for point reads of random digests (reasons in store.h). */
-#define DDR_BLOCK_SIZE (4u << 10)
-#define DDR_DIGEST_COMPRESSION rocksdb_no_compression
+#define DDR_BLOCK_SIZE (16u << 10)
+#define DDR_DIGEST_COMPRESSION rocksdb_lz4_compression
 #define DDR_LOG_NAME "dedup-pending.log"
 #define DDR_SST_NAME "dedup-ingest.sst"
 #define INGEST_KEY "ingested"

@@ -38,19 +38,18 @@
  * index block and a data block, each step a cache miss on random keys
  * (bench/results/tiers.md: 2-8 us of CPU per present key on the machine
  * measured, against 0.3-0.7 us per absent key).  So:
- *  - 4 KiB data blocks with a hash index inside each block (RocksDB's
- *    data_block_index_type binary_search_and_hash, ratio 0.75): a point
- *    read finds its key in the block with one hash probe instead of a
- *    binary search over restart points (perf: that search was 22% of a
- *    present-key read), and a block read from disk costs a 4 KiB read and
- *    checksum, not 16 KiB; the index grows to ~10 B per block, ~3 MB per
- *    10 M keys, held in memory;
- *  - no compression for digest keys: a digest is incompressible, and a
- *    block read from disk is then used as it is (no decompression on a
- *    cache miss, and the cache holds the same bytes as the file).  The
- *    cost is the ingested keys' zeroed sequence numbers, which LZ4 used to
- *    squeeze: ~27 B per key on disk instead of ~20 (target <= 30).  Whole
- *    keys compress (LZ4, ZSTD at the bottom level);
+ *  - 16 KiB data blocks, binary search inside them, LZ4: measured against
+ *    4 KiB blocks, a hash index inside each block (RocksDB's
+ *    binary_search_and_hash) and no compression, which a cold read favours
+ *    (a 4 KiB read, no decompression) -- but a repeat's block is usually in
+ *    the cache (below), and there the smaller blocks cost more: 4x the
+ *    cache entries and a deeper index search.  Interleaved, 1 M keys in the
+ *    cache, present-key MultiGet: 4.10-4.17 CPU s per million keys with
+ *    these options against 4.04-5.26 with 4 KiB + hash + none and 4.52
+ *    with 16 KiB + hash + none (bench/results/tiers.md).  LZ4 squeezes the
+ *    ingested keys' zeroed sequence numbers: ~20 B per key on disk instead
+ *    of ~28 (digests themselves are incompressible); a block is
+ *    decompressed once, when it enters the cache;
  *  - a full ribbon filter per table (10 bits/key Bloom-equivalent, ~1%,
  *    about 30% smaller than Bloom), whole-key, and a memtable Bloom, so an
  *    absent key reads no data block;
