@@ -44,9 +44,10 @@
  *    (a 4 KiB read, no decompression) -- but a repeat's block is usually in
  *    the cache (below), and there the smaller blocks cost more: 4x the
  *    cache entries and a deeper index search.  Interleaved, 1 M keys in the
- *    cache, present-key MultiGet: 4.10-4.17 CPU s per million keys with
- *    these options against 4.04-5.26 with 4 KiB + hash + none and 4.52
- *    with 16 KiB + hash + none (bench/results/tiers.md).  LZ4 squeezes the
+ *    cache, present-key MultiGet: 4.10-5.31 CPU s per million keys
+ *    (median of 5: 4.17) with these options against 4.04-5.78 (median
+ *    5.20) with 4 KiB + hash + none and 4.52-4.98 with 16 KiB + hash + none
+ *    (bench/results/tiers.md).  LZ4 squeezes the
  *    ingested keys' zeroed sequence numbers: ~20 B per key on disk instead
  *    of ~28 (digests themselves are incompressible); a block is
  *    decompressed once, when it enters the cache;
