@@ -6,8 +6,12 @@
 #   sh bench/bench_tiers.sh [build-dir] [keys] [reps]
 #   env CACHE: the store's block cache, default 1G
 #   env METHODS: the methods and their order, default "store filter state"
+#   env OLD: another build directory (e.g. the code before a change): adds
+#              the method "old", the filter -> RocksDB stack run by OLD's
+#              dedup, interleaved with the others (ratios to RocksDB alone)
 #   env INPUT: a directory holding run1 and run2 made by an earlier run at
 #              the same KEYS (generating 100M keys takes minutes)
+#   env MAKE_INPUT: a directory: only write run1 and run2 there, for INPUT
 #
 # The input: KEYS lines (default 2M), 50% repeats: KEYS/2 distinct 16-hex
 # keys, each twice, in a seeded random order, cut in two halves.  Each
@@ -26,8 +30,9 @@ BUILD=${1:-build}
 N=${2:-2000000}
 REPS=${3:-3}
 CACHE=${CACHE:-1G}
-METHODS=${METHODS:-store filter state}
+METHODS=${METHODS:-store filter state${OLD:+ old}}
 DEDUP=$(cd "$BUILD" && pwd)/dedup
+OLD_DEDUP=${OLD:+$(cd "$OLD" && pwd)/dedup}
 HERE=$(cd "$(dirname "$0")" && pwd)
 "$DEDUP" --help | grep -q -- --store= || { echo "dedup built without RocksDB" >&2; exit 1; }
 W=$(mktemp -d "${TMPDIR:-/tmp}/bench_tiers.XXXXXX")
@@ -56,31 +61,38 @@ head -n "$half" "$W/all" > "$W/run1"
 tail -n +"$((half + 1))" "$W/all" > "$W/run2"
 rm -f "$W/all"
 fi
+if [ -n "${MAKE_INPUT:-}" ]; then
+    mkdir -p "$MAKE_INPUT"
+    mv "$W/run1" "$W/run2" "$MAKE_INPUT/"
+    echo "input: $N keys in $MAKE_INPUT/run1 and run2"
+    exit 0
+fi
 lines1=$(wc -l < "$W/run1")
 lines2=$(wc -l < "$W/run2")
 echo "input: $N keys, $distinct distinct, run1 $lines1 lines, run2 $lines2 lines; reps $REPS; block cache $CACHE"
 
 run() { # run NAME RUN: one timed run of method NAME over half RUN: "wall cpu maxrss"
-    name=$1 r=$2
+    name=$1 r=$2 bin=$DEDUP
     case $name in
-    filter) set -- --tier "blocked:n=$distinct,p=1%" --tier "rocksdb:$W/filter.db,cache=$CACHE" \
-                --rebuild-filter --stats=json ;;
+    filter|old) set -- --tier "blocked:n=$distinct,p=1%" --tier "rocksdb:$W/$name.db,cache=$CACHE" \
+                --rebuild-filter --stats=json
+                [ "$name" = filter ] || bin=$OLD_DEDUP ;;
     store)  set -- --tier "rocksdb:$W/store.db,cache=$CACHE" ;;
     state)  set -- --state "$W/state.dedup" -n "$distinct" ;;
     esac
-    /usr/bin/time -f "%e %U %S %M" -o "$W/time" "$DEDUP" "$@" "$W/run$r" > "$W/out.$name.$r" 2> "$W/err.$name.$r"
+    /usr/bin/time -f "%e %U %S %M" -o "$W/time" "$bin" "$@" "$W/run$r" > "$W/out.$name.$r" 2> "$W/err.$name.$r"
     awk '{ print $1, $2 + $3, $4 }' "$W/time"
 }
 
 for rep in $(seq 1 "$REPS"); do
     for name in $METHODS; do
-        rm -rf "$W/filter.db" "$W/store.db" "$W/state.dedup"
+        rm -rf "$W/filter.db" "$W/old.db" "$W/store.db" "$W/state.dedup"
         for r in 1 2; do
             set -- $(run "$name" "$r")
             echo "$rep $name $r $1 $2 $3" >> "$W/times"
         done
         case $name in
-        filter) du -sb "$W/filter.db" | cut -f1 > "$W/bytes.$name" ;;
+        filter|old) du -sb "$W/$name.db" | cut -f1 > "$W/bytes.$name" ;;
         store)  du -sb "$W/store.db" | cut -f1 > "$W/bytes.$name" ;;
         state)  stat -c %s "$W/state.dedup" > "$W/bytes.$name" ;;
         esac
@@ -106,8 +118,9 @@ for line in open(w + "/times"):
     rss.setdefault((name, r), []).append(int(kb))
 print("| method | run | keys/s (median) | vs RocksDB alone | keys per CPU s | peak RSS | bytes on disk / distinct key |")
 print("|---|---|---|---|---|---|---|")
-names = {"filter": "blocked 1% -> RocksDB", "store": "RocksDB alone", "state": "--state (exact set file)"}
-for name in ("filter", "store", "state"):
+names = {"filter": "blocked 1% -> RocksDB", "old": "blocked 1% -> RocksDB, OLD build",
+         "store": "RocksDB alone", "state": "--state (exact set file)"}
+for name in ("filter", "old", "store", "state"):
     if not os.path.exists(w + "/bytes." + name):
         continue
     b = int(open(w + "/bytes." + name).read())

@@ -5,7 +5,15 @@
  *   2. the same number of keys as sorted table files (SstFileWriter, 2M keys
  *      each) ingested whole (IngestExternalFile): the store's write path
  *   3. MultiGet of 4096 keys at a time: present keys, then absent keys
- * Options as the store's (ribbon filter 10 bits/key, LZ4, 16 KiB blocks).
+ * Options as the store's (ribbon filter 10 bits/key, LZ4, 16 KiB blocks,
+ * binary search in them); the environment changes them, to measure each:
+ *   RC_NONE=1 no compression, RC_BLOCK=BYTES block size, RC_HASH=1 a hash
+ *   index in data blocks (ratio 0.75), RC_HITS=1 optimize_filters_for_hits,
+ *   RC_BLOOM=1 a Bloom filter instead of ribbon, RC_SORTED=1 sorted batches
+ *   through the batched MultiGet (sorted_input), RC_COMPACT=1 a full
+ *   compaction before the reads (one sorted run: no level-0 file to probe).
+ * Each read phase reports keys per wall second and per CPU second (all
+ * threads, background compaction included).
  *
  *   cc -O2 -o rc bench/rocksdb_ceiling.c -lrocksdb
  *   ./rc DIR KEYS [PUT_KEYS] [READS] [CACHE_MB]
@@ -19,6 +27,16 @@
 
 #define BATCH 4096
 #define FILE_KEYS (2L << 20)
+
+#include <sys/resource.h>
+
+static double cpu(void) /* user + system seconds of every thread */
+{
+    struct rusage u;
+    getrusage(RUSAGE_SELF, &u);
+    return (double)u.ru_utime.tv_sec + (double)u.ru_stime.tv_sec +
+           1e-6 * (double)(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+}
 
 static double now(void)
 {
@@ -60,15 +78,23 @@ static rocksdb_options_t *options(size_t cache_mb)
     rocksdb_options_increase_parallelism(o, 2);
     rocksdb_options_set_max_background_jobs(o, 2);
     rocksdb_options_set_level_compaction_dynamic_level_bytes(o, 1);
-    rocksdb_options_set_compression(o, rocksdb_lz4_compression);
+    const char *ev;
+    rocksdb_options_set_compression(o, getenv("RC_NONE") ? rocksdb_no_compression : rocksdb_lz4_compression);
+    rocksdb_options_set_optimize_filters_for_hits(o, getenv("RC_HITS") != NULL);
     rocksdb_block_based_table_options_t *t = rocksdb_block_based_options_create();
-    rocksdb_block_based_options_set_filter_policy(t, rocksdb_filterpolicy_create_ribbon(10.0));
-    rocksdb_block_based_options_set_block_size(t, 16u << 10);
+    rocksdb_block_based_options_set_filter_policy(t, getenv("RC_BLOOM") ? rocksdb_filterpolicy_create_bloom_full(10.0) : rocksdb_filterpolicy_create_ribbon(10.0));
+    rocksdb_block_based_options_set_block_size(t, (ev = getenv("RC_BLOCK")) ? (size_t)atol(ev) : 16u << 10);
+    if (getenv("RC_HASH")) {
+        rocksdb_block_based_options_set_data_block_index_type(t, rocksdb_block_based_table_data_block_index_type_binary_search_and_hash);
+        rocksdb_block_based_options_set_data_block_hash_ratio(t, 0.75);
+    }
     rocksdb_block_based_options_set_format_version(t, 5);
     rocksdb_block_based_options_set_block_cache(t, rocksdb_cache_create_lru(cache_mb << 20));
     rocksdb_options_set_block_based_table_factory(o, t);
     return o;
 }
+
+static rocksdb_column_family_handle_t *cf_default;
 
 static void reads(rocksdb_t *db, uint64_t seed, long n, const char *what)
 {
@@ -76,15 +102,27 @@ static void reads(rocksdb_t *db, uint64_t seed, long n, const char *what)
     const char *kp[BATCH];
     size_t kl[BATCH], vl[BATCH];
     char *v[BATCH], *er[BATCH];
+    static rocksdb_pinnableslice_t *ps[BATCH];
     rocksdb_readoptions_t *ro = rocksdb_readoptions_create();
     long found = 0;
     n = (n + BATCH - 1) / BATCH * BATCH;
-    double t0 = now();
+    double t0 = now(), c0 = cpu();
     for (long i = 0; i < n; i += BATCH) {
         for (int j = 0; j < BATCH; j++) {
             key(&seed, kb[j]);
             kp[j] = (const char *)kb[j];
             kl[j] = 16;
+        }
+        if (getenv("RC_SORTED")) {
+            qsort(kb, BATCH, 16, cmp16);
+            rocksdb_batched_multi_get_cf(db, ro, cf_default, BATCH, kp, kl, ps, er, true);
+            for (int j = 0; j < BATCH; j++) {
+                if (er[j])
+                    die("multi_get", er[j]);
+                found += ps[j] != NULL;
+                rocksdb_pinnableslice_destroy(ps[j]);
+            }
+            continue;
         }
         rocksdb_multi_get(db, ro, BATCH, kp, kl, v, vl, er);
         for (int j = 0; j < BATCH; j++) {
@@ -94,9 +132,9 @@ static void reads(rocksdb_t *db, uint64_t seed, long n, const char *what)
             free(v[j]);
         }
     }
-    double t = now() - t0;
-    printf("multiget %-7s %ld keys (%ld found) in %.2f s: %.0f keys/s\n", what, n, found, t,
-           (double)n / t);
+    double t = now() - t0, c = cpu() - c0;
+    printf("multiget %-7s %ld keys (%ld found) in %.2f s: %.0f keys/s; %.2f CPU s: %.0f keys per CPU s\n",
+           what, n, found, t, (double)n / t, c, (double)n / c);
     rocksdb_readoptions_destroy(ro);
 }
 
@@ -106,6 +144,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: %s DIR KEYS [PUT_KEYS] [READS] [CACHE_MB]\n", argv[0]);
         return 2;
     }
+    setvbuf(stdout, NULL, _IOLBF, 0);
     char path[4096], *e = NULL;
     long n = atol(argv[2]);
     long puts = argc > 3 ? atol(argv[3]) : 0;
@@ -143,7 +182,9 @@ int main(int argc, char **argv)
 
     /* 2: sorted table files, ingested */
     snprintf(path, sizeof path, "%s/ingest", argv[1]);
-    db = rocksdb_open(o, path, &e);
+    const char *cfn[1] = {"default"};
+    const rocksdb_options_t *cfo[1] = {o};
+    db = rocksdb_open_column_families(o, path, 1, cfn, cfo, &cf_default, &e);
     if (e)
         die(path, e);
     unsigned char(*buf)[16] = malloc(FILE_KEYS * 16);
@@ -177,9 +218,20 @@ int main(int argc, char **argv)
     printf("sorted ingestion   %ld keys in %.2f s: %.0f keys/s (files of %ld keys)\n", n, t,
            (double)n / t, FILE_KEYS);
 
+    if (getenv("RC_COMPACT")) {
+        t0 = now();
+        rocksdb_compact_range(db, NULL, 0, NULL, 0);
+        printf("full compaction    %.2f s\n", now() - t0);
+    }
+    char *l0 = rocksdb_property_value(db, "rocksdb.num-files-at-level0");
+    char *l6 = rocksdb_property_value(db, "rocksdb.levelstats");
+    printf("level-0 files %s\n%s", l0, l6);
+    free(l0);
+    free(l6);
     /* 3: reads (present: the ingested sequence again; absent: another) */
     reads(db, 1, nr < n ? nr : n, "present");
     reads(db, 99, nr, "absent");
+    rocksdb_column_family_handle_destroy(cf_default);
     rocksdb_close(db);
     free(buf);
     return 0;

@@ -280,6 +280,11 @@ static bool process_batch(run *r, size_t n)
         r->failed = true;
         return false;
     }
+    /* A shared or persistent seen-set (--redis, --tier) has recorded the
+     * keys of the records decided before the failing part of the batch:
+     * they are written out, or they would be lost to the next run. */
+    if (st && done && (r->redis || r->o->sizing.tiers) && !emit_decided(r, 0, done))
+        return false;
     if (st) {
         if (r->spilled && !r->w.error)
             dd_engine_report(dedup_seen_spill_engine(r->s), r->tmpdir, st);
@@ -307,7 +312,7 @@ static bool process_batch(run *r, size_t n)
         r->failed = true;
         return false;
     }
-    if (r->o->sizing.tiers && !dd_tiers_after_batch(r->o->sizing.tiers, r->s, &b, r->verdict, &r->w)) {
+    if (r->o->sizing.tiers && !dd_tiers_after_batch(r->o->sizing.tiers, r->s, &b, r->verdict, r->rec, r->rlen, o_term(r), &r->w)) {
         r->failed = true;
         return false;
     }

@@ -497,6 +497,10 @@ int dd_dedup_parse_args(int argc, char **argv, opts *o)
             return -1;
         }
     }
+    if (o->sizing.tiers && o->redis.uncertain_path && !o->redis.url) { /* a redis:// tier's */
+        dd_tiers_set_uncertain(o->sizing.tiers, o->redis.uncertain_path);
+        o->redis.uncertain_path = NULL;
+    }
     if (dd_redis_used(&o->redis)) /* the seen-set is in Redis: none of the rest applies */
     {
         if (o->sizing.tiers) {

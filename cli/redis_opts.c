@@ -25,7 +25,7 @@ const char dd_redis_help[] =
     "      --reserve=D        keys with --ttl: a new key lives D until its record is\n"
     "                         written, then gets --ttl (default 60s)\n"
     "      --uncertain=FILE   write records whose Redis reply was lost (dropped like\n"
-    "                         duplicates) to FILE\n"
+    "                         duplicates) to FILE; also for --tier redis://\n"
     "      --wait-replicas=N  each batch waits for N replicas (WAIT) before its output\n"
     "      --redis-whole-keys keys: name Redis keys by the key bytes, not the digest\n"
     "      --redis-filter=F   module: bloom (default; BF.*) or cuckoo (CF.*: keys can\n"

@@ -50,11 +50,17 @@ struct dd_tiers_cli {
     void *store[DEDUP_TIERS_MAX];       /* dedup_store * of rocksdb tiers */
     void *redis[DEDUP_TIERS_MAX];       /* dedup_redis * of redis tiers */
     bool commits;                       /* a redis tier with a TTL: reserve, then commit */
+    bool any_redis;                     /* a redis tier: its keys may be UNCERTAIN */
     dedup_digest *cd;                   /* a batch's NEW keys, for the commit */
     const unsigned char **ck;
     size_t *cl, ccap;
     char name[DEDUP_TIERS_MAX][96];
     const void *window;
+    /* --uncertain FILE: records a Redis tier answered UNCERTAIN */
+    const char *unc_path;
+    FILE *unc;
+    uint64_t uncertain;
+    bool unc_failed;
 };
 
 static bool is_filter_kind(dedup_seen_kind k)
@@ -384,6 +390,45 @@ bool dd_tiers_check(dd_tiers_cli *t, dedup_seen_kind mode_kind, uint64_t items, 
                   "above a rocksdb: tier");
         return false;
     }
+    if (t->unc_path) {
+        bool any_redis = false;
+        for (size_t i = 0; i < t->n; i++)
+            any_redis |= t->def[i].type == T_REDIS;
+        if (!any_redis) {
+            cli_error("--uncertain keeps the records whose Redis reply was lost: give a "
+                      "redis:// tier (or --redis)");
+            return false;
+        }
+        t->unc = fopen(t->unc_path, "w"); /* before any output */
+        if (!t->unc) {
+            cli_error("--uncertain '%s': %s", t->unc_path, strerror(errno));
+            return false;
+        }
+    }
+    return true;
+}
+
+void dd_tiers_set_uncertain(dd_tiers_cli *t, const char *path)
+{
+    t->unc_path = path;
+}
+
+/* Writes the batch's UNCERTAIN records to --uncertain and counts them. */
+static bool write_uncertain(dd_tiers_cli *t, const dedup_verdict *v, size_t n,
+                            const unsigned char *const *rec, const size_t *rlen, unsigned char term)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (v[i] != DEDUP_UNCERTAIN)
+            continue;
+        t->uncertain++;
+        if (!t->unc || t->unc_failed)
+            continue;
+        if (fwrite(rec[i], 1, rlen[i], t->unc) != rlen[i] || putc(term, t->unc) == EOF) {
+            cli_error("--uncertain '%s': %s", t->unc_path, strerror(errno));
+            t->unc_failed = true;
+            return false;
+        }
+    }
     return true;
 }
 
@@ -405,6 +450,11 @@ static dedup_status open_store(dd_tiers_cli *t, const tier_def *d, uint64_t seed
     p.expire = d->expire_s;
     if (d->cache)
         p.block_cache = d->cache;
+    /* A filter above (one process owns its keys) screens the absent keys. */
+    for (const tier_def *f = t->def; f < d && !t->shared; f++)
+        p.absent_screened |= f->type == T_FILE ||
+                             (f->type == T_FILTER && f->kind >= DEDUP_SEEN_BLOOM &&
+                              f->kind <= DEDUP_SEEN_SCALABLE);
     dedup_store *s = NULL;
     dedup_status st = dedup_store_open(&p, NULL, &s, err, cap);
     if (st == DEDUP_ERR_INCOMPATIBLE && strstr(err, "seed"))
@@ -418,7 +468,6 @@ static dedup_status open_store(dd_tiers_cli *t, const tier_def *d, uint64_t seed
         return st;
     }
     *store = s;
-    (void)t;
     return DEDUP_OK;
 }
 #endif
@@ -458,6 +507,7 @@ static dedup_status open_redis(dd_tiers_cli *t, const tier_def *d, uint64_t seed
         return st;
     }
     t->redis[k] = r;
+    t->any_redis = true;
     t->commits |= d->ttl_ms != 0;
     return DEDUP_OK;
 }
@@ -649,13 +699,32 @@ bool dd_tiers_finish(dd_tiers_cli *t, bool ok)
         }
 #endif
     }
+    /* Nothing lost without a word: the records a lost reply made uncertain. */
+    if (t->unc) {
+        if (fclose(t->unc) != 0 && !t->unc_failed) {
+            cli_error("--uncertain '%s': %s", t->unc_path, strerror(errno));
+            t->unc_failed = true;
+        }
+        t->unc = NULL;
+        good &= !t->unc_failed;
+    }
+    if (t->uncertain)
+        cli_warn("%llu record(s) dropped as uncertain: a Redis tier's reply was lost, so whether "
+                 "their keys were recorded is unknown (dropped like duplicates, not recorded in "
+                 "the tiers below)%s%s%s",
+                 (unsigned long long)t->uncertain, t->unc_path ? "; written to '" : "; give "
+                 "--uncertain FILE to keep them", t->unc_path ? t->unc_path : "",
+                 t->unc_path ? "'" : "");
     return good;
 }
 
 bool dd_tiers_after_batch(dd_tiers_cli *t, dedup_seen *s, const dedup_batch *b,
-                          const dedup_verdict *v, dd_writer *w)
+                          const dedup_verdict *v, const unsigned char *const *rec,
+                          const size_t *rlen, unsigned char term, dd_writer *w)
 {
     size_t news = 0;
+    if (t->any_redis && !write_uncertain(t, v, b->n, rec, rlen, term))
+        return false;
     if (!t->commits)
         return true;
     for (size_t i = 0; i < b->n; i++)
@@ -714,6 +783,19 @@ const char *dd_tiers_error(const dd_tiers_cli *t)
     return "";
 }
 
+/* Keys the redis tier k answered UNCERTAIN (a lost reply). */
+static uint64_t redis_uncertain(const dd_tiers_cli *t, size_t k)
+{
+#ifdef DEDUP_HAVE_REDIS
+    dedup_redis_stats rs;
+    dedup_redis_get_stats(t->redis[k], &rs);
+    return rs.uncertain;
+#else
+    (void)t, (void)k;
+    return 0;
+#endif
+}
+
 void dd_tiers_print_stats(const dd_tiers_cli *t, FILE *f, bool json)
 {
     if (!t->view)
@@ -733,6 +815,8 @@ void dd_tiers_print_stats(const dd_tiers_cli *t, FILE *f, bool json)
                     (unsigned long long)s->hits, (unsigned long long)s->ended_new,
                     (unsigned long long)s->passed_down, (unsigned long long)s->records,
                     (unsigned long long)s->trusted, (double)s->ns / 1e9);
+            if (t->redis[k])
+                fprintf(f, ",\"uncertain\":%llu", (unsigned long long)redis_uncertain(t, k));
 #ifdef DEDUP_HAVE_ROCKSDB
             dedup_store_info si;
             if (t->store[k] && dedup_store_get_info(t->store[k], &si) == DEDUP_OK)
@@ -762,6 +846,8 @@ void dd_tiers_print_stats(const dd_tiers_cli *t, FILE *f, bool json)
                 (unsigned long long)s->records);
         if (st.trust_filter && s->probabilistic)
             fprintf(f, ", trusted maybes %llu", (unsigned long long)s->trusted);
+        if (t->redis[k])
+            fprintf(f, ", uncertain %llu", (unsigned long long)redis_uncertain(t, k));
         fprintf(f, ", %.3f s\n", (double)s->ns / 1e9);
 #ifdef DEDUP_HAVE_ROCKSDB
         dedup_store_info si;
@@ -786,5 +872,8 @@ void dd_tiers_free(dd_tiers_cli *t)
     free(t->ck);
     free(t->cl);
     t->cd = NULL, t->ck = NULL, t->cl = NULL;
+    if (t->unc) /* a run that ended before dd_tiers_finish() */
+        fclose(t->unc);
+    t->unc = NULL;
     t->ccap = 0;
 }

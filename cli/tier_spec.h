@@ -61,15 +61,23 @@ dedup_status dd_tiers_create(dd_tiers_cli *t, dedup_seen *top, uint64_t seed, de
 const void *dd_tiers_window(const dd_tiers_cli *t);
 
 /* After a complete run (ok): saves filter files; always: makes the stores
- * durable.  False after an error message. */
+ * durable, closes --uncertain and says on stderr how many records were
+ * dropped as uncertain.  False after an error message. */
 bool dd_tiers_finish(dd_tiers_cli *t, bool ok);
 
-/* After a batch's records were emitted: with a Redis tier that has a TTL,
- * flushes the writer (the records are written out) and commits the
+/* --uncertain FILE with a redis:// tier (checked and opened by
+ * dd_tiers_check, before any output). */
+void dd_tiers_set_uncertain(dd_tiers_cli *t, const char *path);
+
+/* After a batch's records were emitted: counts the records a Redis tier
+ * answered UNCERTAIN (a lost reply: dropped like duplicates) and writes
+ * them, with their terminator, to --uncertain; with a Redis tier that has
+ * a TTL, flushes the writer (the records are written out) and commits the
  * batch's NEW keys (Redis' reserve-then-commit).  False after an error
  * message (or a writer error, which the caller reports). */
 bool dd_tiers_after_batch(dd_tiers_cli *t, dedup_seen *s, const dedup_batch *b,
-                          const dedup_verdict *v, struct dd_writer *w);
+                          const dedup_verdict *v, const unsigned char *const *rec,
+                          const size_t *rlen, unsigned char term, struct dd_writer *w);
 
 /* The message of the tier that failed last (Redis, then stores), or "". */
 const char *dd_tiers_error(const dd_tiers_cli *t);

@@ -143,6 +143,42 @@ static size_t put_u64(char *buf, uint64_t v) { return (size_t)sprintf(buf, "%llu
 
 /* ---- keys ---- */
 
+typedef struct occ {
+    uint64_t lo, hi;
+    size_t i;
+} occ;
+
+static int occ_cmp(const void *a, const void *b)
+{
+    const occ *x = a, *y = b;
+    if (x->hi != y->hi)
+        return x->hi < y->hi ? -1 : 1;
+    if (x->lo != y->lo)
+        return x->lo < y->lo ? -1 : 1;
+    return x->i < y->i ? -1 : x->i > y->i;
+}
+
+/* After a lost reply: a later occurrence of a key inside the batch answered
+ * UNCERTAIN was found present because of the earlier occurrence (sent in
+ * the same pipeline, or again after the reconnection), so it is a
+ * DUPLICATE of that first occurrence, whose own verdict (NEW, or UNCERTAIN
+ * and kept aside by the caller) covers the key.  Without this pass a key
+ * could be written out (first occurrence NEW) and also reported uncertain. */
+static dedup_status repeats_not_uncertain(const dedup_batch *b, dedup_verdict *out)
+{
+    occ *o = malloc(b->n * sizeof *o);
+    if (!o)
+        return DEDUP_ERR_NOMEM;
+    for (size_t i = 0; i < b->n; i++)
+        o[i] = (occ){b->digests[i].lo, b->digests[i].hi, i};
+    qsort(o, b->n, sizeof *o, occ_cmp);
+    for (size_t j = 1; j < b->n; j++)
+        if (o[j].lo == o[j - 1].lo && o[j].hi == o[j - 1].hi && out[o[j].i] == DEDUP_UNCERTAIN)
+            out[o[j].i] = DEDUP_DUPLICATE;
+    free(o);
+    return DEDUP_OK;
+}
+
 typedef enum { KEYS_DECIDE, KEYS_QUERY, KEYS_COMMIT } keys_op;
 
 static dedup_status keys_run(dedup_redis *r, const dedup_batch *b, dedup_verdict *out, keys_op op)
@@ -193,6 +229,7 @@ static dedup_status keys_run(dedup_redis *r, const dedup_batch *b, dedup_verdict
     st = rd_exec(r);
     if (st != DEDUP_OK)
         return st;
+    bool lost = false;
     for (size_t j = 0; j < r->b.n; j++) {
         rc_cmd *cm = &r->b.cmds[j];
         redisReply *rep = cm->reply;
@@ -208,8 +245,9 @@ static dedup_status keys_run(dedup_redis *r, const dedup_batch *b, dedup_verdict
         else
             v = cm->lost ? DEDUP_UNCERTAIN : DEDUP_DUPLICATE;
         out[cm->tag] = v;
+        lost |= v == DEDUP_UNCERTAIN;
     }
-    return DEDUP_OK;
+    return lost ? repeats_not_uncertain(b, out) : DEDUP_OK;
 }
 
 /* ---- the object ---- */

@@ -471,9 +471,10 @@ static uint64_t meta_u64(dedup_store *s, const char *key, dedup_status *st)
     return x;
 }
 
-/* Called once the database is open (writable): allocates the table,
- * replays and ingests a log left by an earlier run (whatever this run's
- * sync mode), and starts this run's log with sync BATCH. */
+/* Called once the database is open: allocates the table, replays and
+ * ingests a log left by an earlier run (whatever this run's sync mode), and
+ * starts this run's log with sync BATCH.  Read-only: the log is only read
+ * into the table (answered and counted, neither ingested nor removed). */
 dedup_status ddr_pending_open(dedup_store *s)
 {
     ddr_pending *p = &s->pend;
@@ -490,6 +491,15 @@ dedup_status ddr_pending_open(dedup_store *s)
     st = replay_log(s, &found);
     if (st != DEDUP_OK)
         return st;
+    if (s->read_only) {
+        /* A killed run's log (or the log of a run in progress): its keys are
+         * answered present and counted, unless the meta already counted
+         * them (the crash fell between the count and the next log); the
+         * log is left as it is, for the next writable open to ingest. */
+        if (found && p->ingested == p->gen)
+            p->added = 0;
+        return DEDUP_OK;
+    }
     if (!found)
         p->gen = p->ingested + 1;
     if (p->n) {

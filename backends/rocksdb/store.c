@@ -70,7 +70,7 @@ static void cfilter_destroy(void *state)
 
 /* ---- options --------------------------------------------------------------- */
 
-static void build_options(dedup_store *s, uint64_t block_cache, bool whole)
+static void build_options(dedup_store *s, uint64_t block_cache, bool whole, bool screened)
 {
     s->opt = rocksdb_options_create();
     rocksdb_options_increase_parallelism(s->opt, 2);
@@ -78,12 +78,14 @@ static void build_options(dedup_store *s, uint64_t block_cache, bool whole)
     rocksdb_options_set_write_buffer_size(s->opt, 64u << 20);
     rocksdb_options_set_max_write_buffer_number(s->opt, 3);
     rocksdb_options_set_level_compaction_dynamic_level_bytes(s->opt, 1);
-    rocksdb_options_set_optimize_filters_for_hits(s->opt, 0);
+    /* screened: no filter in the bottom level's tables (see store.h) */
+    rocksdb_options_set_optimize_filters_for_hits(s->opt, screened);
     rocksdb_options_set_memtable_prefix_bloom_size_ratio(s->opt, 0.02);
     rocksdb_options_set_memtable_whole_key_filtering(s->opt, 1);
-    rocksdb_options_set_compression(s->opt, rocksdb_lz4_compression);
+    rocksdb_options_set_compression(s->opt, whole ? rocksdb_lz4_compression
+                                                  : DDR_DIGEST_COMPRESSION);
     rocksdb_options_set_bottommost_compression(s->opt, whole ? rocksdb_zstd_compression
-                                                             : rocksdb_lz4_compression);
+                                                             : DDR_DIGEST_COMPRESSION);
     rocksdb_options_set_paranoid_checks(s->opt, 1);
     rocksdb_options_set_keep_log_file_num(s->opt, 2);
 
@@ -91,7 +93,7 @@ static void build_options(dedup_store *s, uint64_t block_cache, bool whole)
     rocksdb_block_based_options_set_filter_policy(s->topt,
                                                   rocksdb_filterpolicy_create_ribbon(10.0));
     rocksdb_block_based_options_set_whole_key_filtering(s->topt, 1);
-    rocksdb_block_based_options_set_block_size(s->topt, 16u << 10);
+    rocksdb_block_based_options_set_block_size(s->topt, DDR_BLOCK_SIZE);
     rocksdb_block_based_options_set_format_version(s->topt, 5);
     rocksdb_block_based_options_set_cache_index_and_filter_blocks(s->topt, 0);
     s->cache = rocksdb_cache_create_lru((size_t)block_cache);
@@ -353,8 +355,8 @@ dedup_status dedup_store_open(const dedup_store_params *p, const dedup_allocator
         }
     }
 
-    build_options(s, p->block_cache ? p->block_cache : (32u << 20),
-                  s->keys == DEDUP_STORE_KEYS_WHOLE);
+    s->block_cache = p->block_cache ? p->block_cache : (32u << 20);
+    build_options(s, s->block_cache, s->keys == DEDUP_STORE_KEYS_WHOLE, p->absent_screened);
     if (fresh) {
         rocksdb_options_set_create_if_missing(s->opt, 1);
         rocksdb_options_set_create_missing_column_families(s->opt, 1);
@@ -403,7 +405,7 @@ dedup_status dedup_store_open(const dedup_store_params *p, const dedup_allocator
         dedup_store_close(s);
         return DEDUP_ERR_IO;
     }
-    if (!s->read_only && (st = ddr_pending_open(s)) != DEDUP_OK) {
+    if ((st = ddr_pending_open(s)) != DEDUP_OK) {
         set_why(why, cap, "%s%s", s->err[0] ? s->err : "cannot start the pending log", NULL);
         s->pend.n = 0; /* nothing to ingest at close */
         dedup_store_close(s);
@@ -804,6 +806,11 @@ dedup_status dedup_store_foreach(const dedup_store *cs, dedup_store_digest_fn fn
     dedup_digest *buf = xmalloc(&s->a, DEDUP_STORE_CHUNK * sizeof *buf);
     if (!buf)
         return DEDUP_ERR_NOMEM;
+    /* A scan reads every block anyway: when the cache can hold the tables
+     * (with a quarter to spare), it keeps them, and the reads that follow
+     * (a rebuild's run) find their blocks decoded in memory. */
+    bool keep = prop(s, s->cf_keys, "rocksdb.live-sst-files-size") <= s->block_cache / 4 * 3;
+    rocksdb_readoptions_set_fill_cache(s->ro_scan, keep);
     rocksdb_iterator_t *it = rocksdb_create_iterator_cf(s->db, s->ro_scan, s->cf_keys);
     int64_t now = s->expire ? store_now(s) : 0;
     size_t n = 0;

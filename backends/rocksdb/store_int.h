@@ -66,6 +66,9 @@ typedef struct ddr_pending {
 #define DDR_PENDING_KEYS (1u << 21)
 #define DDR_PENDING_BYTES (64u << 20)
 #define DDR_PENDING_SLOTS (1u << 22)
+/* Table options for point reads of random digests (reasons in store.h). */
+#define DDR_BLOCK_SIZE (16u << 10)
+#define DDR_DIGEST_COMPRESSION rocksdb_lz4_compression
 #define DDR_LOG_NAME "dedup-pending.log"
 #define DDR_SST_NAME "dedup-ingest.sst"
 #define INGEST_KEY "ingested"
@@ -85,6 +88,7 @@ struct dedup_store {
     dedup_store_keys keys;
     dedup_store_sync sync;
     uint64_t seed, expire;
+    uint64_t block_cache;             /* bytes */
     int64_t (*clock)(void *ctx);
     void *clock_ctx;
     uint64_t count;

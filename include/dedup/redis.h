@@ -126,6 +126,9 @@
  *    (perhaps recorded by the lost command, perhaps by another client):
  *    callers drop it like a duplicate (the safe direction), count it
  *    (stats.uncertain) and may write it aside.  A key found absent is NEW.
+ *    Keys scheme: a later occurrence of a key inside the same batch is a
+ *    DUPLICATE of its first occurrence, never UNCERTAIN (the first one's
+ *    verdict covers the key), so no key is both new and uncertain.
  *  - wait_replicas N: after each batch's commands (and each commit) the
  *    client sends WAIT N wait_timeout_ms to every master written, in the
  *    same round trip.  Fewer acknowledgements (a replica resyncing, or

@@ -32,26 +32,57 @@
  * checksum or another version) is refused with a message naming the reason.
  *
  * ---- RocksDB options, chosen for write-once keys ------------------------------
- * Keys are written once and never updated, most lookups (the new keys) are
- * of absent keys, and digests are random bytes:
+ * Keys are written once and never updated, digests are random bytes, and
+ * the cost that matters is the point read of a PRESENT key (a repeat): an
+ * absent key is settled by a filter probe in memory, a present one walks an
+ * index block and a data block, each step a cache miss on random keys
+ * (bench/results/tiers.md: 2-8 us of CPU per present key on the machine
+ * measured, against 0.3-0.7 us per absent key).  So:
+ *  - 16 KiB data blocks, binary search inside them, LZ4: measured against
+ *    4 KiB blocks, a hash index inside each block (RocksDB's
+ *    binary_search_and_hash) and no compression, which a cold read favours
+ *    (a 4 KiB read, no decompression) -- but a repeat's block is usually in
+ *    the cache (below), and there the smaller blocks cost more: 4x the
+ *    cache entries and a deeper index search.  Interleaved, 1 M keys in the
+ *    cache, present-key MultiGet: 4.10-5.31 CPU s per million keys
+ *    (median of 5: 4.17) with these options against 4.04-5.78 (median
+ *    5.20) with 4 KiB + hash + none and 4.52-4.98 with 16 KiB + hash + none
+ *    (bench/results/tiers.md).  LZ4 squeezes the
+ *    ingested keys' zeroed sequence numbers: ~20 B per key on disk instead
+ *    of ~28 (digests themselves are incompressible); a block is
+ *    decompressed once, when it enters the cache;
  *  - a full ribbon filter per table (10 bits/key Bloom-equivalent, ~1%,
- *    about 30% smaller than Bloom) and a memtable Bloom, so the lookup of an
- *    absent key reads no data block: it costs filter probes in memory;
- *  - filters and indexes held by the table readers (not in the block cache),
- *    so they are never evicted by data blocks; a block cache for data
- *    blocks (params.block_cache, default 32 MiB) serves the repeats: a
- *    repeat's read costs a block decompression and checksum when its block
- *    is not cached, so a cache as large as the store makes repeats ~3x
- *    cheaper (`rocksdb:DIR,cache=1G`);
+ *    about 30% smaller than Bloom), whole-key, and a memtable Bloom, so an
+ *    absent key reads no data block;
+ *  - params.absent_screened (the CLI sets it when a filter tier above the
+ *    store is owned by this process): RocksDB's optimize_filters_for_hits,
+ *    no filter in the bottom level's tables.  With a local filter in front
+ *    that knows every key of the store (--rebuild-filter, or a store it
+ *    has always fronted) the keys that reach the store are the filter's
+ *    "maybe" answers: repeats, plus ~1% false positives.  A repeat found
+ *    in the bottom level gains nothing from that level's filter (it would
+ *    answer "maybe" and the block is read anyway), so the filter is a
+ *    probe and ~1.25 B of memory per key wasted (125 MB per 100 M keys);
+ *    the false positives pay one data block read each instead.  Upper
+ *    levels and level 0 keep their filters (a repeat is usually in only
+ *    one of them).  Without a filter in front (RocksDB alone) half of the
+ *    lookups are absent keys, and every level keeps its filter;
+ *  - filters and indexes held by the table readers (not in the block
+ *    cache), so they are never evicted by data blocks; a block cache for
+ *    data blocks (params.block_cache, default 32 MiB) serves the repeats:
+ *    size it to the working set (`rocksdb:DIR,cache=1G`).  A scan of the
+ *    store (dedup_store_foreach(), a filter's rebuild) fills the cache
+ *    when the tables fit in three quarters of it, so the reads that follow
+ *    find their blocks in memory;
  *  - leveled compaction with dynamic level bytes: the smallest space
- *    amplification (~1.1x) for data that is never overwritten, which keeps
- *    the bytes per key near their floor (16 B key + 8 B sequence/type + ~3 B
- *    of block encoding and filter ~= 27 B/key with digests); 16 KiB blocks
- *    so the index stays small;
- *  - compression: LZ4 (digests are incompressible but the bottom level's
- *    zeroed sequence numbers are not; whole keys compress well), ZSTD at the
- *    bottom level for whole keys;
+ *    amplification (~1.1x) for data that is never overwritten.  Ingested
+ *    files of random digests overlap every other file, so each lands in
+ *    level 0 and a present-key read probes the filter of every level-0
+ *    file before the one that holds it; the default trigger (4 files)
+ *    merges them into the bottom level soon after;
  *  - two background jobs (compaction and flush) -- the machine's cores.
+ * Lookups are MultiGet of a chunk (4096 keys), which RocksDB sorts and
+ * walks file by file.
  *
  * ---- How keys are written (params.sync) ---------------------------------------
  * Each decide() or record() call records its new keys before it returns,
@@ -74,8 +105,10 @@
  *  - DEDUP_STORE_SYNC_NONE: as BATCH without the log: a kill -9 loses the
  *    keys since the last ingestion; for rebuildable data.
  * Lookups ask the pending table before RocksDB, so every mode answers the
- * same.  A read-only open does not see a pending log left by a killed run
- * (the next writable open ingests it).
+ * same.  A read-only open reads a pending log left by a killed run (or
+ * being written by the run that holds the store) into its pending table:
+ * those keys are answered present and counted in info.keys; the log
+ * stays for the next writable open, which ingests it.
  * The other direction is the caller's: keys recorded by a decide() whose
  * records were never written out (a crash between the two) stay recorded,
  * so those records are lost to the next run -- at most one batch.
@@ -136,6 +169,8 @@ typedef struct dedup_store_params {
                                otherwise must equal the stored expiry */
     dedup_store_sync sync;  /* default BATCH */
     uint64_t block_cache;   /* bytes of data-block cache; default 32 MiB */
+    bool absent_screened;   /* a filter in front answers most absent keys:
+                               no filter in the bottom level (see above) */
     /* The clock for expiry, seconds since the epoch; NULL = time(). */
     int64_t (*clock)(void *ctx);
     void *clock_ctx;

@@ -119,6 +119,13 @@ for round in 1 2 3 4 5; do
     # whole lines only: a record cut by the kill was not written out
     python3 -c "import sys; d=open(sys.argv[1],'rb').read(); open(sys.argv[2],'wb').write(d[:d.rfind(b'\n')+1])" "$T/k$round" "$T/k${round}.whole"
     n=$(wc -l < "$T/k${round}.whole")
+    if [ "$mode" = batch ] && [ $round = 1 ]; then
+        # store info (read-only) counts the killed run's pending log: every key
+        # written out, and at most the batch decided but not yet written
+        keys=$("$DEDUP" store info --json "$k" | python3 -c "import json,sys; print(json.load(sys.stdin)['keys'])")
+        check "store info after kill -9 counts the pending log ($keys keys, $n written out)" \
+            test "$keys" -ge "$n" -a "$keys" -le $((n + 8192))
+    fi
     "$DEDUP" --store "$k" --sync $mode "$T/k${round}.whole" > "$T/again"
     check "kill $round ($mode): none of the $n keys written out before kill -9 is new again" test ! -s "$T/again"
 done
