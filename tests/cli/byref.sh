@@ -82,29 +82,9 @@ check "it did spill" grep -q "the rest through" "$T/err"
 # yet, so the run blocks in write(2) early; then the file is changed and
 # the pipe drained.
 gen "$T/src" 400000 400000 $((SEED + 4))
-changed() { # changed DESC WHAT EXPECTED_MESSAGE
-    cp "$T/src" "$T/in"
-    rm -f "$T/fifo"; mkfifo "$T/fifo"
-    "$DEDUP" "$T/in" > "$T/fifo" 2> "$T/err" &
-    local pid=$!
-    exec 3< "$T/fifo"
-    if ! wait_until 20 blocked_writing_pipe "$pid"; then fail "$1: never blocked"; fi
-    case $2 in
-    truncate) truncate -s 1000 "$T/in" ;;
-    append) echo appended >> "$T/in" ;;
-    rewrite) printf 'X' | dd of="$T/in" bs=1 seek=10 conv=notrunc 2> /dev/null ;;
-    esac
-    cat <&3 > /dev/null
-    exec 3<&-
-    wait "$pid"
-    local rc=$?
-    check "$1: exit 1 (got $rc)" test "$rc" -eq 1
-    check "$1: message" grep -q "$3" "$T/err"
-    check "$1: names the file" grep -q "$T/in" "$T/err"
-}
-changed "cut shorter" truncate "shrank"
-changed "grown" append "changed while"
-changed "rewritten" rewrite "modified while"
+changed_mid_run "cut shorter" truncate "$T/in" "$T/src" "shrank" "$DEDUP" "$T/in"
+changed_mid_run "grown" append "$T/in" "$T/src" "changed while" "$DEDUP" "$T/in"
+changed_mid_run "rewritten" rewrite "$T/in" "$T/src" "modified while" "$DEDUP" "$T/in"
 
 # Memory per distinct key (getrusage of the child): the mapped file's pages
 # count in the peak, the set about 11-21 bytes per key; the copying path

@@ -13,26 +13,9 @@ set -u
 REF="python3 $SRC/tests/cli/lib/ref_dedup.py"
 export LC_ALL=C
 unset DEDUP_EXTREF DEDUP_NO_EXTREF
-gen() { # gen FILE LINES DISTINCT SEED [-n: no last newline]
-    python3 - "$@" <<'PY'
-import random, sys
-path, n, k, seed = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
-r = random.Random(seed)
-vals = []
-for i in range(k):
-    kind = r.random()
-    if kind < 0.03: vals.append(b"")
-    elif kind < 0.08: vals.append(b"  Mixed Case\t%d \r" % (i % 7))
-    elif kind < 0.12: vals.append(bytes([r.randrange(256) for _ in range(r.randrange(1, 60))]).replace(b"\n", b"x").replace(b"\0", b"y") + b"\0in")
-    else: vals.append(b"https://host%d.example/%d/f%d/%s" % (i % 50, i, i % 13, b"p" * r.randrange(0, 120)))
-out = b"\n".join(vals[int(r.random() ** 2 * k)] for _ in range(n))
-if len(sys.argv) < 6: out += b"\n"
-open(path, "wb").write(out)
-PY
-}
-same() { # same DESC EXPECTED ACTUAL
-    if cmp -s "$2" "$3"; then pass; else fail "$1"; diff <(od -c "$2" | head -20) <(od -c "$3" | head -20) | head -5 >&2; fi
-}
+GEN_STYLE=urls
+export GEN_STYLE
+. "$SRC/tests/cli/lib/byref_inputs.sh"
 byref() { grep -q 'by reference' "$1"; }
 gen "$T/a" 40000 15000 "$SEED"
 gen "$T/b" 8000 5000 $((SEED + 1)) -n
