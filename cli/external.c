@@ -234,8 +234,8 @@ static dedup_status dd_spill_create(dd_spill **out, const dd_external_opts *o, u
     /* A record that is its own key and longer than budget/16 is kept by the
      * engine in a temporary file, not in its table, and written out from
      * there in pieces (the feeder hands such records over in pieces too). */
-    if (dd_keyspec_identity(o->key) && !xr)
-        p.emit_piece = ext_emit_piece;
+    if (dd_keyspec_identity(o->key))
+        p.emit_piece = ext_emit_piece; /* by reference too: see dd_extref_piece() */
     p.raw_frames = xr != NULL; /* references are digests: LZ4 cannot shrink them */
     dedup_status st = dedup_extsort_create(&p, cli_allocator(), &s->es);
     if (st) {
@@ -405,7 +405,7 @@ int dd_run_external(const dd_external_opts *o, char **files, int nfiles)
         /* Records longer than the feeder's buffer come in pieces and go to
          * the engine that way, never whole (when they are their own key). */
         dd_feeder_opts fo = {.term = o->term, .key = o->key, .hash = true, .seed = o->seed,
-                             .pieces = dd_keyspec_identity(o->key) && !xr};
+                             .pieces = dd_keyspec_identity(o->key)};
         int e = dd_feeder_open(&fd, files[fi], &fo);
         if (e) {
             cli_error("%s: %s", files[fi], strerror(e));
@@ -416,8 +416,11 @@ int dd_run_external(const dd_external_opts *o, char **files, int nfiles)
         uint64_t before = bytes_in, got = 0;
         const dd_block *blk;
         while (st == DEDUP_OK && !dd_stop_signal && (blk = dd_feeder_next(fd)) != NULL) {
-            if (blk->piece)
+            if (blk->piece) {
+                if (xr)
+                    dd_extref_piece(xr, fi, blk);
                 st = dd_spill_push_piece(sp, blk->rec[0], blk->rlen[0], blk->piece);
+            }
             else if (!xr)
                 st = dd_spill_push(sp, blk->n, blk->rec, blk->rlen, blk->key, blk->klen, blk->dig);
             else {

@@ -229,6 +229,17 @@ const dd_extref_batch *dd_extref_block(dd_extref *x, int fi, const dd_block *b, 
     return &x->b;
 }
 
+void dd_extref_piece(dd_extref *x, int fi, const dd_block *b)
+{
+    if (fi != x->bfi) {
+        x->bfi = fi;
+        x->next_off = x->f[fi].start;
+    }
+    x->next_off += b->rlen[0];
+    if (b->piece & DD_PIECE_LAST)
+        x->next_off++; /* past the record's terminator */
+}
+
 void dd_extref_block_done(dd_extref *x)
 {
     x->blk = NULL;

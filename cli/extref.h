@@ -89,6 +89,13 @@ const dd_extref_batch *dd_extref_block(dd_extref *x, int fi, const dd_block *b, 
  * read (dd_extref_error() says what; the caller reports it). */
 int dd_extref_emit(dd_extref *x, dd_writer *w, const void *ref, size_t len);
 
+/* Block 'b' of file 'fi' is a piece of a record longer than the feeder's
+ * buffer (b->piece): such records are carried whole to the engine's giant
+ * path (dd_spill_push_piece), not referenced, so that memory stays bounded
+ * whatever a record's length; this only moves the offsets past it.  Equal
+ * records have equal lengths, so they always take the same road. */
+void dd_extref_piece(dd_extref *x, int fi, const dd_block *b);
+
 /* Ends the current block's life (the feeder reuses it). */
 void dd_extref_block_done(dd_extref *x);
 

@@ -50,6 +50,24 @@ $REF "$T/short" > "$T/ref"
 same "short records by reference" "$T/ref" "$T/out"
 export DEDUP_EXTREF=1
 
+# records longer than the reader's buffer among referenced ones: they go to
+# the engine's giant path whole (in pieces), the others by reference, and
+# the offsets of those after a giant stay right; memory stays bounded
+python3 -c "
+import random; r = random.Random($SEED)
+big = [bytes([97 + i]) * (3 << 20) for i in range(3)]
+lines = [b'https://example.org/%d/%s' % (r.randrange(300), b'q' * r.randrange(40)) for _ in range(3000)]
+for i in range(0, 3000, 500): lines.insert(i + r.randrange(400), big[r.randrange(3)])
+open('$T/mixed', 'wb').write(b'\\n'.join(lines) + b'\\n')"
+for o in "" -D -c -u; do
+    # shellcheck disable=SC2086
+    $REF $o "$T/mixed" > "$T/ref"
+    # shellcheck disable=SC2086
+    "$DEDUP" -m 1M $o --stats "$T/mixed" > "$T/out" 2> "$T/err"
+    check "giant records among references ($o): by reference" byref "$T/err"
+    same "giant records among references ($o)" "$T/ref" "$T/out"
+done
+
 # every output kind and key option, files against the pipe and the reference
 for m in 1M 4M; do
     for o in "" -D -c -u -f_2_-d_/ -i --trim "-c_-i_--trim" "-u_-f_1_-d_."; do
