@@ -256,8 +256,14 @@ static void test_sparse_matches_dense(void **state)
                 for (uint64_t r = 0; r < m; r++)
                     assert_int_equal(dedup_hll_register(sp, r), dedup_hll_register(de, r));
                 uint64_t n = i + 1 < 2 * m ? i + 1 : 2 * m;
-                double e = fabs(dedup_hll_estimate(sp) - (double)n) / (double)n;
-                assert_true(e <= 5 * dedup_hll_std_error(sp) + (dedup_hll_is_sparse(sp) ? 1e-9 : 0));
+                /* Sparse estimates count distinct 25-bit prefixes, so two
+                 * keys sharing one read as one: a whole-key step the
+                 * asymptotic error does not cover at small n. The number of
+                 * such pairs is about Poisson(n^2 / 2^26), under 0.02 here;
+                 * allow three (P(>= 4) < 1e-8 per check). */
+                double slack = dedup_hll_is_sparse(sp) ? 3.0 : 0.0;
+                double err = fabs(dedup_hll_estimate(sp) - (double)n);
+                assert_true(err <= 5 * dedup_hll_std_error(sp) * (double)n + slack);
             }
         }
         free(prefixes);
