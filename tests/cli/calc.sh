@@ -3,6 +3,7 @@
 # clear errors.  Needs $DEDUP (the built tool) and python3.
 set -u
 DEDUP=${DEDUP:?set DEDUP to the dedup binary}
+. "$(dirname "$0")/lib/python.sh"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fails=0

@@ -2,6 +2,7 @@
 # started in a temp dir, all stopped by the EXIT trap even on failure.
 # Every wait is a bounded loop.  Needs: redis-server, redis-cli, python3.
 set -u
+. "$(dirname "${BASH_SOURCE[0]}")/../../../tests/cli/lib/python.sh"
 REDIS_SERVER=${REDIS_SERVER:-redis-server}
 REDIS_CLI=${REDIS_CLI:-redis-cli}
 RT_DIR=$(mktemp -d "${TMPDIR:-/tmp}/dedup-redis-test.XXXXXX")

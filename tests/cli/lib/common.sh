@@ -1,5 +1,6 @@
 # Shared by the CLI tests: a temp dir, failure reporting, a seed.
 set -u
+. "$(dirname "${BASH_SOURCE[0]}")/python.sh"
 : "${DEDUP:?DEDUP must point at the built dedup binary}"
 SRC=${DEDUP_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}
 T=$(mktemp -d "${TMPDIR:-/tmp}/dedup-test.XXXXXX")

@@ -1,6 +1,7 @@
 # Shared by the `dedup filter` tests: run a command in the current directory
 # and check its exit status (and, for errors, its message).  The caller sets
 # fails=0 first and reports it at the end.
+. "$(dirname "${BASH_SOURCE[0]}")/python.sh"
 fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
 
 # expect RC CMD... : runs CMD (stdout -> out, stderr -> err), checks its status.
