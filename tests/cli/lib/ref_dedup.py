@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """A deliberately naive reference for `dedup`'s line filter, used by the CLI
 property tests: the same options, implemented the obvious way with a dict."""
-import sys
+import re, sys
+
+FOLD = bytes(c + 32 if 65 <= c <= 90 else c for c in range(256))
 
 def main(argv):
     term = b"\n"
@@ -26,7 +28,6 @@ def main(argv):
         elif a == "-u": out = "unique"
         else: files.append(a)
         i += 1
-    data = b"".join(open(f, "rb").read() for f in files) if files else sys.stdin.buffer.read()
     # files are concatenated record-wise: a file without a final terminator
     # still ends its record (as dedup reads files one after another)
     if files:
@@ -38,7 +39,7 @@ def main(argv):
                 if parts[-1] == b"": parts.pop()
                 recs.extend(parts)
     else:
-        recs = data.split(term)
+        recs = sys.stdin.buffer.read().split(term)
         if recs and recs[-1] == b"": recs.pop()
     ws = b" \t\r\n\v\f"
     def key(r):
@@ -47,17 +48,9 @@ def main(argv):
             parts = k.split(delim)
             k = parts[field - 1] if field <= len(parts) else b""
         if trim: k = k.strip(ws)
-        if squeeze:
-            o = bytearray(); sp = False
-            for c in k:
-                if c in ws:
-                    if not sp: o += b" "
-                    sp = True
-                else:
-                    o.append(c); sp = False
-            k = bytes(o)
+        if squeeze: k = re.sub(rb"[ \t\r\n\v\f]+", b" ", k)  # each run of blanks: one space
         if prefix and k.startswith(prefix): k = k[len(prefix):]
-        if fold: k = bytes(c + 32 if 65 <= c <= 90 else c for c in k)
+        if fold: k = k.translate(FOLD)  # ASCII A-Z only, as dedup -i
         return k
     w = sys.stdout.buffer
     seen = {}
