@@ -34,7 +34,7 @@ PY
 combos=("" "-i" "--trim" "--squeeze" "--strip-prefix id:" "-f 1" "-f 2 -i" "-f 1 --trim -i"
         "-f 3" "-i --trim --squeeze")
 routes=("-N 1" "-N 5" "--nodes a,b=2,c" "--nodes n1,n2,n3,n4,n5,n6,n7=0.5")
-for round in 1 2; do
+for round in $(seq "$(rounds 2)"); do
     s=$((SEED + round))
     gen "$s" 2000 "$T/in"
     for c in "${combos[@]}"; do

@@ -24,7 +24,7 @@ PY
 }
 
 # --- against the reference ------------------------------------------------------------
-for round in 1 2; do
+for round in $(seq "$(rounds 2)"); do
     s=$((SEED + round))
     gen "$s" 4000 "$T/in" 1
     gen "$s" 4000 "$T/in_ms" 1000

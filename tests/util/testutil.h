@@ -18,6 +18,18 @@
  * Printed once to stderr so a failure can be replayed. */
 uint64_t tu_seed(void);
 
+/* Under ThreadSanitizer, whose engine runs several times slower, a loop over
+ * k variants may run every k-th one from an offset the seed picks: each run
+ * covers a share, and the seeds of successive runs cover them all.  In the
+ * other builds the loop runs every variant. */
+#ifdef DEDUP_TSANITIZED
+#define TU_TSAN_FIRST(k) ((int)(tu_seed() % (uint64_t)(k)))
+#define TU_TSAN_STEP(k) (k)
+#else
+#define TU_TSAN_FIRST(k) 0
+#define TU_TSAN_STEP(k) 1
+#endif
+
 /* splitmix64 PRNG. */
 typedef struct tu_rng { uint64_t s; } tu_rng;
 static inline uint64_t tu_next(tu_rng *r)

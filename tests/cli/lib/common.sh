@@ -9,6 +9,19 @@ FAILS=0
 PASSES=0
 SEED=${DEDUP_TEST_SEED:-$(( $(date +%s) % 1000000 ))}
 echo "test seed: $SEED (set DEDUP_TEST_SEED to replay)"
+# sized N [DIVISOR]: a count of records for an input, N in an optimised
+# build and N / DIVISOR (default 4) under a sanitizer, whose binary runs
+# several times slower: the same cases, smaller inputs.  Callers keep the
+# sanitized size above every threshold the case needs (blocks, budgets).
+sized() {
+    if [ -n "${DEDUP_SANITIZER:-}" ]; then echo $(( $1 / ${2:-4} )); else echo "$1"; fi
+}
+# rounds N: how many seeded random inputs a property test draws: N in an
+# optimised build, half (at least one) under a sanitizer.  Each round is the
+# same cases on another input; the seed printed above replays them all.
+rounds() {
+    if [ -n "${DEDUP_SANITIZER:-}" ]; then echo $(( $1 > 1 ? $1 / 2 : 1 )); else echo "$1"; fi
+}
 fail() { echo "FAIL: $*" >&2; FAILS=$((FAILS + 1)); }
 pass() { PASSES=$((PASSES + 1)); }
 check() { # check DESC CMD...: passes when CMD succeeds
