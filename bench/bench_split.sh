@@ -5,7 +5,7 @@
 # writes, and must not be the slow step of a cluster job).  Then the ring
 # (--nodes with 16 names) the same way, and `split -N 16 < FILE` (standard
 # input: the feeder's road, which pipes and --filter take; a named regular
-# file is mapped and split on both threads, cli/split_mapped.c).  Besides
+# file is mapped and split on both threads, cli/split_file.c).  Besides
 # wall time, user + system seconds: less sensitive to a loaded machine.
 #
 #   bench/bench_split.sh [LINES=20000000] [ROUNDS=3]

@@ -1,6 +1,6 @@
 /*
  * bench_split_stages.c - what each step of `dedup split -N 16` costs, alone,
- * on one thread: the same steps as cli/split_mapped.c, one more per stage,
+ * on one thread: the same steps as cli/split_file.c, one more per stage,
  * so the CPU seconds of consecutive stages (from /usr/bin/time) give each
  * step's price.  bench_split.sh runs it after the split/cat rounds.
  *
@@ -8,7 +8,7 @@
  *
  *   lines  read FILE (1 MiB blocks, as split does), find every line end
  *          (64 bytes at a time, a bit mask of the newlines: SSE2, as
- *          split_mapped.c)
+ *          split_file.c)
  *   hash   + XXH3-128 of every line (dedup_hash, the seed split uses)
  *   jump   + its part among 16 (dedup_jump_digest_batch, 8192 keys a call)
  *   copy   + append the line to its part's 1 MiB buffer (emptied, not

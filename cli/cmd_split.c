@@ -10,7 +10,7 @@
  *   -> a file (-o) or a filter's standard input (--filter)
  *
  * A regular input file split into -o files takes the faster road of
- * split_mapped.c instead (both threads reading, cutting, hashing, routing
+ * split_file.c instead (both threads reading, cutting, hashing, routing
  * and writing); pipes, standard input and filters take the feeder's.  Both
  * put the same records in the same parts in the same order.
  *
@@ -538,15 +538,15 @@ int cmd_split(int argc, char **argv)
             split_route route = {.parts = parts, .n = n, .ring = ring, .key = &o.key,
                                  .term = o.term};
             int read_errno = 0;
-            int m = split_mapped(&route, files[fi], &read_errno);
-            if (m == SPLIT_MAPPED_DONE)
+            int m = split_file(&route, files[fi], &read_errno);
+            if (m == SPLIT_FILE_DONE)
                 continue;
-            if (m == SPLIT_MAPPED_STOPPED ||
-                (m == SPLIT_MAPPED_WRITE_ERROR && dd_stop_signal)) { /* EINTR */
+            if (m == SPLIT_FILE_STOPPED ||
+                (m == SPLIT_FILE_WRITE_ERROR && dd_stop_signal)) { /* EINTR */
                 failed = true;
                 break;
             }
-            if (m == SPLIT_MAPPED_WRITE_ERROR) {
+            if (m == SPLIT_FILE_WRITE_ERROR) {
                 for (size_t i = 0; i < n; i++)
                     if (parts[i].w.error) {
                         cli_error("%s: write error on %s: %s", CMD, parts[i].path,
@@ -557,20 +557,20 @@ int cmd_split(int argc, char **argv)
                 failed = true;
                 break;
             }
-            if (m == SPLIT_MAPPED_SHRANK) {
+            if (m == SPLIT_FILE_SHRANK) {
                 cli_error("%s: %s: the file shrank while it was being split; no part was written",
                           CMD, files[fi]);
                 rc = CLI_EXIT_FAIL;
                 failed = true;
                 break;
             }
-            if (m == SPLIT_MAPPED_READ_ERROR) {
+            if (m == SPLIT_FILE_READ_ERROR) {
                 cli_error("%s: %s: read error: %s", CMD, files[fi], strerror(read_errno));
                 rc = CLI_EXIT_USAGE; /* as the feeder's road */
                 failed = true;
                 break;
             }
-            if (m == SPLIT_MAPPED_NOMEM) {
+            if (m == SPLIT_FILE_NOMEM) {
                 cli_error("%s: out of memory", CMD);
                 rc = CLI_EXIT_FAIL;
                 failed = true;

@@ -1,5 +1,5 @@
 /*
- * split.h - what cmd_split.c shares with split_mapped.c: a part (one output
+ * split.h - what cmd_split.c shares with split_file.c: a part (one output
  * of `dedup split`) and the two-thread engine for a regular input file.
  */
 #ifndef DEDUP_CLI_SPLIT_H
@@ -35,28 +35,28 @@ typedef struct split_route {
     unsigned char term;
 } split_route;
 
-/* Outcome of split_mapped(). */
+/* Outcome of split_file(). */
 enum {
-    SPLIT_MAPPED_DONE = 0,   /* the whole file went into the parts */
-    SPLIT_MAPPED_NOT_USED,   /* not a case for it (not a regular file, empty,
-                                cannot be mapped): nothing was read */
-    SPLIT_MAPPED_STOPPED,    /* a stop signal came: the parts are incomplete */
-    SPLIT_MAPPED_WRITE_ERROR,/* a part's writer failed (its w.error says why) */
-    SPLIT_MAPPED_NOMEM,
-    SPLIT_MAPPED_SHRANK,     /* the file ended before the size it had at the start */
-    SPLIT_MAPPED_READ_ERROR  /* a read failed (errno in *read_errno) */
+    SPLIT_FILE_DONE = 0,   /* the whole file went into the parts */
+    SPLIT_FILE_NOT_USED,   /* not a case for it (not a regular file, empty,
+                              cannot be opened): nothing was read */
+    SPLIT_FILE_STOPPED,    /* a stop signal came: the parts are incomplete */
+    SPLIT_FILE_WRITE_ERROR,/* a part's writer failed (its w.error says why) */
+    SPLIT_FILE_NOMEM,
+    SPLIT_FILE_SHRANK,     /* the file ended before the size it had at the start */
+    SPLIT_FILE_READ_ERROR  /* a read failed (errno in *read_errno) */
 };
 
 /* Splits the regular file 'path' on two threads (the caller's and one
  * more): each thread reads (pread), cuts, keys, hashes and routes every
  * other 1 MiB block of the file, and writes the block's records, grouped
- * by part, with pwrite(2) at the offsets the blocks before it leave (the
- * name is from when the file was mapped).  Only for parts that are
+ * by part, with pwrite(2) at the offsets the blocks before it leave.  Only
+ * for parts that are
  * regular files being written (no filter: a write to them never blocks for
  * long, so a stop signal is seen within a block); the writers are flushed
  * first and each part file's offset is left at its end.  The records go
  * into each part in input order, as the feeder's path puts them.  The file
  * is split up to the size it has when opened. */
-int split_mapped(const split_route *r, const char *path, int *read_errno);
+int split_file(const split_route *r, const char *path, int *read_errno);
 
 #endif

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `dedup split` of a regular file (cli/split_mapped.c: two threads)
+# `dedup split` of a regular file (cli/split_file.c: two threads)
 # puts exactly what the feeder's path (standard input) puts in every part,
 # byte for byte and in order: files of several 1 MiB blocks with records of
 # every length around the copy sizes (0..130 bytes), empty records, records
@@ -47,12 +47,12 @@ same_parts() {
     pass
 }
 
-# split ARGS... -- INPUT: the mapped path (file argument) and the feeder's
+# split ARGS... -- INPUT: the file road (file argument) and the feeder's
 # (standard input) into $T/m and $T/f
 both() {
     local desc=$1 in=$2; shift 2
     rm -rf "$T/m" "$T/f"; mkdir "$T/m" "$T/f"
-    "$DEDUP" split "$@" -o "$T/m/p-%s" "$in" 2> "$T/err" || { fail "$desc: mapped: $(head -c 300 "$T/err")"; return; }
+    "$DEDUP" split "$@" -o "$T/m/p-%s" "$in" 2> "$T/err" || { fail "$desc: file road: $(head -c 300 "$T/err")"; return; }
     "$DEDUP" split "$@" -o "$T/f/p-%s" < "$in" 2> "$T/err" || { fail "$desc: stdin: $(head -c 300 "$T/err")"; return; }
     same_parts "$desc" "$T/m" "$T/f"
 }
@@ -93,14 +93,14 @@ same_parts "files and - mixed" "$T/m" "$T/f"
 # --stats counts the same on both roads
 "$DEDUP" split -N 5 --stats=json -o "$T/m/s-%s" "$T/nonl" 2> "$T/s1"
 "$DEDUP" split -N 5 --stats=json -o "$T/f/s-%s" < "$T/nonl" 2> "$T/s2"
-check "--stats: mapped = stdin" python3 - "$T/s1" "$T/s2" <<'PY'
+check "--stats: file road = stdin" python3 - "$T/s1" "$T/s2" <<'PY'
 import json, sys
 a, b = (json.load(open(p)) for p in sys.argv[1:])
 assert a["records"] == b["records"] and a["bytes"] == b["bytes"], (a, b)
 assert [(p["records"], p["bytes"]) for p in a["per_part"]] == [(p["records"], p["bytes"]) for p in b["per_part"]]
 PY
 
-# a write error on the mapped road (a file size limit: EFBIG): exit 1, the
+# a write error on the file road (a file size limit: EFBIG): exit 1, the
 # file named, no part and no temporary left
 rm -rf "$T/o"; mkdir "$T/o"
 (trap '' XFSZ; ulimit -f 512; exec "$DEDUP" split -N 3 -o "$T/o/%s" "$T/nl") 2> "$T/err"

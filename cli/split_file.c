@@ -1,5 +1,5 @@
 /*
- * split_mapped.c - `dedup split` of a regular file on two threads (see
+ * split_file.c - `dedup split` of a regular file on two threads (see
  * split.h).
  *
  * Why: the feeder's path (cmd_split.c) reads on one thread and does all the
@@ -34,7 +34,7 @@
  * dd_stop_signal at every block and in its waits (100 ms at most), and
  * writes to regular files do not block for long, so a stop is seen within
  * a block.  The file's size is taken when it is opened; a file cut shorter
- * during the split gives a short read and SPLIT_MAPPED_SHRANK (the caller
+ * during the split gives a short read and SPLIT_FILE_SHRANK (the caller
  * removes the parts), one that grows is split up to that size.
  */
 #define _GNU_SOURCE /* pread, pwrite, posix_fadvise */
@@ -67,7 +67,7 @@ typedef struct engine {
     pthread_cond_t cv;
     uint64_t *ends;    /* part -> bytes of it from the blocks published (under mu) */
     uint64_t next_pub; /* the next block to publish its ends (under mu) */
-    int outcome;       /* first failure, SPLIT_MAPPED_DONE if none (under mu) */
+    int outcome;       /* first failure, SPLIT_FILE_DONE if none (under mu) */
     int error;         /* errno of a read or write error (under mu) */
     size_t error_part; /* the part of a write error */
 } engine;
@@ -165,7 +165,7 @@ static inline bool take(worker *w, const split_route *r, bool identity, size_t *
     return true;
 }
 
-/* Reads [off, off + len) of the file into 'buf': SPLIT_MAPPED_DONE, or
+/* Reads [off, off + len) of the file into 'buf': SPLIT_FILE_DONE, or
  * SHRANK (the end of the file came first), or READ_ERROR (errno in *err). */
 static int read_at(const engine *e, unsigned char *buf, uint64_t off, size_t len, int *err)
 {
@@ -175,15 +175,15 @@ static int read_at(const engine *e, unsigned char *buf, uint64_t off, size_t len
             continue;
         if (got < 0) {
             *err = errno;
-            return SPLIT_MAPPED_READ_ERROR;
+            return SPLIT_FILE_READ_ERROR;
         }
         if (got == 0)
-            return SPLIT_MAPPED_SHRANK;
+            return SPLIT_FILE_SHRANK;
         buf += got;
         off += (uint64_t)got;
         len -= (size_t)got;
     }
-    return SPLIT_MAPPED_DONE;
+    return SPLIT_FILE_DONE;
 }
 
 /* Room for 'need' bytes and SLACK more in the read buffer. */
@@ -210,7 +210,7 @@ static bool buf_room(worker *w, size_t need)
  * found 64 bytes at a time (a bit mask, no call per record) and each
  * record is hashed as it is found, while its bytes are in the first-level
  * cache; the owners come in one batch (dedup_jump_digest_batch or
- * dedup_ring_lookup_batch).  Returns SPLIT_MAPPED_DONE or the failure. */
+ * dedup_ring_lookup_batch).  Returns SPLIT_FILE_DONE or the failure. */
 static int cut_block(worker *w, uint64_t k, size_t *n_out, int *err)
 {
     engine *e = w->e;
@@ -222,23 +222,23 @@ static int cut_block(worker *w, uint64_t k, size_t *n_out, int *err)
     uint64_t from = k ? bstart - 1 : 0;
     size_t got = (size_t)(bend - from), st = 0;
     if (!buf_room(w, got))
-        return SPLIT_MAPPED_NOMEM;
+        return SPLIT_FILE_NOMEM;
     int rc = read_at(e, w->buf, from, got, err);
-    if (rc != SPLIT_MAPPED_DONE)
+    if (rc != SPLIT_FILE_DONE)
         return rc;
     if (k) {
         const unsigned char *t = memchr(w->buf, term, got);
         if (!t || from + (uint64_t)(t - w->buf) + 1 >= bend)
-            return SPLIT_MAPPED_DONE; /* no record starts here: a long one goes on */
+            return SPLIT_FILE_DONE; /* no record starts here: a long one goes on */
         st = (size_t)(t - w->buf) + 1;
     }
     size_t lim = got;
     while (w->buf[lim - 1] != term && from + got < e->size) { /* the last record's end */
         size_t more = e->size - (from + got) < EXTRA ? (size_t)(e->size - (from + got)) : EXTRA;
         if (!buf_room(w, got + more))
-            return SPLIT_MAPPED_NOMEM;
+            return SPLIT_FILE_NOMEM;
         rc = read_at(e, w->buf + got, from + got, more, err);
-        if (rc != SPLIT_MAPPED_DONE)
+        if (rc != SPLIT_FILE_DONE)
             return rc;
         const unsigned char *t = memchr(w->buf + got, term, more);
         got += more;
@@ -255,7 +255,7 @@ static int cut_block(worker *w, uint64_t k, size_t *n_out, int *err)
             const unsigned char *q = c + __builtin_ctzll(m);
             m &= m - 1;
             if (!take(w, r, identity, &n, rec, (size_t)(q - rec)))
-                return SPLIT_MAPPED_NOMEM;
+                return SPLIT_FILE_NOMEM;
             rec = q + 1;
         }
     }
@@ -265,17 +265,17 @@ static int cut_block(worker *w, uint64_t k, size_t *n_out, int *err)
         if (!q)
             break;
         if (!take(w, r, identity, &n, rec, (size_t)(q - rec)))
-            return SPLIT_MAPPED_NOMEM;
+            return SPLIT_FILE_NOMEM;
         rec = c = q + 1;
     }
     if (rec < end && !take(w, r, identity, &n, rec, (size_t)(end - rec)))
-        return SPLIT_MAPPED_NOMEM; /* the file's last record, without terminator */
+        return SPLIT_FILE_NOMEM; /* the file's last record, without terminator */
     if (r->ring)
         dedup_ring_lookup_batch(r->ring, w->dig, n, w->own);
     else
         dedup_jump_digest_batch(w->dig, n, (uint32_t)r->n, w->own);
     *n_out = n;
-    return SPLIT_MAPPED_DONE;
+    return SPLIT_FILE_DONE;
 }
 
 /* Copies the n records of a block into the staging buffer, grouped by part
@@ -283,7 +283,7 @@ static int cut_block(worker *w, uint64_t k, size_t *n_out, int *err)
  * so a fixed 64- or 128-byte copy, which the compiler inlines, never
  * reaches the next group), and writes each group at its offset in its part
  * file (w->cnt: the offset, w->pos: end of the group after the copies).
- * Returns SPLIT_MAPPED_DONE or WRITE_ERROR (*err, *part). */
+ * Returns SPLIT_FILE_DONE or WRITE_ERROR (*err, *part). */
 static int write_block(worker *w, size_t n, int *err, size_t *part)
 {
     const engine *e = w->e;
@@ -320,21 +320,21 @@ static int write_block(worker *w, size_t n, int *err, size_t *part)
             if (put <= 0) {
                 *err = put < 0 ? errno : EIO;
                 *part = q;
-                return SPLIT_MAPPED_WRITE_ERROR;
+                return SPLIT_FILE_WRITE_ERROR;
             }
             src += put;
             off += (uint64_t)put;
         }
         start = stop + SLACK;
     }
-    return SPLIT_MAPPED_DONE;
+    return SPLIT_FILE_DONE;
 }
 
 /* Records a failure (the first one wins) and wakes the other thread.
  * Called with mu held. */
 static void fail_locked(engine *e, int outcome, int err, size_t part)
 {
-    if (e->outcome == SPLIT_MAPPED_DONE) {
+    if (e->outcome == SPLIT_FILE_DONE) {
         e->outcome = outcome;
         e->error = err;
         e->error_part = part;
@@ -370,7 +370,7 @@ static void work(worker *w)
         int err = 0, rc = cut_block(w, k, &n, &err);
         /* this block's bytes per part, and room to group them */
         size_t need = 0;
-        if (rc == SPLIT_MAPPED_DONE) {
+        if (rc == SPLIT_FILE_DONE) {
             memset(w->cnt, 0, r->n * sizeof *w->cnt);
             for (size_t i = 0; i < n; i++) {
                 w->cnt[w->own[i]] += w->rl[i] + 1;
@@ -388,21 +388,21 @@ static void work(worker *w)
                     w->stage = s;
                     w->stage_cap = nc;
                 } else {
-                    rc = SPLIT_MAPPED_NOMEM;
+                    rc = SPLIT_FILE_NOMEM;
                 }
             }
         }
         pthread_mutex_lock(&e->mu);
-        if (rc != SPLIT_MAPPED_DONE)
+        if (rc != SPLIT_FILE_DONE)
             fail_locked(e, rc, err, 0);
         for (;;) { /* block k - 1 published, or a failure, or a stop */
             if (t == 0 && dd_stop_signal)
-                fail_locked(e, SPLIT_MAPPED_STOPPED, 0, 0);
-            if (e->outcome != SPLIT_MAPPED_DONE || e->next_pub == k)
+                fail_locked(e, SPLIT_FILE_STOPPED, 0, 0);
+            if (e->outcome != SPLIT_FILE_DONE || e->next_pub == k)
                 break;
             wait_for(e, t);
         }
-        if (e->outcome != SPLIT_MAPPED_DONE) {
+        if (e->outcome != SPLIT_FILE_DONE) {
             pthread_mutex_unlock(&e->mu);
             return;
         }
@@ -415,7 +415,7 @@ static void work(worker *w)
         pthread_cond_broadcast(&e->cv);
         pthread_mutex_unlock(&e->mu);
         rc = write_block(w, n, &err, &part);
-        if (rc != SPLIT_MAPPED_DONE) {
+        if (rc != SPLIT_FILE_DONE) {
             pthread_mutex_lock(&e->mu);
             fail_locked(e, rc, err, part);
             pthread_mutex_unlock(&e->mu);
@@ -460,28 +460,28 @@ static void worker_free(worker *w)
     free(w->bytes);
 }
 
-int split_mapped(const split_route *r, const char *path, int *read_errno)
+int split_file(const split_route *r, const char *path, int *read_errno)
 {
     for (size_t i = 0; i < r->n; i++)
         if (!r->parts[i].tmp || r->parts[i].pid || r->parts[i].w.th)
-            return SPLIT_MAPPED_NOT_USED;
+            return SPLIT_FILE_NOT_USED;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
-        return SPLIT_MAPPED_NOT_USED;
+        return SPLIT_FILE_NOT_USED;
     struct stat st;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size <= 0) {
         close(fd);
-        return SPLIT_MAPPED_NOT_USED;
+        return SPLIT_FILE_NOT_USED;
     }
     (void)posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
-    int outcome = SPLIT_MAPPED_NOMEM;
+    int outcome = SPLIT_FILE_NOMEM;
     engine e;
     memset(&e, 0, sizeof e);
     e.route = r;
     e.fd = fd;
     e.size = (uint64_t)st.st_size;
     e.nblocks = (e.size + BLOCK - 1) / BLOCK;
-    e.outcome = SPLIT_MAPPED_DONE;
+    e.outcome = SPLIT_FILE_DONE;
     e.base = calloc(r->n, sizeof *e.base);
     e.ends = calloc(r->n, sizeof *e.ends);
     worker w[2];
@@ -496,7 +496,7 @@ int split_mapped(const split_route *r, const char *path, int *read_errno)
         if (!dd_writer_flush(&r->parts[i].w) || (at = lseek(r->parts[i].fd, 0, SEEK_CUR)) < 0) {
             if (!r->parts[i].w.error)
                 r->parts[i].w.error = errno ? errno : EIO;
-            outcome = SPLIT_MAPPED_WRITE_ERROR;
+            outcome = SPLIT_FILE_WRITE_ERROR;
             goto out;
         }
         e.base[i] = (uint64_t)at;
@@ -509,7 +509,7 @@ int split_mapped(const split_route *r, const char *path, int *read_errno)
     pthread_condattr_destroy(&ca);
     pthread_t th;
     if (pthread_create(&th, NULL, second_main, &w[1]) != 0) {
-        outcome = SPLIT_MAPPED_NOMEM;
+        outcome = SPLIT_FILE_NOMEM;
     } else {
         work(&w[0]);
         pthread_join(th, NULL);
@@ -521,13 +521,13 @@ int split_mapped(const split_route *r, const char *path, int *read_errno)
         split_part *p = &r->parts[i];
         p->records += w[0].records[i] + w[1].records[i];
         p->bytes += w[0].bytes[i] + w[1].bytes[i];
-        if (outcome == SPLIT_MAPPED_DONE &&
+        if (outcome == SPLIT_FILE_DONE &&
             lseek(p->fd, (off_t)(e.base[i] + e.ends[i]), SEEK_SET) < 0) {
             p->w.error = errno;
-            outcome = SPLIT_MAPPED_WRITE_ERROR;
+            outcome = SPLIT_FILE_WRITE_ERROR;
         }
     }
-    if (outcome == SPLIT_MAPPED_WRITE_ERROR && e.error)
+    if (outcome == SPLIT_FILE_WRITE_ERROR && e.error)
         r->parts[e.error_part].w.error = e.error;
     if (read_errno)
         *read_errno = e.error;
