@@ -97,6 +97,8 @@ bool ddi_win_st_rebuild(dedup_window *w, uint64_t extra)
         n = ddi_calloc(&w->alloc, (size_t)cap, sizeof(sentry));
         if (!n)
             return false;
+        /* Past the plan, most new keys probe it at a random place. */
+        ddi_win_advise_huge(n, (size_t)cap * sizeof(sentry));
     }
     w->st = n;
     w->st_cap = cap;
