@@ -117,16 +117,19 @@
  * (at most 500 moves) finds no room, the entry goes to an exact stash
  * (16 bytes per entry, at most half full): it keeps the key's bucket pair,
  * tag, fingerprint and 64 - f - t more bits of the digest, so it adds
- * nothing measurable to the rate and never loses a key.  A stash entry
- * leaves with its generation (removed in place: one sequential pass over
- * the stash when generations expire), or moves into the table when a
- * duplicate renews it (refresh) while one of its buckets has room; a stash
- * under 1/8 full shrinks and an empty one is freed.  So memory exceeds the
- * formula above only while the window holds more keys than the table fits
- * (a few percent above the plan) and until the generations of the keys
- * that overflowed expire, by 16 to 64 bytes per key in the stash.  A probe
- * of the stash reads about one cache line however far past the plan the
- * window runs.  Nothing fails except DEDUP_ERR_NOMEM.
+ * nothing measurable to the rate and never loses a key.  When generations
+ * expire, their stash entries are removed in place (one sequential pass
+ * over the stash), and the others move back into the table where it has
+ * room if its free slots are at least half as many as they (a window a
+ * little past its plan); far past the plan they stay, and leave with their
+ * generation, or for the table when a duplicate renews one (refresh) while
+ * its buckets have room.  A stash under 1/8 full shrinks, an empty one is
+ * freed.  So memory exceeds the formula above only while the window holds
+ * more keys than the table fits (a few percent above the plan) and until
+ * the keys that overflowed expire or move back, by 16 to 64 bytes per key
+ * in the stash at its fullest.  A probe of the stash reads about one cache
+ * line however far past the plan the window runs, and an expiry costs
+ * about what it freed.  Nothing fails except DEDUP_ERR_NOMEM.
  *
  * The verdicts are DEDUP_NEW and DEDUP_MAYBE_DUPLICATE, with these
  * guarantees, at any load:
@@ -152,7 +155,9 @@
  * The stats then count keys kept (fingerprints cannot tell keys apart
  * exactly), and a key expires with its generation as above.  A window
  * resumed from a saved state gives exactly the verdicts of an uninterrupted
- * run (the table, the stash, the kick generator's state are saved).
+ * run (the table, the stash, the kick generator's state are saved), except
+ * after an allocation failure while moving stash entries back, which can
+ * change which entries sit where, and so which false duplicates occur.
  *
  * Thread-safety: one writer.  seen(), advance_watermark(), load and free need
  * exclusive access; the const functions may run concurrently with each other
@@ -251,8 +256,9 @@ dedup_digest dedup_window_digest(const dedup_window *w, const void *key, size_t 
  * probe per consulted generation.  Approx: two buckets (two cache lines) per
  * call, plus a kick chain of at most 500 moves when both are full, plus one
  * probe of the stash when there is one; dropping a generation costs one
- * pass over the stash when there is one (nothing otherwise), reusing its
- * tag one pass over the table (once per generation span).
+ * pass over the stash when there is one (nothing otherwise; moving entries
+ * back, when it does, sorts them), reusing its tag one pass over the table
+ * (once per generation span).
  * Errors: DEDUP_ERR_RANGE (time outside [DEDUP_WINDOW_MIN_TIME,
  * DEDUP_WINDOW_MAX_TIME]; nothing changed), DEDUP_ERR_NOMEM (a table or
  * the stash could not be allocated: the key is not recorded and the record
@@ -278,7 +284,12 @@ dedup_status dedup_window_seen_batch(dedup_window *w, const dedup_digest *d,
  * not kept, no duplicate refreshes it, the maximum event time, the
  * watermark and the stats stay as they are.  A time above the maximum is
  * answered as if it had arrived (the generations it would expire cannot
- * hold a time within D of it anyway).  COUNT windows ignore 'time' and
+ * hold a time within D of it anyway), with one exception in approximate
+ * windows whose table overflowed: the expiry seen() would run can move
+ * entries from the stash into the table, where they match on the shorter
+ * fingerprint alone, so seen() may then answer MAYBE_DUPLICATE where the
+ * query said NEW (a false duplicate; never the reverse, and never a false
+ * NEW: a key kept within D is found either way).  COUNT windows ignore 'time' and
  * answer for the next record's index.  O(G) exact, two buckets approximate.
  * Errors: DEDUP_ERR_INVALID_ARG (NULL), DEDUP_ERR_RANGE (time outside the
  * limits).  Const: may run concurrently with other const calls. */

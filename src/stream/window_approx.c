@@ -15,15 +15,19 @@
  * accepts a match only if its tag is a live generation the lookup consults:
  * one union bound over 8 slots instead of one per generation.  When a kick
  * chain fails (more keys than planned) the key goes to an exact stash, a
- * hash table on (bucket pair, fingerprint, more digest bits); a stash entry
- * stays there until its generation expires, when it is removed in place (one
- * sequential pass over the stash, no sorting, no re-placing), or until a
- * duplicate renews it while one of its buckets has a free slot, when it
- * moves into the table.  Which slot or stash holds an entry never changes a
- * verdict except through the stash's longer fingerprints; where an entry
- * goes depends only on the table's live slots, the set of stash entries and
- * the kick generator, all saved, so a resumed window places everything as
- * the original would have (the stash's own layout never matters).
+ * hash table on (bucket pair, fingerprint, more digest bits).  When
+ * generations expire, their stash entries are removed in place (one
+ * sequential pass); the others move back into the table only when the
+ * table's free slots are at least half the stash (a window a little past
+ * its plan, whose stash then drains), in the order of (bucket, entry), so
+ * each expiry costs at most about what it freed.  Far past the plan the
+ * stash stays as it is, and its entries leave with their generations, or
+ * for the table when a duplicate renews one while its buckets have room.
+ * Which slot or stash holds an entry never changes a verdict except through
+ * the stash's longer fingerprints; where an entry goes depends only on the
+ * table's live slots, the set of stash entries and the kick generator, all
+ * saved, so a resumed window places everything as the original would have
+ * (the stash's own layout never matters).
  */
 #include "window_internal.h"
 
@@ -217,10 +221,37 @@ static void st_shrink(dedup_window *w)
         (void)ddi_win_st_rebuild(w, 0); /* shrinks, or frees; on failure keeps the array */
 }
 
+/* Moves the stash's entries into the table where it has room, in the
+ * order of (bucket, entry), so that a window resumed from a file, whose
+ * stash is laid out otherwise, moves the same ones; the rest are placed in
+ * the stash again.  Nothing changes when the sorted copy cannot be
+ * allocated. */
+static void stash_move_back(dedup_window *w)
+{
+    size_t n = (size_t)w->st_live, k = 0;
+    sentry *tmp = ddi_malloc(&w->alloc, n * sizeof(sentry));
+    if (!tmp)
+        return;
+    for (uint64_t i = 0; i < w->st_cap; i++)
+        if (w->st[i].v)
+            tmp[k++] = w->st[i];
+    qsort(tmp, n, sizeof(sentry), ddi_win_sentry_cmp);
+    memset(w->st, 0, (size_t)w->st_cap * sizeof(sentry));
+    w->st_used = w->st_live = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t slot = tmp[i].v & ((UINT64_C(1) << w->sbits) - 1);
+        if (!tab_place(w, tmp[i].b, alt_bucket(w, tmp[i].b, tmp[i].v & w->fmask), slot))
+            ddi_win_st_place(w, tmp[i].b, tmp[i].v); /* fits: no more than before */
+    }
+    ddi_free(&w->alloc, tmp);
+}
+
 /* After generations were dropped: the stash loses their entries, removed
- * in place by one pass over it; the other entries stay where they are (they
- * leave with their own generation, or for the table when renewed).  A stash
- * that is now mostly empty shrinks, an empty one is freed. */
+ * in place by one pass over it.  The others move back into the table when
+ * its free slots are at least half as many (bounded work: about what the
+ * expiry freed); otherwise they stay, to leave with their own generation
+ * or for the table when renewed.  A stash that is now mostly empty
+ * shrinks, an empty one is freed. */
 void ddi_win_ap_stash_settle(dedup_window *w)
 {
     for (uint64_t i = 0; i < w->st_cap; i++) {
@@ -228,6 +259,9 @@ void ddi_win_ap_stash_settle(dedup_window *w)
         if (e->v && w->tag_state[st_tag(w, e->v)] != TAG_LIVE)
             st_remove(w, i);
     }
+    uint64_t free_slots = w->nb * SLOTS_PER_BUCKET - w->tab_live;
+    if (w->st_live && w->st_live <= 2 * free_slots)
+        stash_move_back(w);
     st_shrink(w);
 }
 

@@ -4,13 +4,14 @@
  *
  * For every record: no false NEW (a key recorded within D is never NEW);
  * false duplicates among keys with no record within D + s at most at the
- * rate asked; the query answers what seen() then answers (expiry never moves
- * a stash entry into the table); a copy saved and loaded mid-run decides
+ * rate asked; the query answers what seen() then answers, except a NEW
+ * that seen() calls a duplicate after the expiry it ran moved stash entries
+ * into the table (dedup/window.h); a copy saved and loaded mid-run decides
  * exactly like the original and saves the same bytes at the end; memory
  * stays within the table plus 64 bytes per live key, and comes back to the
- * table alone once the keys expire.  With and without refresh, with and
- * without lateness.  Seeded (the seed is printed; DEDUP_TEST_SEED repeats
- * it).  Short: ~100,000 records in all.
+ * table alone once the keys expire.  Far past the plan and a little past
+ * it, with and without refresh, with and without lateness.  Seeded (the
+ * seed is printed; DEDUP_TEST_SEED repeats it).  Short: 150,000 records.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "testutil.h"
@@ -65,13 +66,14 @@ static dedup_window *load_mem(const unsigned char *buf, size_t len)
 }
 
 /* One stream, 'n' records about one per time unit, 60% of them fresh keys,
- * the rest a key of the last 2D records, into a window planned for
- * 'capacity' keys per D (D / capacity times fewer than it gets). */
-static void overload_run(tu_rng *r, uint32_t gens, int64_t L, bool refresh, size_t n,
-                         uint64_t *trials, uint64_t *fps)
+ * the rest a key of the last 2D records (about 1,800 keys kept per D), into
+ * a window planned for 'capacity' keys per D: 50 is far past the plan (the
+ * stash holds most keys), 1,500 a little past it (the stash drains into the
+ * table at expiries). */
+static void overload_run(tu_rng *r, uint32_t gens, int64_t L, bool refresh, uint64_t capacity,
+                         size_t n, uint64_t *trials, uint64_t *fps)
 {
     const int64_t D = 2000;
-    const uint64_t capacity = 50;
     dedup_window_params p;
     dedup_window_params_init(&p);
     p.mode = DEDUP_WINDOW_APPROX;
@@ -116,7 +118,7 @@ static void overload_run(tu_rng *r, uint32_t gens, int64_t L, bool refresh, size
             assert_int_equal(dedup_window_seen(c, d, u, &vc), DEDUP_OK);
             assert_int_equal(vc, v);
         }
-        if (q != v) {
+        if (q != v && !(q == DEDUP_NEW && v == DEDUP_MAYBE_DUPLICATE && u > T)) {
             fprintf(stderr, "query %d, seen %d: record %zu key %zu t %lld\n", (int)q, (int)v, i,
                     key[i], (long long)u);
             fail();
@@ -159,8 +161,8 @@ static void overload_run(tu_rng *r, uint32_t gens, int64_t L, bool refresh, size
             (unsigned long long)st.kept, (unsigned long long)st.peak_live,
             (unsigned long long)capacity, mem0, mem_max);
     assert_int_equal(st.live + st.expired, st.kept);
-    assert_true(st.peak_live > 10 * capacity); /* far past the plan */
-    assert_true(mem_max > mem0 + 16 * 64);     /* so the stash held keys */
+    assert_true(st.peak_live > capacity + capacity / 10); /* past the plan */
+    assert_true(mem_max >= mem0 + 16 * 64);              /* so the stash held keys */
     /* The copy saves the very bytes the original does. */
     unsigned char *b1, *b2;
     size_t l1, l2;
@@ -197,14 +199,16 @@ static void test_far_past_plan(void **state)
     (void)state;
     tu_rng r = {tu_seed() ^ 0x57A5};
     uint64_t trials = 0, fps = 0;
-    overload_run(&r, 0, 0, false, 25000, &trials, &fps); /* default G = 7 */
-    overload_run(&r, 0, 0, true, 25000, &trials, &fps);
-    overload_run(&r, 3, 500, false, 25000, &trials, &fps);
-    overload_run(&r, 3, 500, true, 25000, &trials, &fps);
+    overload_run(&r, 0, 0, false, 50, 25000, &trials, &fps); /* default G = 7 */
+    overload_run(&r, 0, 0, true, 50, 25000, &trials, &fps);
+    overload_run(&r, 3, 500, false, 50, 25000, &trials, &fps);
+    overload_run(&r, 3, 500, true, 50, 25000, &trials, &fps);
+    overload_run(&r, 0, 0, false, 1500, 25000, &trials, &fps);
+    overload_run(&r, 3, 500, true, 1500, 25000, &trials, &fps);
     fprintf(stderr, "far past the plan: %llu false duplicates in %llu fresh keys (%.4f%%)\n",
             (unsigned long long)fps, (unsigned long long)trials,
             100.0 * (double)fps / (double)trials);
-    assert_true(trials > 40000);
+    assert_true(trials > 60000);
     assert_true(fps <= tu_binomial_upper(trials, 0.01));
 }
 
