@@ -17,7 +17,8 @@
 # machine also measure redis-benchmark fighting the server for a core,
 # which is why bench_redis.sh's ops/s figures swing by +-30% between runs.
 # Prints the medians per build and new/old (below 1: the new build is
-# cheaper).
+# cheaper), and each round's figure in round order (a value filled past its
+# plan shows as a trend over the rounds).
 set -eu
 BUILD=${1:-build}
 ROUNDS=${2:-5}
@@ -77,13 +78,13 @@ for _ in $(seq "$ROUNDS"); do
     done
 done
 echo
-echo "| command | new us/call (median) | old us/call (median) | new/old | new runs | old runs |"
+echo "| command | new us/call (median) | old us/call (median) | new/old | new runs (round order) | old runs |"
 echo "|---|---:|---:|---:|---|---|"
 for c in bf.add bf.exists cf.add cf.exists dedup.add dedup.exists dedup.addx; do
-    n=$(awk -v c=$c '$1=="new" && $2==c {print $3}' "$RAW" | sort -g | tr '\n' ' ')
-    o=$(awk -v c=$c '$1=="old" && $2==c {print $3}' "$RAW" | sort -g | tr '\n' ' ')
-    mn=$(echo $n | awk '{print $(int((NF+1)/2))}')
-    mo=$(echo $o | awk '{print $(int((NF+1)/2))}')
+    n=$(awk -v c=$c '$1=="new" && $2==c {print $3}' "$RAW" | tr '\n' ' ')
+    o=$(awk -v c=$c '$1=="old" && $2==c {print $3}' "$RAW" | tr '\n' ' ')
+    mn=$(echo $n | tr ' ' '\n' | awk 'NF' | sort -g | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}')
+    mo=$(echo $o | tr ' ' '\n' | awk 'NF' | sort -g | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}')
     printf '| %s | %s | %s | %.2f | %s| %s|\n' "$(echo $c | tr a-z A-Z)" "$mn" "$mo" \
         "$(awk -v a="$mn" -v b="$mo" 'BEGIN{print a/b}')" "$n" "$o"
 done

@@ -17,7 +17,13 @@
  *
  *   bench_window [--live N] [--events N] [--fpr P] [--generations G (both modes;
  *                default: the library's, 4 exact and 7 approximate)]
- *                [--no-baseline]
+ *                [--plan N] [--approx-only] [--no-baseline]
+ *
+ * --plan N gives the windows a capacity of N keys instead of LIVE: below
+ * LIVE, the approximate window runs LIVE / N times past its plan (its table
+ * full, the rest in its stash).  --approx-only runs the approximate window
+ * alone (no exact runs, no baseline; its false duplicates are still
+ * counted), for A/B runs of that path.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
@@ -122,6 +128,7 @@ typedef struct result {
     size_t bytes;     /* at the end */
     double bytes_mean; /* mean of samples every 2^20 events from event 2D on */
     size_t bytes_max;
+    double fpr_now_mean; /* approximate: mean of dedup_window_fpr_now() at the same samples */
     uint64_t kept, live, gens;
     uint32_t G;    /* generations the window ran with */
     uint64_t span; /* its generation span */
@@ -129,15 +136,15 @@ typedef struct result {
 
 #define BATCH 256
 
-static result run_window(dedup_window_mode mode, uint64_t live, uint64_t events, double fpr,
-                         uint32_t gens, bool batch, unsigned char *verdicts)
+static result run_window(dedup_window_mode mode, uint64_t live, uint64_t plan, uint64_t events,
+                         double fpr, uint32_t gens, bool batch, unsigned char *verdicts)
 {
     uint64_t U = 2 * live, D = 2 * live;
     dedup_window_params p;
     dedup_window_params_init(&p);
     p.mode = mode;
     p.duration = D;
-    p.capacity = live;
+    p.capacity = plan;
     p.fpr = fpr;
     p.generations = gens;
     dedup_window *w = NULL;
@@ -146,7 +153,7 @@ static result run_window(dedup_window_mode mode, uint64_t live, uint64_t events,
         exit(1);
     }
     uint64_t rng = 42, mn = 0;
-    double msum = 0;
+    double msum = 0, fsum = 0;
     size_t mmax = 0;
     double c0 = cpu_now();
     if (batch) {
@@ -167,6 +174,7 @@ static result run_window(dedup_window_mode mode, uint64_t live, uint64_t events,
             if (i >= 2 * D && (i & ((1u << 20) - 1)) < BATCH) {
                 size_t m = dedup_window_memory_usage(w);
                 msum += (double)m;
+                fsum += dedup_window_fpr_now(w);
                 mn++;
                 if (m > mmax)
                     mmax = m;
@@ -187,6 +195,7 @@ static result run_window(dedup_window_mode mode, uint64_t live, uint64_t events,
             if (i >= 2 * D && (i & ((1u << 20) - 1)) == 0) {
                 size_t m = dedup_window_memory_usage(w);
                 msum += (double)m;
+                fsum += dedup_window_fpr_now(w);
                 mn++;
                 if (m > mmax)
                     mmax = m;
@@ -200,6 +209,7 @@ static result run_window(dedup_window_mode mode, uint64_t live, uint64_t events,
     r.events_per_s = (double)events / r.cpu;
     r.bytes = dedup_window_memory_usage(w);
     r.bytes_mean = mn ? msum / (double)mn : (double)r.bytes;
+    r.fpr_now_mean = mn ? fsum / (double)mn : dedup_window_fpr_now(w);
     r.bytes_max = mmax > r.bytes ? mmax : r.bytes;
     dedup_window_stats st;
     dedup_window_get_stats(w, &st);
@@ -248,6 +258,7 @@ static result run_scan_map(uint64_t live, uint64_t events, uint32_t gens)
     r.bytes = (size_t)(m.mask + 1) * 24;
     r.bytes_max = peak > r.bytes ? peak : r.bytes;
     r.bytes_mean = (double)r.bytes_max;
+    r.fpr_now_mean = 0;
     r.kept = kept;
     r.live = m.n;
     r.gens = 1;
@@ -353,7 +364,8 @@ int main(int argc, char **argv)
     uint64_t live = 10000000, events = 50000000;
     double fpr = 0.01;
     uint32_t gens = 0; /* the library's default for each mode */
-    bool baseline = true;
+    uint64_t plan = 0;  /* the windows' capacity: 0 = live */
+    bool baseline = true, approx_only = false;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--live") && i + 1 < argc)
             live = strtoull(argv[++i], NULL, 10);
@@ -363,11 +375,15 @@ int main(int argc, char **argv)
             fpr = strtod(argv[++i], NULL);
         else if (!strcmp(argv[i], "--generations") && i + 1 < argc)
             gens = (uint32_t)strtoul(argv[++i], NULL, 10);
+        else if (!strcmp(argv[i], "--plan") && i + 1 < argc)
+            plan = strtoull(argv[++i], NULL, 10);
+        else if (!strcmp(argv[i], "--approx-only"))
+            approx_only = true;
         else if (!strcmp(argv[i], "--no-baseline"))
             baseline = false;
         else {
             fprintf(stderr, "usage: %s [--live N] [--events N] [--fpr P] [--generations G] "
-                            "[--no-baseline]\n", argv[0]);
+                            "[--plan N] [--approx-only] [--no-baseline]\n", argv[0]);
             return 2;
         }
     }
@@ -376,16 +392,31 @@ int main(int argc, char **argv)
            (unsigned long long)(2 * live), (unsigned long long)(2 * live),
            gens ? gens : DEDUP_WINDOW_DEFAULT_GENERATIONS,
            gens ? gens : DEDUP_WINDOW_DEFAULT_APPROX_GENERATIONS);
+    if (!plan)
+        plan = live;
+    if (plan != live)
+        printf("capacity planned: %llu keys (%.1fx fewer than live)\n", (unsigned long long)plan,
+               (double)live / (double)plan);
     unsigned char *verdicts = calloc(events / 8 + 1, 1);
-    if (!verdicts)
-        return 1;
-    double hash_cpu = run_hash_only(live, events);
-    result ex = run_window(DEDUP_WINDOW_EXACT, live, events, fpr, gens, true, verdicts);
-    result ex1 = run_window(DEDUP_WINDOW_EXACT, live, events, fpr, gens, false, NULL);
     unsigned char *averdicts = calloc(events / 8 + 1, 1);
-    if (!averdicts)
+    if (!verdicts || !averdicts)
         return 1;
-    result ap = run_window(DEDUP_WINDOW_APPROX, live, events, fpr, gens, true, averdicts);
+    if (approx_only) {
+        result ap = run_window(DEDUP_WINDOW_APPROX, live, plan, events, fpr, gens, true, averdicts);
+        uint64_t trials, rtrials;
+        double rrate, rate = approx_fpr(live, events, ap.span, averdicts, &trials, &rrate, &rtrials);
+        printf("approx (batch): %.2f CPU-s, %.0f events/CPU-s, %.1f MiB max, %llu live at the "
+               "end; false duplicates per new key %.4f%% of %llu (table's rate %.4f%%)\n", ap.cpu,
+               ap.events_per_s, (double)ap.bytes_max / 1048576.0, (unsigned long long)ap.live,
+               100.0 * rate, (unsigned long long)trials, 100.0 * ap.fpr_now_mean);
+        free(verdicts);
+        free(averdicts);
+        return 0;
+    }
+    double hash_cpu = run_hash_only(live, events);
+    result ex = run_window(DEDUP_WINDOW_EXACT, live, plan, events, fpr, gens, true, verdicts);
+    result ex1 = run_window(DEDUP_WINDOW_EXACT, live, plan, events, fpr, gens, false, NULL);
+    result ap = run_window(DEDUP_WINDOW_APPROX, live, plan, events, fpr, gens, true, averdicts);
     uint64_t in_window = live_in_window(live, events, verdicts);
     printf("live keys at the end (kept within the last D): %llu\n",
            (unsigned long long)in_window);

@@ -1,15 +1,15 @@
 /*
  * cmd_calc.c - `dedup calc`: size a Bloom filter from any two of
  * (items n, false-positive rate p, memory m), for the classic and the
- * blocked layout, with the library's own sizing functions (dedup/bloom.h),
- * so the numbers are exactly those `dedup filter create` and
- * `dedup --mode bloom|blocked` would use.
+ * blocked layout, with the library's one set of sizing functions
+ * (dedup/seen.h, "Sizing from a budget"), so the numbers are exactly those
+ * `dedup filter create` and `dedup --mode bloom|blocked` would use.
  *
- *   n, p -> bits = bits_for(n, p)
+ *   n, p -> bits = size_for(n, p)
  *   n, m -> bits = m*8 rounded down to the layout's unit; p = fpr reached
- *   m, p -> bits as above; n = capacity_for(bits, p)
- * and then k = k_for(n, bits), fpr = fpr_for(n, bits, k): the rate actually
- * reached with the whole number of hashes.
+ *   m, p -> bits as above; n = capacity_for_size(bits, p)
+ * and then k = hashes_for(n, bits), fpr = fpr_for(n, bits, k): the rate
+ * actually reached with the whole number of hashes.
  *
  * --json writes JSON Lines: one object per filter kind, one per line.
  */
@@ -21,7 +21,8 @@
 
 #include "cli.h"
 #include "cli_args.h"
-#include "dedup/bloom.h"
+#include "dedup/limits.h"
+#include "dedup/seen.h"
 
 static const char calc_help[] =
     "Usage: dedup calc [-n ITEMS] [-p FPR] [-m MEMORY] [--type bloom|blocked] [--json]\n"
@@ -57,12 +58,7 @@ typedef struct calc_row {
 static bool size_one(bool blocked, bool has_n, bool has_p, bool has_m, uint64_t n, double p,
                      uint64_t m, calc_row *r)
 {
-    uint64_t (*bits_for)(uint64_t, double) = blocked ? dedup_blocked_bits_for : dedup_bloom_bits_for;
-    uint32_t (*k_for)(uint64_t, uint64_t) = blocked ? dedup_blocked_k_for : dedup_bloom_k_for;
-    double (*fpr_for)(uint64_t, uint64_t, uint32_t) =
-        blocked ? dedup_blocked_fpr_for : dedup_bloom_fpr_for;
-    uint64_t (*cap_for)(uint64_t, double) =
-        blocked ? dedup_blocked_capacity_for : dedup_bloom_capacity_for;
+    const dedup_seen_kind kind = blocked ? DEDUP_SEEN_BLOCKED : DEDUP_SEEN_BLOOM;
     const uint64_t unit = blocked ? 512 : 64;
     char hb[32];
 
@@ -83,13 +79,13 @@ static bool size_one(bool blocked, bool has_n, bool has_p, bool has_m, uint64_t 
         }
     }
     if (has_n && has_p) {
-        bits = bits_for(n, p);
+        bits = dedup_seen_size_for(kind, n, p);
         if (bits == 0) {
             cli_error("calc: no %s filter holds %" PRIu64 " items at p = %g", r->type, n, p);
             return false;
         }
     } else if (has_m && has_p) {
-        n = cap_for(bits, p);
+        n = dedup_seen_capacity_for_size(kind, bits, p);
         if (n == 0) {
             cli_error("calc: -m/--memory %s holds no item at p = %g in a %s filter",
                       cli_human_size(m, hb, sizeof hb), p, r->type);
@@ -99,8 +95,8 @@ static bool size_one(bool blocked, bool has_n, bool has_p, bool has_m, uint64_t 
     r->n = n;
     r->bits = bits;
     r->bytes = bits / 8 + (bits % 8 != 0);
-    r->k = k_for(n, bits);
-    r->fpr = fpr_for(n, bits, r->k);
+    r->k = dedup_seen_hashes_for(kind, n, bits);
+    r->fpr = dedup_seen_fpr_for(kind, n, bits, r->k);
     r->p = has_p ? p : r->fpr;
     return true;
 }

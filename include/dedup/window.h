@@ -118,11 +118,18 @@
  * (16 bytes per entry, at most half full): it keeps the key's bucket pair,
  * tag, fingerprint and 64 - f - t more bits of the digest, so it adds
  * nothing measurable to the rate and never loses a key.  When generations
- * expire, stash entries move back into the table where it has room, and an
- * empty stash is freed: memory exceeds the formula above only while the
- * window holds more keys than the table fits (a few percent above the plan)
- * and until the next generation expires after that, by 16 to 32 bytes per
- * key in the stash.  Nothing fails except DEDUP_ERR_NOMEM.
+ * expire, their stash entries are removed in place (one sequential pass
+ * over the stash), and the others move back into the table where it has
+ * room if its free slots are at least half as many as they (a window a
+ * little past its plan); far past the plan they stay, and leave with their
+ * generation, or for the table when a duplicate renews one (refresh) while
+ * its buckets have room.  A stash under 1/8 full shrinks, an empty one is
+ * freed.  So memory exceeds the formula above only while the window holds
+ * more keys than the table fits (a few percent above the plan) and until
+ * the keys that overflowed expire or move back, by 16 to 64 bytes per key
+ * in the stash at its fullest.  A probe of the stash reads about one cache
+ * line however far past the plan the window runs, and an expiry costs
+ * about what it freed.  Nothing fails except DEDUP_ERR_NOMEM.
  *
  * The verdicts are DEDUP_NEW and DEDUP_MAYBE_DUPLICATE, with these
  * guarantees, at any load:
@@ -248,8 +255,10 @@ dedup_digest dedup_window_digest(const dedup_window *w, const void *key, size_t 
  * watermark and drop generations.  Exact: O(G) expected per call, one table
  * probe per consulted generation.  Approx: two buckets (two cache lines) per
  * call, plus a kick chain of at most 500 moves when both are full, plus one
- * probe of the stash when there is one; dropping a generation costs nothing,
- * reusing its tag one pass over the table (once per generation span).
+ * probe of the stash when there is one; dropping a generation costs one
+ * pass over the stash when there is one (nothing otherwise; moving entries
+ * back, when it does, sorts them), reusing its tag one pass over the table
+ * (once per generation span).
  * Errors: DEDUP_ERR_RANGE (time outside [DEDUP_WINDOW_MIN_TIME,
  * DEDUP_WINDOW_MAX_TIME]; nothing changed), DEDUP_ERR_NOMEM (a table or
  * the stash could not be allocated: the key is not recorded and the record

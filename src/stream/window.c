@@ -565,6 +565,10 @@ static void prefetch_event(const dedup_window *w, dedup_digest d, int64_t u)
         uint64_t o2 = (b2 * SLOTS_PER_BUCKET * w->sbits) >> 3;
         DD_PREFETCH(w->tab + o1);
         DD_PREFETCH(w->tab + o2);
+        if (w->st_live) { /* and its stash home: past the plan most new keys probe it */
+            uint64_t ext = hi & (~UINT64_C(0) >> w->sbits);
+            DD_PREFETCH(w->st + st_home(w, b1 < b2 ? b1 : b2, fp | ext << w->sbits));
+        }
         return;
     }
     if (!time_ok(u))

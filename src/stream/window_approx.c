@@ -15,11 +15,19 @@
  * accepts a match only if its tag is a live generation the lookup consults:
  * one union bound over 8 slots instead of one per generation.  When a kick
  * chain fails (more keys than planned) the key goes to an exact stash, a
- * small hash table keyed by its bucket pair; when generations expire, stash
- * entries move back into the table where there is room again.  Which slot
- * or stash holds an entry never changes a verdict except through the stash's
- * longer fingerprints, and the kick choices come from a saved generator, so
- * a resumed window places everything as the original would have.
+ * hash table on (bucket pair, fingerprint, more digest bits).  When
+ * generations expire, their stash entries are removed in place (one
+ * sequential pass); the others move back into the table only when the
+ * table's free slots are at least half the stash (a window a little past
+ * its plan, whose stash then drains), in the order of (bucket, entry), so
+ * each expiry costs at most about what it freed.  Far past the plan the
+ * stash stays as it is, and its entries leave with their generations, or
+ * for the table when a duplicate renews one while its buckets have room.
+ * Which slot or stash holds an entry never changes a verdict except through
+ * the stash's longer fingerprints; where an entry goes depends only on the
+ * table's live slots, the set of stash entries and the kick generator, all
+ * saved, so a resumed window places everything as the original would have
+ * (the stash's own layout never matters).
  */
 #include "window_internal.h"
 
@@ -63,7 +71,7 @@ static inline uint64_t xorshift(uint64_t *s)
 /* Places a live entry into a stash known to have a free slot. */
 void ddi_win_st_place(dedup_window *w, uint64_t b, uint64_t v)
 {
-    uint64_t i = st_home(w, b);
+    uint64_t i = st_home(w, b, st_key(w, v));
     while (w->st[i].v)
         i = (i + 1) & (w->st_cap - 1);
     if (!w->st[i].b)
@@ -93,6 +101,8 @@ bool ddi_win_st_rebuild(dedup_window *w, uint64_t extra)
         n = ddi_calloc(&w->alloc, (size_t)cap, sizeof(sentry));
         if (!n)
             return false;
+        /* Past the plan, most new keys probe it at a random place. */
+        ddi_win_advise_huge(n, (size_t)cap * sizeof(sentry));
     }
     w->st = n;
     w->st_cap = cap;
@@ -194,46 +204,65 @@ void ddi_win_ap_tag_close(dedup_window *w, uint32_t tag)
     w->tab_live -= w->tag_n[tag];
 }
 
-/* After generations were dropped: the stash loses their entries, and its
- * other entries move into the table where it now has room, in the order of
- * (bucket, entry) so that a window resumed from a file, whose stash is laid
- * out otherwise, moves the same ones; an empty stash is freed. */
-void ddi_win_ap_stash_settle(dedup_window *w)
+/* Removes the stash entry at index i: it becomes a removed slot, which
+ * probes pass over and a new entry may take. */
+static void st_remove(dedup_window *w, uint64_t i)
 {
-    if (!w->st_cap)
+    w->st[i].v = 0;
+    w->st[i].b = 1;
+    w->st_live--;
+}
+
+/* Frees the stash when empty, or rebuilds it smaller when under 1/8 of it
+ * is live (which also drops its removed slots). */
+static void st_shrink(dedup_window *w)
+{
+    if (w->st_cap && w->st_live * 8 < w->st_cap)
+        (void)ddi_win_st_rebuild(w, 0); /* shrinks, or frees; on failure keeps the array */
+}
+
+/* Moves the stash's entries into the table where it has room, in the
+ * order of (bucket, entry), so that a window resumed from a file, whose
+ * stash is laid out otherwise, moves the same ones; the rest are placed in
+ * the stash again.  Nothing changes when the sorted copy cannot be
+ * allocated. */
+static void stash_move_back(dedup_window *w)
+{
+    size_t n = (size_t)w->st_live, k = 0;
+    sentry *tmp = ddi_malloc(&w->alloc, n * sizeof(sentry));
+    if (!tmp)
         return;
-    size_t n = 0;
     for (uint64_t i = 0; i < w->st_cap; i++)
-        n += w->st[i].v && w->tag_state[st_tag(w, w->st[i].v)] == TAG_LIVE;
-    sentry *tmp = n ? ddi_malloc(&w->alloc, n * sizeof(sentry)) : NULL;
-    if (n && !tmp) {
-        /* No memory to sort: only remove the dropped entries, in place. */
-        for (uint64_t i = 0; i < w->st_cap; i++) {
-            sentry *e = &w->st[i];
-            if (e->v && w->tag_state[st_tag(w, e->v)] != TAG_LIVE) {
-                e->v = 0;
-                e->b = 1;
-                w->st_live--;
-            }
-        }
-        return;
-    }
-    size_t k = 0;
-    for (uint64_t i = 0; i < w->st_cap; i++)
-        if (w->st[i].v && w->tag_state[st_tag(w, w->st[i].v)] == TAG_LIVE)
+        if (w->st[i].v)
             tmp[k++] = w->st[i];
-    if (n)
-        qsort(tmp, n, sizeof(sentry), ddi_win_sentry_cmp);
+    qsort(tmp, n, sizeof(sentry), ddi_win_sentry_cmp);
     memset(w->st, 0, (size_t)w->st_cap * sizeof(sentry));
     w->st_used = w->st_live = 0;
     for (size_t i = 0; i < n; i++) {
         uint64_t slot = tmp[i].v & ((UINT64_C(1) << w->sbits) - 1);
         if (!tab_place(w, tmp[i].b, alt_bucket(w, tmp[i].b, tmp[i].v & w->fmask), slot))
-            ddi_win_st_place(w, tmp[i].b, tmp[i].v); /* fits: fewer than before */
+            ddi_win_st_place(w, tmp[i].b, tmp[i].v); /* fits: no more than before */
     }
     ddi_free(&w->alloc, tmp);
-    if (w->st_live * 8 < w->st_cap)
-        (void)ddi_win_st_rebuild(w, 0); /* shrinks, or frees; on failure keeps the array */
+}
+
+/* After generations were dropped: the stash loses their entries, removed
+ * in place by one pass over it.  The others move back into the table when
+ * its free slots are at least half as many (bounded work: about what the
+ * expiry freed); otherwise they stay, to leave with their own generation
+ * or for the table when renewed.  A stash that is now mostly empty
+ * shrinks, an empty one is freed. */
+void ddi_win_ap_stash_settle(dedup_window *w)
+{
+    for (uint64_t i = 0; i < w->st_cap; i++) {
+        const sentry *e = &w->st[i];
+        if (e->v && w->tag_state[st_tag(w, e->v)] != TAG_LIVE)
+            st_remove(w, i);
+    }
+    uint64_t free_slots = w->nb * SLOTS_PER_BUCKET - w->tab_live;
+    if (w->st_live && w->st_live <= 2 * free_slots)
+        stash_move_back(w);
+    st_shrink(w);
 }
 
 /* Refresh: among the entries that match fingerprint fp in bucket b1 or b2
@@ -262,11 +291,12 @@ int64_t ddi_win_ap_newest(const dedup_window *w, uint64_t b1, uint64_t b2, uint6
     }
     if (w->st_live) {
         uint64_t mb = b1 < b2 ? b1 : b2, mask = (UINT64_C(1) << w->sbits) - 1;
-        for (uint64_t i = st_home(w, mb);; i = (i + 1) & (w->st_cap - 1)) {
+        uint64_t key = fp | ext << w->sbits;
+        for (uint64_t i = st_home(w, mb, key);; i = (i + 1) & (w->st_cap - 1)) {
             const sentry *e = &w->st[i];
             if (!e->v && !e->b)
                 break;
-            if (e->v && e->b == mb && (e->v & w->fmask) == fp && e->v >> w->sbits == ext &&
+            if (e->v && e->b == mb && st_key(w, e->v) == key &&
                 tag_consulted(w, e->v & mask, first_id, last_id) &&
                 w->tag_id[st_tag(w, e->v)] > best) {
                 best = w->tag_id[st_tag(w, e->v)];
@@ -279,13 +309,22 @@ int64_t ddi_win_ap_newest(const dedup_window *w, uint64_t b1, uint64_t b2, uint6
 }
 
 /* Gives the entry found by ddi_win_ap_newest() the live tag 'tag' (the
- * caller moves the count between the two generations). */
+ * caller moves the count between the two generations).  A stash entry
+ * moves into the table when one of its buckets has a free slot (no kick
+ * chain: nothing else moves), so that keys renewed for ever do not stay in
+ * the stash for ever once the table has room again. */
 void ddi_win_ap_retag(dedup_window *w, uint64_t where, bool stash, uint32_t tag)
 {
     if (stash) {
         sentry *e = &w->st[where];
-        uint64_t tmask = (uint64_t)(w->ntags - 1) << w->fbits;
-        e->v = (e->v & ~tmask) | (uint64_t)tag << w->fbits;
+        uint64_t fp = e->v & w->fmask, v = fp | (uint64_t)tag << w->fbits;
+        if (bucket_put(w, e->b, v) || bucket_put(w, alt_bucket(w, e->b, fp), v)) {
+            w->tab_live++;
+            st_remove(w, where);
+            st_shrink(w);
+            return;
+        }
+        e->v = st_key(w, e->v) | (uint64_t)tag << w->fbits;
         return;
     }
     uint64_t v = slot_get(w, w->tab, where);

@@ -42,7 +42,10 @@ typedef struct wgen {
  * v holds the slot value in its low S bits and 64 - S more bits of the
  * digest above them, so a stash entry matches another key with probability
  * about 2^-(f + 64 - S): the stash adds nothing measurable to the rate.
- * v = 0: an empty slot (b = 0) or a removed entry (b = 1). */
+ * Its home is a hash of b and v without the tag (st_key), so the entries of
+ * one bucket pair spread over the stash and a probe stays short however
+ * many of them there are.  v = 0: an empty slot (b = 0) or a removed entry
+ * (b = 1). */
 typedef struct sentry {
     uint64_t b, v;
 } sentry;
@@ -214,9 +217,17 @@ static inline uint32_t st_tag(const dedup_window *w, uint64_t v)
     return (uint32_t)((v >> w->fbits) & (w->ntags - 1));
 }
 
-static inline uint64_t st_home(const dedup_window *w, uint64_t b)
+/* A stash entry's value without its tag: what identifies the key (with the
+ * bucket), the same whatever generation the entry is in. */
+static inline uint64_t st_key(const dedup_window *w, uint64_t v)
 {
-    return mix64(b + UINT64_C(0x9E3779B97F4A7C15)) & (w->st_cap - 1);
+    return v & ~((uint64_t)(w->ntags - 1) << w->fbits);
+}
+
+/* The home slot of the stash entry (b, key), key = st_key() of its value. */
+static inline uint64_t st_home(const dedup_window *w, uint64_t b, uint64_t key)
+{
+    return mix64(mix64(b + UINT64_C(0x9E3779B97F4A7C15)) ^ key) & (w->st_cap - 1);
 }
 
 /* True if the table holds fingerprint fp in bucket b1 or b2, or the stash
@@ -234,12 +245,12 @@ static inline bool ap_lookup(const dedup_window *w, uint64_t b1, uint64_t b2, ui
         }
     }
     if (w->st_live) {
-        uint64_t mb = b1 < b2 ? b1 : b2;
-        for (uint64_t i = st_home(w, mb);; i = (i + 1) & (w->st_cap - 1)) {
+        uint64_t mb = b1 < b2 ? b1 : b2, key = fp | ext << w->sbits;
+        for (uint64_t i = st_home(w, mb, key);; i = (i + 1) & (w->st_cap - 1)) {
             const sentry *e = &w->st[i];
             if (!e->v && !e->b)
                 return false;
-            if (e->v && e->b == mb && (e->v & w->fmask) == fp && e->v >> w->sbits == ext &&
+            if (e->v && e->b == mb && st_key(w, e->v) == key &&
                 tag_consulted(w, e->v & ((UINT64_C(1) << w->sbits) - 1), first_id, last_id))
                 return true;
         }

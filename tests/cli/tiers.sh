@@ -5,22 +5,12 @@
 # repeat and drops new keys within the binomial bound; --stats shows the
 # reads a filter saved; usage errors.
 . "$(dirname "$0")/lib/common.sh"
+. "$(dirname "$0")/lib/gen_keys.sh"
 
 if ! "$DEDUP" --help | grep -q -- '--tier=SPEC'; then
     echo "FAIL: this dedup has no --tier" >&2
     exit 1
 fi
-
-gen() { # gen SEED N UNIVERSE FILE
-    python3 - "$1" "$2" "$3" "$4" <<'PY'
-import random, sys
-seed, n, u, path = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
-r = random.Random(seed)
-with open(path, "w") as f:
-    for _ in range(n):
-        f.write("k%d\n" % r.randrange(u))
-PY
-}
 
 # --- every stack, three runs each, equals the reference ------------------------------
 for i in 1 2 3; do gen $((SEED + i)) 20000 30000 "$T/p$i"; done

@@ -7,6 +7,7 @@
 # commit); Redis stopped mid-run ends the run with a clear error and exit 1,
 # and nothing written out before is lost to the store.
 . "$(dirname "$0")/lib/common.sh"
+. "$(dirname "$0")/lib/gen_keys.sh"
 
 REDIS_SERVER=${REDIS_SERVER:-redis-server}
 REDIS_CLI=${REDIS_CLI:-redis-cli}
@@ -51,17 +52,6 @@ start_redis() {
 }
 start_redis
 R="redis://127.0.0.1:$PORT"
-
-gen() { # gen SEED N UNIVERSE FILE
-    python3 - "$1" "$2" "$3" "$4" <<'PY'
-import random, sys
-seed, n, u, path = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
-r = random.Random(seed)
-with open(path, "w") as f:
-    for _ in range(n):
-        f.write("k%d\n" % r.randrange(u))
-PY
-}
 
 # --- three runs through each stack equal one exact pass over the three parts ---------
 for i in 1 2 3; do gen $((SEED + i)) 20000 30000 "$T/p$i"; done

@@ -1121,7 +1121,7 @@ static void test_oom(void **state)
     (void)state;
     for (int variant = 0; variant < 3; variant++) {
         /* 0 exact, 1 approximate, 2 approximate with 20x fewer keys planned
-         * than kept: the stash grows and moves back into the table. */
+         * than kept: the stash grows, and shrinks as its keys expire. */
         int mode = variant ? DEDUP_WINDOW_APPROX : DEDUP_WINDOW_EXACT;
         uint64_t capacity = variant == 2 ? 100 : 2000;
         unsigned char *saved;

@@ -8,8 +8,7 @@
 # Needs $DEDUP.  Seeded input; the seed is printed.
 . "$(dirname "$0")/lib.sh"
 : "${DEDUP:?}"
-SEED=${DEDUP_TEST_SEED:-$RANDOM$RANDOM}
-echo "seed $SEED (DEDUP_TEST_SEED to replay)" >&2
+test_seed
 N=${N:-200000}
 python3 - "$SEED" "$N" > "$RT_DIR/in.txt" <<'PY'
 import random, sys

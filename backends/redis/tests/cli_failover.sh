@@ -10,8 +10,7 @@
 # Needs $DEDUP.  Seeded input; the seed is printed.
 . "$(dirname "$0")/lib.sh"
 : "${DEDUP:?}"
-SEED=${DEDUP_TEST_SEED:-$RANDOM$RANDOM}
-echo "seed $SEED (DEDUP_TEST_SEED to replay)" >&2
+test_seed
 D=${D:-30000}
 start_cluster
 set -- $CLUSTER_PORTS
@@ -69,11 +68,7 @@ stop_server "$master"
 touch "$RT_DIR/go"
 # once the replica took over, the old master comes back as its replica
 other=$1; [ "$other" = "$master" ] && other=$2
-i=0
-until m=$(slot0_master "$other"); [ -n "$m" ] && [ "$m" != "$master" ]; do
-    i=$((i + 1)); [ $i -gt 300 ] && fail "no replica took over slot 0"; sleep 0.1
-done
-restart_node "$master"
+await_takeover "$master" "$other"
 rc=0
 set -- $dps
 for h in aa ab; do

@@ -85,11 +85,7 @@ stop_server "$master"
 # so WAIT 1 can succeed again
 set -- $CLUSTER_PORTS
 other=$1; [ "$other" = "$master" ] && other=$2
-i=0
-until m=$(slot0_master "$other"); [ -n "$m" ] && [ "$m" != "$master" ]; do
-    i=$((i + 1)); [ $i -gt 300 ] && fail "no replica took over slot 0"; sleep 0.1
-done
-restart_node "$master"
+await_takeover "$master" "$other"
 wait $tp
 rc=$?
 cat "$RT_DIR/fo.log" >&2

@@ -108,6 +108,23 @@ restart_node() {
         --cluster-node-timeout 1000 "${CLUSTER_ARGS[@]}"
 }
 
+# await_takeover MASTER OTHER: once the master of slot 0 on port MASTER
+# was stopped, waits (bounded) until node OTHER sees another master serve
+# slot 0, then starts MASTER again (it rejoins as that one's replica).
+await_takeover() {
+    local i=0 m
+    until m=$(slot0_master "$2"); [ -n "$m" ] && [ "$m" != "$1" ]; do
+        i=$((i + 1)); [ $i -gt 300 ] && fail "no replica took over slot 0"; sleep 0.1
+    done
+    restart_node "$1"
+}
+
+# test_seed: SEED from $DEDUP_TEST_SEED or random, printed for a replay.
+test_seed() {
+    SEED=${DEDUP_TEST_SEED:-$RANDOM$RANDOM}
+    echo "seed $SEED (DEDUP_TEST_SEED to replay)" >&2
+}
+
 # slot0_master PORT: the port of the healthy master serving slot 0, as node
 # PORT sees the cluster ("" if none).
 slot0_master() {

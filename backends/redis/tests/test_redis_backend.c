@@ -97,6 +97,63 @@ static dedup_batch slice(const input *in, size_t from, size_t n)
     return b;
 }
 
+/* Options for 'url' under the name "<run_name>:<tag>", written to 'name'
+ * ('cap' bytes, which must outlive the options). */
+static void opts_init(dedup_redis_options *o, const char *url, char *name, size_t cap,
+                      const char *tag)
+{
+    dedup_redis_options_init(o);
+    o->url = url;
+    snprintf(name, cap, "%s:%s", run_name, tag);
+    o->name = name;
+}
+
+/* Checks that every verdict of v[0 .. n-1] is (is_x) or is not (!is_x)
+ * 'x', naming the first that is not as "what: key i". */
+static void check_all(const dedup_verdict *v, size_t n, dedup_verdict x, bool is_x, const char *what)
+{
+    for (size_t i = 0; i < n; i++)
+        if ((v[i] == x) != is_x) {
+            CHECK((v[i] == x) == is_x, "%s: key %zu answered %d", what, i, (int)v[i]);
+            return;
+        }
+}
+
+/* For a filter scheme: checks that no key seen before in 'in' was answered
+ * NEW, counts the keys answered for the first time (*fresh) and returns
+ * how many of those were dropped all the same (false drops). */
+static size_t false_drops(const input *in, const dedup_verdict *v, uint64_t distinct, size_t *fresh)
+{
+    unsigned char *seen = calloc(distinct, 1);
+    size_t fp = 0;
+    *fresh = 0;
+    for (size_t i = 0; i < in->n; i++) {
+        if (seen[in->id[i]])
+            CHECK(v[i] != DEDUP_NEW, "false negative at %zu", i);
+        else {
+            (*fresh)++;
+            fp += v[i] != DEDUP_NEW;
+        }
+        seen[in->id[i]] = 1;
+    }
+    free(seen);
+    return fp;
+}
+
+/* The Redis key of the keys scheme's entry for digest d: "<name>:" and the
+ * 16 digest bytes, little-endian lo then hi.  Returns its length. */
+static size_t entry_key(char *key, const char *name, dedup_digest d)
+{
+    size_t nl = strlen(name);
+    memcpy(key, name, nl);
+    key[nl] = ':';
+    for (int i = 0; i < 8; i++) {
+        key[nl + 1 + i] = (char)(d.lo >> (8 * i));
+        key[nl + 9 + i] = (char)(d.hi >> (8 * i));
+    }
+    return nl + 17;
+}
+
 /* ---- url ---- */
 static void test_url(void)
 {
@@ -125,11 +182,8 @@ static void test_url(void)
 static void test_keys(const char *url, bool whole)
 {
     dedup_redis_options o;
-    dedup_redis_options_init(&o);
-    o.url = url;
     char name[96];
-    snprintf(name, sizeof name, "%s:keys%d", run_name, whole);
-    o.name = name;
+    opts_init(&o, url, name, sizeof name, whole ? "keys1" : "keys0");
     o.whole_keys = whole;
     o.pipeline = 256;
     dedup_redis *r = open_or_die(&o);
@@ -188,11 +242,7 @@ static void test_keys(const char *url, bool whole)
     dedup_redis *r2 = open_or_die(&o);
     b = slice(&in, 0, n);
     CHECK(dedup_redis_decide(r2, &b, v, NULL) == DEDUP_OK, "decide 2");
-    for (size_t i = 0; i < n; i++)
-        if (v[i] != DEDUP_DUPLICATE) {
-            CHECK(v[i] == DEDUP_DUPLICATE, "second client: key %zu new", i);
-            break;
-        }
+    check_all(v, n, DEDUP_DUPLICATE, true, "second client");
     dedup_redis_free(r2);
     /* The same through the seen-set interface: every key now a duplicate. */
     dedup_redis *r3 = open_or_die(&o);
@@ -202,19 +252,11 @@ static void test_keys(const char *url, bool whole)
     b = slice(&in, 0, 5000);
     size_t done = 0;
     CHECK(dedup_seen_decide(s3, &b, v, &done) == DEDUP_OK && done == 5000, "seen decide");
-    for (size_t i = 0; i < 5000; i++)
-        if (v[i] != DEDUP_DUPLICATE) {
-            CHECK(v[i] == DEDUP_DUPLICATE, "seen: key %zu", i);
-            break;
-        }
+    check_all(v, 5000, DEDUP_DUPLICATE, true, "seen");
     b = slice(&fresh, 0, 1000);
     CHECK(dedup_seen_decide(s3, &b, v, &done) == DEDUP_OK, "seen decide fresh");
     CHECK(dedup_seen_commit(s3, &b) == DEDUP_OK, "seen commit");
-    for (size_t i = 0; i < 1000; i++)
-        if (v[i] != DEDUP_NEW) {
-            CHECK(v[i] == DEDUP_NEW, "seen: fresh key %zu", i);
-            break;
-        }
+    check_all(v, 1000, DEDUP_NEW, true, "seen: fresh");
     dedup_seen_info si;
     dedup_seen_get_info(s3, &si);
     CHECK(si.kind == DEDUP_SEEN_REDIS && !si.probabilistic && si.items == 1000, "info");
@@ -258,15 +300,9 @@ static redisContext *raw(const char *url, const char *key, size_t klen)
 static long long pttl(const char *url, const char *name, dedup_digest d)
 {
     char key[256];
-    size_t nl = strlen(name);
-    memcpy(key, name, nl);
-    key[nl] = ':';
-    for (int i = 0; i < 8; i++) {
-        key[nl + 1 + i] = (char)(d.lo >> (8 * i));
-        key[nl + 9 + i] = (char)(d.hi >> (8 * i));
-    }
-    redisContext *c = raw(url, key, nl + 17);
-    redisReply *x = redisCommand(c, "PTTL %b", key, nl + 17);
+    size_t kl = entry_key(key, name, d);
+    redisContext *c = raw(url, key, kl);
+    redisReply *x = redisCommand(c, "PTTL %b", key, kl);
     long long t = x && x->type == REDIS_REPLY_INTEGER ? x->integer : -100;
     freeReplyObject(x);
     redisFree(c);
@@ -276,11 +312,8 @@ static long long pttl(const char *url, const char *name, dedup_digest d)
 static void test_ttl(const char *url)
 {
     dedup_redis_options o;
-    dedup_redis_options_init(&o);
-    o.url = url;
     char name[96];
-    snprintf(name, sizeof name, "%s:ttl", run_name);
-    o.name = name;
+    opts_init(&o, url, name, sizeof name, "ttl");
     o.ttl_ms = 3600000;
     o.reserve_ms = 400;
     dedup_redis *r = open_or_die(&o);
@@ -316,11 +349,8 @@ static void test_ttl(const char *url)
 static void test_bitmap(const char *url)
 {
     dedup_redis_options o;
-    dedup_redis_options_init(&o);
-    o.url = url;
     char name[96];
-    snprintf(name, sizeof name, "%s:bm", run_name);
-    o.name = name;
+    opts_init(&o, url, name, sizeof name, "bm");
     o.scheme = DEDUP_REDIS_BITMAP;
     o.items = 20000;
     o.fpr = 0.01;
@@ -391,11 +421,7 @@ static void test_bitmap(const char *url)
     CHECK(qd == 0, "the copy answers %zu queries differently", qd);
     b = slice(&in, 0, n < 20000 ? n : 20000);
     CHECK(dedup_redis_query(r2, &b, v2) == DEDUP_OK, "query copy");
-    for (size_t i = 0; i < b.n; i++)
-        if (v2[i] == DEDUP_NEW) {
-            CHECK(v2[i] != DEDUP_NEW, "copy lost key %zu", i);
-            break;
-        }
+    check_all(v2, b.n, DEDUP_NEW, false, "copy lost");
     /* Metadata: a client asking another size is refused, naming both. */
     dedup_redis_options o3 = o;
     o3.items = 30000;
@@ -428,11 +454,8 @@ static void test_bitmap(const char *url)
 static void test_bitmap_ttl(const char *url)
 {
     dedup_redis_options o;
-    dedup_redis_options_init(&o);
-    o.url = url;
     char name[96];
-    snprintf(name, sizeof name, "%s:bmttl", run_name);
-    o.name = name;
+    opts_init(&o, url, name, sizeof name, "bmttl");
     o.scheme = DEDUP_REDIS_BITMAP;
     o.items = 5000;
     o.ttl_ms = 1200;
@@ -449,11 +472,7 @@ static void test_bitmap_ttl(const char *url)
     struct timespec ts = {0, 500 * 1000000L}; /* past at least one generation */
     nanosleep(&ts, NULL);
     CHECK(dedup_redis_decide(r, &b, v, NULL) == DEDUP_OK, "decide");
-    for (int i = 0; i < 2000; i++)
-        if (v[i] == DEDUP_NEW) {
-            CHECK(v[i] != DEDUP_NEW, "key %d forgotten within its TTL", i);
-            break;
-        }
+    check_all(v, 2000, DEDUP_NEW, false, "forgotten within its TTL");
     struct timespec ts2 = {2, 200 * 1000000L}; /* past ttl * (1 + 1/G) */
     nanosleep(&ts2, NULL);
     CHECK(dedup_redis_query(r, &b, v) == DEDUP_OK, "query");
@@ -469,11 +488,8 @@ static void test_bitmap_ttl(const char *url)
 static void test_module(const char *url)
 {
     dedup_redis_options o;
-    dedup_redis_options_init(&o);
-    o.url = url;
     char name[96];
-    snprintf(name, sizeof name, "%s:mod", run_name);
-    o.name = name;
+    opts_init(&o, url, name, sizeof name, "mod");
     o.scheme = DEDUP_REDIS_MODULE;
     o.items = 30000;
     o.shards = 5;
@@ -481,29 +497,14 @@ static void test_module(const char *url)
     size_t n = 40000;
     input in = make_input(n, 30000, o.seed);
     dedup_verdict *v = malloc(n * sizeof *v);
-    unsigned char *seen = calloc(30000, 1);
     dedup_batch b = slice(&in, 0, n);
     CHECK(dedup_redis_decide(r, &b, v, NULL) == DEDUP_OK, "decide: %s", dedup_redis_last_error(r));
-    size_t fresh = 0, fp = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (seen[in.id[i]])
-            CHECK(v[i] != DEDUP_NEW, "false negative at %zu", i);
-        else {
-            fresh++;
-            fp += v[i] != DEDUP_NEW;
-        }
-        seen[in.id[i]] = 1;
-    }
+    size_t fresh, fp = false_drops(&in, v, 30000, &fresh);
     /* Generous bound: 1% target, each shard at or below its capacity. */
     CHECK(fp <= fresh / 50 + 20, "%zu false drops among %zu fresh keys", fp, fresh);
     fprintf(stderr, "module: %zu fresh, %zu false drops, 5 shards\n", fresh, fp);
     CHECK(dedup_redis_query(r, &b, v) == DEDUP_OK, "query");
-    for (size_t i = 0; i < n; i++)
-        if (v[i] == DEDUP_NEW) {
-            CHECK(v[i] != DEDUP_NEW, "query: key %zu absent", i);
-            break;
-        }
-    free(seen);
+    check_all(v, n, DEDUP_NEW, false, "query");
     dedup_redis_free(r);
     /* With a TTL: the module's expiring DEDUP.* filters. */
     snprintf(name, sizeof name, "%s:modttl", run_name);
@@ -513,11 +514,7 @@ static void test_module(const char *url)
     b = slice(&in, 0, 5000);
     CHECK(dedup_redis_decide(r, &b, v, NULL) == DEDUP_OK, "decide ttl: %s", dedup_redis_last_error(r));
     CHECK(dedup_redis_query(r, &b, v) == DEDUP_OK, "query ttl: %s", dedup_redis_last_error(r));
-    for (size_t i = 0; i < 5000; i++)
-        if (v[i] == DEDUP_NEW) {
-            CHECK(v[i] != DEDUP_NEW, "ttl query: key %zu absent", i);
-            break;
-        }
+    check_all(v, 5000, DEDUP_NEW, false, "ttl query");
     free(v);
     free_input(&in);
     dedup_redis_free(r);
@@ -529,11 +526,8 @@ static void test_module(const char *url)
 static void test_module_cuckoo(const char *url)
 {
     dedup_redis_options o;
-    dedup_redis_options_init(&o);
-    o.url = url;
     char name[96], err[768];
-    snprintf(name, sizeof name, "%s:cf", run_name);
-    o.name = name;
+    opts_init(&o, url, name, sizeof name, "cf");
     o.scheme = DEDUP_REDIS_MODULE;
     o.filter = DEDUP_REDIS_FILTER_CUCKOO;
     o.items = 30000;
@@ -556,19 +550,9 @@ static void test_module_cuckoo(const char *url)
     size_t n = 40000;
     input in = make_input(n, 30000, o.seed);
     dedup_verdict *v = malloc(n * sizeof *v), *q = malloc(n * sizeof *q);
-    unsigned char *seen = calloc(30000, 1);
     dedup_batch b = slice(&in, 0, n);
     CHECK(dedup_redis_decide(r, &b, v, NULL) == DEDUP_OK, "decide: %s", dedup_redis_last_error(r));
-    size_t fresh = 0, fp = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (seen[in.id[i]])
-            CHECK(v[i] != DEDUP_NEW, "false negative at %zu", i);
-        else {
-            fresh++;
-            fp += v[i] != DEDUP_NEW;
-        }
-        seen[in.id[i]] = 1;
-    }
+    size_t fresh, fp = false_drops(&in, v, 30000, &fresh);
     CHECK(fp <= fresh / 50 + 20, "%zu false drops among %zu fresh keys", fp, fresh);
     fprintf(stderr, "module cuckoo: %zu fresh, %zu false drops, %u shard(s)\n", fresh, fp, sh.shards);
     /* A second client names no shape: it adopts the stored one. */
@@ -581,11 +565,7 @@ static void test_module_cuckoo(const char *url)
     CHECK(sh2.shards == sh.shards && sh2.filter == DEDUP_REDIS_FILTER_CUCKOO && sh2.items == 30000,
           "adopted shape: %u shards, filter %d", sh2.shards, (int)sh2.filter);
     CHECK(dedup_redis_query(r2, &b, q) == DEDUP_OK, "query: %s", dedup_redis_last_error(r2));
-    for (size_t i = 0; i < n; i++)
-        if (q[i] == DEDUP_NEW) {
-            CHECK(q[i] != DEDUP_NEW, "second client: key %zu absent", i);
-            break;
-        }
+    check_all(q, n, DEDUP_NEW, false, "second client");
     /* Delete the keys answered NEW whose id is even (each once): they are
      * gone, and every other key is still there. */
     size_t nd = 0;
@@ -670,7 +650,6 @@ static void test_module_cuckoo(const char *url)
     free(dd);
     free(deleted);
     free(added);
-    free(seen);
     free(v);
     free(q);
     free_input(&in);
@@ -680,11 +659,8 @@ static void test_module_cuckoo(const char *url)
 static void test_errors(const char *url)
 {
     dedup_redis_options o;
-    dedup_redis_options_init(&o);
-    o.url = url;
     char name[96], err[512];
-    snprintf(name, sizeof name, "%s:err", run_name);
-    o.name = name;
+    opts_init(&o, url, name, sizeof name, "err");
     o.scheme = DEDUP_REDIS_BITMAP;
     o.items = 1000;
     o.segments = 1;
@@ -727,11 +703,8 @@ static void test_errors(const char *url)
 static void test_lost(const char *url, const char *proxy)
 {
     dedup_redis_options o;
-    dedup_redis_options_init(&o);
-    o.url = proxy;
     char name[96];
-    snprintf(name, sizeof name, "%s:lost", run_name);
-    o.name = name;
+    opts_init(&o, proxy, name, sizeof name, "lost");
     o.io_timeout_ms = 1000;
     o.backoff_ms = 10;
     dedup_redis *r = open_or_die(&o);
@@ -773,11 +746,8 @@ static void test_lost(const char *url, const char *proxy)
 static int test_failover(const char *url, const char *signal, unsigned wait)
 {
     dedup_redis_options o;
-    dedup_redis_options_init(&o);
-    o.url = url;
     char name[96];
-    snprintf(name, sizeof name, "%s:fo", run_name);
-    o.name = name;
+    opts_init(&o, url, name, sizeof name, "fo");
     o.wait_replicas = wait;
     o.wait_timeout_ms = 2000;
     o.retries = 12;
@@ -876,22 +846,12 @@ static bool two_masters(const char *url, const char *key, size_t kl, redisContex
 static void test_redirect(const char *url)
 {
     dedup_redis_options o;
-    dedup_redis_options_init(&o);
-    o.url = url;
     char name[96];
-    snprintf(name, sizeof name, "%s:redir", run_name);
-    o.name = name;
+    opts_init(&o, url, name, sizeof name, "redir");
     dedup_redis *r = open_or_die(&o);
     input in = make_input(200, 1ull << 60, o.seed);
     char key[256];
-    size_t nl = strlen(name);
-    memcpy(key, name, nl);
-    key[nl] = ':';
-    for (int i = 0; i < 8; i++) {
-        key[nl + 1 + i] = (char)(in.d[0].lo >> (8 * i));
-        key[nl + 9 + i] = (char)(in.d[0].hi >> (8 * i));
-    }
-    size_t kl = nl + 17;
+    size_t kl = entry_key(key, name, in.d[0]);
     redisContext *src = NULL, *dst = NULL;
     char sid[64] = "", did[64] = "";
     if (!two_masters(url, key, kl, &src, &dst, sid, did)) {
