@@ -337,7 +337,7 @@ size_t dedup_window_memory_usage(const dedup_window *w);
 /* Exact mode: *out = the keys whose time makes a record at 'time' a
  * duplicate now (sliding: |time - t| < D; tumbling: t in time's window;
  * count: 'time' is a record index), the keys a query at 'time' would call
- * DUPLICATE.  O(entries held).  Errors: DEDUP_ERR_UNSUPPORTED (approximate
+ * DUPLICATE: none (0) for a time a query calls LATE.  O(entries held).  Errors: DEDUP_ERR_UNSUPPORTED (approximate
  * mode: fingerprints cannot be told apart), DEDUP_ERR_RANGE (time outside
  * the limits); *out is 0 then. */
 dedup_status dedup_window_count_within(const dedup_window *w, int64_t time, uint64_t *out);

@@ -687,6 +687,8 @@ dedup_status dedup_window_count_within(const dedup_window *w, int64_t time, uint
         return DEDUP_ERR_UNSUPPORTED;
     if (!time_ok(time))
         return DEDUP_ERR_RANGE;
+    if (w->p.type != DEDUP_WINDOW_COUNT && w->has_W && time < w->W)
+        return DEDUP_OK; /* a query there is LATE: it calls no key DUPLICATE */
     uint64_t n = 0;
     for (size_t i = 0; i < w->gn; i++) {
         const wgen *g = &w->gv[i];
