@@ -424,7 +424,7 @@ int dd_run_external(const dd_external_opts *o, char **files, int nfiles)
             else if (!xr)
                 st = dd_spill_push(sp, blk->n, blk->rec, blk->rlen, blk->key, blk->klen, blk->dig);
             else {
-                const dd_extref_batch *b = dd_extref_block(xr, fi, blk, o->seed);
+                const dd_extref_batch *b = dd_extref_block(xr, fi, blk);
                 st = b ? dd_spill_push(sp, blk->n, b->rec, b->rlen, b->key, b->klen, b->dig)
                        : DEDUP_ERR_NOMEM;
                 dd_extref_block_done(xr);

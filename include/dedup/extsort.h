@@ -17,7 +17,11 @@
  * when their keys are equal byte for byte; the record emitted for a key is the
  * first record pushed with that key.  'digest' must be the dedup_hash() of the
  * key under params.seed (the engine recomputes it from the key when it reads a
- * spilled record back, rather than spend 8-16 bytes of disk IO a record).
+ * spilled record back, rather than spend 8-16 bytes of disk IO a record), or
+ * another 128-bit digest that is the same for equal keys and as evenly spread
+ * when every key embeds it (the CLI's references below pass their record's
+ * key digest, which the reference key holds); a key pushed both ways, or in
+ * pieces (push_begin, which computes dedup_hash()) as well, needs dedup_hash().
  *
  * HOW IT WORKS
  *  1. In memory.  Keys go into an exact hash table (digest tag + full key in

@@ -272,19 +272,26 @@ dedup_status dedup_extsort_push_batch(dedup_extsort *es, size_t n, const void *c
                                       const size_t *lens, const void *const *keys,
                                       const size_t *keylens, const dedup_digest *digests)
 {
-    /* Two-stage software prefetch: the slot 16 records ahead, the entry its
-     * tag points at 8 records ahead, so the table's cache misses overlap;
-     * once spilled, only for digests the prefilter lets through, and the
-     * tail of the partition buffer for the others. */
-    enum { FAR = 16, NEAR = 8 };
+    /* Three-stage software prefetch: the prefilter word 32 records ahead,
+     * the slot 16 ahead (only for digests the prefilter lets through, once
+     * spilled), the entry its tag points at 8 ahead, so the cache misses
+     * overlap; for the others, the tail of the partition buffer.  The
+     * prefilter (1/64 of the table's share: ~780 KiB at 64 MiB) does not
+     * stay in the cache beside the partition buffers: read unfetched, its
+     * word was 73% of this loop's time and 10% of a 5 GiB run's CPU. */
+    enum { FRZ = 32, FAR = 16, NEAR = 8 };
     const node *top = es->top;
     const table *t = &top->t;
     dedup_status st = DEDUP_OK;
+    for (size_t i = 0; i < n && i < FRZ; i++)
+        frz_prefetch(top, digests[i]);
     for (size_t i = 0; i < n && i < FAR; i++)
         if (t->slots && frz_maybe(top, digests[i]))
             DD_PREFETCH(&t->slots[(size_t)digests[i].lo & t->mask]);
     for (size_t i = 0; i < n && st == DEDUP_OK; i++) {
         if (t->slots) {
+            if (i + FRZ < n)
+                frz_prefetch(top, digests[i + FRZ]);
             if (i + FAR < n && frz_maybe(top, digests[i + FAR]))
                 DD_PREFETCH(&t->slots[(size_t)digests[i + FAR].lo & t->mask]);
             if (i + NEAR < n) {

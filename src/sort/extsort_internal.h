@@ -465,6 +465,13 @@ static inline size_t frz_word(const node *n, uint64_t lo)
     return (size_t)(((lo >> 32) * (uint64_t)n->frz_words) >> 32);
 }
 
+/* Fetches the prefilter word frz_maybe() will read for digest d. */
+static inline void frz_prefetch(const node *n, dedup_digest d)
+{
+    if (n->frz)
+        DD_PREFETCH(&n->frz[frz_word(n, d.lo)]);
+}
+
 /* False only for a digest whose key is not in the frozen table. */
 static inline bool frz_maybe(const node *n, dedup_digest d)
 {
