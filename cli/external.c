@@ -33,7 +33,7 @@
 #include "progress.h"
 
 #define WRITE_BUF ((size_t)1 << 18)
-#define EXT_BATCH 4096 /* records per push_batch: its prefetch runs 16 ahead and restarts per call */
+#define EXT_BATCH 16384 /* records per push_batch: once spilled, a batch is spilled on two threads (extsort_scatter.c), one hand-off each */
 
 /* The memory this process may use: physical memory, or less when a cgroup
  * (v2 memory.max, v1 memory.limit_in_bytes) says so, as in a container, or

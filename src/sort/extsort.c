@@ -206,6 +206,7 @@ void dedup_extsort_free(dedup_extsort *es)
 {
     if (!es)
         return;
+    ddi_es_sc_stop(es);
     ddi_es_hp_stop(es); /* drops whatever is still queued */
     if (es->top) {
         ddi_es_node_free(es, es->top);
@@ -268,9 +269,10 @@ dedup_status dedup_extsort_push(dedup_extsort *es, const void *rec, size_t len, 
     return ddi_es_node_add(es, es->top, &it, digest);
 }
 
-dedup_status dedup_extsort_push_batch(dedup_extsort *es, size_t n, const void *const *recs,
-                                      const size_t *lens, const void *const *keys,
-                                      const size_t *keylens, const dedup_digest *digests)
+/* push_batch() one record at a time. */
+static dedup_status push_each(dedup_extsort *es, size_t n, const void *const *recs,
+                              const size_t *lens, const void *const *keys, const size_t *keylens,
+                              const dedup_digest *digests)
 {
     /* Three-stage software prefetch: the prefilter word 32 records ahead,
      * the slot 16 ahead (only for digests the prefilter lets through, once
@@ -312,6 +314,26 @@ dedup_status dedup_extsort_push_batch(dedup_extsort *es, size_t n, const void *c
     return st;
 }
 
+dedup_status dedup_extsort_push_batch(dedup_extsort *es, size_t n, const void *const *recs,
+                                      const size_t *lens, const void *const *keys,
+                                      const size_t *keylens, const dedup_digest *digests)
+{
+    dedup_status st = DEDUP_OK;
+    for (size_t off = 0; off < n && st == DEDUP_OK;) {
+        size_t c = n - off < ES_SC_CHUNK ? n - off : ES_SC_CHUNK;
+        const void *const *k = keys ? keys + off : NULL;
+        const size_t *kl = keys ? keylens + off : NULL;
+        bool done = false;
+        /* once the top node has spilled: on two threads (extsort_scatter.c) */
+        if (es->sc && es->top->spilled && es->err == DEDUP_OK && !es->finished && !es->in_piece)
+            st = ddi_es_sc_push(es, c, recs + off, lens + off, k, kl, digests + off, &done);
+        if (st == DEDUP_OK && !done)
+            st = push_each(es, c, recs + off, lens + off, k, kl, digests + off);
+        off += c;
+    }
+    return st;
+}
+
 dedup_status dedup_extsort_finish(dedup_extsort *es)
 {
     if (es->err != DEDUP_OK)
@@ -319,6 +341,7 @@ dedup_status dedup_extsort_finish(dedup_extsort *es)
     if (es->finished || es->in_piece)
         return DEDUP_ERR_INVALID_ARG;
     es->finished = true;
+    ddi_es_sc_stop(es); /* no more pushes */
     dedup_status s = DEDUP_OK;
     if (es->ng && es->p.order == DEDUP_EXTSORT_SORTED)
         s = ddi_es_giants_sort(es);
