@@ -6,7 +6,9 @@
 #
 #   bench/bench_extref.sh FILE [MEM=64M] [REPS=3]
 #   env: BUILD=build, TMP=<dir for temporary files and outputs> (default: the
-#        directory of FILE; not in the repo), SORT=0 to leave out sort -u
+#        directory of FILE; not in the repo), SORT=0 to leave out sort -u,
+#        RECORDS=0 to leave out the record-carrying path (then REF=FILE, if
+#        set, is what the references' output is compared with)
 #
 # Per command: wall and CPU seconds and peak RSS (/usr/bin/time), and the
 # bytes it moved through read/write/pread/pwrite (rchar + wchar of
@@ -42,8 +44,12 @@ C="dedup -m $MEM (records, DEDUP_NO_EXTREF=1)"
 for r in $(seq "$REPS"); do
   [ "${SORT:-1}" = 0 ] || run "$S" "$TMP/xr.sort" env LC_ALL=C sort -u -S "$MEM" -T "$TMP" "$F"
   run "$R" "$TMP/xr.ref" "$BUILD/dedup" -m "$MEM" -T "$TMP" "$F"
-  run "$C" "$TMP/xr.rec" env DEDUP_NO_EXTREF=1 "$BUILD/dedup" -m "$MEM" -T "$TMP" "$F"
-  cmp "$TMP/xr.ref" "$TMP/xr.rec" || { echo "round $r: outputs differ" >&2; exit 1; }
+  if [ "${RECORDS:-1}" != 0 ]; then
+    run "$C" "$TMP/xr.rec" env DEDUP_NO_EXTREF=1 "$BUILD/dedup" -m "$MEM" -T "$TMP" "$F"
+    cmp "$TMP/xr.ref" "$TMP/xr.rec" || { echo "round $r: outputs differ" >&2; exit 1; }
+  elif [ -n "${REF:-}" ]; then
+    cmp "$TMP/xr.ref" "$REF" || { echo "round $r: output differs from $REF" >&2; exit 1; }
+  fi
   echo "round $r done: load $(cut -d' ' -f1-3 /proc/loadavg)"
 done
 med() { tr ' ' '\n' | grep . | sort -n | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
@@ -56,6 +62,7 @@ done
 if [ "${SORT:-1}" != 0 ]; then
   # ratios per round (the same round's sort), then their median
   for n in "$R" "$C"; do
+    [ -n "${WALL[$n]:-}" ] || continue
     read -ra sw <<< "${WALL[$S]}"; read -ra nw <<< "${WALL[$n]}"
     read -ra sc <<< "${CPU[$S]}"; read -ra nc <<< "${CPU[$n]}"
     rw=""; rcpu=""

@@ -15,18 +15,11 @@
 #include "cli.h"
 #include "filecheck.h"
 
-typedef struct bfile {
-    const char *name;
-    int fd;
-    uint64_t off, size;
-    struct timespec mtime;
-} bfile;
-
 struct dd_byref {
     unsigned char *base;
     size_t reserved;
     uint64_t span;
-    bfile *f;
+    cli_infile *f;
     uint64_t *ends;
     int n;
     struct sigaction old_bus;
@@ -93,7 +86,7 @@ dd_byref *dd_byref_open(char **files, int nfiles)
     long pg = sysconf(_SC_PAGESIZE);
     uint64_t page = pg > 0 ? (uint64_t)pg : 4096, pos = 0;
     for (int i = 0; i < nfiles; i++) {
-        bfile *f = &b->f[i];
+        cli_infile *f = &b->f[i];
         f->fd = -1;
         b->n = i + 1;
         struct stat st;
@@ -127,7 +120,7 @@ dd_byref *dd_byref_open(char **files, int nfiles)
     b->base = r;
     b->span = b->ends[nfiles - 1];
     for (int i = 0; i < nfiles; i++) {
-        bfile *f = &b->f[i];
+        cli_infile *f = &b->f[i];
         if (!f->size)
             continue;
         void *m = mmap(b->base + f->off, (size_t)f->size, PROT_READ, MAP_PRIVATE | MAP_FIXED,
@@ -163,17 +156,4 @@ const unsigned char *dd_byref_file(const dd_byref *b, int i, size_t *len)
     return b->f[i].size ? b->base + b->f[i].off : NULL;
 }
 
-static bool check_one(const bfile *f)
-{
-    return cli_file_unchanged(f->name, f->fd, f->size, &f->mtime);
-}
-
-bool dd_byref_check(const dd_byref *b, int i)
-{
-    if (i >= 0)
-        return check_one(&b->f[i]);
-    bool ok = true;
-    for (int j = 0; j < b->n && ok; j++)
-        ok = check_one(&b->f[j]);
-    return ok;
-}
+bool dd_byref_check(const dd_byref *b, int i) { return cli_infiles_unchanged(b->f, b->n, i); }

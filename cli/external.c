@@ -33,7 +33,7 @@
 #include "progress.h"
 
 #define WRITE_BUF ((size_t)1 << 18)
-#define EXT_BATCH 4096 /* records per push_batch: its prefetch runs 16 ahead and restarts per call */
+#define EXT_BATCH 16384 /* records per push_batch: once spilled, a batch is spilled on two threads (extsort_scatter.c), one hand-off each */
 
 /* The memory this process may use: physical memory, or less when a cgroup
  * (v2 memory.max, v1 memory.limit_in_bytes) says so, as in a container, or
@@ -424,7 +424,7 @@ int dd_run_external(const dd_external_opts *o, char **files, int nfiles)
             else if (!xr)
                 st = dd_spill_push(sp, blk->n, blk->rec, blk->rlen, blk->key, blk->klen, blk->dig);
             else {
-                const dd_extref_batch *b = dd_extref_block(xr, fi, blk, o->seed);
+                const dd_extref_batch *b = dd_extref_block(xr, fi, blk);
                 st = b ? dd_spill_push(sp, blk->n, b->rec, b->rlen, b->key, b->klen, b->dig)
                        : DEDUP_ERR_NOMEM;
                 dd_extref_block_done(xr);

@@ -13,15 +13,8 @@
 #include "cli.h"
 #include "filecheck.h"
 
-typedef struct xfile {
-    const char *name;
-    int fd;
-    uint64_t start, size; /* its place among the inputs taken one after the other */
-    struct timespec mtime;
-} xfile;
-
 struct dd_extref {
-    xfile *f;
+    cli_infile *f; /* off: its place among the inputs taken one after the other */
     int n;
     unsigned char term;
     /* the block being pushed: its first record's offset, and its bytes */
@@ -84,7 +77,6 @@ void dd_extref_close(dd_extref *x)
     free(x->b.key);
     free(x->b.rlen);
     free(x->b.klen);
-    free(x->b.dig);
     free(x);
 }
 
@@ -130,7 +122,7 @@ dd_extref *dd_extref_open(char **files, int nfiles, unsigned char term)
     }
     uint64_t pos = 0;
     for (int i = 0; i < nfiles; i++) {
-        xfile *f = &x->f[i];
+        cli_infile *f = &x->f[i];
         f->fd = -1;
         x->n = i + 1;
         struct stat st;
@@ -143,7 +135,7 @@ dd_extref *dd_extref_open(char **files, int nfiles, unsigned char term)
             return NULL;
         }
         f->name = files[i];
-        f->start = pos;
+        f->off = pos;
         f->size = (uint64_t)st.st_size;
         f->mtime = st.st_mtim;
         pos += f->size;
@@ -186,26 +178,28 @@ static bool grow(dd_extref *x, size_t n)
     size_t *klen = realloc(x->b.klen, c * sizeof *klen);
     if (klen)
         x->b.klen = klen;
-    dedup_digest *dig = realloc(x->b.dig, c * sizeof *dig);
-    if (dig)
-        x->b.dig = dig;
-    if (!kb || !rb || !rec || !key || !rlen || !klen || !dig)
+    if (!kb || !rb || !rec || !key || !rlen || !klen)
         return false;
     x->cap = c;
     return true;
 }
 
-const dd_extref_batch *dd_extref_block(dd_extref *x, int fi, const dd_block *b, uint64_t seed)
+const dd_extref_batch *dd_extref_block(dd_extref *x, int fi, const dd_block *b)
 {
     if (!grow(x, b->n))
         return NULL;
     if (fi != x->bfi) { /* a new file: its first block */
         x->bfi = fi;
-        x->next_off = x->f[fi].start;
+        x->next_off = x->f[fi].off;
     }
     uint64_t off = x->next_off;
     x->blk = b->n ? b->rec[0] : NULL;
     x->blk_off = off;
+    /* a reference's key is the record's key digest and length: two records
+     * have the same reference key exactly when their keys have the same
+     * digest and length, so the key's digest, already made, stands for the
+     * reference's (nothing is hashed twice) */
+    x->b.dig = b->dig;
     for (size_t i = 0; i < b->n; i++) {
         unsigned char *k = x->kb + i * DD_EXTREF_KEY_MAX, *r = x->rb + i * DD_EXTREF_REC_MAX;
         memcpy(k, &b->dig[i].lo, 8);
@@ -217,7 +211,6 @@ const dd_extref_batch *dd_extref_block(dd_extref *x, int fi, const dd_block *b, 
         x->b.klen[i] = kl;
         x->b.rec[i] = r;
         x->b.rlen[i] = rl;
-        x->b.dig[i] = dedup_hash(k, kl, seed);
     }
     if (b->n) {
         uint64_t span = (uint64_t)(b->rec[b->n - 1] - b->rec[0]) + b->rlen[b->n - 1];
@@ -233,7 +226,7 @@ void dd_extref_piece(dd_extref *x, int fi, const dd_block *b)
 {
     if (fi != x->bfi) {
         x->bfi = fi;
-        x->next_off = x->f[fi].start;
+        x->next_off = x->f[fi].off;
     }
     x->next_off += b->rlen[0];
     if (b->piece & DD_PIECE_LAST)
@@ -257,7 +250,7 @@ static int fail(dd_extref *x, int fi, int eno, const char *what)
 /* Reads file fi's bytes from 'off' into the window. */
 static int fill(dd_extref *x, int fi, uint64_t off)
 {
-    const xfile *f = &x->f[fi];
+    const cli_infile *f = &x->f[fi];
     uint64_t left = f->size > off ? f->size - off : 0;
     size_t want = left < DD_EXTREF_WINDOW ? (size_t)left : DD_EXTREF_WINDOW;
     size_t got = 0;
@@ -298,7 +291,7 @@ int dd_extref_emit(dd_extref *x, dd_writer *w, const void *ref, size_t len)
     if (!k || !get_varint(p + k, end, &rlen))
         return fail(x, -1, 0, "a reference the engine returned cannot be decoded");
     int fi = x->efi; /* references come in input order */
-    while (fi + 1 < x->n && goff >= x->f[fi].start + x->f[fi].size)
+    while (fi + 1 < x->n && goff >= x->f[fi].off + x->f[fi].size)
         fi++;
     x->efi = fi;
     if (x->blk && goff >= x->blk_off && goff + rlen <= x->blk_end) { /* the block at hand */
@@ -306,10 +299,10 @@ int dd_extref_emit(dd_extref *x, dd_writer *w, const void *ref, size_t len)
             return w->broken_pipe ? 1 : 2;
         return 0;
     }
-    const xfile *f = &x->f[fi];
-    if (goff < f->start || goff - f->start + rlen > f->size)
+    const cli_infile *f = &x->f[fi];
+    if (goff < f->off || goff - f->off + rlen > f->size)
         return fail(x, fi, 0, "the file shrank while it was being read");
-    uint64_t off = goff - f->start;
+    uint64_t off = goff - f->off;
     if (rlen < DD_EXTREF_WINDOW) {
         /* the record and the byte after it (its terminator) */
         uint64_t need = off + rlen + (off + rlen < f->size);
@@ -344,20 +337,7 @@ int dd_extref_emit(dd_extref *x, dd_writer *w, const void *ref, size_t len)
     return 0;
 }
 
-static bool check_one(const xfile *f)
-{
-    return cli_file_unchanged(f->name, f->fd, f->size, &f->mtime);
-}
-
-bool dd_extref_check(const dd_extref *x, int fi)
-{
-    if (fi >= 0)
-        return check_one(&x->f[fi]);
-    bool ok = true;
-    for (int j = 0; j < x->n && ok; j++)
-        ok = check_one(&x->f[j]);
-    return ok;
-}
+bool dd_extref_check(const dd_extref *x, int fi) { return cli_infiles_unchanged(x->f, x->n, fi); }
 
 void dd_extref_report(const dd_extref *x)
 {

@@ -74,14 +74,16 @@ dd_extref *dd_extref_open(char **files, int nfiles, unsigned char term);
 
 /* Turns block 'b' of file 'fi' (blocks in input order) into references:
  * the returned arrays (valid until the next call) replace the block's
- * records, keys and digests for dedup_extsort_push_batch().  NULL when out
- * of memory. */
+ * records and keys for dedup_extsort_push_batch(); the digests are the
+ * block's own (a reference key holds its key's digest and length, so the
+ * key's digest is as good as the reference's and is not made again).  NULL
+ * when out of memory. */
 typedef struct dd_extref_batch {
     const unsigned char **rec, **key;
     size_t *rlen, *klen;
-    dedup_digest *dig;
+    const dedup_digest *dig; /* the block's own: the keys' digests */
 } dd_extref_batch;
-const dd_extref_batch *dd_extref_block(dd_extref *x, int fi, const dd_block *b, uint64_t seed);
+const dd_extref_batch *dd_extref_block(dd_extref *x, int fi, const dd_block *b);
 
 /* Writes the record that reference 'ref' (a record as made above, emitted
  * by the engine) names, followed by 'term', to 'w'.  Returns 0, 1 on a

@@ -8,10 +8,13 @@
 
 #include "cli.h"
 
-bool cli_file_unchanged(const char *name, int fd, uint64_t size, const struct timespec *mtime)
+static bool unchanged(const cli_infile *f)
 {
+    const char *name = f->name;
+    uint64_t size = f->size;
+    const struct timespec *mtime = &f->mtime;
     struct stat st;
-    if (fstat(fd, &st) != 0) {
+    if (fstat(f->fd, &st) != 0) {
         cli_error("%s: %s (checking that it did not change while it was read)", name,
                   strerror(errno));
         return false;
@@ -28,5 +31,15 @@ bool cli_file_unchanged(const char *name, int fd, uint64_t size, const struct ti
                   name);
         return false;
     }
+    return true;
+}
+
+bool cli_infiles_unchanged(const cli_infile *f, int n, int i)
+{
+    if (i >= 0)
+        return unchanged(&f[i]);
+    for (int j = 0; j < n; j++)
+        if (!unchanged(&f[j]))
+            return false;
     return true;
 }

@@ -17,7 +17,11 @@
  * when their keys are equal byte for byte; the record emitted for a key is the
  * first record pushed with that key.  'digest' must be the dedup_hash() of the
  * key under params.seed (the engine recomputes it from the key when it reads a
- * spilled record back, rather than spend 8-16 bytes of disk IO a record).
+ * spilled record back, rather than spend 8-16 bytes of disk IO a record), or
+ * another 128-bit digest that is the same for equal keys and as evenly spread
+ * when every key embeds it (the CLI's references below pass their record's
+ * key digest, which the reference key holds); a key pushed both ways, or in
+ * pieces (push_begin, which computes dedup_hash()) as well, needs dedup_hash().
  *
  * HOW IT WORKS
  *  1. In memory.  Keys go into an exact hash table (digest tag + full key in
@@ -140,15 +144,21 @@
  * one thread of its own that compresses and writes the frames of the
  * partitions, the per-partition results and the sorted runs while the
  * caller's thread goes on (and compresses frames too rather than wait for
- * it); and in first-occurrence order the partitions are
- * then deduplicated two at a time (the caller's thread and one more, each in
+ * it); in first-occurrence order a second one that appends the records
+ * of each push_batch() call to the top node's partition buffers beside the
+ * caller's thread, once it has spilled (up to 16,384 records a pass,
+ * ~330 KiB taken out of the table's share; see src/sort/extsort_scatter.c;
+ * push() one record at a time stays on the caller's thread); and the
+ * partitions are then deduplicated two at a time (the caller's thread and one more, each in
  * half of the budget left); the final merge (the one whose output goes to
  * emit) has a thread of its own decode each source's next frame while the
  * caller's thread merges, when the readers' share of the budget leaves a
  * frame per source for it (see src/sort/extsort_threads.c and
  * src/sort/extsort_partition.c).  The output and the
  * statistics are the same as with one thread, except peak_memory, which
- * then adds up both partition threads' peaks; write errors may be reported
+ * then adds up both partition threads' peaks, and bytes_spilled /
+ * bytes_read_back, as the two-thread spill may cut the same streams into
+ * frames at other points (a frame header more or less); write errors may be reported
  * by a later call than the one whose data failed (still before finish()
  * returns).  The compressing thread
  * costs 3F frame buffers, three areas of F compressed frames (a queue of

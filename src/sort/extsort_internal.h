@@ -77,6 +77,9 @@
 #define FH 16u
 #define FR_RAW UINT32_C(0x80000000)
 
+/* Records per batch of the top node's two-thread spill (extsort_scatter.c). */
+#define ES_SC_CHUNK 16384
+
 /* Block reuse: how many freed blocks of at least ES_CACHE_MIN bytes are kept. */
 #define ES_CACHE_N 64
 #define ES_CACHE_MIN ((size_t)64 << 10)
@@ -111,6 +114,7 @@ struct dedup_extsort {
     size_t ncache, cached;
     struct helper *hp; /* the compressing thread (params.threads >= 2), once spilled */
     struct decoder *dec; /* the final merge's decode-ahead thread, while it runs */
+    struct scatter *sc; /* the top node's second scattering thread, once it spilled */
     size_t hb_frames;  /* frames per batch for it; 0: no thread (none asked for, too
                           small a budget, or it could not be started) */
     pthread_mutex_t wlock; /* serialises params.write_fn between threads */
@@ -465,6 +469,13 @@ static inline size_t frz_word(const node *n, uint64_t lo)
     return (size_t)(((lo >> 32) * (uint64_t)n->frz_words) >> 32);
 }
 
+/* Fetches the prefilter word frz_maybe() will read for digest d. */
+static inline void frz_prefetch(const node *n, dedup_digest d)
+{
+    if (n->frz)
+        DD_PREFETCH(&n->frz[frz_word(n, d.lo)]);
+}
+
 /* False only for a digest whose key is not in the frozen table. */
 static inline bool frz_maybe(const node *n, dedup_digest d)
 {
@@ -472,6 +483,14 @@ static inline bool frz_maybe(const node *n, dedup_digest d)
         return true;
     uint64_t m = frz_mask(d.lo);
     return (n->frz[frz_word(n, d.lo)] & m) == m;
+}
+
+/* The partition of node n that a digest spills to: digest bits this depth
+ * has not used. */
+static inline uint32_t node_part(const node *n, dedup_digest d)
+{
+    uint64_t x = n->shift ? (d.hi << n->shift) | (d.hi >> (64 - n->shift)) : d.hi;
+    return (uint32_t)dedup_reduce(x, n->P);
 }
 
 /* ---- Giant records (extsort_giant.c) ---------------------------------------- */
@@ -560,6 +579,7 @@ dedup_status ddi_es_part_flush(dedup_extsort *es, node *n, part *p, const void *
 void ddi_es_node_free(dedup_extsort *es, node *n);
 dedup_status ddi_es_node_out(dedup_extsort *es, node *n, const item *it);
 dedup_status ddi_es_node_add(dedup_extsort *es, node *n, const item *it, dedup_digest d);
+dedup_status ddi_es_part_item(dedup_extsort *es, node *n, part *p, const item *it, uint64_t delta);
 dedup_status ddi_es_table_out_ordered(dedup_extsort *es, node *n);
 dedup_status ddi_es_table_out_sorted(dedup_extsort *es, node *n, writer *w, bool filter);
 
@@ -577,6 +597,14 @@ dedup_status ddi_es_node_merge(dedup_extsort *es, node *n, const blk *ext, tfile
                               size_t k);
 dedup_status ddi_es_runs_add(dedup_extsort *es, const item *it, dedup_digest d);
 dedup_status ddi_es_runs_finish(dedup_extsort *es);
+
+/* extsort_scatter.c */
+size_t ddi_es_sc_bytes(void);
+void ddi_es_sc_start(dedup_extsort *es);
+dedup_status ddi_es_sc_push(dedup_extsort *es, size_t n, const void *const *recs,
+                            const size_t *lens, const void *const *keys, const size_t *keylens,
+                            const dedup_digest *digests, bool *done);
+void ddi_es_sc_stop(dedup_extsort *es);
 
 /* extsort_partition.c */
 dedup_status ddi_es_node_finish(dedup_extsort *es, node *n);

@@ -31,6 +31,8 @@ dedup_status ddi_es_node_init(dedup_extsort *es, node *n, int depth, writer *out
         reserve = io_buf(es) + 8192;
     if (threaded(es)) /* the compressing thread's buffers; writers' second buffers */
         reserve += ddi_es_helper_bytes(es) + (sorted && depth == 0 ? 1 : 2) * io_buf(es);
+    if (threaded(es) && depth == 0 && !sorted) /* the two-thread spill's batch (extsort_scatter.c) */
+        reserve += ddi_es_sc_bytes();
     reserve += scratch_bytes(es) + ddi_es_giant_reserve(es); /* compression; giant records */
     size_t limit = es->budget > reserve + 16384 ? es->budget - reserve : 16384;
     if (!(sorted && depth == 0)) { /* the prefilter's share, once spilled */
@@ -196,6 +198,8 @@ static dedup_status node_start_spill(dedup_extsort *es, node *n)
     }
     n->spilled = true;
     frz_build(es, n);
+    if (n->depth == 0)
+        ddi_es_sc_start(es);
     if ((uint64_t)n->depth + 1 > es->st.max_depth)
         es->st.max_depth = (uint64_t)n->depth + 1;
     return DEDUP_OK;
@@ -275,14 +279,21 @@ dedup_status ddi_es_node_add(dedup_extsort *es, node *n, const item *it, dedup_d
             return s;
     }
     /* spill to the partition picked by digest bits this depth has not used */
-    uint64_t x = n->shift ? (d.hi << n->shift) | (d.hi >> (64 - n->shift)) : d.hi;
-    part *p = &n->parts[dedup_reduce(x, n->P)];
+    part *p = &n->parts[node_part(n, d)];
+    uint64_t delta = it->seq - p->prev_seq;
+    p->prev_seq = it->seq;
+    return ddi_es_part_item(es, n, p, it, delta);
+}
+
+/* Appends item 'it' to partition p of node n, 'delta' after the partition's
+ * previous item; flushes the buffer as it fills. */
+dedup_status ddi_es_part_item(dedup_extsort *es, node *n, part *p, const item *it, uint64_t delta)
+{
+    dedup_status s;
     uint8_t h[ITEM_HEADER_MAX];
     bool keep_key;
     bool same = it->rec == it->key && it->reclen == it->keylen;
     size_t body = it->keylen + (same ? 0 : it->reclen);
-    uint64_t delta = it->seq - p->prev_seq;
-    p->prev_seq = it->seq;
     size_t room = n->pbuf - p->len, hn;
     uint8_t *o = p->buf + p->len;
     if (body <= room && room - body >= ITEM_HEADER_MAX) {

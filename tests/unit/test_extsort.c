@@ -813,6 +813,52 @@ static void test_seed_mismatch(void **state)
     input_free(&in);
 }
 
+/* Pushes 'in' to an engine with params 'p' in push_batch calls of 1..maxb
+ * records (random sizes) and checks the output against the reference. */
+static void push_batches(const input *in, dedup_extsort_params *p, tu_rng *g, size_t maxb,
+                         const char *what)
+{
+    capture got = {0}, want;
+    p->emit = cap_emit;
+    p->emit_ctx = &got;
+    dedup_extsort *es;
+    assert_int_equal(dedup_extsort_create(p, NULL, &es), DEDUP_OK);
+    const void **recs = calloc(maxb, sizeof *recs), **keys = calloc(maxb, sizeof *keys);
+    size_t *lens = calloc(maxb, sizeof *lens), *klens = calloc(maxb, sizeof *klens);
+    dedup_digest *dig = calloc(maxb, sizeof *dig);
+    assert_true(recs && keys && lens && klens && dig);
+    for (size_t i = 0; i < in->n;) {
+        size_t b = 1 + (size_t)tu_below(g, (uint32_t)maxb);
+        if (b > in->n - i)
+            b = in->n - i;
+        for (size_t j = 0; j < b; j++) {
+            const rec *r = &in->r[i + j];
+            recs[j] = r->rec;
+            lens[j] = r->reclen;
+            keys[j] = r->key;
+            klens[j] = r->keylen;
+            dig[j] = dedup_hash(r->key, r->keylen, p->seed);
+        }
+        assert_int_equal(dedup_extsort_push_batch(es, b, recs, lens, keys, klens, dig), DEDUP_OK);
+        i += b;
+    }
+    assert_int_equal(dedup_extsort_finish(es), DEDUP_OK);
+    dedup_extsort_stats st;
+    dedup_extsort_stats_get(es, &st);
+    assert_int_equal(st.records_in, in->n);
+    assert_int_equal(st.bytes_spilled, st.bytes_read_back);
+    dedup_extsort_free(es);
+    reference(in, p->order, p->output, &want);
+    assert_same(&got, &want, what);
+    cap_free(&got);
+    cap_free(&want);
+    free(recs);
+    free(keys);
+    free(lens);
+    free(klens);
+    free(dig);
+}
+
 /* push_batch is push, batched: same output for random batch sizes. */
 static void test_push_batch(void **state)
 {
@@ -825,37 +871,38 @@ static void test_push_batch(void **state)
         p.memory_limit = 64 << 10;
         p.order = (dedup_extsort_order)order;
         p.output = DEDUP_EXTSORT_COUNT;
-        capture got = {0}, want;
-        p.emit = cap_emit;
-        p.emit_ctx = &got;
-        dedup_extsort *es;
-        assert_int_equal(dedup_extsort_create(&p, NULL, &es), DEDUP_OK);
-        const void *recs[100], *keys[100];
-        size_t lens[100], klens[100];
-        dedup_digest dig[100];
-        for (size_t i = 0; i < in.n;) {
-            size_t b = 1 + (size_t)tu_below(&g, 100);
-            if (b > in.n - i)
-                b = in.n - i;
-            for (size_t j = 0; j < b; j++) {
-                const rec *r = &in.r[i + j];
-                recs[j] = r->rec;
-                lens[j] = r->reclen;
-                keys[j] = r->key;
-                klens[j] = r->keylen;
-                dig[j] = dedup_hash(r->key, r->keylen, p.seed);
-            }
-            assert_int_equal(dedup_extsort_push_batch(es, b, recs, lens, keys, klens, dig), DEDUP_OK);
-            i += b;
-        }
-        assert_int_equal(dedup_extsort_finish(es), DEDUP_OK);
-        dedup_extsort_free(es);
-        reference(&in, p.order, p.output, &want);
-        assert_same(&got, &want, "push_batch");
-        cap_free(&got);
-        cap_free(&want);
+        push_batches(&in, &p, &g, 100, "push_batch");
     }
     input_free(&in);
+}
+
+/* The same at 2 MiB: in the _mt build, batches after the spill are spilled
+ * on two threads (extsort_scatter.c).  Batches of up to 40,000 records (more
+ * than one pass of 16,384; 4 KiB partition buffers, so big batches overflow
+ * some and take the one-thread pass too) or 300, every first-occurrence
+ * output, keys separate or not, frames raw or not. */
+static void test_threads_push_batch_2m(void **state)
+{
+    (void)state;
+    tu_rng g = {tu_seed() + 11};
+    char *dir = make_tmpdir();
+    for (int k = 0; k < 4; k++) {
+        int sep = k % 2;
+        input in = make_input(&g, 60000, sep, 100);
+        dedup_extsort_params p;
+        tu_extsort_params(&p);
+        p.memory_limit = 2 << 20;
+        p.output = kinds[k];
+        p.tmpdir = dir;
+        p.raw_frames = k < 2;
+        char what[96];
+        snprintf(what, sizeof what, "push_batch 2 MiB sep=%d %s", sep, kind_names[k]);
+        push_batches(&in, &p, &g, k % 2 == 0 ? 40000 : 300, what);
+        input_free(&in);
+    }
+    assert_int_equal(dir_entries(dir), 0);
+    assert_int_equal(rmdir(dir), 0);
+    free(dir);
 }
 
 /* Keys sharing a long prefix (the sort starts past it), some of them ending
@@ -927,6 +974,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_oom),
         cmocka_unit_test(test_seed_mismatch),
         cmocka_unit_test(test_push_batch),
+        cmocka_unit_test(test_threads_push_batch_2m),
         cmocka_unit_test(test_sorted_common_prefix),
     };
 #if EXTSORT_THREADS > 1
