@@ -8,7 +8,10 @@
 #   env: BUILD=build, DATA=/work/bench-data (data and outputs, not in the repo),
 #        INPUT=FILE (default DATA/urls-LINES.txt, generated when missing),
 #        BEFORE=DIR (a build of an earlier commit: adds its by-reference row,
-#        "dedup-file-before", for an A/B in the same run)
+#        "dedup-file-before", for an A/B in the same run),
+#        OPTS="-i ..." (key options and output kind for every dedup command:
+#        the outputs are then compared among the dedup roads only, and the
+#        ratios taken against the copying road), NO_SORT=1 (no sort -u row)
 #
 # The file is bench/gen_urls.c's `LINES -r 0.5 -s 1 -S 1` (bench_lines.sh's).
 # For each command: wall and CPU (user + system) seconds and peak RSS from
@@ -46,16 +49,23 @@ one() { # name cmd... (a shell command line)
   read -r w m u sy < "$t"
   WALL[$name]="${WALL[$name]:-} $w"; CPU[$name]="${CPU[$name]:-} $(echo "$u + $sy" | bc)"; RSS[$name]="${RSS[$name]:-} $((m / 1024))"; ANON[$name]="${ANON[$name]:-} $((max / 1024))"
 }
-names="dedup-file dedup-copying dedup-pipe sort-u"
-[ -n "${BEFORE:-}" ] && names="dedup-file dedup-file-before dedup-copying dedup-pipe sort-u"
+OPTS=${OPTS:-}
+[ -n "$OPTS" ] && NO_SORT=1
+sortrow=sort-u
+[ -n "${NO_SORT:-}" ] && sortrow=
+names="dedup-file dedup-copying dedup-pipe $sortrow"
+[ -n "${BEFORE:-}" ] && names="dedup-file dedup-file-before dedup-copying dedup-pipe $sortrow"
+echo "dedup options: ${OPTS:-(none)}"
 for r in $(seq "$REPS"); do
-  one dedup-file "DEDUP_BYREF=1 '$DEDUP' '$F'"
-  [ -n "${BEFORE:-}" ] && one dedup-file-before "DEDUP_BYREF=1 '$BEFORE/dedup' '$F'"
-  one dedup-copying "DEDUP_NO_BYREF=1 '$DEDUP' '$F'"
-  one dedup-pipe "cat '$F' | '$DEDUP'"
-  one sort-u "LC_ALL=C sort -u '$F'"
+  one dedup-file "DEDUP_BYREF=1 '$DEDUP' $OPTS '$F'"
+  [ -n "${BEFORE:-}" ] && one dedup-file-before "DEDUP_BYREF=1 '$BEFORE/dedup' $OPTS '$F'"
+  one dedup-copying "DEDUP_NO_BYREF=1 '$DEDUP' $OPTS '$F'"
+  one dedup-pipe "cat '$F' | '$DEDUP' $OPTS"
+  [ -z "$sortrow" ] || one sort-u "LC_ALL=C sort -u '$F'"
 done
-LC_ALL=C sort "$DATA/out.dedup-file" | cmp -s - "$DATA/out.sort-u" || { echo "dedup's keys differ from sort -u's" >&2; exit 1; }
+[ -n "$sortrow" ] || cp "$DATA/out.dedup-copying" "$DATA/out.sort-u" # the reference: the copying road
+[ -n "$sortrow" ] || WALL[sort-u]=${WALL[dedup-copying]} CPU[sort-u]=${CPU[dedup-copying]}
+[ -n "$sortrow" ] && { LC_ALL=C sort "$DATA/out.dedup-file" | cmp -s - "$DATA/out.sort-u" || { echo "dedup's keys differ from sort -u's" >&2; exit 1; }; }
 [ -z "${BEFORE:-}" ] || cmp -s "$DATA/out.dedup-file" "$DATA/out.dedup-file-before" ||
   { echo "the by-reference outputs before and after differ" >&2; exit 1; }
 cmp -s "$DATA/out.dedup-file" "$DATA/out.dedup-copying" && cmp -s "$DATA/out.dedup-file" "$DATA/out.dedup-pipe" ||

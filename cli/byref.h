@@ -3,9 +3,10 @@
  * other into one span of address space, so that the exact set keeps
  * references to its keys (dedup_refset, dedup/set.h) instead of copies.
  *
- * Used when every input is a regular file, keys are whole records and the
- * output is the first occurrences (cmd_dedup.c decides; pipes, key options
- * and counts keep the copying set).  Each file is
+ * Used when every input is a regular file (cmd_dedup.c decides; pipes and
+ * integer keys keep the copying set), with any key options, -c/-u and
+ * --state (seen.h's ref_keys: a key that differs from the file's bytes is
+ * copied into the set).  Each file is
  * mapped read-only at its place in a reserved span, a guard page after it.
  * The feeder cuts its blocks out of the mapping, and two threads decide
  * them (dedup_seen_decide_part, dedup/seen.h): the feeder's thread the keys

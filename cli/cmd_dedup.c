@@ -44,9 +44,15 @@ static void on_signal(int sig) { dd_stop_signal = sig; }
 static double now_sec(void) { return dd_now(); }
 
 
+#define FIRST_REF (UINT64_C(1) << 63) /* a first record kept by reference */
+
+/* Keeps a first record for --count/--unique: a copy, or by reference when
+ * it lies in the mapped inputs. */
 static bool firsts_append(run *r, const unsigned char *rec, size_t len)
 {
-    size_t need = r->firsts_len + 8 + len;
+    uintptr_t a = (uintptr_t)rec, b = (uintptr_t)r->ref_base;
+    bool ref = r->ref_base && a >= b && a - b < r->ref_span;
+    size_t need = r->firsts_len + 8 + (ref ? 8 : len);
     if (need > r->firsts_cap) {
         size_t nc = r->firsts_cap ? r->firsts_cap : (size_t)1 << 20;
         while (nc < need)
@@ -57,9 +63,9 @@ static bool firsts_append(run *r, const unsigned char *rec, size_t len)
         r->firsts = nb;
         r->firsts_cap = nc;
     }
-    uint64_t l = len;
+    uint64_t l = len | (ref ? FIRST_REF : 0), off = (uint64_t)(a - b);
     memcpy(r->firsts + r->firsts_len, &l, 8);
-    memcpy(r->firsts + r->firsts_len + 8, rec, len);
+    memcpy(r->firsts + r->firsts_len + 8, ref ? (const void *)&off : (const void *)rec, ref ? 8 : len);
     r->firsts_len = need;
     return true;
 }
@@ -390,10 +396,17 @@ static bool write_counts(run *r)
     size_t scap = 0;
     bool ok = true;
     while (off < r->firsts_len && ok) {
-        uint64_t len;
+        uint64_t len, at;
         memcpy(&len, r->firsts + off, 8);
         const unsigned char *rec = r->firsts + off + 8;
-        off += 8 + len;
+        if (len & FIRST_REF) {
+            len &= ~FIRST_REF;
+            memcpy(&at, rec, 8);
+            rec = r->ref_base + at;
+            off += 16;
+        } else {
+            off += 8 + len;
+        }
         if (len >= scap) { /* never NULL, even for an empty record */
             free(scratch);
             scap = len * 2 + 16;
@@ -421,6 +434,62 @@ static bool write_counts(run *r)
     }
     free(scratch);
     return ok;
+}
+
+/* The exact set by reference (byref.h): when every input is a regular
+ * file that is large against 'budget' -- a quarter of it or more, where
+ * the copies would crowd it and spill -- the set keeps references into the
+ * mapped files.  Below that the copying road is faster (20M URL lines,
+ * 1.2 GB, quiet machine: 3.1-3.6 s copying on two threads against 3.9-4.1
+ * s by reference), so it stays; DEDUP_BYREF=1 forces references,
+ * DEDUP_NO_BYREF=1 refuses them.  Keys that are fields or trimmed records
+ * are references with their lengths; a normalised key whose bytes differ
+ * from the file's (-i, --squeeze) is copied into the set.  NULL: the
+ * copying road. */
+static dd_byref *byref_choose(opts *o, char **files, int nfiles, uint64_t budget)
+{
+    const char *force = getenv("DEDUP_BYREF");
+    if (o->int_keys || getenv("DEDUP_NO_BYREF"))
+        return NULL;
+    dd_byref *b = dd_byref_open(files, nfiles);
+    if (b && !(force && *force) && dd_byref_span(b) < budget / 4) {
+        dd_byref_close(b);
+        b = NULL;
+    }
+    if (!b)
+        return NULL;
+    o->sizing.ref_base = dd_byref_base(b);
+    o->sizing.ref_span = dd_byref_span(b);
+    o->sizing.ref_term = o->term;
+    o->sizing.ref_ends = dd_byref_ends(b, &o->sizing.ref_nends);
+    o->sizing.ref_keys = !dd_keyspec_identity(&o->key);
+    cli_info(2, "regular files: the exact set keeps references into them, not copies");
+    return b;
+}
+
+/* An exact run with --state that may keep references: no budget (-m), no
+ * window, no shared or layered set. */
+static bool exact_state(const opts *o, bool windowed)
+{
+    return o->state && !windowed && o->kind == DEDUP_SEEN_EXACT && !o->sizing.tiers &&
+           !o->redis.url && !o->sizing.memory;
+}
+
+/* --state in exact mode by reference: the set never spills (a state holds
+ * every key), so its budget is one no run reaches. */
+#define STATE_NO_SPILL (UINT64_C(1) << 60)
+
+static dd_byref *byref_for_state(opts *o, run *r, char **files, int nfiles)
+{
+    dd_byref *b = byref_choose(o, files, nfiles, dd_external_default_memory(NULL));
+    if (b) {
+        o->sizing.spill_budget = STATE_NO_SPILL;
+        o->sizing.tmpdir = o->tmpdir;
+        o->sizing.threads = 1;
+        o->sizing.emit = spill_emit; /* never called: nothing spills */
+        o->sizing.emit_ctx = r;
+    }
+    return b;
 }
 
 /* Checks every input before any output is written: each FILE exists, is
@@ -549,6 +618,27 @@ int cmd_dedup(int argc, char **argv)
             free(r);
             return CLI_EXIT_USAGE;
         }
+        if (exact_state(&o, windowed) && dedup_seen_kind_of(s) == DEDUP_SEEN_EXACT &&
+            (byref = byref_for_state(&o, r, files, nfiles)) != NULL) {
+            /* carried on by reference: the saved keys are copied in first */
+            dedup_seen *loaded = s;
+            uint64_t n = 0;
+            bool ex;
+            (void)dedup_seen_distinct(loaded, &n, &ex);
+            o.sizing.seed = dedup_seen_seed(loaded);
+            o.sizing.ref_expected = dd_byref_span(byref) / 64 + n;
+            st = dd_seen_create(&o.sizing, &s, err, sizeof err);
+            if (!st)
+                st = dedup_seen_merge(s, loaded, err, sizeof err);
+            dedup_seen_free(loaded);
+            if (st) {
+                cli_error("%s: %s", o.state, err[0] ? err : dedup_strerror(st));
+                dedup_seen_free(s);
+                dd_byref_close(byref);
+                free(r);
+                return CLI_EXIT_FAIL;
+            }
+        }
         if (windowed) {
             if (!dd_window_matches_saved(&o.sizing, dedup_seen_impl(s), o.state)) {
                 dedup_seen_free(s);
@@ -596,27 +686,9 @@ int cmd_dedup(int argc, char **argv)
             if (dd_keyspec_identity(&o.key))
                 o.sizing.emit_piece = spill_emit_piece;
             o.sizing.emit_ctx = r;
-            /* Regular files, whole records as keys, first occurrences: the
-             * set keeps references into the mapped files (byref.h) when the
-             * files are large against the budget -- a quarter of it or more,
-             * where the copies would crowd it and spill.  Below that the
-             * copying road is faster (20M URL lines, 1.2 GB, quiet machine:
-             * 3.1-3.6 s copying on two threads against 3.9-4.1 s by
-             * reference), so it stays; DEDUP_BYREF=1 forces references. */
-            const char *force = getenv("DEDUP_BYREF");
-            if (dd_keyspec_identity(&o.key) && o.out == OUT_FIRST && !o.int_keys &&
-                !getenv("DEDUP_NO_BYREF") && (byref = dd_byref_open(files, nfiles)) != NULL &&
-                !(force && *force) && dd_byref_span(byref) < spill_budget / 4) {
-                dd_byref_close(byref);
-                byref = NULL;
-            }
-            if (byref) {
-                o.sizing.ref_base = dd_byref_base(byref);
-                o.sizing.ref_span = dd_byref_span(byref);
-                o.sizing.ref_term = o.term;
-                o.sizing.ref_ends = dd_byref_ends(byref, &o.sizing.ref_nends);
-                cli_info(2, "regular files: the exact set keeps references into them, not copies");
-            }
+            byref = byref_choose(&o, files, nfiles, spill_budget);
+        } else if (exact_state(&o, windowed)) {
+            byref = byref_for_state(&o, r, files, nfiles);
         }
         if (o.redis.url) {
             int rc = dd_redis_create(&o.redis, o.sizing.items, o.sizing.fpr, o.sizing.seed,
@@ -705,6 +777,10 @@ int cmd_dedup(int argc, char **argv)
         }
     }
     r->identity_key = dd_keyspec_identity(&o.key);
+    if (byref) {
+        r->ref_base = dd_byref_base(byref);
+        r->ref_span = dd_byref_span(byref);
+    }
     dd_progress_init(&r->prog,
                      o.progress == 1 || (o.progress == -1 && isatty(STDERR_FILENO) && cli_verbosity > 0),
                      size_known ? total_bytes : 0);

@@ -42,9 +42,13 @@ typedef struct run {
     dedup_verdict *verdict;   /* verdict_buf, or a larger one for --redis */
     dedup_verdict verdict_buf[BATCH];
     size_t batch;             /* keys decided at once: BATCH, more for --redis */
-    /* first records for --count/--unique: [u64 len][bytes] entries */
+    /* first records for --count/--unique: [u64 len][bytes] entries, or
+     * by reference into the mapped inputs (ref_base, byref.h): [u64 len |
+     * FIRST_REF][u64 offset] */
     unsigned char *firsts;
     size_t firsts_len, firsts_cap;
+    const unsigned char *ref_base;
+    uint64_t ref_span;
     bool failed; /* method error already reported */
     /* a fixed-size filter's capacity: keys answered NEW against it, the
      * warning said once, and the false drops estimated from its rate */

@@ -58,6 +58,25 @@ bool dd_keyspec_identity(const dd_keyspec *k)
     return k->field == 0 && !k->trim && !k->squeeze && !k->fold_case && k->prefix_len == 0;
 }
 
+/* Whether --squeeze changes p[0..n): a blank other than one space, or two
+ * blanks in a row. */
+static bool squeeze_changes(const unsigned char *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (is_space(p[i]) && (p[i] != ' ' || (i + 1 < n && is_space(p[i + 1]))))
+            return true;
+    return false;
+}
+
+/* Whether -i changes p[0..n): an ASCII capital. */
+static bool has_upper(const unsigned char *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (p[i] >= 'A' && p[i] <= 'Z')
+            return true;
+    return false;
+}
+
 const unsigned char *dd_key_of(const dd_keyspec *k, const unsigned char *rec, size_t len,
                                unsigned char *scratch, size_t *klen)
 {
@@ -88,7 +107,9 @@ const unsigned char *dd_key_of(const dd_keyspec *k, const unsigned char *rec, si
         while (n && is_space(p[n - 1]))
             n--;
     }
-    if (k->squeeze) {
+    /* --squeeze and -i copy the key only when they change it: a key that
+     * stays a byte range of the record can be kept by reference (byref.h). */
+    if (k->squeeze && squeeze_changes(p, n)) {
         size_t o = 0;
         bool in_space = false;
         for (size_t i = 0; i < n; i++) {
@@ -108,7 +129,7 @@ const unsigned char *dd_key_of(const dd_keyspec *k, const unsigned char *rec, si
         p += k->prefix_len;
         n -= k->prefix_len;
     }
-    if (k->fold_case) {
+    if (k->fold_case && has_upper(p, n)) {
         for (size_t i = 0; i < n; i++) {
             unsigned char c = p[i];
             scratch[i] = (c >= 'A' && c <= 'Z') ? (unsigned char)(c + 32) : c;

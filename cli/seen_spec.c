@@ -78,6 +78,8 @@ void dd_seen_spec(const dd_seen_opts *o, dedup_seen_spec *sp)
             sp->ref_term = o->ref_term;
             sp->ref_ends = o->ref_ends;
             sp->ref_nends = o->ref_nends;
+            sp->ref_expected = o->ref_expected;
+            sp->ref_keys = o->ref_keys;
         }
         break;
     case DEDUP_SEEN_CUCKOO:

@@ -47,6 +47,8 @@ typedef struct dd_seen_opts {
     unsigned char ref_term;
     const uint64_t *ref_ends;
     size_t ref_nends;
+    uint64_t ref_expected; /* 0: the span / 64 */
+    bool ref_keys;         /* keys are byte ranges of the records, or copies */
     /* --store / --tier (tier_spec.h): a stack of seen-sets instead of one */
     struct dd_tiers_cli *tiers;
 } dd_seen_opts;

@@ -176,7 +176,7 @@ typedef struct dedup_seen_spec {
      * allocate from its own threads; NULL = the one given to create.  (A
      * caller may give the set an allocator made for one growing object.) */
     const dedup_allocator *engine_alloc;
-    /* EXACT_SPILL without counts (added): keys by reference.  When ref_base
+    /* EXACT_SPILL (added): keys by reference.  When ref_base
      * is set, every key decide() is given must be a whole record lying in
      * [ref_base, ref_base + ref_span) (a mapped input; the record is its own
      * key, followed by ref_term or ending at one of ref_ends, sorted offsets
@@ -184,13 +184,21 @@ typedef struct dedup_seen_spec {
      * dedup_refset, dedup/set.h: 11 to 21 bytes per distinct key) instead of
      * copies; the bytes must stay readable and unchanged until the seen-set
      * is freed.  ref_expected plans it (0 = ref_span / 64).  Nothing else
-     * changes: past half of 'memory' it freezes and spills as usual. */
+     * changes: past half of 'memory' it freezes and spills as usual.
+     * With ref_keys (added), each record must lie in the span but its key
+     * may be any byte range of it (a field, a trimmed record: kept by
+     * reference with its length) or lie elsewhere (a normalised key whose
+     * bytes differ from the file's: copied into the set, as the copying set
+     * would).  Counts (spec.counts), save (the format of EXACT) and
+     * dedup_seen_merge() of an EXACT set into a new one (a loaded state:
+     * its keys are copied) work by reference too. */
     const void *ref_base;
     uint64_t ref_span;
     unsigned char ref_term;
     const uint64_t *ref_ends;
     size_t ref_nends;
     uint64_t ref_expected;
+    bool ref_keys;
     /* (added) The filters' own shape, for a caller that sets it option by
      * option (`dedup filter create`); 0 everywhere keeps the sizing above.
      * 'size' is an exact size rather than one from items or memory: bits
@@ -441,7 +449,10 @@ bool dedup_seen_distinct(const dedup_seen *s, uint64_t *count, bool *exact);
 /* Occurrences of a key so far (spec.counts); 0 when absent or not counted. */
 uint64_t dedup_seen_count_of(const dedup_seen *s, const void *key, size_t len, dedup_digest d);
 
-/* dst |= src for kinds that can merge (Bloom, blocked, counting, sets of
+/* (added) An EXACT_SPILL set not yet given a decide() takes an EXACT set's
+ * keys (same seed), in their order: a state loaded and carried on by
+ * reference; DEDUP_ERR_UNSUPPORTED with counts.
+ * dst |= src for kinds that can merge (Bloom, blocked, counting, sets of
  * the same kind and seed).  DEDUP_ERR_INCOMPATIBLE when shapes differ
  * (and 'why' receives what differs), DEDUP_ERR_UNSUPPORTED otherwise. */
 dedup_status dedup_seen_merge(dedup_seen *dst, const dedup_seen *src, char *why, size_t whycap);

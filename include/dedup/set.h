@@ -148,7 +148,20 @@ dedup_status dedup_strset_load(dedup_source src, const dedup_allocator *alloc, d
  *
  * Preconditions: the span's bytes stay readable and unchanged while the set
  * lives (a mapped file that shrinks raises SIGBUS in the caller; the caller
- * must detect a file that changed).  No counts, no save or load.
+ * must detect a file that changed).
+ *
+ * Other keys (added): with params.lengths a slot also keeps its key's
+ * length (8 more bytes), so a key may be any byte range of the span (a
+ * field of a record, a record without its blanks).  A key that is not in
+ * the span (a normalised key that differs from the file's bytes, a key of a
+ * state loaded from a file) is copied (dedup_refset_insert_copy) into the
+ * set's own memory: 16 bytes + the key, counted in the memory usage, in
+ * chunks of 256 KiB.  With params.counts a slot also counts its key's
+ * occurrences (8 more bytes).  dedup_refset_foreach() and
+ * dedup_refset_save() give the keys in first-occurrence order: a key by
+ * reference at DEDUP_REFSET_SPAN_SEQ + its offset, a copy at the 'seq' its
+ * insert gave; save writes the file dedup_strset_save() would for the same
+ * keys (type DEDUP_TYPE_SET_STRING; dedup_strset_load() reads it).
  *
  * Memory (dedup_refset_memory_usage, exact): 8 bytes a slot at a load of
  * 3/8 to 3/4 (shards double at 3/4, and being planned alike they double at
@@ -176,7 +189,15 @@ typedef struct dedup_refset_params {
     uint64_t expected;       /* planned distinct keys; 0 = span / 64 */
     uint64_t memory_limit;   /* bytes; 0 = none */
     uint64_t seed;           /* the digests' seed (kept for the caller) */
+    bool lengths;            /* (added) keys are any byte ranges: lengths kept */
+    bool counts;             /* (added) count each key's occurrences */
 } dedup_refset_params;
+
+/* Where a key by reference at offset 'off' sorts in first-occurrence order
+ * (dedup_refset_foreach); a copied key from the span is given its record's
+ * DEDUP_REFSET_SPAN_SEQ + offset, one from elsewhere inserted before them
+ * a smaller seq. */
+#define DEDUP_REFSET_SPAN_SEQ (UINT64_C(1) << 62)
 
 typedef struct dedup_refset dedup_refset;
 
@@ -200,6 +221,29 @@ dedup_status dedup_refset_insert(dedup_refset *set, uint64_t off, size_t len, de
  * against dedup_refset_memory_limit() themselves. */
 dedup_status dedup_refset_insert_unlimited(dedup_refset *set, uint64_t off, size_t len,
                                            dedup_digest d, dedup_verdict *verdict);
+/* (added) Records a key by copy, wherever its bytes are, with 'seq' its
+ * place in first-occurrence order; as dedup_refset_insert() otherwise
+ * ('limited': as dedup_refset_insert(), else as _unlimited()).  A copy
+ * equal to a key by reference is that key (DEDUP_DUPLICATE).  Also
+ * DEDUP_ERR_FULL when the offsets past the span (2^40 bytes in all) are
+ * used up. */
+dedup_status dedup_refset_insert_copy(dedup_refset *set, const void *key, size_t len,
+                                      dedup_digest d, uint64_t seq, bool limited,
+                                      dedup_verdict *verdict);
+/* (added) The key's occurrences (params.counts; else 1 when present), 0
+ * when absent. */
+uint64_t dedup_refset_count_of(const dedup_refset *set, const void *key, size_t len,
+                               dedup_digest d);
+/* (added) Calls fn for every key in first-occurrence order (see above):
+ * sorts 24 bytes a key first (*st DEDUP_ERR_NOMEM if it cannot; else
+ * DEDUP_OK); stops early if fn returns nonzero and returns that value. */
+typedef int (*dedup_refset_visit)(void *ctx, const void *key, size_t len, uint64_t count);
+int dedup_refset_foreach(const dedup_refset *set, dedup_refset_visit fn, void *ctx,
+                         dedup_status *st);
+/* (added) Writes the keys as dedup_strset_save() would (the state format of
+ * the exact sets).  Errors: the sink's, DEDUP_ERR_NOMEM (the sort above),
+ * DEDUP_ERR_LIMIT (a key of 4 GiB or more, as for dedup_strset). */
+dedup_status dedup_refset_save(const dedup_refset *set, dedup_sink *sink);
 /* The part (0 or 1) of a key with digest 'd': the top bit of d.hi. */
 unsigned dedup_refset_part(dedup_digest d);
 /* params.memory_limit (0: none). */

@@ -522,6 +522,11 @@ dedup_status dedup_seen_merge(dedup_seen *dst, const dedup_seen *src, char *why,
 {
     if (!dst || !src)
         return DEDUP_ERR_INVALID_ARG;
+    /* A spilling exact set (before its first decide) takes an exact set's
+     * keys: a state loaded from a file, carried on by reference. */
+    if (dst->cls == &ddi_seen_class_exact_spill && src->cls == &ddi_seen_class_exact)
+        return ddi_spill_take(dst->impl, src->cls->structure(src->impl), dedup_seen_seed(src), why,
+                              whycap);
     if (!dst->cls || !dst->cls->merge || dst->cls != src->cls) {
         if (dst->cls && dst->cls->merge && src->cls && src->ops->kind != dst->ops->kind) {
             ddi_seen_why(why, whycap, "the two seen-sets are of different kinds");

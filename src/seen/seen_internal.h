@@ -47,6 +47,12 @@ typedef struct ddi_seen_class {
     dedup_status (*link_info)(const void *impl, uint32_t link, dedup_seen_link_info *out);
 } ddi_seen_class;
 
+/* EXACT_SPILL (seen_spill.c) takes the keys of an EXACT set's strset
+ * ('src_seed' its seed), for dedup_seen_merge(). */
+struct dedup_strset;
+dedup_status ddi_spill_take(void *dst, const struct dedup_strset *src, uint64_t src_seed,
+                            char *why, size_t whycap);
+
 /* Writes a sentence into why[whycap] (may be NULL/0). */
 void ddi_seen_why(char *why, size_t whycap, const char *msg);
 

@@ -34,6 +34,8 @@ typedef struct spill {
     dedup_refset *refs;  /* references to them (spec.ref_base) */
     const unsigned char *ref_base;
     uint64_t ref_span;
+    bool ref_keys;     /* keys are any byte ranges of their records, or copies */
+    uint64_t next_seq; /* the place of a key taken from a loaded set (spill_take) */
     dedup_extsort *es; /* NULL until the set is frozen */
     uint64_t seed, memory;
     bool counts, sorted, unique_only;
@@ -94,10 +96,6 @@ static dedup_status spill_create(const dedup_seen_spec *sp, const dedup_allocato
         memcpy(s->tmpdir, sp->tmpdir, n);
     }
     if (sp->ref_base) {
-        if (sp->counts) {
-            spill_free(s);
-            return DEDUP_ERR_INVALID_ARG;
-        }
         dedup_refset_params rp;
         dedup_refset_params_init(&rp);
         rp.base = sp->ref_base;
@@ -108,8 +106,11 @@ static dedup_status spill_create(const dedup_seen_spec *sp, const dedup_allocato
         rp.expected = sp->ref_expected;
         rp.memory_limit = sp->memory / 2;
         rp.seed = sp->seed;
+        rp.lengths = sp->ref_keys;
+        rp.counts = sp->counts;
         s->ref_base = sp->ref_base;
         s->ref_span = sp->ref_span;
+        s->ref_keys = sp->ref_keys;
         dedup_status st = dedup_refset_create(&rp, a, &s->refs);
         if (st) {
             spill_free(s);
@@ -148,11 +149,28 @@ static inline bool set_contains(const spill *s, const unsigned char *k, size_t l
                    : dedup_strset_contains(s->set, k, len, d);
 }
 
-/* A key of a by-reference run must be a whole record inside the span. */
+/* Whether bytes [k, k + len) lie in the span of a by-reference run. */
 static inline bool in_span(const spill *s, const unsigned char *k, size_t len)
 {
-    return k >= s->ref_base && (uint64_t)(k - s->ref_base) <= s->ref_span &&
-           len <= s->ref_span - (uint64_t)(k - s->ref_base);
+    uintptr_t a = (uintptr_t)k, b = (uintptr_t)s->ref_base;
+    return a >= b && (uint64_t)(a - b) <= s->ref_span && len <= s->ref_span - (uint64_t)(a - b);
+}
+
+/* Records key i of a by-reference batch: by reference when it lies in the
+ * span, else copied (a normalised key whose bytes differ from the file's),
+ * in its record's place in first-occurrence order. */
+static inline dedup_status ref_insert(spill *s, const dedup_batch *b, size_t i, bool limited,
+                                      dedup_verdict *v)
+{
+    const unsigned char *k = b->keys[i];
+    if (in_span(s, k, b->lens[i])) {
+        uint64_t off = (uint64_t)((uintptr_t)k - (uintptr_t)s->ref_base);
+        return limited ? dedup_refset_insert(s->refs, off, b->lens[i], b->digests[i], v)
+                       : dedup_refset_insert_unlimited(s->refs, off, b->lens[i], b->digests[i], v);
+    }
+    uint64_t rec = (uint64_t)((uintptr_t)b->records[i] - (uintptr_t)s->ref_base);
+    return dedup_refset_insert_copy(s->refs, k, b->lens[i], b->digests[i],
+                                    DEDUP_REFSET_SPAN_SEQ + rec, limited, v);
 }
 
 static int engine_emit(void *ctx, const void *rec, size_t len, uint64_t count)
@@ -258,7 +276,10 @@ static dedup_status spill_rest(spill *s, const dedup_batch *b, size_t from, dedu
                 out[i] = DEDUP_DUPLICATE;
                 if (s->counts) {
                     dedup_verdict v; /* counts the repeat; a present key needs no memory */
-                    (void)dedup_strset_insert(s->set, b->keys[i], b->lens[i], b->digests[i], &v);
+                    if (s->refs)
+                        (void)ref_insert(s, b, i, false, &v);
+                    else
+                        (void)dedup_strset_insert(s->set, b->keys[i], b->lens[i], b->digests[i], &v);
                 }
                 continue;
             }
@@ -290,12 +311,13 @@ static dedup_status spill_rest(spill *s, const dedup_batch *b, size_t from, dedu
     return DEDUP_OK;
 }
 
-/* A by-reference batch's keys are whole records inside the span. */
+/* A by-reference batch's records lie in the span, and its keys are those
+ * records (whole-record keys) or (ref_keys) byte ranges of them or copies. */
 static bool refs_valid(const spill *s, const dedup_batch *b)
 {
     for (size_t i = 0; i < b->n; i++)
-        if (!in_span(s, b->keys[i], b->lens[i]) || b->keys[i] != b->records[i] ||
-            b->lens[i] != b->rlens[i])
+        if (!in_span(s, b->records[i], b->rlens[i]) ||
+            (!s->ref_keys && (b->keys[i] != b->records[i] || b->lens[i] != b->rlens[i])))
             return false;
     return true;
 }
@@ -345,8 +367,7 @@ static dedup_status spill_decide_part(void *impl, const dedup_batch *b, unsigned
             dedup_refset_prefetch_key(s->refs, d[ix[i]], b->lens[ix[i]]);
         for (size_t i = j; i < j + PART_RUN && i < m; i++) {
             size_t k = ix[i];
-            dedup_status st = dedup_refset_insert_unlimited(
-                s->refs, (uint64_t)(b->keys[k] - s->ref_base), b->lens[k], d[k], &out[k]);
+            dedup_status st = ref_insert(s, b, k, false, &out[k]);
             if (st)
                 return st;
         }
@@ -381,10 +402,8 @@ static dedup_status spill_decide(void *impl, const dedup_batch *b, dedup_verdict
             dedup_strset_prefetch_key(s->set, d[i]);
     }
     for (size_t i = 0; i < b->n; i++) {
-        dedup_status st =
-            byref ? dedup_refset_insert(s->refs, (uint64_t)(b->keys[i] - s->ref_base),
-                                        b->lens[i], d[i], &out[i])
-                  : dedup_strset_insert(s->set, b->keys[i], b->lens[i], d[i], &out[i]);
+        dedup_status st = byref ? ref_insert(s, b, i, true, &out[i])
+                                : dedup_strset_insert(s->set, b->keys[i], b->lens[i], d[i], &out[i]);
         if (st == DEDUP_ERR_FULL) {
             st = start_engine(s);
             if (!st)
@@ -430,7 +449,7 @@ static void spill_info(const void *impl, dedup_seen_info *in)
     const spill *s = impl;
     in->file_type = DEDUP_TYPE_SET_STRING;
     in->can_count = true;
-    in->can_save = !s->es && !s->refs;
+    in->can_save = !s->es;
     in->seed = s->seed;
     in->items = in->distinct = s->refs ? dedup_refset_size(s->refs) : dedup_strset_size(s->set);
     in->distinct_exact = true;
@@ -441,15 +460,51 @@ static void spill_info(const void *impl, dedup_seen_info *in)
 static dedup_status spill_save(const void *impl, dedup_sink *sink)
 {
     const spill *s = impl;
-    return s->es || s->refs ? DEDUP_ERR_UNSUPPORTED : dedup_strset_save(s->set, sink);
+    if (s->es)
+        return DEDUP_ERR_UNSUPPORTED;
+    return s->refs ? dedup_refset_save(s->refs, sink) : dedup_strset_save(s->set, sink);
 }
 
 static uint64_t spill_count(const void *impl, const void *key, size_t len, dedup_digest d)
 {
     const spill *s = impl;
     if (s->refs)
-        return dedup_refset_contains(s->refs, key, len, d) ? 1 : 0;
+        return dedup_refset_count_of(s->refs, key, len, d);
     return dedup_strset_count_of(s->set, key, len, d);
+}
+
+/* ddi_spill_take(): the keys of an EXACT set (a loaded state), before the
+ * first decide, in their order. */
+typedef struct take_ctx {
+    spill *s;
+    dedup_status st;
+} take_ctx;
+
+static int take_one(void *ctx, const void *key, size_t len, uint64_t count)
+{
+    (void)count;
+    take_ctx *t = ctx;
+    spill *s = t->s;
+    dedup_digest d = dedup_hash(key, len, s->seed);
+    dedup_verdict v;
+    t->st = s->refs ? dedup_refset_insert_copy(s->refs, key, len, d, s->next_seq++, true, &v)
+                    : dedup_strset_insert(s->set, key, len, d, &v);
+    return t->st != DEDUP_OK;
+}
+
+dedup_status ddi_spill_take(void *dst, const dedup_strset *src, uint64_t src_seed, char *why,
+                            size_t whycap)
+{
+    spill *s = dst;
+    if (s->es || s->counts)
+        return DEDUP_ERR_UNSUPPORTED;
+    if (s->seed != src_seed) {
+        ddi_seen_why(why, whycap, "the two sets were made with different seeds");
+        return DEDUP_ERR_INCOMPATIBLE;
+    }
+    take_ctx t = {s, DEDUP_OK};
+    dedup_strset_foreach(src, take_one, &t);
+    return t.st;
 }
 
 static bool spill_spilled(const void *impl) { return ((const spill *)impl)->es != NULL; }

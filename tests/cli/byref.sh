@@ -43,7 +43,8 @@ check "copies for a pipe" test ! -s "$T/err"
 for files in "a b" "b a c" "empty a empty" "page" "page last" "page page" "b b"; do
     set -- ; for f in $files; do set -- "$@" "$T/$f"; done
     all="-D -c -u"
-    [ "$files" = "a b" ] && all="-D -c -u -f_2 -i --trim -f_1_-d_f"
+    [ "$files" = "a b" ] && all="-D -c -u -f_2 -i --trim -f_1_-d_f --squeeze --strip-prefix_k
+        -c_-i -u_-f_2 -c_--trim_-f_1 -i_--squeeze_-f_3 -u_--strip-prefix_k_-i"
     for o in "" $all; do
         opts=${o//_/ }
         # shellcheck disable=SC2086
@@ -66,6 +67,40 @@ for files in "a b" "b a c" "empty a empty" "page" "page last" "page page" "b b";
         same "[$files] $opts: standard input from a file" "$T/ref1" "$T/out"
     done
 done
+# Key options keep references: a key that is a byte range of its record
+# by reference, a normalised key that differs from the file's bytes copied
+# (both ways in one run: -i on mixed-case records)
+for o in -i -f_2 --trim -c_--squeeze; do
+    # shellcheck disable=SC2086
+    "$DEDUP" -v ${o//_/ } "$T/a" > /dev/null 2> "$T/err"
+    check "$o: by reference" grep -q 'references' "$T/err"
+done
+
+# --state by reference: run after run, the same output and the same state
+# file, byte for byte, as the copying road's (keys in first-occurrence
+# order; a loaded state's keys copied in)
+for o in "" -i -f_2 -D_--trim; do
+    opts=${o//_/ }
+    rm -f "$T/s1" "$T/s2"
+    for f in a b c; do
+        # shellcheck disable=SC2086
+        "$DEDUP" -v $opts --state "$T/s1" "$T/$f" > "$T/out" 2> "$T/err"
+        check "--state $opts [$f]: exit" test $? -eq 0
+        check "--state $opts [$f]: by reference" grep -q 'references' "$T/err"
+        # shellcheck disable=SC2086
+        DEDUP_NO_BYREF=1 "$DEDUP" $opts --state "$T/s2" "$T/$f" > "$T/ref"
+        same "--state $opts [$f]: output" "$T/ref" "$T/out"
+        same "--state $opts [$f]: state file" "$T/s2" "$T/s1"
+    done
+done
+# the third run's output against the reference: c's records whose keys a
+# and b did not have
+$REF -f 2 "$T/a" "$T/b" | wc -l > "$T/n1"
+$REF -f 2 "$T/a" "$T/b" "$T/c" | tail -n +$(($(cat "$T/n1") + 1)) > "$T/ref"
+rm -f "$T/s1"
+"$DEDUP" -f 2 --state "$T/s1" "$T/a" "$T/b" > /dev/null && "$DEDUP" -f 2 --state "$T/s1" "$T/c" > "$T/out"
+same "--state -f 2: a third file after two" "$T/ref" "$T/out"
+
 # NUL-terminated records
 tr '\n\0' '\0\n' < "$T/a" > "$T/az"
 $REF -z "$T/az" "$T/b" > "$T/ref"
@@ -85,6 +120,9 @@ gen "$T/src" 400000 400000 $((SEED + 4))
 changed_mid_run "cut shorter" truncate "$T/in" "$T/src" "shrank" "$DEDUP" "$T/in"
 changed_mid_run "grown" append "$T/in" "$T/src" "changed while" "$DEDUP" "$T/in"
 changed_mid_run "rewritten" rewrite "$T/in" "$T/src" "modified while" "$DEDUP" "$T/in"
+# -c: the counts are written after the whole input is read, from the first
+# records kept by reference: a file cut shorter then is still caught
+changed_mid_run "cut shorter, -c -i" truncate "$T/in" "$T/src" "shrank|changed while" "$DEDUP" -c -i "$T/in"
 
 # Memory per distinct key (getrusage of the child): the mapped file's pages
 # count in the peak, the set about 11-21 bytes per key; the copying path

@@ -515,10 +515,120 @@ static void test_seen_decide_parts(void **state)
     run_seen_parts(&r, 1 << 20, true);
 }
 
+/* Keys that are byte ranges of their records (params.lengths) or copies,
+ * with counts: each record's key drops a few bytes at either end, and a
+ * third of the keys go in as copies (the same bytes elsewhere), so a key
+ * is met both ways.  Verdicts and counts against the model, and the saved
+ * file equal, byte for byte, to the one a dedup_strset with the same keys
+ * inserted in the same order writes. */
+typedef struct kref {
+    const unsigned char *p;
+    size_t len;
+} kref;
+
+static int cmp_key(const void *a, const void *b)
+{
+    const kref *const *x = a, *const *y = b;
+    size_t m = (*x)->len < (*y)->len ? (*x)->len : (*y)->len;
+    int c = m ? memcmp((*x)->p, (*y)->p, m) : 0;
+    if (c)
+        return c;
+    if ((*x)->len != (*y)->len)
+        return (*x)->len < (*y)->len ? -1 : 1;
+    return *x < *y ? -1 : *x > *y;
+}
+
+static void test_refset_keys(void **state)
+{
+    (void)state;
+    tu_rng r = {tu_seed()};
+    span s;
+    make_span(&s, &r, 60000, 9000, '\n');
+    kref *k = malloc(s.n * sizeof *k);
+    const kref **ix = malloc(s.n * sizeof *ix);
+    uint64_t *count = calloc(s.n, sizeof *count);
+    bool *first = calloc(s.n, 1);
+    unsigned char *copies = malloc(s.len + 1);
+    assert_true(k && ix && count && first && copies);
+    for (size_t i = 0; i < s.n; i++) {
+        size_t a = s.rl[i] % 3 < s.rl[i] ? s.rl[i] % 3 : 0, l = s.rl[i] - a;
+        l -= l > 2 ? s.rl[i] % 2 : 0;
+        k[i] = (kref){s.b + s.off[i] + a, l};
+        ix[i] = &k[i];
+    }
+    qsort(ix, s.n, sizeof *ix, cmp_key);
+    for (size_t i = 0, g = 0; i < s.n; i++) { /* g: the first of i's group */
+        if (ix[i]->len != ix[g]->len || (ix[i]->len && memcmp(ix[i]->p, ix[g]->p, ix[i]->len)))
+            g = i;
+        first[ix[i] - k] = g == i;
+        count[ix[g] - k]++;
+    }
+    dedup_refset_params p;
+    dedup_refset_params_init(&p);
+    p.base = s.b;
+    p.span = s.len;
+    p.ends = s.ends;
+    p.nends = s.nends;
+    p.lengths = true;
+    p.counts = true;
+    p.seed = 7;
+    dedup_refset *set = NULL;
+    assert_int_equal(dedup_refset_create(&p, NULL, &set), DEDUP_OK);
+    dedup_set_params sp;
+    dedup_set_params_init(&sp);
+    sp.seed = 7;
+    sp.counts = true;
+    dedup_strset *str = NULL;
+    assert_int_equal(dedup_strset_create(&sp, NULL, &str), DEDUP_OK);
+    size_t used = 0;
+    for (size_t i = 0; i < s.n; i++) {
+        dedup_digest d = dedup_hash(k[i].p, k[i].len, 7);
+        dedup_verdict v, w;
+        if (tu_below(&r, 3) == 0) {
+            memcpy(copies + used, k[i].p, k[i].len);
+            assert_int_equal(dedup_refset_insert_copy(set, copies + used, k[i].len, d,
+                                                      DEDUP_REFSET_SPAN_SEQ + s.off[i], true, &v),
+                             DEDUP_OK);
+            used += k[i].len;
+        } else {
+            assert_int_equal(dedup_refset_insert(set, (uint64_t)(k[i].p - s.b), k[i].len, d, &v),
+                             DEDUP_OK);
+        }
+        assert_int_equal(v, first[i] ? DEDUP_NEW : DEDUP_DUPLICATE);
+        assert_int_equal(dedup_strset_insert(str, k[i].p, k[i].len, d, &w), DEDUP_OK);
+    }
+    memset(copies, 0, used); /* the set holds its own copies */
+    for (size_t i = 0; i < s.n; i++)
+        if (first[i])
+            assert_int_equal(dedup_refset_count_of(set, k[i].p, k[i].len,
+                                                   dedup_hash(k[i].p, k[i].len, 7)),
+                             count[i]);
+    assert_int_equal(dedup_refset_size(set), dedup_strset_size(str));
+    size_t cap = s.len * 2 + s.n * 16 + 4096;
+    unsigned char *a = malloc(cap), *b = malloc(cap);
+    dedup_mem_sink ma, mb;
+    dedup_sink sa = dedup_mem_sink_init(&ma, a, cap), sb = dedup_mem_sink_init(&mb, b, cap);
+    assert_int_equal(dedup_refset_save(set, &sa), DEDUP_OK);
+    assert_int_equal(dedup_strset_save(str, &sb), DEDUP_OK);
+    assert_int_equal(ma.len, mb.len);
+    assert_memory_equal(a, b, ma.len);
+    free(a);
+    free(b);
+    dedup_strset_free(str);
+    dedup_refset_free(set);
+    free(k);
+    free(ix);
+    free(count);
+    free(first);
+    free(copies);
+    free_span(&s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_refset_model),
+        cmocka_unit_test(test_refset_keys),
         cmocka_unit_test(test_refset_memory),
         cmocka_unit_test(test_refset_limit),
         cmocka_unit_test(test_refset_oom),
