@@ -494,15 +494,7 @@ dedup_status rd_bitmap_run(dedup_redis *r, const dedup_batch *b, dedup_verdict *
         out[i] = !present ? DEDUP_NEW
                           : record && lost[r->seg_of[i]] ? DEDUP_UNCERTAIN : DEDUP_MAYBE_DUPLICATE;
     }
-    if (any_lost) {
-        dedup_batch head = *b;
-        head.n = upto;
-        st = rd_repeats_not_uncertain(&head, out, DEDUP_MAYBE_DUPLICATE);
-    }
-    if (st == DEDUP_OK && failed != DEDUP_OK) {
-        r->decided = upto;
-        st = failed;
-    }
+    st = rd_finish(r, b, out, upto, any_lost, DEDUP_MAYBE_DUPLICATE, failed);
 out:
     if (by_seg)
         for (uint32_t s = 0; s < S; s++)

@@ -405,15 +405,8 @@ dedup_status rd_module_run(dedup_redis *r, const dedup_batch *b, dedup_verdict *
         out[i] = !present ? DEDUP_NEW : lost[r->seg_of[i]] && record ? DEDUP_UNCERTAIN
                                                                      : DEDUP_MAYBE_DUPLICATE;
     }
-    if (st == DEDUP_OK && any_lost) {
-        dedup_batch head = *b;
-        head.n = upto;
-        st = rd_repeats_not_uncertain(&head, out, DEDUP_MAYBE_DUPLICATE);
-    }
-    if (st == DEDUP_OK && failed != DEDUP_OK) {
-        r->decided = upto;
-        st = failed;
-    }
+    if (st == DEDUP_OK)
+        st = rd_finish(r, b, out, upto, any_lost, DEDUP_MAYBE_DUPLICATE, failed);
 out:
     free(count);
     free(first);

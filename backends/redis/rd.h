@@ -46,15 +46,17 @@ dedup_status rd_scratch(dedup_redis *r, size_t n, size_t args, size_t bytes);
 dedup_status rd_exec(dedup_redis *r);
 dedup_status rd_reply_error(dedup_redis *r, const redisReply *rep, const char *what);
 
-/* After a lost reply, the later occurrences inside the batch b (its first
- * b->n keys) of a key answered UNCERTAIN become 'present' (DUPLICATE for the
- * keys scheme, MAYBE_DUPLICATE for the filters): each is a repeat of the
- * first occurrence, sent in the same pipeline, whose own verdict (NEW, or
- * UNCERTAIN and kept aside by the caller) covers the key.  Without this a
- * key could be written out (first occurrence NEW) and also reported
- * uncertain, or reported uncertain twice. */
-dedup_status rd_repeats_not_uncertain(const dedup_batch *b, dedup_verdict *out,
-                                      dedup_verdict present);
+/* The end of a scheme's decide, its verdicts out[0..upto) filled (upto =
+ * b->n unless the call 'failed' part way).  With 'lost' (a reply was lost),
+ * the later occurrences in out[0..upto) of a key answered UNCERTAIN become
+ * 'present' (DUPLICATE for the keys scheme, MAYBE_DUPLICATE for the
+ * filters): each is a repeat of the first occurrence, sent in the same
+ * pipeline, whose own verdict (NEW, or UNCERTAIN and kept aside by the
+ * caller) covers the key.  Without this a key could be written out (first
+ * occurrence NEW) and also reported uncertain, or reported uncertain twice.
+ * Then a failed call keeps upto as r->decided.  Returns 'failed', or NOMEM. */
+dedup_status rd_finish(dedup_redis *r, const dedup_batch *b, dedup_verdict *out, size_t upto,
+                       bool lost, dedup_verdict present, dedup_status failed);
 /* After rd_exec() failed on a decide of n keys: how many keys from the start
  * of the batch have their verdict, i.e. the smallest first key (first[tag],
  * or the tag itself when first is NULL) of a command left without a reply.

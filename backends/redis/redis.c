@@ -161,8 +161,8 @@ static int occ_cmp(const void *a, const void *b)
 /* A later occurrence answered UNCERTAIN was found present because of the
  * earlier occurrence (sent in the same pipeline, or again after the
  * reconnection). */
-dedup_status rd_repeats_not_uncertain(const dedup_batch *b, dedup_verdict *out,
-                                      dedup_verdict present)
+static dedup_status repeats_not_uncertain(const dedup_batch *b, dedup_verdict *out,
+                                          dedup_verdict present)
 {
     occ *o = malloc(b->n * sizeof *o);
     if (!o)
@@ -175,6 +175,19 @@ dedup_status rd_repeats_not_uncertain(const dedup_batch *b, dedup_verdict *out,
             out[o[j].i] = present;
     free(o);
     return DEDUP_OK;
+}
+
+dedup_status rd_finish(dedup_redis *r, const dedup_batch *b, dedup_verdict *out, size_t upto,
+                       bool lost, dedup_verdict present, dedup_status failed)
+{
+    dedup_batch head = *b;
+    head.n = upto;
+    dedup_status st = lost ? repeats_not_uncertain(&head, out, present) : DEDUP_OK;
+    if (st != DEDUP_OK)
+        return st;
+    if (failed != DEDUP_OK)
+        r->decided = upto;
+    return failed;
 }
 
 size_t rd_decided_prefix(const dedup_redis *r, const uint32_t *first, size_t n)
@@ -264,12 +277,7 @@ static dedup_status keys_run(dedup_redis *r, const dedup_batch *b, dedup_verdict
         out[cm->tag] = v;
         lost |= v == DEDUP_UNCERTAIN;
     }
-    dedup_batch head = *b;
-    head.n = upto;
-    dedup_status rs = lost ? rd_repeats_not_uncertain(&head, out, DEDUP_DUPLICATE) : DEDUP_OK;
-    if (st != DEDUP_OK && rs == DEDUP_OK)
-        r->decided = upto;
-    return st != DEDUP_OK ? st : rs;
+    return rd_finish(r, b, out, upto, lost, DEDUP_DUPLICATE, st);
 }
 
 /* ---- the object ---- */
