@@ -12,6 +12,10 @@
 #   env INPUT: a directory holding run1 and run2 made by an earlier run at
 #              the same KEYS (generating 100M keys takes minutes)
 #   env MAKE_INPUT: a directory: only write run1 and run2 there, for INPUT
+#              (any two files serve as INPUT, e.g. bench/gen_uuids.c's output
+#              cut in two: the distinct keys are then counted with dedup)
+#   env KEEP: a directory: each run's `/usr/bin/time -v` report and stderr
+#              are kept there (TIME-method-run-rep, ERR-method-run-rep)
 #
 # The input: KEYS lines (default 2M), 50% repeats: KEYS/2 distinct 16-hex
 # keys, each twice, in a seeded random order, cut in two halves.  Each
@@ -69,6 +73,8 @@ if [ -n "${MAKE_INPUT:-}" ]; then
 fi
 lines1=$(wc -l < "$W/run1")
 lines2=$(wc -l < "$W/run2")
+[ -z "${INPUT:-}" ] || distinct=$("$DEDUP" "$W/run1" "$W/run2" | wc -l)
+[ -z "${KEEP:-}" ] || mkdir -p "$KEEP"
 echo "input: $N keys, $distinct distinct, run1 $lines1 lines, run2 $lines2 lines; reps $REPS; block cache $CACHE"
 
 run() { # run NAME RUN: one timed run of method NAME over half RUN: "wall cpu maxrss"
@@ -80,16 +86,21 @@ run() { # run NAME RUN: one timed run of method NAME over half RUN: "wall cpu ma
     store)  set -- --tier "rocksdb:$W/store.db,cache=$CACHE" ;;
     state)  set -- --state "$W/state.dedup" -n "$distinct" ;;
     esac
-    /usr/bin/time -f "%e %U %S %M" -o "$W/time" "$bin" "$@" "$W/run$r" > "$W/out.$name.$r" 2> "$W/err.$name.$r"
-    awk '{ print $1, $2 + $3, $4 }' "$W/time"
+    /usr/bin/time -v -o "$W/time" "$bin" "$@" "$W/run$r" > "$W/out.$name.$r" 2> "$W/err.$name.$r"
+    [ -z "${KEEP:-}" ] || { cp "$W/time" "$KEEP/TIME-$name-$r-$rep"; cp "$W/err.$name.$r" "$KEEP/ERR-$name-$r-$rep"; }
+    awk -F': ' '/Elapsed .wall clock/ { n = split($2, a, ":"); w = 0; for (i = 1; i <= n; i++) w = w * 60 + a[i] }
+        /User time/ { u = $2 } /System time/ { s = $2 } /Maximum resident/ { m = $2 }
+        END { print w, u + s, m }' "$W/time"
 }
 
 for rep in $(seq 1 "$REPS"); do
     for name in $METHODS; do
         rm -rf "$W/filter.db" "$W/old.db" "$W/store.db" "$W/state.dedup"
         for r in 1 2; do
+            load0=$(cut -d' ' -f1 /proc/loadavg)
             set -- $(run "$name" "$r")
             echo "$rep $name $r $1 $2 $3" >> "$W/times"
+            echo "rep $rep $name run $r: $1 s wall, $2 CPU s, $3 kB peak; load average $load0 before, $(cut -d' ' -f1 /proc/loadavg) after"
         done
         case $name in
         filter|old) du -sb "$W/$name.db" | cut -f1 > "$W/bytes.$name" ;;

@@ -11,14 +11,21 @@
  *   index in data blocks (ratio 0.75), RC_HITS=1 optimize_filters_for_hits,
  *   RC_BLOOM=1 a Bloom filter instead of ribbon, RC_SORTED=1 sorted batches
  *   through the batched MultiGet (sorted_input), RC_COMPACT=1 a full
- *   compaction before the reads (one sorted run: no level-0 file to probe).
+ *   compaction before the reads (one sorted run: no level-0 file to probe),
+ *   RC_RESTART=N block_restart_interval (default 16), RC_SHARDBITS=N the
+ *   block cache's shard bits (default: RocksDB's choice), RC_THREADS=2 each
+ *   batch's MultiGet split in two halves read by two threads at once,
+ *   RC_NOPUTS=1 skips step 1, RC_ROUNDS=N reads the present keys N times
+ *   (each round reported: one in-cache figure per round).
  * Each read phase reports keys per wall second and per CPU second (all
  * threads, background compaction included).
  *
- *   cc -O2 -o rc bench/rocksdb_ceiling.c -lrocksdb
+ *   cc -O2 -o rc bench/rocksdb_ceiling.c -lrocksdb -lpthread
  *   ./rc DIR KEYS [PUT_KEYS] [READS] [CACHE_MB]
  */
+#include <pthread.h>
 #include <rocksdb/c.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -84,17 +91,59 @@ static rocksdb_options_t *options(size_t cache_mb)
     rocksdb_block_based_table_options_t *t = rocksdb_block_based_options_create();
     rocksdb_block_based_options_set_filter_policy(t, getenv("RC_BLOOM") ? rocksdb_filterpolicy_create_bloom_full(10.0) : rocksdb_filterpolicy_create_ribbon(10.0));
     rocksdb_block_based_options_set_block_size(t, (ev = getenv("RC_BLOCK")) ? (size_t)atol(ev) : 16u << 10);
+    if ((ev = getenv("RC_RESTART")))
+        rocksdb_block_based_options_set_block_restart_interval(t, atoi(ev));
     if (getenv("RC_HASH")) {
         rocksdb_block_based_options_set_data_block_index_type(t, rocksdb_block_based_table_data_block_index_type_binary_search_and_hash);
         rocksdb_block_based_options_set_data_block_hash_ratio(t, 0.75);
     }
     rocksdb_block_based_options_set_format_version(t, 5);
-    rocksdb_block_based_options_set_block_cache(t, rocksdb_cache_create_lru(cache_mb << 20));
+    rocksdb_lru_cache_options_t *lo = rocksdb_lru_cache_options_create();
+    rocksdb_lru_cache_options_set_capacity(lo, cache_mb << 20);
+    if ((ev = getenv("RC_SHARDBITS")))
+        rocksdb_lru_cache_options_set_num_shard_bits(lo, atoi(ev));
+    rocksdb_block_based_options_set_block_cache(t, rocksdb_cache_create_lru_opts(lo));
+    rocksdb_lru_cache_options_destroy(lo);
     rocksdb_options_set_block_based_table_factory(o, t);
     return o;
 }
 
 static rocksdb_column_family_handle_t *cf_default;
+
+/* One MultiGet of n keys (sorted or not), found counted; run by one thread. */
+typedef struct part {
+    rocksdb_t *db;
+    const rocksdb_readoptions_t *ro;
+    const char **kp;
+    size_t *kl, *vl, n;
+    char **v, **er;
+    rocksdb_pinnableslice_t **ps;
+    bool sorted;
+    long found;
+} part;
+
+static void *read_part(void *arg)
+{
+    part *p = arg;
+    if (p->sorted) {
+        rocksdb_batched_multi_get_cf(p->db, p->ro, cf_default, p->n, p->kp, p->kl, p->ps, p->er, true);
+        for (size_t j = 0; j < p->n; j++) {
+            if (p->er[j])
+                die("multi_get", p->er[j]);
+            p->found += p->ps[j] != NULL;
+            rocksdb_pinnableslice_destroy(p->ps[j]);
+        }
+        return NULL;
+    }
+    rocksdb_multi_get(p->db, p->ro, p->n, p->kp, p->kl, p->v, p->vl, p->er);
+    for (size_t j = 0; j < p->n; j++) {
+        if (p->er[j])
+            die("multi_get", p->er[j]);
+        p->found += p->v[j] != NULL;
+        free(p->v[j]);
+    }
+    return NULL;
+}
 
 static void reads(rocksdb_t *db, uint64_t seed, long n, const char *what)
 {
@@ -105,6 +154,7 @@ static void reads(rocksdb_t *db, uint64_t seed, long n, const char *what)
     static rocksdb_pinnableslice_t *ps[BATCH];
     rocksdb_readoptions_t *ro = rocksdb_readoptions_create();
     long found = 0;
+    bool sorted = getenv("RC_SORTED") != NULL, two = getenv("RC_THREADS") && atoi(getenv("RC_THREADS")) > 1;
     n = (n + BATCH - 1) / BATCH * BATCH;
     double t0 = now(), c0 = cpu();
     for (long i = 0; i < n; i += BATCH) {
@@ -113,28 +163,24 @@ static void reads(rocksdb_t *db, uint64_t seed, long n, const char *what)
             kp[j] = (const char *)kb[j];
             kl[j] = 16;
         }
-        if (getenv("RC_SORTED")) {
+        if (sorted)
             qsort(kb, BATCH, 16, cmp16);
-            rocksdb_batched_multi_get_cf(db, ro, cf_default, BATCH, kp, kl, ps, er, true);
-            for (int j = 0; j < BATCH; j++) {
-                if (er[j])
-                    die("multi_get", er[j]);
-                found += ps[j] != NULL;
-                rocksdb_pinnableslice_destroy(ps[j]);
-            }
-            continue;
-        }
-        rocksdb_multi_get(db, ro, BATCH, kp, kl, v, vl, er);
-        for (int j = 0; j < BATCH; j++) {
-            if (er[j])
-                die("multi_get", er[j]);
-            found += v[j] != NULL;
-            free(v[j]);
-        }
+        size_t h = two ? BATCH / 2 : BATCH;
+        part a = {db, ro, kp, kl, vl, h, v, er, ps, sorted, 0};
+        part b = {db, ro, kp + h, kl + h, vl + h, BATCH - h, v + h, er + h, ps + h, sorted, 0};
+        pthread_t th;
+        if (two && pthread_create(&th, NULL, read_part, &b) != 0)
+            die("pthread_create", "failed");
+        read_part(&a);
+        if (two)
+            pthread_join(th, NULL);
+        else if (b.n)
+            read_part(&b);
+        found += a.found + b.found;
     }
     double t = now() - t0, c = cpu() - c0;
-    printf("multiget %-7s %ld keys (%ld found) in %.2f s: %.0f keys/s; %.2f CPU s: %.0f keys per CPU s\n",
-           what, n, found, t, (double)n / t, c, (double)n / c);
+    printf("multiget %-7s %ld keys (%ld found) in %.2f s: %.0f keys/s; %.2f CPU s: %.0f keys per CPU s"
+           " (%.2f us CPU per key)\n", what, n, found, t, (double)n / t, c, (double)n / c, 1e6 * c / (double)n);
     rocksdb_readoptions_destroy(ro);
 }
 
@@ -156,14 +202,17 @@ int main(int argc, char **argv)
     /* 1: memtable puts, in a database of their own */
     snprintf(path, sizeof path, "%s/puts", argv[1]);
     rocksdb_options_t *o = options(cache);
-    rocksdb_t *db = rocksdb_open(o, path, &e);
+    rocksdb_t *db = NULL;
+    uint64_t x = 7;
+    unsigned char k[16];
+    double t0 = now(), t;
+    if (getenv("RC_NOPUTS"))
+        goto ingest;
+    db = rocksdb_open(o, path, &e);
     if (e)
         die(path, e);
     rocksdb_writeoptions_t *wo = rocksdb_writeoptions_create();
     rocksdb_writeoptions_disable_WAL(wo, 1);
-    uint64_t x = 7;
-    unsigned char k[16];
-    double t0 = now();
     for (long i = 0; i < puts; i += BATCH) {
         rocksdb_writebatch_t *wb = rocksdb_writebatch_create();
         for (long j = 0; j < BATCH && i + j < puts; j++) {
@@ -175,12 +224,12 @@ int main(int argc, char **argv)
             die("write", e);
         rocksdb_writebatch_destroy(wb);
     }
-    double t = now() - t0;
+    t = now() - t0;
     printf("memtable puts      %ld keys in %.2f s: %.0f keys/s (WriteBatch %d, WAL off)\n", puts,
            t, (double)puts / t, BATCH);
     rocksdb_close(db);
 
-    /* 2: sorted table files, ingested */
+ingest: /* 2: sorted table files, ingested */
     snprintf(path, sizeof path, "%s/ingest", argv[1]);
     const char *cfn[1] = {"default"};
     const rocksdb_options_t *cfo[1] = {o};
@@ -229,7 +278,9 @@ int main(int argc, char **argv)
     free(l0);
     free(l6);
     /* 3: reads (present: the ingested sequence again; absent: another) */
-    reads(db, 1, nr < n ? nr : n, "present");
+    int rounds = getenv("RC_ROUNDS") ? atoi(getenv("RC_ROUNDS")) : 1;
+    for (int i = 0; i < rounds; i++)
+        reads(db, 1, nr < n ? nr : n, "present");
     reads(db, 99, nr, "absent");
     rocksdb_column_family_handle_destroy(cf_default);
     rocksdb_close(db);

@@ -288,9 +288,19 @@ static bool process_batch(run *r, size_t n)
     }
     /* A shared or persistent seen-set (--redis, --tier) has recorded the
      * keys of the records decided before the failing part of the batch:
-     * they are written out, or they would be lost to the next run. */
-    if (st && done && (r->redis || r->o->sizing.tiers) && !emit_decided(r, 0, done))
-        return false;
+     * they are written out, or they would be lost to the next run; their
+     * uncertain records go to --uncertain and their new keys are committed
+     * as for a whole batch (the error below ends the run either way). */
+    if (st && done && (r->redis || r->o->sizing.tiers)) {
+        if (!emit_decided(r, 0, done))
+            return false;
+        dedup_batch head = b;
+        head.n = done;
+        if (r->redis)
+            (void)dd_redis_after_batch(r->redis, r->s, &head, r->verdict, r->rec, r->rlen, o_term(r), &r->w);
+        if (r->o->sizing.tiers)
+            (void)dd_tiers_after_batch(r->o->sizing.tiers, r->s, &head, r->verdict, r->rec, r->rlen, o_term(r), &r->w);
+    }
     if (st) {
         if (r->spilled && !r->w.error)
             dd_engine_report(dedup_seen_spill_engine(r->s), r->tmpdir, st);

@@ -391,6 +391,8 @@ dedup_status rd_bitmap_run(dedup_redis *r, const dedup_batch *b, dedup_verdict *
              *last = malloc(S * sizeof *last);
     redisReply **by_seg = calloc(S, sizeof *by_seg);
     bool *lost = calloc(S, sizeof *lost);
+    bool any_lost = false;
+    dedup_status failed = DEDUP_OK;
     if (!offs || !olen || !count || !first || !last || !by_seg || !lost) {
         st = DEDUP_ERR_NOMEM;
         goto out;
@@ -432,13 +434,17 @@ dedup_status rd_bitmap_run(dedup_redis *r, const dedup_batch *b, dedup_verdict *
         if (!any)
             break;
         r->b.wait_replicas = record ? r->o.wait_replicas : 0;
-        st = rd_exec(r);
-        if (st != DEDUP_OK)
+        failed = rd_exec(r);
+        if (failed != DEDUP_OK && (!record || r->b.wait_replicas)) {
+            st = failed;
             goto out;
+        }
         bool noscript = false;
         for (size_t j = 0; j < r->b.n; j++) {
             rc_cmd *cm = &r->b.cmds[j];
             redisReply *rep = cm->reply;
+            if (!cm->done)
+                continue;
             if (rep->type == REDIS_REPLY_ERROR && strncmp(rep->str, "NOSCRIPT", 8) == 0) {
                 noscript = true; /* e.g. a replica promoted since: EVAL loads it */
                 continue;
@@ -451,12 +457,26 @@ dedup_status rd_bitmap_run(dedup_redis *r, const dedup_batch *b, dedup_verdict *
             }
             by_seg[cm->tag] = rep;
             lost[cm->tag] = cm->lost;
+            any_lost |= cm->lost && record;
             cm->reply = NULL; /* kept in by_seg */
         }
-        if (!noscript)
+        if (!noscript || failed != DEDUP_OK)
             break;
     }
-    for (size_t i = 0; i < n; i++) {
+    /* A decide that failed part way: the keys before the first segment
+     * left without a reply keep their verdicts (the caller writes them
+     * out). */
+    size_t upto = n;
+    if (failed != DEDUP_OK) {
+        for (uint32_t s = 0; s < S; s++)
+            if (count[s] && !by_seg[s] && first[s] < upto)
+                upto = first[s];
+        if (upto == 0) {
+            st = failed;
+            goto out;
+        }
+    }
+    for (size_t i = 0; i < upto; i++) {
         redisReply *rep = by_seg[r->seg_of[i]];
         if (!rep) {
             rd_error(r, "Redis kept answering NOSCRIPT to the bitmap script");
@@ -474,6 +494,7 @@ dedup_status rd_bitmap_run(dedup_redis *r, const dedup_batch *b, dedup_verdict *
         out[i] = !present ? DEDUP_NEW
                           : record && lost[r->seg_of[i]] ? DEDUP_UNCERTAIN : DEDUP_MAYBE_DUPLICATE;
     }
+    st = rd_finish(r, b, out, upto, any_lost, DEDUP_MAYBE_DUPLICATE, failed);
 out:
     if (by_seg)
         for (uint32_t s = 0; s < S; s++)

@@ -362,18 +362,27 @@ dedup_status rd_module_run(dedup_redis *r, const dedup_batch *b, dedup_verdict *
     if (st != DEDUP_OK)
         goto out;
     r->b.wait_replicas = record ? r->o.wait_replicas : 0;
-    st = rd_exec(r);
-    if (st != DEDUP_OK)
+    dedup_status failed = rd_exec(r);
+    /* A decide that failed part way: the keys before the first shard left
+     * without a reply keep their verdicts (the caller writes them out). */
+    size_t upto = failed == DEDUP_OK ? b->n : op == RD_DECIDE ? rd_decided_prefix(r, first, b->n) : 0;
+    if (upto == 0 && failed != DEDUP_OK) {
+        st = failed;
         goto out;
+    }
     /* cmds are in shard order; find each key's reply by its shard. */
+    bool any_lost = false;
     for (size_t j = 0; j < r->b.n && st == DEDUP_OK; j++) {
         rc_cmd *cm = &r->b.cmds[j];
+        if (!cm->done)
+            continue;
         if (cm->reply->type != REDIS_REPLY_ARRAY)
             st = rd_reply_error(r, cm->reply, cmd);
         by_shard[cm->tag] = cm->reply;
         lost[cm->tag] = cm->lost;
+        any_lost |= cm->lost && record;
     }
-    for (size_t i = 0; i < b->n && st == DEDUP_OK; i++) {
+    for (size_t i = 0; i < upto && st == DEDUP_OK; i++) {
         redisReply *rep = by_shard[r->seg_of[i]];
         if (!rep || r->pos_in[i] >= rep->elements) {
             rd_error(r, "Redis %s: short reply", cmd);
@@ -396,6 +405,8 @@ dedup_status rd_module_run(dedup_redis *r, const dedup_batch *b, dedup_verdict *
         out[i] = !present ? DEDUP_NEW : lost[r->seg_of[i]] && record ? DEDUP_UNCERTAIN
                                                                      : DEDUP_MAYBE_DUPLICATE;
     }
+    if (st == DEDUP_OK)
+        st = rd_finish(r, b, out, upto, any_lost, DEDUP_MAYBE_DUPLICATE, failed);
 out:
     free(count);
     free(first);

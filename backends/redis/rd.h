@@ -19,6 +19,7 @@ struct dedup_redis {
     rc_batch b;
     dedup_redis_shape shape;
     uint64_t keys, uncertain, recorded;
+    size_t decided; /* after a failed decide: the keys decided from the start */
     char err[512];
     /* bitmap */
     uint64_t blocks, blocks_per_seg;
@@ -44,6 +45,23 @@ dedup_status rd_scratch(dedup_redis *r, size_t n, size_t args, size_t bytes);
  * message (host:port and why) as r's error. */
 dedup_status rd_exec(dedup_redis *r);
 dedup_status rd_reply_error(dedup_redis *r, const redisReply *rep, const char *what);
+
+/* The end of a scheme's decide, its verdicts out[0..upto) filled (upto =
+ * b->n unless the call 'failed' part way).  With 'lost' (a reply was lost),
+ * the later occurrences in out[0..upto) of a key answered UNCERTAIN become
+ * 'present' (DUPLICATE for the keys scheme, MAYBE_DUPLICATE for the
+ * filters): each is a repeat of the first occurrence, sent in the same
+ * pipeline, whose own verdict (NEW, or UNCERTAIN and kept aside by the
+ * caller) covers the key.  Without this a key could be written out (first
+ * occurrence NEW) and also reported uncertain, or reported uncertain twice.
+ * Then a failed call keeps upto as r->decided.  Returns 'failed', or NOMEM. */
+dedup_status rd_finish(dedup_redis *r, const dedup_batch *b, dedup_verdict *out, size_t upto,
+                       bool lost, dedup_verdict present, dedup_status failed);
+/* After rd_exec() failed on a decide of n keys: how many keys from the start
+ * of the batch have their verdict, i.e. the smallest first key (first[tag],
+ * or the tag itself when first is NULL) of a command left without a reply.
+ * 0 when the batch waited for replicas (a reply is then not a promise). */
+size_t rd_decided_prefix(const dedup_redis *r, const uint32_t *first, size_t n);
 
 size_t rd_segment_key(const dedup_redis *r, uint32_t s, uint64_t gen, char *buf);
 uint64_t rd_current_gen(const dedup_redis *r);

@@ -158,13 +158,11 @@ static int occ_cmp(const void *a, const void *b)
     return x->i < y->i ? -1 : x->i > y->i;
 }
 
-/* After a lost reply: a later occurrence of a key inside the batch answered
- * UNCERTAIN was found present because of the earlier occurrence (sent in
- * the same pipeline, or again after the reconnection), so it is a
- * DUPLICATE of that first occurrence, whose own verdict (NEW, or UNCERTAIN
- * and kept aside by the caller) covers the key.  Without this pass a key
- * could be written out (first occurrence NEW) and also reported uncertain. */
-static dedup_status repeats_not_uncertain(const dedup_batch *b, dedup_verdict *out)
+/* A later occurrence answered UNCERTAIN was found present because of the
+ * earlier occurrence (sent in the same pipeline, or again after the
+ * reconnection). */
+static dedup_status repeats_not_uncertain(const dedup_batch *b, dedup_verdict *out,
+                                          dedup_verdict present)
 {
     occ *o = malloc(b->n * sizeof *o);
     if (!o)
@@ -174,9 +172,36 @@ static dedup_status repeats_not_uncertain(const dedup_batch *b, dedup_verdict *o
     qsort(o, b->n, sizeof *o, occ_cmp);
     for (size_t j = 1; j < b->n; j++)
         if (o[j].lo == o[j - 1].lo && o[j].hi == o[j - 1].hi && out[o[j].i] == DEDUP_UNCERTAIN)
-            out[o[j].i] = DEDUP_DUPLICATE;
+            out[o[j].i] = present;
     free(o);
     return DEDUP_OK;
+}
+
+dedup_status rd_finish(dedup_redis *r, const dedup_batch *b, dedup_verdict *out, size_t upto,
+                       bool lost, dedup_verdict present, dedup_status failed)
+{
+    dedup_batch head = *b;
+    head.n = upto;
+    dedup_status st = lost ? repeats_not_uncertain(&head, out, present) : DEDUP_OK;
+    if (st != DEDUP_OK)
+        return st;
+    if (failed != DEDUP_OK)
+        r->decided = upto;
+    return failed;
+}
+
+size_t rd_decided_prefix(const dedup_redis *r, const uint32_t *first, size_t n)
+{
+    if (r->b.wait_replicas)
+        return 0;
+    size_t p = n;
+    for (size_t j = 0; j < r->b.n; j++) {
+        const rc_cmd *cm = &r->b.cmds[j];
+        size_t i = first ? first[cm->tag] : cm->tag;
+        if (!cm->done && i < p)
+            p = i;
+    }
+    return p;
 }
 
 typedef enum { KEYS_DECIDE, KEYS_QUERY, KEYS_COMMIT } keys_op;
@@ -227,12 +252,17 @@ static dedup_status keys_run(dedup_redis *r, const dedup_batch *b, dedup_verdict
         return st;
     r->b.wait_replicas = op == KEYS_QUERY ? 0 : r->o.wait_replicas;
     st = rd_exec(r);
-    if (st != DEDUP_OK)
+    /* A decide that failed part way: the keys before the first command
+     * left unanswered keep their verdicts (the caller writes them out). */
+    size_t upto = st == DEDUP_OK ? b->n : op == KEYS_DECIDE ? rd_decided_prefix(r, NULL, b->n) : 0;
+    if (upto == 0 && st != DEDUP_OK)
         return st;
     bool lost = false;
     for (size_t j = 0; j < r->b.n; j++) {
         rc_cmd *cm = &r->b.cmds[j];
         redisReply *rep = cm->reply;
+        if (cm->tag >= upto)
+            continue;
         if (rep->type == REDIS_REPLY_ERROR)
             return rd_reply_error(r, rep, op == KEYS_QUERY ? "EXISTS" : "SET");
         if (op == KEYS_COMMIT)
@@ -247,7 +277,7 @@ static dedup_status keys_run(dedup_redis *r, const dedup_batch *b, dedup_verdict
         out[cm->tag] = v;
         lost |= v == DEDUP_UNCERTAIN;
     }
-    return lost ? repeats_not_uncertain(b, out) : DEDUP_OK;
+    return rd_finish(r, b, out, upto, lost, DEDUP_DUPLICATE, st);
 }
 
 /* ---- the object ---- */
@@ -347,16 +377,20 @@ static dedup_status run(dedup_redis *r, const dedup_batch *b, dedup_verdict *out
     if (st != DEDUP_OK || b->n == 0)
         return st;
     r->err[0] = 0;
+    r->decided = 0;
     switch (r->o.scheme) {
     case DEDUP_REDIS_KEYS: st = keys_run(r, b, out, record ? KEYS_DECIDE : KEYS_QUERY); break;
     case DEDUP_REDIS_BITMAP: st = rd_bitmap_run(r, b, out, record); break;
     case DEDUP_REDIS_MODULE: st = rd_module_run(r, b, out, record ? RD_DECIDE : RD_QUERY); break;
     }
     rc_batch_reset(&r->b);
-    if (st == DEDUP_OK) {
-        r->keys += b->n;
+    if (st != DEDUP_OK && !record)
+        r->decided = 0;
+    size_t n = st == DEDUP_OK ? b->n : r->decided;
+    if (n) {
+        r->keys += n;
         if (record)
-            for (size_t i = 0; i < b->n; i++) {
+            for (size_t i = 0; i < n; i++) {
                 r->uncertain += out[i] == DEDUP_UNCERTAIN;
                 r->recorded += out[i] == DEDUP_NEW;
             }
@@ -369,7 +403,7 @@ dedup_status dedup_redis_decide(dedup_redis *r, const dedup_batch *b, dedup_verd
 {
     dedup_status st = run(r, b, out, true);
     if (done)
-        *done = st == DEDUP_OK ? b->n : 0;
+        *done = st == DEDUP_OK ? b->n : r->decided;
     return st;
 }
 

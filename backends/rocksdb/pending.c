@@ -102,14 +102,6 @@ void ddr_pending_free(dedup_store *s)
 /* ---- the table ---------------------------------------------------------------- */
 
 /* Bytes [from, from + 8) of k, big-endian, zero past len. */
-static uint64_t be_word(const char *k, size_t len, size_t from)
-{
-    uint64_t w = 0;
-    for (size_t i = from; i < from + 8; i++)
-        w = w << 8 | (i < len ? (unsigned char)k[i] : 0);
-    return w;
-}
-
 static bool same_entry(const ddr_pending *p, const ddr_entry *e, const char *k, size_t len,
                        uint64_t pfx, uint64_t rest)
 {
@@ -123,7 +115,7 @@ uint32_t ddr_pending_find(const dedup_store *s, const char *k, size_t len, uint6
     const ddr_pending *p = &s->pend;
     if (!p->n)
         return NO_SLOT;
-    uint64_t pfx = be_word(k, len, 0), rest = be_word(k, len, 8);
+    uint64_t pfx = ddr_be_word(k, len, 0), rest = ddr_be_word(k, len, 8);
     uint32_t slot = (uint32_t)h & (DDR_PENDING_SLOTS - 1);
     while (p->table[slot] != NO_SLOT) {
         if (same_entry(p, &p->e[p->table[slot]], k, len, pfx, rest))
@@ -147,7 +139,7 @@ static dedup_status put_entry(dedup_store *s, const char *k, size_t len, uint64_
     ddr_pending *p = &s->pend;
     if (len > UINT32_MAX)
         return DEDUP_ERR_LIMIT;
-    uint64_t pfx = be_word(k, len, 0), rest = be_word(k, len, 8);
+    uint64_t pfx = ddr_be_word(k, len, 0), rest = ddr_be_word(k, len, 8);
     uint32_t slot = (uint32_t)h & (DDR_PENDING_SLOTS - 1);
     while (p->table[slot] != NO_SLOT) {
         if (same_entry(p, &p->e[p->table[slot]], k, len, pfx, rest))

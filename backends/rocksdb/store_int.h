@@ -46,6 +46,23 @@ static inline const unsigned char *ddr_entry_key(const unsigned char *arena, con
     return buf;
 }
 
+/* Bytes from..from+7 of a key as a big-endian word, zero-padded. */
+static inline uint64_t ddr_be_word(const char *k, size_t len, size_t from)
+{
+    uint64_t w = 0;
+    for (size_t i = from; i < from + 8; i++)
+        w = w << 8 | (i < len ? (unsigned char)k[i] : 0);
+    return w;
+}
+
+/* A key of a lookup, in RocksDB's order (store.c sorts a chunk's keys so
+ * MultiGet takes them as sorted_input). */
+typedef struct ddr_ord {
+    uint64_t pfx, rest; /* ddr_be_word at 0 and 8 */
+    const char *k;
+    uint32_t len, i;    /* i: the key's place in the caller's order */
+} ddr_ord;
+
 typedef struct ddr_pending {
     unsigned char *arena;             /* the bytes of keys longer than 16 */
     size_t used, cap;
@@ -89,6 +106,7 @@ struct dedup_store {
     dedup_store_sync sync;
     uint64_t seed, expire;
     uint64_t block_cache;             /* bytes */
+    unsigned read_threads;            /* 1 or 2 (params.read_threads) */
     int64_t (*clock)(void *ctx);
     void *clock_ctx;
     uint64_t count;
@@ -100,6 +118,9 @@ struct dedup_store {
     size_t *klen;
     rocksdb_pinnableslice_t **vals;
     char **errs;
+    ddr_ord *ord;                     /* a lookup's keys, sorted */
+    const char **sptr;                /* ... as MultiGet takes them */
+    size_t *slen;
     uint32_t *table;
     /* sync BATCH and NONE: the keys recorded since the last ingestion
      * (pending.c) */

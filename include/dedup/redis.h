@@ -119,16 +119,21 @@
  *  - A connection lost mid-run is reconnected with bounded exponential
  *    backoff (backoff_ms doubling up to 2 s, at most 'retries' attempts per
  *    batch, counted in stats.retries); past that the call fails with
- *    DEDUP_ERR_IO naming host:port, having decided nothing of the batch it
- *    reports in *done.
+ *    DEDUP_ERR_IO naming host:port.  *done then counts the keys from the
+ *    start of the batch whose commands were answered (out[0..*done) holds
+ *    their verdicts, recorded remotely: write them out); of the rest, some
+ *    may be recorded remotely.  Without wait_replicas only: with it, a
+ *    failed call reports nothing (*done 0).
  *  - A command written whose reply was lost may or may not have run.  It is
  *    sent again once reconnected; a key it then finds present is UNCERTAIN
  *    (perhaps recorded by the lost command, perhaps by another client):
  *    callers drop it like a duplicate (the safe direction), count it
  *    (stats.uncertain) and may write it aside.  A key found absent is NEW.
- *    Keys scheme: a later occurrence of a key inside the same batch is a
- *    DUPLICATE of its first occurrence, never UNCERTAIN (the first one's
- *    verdict covers the key), so no key is both new and uncertain.
+ *    A later occurrence of a key inside the same batch is a repeat of its
+ *    first occurrence, never UNCERTAIN (the first one's verdict covers the
+ *    key): DUPLICATE in the keys scheme, MAYBE_DUPLICATE in the bitmap and
+ *    module schemes (as without a lost reply), so no key is both new and
+ *    uncertain, nor uncertain twice.
  *  - wait_replicas N: after each batch's commands (and each commit) the
  *    client sends WAIT N wait_timeout_ms to every master written, in the
  *    same round trip.  Fewer acknowledgements (a replica resyncing, or
@@ -273,8 +278,11 @@ void dedup_redis_free(dedup_redis *r);
  * out[i]: DEDUP_NEW, DEDUP_DUPLICATE (keys), DEDUP_MAYBE_DUPLICATE (bitmap,
  * module) or DEDUP_UNCERTAIN.  The whole batch is decided in as many round
  * trips as the pipeline depth needs (ceil(n / pipeline) per node, plus
- * redirections).  On error *done is 0 (nothing of the batch is reported;
- * some of its keys may be recorded remotely).  Errors: above. */
+ * redirections).  On error *done counts the keys decided from the start of
+ * the batch (out[0..*done) valid; in the bitmap and module schemes, where a
+ * command carries every key of its segment or shard, this is up to the
+ * first key of a command left unanswered); some of the others may be
+ * recorded remotely.  Errors: above. */
 dedup_status dedup_redis_decide(dedup_redis *r, const dedup_batch *batch, dedup_verdict *out,
                                 size_t *done);
 

@@ -55,11 +55,13 @@
  * decide() returns only after every tier has recorded the batch's new keys
  * (the store durably, as its sync mode says), so a caller that writes a
  * key's record after decide() returned never outputs a key some tier could
- * answer NEW again.  When a tier fails, decide() fails with its status and
- * *done = 0: the caller must write nothing of the batch and stop; the tiers
- * that answered before the failure may have recorded some of the batch's
- * keys, whose records are then lost to later runs (at most one batch, never
- * a repeat).  commit() passes the delivered keys to every tier (Redis's
+ * answer NEW again.  The batch is walked down the tiers in chunks; when a
+ * tier fails, decide() fails with its status and *done counts the keys of
+ * the chunks decided before the failing one (out[0..*done) valid, recorded
+ * in every tier): the caller writes their records and stops.  The tiers
+ * that answered before the failure may have recorded some keys of the
+ * failing chunk, whose records are then lost to later runs (at most one
+ * chunk, never a repeat).  commit() passes the delivered keys to every tier (Redis's
  * reserve-then-commit).
  *
  * Thread-safety: one thread at a time per stack.

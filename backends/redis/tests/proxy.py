@@ -1,14 +1,17 @@
 #!/usr/bin/env python3
 """A TCP relay to a Redis server that loses replies: on the first
 connection it forwards every request but only the first CUT bytes of
-replies, then closes both sides.  Later connections are relayed whole.
-Usage: proxy.py LISTEN_PORT UPSTREAM_PORT CUT READY_FILE   (exits after 120 s)"""
+replies, then closes both sides.  Later connections are relayed whole; with
+"gone", the proxy stops listening after the first connection instead, so
+every later one is refused (a server lost for good).
+Usage: proxy.py LISTEN_PORT UPSTREAM_PORT CUT READY_FILE [gone]   (exits after 120 s)"""
 import socket
 import sys
 import threading
 import time
 
 listen, upstream, cut = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+gone = len(sys.argv) > 5 and sys.argv[5] == "gone"
 srv = socket.socket()
 srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 srv.bind(("127.0.0.1", listen))
@@ -60,4 +63,9 @@ while time.time() < end:
     if first[0]:
         first[0] = False
         limit = cut
-    threading.Thread(target=serve, args=(c, limit), daemon=True).start()
+    t = threading.Thread(target=serve, args=(c, limit), daemon=True)
+    t.start()
+    if gone:
+        srv.close()
+        t.join(timeout=end - time.time())
+        break

@@ -15,17 +15,35 @@ U="redis://127.0.0.1:$P/2"
 "$T" bitmap "$U" || fail "bitmap"
 "$T" bitmap-ttl "$U" || fail "bitmap-ttl"
 "$T" errors "$U" || fail "errors"
-Q=$(free_port)
-python3 "$(dirname "$0")/proxy.py" "$Q" "$P" 3000 "$RT_DIR/proxy.ready" &
-RT_PIDS="$RT_PIDS $!"
-i=0
-until [ -e "$RT_DIR/proxy.ready" ]; do
-    i=$((i + 1)); [ $i -gt 100 ] && fail "proxy did not start"; sleep 0.1
-done
+# start_proxy UPSTREAM_PORT [gone]: a reply-cutting proxy (proxy.py) in front
+# of the server; sets Q to its port.
+start_proxy() {
+    Q=$(free_port)
+    rm -f "$RT_DIR/proxy.ready"
+    python3 "$(dirname "$0")/proxy.py" "$Q" "$1" 3000 "$RT_DIR/proxy.ready" ${2:-} &
+    RT_PIDS="$RT_PIDS $!"
+    i=0
+    until [ -e "$RT_DIR/proxy.ready" ]; do
+        i=$((i + 1)); [ $i -gt 100 ] && fail "proxy did not start"; sleep 0.1
+    done
+}
+start_proxy "$P"
 "$T" lost "redis://127.0.0.1:$P" "redis://127.0.0.1:$Q" || fail "lost"
+# repeats inside a batch after a lost reply, each scheme; then a server gone
+schemes="keys bitmap"
 if [ -n "$MOD" ]; then
     M=$(free_port)
     start_server "$M" --loadmodule "$MOD"
     "$T" module "redis://127.0.0.1:$M" || fail "module"
+    schemes="$schemes module"
 fi
+for s in $schemes; do
+    port=$P
+    [ "$s" = module ] && port=$M
+    for mode in "" gone; do
+        start_proxy "$port" $mode
+        "$T" lost-repeats "$s" "redis://127.0.0.1:$port" "redis://127.0.0.1:$Q" $mode ||
+            fail "lost-repeats $s $mode"
+    done
+done
 echo "single: ok"

@@ -9,6 +9,12 @@
  *                                                negatives, metadata, deletes
  *   test_redis_backend errors  URL               metadata mismatch, wrong type, AUTH
  *   test_redis_backend lost    URL PROXYURL      replies cut by a proxy -> UNCERTAIN
+ *   test_redis_backend lost-repeats SCHEME URL PROXYURL [gone]
+ *                                                a batch full of repeats through a
+ *                                                reply-cutting proxy (gone: one that
+ *                                                then refuses): a repeat is never
+ *                                                UNCERTAIN; a failed call's decided
+ *                                                prefix is right and in Redis
  *
  * The servers are started by the calling scripts (single.sh, cluster.sh).
  * Random inputs are seeded; the seed is printed ($DEDUP_TEST_SEED fixes it).
@@ -739,6 +745,87 @@ static void test_lost(const char *url, const char *proxy)
     dedup_redis_free(r);
 }
 
+/* A batch of 3,000 keys drawn from 1,000 (so most keys repeat inside it),
+ * decided in one call through the proxy, which cuts the first connection's
+ * replies: each key's first occurrence is NEW or UNCERTAIN (or, for a
+ * filter, a false MAYBE), every later occurrence a plain repeat (DUPLICATE
+ * for keys, MAYBE_DUPLICATE for the filters) and never UNCERTAIN, so no key
+ * is both new and uncertain nor uncertain twice.  With 'gone' the proxy
+ * refuses every later connection, so the call fails: the keys it reports
+ * decided (*done) have verdicts as above and are in Redis. */
+static void test_lost_repeats(const char *scheme, const char *url, const char *proxy, bool gone)
+{
+    dedup_redis_options o;
+    dedup_redis_options_init(&o);
+    o.url = proxy;
+    char name[96];
+    snprintf(name, sizeof name, "%s:lr%s%s", run_name, scheme, gone ? "g" : "");
+    o.name = name;
+    o.io_timeout_ms = 1000;
+    o.backoff_ms = 10;
+    o.retries = gone ? 2 : 8;
+    bool keys = strcmp(scheme, "keys") == 0;
+    if (!keys) {
+        o.scheme = strcmp(scheme, "bitmap") == 0 ? DEDUP_REDIS_BITMAP : DEDUP_REDIS_MODULE;
+        o.items = 20000;
+        o.shards = o.scheme == DEDUP_REDIS_MODULE ? 4 : 0;
+    }
+    dedup_redis *r = open_or_die(&o);
+    size_t n = 3000, distinct = 1000, done = 0;
+    input in = make_input(n, distinct, o.seed);
+    dedup_verdict *v = malloc(n * sizeof *v);
+    unsigned char *seen = calloc(distinct, 1);
+    dedup_batch b = slice(&in, 0, n);
+    dedup_status st = dedup_redis_decide(r, &b, v, &done);
+    dedup_redis_stats s;
+    dedup_redis_get_stats(r, &s);
+    if (gone)
+        CHECK(st == DEDUP_ERR_IO && done < n, "%s: the call fails past its retries (%s, done %zu)",
+              scheme, dedup_strerror(st), done);
+    else
+        CHECK(st == DEDUP_OK && done == n, "%s: decide through the proxy: %s", scheme,
+              dedup_redis_last_error(r));
+    dedup_verdict repeat = keys ? DEDUP_DUPLICATE : DEDUP_MAYBE_DUPLICATE;
+    size_t news = 0, unc = 0, firsts = 0;
+    for (size_t i = 0; i < done; i++) {
+        news += v[i] == DEDUP_NEW;
+        unc += v[i] == DEDUP_UNCERTAIN;
+        if (seen[in.id[i]])
+            CHECK(v[i] == repeat, "%s: key %zu repeats an earlier one: verdict %d, not %d", scheme,
+                  i, (int)v[i], (int)repeat);
+        else
+            CHECK(v[i] == DEDUP_NEW || v[i] == DEDUP_UNCERTAIN || (!keys && v[i] == repeat),
+                  "%s: first occurrence %zu: verdict %d", scheme, i, (int)v[i]);
+        firsts += !seen[in.id[i]];
+        seen[in.id[i]] = 1;
+    }
+    fprintf(stderr, "lost-repeats %s%s: %zu decided, %zu first occurrences, %zu new, %zu uncertain, "
+                    "%llu retries\n", scheme, gone ? " (server gone)" : "", done, firsts, news, unc,
+            (unsigned long long)s.retries);
+    CHECK(s.uncertain == unc && s.retries > 0, "%s: stats %llu uncertain, %zu counted", scheme,
+          (unsigned long long)s.uncertain, unc);
+    if (!gone)
+        CHECK(unc > 0, "%s: some replies were lost", scheme);
+    if (gone && keys)
+        CHECK(done > 0, "keys: the answered commands before the loss are reported");
+    /* Directly: every key decided is there. */
+    o.url = url;
+    o.retries = 8;
+    dedup_redis *d = open_or_die(&o);
+    b.n = done;
+    CHECK(dedup_redis_query(d, &b, v) == DEDUP_OK, "query");
+    for (size_t i = 0; i < done; i++)
+        if (v[i] == DEDUP_NEW) {
+            CHECK(false, "%s: decided key %zu absent from Redis", scheme, i);
+            break;
+        }
+    dedup_redis_free(d);
+    free(seen);
+    free(v);
+    free_input(&in);
+    dedup_redis_free(r);
+}
+
 /* Each of n keys occurs twice, the stream cut into batches; after the first
  * quarter the file 'signal' is created (the script then kills a master).
  * With wait_replicas each key is NEW at most once and its second
@@ -964,6 +1051,8 @@ int main(int argc, char **argv)
         }
     } else if (strcmp(what, "lost") == 0 && argc > 3)
         test_lost(url, argv[3]);
+    else if (strcmp(what, "lost-repeats") == 0 && argc > 4)
+        test_lost_repeats(argv[2], argv[3], argv[4], argc > 5 && strcmp(argv[5], "gone") == 0);
     else
         return 2;
     fprintf(stderr, "%s: %s\n", what, failures ? "FAILED" : "ok");
