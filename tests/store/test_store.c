@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "dedup/store.h"
+#include "store_testutil.h"
 
 #define UNIVERSE 20000u
 
@@ -45,13 +46,7 @@ static dedup_store *open_store(const char *dir, dedup_store_keys keys, dedup_sto
     p.dir = dir;
     p.keys = keys;
     p.sync = sync;
-    dedup_store *s = NULL;
-    char why[512];
-    dedup_status st = dedup_store_open(&p, NULL, &s, why, sizeof why);
-    if (st != DEDUP_OK)
-        fprintf(stderr, "open %s: %s\n", dir, why);
-    assert_int_equal(st, DEDUP_OK);
-    return s;
+    return tst_open(&p);
 }
 
 /* A batch of n keys drawn from [0, UNIVERSE): text keys "k<i>". */

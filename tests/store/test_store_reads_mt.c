@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "dedup/store.h"
+#include "store_testutil.h"
 
 #define STORED 4000u /* ids 1..STORED are stored; lookups draw from 1..2*STORED */
 #define N DEDUP_STORE_CHUNK
@@ -70,13 +71,7 @@ static dedup_store *open_store(const char *dir, dedup_store_keys mode, unsigned 
     p.keys = mode;
     p.sync = DEDUP_STORE_SYNC_NONE;
     p.read_threads = threads;
-    dedup_store *s = NULL;
-    char why[512];
-    dedup_status st = dedup_store_open(&p, NULL, &s, why, sizeof why);
-    if (st != DEDUP_OK)
-        fprintf(stderr, "open %s: %s\n", dir, why);
-    assert_int_equal(st, DEDUP_OK);
-    return s;
+    return tst_open(&p);
 }
 
 static void lookups_equal_reference(dedup_store_keys mode)
