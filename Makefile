@@ -50,7 +50,8 @@ test-asan: deps-test
 test-tsan: deps-test
 	@cmake -S . -B $(BUILD_TSAN) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDEDUP_TSAN=ON -DDEDUP_BENCH=OFF >/dev/null
 	@cmake --build $(BUILD_TSAN) -j $(JOBS)
-	@cd $(BUILD_TSAN) && ctest --output-on-failure -j $(JOBS) -L threads
+	@cd $(BUILD_TSAN) && TSAN_OPTIONS=suppressions=$(CURDIR)/tests/tsan.supp \
+		ctest --output-on-failure -j $(JOBS) -L threads
 
 install: build
 	@cmake --install $(BUILD)
