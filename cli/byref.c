@@ -91,6 +91,13 @@ dd_byref *dd_byref_open(char **files, int nfiles)
         b->n = i + 1;
         struct stat st;
         bool in = strcmp(files[i], "-") == 0;
+        /* stat() first: opening a named FIFO would wait for its writer, and
+         * closing it again could cost the writer its pipe (and the run the
+         * records it had written) */
+        if (!in && (stat(files[i], &st) != 0 || !S_ISREG(st.st_mode))) {
+            dd_byref_close(b);
+            return NULL;
+        }
         /* standard input counts when it is a regular file read from its start */
         f->fd = in ? fcntl(STDIN_FILENO, F_DUPFD_CLOEXEC, 3) : open(files[i], O_RDONLY | O_CLOEXEC);
         if (f->fd < 0 || fstat(f->fd, &st) != 0 || !S_ISREG(st.st_mode) ||
