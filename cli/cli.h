@@ -10,6 +10,7 @@
 #ifndef DEDUP_CLI_H
 #define DEDUP_CLI_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -77,6 +78,13 @@ const dedup_allocator *cli_allocator(void);
 const dedup_allocator *cli_allocator_growing(void);
 /* Stops the populating thread (before exit; the blocks stay valid). */
 void cli_allocator_shutdown(void);
+
+/* Condition variables of the tool's threads: initialised on the monotonic
+ * clock, so that a timed wait is not moved by a change of the wall clock,
+ * and waited on for at most 'ns' nanoseconds (callers wake to look at
+ * dd_stop_signal).  Called with mu held, as pthread_cond_timedwait. */
+int cli_cond_init(pthread_cond_t *cv);
+void cli_cond_wait_ns(pthread_cond_t *cv, pthread_mutex_t *mu, long ns);
 
 /* Standard --help/--version handling shared by subcommands. */
 void cli_print_version(void);

@@ -9,9 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "cli.h"
 #include "io.h" /* dd_stop_signal */
 
 #define NSLOT 4                     /* blocks in flight: one filling, the rest queued or in use */
@@ -387,11 +387,7 @@ int dd_feeder_open(dd_feeder **out, const char *path, const dd_feeder_opts *o)
     f->regular = o->mapped || (fstat(f->fd, &st) == 0 && S_ISREG(st.st_mode));
     pthread_mutex_init(&f->mu, NULL);
     pthread_cond_init(&f->cv_prod, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&f->cv_cons, &ca);
-    pthread_condattr_destroy(&ca);
+    cli_cond_init(&f->cv_cons);
     int e = pthread_create(&f->th, NULL, feeder_main, f);
     if (e) {
         dd_feeder_close(f);
@@ -409,16 +405,8 @@ const dd_block *dd_feeder_next(dd_feeder *f)
         f->released++;
         pthread_cond_signal(&f->cv_prod);
     }
-    while (f->produced == f->taken && !f->done && !dd_stop_signal) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        ts.tv_nsec += WAIT_NS;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
-        pthread_cond_timedwait(&f->cv_cons, &f->mu, &ts);
-    }
+    while (f->produced == f->taken && !f->done && !dd_stop_signal)
+        cli_cond_wait_ns(&f->cv_cons, &f->mu, WAIT_NS);
     slot *s = NULL;
     if (f->produced > f->taken && !dd_stop_signal) {
         s = &f->s[f->taken % NSLOT];

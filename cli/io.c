@@ -6,8 +6,9 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
+
+#include "cli.h"
 
 int dd_writer_init(dd_writer *w, int fd, const char *name, size_t cap)
 {
@@ -115,16 +116,8 @@ static void *wthread_main(void *arg)
 static bool wthread_idle(dd_writer *w)
 {
     struct dd_wthread *t = w->th;
-    while (t->job && !dd_stop_signal) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 100000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
-        pthread_cond_timedwait(&t->cv, &t->mu, &ts);
-    }
+    while (t->job && !dd_stop_signal)
+        cli_cond_wait_ns(&t->cv, &t->mu, 100000000L);
     if (t->job)
         return false;
     fold(w, &t->res);
@@ -143,7 +136,7 @@ bool dd_writer_start_thread(dd_writer *w)
     t->fd = w->fd;
     if (t->spare) {
         pthread_mutex_init(&t->mu, NULL);
-        pthread_cond_init(&t->cv, NULL);
+        cli_cond_init(&t->cv);
         if (pthread_create(&t->th, NULL, wthread_main, t) == 0) {
             w->th = t;
             return true;

@@ -47,8 +47,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
+
+#include "cli.h"
 #ifdef __SSE2__
 #include <emmintrin.h>
 #endif
@@ -350,14 +351,7 @@ static void wait_for(engine *e, unsigned t)
         pthread_cond_wait(&e->cv, &e->mu);
         return;
     }
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_nsec += 100000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
-    pthread_cond_timedwait(&e->cv, &e->mu, &ts);
+    cli_cond_wait_ns(&e->cv, &e->mu, 100000000L);
 }
 
 static void work(worker *w)
@@ -502,11 +496,7 @@ int split_file(const split_route *r, const char *path, int *read_errno)
         e.base[i] = (uint64_t)at;
     }
     pthread_mutex_init(&e.mu, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&e.cv, &ca);
-    pthread_condattr_destroy(&ca);
+    cli_cond_init(&e.cv);
     pthread_t th;
     if (pthread_create(&th, NULL, second_main, &w[1]) != 0) {
         outcome = SPLIT_FILE_NOMEM;

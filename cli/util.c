@@ -1,4 +1,5 @@
 /* util.c - messages and argument parsing shared by the subcommands. */
+#define _POSIX_C_SOURCE 200809L
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
@@ -7,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "cli.h"
 
@@ -208,4 +210,30 @@ void cli_json_string(FILE *f, const char *s)
 void cli_print_version(void)
 {
     printf("dedup %s (library %s)\n", DEDUP_VERSION_STRING, dedup_version_string());
+}
+
+int cli_cond_init(pthread_cond_t *cv)
+{
+    pthread_condattr_t ca;
+    int e = pthread_condattr_init(&ca);
+    if (e)
+        return e;
+    e = pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    if (!e)
+        e = pthread_cond_init(cv, &ca);
+    pthread_condattr_destroy(&ca);
+    return e;
+}
+
+void cli_cond_wait_ns(pthread_cond_t *cv, pthread_mutex_t *mu, long ns)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    ts.tv_sec += ns / 1000000000L;
+    ts.tv_nsec += ns % 1000000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    pthread_cond_timedwait(cv, mu, &ts);
 }
