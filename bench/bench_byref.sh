@@ -2,7 +2,8 @@
 # bench_byref.sh - exact dedup of a regular file by reference (the set keeps
 # references into the mapped file) against the copying path
 # (DEDUP_NO_BYREF=1), the pipe path (`cat FILE | dedup`) and
-# `LC_ALL=C sort -u`, in one run, interleaved, median of REPS.
+# `LC_ALL=C sort -u`, in one run, interleaved (each round in a rotated order),
+# median of REPS.
 #
 #   bench/bench_byref.sh [LINES=20000000] [REPS=3]
 #   env: BUILD=build, DATA=/work/bench-data (data and outputs, not in the repo),
@@ -33,17 +34,30 @@ F=${INPUT:-$DATA/urls-$LINES.txt}
 [ -s "$F" ] || "$BUILD/gen_urls" "$LINES" -r 0.5 -s 1 -S 1 > "$F"
 echo "input: $F, $(stat -c %s "$F") bytes, $LINES lines; $(nproc) cores; load $(cut -d' ' -f1-3 /proc/loadavg)"
 declare -A WALL CPU RSS ANON
+exec {TICK}<> <(:) # a pipe nobody writes to: 'read -t' on it is a sleep without a process
 one() { # name cmd... (a shell command line)
   local name=$1 cmd=$2 t=$DATA/.byref.time
   cat "$F" > /dev/null
   /usr/bin/time -f "%e %M %U %S" -o "$t" bash -c "$cmd" > "$DATA/out.$name" &
-  local pid=$! max=0 a c
+  local pid=$! max=0 c k v pids="" i=0
+  # Sampling must not take the measured command's CPU: the processes are
+  # looked up (pgrep) in the first half second and then once a second, the
+  # status files are read with builtins, and the wait is a read timeout,
+  # not a sleep process.
   while kill -0 "$pid" 2> /dev/null; do
-    for c in $(pgrep -P "$pid" 2> /dev/null) $(pgrep -P "$(pgrep -P "$pid" | head -1)" 2> /dev/null); do
-      a=$(awk '/^RssAnon/ { print $2 }' "/proc/$c/status" 2> /dev/null || echo 0)
-      [ "${a:-0}" -gt "$max" ] && max=$a
+    if [ $i -lt 5 ] || [ -z "${pids// /}" ] || [ $((i % 10)) -eq 0 ]; then
+      pids=$(pgrep -P "$pid" 2> /dev/null || true)
+      [ -z "$pids" ] || pids="$pids $(pgrep -P "${pids%%[!0-9]*}" 2> /dev/null || true)"
+    fi
+    i=$((i + 1))
+    for c in $pids; do
+      { while read -r k v _; do
+          [ "$k" = RssAnon: ] || continue
+          [ "$v" -le "$max" ] || max=$v
+          break
+        done < "/proc/$c/status"; } 2> /dev/null || true
     done
-    sleep 0.1
+    read -r -t 0.1 -u "$TICK" _ || true
   done
   wait "$pid"
   read -r w m u sy < "$t"
@@ -56,12 +70,21 @@ sortrow=sort-u
 names="dedup-file dedup-copying dedup-pipe $sortrow"
 [ -n "${BEFORE:-}" ] && names="dedup-file dedup-file-before dedup-copying dedup-pipe $sortrow"
 echo "dedup options: ${OPTS:-(none)}"
+declare -A CMD=(
+  [dedup-file]="DEDUP_BYREF=1 '$DEDUP' $OPTS '$F'"
+  [dedup-file-before]="DEDUP_BYREF=1 '${BEFORE:-}/dedup' $OPTS '$F'"
+  [dedup-copying]="DEDUP_NO_BYREF=1 '$DEDUP' $OPTS '$F'"
+  [dedup-pipe]="cat '$F' | '$DEDUP' $OPTS"
+  [sort-u]="LC_ALL=C sort -u '$F'")
+# Round r starts at the r-th command and wraps around, so that no command
+# always follows the same one (a command run right after one that freed a
+# lot of memory pays for fresh pages: the host took the freed ones back).
+order=($names)
 for r in $(seq "$REPS"); do
-  one dedup-file "DEDUP_BYREF=1 '$DEDUP' $OPTS '$F'"
-  [ -n "${BEFORE:-}" ] && one dedup-file-before "DEDUP_BYREF=1 '$BEFORE/dedup' $OPTS '$F'"
-  one dedup-copying "DEDUP_NO_BYREF=1 '$DEDUP' $OPTS '$F'"
-  one dedup-pipe "cat '$F' | '$DEDUP' $OPTS"
-  [ -z "$sortrow" ] || one sort-u "LC_ALL=C sort -u '$F'"
+  for i in $(seq 0 $((${#order[@]} - 1))); do
+    n=${order[$(((r - 1 + i) % ${#order[@]}))]}
+    one "$n" "${CMD[$n]}"
+  done
 done
 [ -n "$sortrow" ] || cp "$DATA/out.dedup-copying" "$DATA/out.sort-u" # the reference: the copying road
 [ -n "$sortrow" ] || WALL[sort-u]=${WALL[dedup-copying]} CPU[sort-u]=${CPU[dedup-copying]}
