@@ -381,6 +381,7 @@ typedef struct seen_job {
     dedup_verdict *v;
     size_t batch, nb;
     int *parted; /* per batch: 1 part 1 decided, 0 not; -1 not yet */
+    size_t taken; /* batches the caller has finished */
     pthread_mutex_t mu;
     pthread_cond_t cv;
 } seen_job;
@@ -393,11 +394,22 @@ static dedup_batch batch_of(const seen_job *j, size_t b)
                          .rlens = j->s->rl + from};
 }
 
+/* Batches the thread below may decide ahead of the caller: as the CLI's
+ * feeder (cli/feeder.c, NSLOT blocks in flight).  The parts insert without
+ * the memory limit until the set says to stop, so a thread that could run
+ * through every batch first would take the whole input past the limit
+ * unchecked, and whether the set spills would be down to scheduling. */
+#define AHEAD 4
+
 static void *ahead_part_one(void *arg)
 {
     seen_job *j = arg;
     bool stopped = false;
     for (size_t b = 0; b < j->nb; b++) {
+        pthread_mutex_lock(&j->mu);
+        while (b >= j->taken + AHEAD)
+            pthread_cond_wait(&j->cv, &j->mu);
+        pthread_mutex_unlock(&j->mu);
         int r = 0;
         if (!stopped && dedup_seen_parts(j->seen) == 2) {
             dedup_batch bb = batch_of(j, b);
@@ -406,7 +418,7 @@ static void *ahead_part_one(void *arg)
         stopped = stopped || !r;
         pthread_mutex_lock(&j->mu);
         j->parted[b] = r;
-        pthread_cond_signal(&j->cv);
+        pthread_cond_broadcast(&j->cv);
         pthread_mutex_unlock(&j->mu);
     }
     return NULL;
@@ -486,6 +498,10 @@ static void run_seen_parts(tu_rng *r, uint64_t memory, bool expect_spill)
         for (size_t i = 0; i < bb.n; i++)
             if (v[i] == DEDUP_NEW)
                 collect(&got, bb.keys[i], bb.lens[i], 1);
+        pthread_mutex_lock(&j.mu);
+        j.taken = b + 1;
+        pthread_cond_broadcast(&j.cv);
+        pthread_mutex_unlock(&j.mu);
     }
     pthread_join(th, NULL);
     /* After a spill the set has one part: the parts stopped there.  Whether
