@@ -15,8 +15,18 @@
 #include "cli.h"
 #include "filecheck.h"
 
+/* A file of this size or more starts at a multiple of it in the span, so
+ * that the kernel can map its page cache's large folios with one page-table
+ * entry each (2 MiB on x86-64).  The comparisons against stored keys land at
+ * random places of the mapping; with 4 KiB entries each one also walked the
+ * page tables (20M URL lines by reference: 4.92 s before, 4.13 s aligned;
+ * bench/results/byref.md). */
+#define HUGE_ALIGN ((uint64_t)2 << 20)
+
 struct dd_byref {
-    unsigned char *base;
+    unsigned char *base; /* HUGE_ALIGN-aligned, inside the reservation */
+    unsigned char *raw;  /* the reservation: raw_size bytes */
+    size_t raw_size;
     size_t reserved;
     uint64_t span;
     cli_infile *f;
@@ -60,8 +70,8 @@ void dd_byref_close(dd_byref *b)
         sigaction(SIGBUS, &b->old_bus, NULL);
         bus_span = NULL;
     }
-    if (b->base)
-        munmap(b->base, b->reserved);
+    if (b->raw)
+        munmap(b->raw, b->raw_size);
     for (int i = 0; i < b->n; i++)
         if (b->f[i].fd >= 0)
             close(b->f[i].fd);
@@ -106,6 +116,8 @@ dd_byref *dd_byref_open(char **files, int nfiles)
             return NULL;
         }
         f->name = in ? "(standard input)" : files[i];
+        if ((uint64_t)st.st_size >= HUGE_ALIGN)
+            pos = (pos + HUGE_ALIGN - 1) / HUGE_ALIGN * HUGE_ALIGN;
         f->off = pos;
         f->size = (uint64_t)st.st_size;
         f->mtime = st.st_mtim;
@@ -113,18 +125,19 @@ dd_byref *dd_byref_open(char **files, int nfiles)
         /* its pages, then a guard page: nothing reads past a file's end */
         pos += (f->size + page - 1) / page * page + page;
     }
-    if (pos >= (UINT64_C(1) << 40) - 1 || pos > SIZE_MAX) {
+    if (pos >= (UINT64_C(1) << 40) - 1 || pos > SIZE_MAX - HUGE_ALIGN) {
         dd_byref_close(b);
         return NULL;
     }
     b->reserved = (size_t)pos;
-    void *r = mmap(NULL, b->reserved, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    b->raw_size = b->reserved + (size_t)HUGE_ALIGN;
+    void *r = mmap(NULL, b->raw_size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (r == MAP_FAILED) {
-        b->base = NULL;
         dd_byref_close(b);
         return NULL;
     }
-    b->base = r;
+    b->raw = r;
+    b->base = b->raw + ((HUGE_ALIGN - (uintptr_t)r % HUGE_ALIGN) % HUGE_ALIGN);
     b->span = b->ends[nfiles - 1];
     for (int i = 0; i < nfiles; i++) {
         cli_infile *f = &b->f[i];
@@ -137,6 +150,10 @@ dd_byref *dd_byref_open(char **files, int nfiles)
             return NULL;
         }
         (void)madvise(m, (size_t)f->size, MADV_SEQUENTIAL);
+        /* pages the mapping reads in from disk come in large folios, which
+         * the alignment above lets the kernel map whole */
+        if (f->size >= HUGE_ALIGN)
+            (void)madvise(m, (size_t)f->size, MADV_HUGEPAGE);
     }
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);

@@ -92,7 +92,12 @@ struct dedup_refset {
     size_t nsh;
     unsigned shift; /* shard = d.hi >> shift */
     size_t memory;  /* the fixed part: this, shards, ends */
-    part part[2];   /* part = d.hi >> 63 */
+    /* The fields above and below are read by both threads on every key;
+     * each part's counters are written by its thread on every new key: a
+     * line of padding keeps them off each other's cache lines (the struct
+     * itself is only as aligned as the allocator makes it). */
+    char pad[64];
+    part part[2]; /* part = d.hi >> 63 */
     unsigned w;     /* words a slot: offset|tag, [length], [count] */
     bool lengths, counts;
     bool has_empty; /* the empty key: kept here, not in a slot (see insert) */
