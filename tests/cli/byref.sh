@@ -4,7 +4,8 @@
 # from a file, a pipe and the copying path (DEDUP_NO_BYREF=1), with key
 # options and output kinds, against the naive reference; files without a
 # last terminator (one ending exactly on a page boundary), empty files,
-# several files, NUL terminators, a spill past the memory share; a file cut
+# several files (large ones, placed at 2 MiB-aligned offsets, mixed with
+# small ones), NUL terminators, a spill past the memory share; a file cut
 # shorter, grown or rewritten while it is read gives exit 1 and a message
 # naming it; and the memory a run takes per distinct key (getrusage).
 set -u
@@ -65,6 +66,30 @@ for files in "a b" "b a c" "empty a empty" "page" "page last" "page page" "b b";
         # shellcheck disable=SC2086
         "$DEDUP" $opts < "$1" > "$T/out"
         same "[$files] $opts: standard input from a file" "$T/ref1" "$T/out"
+    done
+done
+# Files of 2 MiB or more start at 2 MiB-aligned places of the span (so the
+# kernel can map their page cache whole); small ones are packed after
+# them: large and small files mixed, a large one without a last terminator
+gen "$T/l1" 70000 25000 $((SEED + 6))
+gen "$T/l2" 70000 25000 $((SEED + 7)) -n
+check "large test files are 2 MiB or more" test "$(stat -c %s "$T/l1")" -ge 2097152 -a "$(stat -c %s "$T/l2")" -ge 2097152
+# a record only at the end of a large file, without a terminator, then
+# again (terminated, or at the end of the same file read twice): its
+# repeats are found only if the set knows where that file ends
+{ cat "$T/l1"; printf 'only at the end of l3'; } > "$T/l3"
+printf 'only at the end of l3\n' > "$T/l3rec"
+for files in "l1 b l2 a l1" "l2 l1" "b l2 empty l2 last" "l3 l3rec" "b l3 l3rec" "b l3 b l3"; do
+    set -- ; for f in $files; do set -- "$@" "$T/$f"; done
+    for o in "" -c -f_2; do
+        opts=${o//_/ }
+        # shellcheck disable=SC2086
+        $REF $opts "$@" > "$T/ref"
+        # shellcheck disable=SC2086
+        "$DEDUP" -v $opts "$@" > "$T/out" 2> "$T/err"
+        check "[$files] $opts: exit" test $? -eq 0
+        check "[$files] $opts: by reference" grep -q 'references' "$T/err"
+        same "[$files] $opts: file path" "$T/ref" "$T/out"
     done
 done
 # Key options keep references: a key that is a byte range of its record
