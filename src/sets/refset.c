@@ -489,8 +489,25 @@ void dedup_refset_prefetch_key(const dedup_refset *s, dedup_digest d, size_t len
     const shard *h = shard_of(s, d);
     if (!h->slots)
         return;
-    uint64_t v = h->slots[((size_t)(d.lo & TAG_MASK) & (((size_t)1 << h->bits) - 1)) * s->w];
-    if (v && (v & TAG_MASK) == (d.lo & TAG_MASK) && (v >> TAG_BITS) - 1 < s->span) {
+    /* the first slot from the key's own whose tag is the key's, before an
+     * empty one (the key is absent then), among the slots of the cache
+     * line the prefetch of the key's slot brought in: linear probing puts
+     * a key past its own slot whenever that was taken when it came (only
+     * looking at the key's own slot: 1.10x slower on 20M URL lines) */
+    const uint64_t tag = d.lo & TAG_MASK;
+    const size_t m = ((size_t)1 << h->bits) - 1;
+    size_t i = (size_t)tag & m;
+    uint64_t v;
+    for (;;) {
+        const uint64_t *sl = h->slots + i * s->w;
+        v = *sl;
+        if (!v || (v & TAG_MASK) == tag)
+            break;
+        i = (i + 1) & m;
+        if (((uintptr_t)(h->slots + i * s->w) & 63) == 0 || i == 0)
+            return; /* the next line: not fetched yet */
+    }
+    if (v && (v >> TAG_BITS) - 1 < s->span) {
         const unsigned char *k = s->base + ((v >> TAG_BITS) - 1);
         DD_PREFETCH(k);
         /* the comparison reads up to the terminator after len bytes: its
