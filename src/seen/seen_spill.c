@@ -311,13 +311,18 @@ static dedup_status spill_rest(spill *s, const dedup_batch *b, size_t from, dedu
     return DEDUP_OK;
 }
 
-/* A by-reference batch's records lie in the span, and its keys are those
- * records (whole-record keys) or (ref_keys) byte ranges of them or copies. */
+/* Record i of a by-reference batch lies in the span, and its key is that
+ * record (whole-record keys) or (ref_keys) a byte range of it or a copy. */
+static inline bool ref_valid(const spill *s, const dedup_batch *b, size_t i)
+{
+    return in_span(s, b->records[i], b->rlens[i]) &&
+           (s->ref_keys || (b->keys[i] == b->records[i] && b->lens[i] == b->rlens[i]));
+}
+
 static bool refs_valid(const spill *s, const dedup_batch *b)
 {
     for (size_t i = 0; i < b->n; i++)
-        if (!in_span(s, b->records[i], b->rlens[i]) ||
-            (!s->ref_keys && (b->keys[i] != b->records[i] || b->lens[i] != b->rlens[i])))
+        if (!ref_valid(s, b, i))
             return false;
     return true;
 }
@@ -341,9 +346,7 @@ static dedup_status spill_decide_part(void *impl, const dedup_batch *b, unsigned
         return DEDUP_ERR_UNSUPPORTED;
     if (b->n && (!b->digests || !b->keys || !b->lens || !b->records || !b->rlens))
         return DEDUP_ERR_INVALID_ARG;
-    if (!refs_valid(s, b))
-        return DEDUP_ERR_INVALID_ARG;
-    /* This part's keys, in order. */
+    /* This part's keys, in order (each thread checks its own). */
     size_t *ix = s->part_ix[part], m = 0;
     if (s->part_cap[part] < b->n) {
         ddi_free(&s->alloc, ix);
@@ -354,8 +357,11 @@ static dedup_status spill_decide_part(void *impl, const dedup_batch *b, unsigned
     }
     const dedup_digest *d = b->digests;
     for (size_t i = 0; i < b->n; i++)
-        if (dedup_refset_part(d[i]) == part)
+        if (dedup_refset_part(d[i]) == part) {
+            if (!ref_valid(s, b, i))
+                return DEDUP_ERR_INVALID_ARG;
             ix[m++] = i;
+        }
     /* The three passes of spill_decide, as a pipeline of runs of PART_RUN
      * keys: the slots of run j + 2 are prefetched, then the stored keys the
      * slots of run j + 1 name, while run j is inserted, so each miss has a

@@ -537,6 +537,70 @@ static void test_seen_decide_parts(void **state)
     run_seen_parts(&r, 1 << 20, true);
 }
 
+/* Each thread checks its own part's keys only: a record outside the span
+ * in part 1 fails part 1 (DEDUP_ERR_INVALID_ARG) and leaves part 0 to be
+ * decided; a whole-record key that is not its record fails its part. */
+static void test_seen_part_invalid(void **state)
+{
+    (void)state;
+    char span[64 * 4];
+    size_t len = 0;
+    for (int i = 0; i < 64; i++)
+        len += (size_t)snprintf(span + len, sizeof span - len, "k%d\n", i);
+    const unsigned char *b = (const unsigned char *)span;
+    dedup_seen_spec sp;
+    dedup_seen_spec_init(&sp);
+    sp.kind = DEDUP_SEEN_EXACT_SPILL;
+    sp.memory = 16 << 20;
+    sp.seed = 7;
+    sp.emit = collect;
+    out_buf got = {malloc(1024), 0};
+    sp.emit_ctx = &got;
+    sp.ref_base = b;
+    sp.ref_span = len;
+    sp.ref_term = '\n';
+    dedup_seen *seen = NULL;
+    assert_int_equal(dedup_seen_create(&sp, NULL, &seen), DEDUP_OK);
+    assert_int_equal(dedup_seen_parts(seen), 2);
+    /* a record of each part: "k<i>" at offset off[i] */
+    const unsigned char *key[2] = {NULL, NULL};
+    size_t klen[2] = {0, 0};
+    dedup_digest dig[2];
+    for (size_t off = 0; off < len && !(key[0] && key[1]);) {
+        const unsigned char *e = memchr(b + off, '\n', len - off);
+        size_t l = (size_t)(e - (b + off));
+        dedup_digest d = dedup_hash(b + off, l, 7);
+        unsigned p = dedup_seen_part_of(d);
+        if (!key[p]) {
+            key[p] = b + off;
+            klen[p] = l;
+            dig[p] = d;
+        }
+        off += l + 1;
+    }
+    assert_non_null(key[0]);
+    assert_non_null(key[1]);
+    /* part 1's record copied outside the span */
+    unsigned char outside[16];
+    memcpy(outside, key[1], klen[1]);
+    const unsigned char *keys[2] = {key[0], outside};
+    dedup_batch bb = {.n = 2, .digests = dig, .keys = keys, .lens = klen, .records = keys,
+                      .rlens = klen};
+    dedup_verdict v[2] = {DEDUP_DEFERRED, DEDUP_DEFERRED};
+    assert_int_equal(dedup_seen_decide_part(seen, &bb, 1, v), DEDUP_ERR_INVALID_ARG);
+    assert_int_equal(v[1], DEDUP_DEFERRED);
+    assert_int_equal(dedup_seen_decide_part(seen, &bb, 0, v), DEDUP_OK);
+    assert_int_equal(v[0], DEDUP_NEW);
+    /* a whole-record key that is not its record (one byte further on) */
+    const unsigned char *recs[1] = {key[0]}, *shifted[1] = {key[0] + 1};
+    size_t l1[1] = {klen[0] - 1};
+    dedup_batch bad = {.n = 1, .digests = dig, .keys = shifted, .lens = l1, .records = recs,
+                       .rlens = l1};
+    assert_int_equal(dedup_seen_decide_part(seen, &bad, 0, v), DEDUP_ERR_INVALID_ARG);
+    dedup_seen_free(seen);
+    free(got.p);
+}
+
 /* Keys that are byte ranges of their records (params.lengths) or copies,
  * with counts: each record's key drops a few bytes at either end, and a
  * third of the keys go in as copies (the same bytes elsewhere), so a key
@@ -657,6 +721,7 @@ int main(void)
         cmocka_unit_test(test_refset_args),
         cmocka_unit_test(test_refset_two_threads),
         cmocka_unit_test(test_seen_decide_parts),
+        cmocka_unit_test(test_seen_part_invalid),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
