@@ -364,14 +364,17 @@ static dedup_status spill_decide_part(void *impl, const dedup_batch *b, unsigned
         }
     /* The three passes of spill_decide, as a pipeline of runs of PART_RUN
      * keys: the slots of run j + 2 are prefetched, then the stored keys the
-     * slots of run j + 1 name and those keys' own first lines, while run j
+     * slots of run j + 1 name and those keys' own lines, while run j
      * is inserted, so each miss has a whole run's work to arrive in. */
     for (size_t j = 0; j < m + 2 * PART_RUN; j += PART_RUN) {
         for (size_t i = j + 2 * PART_RUN; i < j + 3 * PART_RUN && i < m; i++)
             dedup_refset_prefetch(s->refs, d[ix[i]]);
         for (size_t i = j + PART_RUN; i < j + 2 * PART_RUN && i < m; i++) {
             dedup_refset_prefetch_key(s->refs, d[ix[i]], b->lens[ix[i]]);
-            DD_PREFETCH(b->keys[ix[i]]); /* the new key: the other thread read it last */
+            /* the new key, first and last line: the other thread read it
+             * last (a prefetch past a mapping's end is harmless) */
+            DD_PREFETCH(b->keys[ix[i]]);
+            DD_PREFETCH(b->keys[ix[i]] + b->lens[ix[i]]);
         }
         for (size_t i = j; i < j + PART_RUN && i < m; i++) {
             size_t k = ix[i];
