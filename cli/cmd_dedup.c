@@ -450,7 +450,7 @@ static bool write_counts(run *r)
  * file that is large against 'budget' -- a quarter of it or more, where
  * the copies would crowd it and spill -- the set keeps references into the
  * mapped files.  Below that the copying road stays: references win when
- * about half the keys repeat (20M URL lines, 1.2 GB: 1.12-1.18x the
+ * about half the keys repeat (20M URL lines, 1.2 GB: 1.10-1.29x the
  * copies' speed) but lose when a few keys repeat many times (50K distinct
  * in 20M lines: 2.59 s against 1.32 s), because each repeat reads its
  * key's first line in the file, spread over the whole file, while copies

@@ -562,7 +562,7 @@ static void test_seen_part_invalid(void **state)
     dedup_seen *seen = NULL;
     assert_int_equal(dedup_seen_create(&sp, NULL, &seen), DEDUP_OK);
     assert_int_equal(dedup_seen_parts(seen), 2);
-    /* a record of each part: "k<i>" at offset off[i] */
+    /* the first record ("k<i>") of each part */
     const unsigned char *key[2] = {NULL, NULL};
     size_t klen[2] = {0, 0};
     dedup_digest dig[2];
