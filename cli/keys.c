@@ -3,6 +3,8 @@
 
 #include <string.h>
 
+#include "dedup/hash.h"
+
 #include "cli.h"
 
 static inline bool is_space(unsigned char c)
@@ -51,6 +53,29 @@ int dd_key_option(int c, const char *arg, const char *cmd, dd_keyspec *k, unsign
     case 'z': *term = '\0'; return 1;
     default: return 0;
     }
+}
+
+size_t dd_keyspec_describe(const dd_keyspec *k, unsigned char term, bool int_keys, char *buf,
+                           size_t cap)
+{
+    /* The prefix is written in hex so that the description stays one
+     * printable line whatever bytes the prefix holds. */
+    char pre[2 * 256 + 1];
+    size_t plen = k->prefix_len < 256 ? k->prefix_len : 256;
+    for (size_t i = 0; i < plen; i++)
+        snprintf(pre + 2 * i, 3, "%02x", (unsigned char)k->prefix[i]);
+    pre[2 * plen] = '\0';
+    /* A longer prefix is told apart by its length and a digest of it all. */
+    char tail[64] = "";
+    if (k->prefix_len > plen) {
+        dedup_digest d = dedup_hash(k->prefix, k->prefix_len, DEDUP_DEFAULT_SEED);
+        snprintf(tail, sizeof tail, "..%zu:%016llx", k->prefix_len, (unsigned long long)d.lo);
+    }
+    int n = snprintf(buf, cap, "keys/1 field=%zu delim=%02x term=%02x%s%s%s%s%s%s%s",
+                     k->field, k->field ? k->delim : 0, term, k->trim ? " trim" : "",
+                     k->squeeze ? " squeeze" : "", k->fold_case ? " icase" : "",
+                     plen ? " prefix=" : "", pre, tail, int_keys ? " int" : "");
+    return n < 0 ? 0 : (size_t)n;
 }
 
 bool dd_keyspec_identity(const dd_keyspec *k)

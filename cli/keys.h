@@ -59,6 +59,17 @@ void dd_keyspec_init(dd_keyspec *k);
  * naming it, prefixed "CMD: " when 'cmd' is not NULL. */
 int dd_key_option(int c, const char *arg, const char *cmd, dd_keyspec *k, unsigned char *term);
 
+/* Writes into buf (cap bytes, always NUL-terminated when cap > 0) a
+ * canonical, printable description of how keys are computed: the field and
+ * delimiter, every normalisation, the record terminator and whether keys are
+ * parsed as integers.  Two runs compute the same key from every record
+ * exactly when their descriptions are equal, so a state file or store keeps
+ * it as part of its identity and refuses a run whose description differs.
+ * Returns the length the whole description needs (excluding the NUL), as
+ * snprintf does. */
+size_t dd_keyspec_describe(const dd_keyspec *k, unsigned char term, bool int_keys, char *buf,
+                           size_t cap);
+
 /* True when keys are whole records (no copy needed). */
 bool dd_keyspec_identity(const dd_keyspec *k);
 
