@@ -1,6 +1,8 @@
 #define _POSIX_C_SOURCE 200809L
 #include "testutil.h"
 
+#include "dedup/bloom.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -143,4 +145,91 @@ unsigned char *tu_container(uint16_t type, uint64_t seed, const void *params, ui
     assert_int_equal(dedup_encoder_end(&e), DEDUP_OK);
     *len = ms.len;
     return buf;
+}
+
+double tu_expected_over_run(tu_rate_fn rate, const void *ctx, uint64_t from, uint64_t n)
+{
+    if (n <= 4096) {
+        double s = 0;
+        for (uint64_t i = 0; i < n; i++)
+            s += rate(from + i, ctx);
+        return s;
+    }
+    /* Simpson over [from, from + n) with 4096 intervals, the sum of a smooth
+     * f over integers i in [a, a + n) being close to its integral over
+     * [a - 1/2, a + n - 1/2]; evaluate at the nearest integer counts. */
+    const int steps = 4096;
+    double a = (double)from - 0.5, h = (double)n / steps, s = 0;
+    for (int j = 0; j <= steps; j++) {
+        double x = a + h * j;
+        uint64_t items = x <= 0 ? 0 : (uint64_t)llround(x);
+        double w = (j == 0 || j == steps) ? 1 : (j % 2 ? 4 : 2);
+        s += w * rate(items, ctx);
+    }
+    return s * h / 3;
+}
+
+typedef struct tu_bloom_shape { bool blocked; uint64_t bits; uint32_t k; } tu_bloom_shape;
+
+static double tu_bloom_rate(uint64_t items, const void *ctx)
+{
+    const tu_bloom_shape *b = ctx;
+    if (items == 0)
+        return 0;
+    return b->blocked ? dedup_blocked_fpr_for(items, b->bits, b->k)
+                      : dedup_bloom_fpr_for(items, b->bits, b->k);
+}
+
+double tu_bloom_expected_over_run(bool blocked, uint64_t bits, uint32_t k, uint64_t from,
+                                  uint64_t n)
+{
+    tu_bloom_shape b = {blocked, bits, k};
+    return tu_expected_over_run(tu_bloom_rate, &b, from, n);
+}
+
+/* log P(X = j) for X ~ Poisson(mean). */
+static double tu_log_poisson(double mean, double j)
+{
+    return j * log(mean) - mean - lgamma(j + 1);
+}
+
+void tu_count_interval(double mean, uint64_t *lo, uint64_t *hi)
+{
+    const double tail = 1e-6;
+    *lo = 0, *hi = 0;
+    if (!(mean > 0))
+        return;
+    /* Walk outwards from the mode, summing the pmf in each tail. */
+    double mode = floor(mean);
+    double sd = sqrt(mean), span = 12 * sd + 40;
+    double below = 0; /* P(X < j) accumulated from the far left */
+    double start = mode - span > 0 ? mode - span : 0;
+    for (double j = start; j <= mode; j++) {
+        double pj = exp(tu_log_poisson(mean, j));
+        if (below + pj > tail) {
+            *lo = (uint64_t)j;
+            break;
+        }
+        below += pj;
+    }
+    double above = 0; /* P(X > j) from the far right */
+    for (double j = mode + span; j >= mode; j--) {
+        double pj = exp(tu_log_poisson(mean, j));
+        if (above + pj > tail) {
+            *hi = (uint64_t)j;
+            break;
+        }
+        above += pj;
+    }
+}
+
+void tu_assert_count(const char *what, uint64_t observed, double mean)
+{
+    uint64_t lo, hi;
+    tu_count_interval(mean, &lo, &hi);
+    print_message("%s: %llu observed, %.1f expected, allowed [%llu, %llu] (1e-6 a side)\n", what,
+                  (unsigned long long)observed, mean, (unsigned long long)lo,
+                  (unsigned long long)hi);
+    assert_true(observed >= lo);
+    assert_true(observed <= hi);
 }

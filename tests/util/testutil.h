@@ -7,6 +7,7 @@
 #define DEDUP_TESTUTIL_H
 
 #include <setjmp.h>
+#include <stdbool.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -47,6 +48,32 @@ static inline uint64_t tu_below(tu_rng *r, uint64_t n) { return n ? tu_next(r) %
 uint64_t tu_binomial_upper(uint64_t trials, double p);
 /* Smallest such count (the lower side). */
 uint64_t tu_binomial_lower(uint64_t trials, double p);
+
+/* ---- Rate checks over a run ---------------------------------------------------
+ * A filter that fills while it is tested has, at the i-th fresh key, the
+ * false-positive rate of a filter holding i keys; over a run of keys
+ * from0 .. from0+n-1 the expected count is the sum of those rates.  These
+ * helpers give that sum from the structure's own formula, and a two-sided
+ * interval around a mean that a count of rare independent events falls
+ * outside with probability at most 1e-6 on each side. */
+
+/* The rate of a filter holding 'items' keys (a model's formula). */
+typedef double (*tu_rate_fn)(uint64_t items, const void *ctx);
+/* Sum of rate(i) for i in [from, from + n): exact for n <= 4096, else by
+ * Simpson's rule over 4096 intervals (the rates are smooth in i). */
+double tu_expected_over_run(tu_rate_fn rate, const void *ctx, uint64_t from, uint64_t n);
+/* The same for a Bloom filter of 'bits' bits and 'k' probes, with the
+ * library's own model: dedup_blocked_fpr_for when 'blocked', else
+ * dedup_bloom_fpr_for. */
+double tu_bloom_expected_over_run(bool blocked, uint64_t bits, uint32_t k, uint64_t from,
+                                  uint64_t n);
+/* The Poisson interval [*lo, *hi] for a mean 'mean': P(X < lo) <= 1e-6 and
+ * P(X > hi) <= 1e-6.  A sum of independent Bernoulli trials has at most the
+ * Poisson variance, so the interval also holds for it. */
+void tu_count_interval(double mean, uint64_t *lo, uint64_t *hi);
+/* Asserts lo <= observed <= hi for tu_count_interval(mean), printing what,
+ * the count, the mean and the interval either way. */
+void tu_assert_count(const char *what, uint64_t observed, double mean);
 
 /* An allocator that fails the Nth allocation (1-based) and every one after
  * it when fail_at != 0; counts live bytes so leaks can be asserted.
