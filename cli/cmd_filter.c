@@ -257,7 +257,7 @@ static int filter_create(int argc, char **argv)
         goto out;
     rc = dd_filter_save(made, co.path) ? CLI_EXIT_OK : CLI_EXIT_FAIL;
     if (!rc && cli_verbosity >= 2) {
-        filter_info_out io = {stderr, false, true};
+        filter_info_out io = {.f = stderr, .json = false, .first = true};
         t->info(made, &io);
     }
 out:

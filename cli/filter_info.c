@@ -15,8 +15,18 @@
 
 /* ---- Info output helpers (declared in filter_types.h) ----------------------------- */
 
+bool info_has(const filter_info_out *o, const char *key)
+{
+    for (int i = 0; i < o->nkeys; i++)
+        if (strcmp(o->keys[i], key) == 0)
+            return true;
+    return false;
+}
+
 static void info_key(filter_info_out *o, const char *key, const char *label)
 {
+    if (o->nkeys < (int)(sizeof o->keys / sizeof o->keys[0]))
+        snprintf(o->keys[o->nkeys++], sizeof o->keys[0], "%s", key);
     if (o->json) {
         fputs(o->first ? "" : ",", o->f);
         cli_json_string(o->f, key);
@@ -116,7 +126,7 @@ static int info_one(const char *path, bool json)
     struct stat st;
     uint64_t fsize = stat(path, &st) == 0 ? (uint64_t)st.st_size : 0;
 
-    filter_info_out o = {stdout, json, true};
+    filter_info_out o = {.f = stdout, .json = json, .first = true};
     if (json)
         fputc('{', stdout);
     info_str(&o, "file", "file", path);
@@ -149,8 +159,12 @@ static int info_one(const char *path, bool json)
                      in.distinct);
     }
     if (sn && in.capacity && !described) {
-        info_u64(&o, "capacity", "capacity (items planned)", in.capacity);
-        info_u64(&o, "items", in.distinct_exact ? "items held" : "items held (estimated)", in.items);
+        /* The type's printer may have written some of these already. */
+        if (!info_has(&o, "capacity"))
+            info_u64(&o, "capacity", "capacity (items planned)", in.capacity);
+        if (!info_has(&o, "items"))
+            info_u64(&o, "items", in.distinct_exact ? "items held" : "items held (estimated)",
+                     in.items);
         info_bool(&o, "over_capacity", "over capacity", in.over_capacity);
         if (!json && in.over_capacity)
             info_str(&o, "note_capacity", "note",

@@ -73,7 +73,14 @@ typedef struct filter_info_out {
     FILE *f;
     bool json;
     bool first; /* JSON: no member written yet */
+    /* Members written so far (the first 64), so that shared fields are
+     * written once: a JSON object must not name a member twice. */
+    char keys[64][40];
+    int nkeys;
 } filter_info_out;
+
+/* Whether member 'key' was already written to 'o'. */
+bool info_has(const filter_info_out *o, const char *key);
 
 void info_str(filter_info_out *o, const char *key, const char *label, const char *v);
 void info_u64(filter_info_out *o, const char *key, const char *label, uint64_t v);
