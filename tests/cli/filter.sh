@@ -279,12 +279,22 @@ printf 'never-added-%d\n' 1 2 3 >missing
 expect 1 "$DEDUP" filter verify ver.f --known missing --fresh fresh
 grep -q '3 NOT found: false negatives' out || fail "verify: false negatives: $(cat out)"
 grep -q "never-added-1' of missing is not in the filter" err || fail "verify does not name the missing item"
-# a filter whose claim is too low (a planted doubled rate): a scalable
-# filter claims its bound; here a blocked filter filled past -n claims its
-# rate at the fill now, so the measurement agrees and the verdict passes
-expect 0 "$DEDUP" filter create over.f -t blocked -n 20000 -p 1%
+# a filter in service past its plan: a blocked filter planned for n holding
+# twice n keeps the rate its model claims at that fill (about 12%), far
+# above the 1% planned: the verdict fails and says by how much
+expect 0 "$DEDUP" filter create over.f -t blocked -n 50000 -p 1%
 expect 0 "$DEDUP" filter add over.f <known
-expect 0 "$DEDUP" filter verify over.f --known known --fresh fresh
+expect 1 "$DEDUP" filter verify over.f --known known --fresh fresh
+grep -q '^planned rate  *1%: EXCEEDED' out && grep -q '^verdict  *FAIL' out ||
+    fail "verify passes a filter holding twice its n: $(cat out)"
+grep -Eq '^over plan .* is (9|1[0-9])\.?[0-9]*x the planned one' out ||
+    fail "verify does not say by how much the plan is exceeded: $(cat out)"
+# at its n exactly, the same filter keeps its plan
+head -n 50000 known >known50k
+expect 0 "$DEDUP" filter create at.f -t blocked -n 50000 -p 1%
+expect 0 "$DEDUP" filter add at.f <known50k
+expect 0 "$DEDUP" filter verify at.f --known known50k --fresh fresh
+grep -q '^planned rate  *1%: not significantly exceeded' out || fail "verify at n: $(cat out)"
 expect 0 "$DEDUP" filter verify ver.f --fresh <(head -n 100 fresh)
 grep -q '^note .*give at least' out || fail "verify: no note for too few fresh items: $(cat out)"
 expect_err "usage: dedup filter verify" "$DEDUP" filter verify ver.f
