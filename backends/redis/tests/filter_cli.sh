@@ -15,7 +15,9 @@ n=$(seq 1 10000 | $DEDUP filter query "$U" -c) || fail "query"
 fp=$(seq 10001 30000 | $DEDUP filter query "$U" -c)
 [ "${fp:-0}" -lt 400 ] || fail "$fp of 20000 fresh keys present (1% filter)"
 $DEDUP filter query "$U" no-such-key >/dev/null && fail "query of an absent key exits 0"
-$DEDUP filter info "$U" --json | grep -q '"scheme":"bitmap"' || fail "info"
+$DEDUP filter info "$U" --json > "$RT_DIR/info.json" || fail "info"
+grep -q '"scheme":"bitmap"' "$RT_DIR/info.json" || fail "info"
+python3 "$DEDUP_SRC/tests/cli/lib/strict_json.py" "$RT_DIR/info.json" > /dev/null || fail "info --json is not strict JSON"
 # to a file and back: the same answers
 $DEDUP filter copy "$U" "$RT_DIR/f.dedup" || fail "copy from Redis"
 seq 1 30000 | $DEDUP filter query "$RT_DIR/f.dedup" > "$RT_DIR/local.txt"
