@@ -144,6 +144,33 @@ def test_insert_and_full(srv):
     assert info(r, "fixed")["Number of filters"] == 1
 
 
+def test_insertnx_nocreate_full(srv):
+    """CF.INSERTNX [NOCREATE] on a full fixed filter replies as RedisBloom's:
+    -1 for each item that does not fit, 0 for one already there, 1 for a new
+    one that fits; an array of integers, never an error in it."""
+    r = srv.client()
+    for nocreate in ([], ["NOCREATE"]):
+        key = "nxfull%d" % len(nocreate)
+        r.execute_command("CF.RESERVE", key, 64, "EXPANSION", 0)
+        xs = items(key, 200)
+        out = []
+        for i in range(0, len(xs), 20):
+            out += r.execute_command("CF.INSERTNX", key, *nocreate, "ITEMS", *xs[i:i + 20])
+        assert all(type(a) is int for a in out), [a for a in out if type(a) is not int][:3]
+        # (0: a false positive of the full filter, now and then)
+        assert set(out) <= {1, 0, -1} and out.count(-1) > 100, out
+        kept = [x for x, a in zip(xs, out) if a == 1]
+        refused = [x for x, a in zip(xs, out) if a == -1]
+        # one item already there, one that cannot fit (and is not a false
+        # positive of the full filter), in one call
+        absent = [x for x in refused if not r.execute_command("CF.EXISTS", key, x)]
+        got = r.execute_command("CF.INSERTNX", key, *nocreate, "ITEMS", kept[0], absent[0])
+        assert got == [0, -1], got
+        assert info(r, key)["Number of filters"] == 1
+        # CF.ADDNX, one item and no array, answers "Filter is full"
+        expect_error(r.execute_command, "CF.ADDNX", key, absent[1], match="Filter is full")
+
+
 def test_growth_and_max_expansions(srv):
     r = srv.client()
     r.execute_command("CF.RESERVE", "g", 8, "EXPANSION", 1, "BUCKETSIZE", 2)
