@@ -11,6 +11,7 @@
 #include "dedup/cuckoo.h"
 #include "dedup/plan.h"
 #include "dedup/seen.h"
+#include "dedup/window.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -241,6 +242,70 @@ static void test_blacklist_deletes(void **state)
     assert_non_null(strstr(w->command, "-t cuckoo"));
 }
 
+/* Every figure of the filters and of the approximate window is the
+ * library's own: the sizing calls for the filters (bits, k, rate, bytes),
+ * and for the approximate window the memory of a window created with the
+ * parameters the plan's command line gives it (the plan has no sizing call
+ * to ask): never under it, and over it by at most 1% and the plan's 20 KB
+ * allowance for fixed parts, so a figure a few percent off fails. */
+static void test_figures_are_the_librarys(void **state)
+{
+    (void)state;
+    static const uint64_t ns[] = {1000, 100000, 1000000, 3000000};
+    static const double ps[] = {0.01, 0.001, 0.00001};
+    for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++)
+        for (size_t j = 0; j < sizeof ps / sizeof ps[0]; j++) {
+            dedup_plan_question q;
+            dedup_plan_question_init(&q);
+            q.items = ns[i];
+            q.fpr = ps[j];
+            dedup_plan p = plan_of(&q);
+            invariants(&q, &p);
+            const dedup_plan_choice *c = &p.choices[DEDUP_PLAN_BLOOM];
+            uint64_t bits = dedup_bloom_bits_for(q.items, q.fpr);
+            assert_int_equal(c->memory, dedup_seen_bytes_for(DEDUP_SEEN_BLOOM, q.items, q.fpr));
+            assert_int_equal(c->hashes, dedup_bloom_k_for(q.items, bits));
+            assert_true(c->fpr == dedup_bloom_fpr_for(q.items, bits, c->hashes));
+            assert_true(c->fpr <= q.fpr * 1.01); /* k is whole: a little either way */
+            c = &p.choices[DEDUP_PLAN_BLOCKED];
+            bits = dedup_blocked_bits_for(q.items, q.fpr);
+            assert_int_equal(c->memory, dedup_seen_bytes_for(DEDUP_SEEN_BLOCKED, q.items, q.fpr));
+            assert_int_equal(c->hashes, dedup_blocked_k_for(q.items, bits));
+            assert_true(c->fpr == dedup_blocked_fpr_for(q.items, bits, c->hashes));
+            assert_true(c->fpr <= q.fpr);
+            c = &p.choices[DEDUP_PLAN_CUCKOO];
+            assert_int_equal(c->memory, dedup_seen_bytes_for(DEDUP_SEEN_CUCKOO, q.items, q.fpr));
+            assert_int_equal(p.choices[DEDUP_PLAN_COUNTING].memory,
+                             dedup_seen_bytes_for(DEDUP_SEEN_COUNTING, q.items, q.fpr));
+
+            /* The approximate window, as `dedup --mode blocked --window 10m
+             * -n N -p P` builds it. */
+            q.stream = true;
+            q.window_us = UINT64_C(600000000);
+            p = plan_of(&q);
+            invariants(&q, &p);
+            c = &p.choices[DEDUP_PLAN_WINDOW_APPROX];
+            dedup_window_params wp;
+            dedup_window_params_init(&wp);
+            wp.mode = DEDUP_WINDOW_APPROX;
+            wp.duration = q.window_us;
+            wp.capacity = q.items;
+            wp.fpr = q.fpr;
+            dedup_window *w = NULL;
+            assert_int_equal(dedup_window_create(&wp, NULL, &w), DEDUP_OK);
+            double real = (double)dedup_window_memory_usage(w);
+            dedup_window_free(w);
+            print_message("window-approx n=%llu p=%g: plan %llu bytes, the window %.0f (%+.2f%%)\n",
+                          (unsigned long long)q.items, q.fpr, (unsigned long long)c->memory, real,
+                          ((double)c->memory / real - 1) * 100);
+            /* never under the structure's memory; over it by the plan's
+             * 20 KB allowance for the window's fixed parts at most */
+            assert_true((double)c->memory >= real);
+            assert_true((double)c->memory <= real * 1.01 + 20480);
+            assert_true(c->fpr <= q.fpr);
+        }
+}
+
 static void test_integer_keys(void **state)
 {
     (void)state;
@@ -351,6 +416,7 @@ int main(void)
         cmocka_unit_test(test_profile_ids_exact),
         cmocka_unit_test(test_idempotency_redis_ttl),
         cmocka_unit_test(test_blacklist_deletes),
+        cmocka_unit_test(test_figures_are_the_librarys),
         cmocka_unit_test(test_integer_keys),
         cmocka_unit_test(test_cluster_shards),
         cmocka_unit_test(test_grid),
