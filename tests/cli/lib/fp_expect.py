@@ -15,7 +15,10 @@ Bloom filter filled from empty to capacity).
                                              a Poisson mixture of block loads)
   fp_expect.py cuckoo SLOTS BUCKETS F N [SHARDS]
                                              cuckoo, SLOTS a bucket, F-bit
-                                             fingerprints: 2 SLOTS load / (2^F - 1)
+                                             fingerprints: 2 SLOTS load / (2^F - 1);
+                                             F may be p=RATE: the library's width for it
+  fp_expect.py at ITEMS KIND ...           the rate of one filter of that
+                                             shape holding ITEMS keys
   fp_expect.py check WHAT OBSERVED MEAN     exit 0 when OBSERVED lies in the
                                              interval of MEAN, else 1; says so
 
@@ -66,6 +69,15 @@ def blocked_rate(i, bits, k):
     return min(total, 1.0)
 
 
+def cuckoo_fingerprint_bits(p, slots):
+    """The library's choice (dedup_cuckoo_fingerprint_bits_for): the first
+    of 8, 12, .. 32 bits with 2 slots / 2^f <= p."""
+    for f in range(8, 33, 4):
+        if 2.0 * slots / 2 ** f <= p:
+            return f
+    raise ValueError("no fingerprint width reaches %g" % p)
+
+
 def over_run(rate, n):
     """Sum of rate(i) for i in 0 .. n-1: exact up to 64 terms, else
     Simpson's rule on the midpoint integral over 32 intervals."""
@@ -111,6 +123,9 @@ def main(a):
         print("%s: %d observed, %.1f expected, allowed %d .. %d (1e-6 a side)%s"
               % (what, obs, mean, lo, hi, "" if ok else ": OUTSIDE"), file=sys.stderr)
         return 0 if ok else 1
+    at = None
+    if a and a[0] == "at":
+        at, a = int(a[1]), a[2:]
     kind = a[0]
     if kind in ("bloom", "blocked"):
         bits, k, n = int(a[1]), int(a[2]), int(a[3])
@@ -118,12 +133,17 @@ def main(a):
         f = bloom_rate if kind == "bloom" else blocked_rate
         rate = lambda i: f(i, bits, k)  # noqa: E731
     elif kind == "cuckoo":
-        slots, buckets, fbits, n = int(a[1]), int(a[2]), int(a[3]), int(a[4])
+        slots, buckets, n = int(a[1]), int(a[2]), int(a[4])
+        fbits = cuckoo_fingerprint_bits(float(a[3][2:]), slots) if a[3].startswith("p=") \
+            else int(a[3])
         shards = int(a[5]) if len(a) > 5 else 1
         rate = lambda i: 2 * slots * (i / (buckets * slots)) / (2 ** fbits - 1)  # noqa: E731
     else:
         print(__doc__, file=sys.stderr)
         return 2
+    if at is not None:  # the rate of one such filter holding 'at' keys
+        print("%.6g" % rate(at))
+        return 0
     per = n / shards
     mean = shards * over_run(rate, int(round(per))) if shards > 1 else over_run(rate, n)
     lo, hi = interval(mean)
