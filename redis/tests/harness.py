@@ -154,6 +154,43 @@ def binomial_upper(n, p):
     return n * p + 3.3 * math.sqrt(n * p * (1 - p)) + 3
 
 
+def count_interval(mean, tail=1e-6):
+    """[lo, hi] around an expected count of rare independent events (a
+    filter's false positives): P(X < lo) and P(X > hi) are each at most
+    'tail' for X ~ Poisson(mean), whose variance is at least that of any sum
+    of independent Bernoulli trials with this mean."""
+    import math
+    if mean <= 0:
+        return 0, 0
+
+    def pmf(j):
+        return math.exp(-mean + j * math.log(mean) - math.lgamma(j + 1))
+    span, mode = int(12 * math.sqrt(mean) + 40), int(mean)
+    lo, acc = 0, 0.0
+    for j in range(max(0, mode - span), mode + 1):
+        if acc + pmf(j) > tail:
+            lo = j
+            break
+        acc += pmf(j)
+    hi, acc = mode, 0.0
+    for j in range(mode + span, mode - 1, -1):
+        if acc + pmf(j) > tail:
+            hi = j
+            break
+        acc += pmf(j)
+    return lo, hi
+
+
+def assert_count(what, observed, mean):
+    """Asserts that 'observed' lies in count_interval(mean), two-sided: a
+    structure erring twice as often as its own formula says fails, and so
+    does one that errs far less (a check that cannot see its events)."""
+    lo, hi = count_interval(mean)
+    print("  %s: %d observed, %.1f expected, allowed %d .. %d (1e-6 a side)"
+          % (what, observed, mean, lo, hi))
+    assert lo <= observed <= hi, (what, observed, mean, lo, hi)
+
+
 def run(module_globals, make_server=lambda: Server()):
     if not MODULE or not os.path.exists(MODULE):
         print("DEDUP_REDIS_MODULE is not set to the built module")
