@@ -191,6 +191,44 @@ def assert_count(what, observed, mean):
     assert lo <= observed <= hi, (what, observed, mean, lo, hi)
 
 
+def bloom_rate(items, bits, k):
+    """A classic Bloom filter's false-positive rate holding 'items' keys:
+    (1 - (1 - 1/m)^(k n))^k, as dedup_bloom_fpr_for."""
+    import math
+    if items <= 0:
+        return 0.0
+    return (1.0 - math.exp(k * items * math.log1p(-1.0 / bits))) ** k
+
+
+def bf_links(r, key):
+    """(bits, hashes, items) of each link of a BF filter, from BF.DEBUG."""
+    out = []
+    for line in r.execute_command("BF.DEBUG", key)[1:]:
+        f = dict(kv.split(":", 1) for kv in line.decode().split())
+        out.append((int(f["bits"]), int(f["hashes"]), int(f["size"])))
+    return out
+
+
+def bf_rate_now(r, key):
+    """The rate a fresh key meets in a BF filter now: it is present when any
+    link answers yes."""
+    miss = 1.0
+    for bits, k, n in bf_links(r, key):
+        miss *= 1.0 - bloom_rate(n, bits, k)
+    return 1.0 - miss
+
+
+def cf_rate_now(r, key, error_rate=0.01):
+    """The rate a fresh key meets in a CF filter now, from CF.DEBUG: each of
+    its links has 2 b slots to compare with, each holding one of 2^f - 1
+    fingerprints with probability its load; f is the library's width for
+    the module's error rate (the first of 8, 12, .. with 2 b / 2^f <= it)."""
+    f = dict(kv.split(":", 1) for kv in r.execute_command("CF.DEBUG", key).decode().split())
+    b, nb, items = int(f["bktsize"]), int(f["buckets"]), int(f["items"])
+    fbits = next(w for w in range(8, 33, 4) if 2.0 * b / 2 ** w <= error_rate)
+    return 2.0 * b * (items / (nb * b)) / (2 ** fbits - 1)
+
+
 def run(module_globals, make_server=lambda: Server()):
     if not MODULE or not os.path.exists(MODULE):
         print("DEDUP_REDIS_MODULE is not set to the built module")

@@ -5,7 +5,8 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import redis  # noqa: E402
-from harness import Server, binomial_upper, expect_error, run, seed  # noqa: E402
+from harness import (Server, assert_count, bf_links, bf_rate_now, bloom_rate,  # noqa: E402
+                     expect_error, run, seed)
 
 RNG = seed()
 
@@ -186,9 +187,11 @@ def test_no_false_negatives_and_fpr_nonscaling(srv):
     assert all(mexists_all(r, "bf", xs)), "false negative"
     fresh = items("out", 40000)
     fp = sum(mexists_all(r, "bf", fresh))
-    assert fp <= binomial_upper(len(fresh), p), (fp, len(fresh))
-    # adds that answered 0 were false positives at add time: few
-    assert added.count(0) <= binomial_upper(n, p), added.count(0)
+    (bits, k, held), = bf_links(r, "bf")
+    assert bloom_rate(n, bits, k) <= p * 1.01, (bits, k)
+    assert_count("fresh keys present", fp, len(fresh) * bf_rate_now(r, "bf"))
+    # adds that answered 0 were false positives of the items before them
+    assert_count("adds answering 0", added.count(0), sum(bloom_rate(i, bits, k) for i in range(n)))
 
 
 def test_scaling_grows_and_keeps_rate(srv):
@@ -206,7 +209,9 @@ def test_scaling_grows_and_keeps_rate(srv):
     assert all(mexists_all(r, "bf", xs)), "false negative in a scaling filter"
     fresh = items("grow-out", 40000)
     fp = sum(mexists_all(r, "bf", fresh))
-    assert fp <= binomial_upper(len(fresh), p), (fp, len(fresh))
+    now = bf_rate_now(r, "bf")
+    assert now <= p, now
+    assert_count("fresh keys present", fp, len(fresh) * now)
 
 
 def test_limits(srv):
