@@ -233,3 +233,15 @@ void tu_assert_count(const char *what, uint64_t observed, double mean)
     assert_true(observed >= lo);
     assert_true(observed <= hi);
 }
+
+void tu_assert_count_between(const char *what, uint64_t observed, double mean_lo, double mean_hi)
+{
+    uint64_t lo, hi, unused;
+    tu_count_interval(mean_lo, &lo, &unused);
+    tu_count_interval(mean_hi, &unused, &hi);
+    print_message("%s: %llu observed, %.1f .. %.1f expected, allowed [%llu, %llu] (1e-6 a side)\n",
+                  what, (unsigned long long)observed, mean_lo, mean_hi, (unsigned long long)lo,
+                  (unsigned long long)hi);
+    assert_true(observed >= lo);
+    assert_true(observed <= hi);
+}

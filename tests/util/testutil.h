@@ -74,6 +74,10 @@ void tu_count_interval(double mean, uint64_t *lo, uint64_t *hi);
 /* Asserts lo <= observed <= hi for tu_count_interval(mean), printing what,
  * the count, the mean and the interval either way. */
 void tu_assert_count(const char *what, uint64_t observed, double mean);
+/* The same where the structure's formula bounds the mean from both sides
+ * rather than giving it: the low end from mean_lo's interval, the high end
+ * from mean_hi's. */
+void tu_assert_count_between(const char *what, uint64_t observed, double mean_lo, double mean_hi);
 
 /* An allocator that fails the Nth allocation (1-based) and every one after
  * it when fail_at != 0; counts live bytes so leaks can be asserted.
