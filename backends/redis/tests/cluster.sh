@@ -22,9 +22,10 @@ grep -q "is a Redis Cluster node: use a redis-cluster:// URL" "$RT_DIR/err1" || 
 grep -q "is not a cluster node" "$RT_DIR/err2" || fail "no clear message: $(cat "$RT_DIR/err2")"
 # the command line: two processes on input halves, keys and bitmap
 if [ -n "${DEDUP:-}" ]; then
+    test_seed
     python3 -c 'import random, sys
 r = random.Random(int(sys.argv[1]))
-for _ in range(100000): print("id-%d" % r.randrange(60000))' "${DEDUP_TEST_SEED:-$RANDOM}" > "$RT_DIR/in.txt"
+for _ in range(100000): print("id-%d" % r.randrange(60000))' "$SEED" > "$RT_DIR/in.txt"
     sort -u "$RT_DIR/in.txt" > "$RT_DIR/distinct.txt"
     split -n l/2 "$RT_DIR/in.txt" "$RT_DIR/half."
     D=$(wc -l < "$RT_DIR/distinct.txt")
