@@ -87,6 +87,24 @@ grep -q 'Recommended: exact' tty.out || fail "terminal: no recommendation: $(tai
 printf '1e9\n4G\n1e-3\nstream 10m\ny redis\n' | script -qec "$DEDUP plan" /dev/null >tty.out 2>&1
 grep -q 'Recommended: redis-keys' tty.out || fail "terminal: redis answers: $(grep Recommended tty.out)"
 
+# The command's figures are the library's sizing, as `dedup calc` prints it:
+# the bloom and blocked choices' bytes, k and rate for the same n and p.
+for q in "1e6 1%" "3e7 0.1%" "5000 1e-5"; do
+    set -- $q
+    "$DEDUP" plan -n "$1" -p "$2" --json >plan.json || fail "plan -n $1 -p $2"
+    "$DEDUP" calc -n "$1" -p "$2" --json >calc.json || fail "calc -n $1 -p $2"
+    python3 - plan.json calc.json <<'PY' || fail "plan -n $1 -p $2: figures differ from dedup calc"
+import json, sys
+plan = json.load(open(sys.argv[1]))
+calc = {c["type"]: c for c in map(json.loads, open(sys.argv[2]))}
+got = {c["method"]: c for c in [plan["recommended"]] + plan["alternatives"]}
+for t in ("bloom", "blocked"):
+    g, c = got[t], calc[t]
+    assert (g["memory"], g["hashes"]) == (c["bytes"], c["k"]), (t, g, c)
+    assert abs(g["fpr"] - c["fpr"]) <= 1e-12 * c["fpr"], (t, g["fpr"], c["fpr"])
+PY
+done
+
 # Without answers and without a terminal: a usage error, found before anything.
 expect_err "give -n/--items N or --sample FILE" "$DEDUP" plan </dev/null
 expect_err "--exact and -p/--fpr" "$DEDUP" plan -n 10 --exact -p 0.01
