@@ -72,7 +72,9 @@ road() { # road NAME REFKIND ENV ARGS...
 
 mkdir -p "$T/tmp"
 road default first ""
+road copying first "DEDUP_NO_BYREF=1"
 road byref first "DEDUP_BYREF=1"
+road spilling first "DEDUP_NO_BYREF=1 DEDUP_MEMORY=4M"
 road budget first "" -m 1M -T "$T/tmp"
 road sorted sort "" --sort
 road keeplast last "" --keep=last
