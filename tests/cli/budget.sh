@@ -62,6 +62,9 @@ within 1024 "short records, -m 1M" "$T/short.first" "$DEDUP" -m 1M -T "$T/tmp" "
 { echo x; head -c $((18 << 20)) /dev/zero | tr '\0' 'r'; echo; echo x; } > "$T/huge"
 head -n 2 "$T/huge" > "$T/huge.first"
 within 1024 "a record of 18 MB, -m 1M" "$T/huge.first" "$DEDUP" -m 1M -T "$T/tmp" "$T/huge"
+# with a key option the record is read whole to take its key: its length more
+within $((1024 + (18 << 10))) "a record of 18 MB, -m 1M -f 1" "$T/huge.first" \
+    "$DEDUP" -m 1M -T "$T/tmp" -f 1 "$T/huge"
 
 # many tiny files, some empty
 for i in $(seq 1 2000); do
