@@ -226,7 +226,7 @@ static bool zero_duration(const char *s)
     return false;
 }
 
-int dd_dedup_parse_args(int argc, char **argv, opts *o)
+static int parse_args(int argc, char **argv, opts *o)
 {
     memset(o, 0, sizeof *o);
     o->mode = "exact";
@@ -293,6 +293,7 @@ int dd_dedup_parse_args(int argc, char **argv, opts *o)
                 cli_error("--seed must be a 64-bit number (got '%s')", optarg);
                 return -1;
             }
+            o->seed_given = true;
             break;
         }
         case OPT_WINDOW:
@@ -609,4 +610,18 @@ int dd_dedup_parse_args(int argc, char **argv, opts *o)
     if (!probabilistic && o->sizing.fpr > 0)
         cli_warn("-p/--fpr has no effect in --mode %s (it never errs)", o->mode);
     return 0;
+}
+
+int dd_dedup_parse_args(int argc, char **argv, opts *o)
+{
+    int rc = parse_args(argc, argv, o);
+    /* A set that lives for this run only (no --state, store, tier or Redis
+     * to keep a seed with) digests its keys with a secret seed of its own,
+     * unless --seed chose one: no input written in advance can then share a
+     * digest on purpose, to be dropped as a repeat of another record by a
+     * set that decides by digest, or to pile into one chain of an exact
+     * table.  What is written out does not depend on the seed. */
+    if (rc == 0 && !o->seed_given && !o->state && !o->sizing.tiers && !o->redis.url)
+        o->sizing.seed = cli_run_seed();
+    return rc;
 }

@@ -18,7 +18,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/statvfs.h>
 #include <time.h>
@@ -319,20 +318,6 @@ static void dd_spill_free(dd_spill *s)
     free(s);
 }
 
-/* A seed from the kernel's random source (getrandom), else from the clock
- * and the process id: unknown to whoever wrote the input. */
-static uint64_t run_seed(void)
-{
-    uint64_t s = 0;
-    if (getrandom(&s, sizeof s, 0) != (ssize_t)sizeof s) {
-        struct timespec t;
-        clock_gettime(CLOCK_REALTIME, &t);
-        s = (uint64_t)t.tv_nsec * UINT64_C(0x9E3779B97F4A7C15) ^ (uint64_t)t.tv_sec ^
-            (uint64_t)getpid() << 32;
-    }
-    return s;
-}
-
 int dd_run_external(const dd_external_opts *o, char **files, int nfiles)
 {
     uint64_t budget = o->memory ? o->memory : dd_external_default_memory(NULL);
@@ -372,7 +357,7 @@ int dd_run_external(const dd_external_opts *o, char **files, int nfiles)
     dd_external_opts ro;
     if (xr && o->seed == DEDUP_DEFAULT_SEED) {
         ro = *o;
-        ro.seed = run_seed();
+        ro.seed = cli_run_seed();
         o = &ro;
     }
     dd_spill *sp = NULL;

@@ -17,6 +17,11 @@
 #define NSLOT 4                     /* blocks in flight: one filling, the rest queued or in use */
 #define BLOCK ((size_t)1 << 20)     /* initial buffer; grows for a longer record */
 #define WAIT_NS 100000000L          /* the caller looks at dd_stop_signal this often */
+/* Records handed over at most in one block.  The per-record arrays cost 52
+ * bytes a record: a buffer of empty records would need 52 times its size,
+ * unbounded by any -m.  A buffer with more records is handed over in parts
+ * (the first split where the buffer's is, the rest by the caller). */
+#define REC_CAP ((size_t)16384)
 
 typedef struct slot {
     dd_block b;
@@ -32,6 +37,9 @@ typedef struct slot {
     bool split_done;     /* records found (else the caller splits the block) */
     bool hashed;         /* digests computed (else the caller computes them) */
     size_t tail;         /* at the end of the input: a last record without terminator */
+    size_t next;         /* where the next part's records start (REC_CAP) */
+    bool tail_done;      /* the tail is in a part already */
+    bool more;           /* records past the part handed over remain */
 } slot;
 
 struct dd_feeder {
@@ -92,13 +100,14 @@ static bool grow_records(slot *s, size_t need, size_t keep)
 /* Splits s->buf[0, used) (plus a last unterminated record of 'tail' bytes
  * when the input ended) into records and keys, and digests them when
  * 'hash' (otherwise the caller's thread does, see dd_feeder_next). */
-static bool split(dd_feeder *f, slot *s, size_t tail, bool hash)
+static bool split(dd_feeder *f, slot *s, bool hash)
 {
     if (s->arrays) { /* a piece block pointed these elsewhere */
         s->b.rec = (const unsigned char **)(void *)(s->arrays + s->rcap * sizeof(dedup_digest));
         s->b.rlen = (size_t *)(void *)(s->b.rec + 2 * s->rcap);
     }
-    unsigned char *p = s->buf, *end = s->buf + s->used;
+    unsigned char *p = s->buf + s->next, *end = s->buf + s->used;
+    size_t tail = s->tail_done ? 0 : s->tail;
     size_t n = 0;
     if (!f->identity && s->scratch_cap < s->used + tail) {
         unsigned char *ns = realloc(s->scratch, s->used + tail);
@@ -111,13 +120,16 @@ static bool split(dd_feeder *f, slot *s, size_t tail, bool hash)
     for (;;) {
         unsigned char *q;
         size_t len;
-        if (p < end) {
+        if (n == REC_CAP) {
+            break;
+        } else if (p < end) {
             q = memchr(p, f->o.term, (size_t)(end - p));
             len = (size_t)(q - p);
         } else if (tail) {
             q = p + tail;
             len = tail;
             tail = 0;
+            s->tail_done = true;
         } else {
             break;
         }
@@ -138,9 +150,19 @@ static bool split(dd_feeder *f, slot *s, size_t tail, bool hash)
         p = q + 1;
     }
     s->b.n = n;
+    s->next = (size_t)(p - s->buf);
+    s->more = p < end || tail;
     s->hashed = hash || !f->o.hash;
     s->split_done = true;
     return true;
+}
+
+/* A slot filled anew: its records start at the front. */
+static void slot_reset(slot *s)
+{
+    s->next = 0;
+    s->tail_done = false;
+    s->more = false;
 }
 
 static void publish(dd_feeder *f, slot *s, bool last, int err)
@@ -187,8 +209,7 @@ static void *mapped_main(dd_feeder *f)
         s->len = eof ? left : used;
         s->tail = eof ? left - used : 0;
         s->b.piece = 0;
-        f->bytes_read += s->len;
-        p += s->len;
+        slot_reset(s);
         pthread_mutex_lock(&f->mu);
         bool caller_busy = f->produced > f->taken;
         pthread_mutex_unlock(&f->mu);
@@ -198,12 +219,22 @@ static void *mapped_main(dd_feeder *f)
         int err = 0;
         /* With work to do here, this thread splits and hashes every block:
          * the work needs the digests, and the caller has its own half. */
-        if ((caller_busy || f->o.work) && !split(f, s, s->tail, f->o.hash)) {
+        if ((caller_busy || f->o.work) && !split(f, s, f->o.hash)) {
             err = ENOMEM;
             s->used = s->tail = 0;
             s->b.n = 0;
             s->split_done = true;
         }
+        if (!err && f->o.work && s->more) {
+            /* The work sees whole blocks: this one ends after REC_CAP
+             * records, the next starts there. */
+            s->used = s->len = s->next;
+            s->tail = 0;
+            s->more = false;
+            eof = false;
+        }
+        f->bytes_read += s->len;
+        p += s->len;
         if (!err && f->o.work && s->b.n)
             s->b.work = f->o.work(f->o.work_ctx, &s->b);
         publish(f, s, eof || err, err);
@@ -258,6 +289,7 @@ static void *feeder_main(void *arg)
         s->len = carry;
         s->used = 0;
         s->b.piece = 0;
+        slot_reset(s);
         if (carry && prev->b.piece) {
             /* After the last piece of a long record the bytes carried over
              * may hold whole records already. */
@@ -341,7 +373,7 @@ static void *feeder_main(void *arg)
         pthread_mutex_unlock(&f->mu);
         s->split_done = false;
         s->hashed = false;
-        if (caller_busy && !split(f, s, s->tail, f->o.hash)) {
+        if (caller_busy && !split(f, s, f->o.hash)) {
             err = ENOMEM;
             s->used = s->tail = 0;
             s->b.n = 0;
@@ -402,6 +434,19 @@ const dd_block *dd_feeder_next(dd_feeder *f)
 {
     pthread_mutex_lock(&f->mu);
     if (f->taken > f->released) {
+        slot *held = &f->s[(f->taken - 1) % NSLOT];
+        if (held->more && !dd_stop_signal) {
+            /* The next part of the buffer the caller holds. */
+            pthread_mutex_unlock(&f->mu);
+            if (!split(f, held, f->o.hash)) {
+                pthread_mutex_lock(&f->mu);
+                f->error = ENOMEM;
+                f->done = true;
+                pthread_mutex_unlock(&f->mu);
+                return NULL;
+            }
+            return &held->b;
+        }
         f->released++;
         pthread_cond_signal(&f->cv_prod);
     }
@@ -416,7 +461,7 @@ const dd_block *dd_feeder_next(dd_feeder *f)
     if (!s)
         return NULL;
     if (!s->split_done) {
-        if (!split(f, s, s->tail, f->o.hash)) {
+        if (!split(f, s, f->o.hash)) {
             pthread_mutex_lock(&f->mu);
             f->error = ENOMEM;
             f->done = true;

@@ -12,7 +12,10 @@
  * Blocks: the feeder reads into one of a few buffers (1 MiB; a buffer grows
  * when one record does not fit), cuts it after the last terminator (the
  * partial record goes to the front of the next buffer) and publishes the
- * complete records with their keys and, when asked, their digests.
+ * complete records with their keys and, when asked, their digests.  A
+ * block holds at most 16384 records, so the per-record arrays stay a few
+ * MiB whatever the records' length: a buffer with more is handed over as
+ * several blocks, in order (with opts.work, cut into blocks of that size).
  * Splitting and hashing are done by whichever thread has time: by the
  * feeder while the caller still has blocks queued (exact mode, where the
  * probes are the slower half), by the caller inside dd_feeder_next() when

@@ -7,8 +7,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cli.h"
 
@@ -164,6 +166,18 @@ bool cli_fd_regular(int fd)
 {
     struct stat st;
     return fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+uint64_t cli_run_seed(void)
+{
+    uint64_t s = 0;
+    if (getrandom(&s, sizeof s, 0) != (ssize_t)sizeof s) {
+        struct timespec t;
+        clock_gettime(CLOCK_REALTIME, &t);
+        s = (uint64_t)t.tv_nsec * UINT64_C(0x9E3779B97F4A7C15) ^ (uint64_t)t.tv_sec ^
+            (uint64_t)getpid() << 32;
+    }
+    return s;
 }
 
 const char *cli_a(const char *word)

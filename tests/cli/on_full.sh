@@ -12,7 +12,8 @@ jget() { python3 -c 'import json,sys; o=json.loads(open(sys.argv[1]).read().spli
 "$DEDUP" --mode blocked -n 100k -p 1% "$T/u11" > "$T/out" 2> "$T/err"
 check "blocked -n 100k over 1.1M lines, default: exit 0" test $? -eq 0
 check "... says once that the filter passed its capacity" test "$(grep -c 'passed its capacity of 100000 keys' "$T/err")" -eq 1
-check "... with the rate it gives now and the planned one" grep -q '(1.0[0-9]*% now, 1% planned)' "$T/err"
+# (the rate now depends on the run's seed, drawn afresh each run: about 1%)
+check "... with the rate it gives now and the planned one" grep -Eq '\((0\.9[0-9]*|1|1\.0[0-9]*)% now, 1% planned\)' "$T/err"
 check "... and the two other choices" grep -q -- '--on-full grow keeps it under -p, --on-full fail stops there' "$T/err"
 "$DEDUP" --mode bloom -n 10 -m 1G "$T/u11" > "$T/out" 2> "$T/err"
 check "bloom -n 10 -m 1G: the capacity warning too" grep -q 'the bloom filter passed its capacity of 10 keys' "$T/err"

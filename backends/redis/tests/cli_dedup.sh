@@ -44,9 +44,10 @@ read -r mean _ < <(python3 "$FPX" blocked $("$DEDUP" calc -n "$D" -p 1% -t block
 python3 "$FPX" check "bitmap: false drops of $D distinct keys" "$dropped" "$mean" || fail "bitmap: $dropped false drops"
 comm -13 "$RT_DIR/distinct.txt" "$RT_DIR/bitmap.all" | grep -q . && fail "bitmap: wrote a key not in the input"
 
-# one process: the same decisions as the local blocked filter of the same size
-"$DEDUP" --redis "$U" --name b1 --redis-scheme bitmap -n "$D" -p 0.01 "$RT_DIR/in.txt" > "$RT_DIR/b1.out" || fail "bitmap run"
-"$DEDUP" --mode blocked -n "$D" -p 0.01 "$RT_DIR/in.txt" > "$RT_DIR/local.out" || fail "local run"
+# one process: the same decisions as the local blocked filter of the same
+# size and seed (a local run without --seed draws its own)
+"$DEDUP" --redis "$U" --name b1 --redis-scheme bitmap -n "$D" -p 0.01 --seed 7 "$RT_DIR/in.txt" > "$RT_DIR/b1.out" || fail "bitmap run"
+"$DEDUP" --mode blocked -n "$D" -p 0.01 --seed 7 "$RT_DIR/in.txt" > "$RT_DIR/local.out" || fail "local run"
 cmp -s "$RT_DIR/b1.out" "$RT_DIR/local.out" || fail "bitmap in Redis and --mode blocked decide differently"
 
 # module scheme (the project's module loaded): two processes on the halves
