@@ -968,6 +968,7 @@ int cmd_dedup(int argc, char **argv)
     dd_writer_free(&r->w);
     dedup_hll_free(r->hll);
     free(r->firsts);
+    dd_window_free(r);
     if (r->verdict != r->verdict_buf)
         free(r->verdict);
     free(r);
