@@ -76,6 +76,15 @@ printf '1 a\nzz b\n' | "$DEDUP" --window 1h --time-field 1 -k 2 -o "$T/o" 2> /de
 check "a bad time ends the run with 1, the previous output as it was" test "$(cat "$T/o")" = previous
 
 # --- signals: the previous output byte for byte, no temporary, 128 + the signal -------
+# has_out_open PID OUT: PID holds OUT, or a temporary beside it, open (the
+# run is past opening its output)
+has_out_open() {
+    local fd
+    for fd in /proc/"$1"/fd/*; do
+        case "$(readlink "$fd" 2>/dev/null)" in "$2"|"$2".*) return 0 ;; esac
+    done
+    return 1
+}
 signum() { case $1 in HUP) echo 1 ;; INT) echo 2 ;; TERM) echo 15 ;; esac; }
 leftovers() { ls "$T" | grep -e '^out\.' -e 'dedup-tmp' | tr '\n' ' '; }
 interrupted() { # interrupted SIG MODE...: one run stopped by SIG while it waits on the FIFO
@@ -94,7 +103,7 @@ interrupted() { # interrupted SIG MODE...: one run stopped by SIG while it waits
     local pid=$! ready
     # the event: the output's temporary exists (--keep=last first copies its
     # input: a nameless file in -T)
-    if [ "${1:-}" = "--keep=last" ]; then ready="has_open_file_in $pid $T/tmpk"; else ready="tmp_exists $T/out"; fi
+    if [ "${1:-}" = "--keep=last" ]; then ready="has_open_file_in $pid $T/tmpk"; else ready="has_out_open $pid $T/out"; fi
     # shellcheck disable=SC2086
     check "$desc: the run started" wait_until 30 $ready
     kill -"$sig" $pid
@@ -123,7 +132,7 @@ for mode in "${STORE_MODES[@]}"; do
         # shellcheck disable=SC2086
         "$DEDUP" $mode -o "$T/out" "$T/fifo" 2> "$T/err" &
         pid=$!
-        check "$desc: the run started" wait_until 30 tmp_exists "$T/out"
+        check "$desc: the run started" wait_until 30 has_out_open $pid "$T/out"
         kill -"$sig" $pid; wait $pid; rc=$?
         exec 3>&-
         check "$desc: exit $((128 + $(signum "$sig"))) (got $rc)" test $rc -eq $((128 + $(signum "$sig")))
@@ -169,7 +178,7 @@ for sig in INT TERM HUP; do
     seq -f 'r%g' 1 1000 > "$T/before"; cp "$T/before" "$T/out"
     DEDUP_BYREF=1 "$DEDUP" -o "$T/out" "$T/big" 2> "$T/err" &
     pid=$!
-    wait_until 30 tmp_exists "$T/out"
+    wait_until 30 has_out_open $pid "$T/out"
     kill -"$sig" $pid 2> /dev/null; wait $pid; rc=$?
     if [ $rc -eq 0 ]; then
         check "by reference, $sig too late: the output is complete" cmp -s "$T/out" "$T/big"
@@ -189,7 +198,7 @@ for sub in "split -N 2 -o $T/part-%s" "count -o $T/sketch"; do
     "$DEDUP" $sub "$T/fifo" 2> "$T/err" &
     pid=$!
     if [ "${sub%% *}" = split ]; then
-        check "$sub: started" wait_until 30 tmp_exists "$T/part-0"
+        check "$sub: started" wait_until 30 has_out_open $pid "$T/part-0"
     else
         check "$sub: started" wait_until 30 has_open_file_in $pid "$T"
     fi
