@@ -208,4 +208,13 @@ for sub in "split -N 2 -o $T/part-%s" "count -o $T/sketch"; do
     check "$sub: nothing left: $(ls "$T" | grep -e part- -e sketch | tr '\n' ' ')" \
         test -z "$(ls "$T" | grep -e part- -e sketch)"
 done
+
+# --- one "dedup: " per message (issue 34.5): option errors of the main job -----------
+if "$DEDUP" --help | grep -q -- '--pipeline'; then
+    "$DEDUP" --redis redis://127.0.0.1:1 --pipeline 0 /dev/null 2> "$T/err"
+    check "a bad --pipeline is exit 2" test $? -eq 2
+    check "... said once as 'dedup: --pipeline ...': $(cat "$T/err")" grep -q '^dedup: --pipeline must' "$T/err"
+fi
+"$DEDUP" count -P 99 /dev/null 2> "$T/err"
+check "a subcommand's option error keeps its name: $(cat "$T/err")" grep -q '^dedup: count: -P/--precision must' "$T/err"
 finish
