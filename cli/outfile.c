@@ -203,10 +203,10 @@ int dd_outfile_open(dd_outfile *o, const char *cmd, const char *output)
         cannot(cmd, output, strerror(e));
         goto fail;
     }
-    if (exists) { /* the target's mode and, where allowed, its owner */
-        (void)fchmod(o->fd, st.st_mode & 07777);
+    if (exists) { /* where allowed the target's owner, then its mode (a chown clears set-id bits) */
         if (st.st_uid != geteuid() || st.st_gid != getegid())
             (void)!fchown(o->fd, st.st_uid, st.st_gid);
+        (void)fchmod(o->fd, st.st_mode & 07777);
     }
     return 0;
 fail:
