@@ -9,12 +9,18 @@
 #include "cli.h"
 #include "cli_args.h"
 
+/* "CMD: " before the message of a subcommand; nothing for the main job
+ * (NULL or "dedup": cli_error() already starts with "dedup: "). */
+static bool named(const char *cmd) { return cmd && strcmp(cmd, cli_progname) != 0; }
+static const char *pre(const char *cmd) { return named(cmd) ? cmd : ""; }
+static const char *sep(const char *cmd) { return named(cmd) ? ": " : ""; }
+
 bool arg_count(const char *cmd, const char *opt, const char *v, uint64_t *out)
 {
     if (cli_parse_count(v, out))
         return true;
-    cli_error("%s: %s must be a positive whole number such as 1000000, 1e6 or 10M (got '%s')",
-              cmd, opt, v);
+    cli_error("%s%s%s must be a positive whole number such as 1000000, 1e6 or 10M (got '%s')",
+              pre(cmd), sep(cmd), opt, v);
     return false;
 }
 
@@ -22,8 +28,8 @@ bool arg_prob(const char *cmd, const char *opt, const char *v, double *out)
 {
     if (cli_parse_prob(v, out))
         return true;
-    cli_error("%s: %s must be between 0 and 1 exclusive, such as 0.01, 1%% or 1e-3 (got '%s')",
-              cmd, opt, v);
+    cli_error("%s%s%s must be between 0 and 1 exclusive, such as 0.01, 1%% or 1e-3 (got '%s')",
+              pre(cmd), sep(cmd), opt, v);
     return false;
 }
 
@@ -31,8 +37,8 @@ bool arg_size(const char *cmd, const char *opt, const char *v, uint64_t *out)
 {
     if (cli_parse_size(v, out))
         return true;
-    cli_error("%s: %s must be a positive size in bytes such as 4096, 512K, 64M or 2G (got '%s')",
-              cmd, opt, v);
+    cli_error("%s%s%s must be a positive size in bytes such as 4096, 512K, 64M or 2G (got '%s')",
+              pre(cmd), sep(cmd), opt, v);
     return false;
 }
 
@@ -43,8 +49,8 @@ bool arg_uint(const char *cmd, const char *opt, const char *v, uint64_t lo, uint
     errno = 0;
     unsigned long long x = (v[0] >= '0' && v[0] <= '9') ? strtoull(v, &end, 10) : 0;
     if (!(v[0] >= '0' && v[0] <= '9') || *end || errno || x < lo || x > hi) {
-        cli_error("%s: %s must be a whole number from %" PRIu64 " to %" PRIu64 " (got '%s')", cmd,
-                  opt, lo, hi, v);
+        cli_error("%s%s%s must be a whole number from %" PRIu64 " to %" PRIu64 " (got '%s')",
+                  pre(cmd), sep(cmd), opt, lo, hi, v);
         return false;
     }
     *out = x;
@@ -57,7 +63,8 @@ bool arg_seed(const char *cmd, const char *opt, const char *v, uint64_t *out)
     errno = 0;
     unsigned long long x = (v[0] >= '0' && v[0] <= '9') ? strtoull(v, &end, 0) : 0;
     if (!(v[0] >= '0' && v[0] <= '9') || *end || errno) {
-        cli_error("%s: %s must be a 64-bit number, decimal or 0x-hex (got '%s')", cmd, opt, v);
+        cli_error("%s%s%s must be a 64-bit number, decimal or 0x-hex (got '%s')", pre(cmd),
+                  sep(cmd), opt, v);
         return false;
     }
     *out = x;
@@ -68,11 +75,13 @@ void arg_bad_option(const char *cmd, int c, char **argv, const char *help_cmd)
 {
     const char *arg = argv[optind - 1];
     if (c == ':')
-        cli_error("%s: option '%s' needs a value (see '%s --help')", cmd, arg, help_cmd);
+        cli_error("%s%soption '%s' needs a value (see '%s --help')", pre(cmd), sep(cmd), arg,
+                  help_cmd);
     else if (optopt && !(arg[0] == '-' && arg[1] == '-'))
-        cli_error("%s: unknown option '-%c' (see '%s --help')", cmd, optopt, help_cmd);
+        cli_error("%s%sunknown option '-%c' (see '%s --help')", pre(cmd), sep(cmd), optopt,
+                  help_cmd);
     else
-        cli_error("%s: unknown option '%s' (see '%s --help')", cmd, arg, help_cmd);
+        cli_error("%s%sunknown option '%s' (see '%s --help')", pre(cmd), sep(cmd), arg, help_cmd);
 }
 
 void json_double(FILE *f, double v)
@@ -129,6 +138,7 @@ int out_finish(const char *cmd, bool *epipe)
             *epipe = true;
         return 0;
     }
-    cli_error("%s: write error on standard output: %s", cmd, strerror(out_errno));
+    cli_error("%s%swrite error on standard output: %s", pre(cmd), sep(cmd),
+              strerror(out_errno));
     return 1;
 }

@@ -1,8 +1,9 @@
 /*
  * cli_args.h - option parsing with the error messages `dedup calc` and
  * `dedup filter` share.  Each arg_* parses one option value; on failure it
- * prints "dedup: CMD: -x/--long must be ... (got 'VALUE')" and returns
- * false, and the caller exits with CLI_EXIT_USAGE.
+ * prints "dedup: CMD: -x/--long must be ... (got 'VALUE')" ("dedup: -x/--long
+ * ..." when CMD is NULL or "dedup", the main job) and returns false, and
+ * the caller exits with CLI_EXIT_USAGE.
  */
 #ifndef DEDUP_CLI_ARGS_H
 #define DEDUP_CLI_ARGS_H

@@ -25,6 +25,7 @@
 #include "dedup/set.h"
 #include "feeder.h"
 #include "io.h"
+#include "outfile.h"
 
 static const char count_help[] =
     "Usage: dedup count [OPTIONS] [FILE...]\n"
@@ -92,8 +93,6 @@ typedef struct count_opts_t {
     unsigned char term;
     uint64_t seed;
 } count_opts_t;
-
-static void on_stop(int sig) { dd_stop_signal = sig; }
 
 /* Parses the options; returns -1 (usage error), 1 (help shown) or 0. */
 static int parse(int argc, char **argv, count_opts_t *o)
@@ -231,6 +230,10 @@ int cmd_count(int argc, char **argv)
         files = stdin_only;
         nfiles = 1;
     }
+    /* The sketch would replace records it was made from (--merge may
+     * write over one of its sketches: they are all read first). */
+    if (!dd_outfile_check_inputs("count", o.output, files, nfiles))
+        return CLI_EXIT_USAGE;
 
     dedup_hll *h = NULL;
     dedup_strset *set = NULL;
@@ -252,12 +255,7 @@ int cmd_count(int argc, char **argv)
         return CLI_EXIT_FAIL;
     }
 
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_stop;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
+    dd_out_signals(false); /* SIGINT, SIGTERM, SIGHUP: stop, no sketch saved */
 
     int rc = CLI_EXIT_OK;
     uint64_t records = 0;

@@ -30,14 +30,13 @@
 #include "feeder.h"
 #include "keep_last.h"
 #include "keys.h"
+#include "outfile.h"
 #include "preflight.h"
 #include "tier_spec.h"
 
 #define WRITE_BUF ((size_t)1 << 18)
 
 volatile sig_atomic_t dd_stop_signal;
-
-static void on_signal(int sig) { dd_stop_signal = sig; }
 
 /* ---- progress ---------------------------------------------------------------- */
 
@@ -505,6 +504,36 @@ static dd_byref *byref_for_state(opts *o, run *r, char **files, int nfiles)
     return b;
 }
 
+/* Ends the outputs (-o, --late) of a run whose status so far is 'status',
+ * and returns the status.  A complete run renames them into place; a
+ * failed or interrupted one leaves the previous files as they were and
+ * removes its temporaries -- except when a shared or persistent seen-set
+ * (--redis, a store or Redis tier) has already recorded the keys of the
+ * records written: those records would be lost for good (a rerun takes
+ * them for repeats), so they are kept beside the output, named. */
+static int finish_outputs(run *r, dd_outfile *out, dd_outfile *late, int status)
+{
+    const opts *o = r->o;
+    if (status == CLI_EXIT_OK) {
+        status = dd_outfile_commit(out);
+        if (status == CLI_EXIT_OK && late->fd >= 0)
+            status = dd_outfile_commit(late);
+    }
+    dd_outfile_abort(late);
+    dd_outfile_free(late);
+    bool outside = dd_redis_used(&o->redis) || dd_tiers_outside(o->sizing.tiers);
+    const char *kept = outside && status != CLI_EXIT_OK ? dd_outfile_keep_partial(out) : NULL;
+    if (kept)
+        cli_warn("%s: left as it was; the %llu records written before the %s are in '%s': "
+                 "their keys are recorded in %s, so a later run will not write them again",
+                 out->name, (unsigned long long)r->records_out,
+                 status > 128 ? "signal" : "failure", kept,
+                 dd_redis_used(&o->redis) ? "Redis" : "the store or Redis tier");
+    dd_outfile_abort(out);
+    dd_outfile_free(out);
+    return status;
+}
+
 /* Checks every input before any output is written: each FILE exists, is
  * not a directory and can be read ("-" is standard input).  Adds the sizes
  * of the regular files to *total_bytes, and clears *size_known when one is
@@ -565,6 +594,10 @@ int cmd_dedup(int argc, char **argv)
     bool size_known;
     if (!check_inputs(files, nfiles, &total_bytes, &size_known))
         return CLI_EXIT_USAGE;
+    /* An input that is also an output would be lost: refused now. */
+    if (!dd_outfile_check_inputs(NULL, o.output, files, nfiles) ||
+        (o.late == LATE_FILE && !dd_outfile_check_inputs(NULL, o.late_file, files, nfiles)))
+        return CLI_EXIT_USAGE;
 
     dd_external_opts eo;
     memset(&eo, 0, sizeof eo);
@@ -593,15 +626,20 @@ int cmd_dedup(int argc, char **argv)
                                 .term = o.term, .key = &o.key, .output = o.output,
                                 .tmpdir = dd_external_tmpdir(o.tmpdir),
                                 .line_buffered = o.line_buffered, .stats = o.stats != STATS_NONE};
+        dd_out_signals(true); /* two passes that do not stop between records */
         return dd_run_keep_last(&ko, files, nfiles);
     }
     if (o.external) {
-        /* Exact mode under a memory budget.  SIGINT/SIGTERM keep their
-         * default action here: the engine's finishing phase can run for
-         * minutes without reading or writing, and its temporary files have
-         * no name, so ending the process at once leaves nothing behind. */
+        /* Exact mode under a memory budget.  SIGINT, SIGTERM and SIGHUP
+         * end the process at once (the output's temporary removed first):
+         * the engine's finishing phase can run for minutes without reading
+         * or writing, and its own temporary files have no name. */
+        dd_out_signals(true);
         return dd_run_external(&eo, files, nfiles);
     }
+    /* The signals stop the run at its next batch (a state is then left as
+     * it was, a store flushed). */
+    dd_out_signals(false);
 
     /* The seen-set: from the state file if there is one, else new. */
     run *r = calloc(1, sizeof *r);
@@ -720,26 +758,19 @@ int cmd_dedup(int argc, char **argv)
         }
     }
 
-    int out_fd = STDOUT_FILENO;
-    const char *out_name = "(standard output)";
-    bool out_removable = false; /* a regular file: removed if the run fails */
-    if (o.output && strcmp(o.output, "-") != 0) {
-        out_fd = open(o.output, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-        if (out_fd < 0) {
-            cli_error("%s: %s", o.output, strerror(errno));
-            dedup_seen_free(s);
-            free(r);
-            return CLI_EXIT_USAGE;
-        }
-        out_name = o.output;
-        out_removable = cli_fd_regular(out_fd);
-    }
-
-    if (dd_writer_init(&r->w, out_fd, out_name, WRITE_BUF) != 0) {
-        cli_error("out of memory");
-        free(r);
+    dd_outfile out, late;
+    memset(&late, 0, sizeof late);
+    late.fd = -1;
+    int orc = dd_outfile_open(&out, NULL, o.output);
+    if (orc || dd_writer_init(&r->w, out.fd, out.name, WRITE_BUF) != 0) {
+        if (!orc)
+            cli_error("out of memory");
+        dd_outfile_abort(&out);
+        dd_outfile_free(&out);
         dedup_seen_free(s);
-        return CLI_EXIT_FAIL;
+        dd_byref_close(byref);
+        free(r);
+        return orc ? orc : CLI_EXIT_FAIL;
     }
     r->o = &o;
     r->s = s;
@@ -751,6 +782,8 @@ int cmd_dedup(int argc, char **argv)
         if (!r->verdict) {
             cli_error("out of memory");
             dd_writer_free(&r->w);
+            dd_outfile_abort(&out);
+            dd_outfile_free(&out);
             free(r);
             dedup_seen_free(s);
             return CLI_EXIT_FAIL;
@@ -767,16 +800,20 @@ int cmd_dedup(int argc, char **argv)
     r->tfmt = o.time_format;
     r->late_fd = -1;
     if (o.late == LATE_FILE) {
-        r->late_fd = open(o.late_file, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-        if (r->late_fd < 0 || dd_writer_init(&r->late_w, r->late_fd, o.late_file, WRITE_BUF) != 0) {
-            cli_error("%s: %s", o.late_file, r->late_fd < 0 ? strerror(errno) : "out of memory");
-            if (r->late_fd >= 0)
-                close(r->late_fd);
+        orc = dd_outfile_open(&late, NULL, o.late_file);
+        if (orc || dd_writer_init(&r->late_w, late.fd, o.late_file, WRITE_BUF) != 0) {
+            if (!orc)
+                cli_error("%s: out of memory", o.late_file);
+            dd_outfile_abort(&late);
+            dd_outfile_free(&late);
             dd_writer_free(&r->w);
+            dd_outfile_abort(&out);
+            dd_outfile_free(&out);
             free(r);
             dedup_seen_free(s);
             return CLI_EXIT_USAGE;
         }
+        r->late_fd = late.fd;
         r->late_w.line_buffered = o.line_buffered;
     }
     r->w.line_buffered = o.line_buffered;
@@ -798,13 +835,6 @@ int cmd_dedup(int argc, char **argv)
                      o.progress == 1 || (o.progress == -1 && isatty(STDERR_FILENO) && cli_verbosity > 0),
                      size_known ? total_bytes : 0);
 
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-
     int status = CLI_EXIT_OK;
     bool stopped = false; /* broken pipe, error or signal: no state save */
     for (int fi = 0; fi < nfiles && !stopped; fi++) {
@@ -821,8 +851,10 @@ int cmd_dedup(int argc, char **argv)
         }
         int e = dd_feeder_open(&fd, files[fi], &fo);
         if (e) {
-            cli_error("%s: %s", files[fi], strerror(e));
-            status = CLI_EXIT_USAGE;
+            if (!dd_stop_signal) { /* else a FIFO's open was interrupted */
+                cli_error("%s: %s", files[fi], strerror(e));
+                status = CLI_EXIT_USAGE;
+            }
             stopped = true;
             break;
         }
@@ -881,10 +913,6 @@ int cmd_dedup(int argc, char **argv)
             cli_error("write error on %s: %s", o.late_file, strerror(r->late_w.error));
             r->failed = true;
         }
-        if (close(r->late_fd) != 0 && !r->failed) {
-            cli_error("write error on %s: %s", o.late_file, strerror(errno));
-            r->failed = true;
-        }
         dd_writer_free(&r->late_w);
     }
     if (r->win)
@@ -908,27 +936,11 @@ int cmd_dedup(int argc, char **argv)
     } else if (r->failed) {
         status = CLI_EXIT_FAIL;
     } else if (dd_stop_signal) {
-        cli_info(1, "interrupted; %s", o.state ? "the state file was left as it was" : "output is incomplete");
+        cli_info(1, "interrupted%s%s", o.state ? "; the state file was left as it was" : "",
+                 out.tmp ? "; the output file was left as it was" : "");
         status = 128 + dd_stop_signal;
     }
-    if (out_fd != STDOUT_FILENO && close(out_fd) != 0 && status == CLI_EXIT_OK) {
-        cli_error("write error on %s: %s", out_name, strerror(errno));
-        status = CLI_EXIT_FAIL;
-    }
-    /* A run that failed (a write error, a full filter, a spill that failed)
-     * has written only part of its output, and a file must not look
-     * complete: removed in every mode, not only after a spill -- except
-     * when a shared or persistent seen-set (--redis, --store, --tier) has
-     * already recorded the keys of the records written: removing them
-     * would lose those records for good, since a rerun takes them for
-     * repeats.  The error message says the output is incomplete. */
-    bool recorded_outside = dd_redis_used(&o.redis) || o.sizing.tiers;
-    if (out_removable && status == CLI_EXIT_FAIL && !recorded_outside)
-        unlink(o.output);
-    else if (out_removable && status == CLI_EXIT_FAIL)
-        cli_warn("%s: kept as written: it holds every record decided before the failure (their "
-                 "keys are recorded in the shared seen-set), but not the rest of the input",
-                 o.output);
+    status = finish_outputs(r, &out, &late, status);
     /* The reader of the output went away before the input ended: which of
      * the records written it took cannot be known, so a state saved now
      * could hold keys never delivered.  Say so rather than end quietly. */
@@ -968,6 +980,7 @@ int cmd_dedup(int argc, char **argv)
     dd_writer_free(&r->w);
     dedup_hll_free(r->hll);
     free(r->firsts);
+    dd_window_free(r);
     if (r->verdict != r->verdict_buf)
         free(r->verdict);
     free(r);

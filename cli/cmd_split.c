@@ -120,8 +120,6 @@ typedef struct split_opts {
     int stats; /* 0 none, 1 text, 2 json */
 } split_opts;
 
-static void on_signal(int sig) { dd_stop_signal = sig; }
-
 /* The pattern has one %s and otherwise only %%. */
 static bool pattern_ok(const char *p)
 {
@@ -245,41 +243,12 @@ static int parse_args(int argc, char **argv, split_opts *o)
 /* ---- Outputs ---------------------------------------------------------------- */
 
 /* Opens part p's file: a temporary beside a regular (or absent) target, the
- * target itself when it is something else (a FIFO, /dev/null). */
+ * target itself when it is something else (a FIFO, /dev/null): outfile.h. */
 static bool open_file(part *p)
 {
-    struct stat st;
-    if (stat(p->path, &st) == 0 && !S_ISREG(st.st_mode)) {
-        if (S_ISDIR(st.st_mode)) {
-            cli_error("%s: cannot write '%s': %s", CMD, p->path, strerror(EISDIR));
-            return false;
-        }
-        p->fd = open(p->path, O_WRONLY | O_CLOEXEC);
-        if (p->fd < 0) {
-            cli_error("%s: cannot write '%s': %s", CMD, p->path, strerror(errno));
-            return false;
-        }
-        return true;
-    }
-    size_t len = strlen(p->path);
-    p->tmp = malloc(len + 8);
-    if (!p->tmp) {
-        cli_error("%s: out of memory", CMD);
+    if (dd_outfile_open(&p->out, CMD, p->path) != 0)
         return false;
-    }
-    memcpy(p->tmp, p->path, len);
-    memcpy(p->tmp + len, ".XXXXXX", 8);
-    p->fd = mkstemp(p->tmp);
-    if (p->fd < 0) {
-        cli_error("%s: cannot write '%s': %s", CMD, p->path, strerror(errno));
-        free(p->tmp);
-        p->tmp = NULL;
-        return false;
-    }
-    (void)fcntl(p->fd, F_SETFD, FD_CLOEXEC);
-    mode_t um = umask(0);
-    umask(um);
-    (void)fchmod(p->fd, 0666 & ~um);
+    p->fd = p->out.fd;
     return true;
 }
 
@@ -482,6 +451,7 @@ int cmd_split(int argc, char **argv)
     }
     for (size_t i = 0; i < n; i++) {
         parts[i].fd = -1;
+        parts[i].out.fd = -1;
         if (ring) {
             parts[i].name = dedup_ring_node_name(ring, (uint32_t)i);
         } else {
@@ -512,6 +482,14 @@ int cmd_split(int argc, char **argv)
                 rc = CLI_EXIT_USAGE;
                 goto out_fail;
             }
+        if (!o.filter && !dd_outfile_check_inputs(CMD, parts[i].path, files, nfiles)) {
+            rc = CLI_EXIT_USAGE;
+            goto out_fail;
+        }
+    }
+    /* SIGINT, SIGTERM, SIGHUP: the run stops, and no part is left. */
+    dd_out_signals(false);
+    for (size_t i = 0; i < n; i++) {
         if (!(o.filter ? start_filter(&parts[i], o.filter) : open_file(&parts[i]))) {
             rc = CLI_EXIT_USAGE;
             goto out_fail;
@@ -523,12 +501,6 @@ int cmd_split(int argc, char **argv)
         }
     }
 
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
 
     double t0 = now_sec();
     bool failed = false;
@@ -669,6 +641,7 @@ int cmd_split(int argc, char **argv)
             failed = true;
         }
         p->fd = -1;
+        p->out.fd = -1;
     }
     for (size_t i = 0; i < n && !failed; i++) {
         part *p = &parts[i];
@@ -693,15 +666,11 @@ int cmd_split(int argc, char **argv)
     if (!failed) {
         for (size_t i = 0; i < n; i++) {
             part *p = &parts[i];
-            if (p->tmp && rename(p->tmp, p->path) != 0) {
-                cli_error("%s: cannot rename '%s' to '%s': %s", CMD, p->tmp, p->path,
-                          strerror(errno));
+            if (dd_outfile_commit(&p->out) != 0) {
                 rc = CLI_EXIT_FAIL;
                 failed = true;
                 break;
             }
-            free(p->tmp);
-            p->tmp = NULL;
         }
     }
     if (o.stats)
@@ -717,9 +686,9 @@ out_fail:
         part *p = &parts[i];
         if (p->fd >= 0)
             close(p->fd);
-        if (p->tmp)
-            unlink(p->tmp); /* a failed run leaves no part behind */
-        free(p->tmp);
+        p->out.fd = -1;
+        dd_outfile_abort(&p->out); /* a failed run leaves no part behind */
+        dd_outfile_free(&p->out);
         free(p->path);
         dd_writer_free(&p->w);
     }

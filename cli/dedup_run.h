@@ -77,11 +77,17 @@ typedef struct run {
     dd_redis_run *redis;      /* --redis: uncertain records, commits, stats */
     dedup_time_format tfmt;   /* the format in use (detected once when AUTO) */
     bool tfmt_detected;
-    int64_t wtime[BATCH];     /* event times of the records to decide */
-    size_t widx[BATCH];       /* their indexes in the batch */
-    dedup_digest wdig[BATCH];
-    dedup_verdict wverdict[BATCH];
-    unsigned char wskip[BATCH]; /* 0 decided, 1 bad time dropped, 2 bad time kept */
+    /* a windowed batch, 'wcap' entries each (r->batch: BATCH, or
+     * DD_REDIS_BATCH over tiers), allocated at its first batch and freed
+     * by dd_window_free() */
+    size_t wcap;
+    int64_t *wtime;           /* event times of the records to decide */
+    size_t *widx;             /* their indexes in the batch */
+    dedup_digest *wdig;
+    dedup_verdict *wverdict;
+    unsigned char *wskip;     /* 0 decided, 1 bad time dropped, 2 bad time kept */
+    const unsigned char **wrec; /* the decided records, for the tiers' commit */
+    size_t *wrlen;
     const char *file_name;    /* for messages naming a record */
     uint64_t file_records;    /* records of the current file before this batch */
     uint64_t bad_times, late_out, late_dropped;
@@ -110,6 +116,9 @@ bool dd_window_batch(run *r, size_t n);
  * the option that gives it, on stderr, and returns false. */
 bool dd_window_matches_saved(const dd_seen_opts *sizing, const dedup_window *win,
                              const char *state);
+
+/* Frees the windowed batch's arrays (harmless when there are none). */
+void dd_window_free(run *r);
 
 /* The warning at the end of a windowed run that had late records. */
 void dd_window_warn_late(const run *r);

@@ -6,11 +6,13 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "cli.h"
 #include "dedup_run.h"
+#include "tier_spec.h"
 
 static int64_t realtime_us(void)
 {
@@ -156,10 +158,59 @@ static void report_bad_time(run *r, size_t i, const unsigned char *f, size_t fle
                  r->bad_times == 10 ? " (further bad times are counted, not shown)" : "");
 }
 
-/* Decides and writes one batch of a windowed run.  False to stop. */
+void dd_window_free(run *r)
+{
+    free(r->wtime);
+    free(r->widx);
+    free(r->wdig);
+    free(r->wverdict);
+    free(r->wskip);
+    free(r->wrec);
+    free(r->wrlen);
+    r->wtime = NULL;
+    r->widx = NULL;
+    r->wdig = NULL;
+    r->wverdict = NULL;
+    r->wskip = NULL;
+    r->wrec = NULL;
+    r->wrlen = NULL;
+    r->wcap = 0;
+}
+
+/* Room for a batch of 'n' records in the windowed batch's arrays: as many
+ * as the run decides at once (BATCH, or DD_REDIS_BATCH over tiers). */
+static bool window_room(run *r, size_t n)
+{
+    if (n <= r->wcap)
+        return true;
+    dd_window_free(r);
+    r->wtime = malloc(n * sizeof *r->wtime);
+    r->widx = malloc(n * sizeof *r->widx);
+    r->wdig = malloc(n * sizeof *r->wdig);
+    r->wverdict = malloc(n * sizeof *r->wverdict);
+    r->wskip = malloc(n);
+    r->wrec = malloc(n * sizeof *r->wrec);
+    r->wrlen = malloc(n * sizeof *r->wrlen);
+    if (!r->wtime || !r->widx || !r->wdig || !r->wverdict || !r->wskip || !r->wrec || !r->wrlen) {
+        dd_window_free(r);
+        return false;
+    }
+    r->wcap = n;
+    return true;
+}
+
+/* Decides and writes one batch of a windowed run.  False to stop.  Over
+ * tiers the records decided are written first, then the tiers' commit and
+ * uncertain keys are handled (dd_tiers_after_batch), as for a batch
+ * without a window. */
 bool dd_window_batch(run *r, size_t n)
 {
     opts *o = r->o;
+    if (!window_room(r, n)) {
+        cli_error("out of memory");
+        r->failed = true;
+        return false;
+    }
     size_t stop = n, m = 0;
     bool fail = false;
     int64_t now = o->time_field || o->last_n ? 0 : realtime_us();
@@ -199,13 +250,16 @@ bool dd_window_batch(run *r, size_t n)
         r->wtime[m] = t;
         r->widx[m] = i;
         r->wdig[m] = r->dig[i];
+        r->wrec[m] = r->rec[i];
+        r->wrlen[m] = r->rlen[i];
         m++;
     }
     size_t done = 0;
     dedup_batch wb = {.n = m, .digests = r->wdig, .times = r->wtime};
     dedup_status st = dedup_seen_decide(r->s, &wb, r->wverdict, &done);
     if (st) {
-        cli_error("%s", dedup_strerror(st));
+        const char *why = o->sizing.tiers ? dd_tiers_error(o->sizing.tiers) : "";
+        cli_error("%s", *why ? why : dedup_strerror(st));
         r->failed = true;
         /* Records before the one that failed were decided: write them. */
         stop = done < m ? r->widx[done] : stop;
@@ -246,6 +300,14 @@ bool dd_window_batch(run *r, size_t n)
                 return false;
             }
         }
+    }
+    /* Every record decided is written (or buffered for the writer): now
+     * the tiers commit the new keys and list the uncertain ones. */
+    if (o->sizing.tiers && m) {
+        dedup_batch head = {.n = m, .digests = r->wdig, .times = r->wtime};
+        if (!dd_tiers_after_batch(o->sizing.tiers, r->s, &head, r->wverdict, r->wrec, r->wrlen,
+                                  o->term, &r->w))
+            fail = true;
     }
     r->file_records += n;
     if (fail) {

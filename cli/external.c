@@ -6,9 +6,10 @@
  * occurrences as they arrive while the keys fit (so pipes keep streaming),
  * the rest at the end.  A signal or a broken pipe stops the engine through
  * the emit callback; temporary files are nameless, so nothing is left
- * behind in any case.  cmd_dedup.c leaves SIGINT/SIGTERM at their default
- * action for this path (the finishing phase may not read or write for a
- * long time); dd_stop_signal is still honoured if a caller sets it.
+ * behind in any case.  cmd_dedup.c has SIGINT, SIGTERM and SIGHUP end the
+ * process at once for this path, the -o temporary removed first
+ * (outfile.h): the finishing phase may not read or write for a long time.
+ * dd_stop_signal is still honoured if a caller sets it.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "external.h"
@@ -27,6 +28,7 @@
 #include "dedup/extsort.h"
 #include "dedup/hash.h"
 #include "extref.h"
+#include "outfile.h"
 #include "feeder.h"
 #include "io.h"
 #include "progress.h"
@@ -327,24 +329,14 @@ int dd_run_external(const dd_external_opts *o, char **files, int nfiles)
         return CLI_EXIT_USAGE;
     }
     dd_writer w;
-    int out_fd = STDOUT_FILENO;
-    const char *out_name = "(standard output)";
-    bool out_file = o->output && strcmp(o->output, "-") != 0;
-    bool out_removable = false; /* a regular file: removed if the run fails */
-    if (out_file) {
-        out_fd = open(o->output, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-        if (out_fd < 0) {
-            cli_error("%s: %s", o->output, strerror(errno));
-            return CLI_EXIT_USAGE;
-        }
-        out_name = o->output;
-        out_removable = cli_fd_regular(out_fd);
-    }
-    if (dd_writer_init(&w, out_fd, out_name, WRITE_BUF) != 0) {
-        cli_error("out of memory");
-        if (out_file)
-            close(out_fd);
-        return CLI_EXIT_FAIL;
+    dd_outfile out;
+    int orc = dd_outfile_open(&out, NULL, o->output);
+    if (orc || dd_writer_init(&w, out.fd, out.name, WRITE_BUF) != 0) {
+        if (!orc)
+            cli_error("out of memory");
+        dd_outfile_abort(&out);
+        dd_outfile_free(&out);
+        return orc ? orc : CLI_EXIT_FAIL;
     }
     w.line_buffered = o->line_buffered;
 
@@ -368,11 +360,8 @@ int dd_run_external(const dd_external_opts *o, char **files, int nfiles)
                             : dedup_strerror(st));
         dd_writer_free(&w);
         dd_extref_close(xr);
-        if (out_file) {
-            close(out_fd);
-            if (out_removable)
-                unlink(o->output);
-        }
+        dd_outfile_abort(&out);
+        dd_outfile_free(&out);
         return st == DEDUP_ERR_INVALID_ARG ? CLI_EXIT_USAGE : CLI_EXIT_FAIL;
     }
     const char *tmpdir = dd_spill_tmpdir(sp);
@@ -448,7 +437,6 @@ int dd_run_external(const dd_external_opts *o, char **files, int nfiles)
     if (!w.broken_pipe && !w.error)
         dd_writer_flush(&w);
 
-    bool remove_output = false;
     if (w.error) {
         cli_error("write error on %s: %s", w.name, strerror(w.error));
         status = CLI_EXIT_FAIL;
@@ -459,26 +447,21 @@ int dd_run_external(const dd_external_opts *o, char **files, int nfiles)
         if (!input_changed) /* else dd_extref_check said it */
             dd_extref_report(xr);
         status = CLI_EXIT_FAIL;
-        remove_output = true;
     } else if (dd_stop_signal) {
-        cli_info(1, "interrupted; output is incomplete");
+        cli_info(1, "interrupted%s", out.tmp ? "; the output file was left as it was" : "");
         status = 128 + dd_stop_signal;
     } else if (st != DEDUP_OK) {
         dd_spill_report(sp, st);
         status = CLI_EXIT_FAIL;
-        remove_output = true;
     }
     /* After a stop signal the writing thread may still be inside write(2):
      * it ends before its descriptor is closed (and the number reused). */
     dd_writer_free(&w);
-    if (out_file) {
-        if (close(out_fd) != 0 && status == CLI_EXIT_OK) {
-            cli_error("write error on %s: %s", out_name, strerror(errno));
-            status = CLI_EXIT_FAIL;
-        }
-        if (out_removable && (remove_output || (status == CLI_EXIT_FAIL && w.error)))
-            unlink(o->output);
-    }
+    /* Only a complete run replaces the output file. */
+    if (status == CLI_EXIT_OK)
+        status = dd_outfile_commit(&out);
+    dd_outfile_abort(&out);
+    dd_outfile_free(&out);
     if (o->stats) {
         dedup_extsort_stats s;
         dd_spill_stats(sp, &s);

@@ -13,6 +13,7 @@
 #include "cli.h"
 #include "feeder.h"
 #include "io.h"
+#include "outfile.h"
 #include "seen_spec.h"
 
 #define WRITE_BUF (1u << 20)
@@ -161,8 +162,10 @@ int dd_run_keep_last(const dd_keep_last_opts *o, char **files, int nfiles)
     int rc = CLI_EXIT_OK;
     reread *in = calloc((size_t)nfiles, sizeof *in);
     dedup_seen *all = NULL, *now = NULL;
-    int out_fd = STDOUT_FILENO;
-    bool removable = false, writer = false;
+    dd_outfile out;
+    memset(&out, 0, sizeof out);
+    out.fd = -1;
+    bool writer = false;
     dd_writer w;
     if (!in) {
         cli_error("out of memory");
@@ -183,17 +186,10 @@ int dd_run_keep_last(const dd_keep_last_opts *o, char **files, int nfiles)
         cli_error("--keep last: out of memory");
         rc = CLI_EXIT_FAIL;
     }
-    if (!rc && o->output && strcmp(o->output, "-") != 0) {
-        out_fd = open(o->output, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-        if (out_fd < 0) {
-            cli_error("%s: %s", o->output, strerror(errno));
-            rc = CLI_EXIT_USAGE;
-        } else
-            removable = cli_fd_regular(out_fd);
-    }
+    if (!rc)
+        rc = dd_outfile_open(&out, NULL, o->output);
     if (!rc) {
-        if (dd_writer_init(&w, out_fd, out_fd == STDOUT_FILENO ? "(standard output)" : o->output,
-                           WRITE_BUF) != 0) {
+        if (dd_writer_init(&w, out.fd, out.name, WRITE_BUF) != 0) {
             cli_error("out of memory");
             rc = CLI_EXIT_FAIL;
         } else {
@@ -214,12 +210,10 @@ int dd_run_keep_last(const dd_keep_last_opts *o, char **files, int nfiles)
         cli_error("write error on %s: %s", w.name, strerror(w.error));
         rc = CLI_EXIT_FAIL;
     }
-    if (out_fd != STDOUT_FILENO && out_fd >= 0 && close(out_fd) != 0 && !rc) {
-        cli_error("write error on %s: %s", o->output, strerror(errno));
-        rc = CLI_EXIT_FAIL;
-    }
-    if (removable && rc == CLI_EXIT_FAIL)
-        unlink(o->output);
+    if (!rc)
+        rc = dd_outfile_commit(&out); /* only a complete run replaces the output file */
+    dd_outfile_abort(&out);
+    dd_outfile_free(&out);
     if (o->stats && !rc) {
         uint64_t distinct = 0;
         bool exact = true;

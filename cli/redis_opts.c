@@ -89,20 +89,20 @@ int dd_redis_option(dd_redis_opts *o, int code, const char *arg)
         return 1;
     case DD_OPT_REDIS_UNCERTAIN: o->uncertain_path = arg; return 1;
     case DD_OPT_REDIS_WAIT:
-        if (!arg_uint("dedup", "--wait-replicas", arg, 0, 64, &v))
+        if (!arg_uint(NULL, "--wait-replicas", arg, 0, 64, &v))
             return -1;
         o->wait_replicas = (uint32_t)v;
         return 1;
     case DD_OPT_REDIS_WHOLE: o->whole_keys = true; return 1;
     case DD_OPT_REDIS_SHARDS:
     case DD_OPT_REDIS_SEGMENTS:
-        if (!arg_uint("dedup", code == DD_OPT_REDIS_SHARDS ? "--shards" : "--segments", arg, 1,
+        if (!arg_uint(NULL, code == DD_OPT_REDIS_SHARDS ? "--shards" : "--segments", arg, 1,
                       65536, &v))
             return -1;
         *(code == DD_OPT_REDIS_SHARDS ? &o->shards : &o->segments) = (uint32_t)v;
         return 1;
     case DD_OPT_REDIS_PIPELINE:
-        if (!arg_uint("dedup", "--pipeline", arg, 1, 65536, &v))
+        if (!arg_uint(NULL, "--pipeline", arg, 1, 65536, &v))
             return -1;
         o->pipeline = (uint32_t)v;
         return 1;

@@ -12,12 +12,13 @@
 #include "dedup/ring.h"
 #include "io.h"
 #include "keys.h"
+#include "outfile.h"
 
 typedef struct split_part {
     char label[24];   /* the number, for -N */
     const char *name; /* node name or label */
     char *path;       /* the -o name (final) */
-    char *tmp;        /* temporary name being written, or NULL */
+    dd_outfile out;   /* the -o part: a temporary renamed at the end (outfile.h) */
     int fd;
     pid_t pid;        /* filter, or 0 */
     bool eof_early;   /* the filter stopped reading */

@@ -457,7 +457,7 @@ static void worker_free(worker *w)
 int split_file(const split_route *r, const char *path, int *read_errno)
 {
     for (size_t i = 0; i < r->n; i++)
-        if (!r->parts[i].tmp || r->parts[i].pid || r->parts[i].w.th)
+        if (!r->parts[i].out.tmp || r->parts[i].pid || r->parts[i].w.th)
             return SPLIT_FILE_NOT_USED;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)

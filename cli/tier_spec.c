@@ -437,6 +437,14 @@ const void *dd_tiers_window(const dd_tiers_cli *t)
     return t ? t->window : NULL;
 }
 
+bool dd_tiers_outside(const dd_tiers_cli *t)
+{
+    for (size_t k = 0; t && k < DEDUP_TIERS_MAX; k++)
+        if (t->store[k] || t->redis[k])
+            return true;
+    return false;
+}
+
 #ifdef DEDUP_HAVE_ROCKSDB
 static dedup_status open_store(dd_tiers_cli *t, const tier_def *d, uint64_t seed, dedup_seen **out,
                                void **store, char *err, size_t cap)

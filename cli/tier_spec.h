@@ -60,6 +60,11 @@ dedup_status dd_tiers_create(dd_tiers_cli *t, dedup_seen *top, uint64_t seed, de
 /* The window at the top of the stack, or NULL. */
 const void *dd_tiers_window(const dd_tiers_cli *t);
 
+/* Whether a tier records keys outside this process as they are decided (a
+ * store, a Redis tier): a run that fails keeps the records it wrote.
+ * False for NULL. */
+bool dd_tiers_outside(const dd_tiers_cli *t);
+
 /* After a complete run (ok): saves filter files; always: makes the stores
  * durable, closes --uncertain and says on stderr how many records were
  * dropped as uncertain.  False after an error message. */

@@ -138,9 +138,10 @@ int main(int argc, char **argv)
     uint64_t absent = lookups - real;
     printf("cache_guard: %llu rows in SQLite, filter %zu bytes\n", (unsigned long long)nrows,
            dedup_seen_memory_usage(filter));
-    printf("%llu lookups (%llu of existing IDs): %llu reached the database, %llu saved (%.1f%%)\n",
+    printf("%llu lookups (%llu of existing IDs): %llu reached the database (%llu found there), "
+           "%llu saved (%.1f%%)\n",
            (unsigned long long)lookups, (unsigned long long)real, (unsigned long long)queries,
-           (unsigned long long)(lookups - queries),
+           (unsigned long long)found, (unsigned long long)(lookups - queries),
            lookups ? 100.0 * (double)(lookups - queries) / (double)lookups : 0.0);
     printf("of the %llu lookups of absent IDs, %llu got through the filter (%.2f%%, target 1%%); "
            "existing IDs not found: %llu\n",

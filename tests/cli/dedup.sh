@@ -172,12 +172,13 @@ feeder=$!
 pid=$!
 # The signal comes once the run has decided and written records of p2 (its
 # input stays open, so it cannot have finished).
-check "the run writes p2's new records while its input is open" wait_until 60 has_lines "$T/partial" 1
+check "the run writes p2's new records while its input is open" wait_until 60 tmp_has_lines "$T/partial" 1
 kill -TERM $pid; wait $pid; rc=$?
 kill $feeder 2>/dev/null; wait $feeder 2>/dev/null
 check "SIGTERM ends the run with 128+15" test $rc -eq 143
 check "an interrupted run leaves the state file intact" cmp -s "$T/state" "$T/state.before"
 check "no temporary state file is left" test -z "$(ls "$T" | grep 'state.tmp')"
+check "no output file (-o) is left by the interrupted run" test -z "$(ls "$T" | grep 'partial')"
 printf 'garbage' > "$T/bad.state"
 "$DEDUP" -s "$T/bad.state" "$T/p1" > "$T/out" 2> "$T/err"
 check "a corrupt state file is exit 2" test $? -eq 2

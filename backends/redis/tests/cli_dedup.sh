@@ -144,7 +144,8 @@ grep -q "\"uncertain\":$u}" "$RT_DIR/lost.err" || fail "lost: stats do not count
 cat "$RT_DIR/lost.out" "$RT_DIR/unc.txt" | sort | cmp -s - "$RT_DIR/distinct.txt" || fail "lost: output + uncertain is not every key once"
 echo "lost: $u uncertain records written aside" >&2
 
-# the server stopped mid-run: exit 1 naming it, what was written stays
+# the server stopped mid-run: exit 1 naming it; -o is left as it was (absent here)
+# and what was written is kept beside it, named, since its keys are in Redis
 S=$(free_port)
 start_server "$S"
 mkfifo "$RT_DIR/fifo"
@@ -161,5 +162,7 @@ stop_server "$S"
 wait $dp
 rc=$?
 [ $rc = 1 ] && grep -q "127.0.0.1:$S" "$RT_DIR/mid.err" || fail "server stopped: exit $rc: $(cat "$RT_DIR/mid.err")"
-[ "$(wc -l < "$RT_DIR/mid.out")" -ge "$D" ] || fail "server stopped: the records decided before were not all kept"
+[ ! -e "$RT_DIR/mid.out" ] || fail "server stopped: -o was replaced by an incomplete output"
+[ "$(cat "$RT_DIR"/mid.out.partial-* | wc -l)" -ge "$D" ] || fail "server stopped: the records decided before were not all kept"
+grep -q "mid.out.partial-" "$RT_DIR/mid.err" || fail "server stopped: the kept records' file is not named: $(cat "$RT_DIR/mid.err")"
 echo "cli_dedup: ok"

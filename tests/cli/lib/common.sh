@@ -100,3 +100,11 @@ changed_mid_run() {
     check "$desc: message" grep -Eq "$re" "$T/err"
     check "$desc: names the file" grep -q "$file" "$T/err"
 }
+
+# ---- -o outputs (cli/outfile.h): written to OUT.dedup-tmp-XXXXXX, renamed at the end
+# out_tmp OUT: the name of OUT's temporary while a run writes it ("" if none).
+out_tmp() { local f; for f in "$1".dedup-tmp-*; do [ -e "$f" ] && { echo "$f"; return; }; done; }
+# tmp_exists OUT: a run has OUT's temporary open.
+tmp_exists() { [ -n "$(out_tmp "$1")" ]; }
+# tmp_has_lines OUT N: OUT's temporary holds at least N lines.
+tmp_has_lines() { local f; f=$(out_tmp "$1"); [ -n "$f" ] && has_lines "$f" "$2"; }

@@ -1,0 +1,311 @@
+/* outfile.c - a named output, renamed into place at the end (outfile.h). */
+#define _GNU_SOURCE /* O_NOFOLLOW, realpath */
+#include "outfile.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "io.h"
+
+#define TMP_TAG ".dedup-tmp-"
+#define PARTIAL_TAG ".partial-"
+#define SUFFIX_LEN 6
+
+/* ---- The temporaries the signal handler removes ---------------------------
+ * A few slots (the -o output, --late), set and cleared with the signals
+ * blocked on the thread that opens and commits. */
+#define MAX_OPEN 4
+static char *volatile open_tmp[MAX_OPEN];
+static volatile sig_atomic_t at_once_mode;
+
+static void on_signal(int sig)
+{
+    dd_stop_signal = sig;
+    if (!at_once_mode)
+        return;
+    int saved = errno;
+    for (int i = 0; i < MAX_OPEN; i++) {
+        char *p = open_tmp[i];
+        if (p)
+            (void)unlink(p);
+    }
+    errno = saved;
+    signal(sig, SIG_DFL);
+    raise(sig); /* delivered when the handler returns: the process ends by it */
+}
+
+void dd_out_signals(bool at_once)
+{
+    at_once_mode = at_once;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaddset(&sa.sa_mask, SIGINT);
+    sigaddset(&sa.sa_mask, SIGTERM);
+    sigaddset(&sa.sa_mask, SIGHUP);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+}
+
+static void block_signals(sigset_t *old)
+{
+    sigset_t s;
+    sigemptyset(&s);
+    sigaddset(&s, SIGINT);
+    sigaddset(&s, SIGTERM);
+    sigaddset(&s, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &s, old);
+}
+
+static void track(char *tmp, bool on)
+{
+    for (int i = 0; i < MAX_OPEN; i++)
+        if (on ? open_tmp[i] == NULL : open_tmp[i] == tmp) {
+            open_tmp[i] = on ? tmp : NULL;
+            return;
+        }
+}
+
+/* ---- Inputs that are the output ------------------------------------------ */
+
+bool dd_outfile_check_inputs(const char *cmd, const char *output, char *const *files, int nfiles)
+{
+    struct stat out;
+    if (!output || strcmp(output, "-") == 0 || stat(output, &out) != 0 || S_ISCHR(out.st_mode))
+        return true;
+    for (int i = 0; i < nfiles; i++) {
+        bool in = strcmp(files[i], "-") == 0;
+        struct stat st;
+        if ((in ? fstat(STDIN_FILENO, &st) : stat(files[i], &st)) != 0)
+            continue; /* the input's own check names it */
+        if (st.st_dev != out.st_dev || st.st_ino != out.st_ino)
+            continue;
+        const char *name = in ? "(standard input)" : files[i];
+        if (in || strcmp(files[i], output) != 0)
+            cli_error("%s%s'%s' (-o) is the input %s (the same file): it would be replaced "
+                      "by the output before it is read; write the output elsewhere",
+                      cmd ? cmd : "", cmd ? ": " : "", output, name);
+        else
+            cli_error("%s%s'%s' is both an input and the output (-o): it would be replaced "
+                      "by the output before it is read; write the output elsewhere",
+                      cmd ? cmd : "", cmd ? ": " : "", output);
+        return false;
+    }
+    return true;
+}
+
+/* ---- Opening, committing, aborting ----------------------------------------- */
+
+static void random_suffix(char *out)
+{
+    static const char abc[] = "abcdefghijklmnopqrstuvwxyz0123456789";
+    unsigned char r[SUFFIX_LEN];
+    if (getrandom(r, sizeof r, GRND_NONBLOCK) != (ssize_t)sizeof r) {
+        struct timespec t;
+        clock_gettime(CLOCK_REALTIME, &t);
+        uint64_t x = (uint64_t)t.tv_nsec ^ ((uint64_t)t.tv_sec << 20) ^ ((uint64_t)getpid() << 40);
+        for (int i = 0; i < SUFFIX_LEN; i++) {
+            x = x * 6364136223846793005u + 1442695040888963407u;
+            r[i] = (unsigned char)(x >> 56);
+        }
+    }
+    for (int i = 0; i < SUFFIX_LEN; i++)
+        out[i] = abc[r[i] % (sizeof abc - 1)];
+    out[SUFFIX_LEN] = '\0';
+}
+
+/* The file to replace: the target, or the file its symbolic link names. */
+static char *resolve(const char *output)
+{
+    struct stat lst;
+    if (lstat(output, &lst) == 0 && S_ISLNK(lst.st_mode))
+        return realpath(output, NULL); /* NULL (ENOENT): a link to nothing */
+    return strdup(output);
+}
+
+/* The message of an output that cannot be opened. */
+static void cannot(const char *cmd, const char *output, const char *why)
+{
+    if (cmd)
+        cli_error("%s: cannot write '%s': %s", cmd, output, why);
+    else
+        cli_error("%s: %s", output, why);
+}
+
+int dd_outfile_open(dd_outfile *o, const char *cmd, const char *output)
+{
+    memset(o, 0, sizeof *o);
+    o->fd = -1;
+    if (!output || strcmp(output, "-") == 0) {
+        o->fd = STDOUT_FILENO;
+        o->name = "(standard output)";
+        o->is_stdout = true;
+        return 0;
+    }
+    o->name = output;
+    o->path = resolve(output);
+    if (!o->path) {
+        cannot(cmd, output, errno == ENOENT ? "a symbolic link to nothing" : strerror(errno));
+        return CLI_EXIT_USAGE;
+    }
+    struct stat st;
+    bool exists = stat(o->path, &st) == 0;
+    if (!exists && errno != ENOENT) {
+        cannot(cmd, output, strerror(errno));
+        goto fail;
+    }
+    if (exists && S_ISDIR(st.st_mode)) {
+        cannot(cmd, output, strerror(EISDIR));
+        goto fail;
+    }
+    if (exists && !S_ISREG(st.st_mode)) { /* a FIFO, /dev/null: in place */
+        o->fd = open(o->path, O_WRONLY | O_CLOEXEC);
+        if (o->fd < 0) {
+            cannot(cmd, output, strerror(errno));
+            goto fail;
+        }
+        return 0;
+    }
+    size_t len = strlen(o->path);
+    o->tmp = malloc(len + sizeof TMP_TAG + SUFFIX_LEN);
+    if (!o->tmp) {
+        cli_error("out of memory");
+        goto fail;
+    }
+    sigset_t old;
+    block_signals(&old);
+    int e = 0;
+    for (int tries = 0; tries < 100; tries++) {
+        memcpy(o->tmp, o->path, len);
+        memcpy(o->tmp + len, TMP_TAG, sizeof TMP_TAG - 1);
+        random_suffix(o->tmp + len + sizeof TMP_TAG - 1);
+        o->fd = open(o->tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+        e = errno;
+        if (o->fd >= 0 || e != EEXIST)
+            break;
+    }
+    if (o->fd >= 0)
+        track(o->tmp, true);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (o->fd < 0) {
+        cannot(cmd, output, strerror(e));
+        goto fail;
+    }
+    if (exists) { /* where allowed the target's owner, then its mode (a chown clears set-id bits) */
+        if (st.st_uid != geteuid() || st.st_gid != getegid())
+            (void)!fchown(o->fd, st.st_uid, st.st_gid);
+        (void)fchmod(o->fd, st.st_mode & 07777);
+    }
+    return 0;
+fail:
+    free(o->tmp);
+    free(o->path);
+    o->tmp = o->path = NULL;
+    return CLI_EXIT_USAGE;
+}
+
+/* Closes the descriptor (not standard output); false after naming a failed close. */
+static bool close_out(dd_outfile *o, bool report)
+{
+    if (o->fd < 0 || o->is_stdout)
+        return true;
+    int rc = close(o->fd);
+    o->fd = -1;
+    if (rc != 0 && report) {
+        cli_error("write error on %s: %s", o->name, strerror(errno));
+        return false;
+    }
+    return true;
+}
+
+/* Forgets the temporary: the handler no longer removes it. */
+static void untrack(dd_outfile *o, sigset_t *old)
+{
+    block_signals(old);
+    track(o->tmp, false);
+}
+
+int dd_outfile_commit(dd_outfile *o)
+{
+    if (!close_out(o, true))
+        return CLI_EXIT_FAIL;
+    if (!o->tmp)
+        return 0;
+    sigset_t old;
+    block_signals(&old);
+    int rc = rename(o->tmp, o->path), e = errno;
+    if (rc == 0)
+        track(o->tmp, false);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc != 0) {
+        cli_error("cannot rename '%s' to '%s': %s", o->tmp, o->path, strerror(e));
+        return CLI_EXIT_FAIL;
+    }
+    free(o->tmp);
+    o->tmp = NULL;
+    return 0;
+}
+
+void dd_outfile_abort(dd_outfile *o)
+{
+    (void)close_out(o, false);
+    if (!o->tmp)
+        return;
+    sigset_t old;
+    untrack(o, &old);
+    (void)unlink(o->tmp);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    free(o->tmp);
+    o->tmp = NULL;
+}
+
+const char *dd_outfile_keep_partial(dd_outfile *o)
+{
+    (void)close_out(o, true);
+    struct stat st;
+    if (!o->tmp || stat(o->tmp, &st) != 0 || st.st_size == 0) {
+        dd_outfile_abort(o);
+        return NULL;
+    }
+    size_t len = strlen(o->path);
+    const char *suffix = o->tmp + len + sizeof TMP_TAG - 1;
+    char *name = malloc(len + sizeof PARTIAL_TAG + SUFFIX_LEN);
+    sigset_t old;
+    untrack(o, &old);
+    if (name) {
+        memcpy(name, o->path, len);
+        memcpy(name + len, PARTIAL_TAG, sizeof PARTIAL_TAG - 1);
+        memcpy(name + len + sizeof PARTIAL_TAG - 1, suffix, SUFFIX_LEN + 1);
+        if (link(o->tmp, name) == 0) { /* never over an existing file */
+            (void)unlink(o->tmp);
+            free(o->tmp);
+            o->tmp = name;
+            name = NULL;
+        }
+    }
+    free(name);
+    o->kept = o->tmp; /* the partial name, or the temporary's when no link could be made */
+    o->tmp = NULL;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return o->kept;
+}
+
+void dd_outfile_free(dd_outfile *o)
+{
+    free(o->tmp);
+    free(o->path);
+    free(o->kept);
+    o->tmp = o->path = o->kept = NULL;
+}
