@@ -57,7 +57,8 @@ bool arg_seed(const char *cmd, const char *opt, const char *v, uint64_t *out)
     errno = 0;
     unsigned long long x = (v[0] >= '0' && v[0] <= '9') ? strtoull(v, &end, 0) : 0;
     if (!(v[0] >= '0' && v[0] <= '9') || *end || errno) {
-        cli_error("%s: %s must be a 64-bit number, decimal or 0x-hex (got '%s')", cmd, opt, v);
+        cli_error("%s%s%s must be a 64-bit number, decimal or 0x-hex (got '%s')", cmd ? cmd : "",
+                  cmd ? ": " : "", opt, v);
         return false;
     }
     *out = x;

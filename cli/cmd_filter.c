@@ -29,6 +29,7 @@
 #include "cli_args.h"
 #include "dedup/hash.h"
 #include "filter_cmd.h"
+#include "state_file.h"
 #include "redis_cli.h"
 
 static const char filter_help_head[] =
@@ -157,6 +158,7 @@ static int filter_create(int argc, char **argv)
     memset(&co, 0, sizeof co);
     co.type = "bloom";
     co.seed = DEDUP_DEFAULT_SEED;
+    bool seed_given = false;
     co.extra = extra;
     bool force = false;
     opterr = 0;
@@ -195,6 +197,7 @@ static int filter_create(int argc, char **argv)
         case OPT_SEED:
             if (!arg_seed(cmd, "--seed", optarg, &co.seed))
                 goto out;
+            seed_given = true;
             break;
         case 'f': force = true; break;
         default:
@@ -250,6 +253,12 @@ static int filter_create(int argc, char **argv)
     struct stat st;
     if (!force && stat(co.path, &st) == 0) {
         cli_error("%s: %s already exists (use -f/--force to overwrite it)", cmd, co.path);
+        goto out;
+    }
+    /* A new filter is keyed by a secret unless --seed fixes one: a crafted
+     * collision then needs the seed, which only the file holds. */
+    if (!seed_given && !dd_fresh_seed(&co.seed)) {
+        cli_error("%s: no random seed from the system (%s): give --seed", cmd, strerror(errno));
         goto out;
     }
     rc = t->create(&co, &made);
@@ -594,9 +603,13 @@ static int filter_merge(int argc, char **argv)
             char why[256] = "";
             dedup_status s = dedup_seen_merge(accs, hs, why, sizeof why);
             if (s == DEDUP_ERR_INCOMPATIBLE) {
-                cli_error("%s: cannot merge %s and %s: %s (filters merge only when created "
-                          "with the same type, size, k and seed)",
-                          cmd, first, path, why[0] ? why : dedup_strerror(s));
+                bool seeds = dedup_seen_seed(accs) != dedup_seen_seed(hs);
+                cli_error("%s: cannot merge %s and %s: %s (%s)", cmd, first, path,
+                          why[0] ? why : dedup_strerror(s),
+                          seeds ? "their seeds differ too: each new filter gets its own secret "
+                                  "seed, so create the filters to merge with the same --seed S"
+                                : "filters merge only when created with the same type, size, k "
+                                  "and seed");
                 rc = CLI_EXIT_USAGE;
             } else if (s) {
                 cli_error("%s: merging %s into %s: %s", cmd, path, first, dedup_strerror(s));
