@@ -2,7 +2,7 @@
  * state_file.c - the --state FILE container, its lock and its identity, and
  * fresh seeds (see state_file.h).
  */
-#define _GNU_SOURCE /* F_OFD_* where present */
+#define _GNU_SOURCE /* getrandom() */
 #include "state_file.h"
 
 #include <errno.h>
@@ -58,9 +58,8 @@ int dd_state_lock(const char *path)
     /* For people looking at the file; the lock itself is the kernel's. */
     char pid[32];
     int len = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
-    if (ftruncate(fd, 0) == 0 && pwrite(fd, pid, (size_t)len, 0) != len) {
-        /* harmless: the pid is only informative */
-    }
+    if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)len, 0) != len)
+        cli_info(2, "%s: could not write the pid into it: %s", lp, strerror(errno));
     free(lp);
     return fd;
 }
@@ -154,7 +153,9 @@ dedup_status dd_state_peek(const char *path, dedup_header *inner, bool *has_iden
         if (!st)
             st = nested_read(d, h, sizeof h);
         if (!st) {
-            /* parse the nested header the way the library does */
+            /* The nested header, validated by the library's decoder over
+             * just these 40 bytes: it then stops at the params it lacks
+             * (TRUNCATED) with the header parsed. */
             dedup_mem_source ms;
             dedup_decoder *hd = malloc(sizeof *hd);
             if (!hd)

@@ -15,7 +15,7 @@ exec 3<> "$T/fifo"
 "$DEDUP" --state "$T/st" "$T/fifo" > "$T/out1" 2> "$T/err1" 3>&- &
 first=$!
 # the lock is taken when its file holds the first run's pid
-wait_until 20 grep -qx "$first" "$T/st.lock"
+wait_until 20 grep -qsx "$first" "$T/st.lock"
 check "the first run holds the lock" test $? -eq 0
 "$DEDUP" --state "$T/st" "$T/in2" > "$T/out2" 2> "$T/err2"
 rc=$?
@@ -37,7 +37,7 @@ check "and outputs only the keys the first did not" cmp -s "$T/want2" "$T/out2"
 exec 3<> "$T/fifo"
 "$DEDUP" --state "$T/st" "$T/fifo" > /dev/null 2>&1 3>&- &
 killed=$!
-wait_until 20 grep -qx "$killed" "$T/st.lock"
+wait_until 20 grep -qsx "$killed" "$T/st.lock"
 kill -9 $killed
 wait $killed 2>/dev/null
 exec 3>&-
