@@ -107,6 +107,11 @@ for mode in exact fingerprint blocked; do
     seq 1 10 | "$DEDUP" --mode "$mode" -n 100 --seed 0x1234 --state "$T/sc.$mode" > /dev/null
     check "--mode $mode: --seed fixes it" test "$(seed_of "$T/sc.$mode")" = 0x0000000000001234
 done
+seq 1 3 | "$DEDUP" --seed 0x1235 --state "$T/sc.exact" > "$T/o" 2> "$T/e"
+check "--seed other than an existing state's exits 2" test $? -eq 2 -a ! -s "$T/o"
+check "... naming the state and both seeds" grep -q "$T/sc.exact: was made with seed 0x0000000000001234, not the --seed 0x0000000000001235" "$T/e"
+seq 1 3 | "$DEDUP" --seed 0x1234 --state "$T/sc.exact" > "$T/o"
+check "--seed equal to the state's goes on" test $? -eq 0 -a ! -s "$T/o"
 "$DEDUP" --seed nope --state "$T/sx" < /dev/null 2> "$T/e"
 check "--seed with a bad value exits 2" test $? -eq 2
 check "--seed's error is said once" grep -q "^dedup: --seed must be" "$T/e"
