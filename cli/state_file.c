@@ -108,23 +108,74 @@ static dedup_status parse_identity(const unsigned char *p, uint32_t len, char *i
 
 /* ---- the nested file, read through the outer decoder ------------------------ */
 
-static dedup_status nested_read(void *ctx, void *buf, size_t len)
-{
-    dedup_decoder *d = ctx;
-    if (len > d->header.payload_len - d->consumed)
-        return DEDUP_ERR_TRUNCATED;
-    return dedup_decoder_read(d, buf, len);
-}
+/* The nested file is read and written in blocks, so that the outer
+ * checksum runs over large spans rather than once per key. */
+#define NESTED_BLOCK (1u << 16)
+
+typedef struct nested_in {
+    dedup_decoder *d;
+    size_t pos, len;
+    unsigned char buf[NESTED_BLOCK];
+} nested_in;
 
 static uint64_t nested_remaining(void *ctx)
 {
-    dedup_decoder *d = ctx;
-    return d->header.payload_len - d->consumed;
+    nested_in *n = ctx;
+    return n->d->header.payload_len - n->d->consumed + (n->len - n->pos);
+}
+
+static dedup_status nested_read(void *ctx, void *buf, size_t len)
+{
+    nested_in *n = ctx;
+    if (len > nested_remaining(n))
+        return DEDUP_ERR_TRUNCATED;
+    unsigned char *out = buf;
+    size_t take = n->len - n->pos < len ? n->len - n->pos : len;
+    memcpy(out, n->buf + n->pos, take);
+    n->pos += take;
+    out += take;
+    len -= take;
+    if (len >= NESTED_BLOCK)
+        return dedup_decoder_read(n->d, out, len);
+    if (len) {
+        uint64_t left = n->d->header.payload_len - n->d->consumed;
+        size_t fill = left < NESTED_BLOCK ? (size_t)left : NESTED_BLOCK;
+        dedup_status st = dedup_decoder_read(n->d, n->buf, fill);
+        if (st)
+            return st;
+        n->len = fill;
+        memcpy(out, n->buf, len);
+        n->pos = len;
+    }
+    return DEDUP_OK;
+}
+
+typedef struct nested_out {
+    dedup_encoder *e;
+    size_t len;
+    unsigned char buf[NESTED_BLOCK];
+} nested_out;
+
+static dedup_status nested_flush(nested_out *n)
+{
+    dedup_status st = n->len ? dedup_encoder_write(n->e, n->buf, n->len) : DEDUP_OK;
+    n->len = 0;
+    return st;
 }
 
 static dedup_status nested_write(void *ctx, const void *buf, size_t len)
 {
-    return dedup_encoder_write(ctx, buf, len);
+    nested_out *n = ctx;
+    if (len > NESTED_BLOCK - n->len) {
+        dedup_status st = nested_flush(n);
+        if (st)
+            return st;
+    }
+    if (len >= NESTED_BLOCK)
+        return dedup_encoder_write(n->e, buf, len);
+    memcpy(n->buf + n->len, buf, len);
+    n->len += len;
+    return DEDUP_OK;
 }
 
 dedup_status dd_state_peek(const char *path, dedup_header *inner, bool *has_ident, char *ident,
@@ -151,7 +202,8 @@ dedup_status dd_state_peek(const char *path, dedup_header *inner, bool *has_iden
             st = parse_identity(d->params, d->header.params_len, ident, identcap);
         unsigned char h[DEDUP_HEADER_SIZE];
         if (!st)
-            st = nested_read(d, h, sizeof h);
+            st = d->header.payload_len < sizeof h ? DEDUP_ERR_TRUNCATED
+                                                  : dedup_decoder_read(d, h, sizeof h);
         if (!st) {
             /* The nested header, validated by the library's decoder over
              * just these 40 bytes: it then stops at the params it lacks
@@ -222,10 +274,18 @@ dedup_status dd_state_load(const char *path, const dedup_allocator *alloc, dedup
         if (!st)
             st = parse_identity(d->params, d->header.params_len, ident, identcap);
         if (!st) {
-            dedup_source ns = {nested_read, nested_remaining, d};
-            st = load_seen(ns, inner.type, alloc, &s);
-            if (!st && nested_remaining(d) != 0)
-                st = DEDUP_ERR_TRAILING;
+            nested_in *ni = malloc(sizeof *ni);
+            if (!ni) {
+                st = DEDUP_ERR_NOMEM;
+            } else {
+                ni->d = d;
+                ni->pos = ni->len = 0;
+                dedup_source ns = {nested_read, nested_remaining, ni};
+                st = load_seen(ns, inner.type, alloc, &s);
+                if (!st && nested_remaining(ni) != 0)
+                    st = DEDUP_ERR_TRAILING;
+                free(ni);
+            }
             if (!st)
                 st = dedup_decoder_end(d);
             if (!st && dedup_seen_seed(s) != d->header.seed)
@@ -277,10 +337,18 @@ static dedup_status save_wrapped(const void *obj, dedup_sink *sink)
         return DEDUP_ERR_NOMEM;
     dedup_status st = dedup_encoder_begin(e, *sink, DEDUP_TYPE_STATE, dedup_seen_seed(c->s), params,
                                           (uint32_t)(IDENT_PREFIX + t), c->inner_len);
+    nested_out *no = st ? NULL : malloc(sizeof *no);
+    if (!st && !no)
+        st = DEDUP_ERR_NOMEM;
     if (!st) {
-        dedup_sink ns = {nested_write, e};
+        no->e = e;
+        no->len = 0;
+        dedup_sink ns = {nested_write, no};
         st = dedup_seen_save(c->s, &ns);
+        if (!st)
+            st = nested_flush(no);
     }
+    free(no);
     if (!st)
         st = dedup_encoder_end(e);
     free(e);
