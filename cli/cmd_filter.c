@@ -461,8 +461,19 @@ static int filter_items(const char *action, int argc, char **argv)
             return CLI_EXIT_USAGE;
         }
     }
-    if (!dd_filter_load(j.path, &j.t, &j.s))
+    /* A --state file changed here takes the lock a run on it holds. */
+    int state_lock = -1;
+    if (a != A_QUERY) {
+        dedup_header ih;
+        bool is_state = false;
+        if (dd_state_peek(j.path, &ih, &is_state, NULL, 0) == DEDUP_OK && is_state &&
+            (state_lock = dd_state_lock(j.path)) < 0)
+            return CLI_EXIT_USAGE;
+    }
+    if (!dd_filter_load(j.path, &j.t, &j.s)) {
+        dd_state_unlock(state_lock);
         return CLI_EXIT_USAGE;
+    }
     j.seed = dedup_seen_seed(j.s);
     dedup_seen_info before;
     dedup_seen_get_info(j.s, &before);

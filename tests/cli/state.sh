@@ -33,6 +33,20 @@ check "the first run wrote its records" cmp -s "$T/in1" "$T/out1"
 check "after the first run ends, the second runs" test $? -eq 0
 seq -f 'k%g' 1001 1500 > "$T/want2"
 check "and outputs only the keys the first did not" cmp -s "$T/want2" "$T/out2"
+# dedup filter add on a filter state in use is refused the same way.
+echo a | "$DEDUP" --mode bloom -n 100 --state "$T/bst" > /dev/null
+exec 3<> "$T/fifo"
+"$DEDUP" --mode bloom -n 100 --state "$T/bst" "$T/fifo" > /dev/null 2>&1 3>&- &
+holder=$!
+wait_until 20 grep -qsx "$holder" "$T/bst.lock"
+"$DEDUP" filter add "$T/bst" b 2> "$T/e"
+rc=$?
+check "dedup filter add on a state in use exits 2 (got $rc)" test $rc -eq 2
+check "... naming the holder" grep -q "$T/bst: in use by PID $holder" "$T/e"
+exec 3>&-
+wait $holder
+"$DEDUP" filter add "$T/bst" b
+check "dedup filter add on it once free" test $? -eq 0
 # A lock left by a killed run goes with its process.
 exec 3<> "$T/fifo"
 "$DEDUP" --state "$T/st" "$T/fifo" > /dev/null 2>&1 3>&- &
