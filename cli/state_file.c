@@ -214,8 +214,10 @@ dedup_status dd_state_peek(const char *path, dedup_header *inner, bool *has_iden
                 st = DEDUP_ERR_NOMEM;
             else {
                 st = dedup_decoder_begin(hd, dedup_mem_source_init(&ms, h, sizeof h), 0);
-                if (st == DEDUP_ERR_TRUNCATED || !st) /* only the header is here */
-                    st = DEDUP_OK, *inner = hd->header;
+                if (st == DEDUP_ERR_TRUNCATED || !st) { /* only the header is here */
+                    st = DEDUP_OK;
+                    *inner = hd->header;
+                }
                 free(hd);
             }
         }
