@@ -65,6 +65,10 @@ const char *cli_a(const char *word);
  * and its -o output must not look complete (never /dev/full, a FIFO...). */
 bool cli_fd_regular(int fd);
 
+/* A secret 64-bit seed from the operating system (getrandom).  False, with
+ * errno set, when the system gives none. */
+bool dd_fresh_seed(uint64_t *out);
+
 /* A seed from the kernel's random source (getrandom), else from the clock
  * and the process id: unknown to whoever wrote the input. */
 uint64_t cli_run_seed(void);

@@ -19,7 +19,8 @@ bool arg_size(const char *cmd, const char *opt, const char *v, uint64_t *out);
 /* A whole number in [lo, hi]. */
 bool arg_uint(const char *cmd, const char *opt, const char *v, uint64_t lo, uint64_t hi,
               uint64_t *out);
-/* A 64-bit seed: decimal or 0x-hex. */
+/* A 64-bit seed: decimal or 0x-hex.  'cmd' (NULL for the main job)
+ * prefixes the error. */
 bool arg_seed(const char *cmd, const char *opt, const char *v, uint64_t *out);
 
 /* After getopt_long returned '?' or ':' (optstring must start with ':' and

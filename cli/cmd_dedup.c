@@ -24,6 +24,7 @@
 
 #include "byref.h"
 #include "cli.h"
+#include "state_file.h"
 #include "dedup/hash.h"
 #include "dedup_run.h"
 #include "external.h"
@@ -577,6 +578,31 @@ static bool check_inputs(char **files, int nfiles, uint64_t *total_bytes, bool *
     return true;
 }
 
+/* A loaded state's identity against this run's key options: a state with
+ * none (an older version's, or a filter file) takes this run's on save;
+ * another is refused unless --force-keys. */
+static bool state_identity_ok(const opts *o, bool has_ident, const char *saved, const char *ident)
+{
+    if (!has_ident) {
+        cli_warn("%s: holds no record of the key options it was made with (an older version's "
+                 "state, or a filter file): this run's (%s) are recorded when it is saved",
+                 o->state, ident);
+        return true;
+    }
+    if (strcmp(saved, ident) == 0)
+        return true;
+    if (o->force_keys) {
+        cli_warn("%s: made with other key options (%s), used with this run's (%s) as "
+                 "--force-keys asks; they are recorded when it is saved",
+                 o->state, saved, ident);
+        return true;
+    }
+    cli_error("%s: made with other key options: the file has '%s', this run '%s' (give the "
+              "options it was made with, or --force-keys to use these from now on)",
+              o->state, saved, ident);
+    return false;
+}
+
 int cmd_dedup(int argc, char **argv)
 {
     opts o;
@@ -615,6 +641,19 @@ int cmd_dedup(int argc, char **argv)
     eo.output = o.output;
     if (o.state && !dd_state_writable(o.state))
         return CLI_EXIT_USAGE;
+    /* One run at a time per state file, from its load to its save (the
+     * lock goes with the process, however it ends). */
+    int state_lock = o.state ? dd_state_lock(o.state) : -1;
+    if (o.state && state_lock < 0)
+        return CLI_EXIT_USAGE;
+    /* The key options are part of the state's identity. */
+    char ident[DD_STATE_IDENT_MAX + 1] = "";
+    if (o.state && !dd_state_identity(&o.key, o.term, o.int_keys,
+                                      o.kind ? dedup_seen_kind_name(o.kind) : o.mode, ident,
+                                      sizeof ident)) {
+        cli_error("%s: the key options are too long to record in a state file", o.state);
+        return CLI_EXIT_USAGE;
+    }
     /* A spill is possible in exact mode without a state (past half the
      * budget) and always in the external engine. */
     bool may_spill = !o.window_us && !o.last_n && o.kind == DEDUP_SEEN_EXACT &&
@@ -663,12 +702,24 @@ int cmd_dedup(int argc, char **argv)
         o.sizing.refresh_on_dup = o.refresh_on_dup;
     }
     if (o.state && access(o.state, F_OK) == 0) {
-        st = dd_seen_load(&o.sizing, o.state, &s, err, sizeof err);
+        char saved[DD_STATE_IDENT_MAX + 1];
+        bool has_ident;
+        st = dd_seen_load(&o.sizing, o.state, &s, &has_ident, saved, sizeof saved, err, sizeof err);
         if (st) {
             cli_error("%s: %s", o.state, err[0] ? err : strerror(errno));
             free(r);
             return CLI_EXIT_USAGE;
         }
+        /* The state's own seed goes on; --seed may only repeat it. */
+        if (o.seed_given && o.sizing.seed != dedup_seen_seed(s)) {
+            cli_error("%s: was made with seed 0x%016llx, not the --seed 0x%016llx given (leave "
+                      "--seed out to go on with the state's)", o.state,
+                      (unsigned long long)dedup_seen_seed(s), (unsigned long long)o.sizing.seed);
+            dedup_seen_free(s);
+            free(r);
+            return CLI_EXIT_USAGE;
+        }
+        o.sizing.seed = dedup_seen_seed(s);
         if (exact_state(&o, windowed) && dedup_seen_kind_of(s) == DEDUP_SEEN_EXACT &&
             (byref = byref_for_state(&o, r, files, nfiles)) != NULL) {
             /* carried on by reference: the saved keys are copied in first */
@@ -721,7 +772,23 @@ int cmd_dedup(int argc, char **argv)
                 return CLI_EXIT_USAGE;
             }
         }
+        /* After the checks of the method and window, which name what
+         * differs in their own terms. */
+        if (!state_identity_ok(&o, has_ident, saved, ident)) {
+            dedup_seen_free(s);
+            dd_byref_close(byref);
+            free(r);
+            return CLI_EXIT_USAGE;
+        }
     } else {
+        /* A new state file is keyed by a secret: a crafted collision then
+         * needs the seed, which only the file holds. */
+        if (o.state && !o.seed_given && !dd_fresh_seed(&o.sizing.seed)) {
+            cli_error("%s: no random seed from the system (%s): give --seed", o.state,
+                      strerror(errno));
+            free(r);
+            return CLI_EXIT_FAIL;
+        }
         /* Exact mode without -m: keys stay in memory up to half the default
          * budget, then the run goes on with the external engine. */
         if (!windowed && !o.state && o.kind == DEDUP_SEEN_EXACT && !o.sizing.tiers && !o.redis.url) {
@@ -952,7 +1019,7 @@ int cmd_dedup(int argc, char **argv)
     }
     /* Save the seen-set only after a complete run. */
     if (o.state && !stopped && status == CLI_EXIT_OK && !r->w.broken_pipe) {
-        st = dedup_seen_save_file(s, o.state);
+        st = dd_state_save(s, o.state, ident);
         if (st) {
             cli_error("%s: cannot save state: %s", o.state,
                       st == DEDUP_ERR_IO ? strerror(errno) : dedup_strerror(st));
@@ -987,5 +1054,6 @@ int cmd_dedup(int argc, char **argv)
     dedup_seen_free(s);
     dd_byref_close(byref); /* after the set that refers to it */
     dd_tiers_free(o.sizing.tiers);
+    dd_state_unlock(state_lock);
     return status;
 }

@@ -29,6 +29,7 @@
 #include "cli_args.h"
 #include "dedup/hash.h"
 #include "filter_cmd.h"
+#include "state_file.h"
 #include "redis_cli.h"
 
 static const char filter_help_head[] =
@@ -157,6 +158,7 @@ static int filter_create(int argc, char **argv)
     memset(&co, 0, sizeof co);
     co.type = "bloom";
     co.seed = DEDUP_DEFAULT_SEED;
+    bool seed_given = false;
     co.extra = extra;
     bool force = false;
     opterr = 0;
@@ -195,6 +197,7 @@ static int filter_create(int argc, char **argv)
         case OPT_SEED:
             if (!arg_seed(cmd, "--seed", optarg, &co.seed))
                 goto out;
+            seed_given = true;
             break;
         case 'f': force = true; break;
         default:
@@ -250,6 +253,12 @@ static int filter_create(int argc, char **argv)
     struct stat st;
     if (!force && stat(co.path, &st) == 0) {
         cli_error("%s: %s already exists (use -f/--force to overwrite it)", cmd, co.path);
+        goto out;
+    }
+    /* A new filter is keyed by a secret unless --seed fixes one: a crafted
+     * collision then needs the seed, which only the file holds. */
+    if (!seed_given && !dd_fresh_seed(&co.seed)) {
+        cli_error("%s: no random seed from the system (%s): give --seed", cmd, strerror(errno));
         goto out;
     }
     rc = t->create(&co, &made);
@@ -452,8 +461,19 @@ static int filter_items(const char *action, int argc, char **argv)
             return CLI_EXIT_USAGE;
         }
     }
-    if (!dd_filter_load(j.path, &j.t, &j.s))
+    /* A --state file changed here takes the lock a run on it holds. */
+    int state_lock = -1;
+    if (a != A_QUERY) {
+        dedup_header ih;
+        bool is_state = false;
+        if (dd_state_peek(j.path, &ih, &is_state, NULL, 0) == DEDUP_OK && is_state &&
+            (state_lock = dd_state_lock(j.path)) < 0)
+            return CLI_EXIT_USAGE;
+    }
+    if (!dd_filter_load(j.path, &j.t, &j.s)) {
+        dd_state_unlock(state_lock);
         return CLI_EXIT_USAGE;
+    }
     j.seed = dedup_seen_seed(j.s);
     dedup_seen_info before;
     dedup_seen_get_info(j.s, &before);
@@ -594,9 +614,13 @@ static int filter_merge(int argc, char **argv)
             char why[256] = "";
             dedup_status s = dedup_seen_merge(accs, hs, why, sizeof why);
             if (s == DEDUP_ERR_INCOMPATIBLE) {
-                cli_error("%s: cannot merge %s and %s: %s (filters merge only when created "
-                          "with the same type, size, k and seed)",
-                          cmd, first, path, why[0] ? why : dedup_strerror(s));
+                bool seeds = dedup_seen_seed(accs) != dedup_seen_seed(hs);
+                cli_error("%s: cannot merge %s and %s: %s (%s)", cmd, first, path,
+                          why[0] ? why : dedup_strerror(s),
+                          seeds ? "their seeds differ too: each new filter gets its own secret "
+                                  "seed, so create the filters to merge with the same --seed S"
+                                : "filters merge only when created with the same type, size, k "
+                                  "and seed");
                 rc = CLI_EXIT_USAGE;
             } else if (s) {
                 cli_error("%s: merging %s into %s: %s", cmd, path, first, dedup_strerror(s));

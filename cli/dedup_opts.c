@@ -27,6 +27,7 @@
 #include "io.h"
 #include "external.h"
 #include "feeder.h"
+#include "cli_args.h"
 #include "intkeys.h"
 #include "keys.h"
 #include "seen_spec.h"
@@ -65,9 +66,14 @@ static void usage(FILE *f)
 "                         (%s; $DEDUP_MEMORY sets it)\n"
 "  -T, --tmpdir=DIR       temporary files for -m/--sort (default $TMPDIR, else /tmp)\n"
 "  -s, --state=FILE       seen-set kept across runs: loaded if it exists, records\n"
-"                         in it are dropped, saved atomically at the end\n"
+"                         in it are dropped, saved atomically at the end; one run\n"
+"                         at a time (FILE.lock); a new one gets a secret seed\n"
+"      --seed=S           hash seed (decimal or 0x-hex) instead of a new state's\n"
+"                         secret one\n"
 "Keys:\n"
 DD_KEY_HELP
+"      --force-keys       use these key options on a --state or --store made\n"
+"                         with others (they are recorded from then on)\n"
 "Integer keys:\n"
 "      --keys=int         the key is an integer (decimal, or hex with 0x); then\n"
 "                         --mode exact (64-bit integer set, ~10 bytes a key with -n),\n"
@@ -162,7 +168,8 @@ enum {
     OPT_WINDOW, OPT_WINDOW_TYPE, OPT_LAST, OPT_TIME_FIELD, OPT_TIME_FORMAT, OPT_LATENESS,
     OPT_LATE, OPT_BAD_TIME, OPT_KEYS, OPT_BAD_KEY, OPT_RANGE,
     OPT_ON_FULL, OPT_KEEP, OPT_REFRESH,
-    OPT_TIER, OPT_STORE, OPT_SYNC, OPT_TRUST_FILTER, OPT_REBUILD_FILTER, OPT_SHARED
+    OPT_TIER, OPT_STORE, OPT_SYNC, OPT_TRUST_FILTER, OPT_REBUILD_FILTER, OPT_SHARED,
+    OPT_FORCE_KEYS
 };
 
 static const struct option long_opts[] = {
@@ -203,6 +210,7 @@ static const struct option long_opts[] = {
     {"trust-filter", no_argument, NULL, OPT_TRUST_FILTER},
     {"rebuild-filter", no_argument, NULL, OPT_REBUILD_FILTER},
     {"shared", no_argument, NULL, OPT_SHARED},
+    {"force-keys", no_argument, NULL, OPT_FORCE_KEYS},
     {"quiet", no_argument, NULL, 'q'},
     {"verbose", no_argument, NULL, 'v'},
     {"help", no_argument, NULL, OPT_HELP},
@@ -285,17 +293,12 @@ static int parse_args(int argc, char **argv, opts *o)
             break;
         case OPT_PROGRESS: o->progress = 1; break;
         case OPT_NO_PROGRESS: o->progress = 0; break;
-        case OPT_SEED: {
-            char *end;
-            errno = 0;
-            o->sizing.seed = strtoull(optarg, &end, 0);
-            if (errno || *end || !*optarg) {
-                cli_error("--seed must be a 64-bit number (got '%s')", optarg);
+        case OPT_SEED:
+            if (!arg_seed(NULL, "--seed", optarg, &o->sizing.seed))
                 return -1;
-            }
             o->seed_given = true;
             break;
-        }
+        case OPT_FORCE_KEYS: o->force_keys = true; break;
         case OPT_WINDOW:
             if (!cli_parse_duration(optarg, &o->window_us) ||
                 o->window_us > DEDUP_WINDOW_MAX_DURATION) {

@@ -55,7 +55,8 @@ typedef struct opts {
     bool bad_key_given, range_given;
     bool on_full_given;          /* --on-full was given */
     bool keep_last;              /* --keep last */
-    bool seed_given;             /* --seed was given */
+    bool seed_given;             /* --seed: no fresh secret seed for a new state */
+    bool force_keys;             /* --force-keys: other key options than a state's */
 } opts;
 
 /* Parses and checks the command line into *o (usage errors are printed).

@@ -14,6 +14,7 @@
 #include "cli.h"
 #include "cli_args.h"
 #include "filter_cmd.h"
+#include "state_file.h"
 
 /* First size of the stdin buffer; doubled while one item does not fit. */
 #define READ_BLOCK (1u << 20)
@@ -66,7 +67,8 @@ void dd_filter_file_error(const char *path, dedup_status s, int err)
 bool dd_filter_peek_type(const char *path, dedup_header *hdr, const filter_type **t)
 {
     errno = 0;
-    dedup_status s = dedup_peek_file(path, hdr);
+    bool has_ident;
+    dedup_status s = dd_state_peek(path, hdr, &has_ident, NULL, 0); /* a state's filter too */
     if (s) {
         dd_filter_file_error(path, s, errno);
         return false;
@@ -90,7 +92,8 @@ bool dd_filter_load(const char *path, const filter_type **t, dedup_seen **s)
     if (!dd_filter_peek_type(path, &hdr, t))
         return false;
     errno = 0;
-    dedup_status st = dedup_seen_load_file(path, NULL, s);
+    bool has_ident;
+    dedup_status st = dd_state_load(path, NULL, s, &has_ident, NULL, 0);
     if (st) {
         dd_filter_file_error(path, st, errno);
         return false;
@@ -110,8 +113,17 @@ bool dd_filter_save_error(const char *path, dedup_status s, int err)
 
 bool dd_filter_save(const dedup_seen *sn, const char *path)
 {
+    /* A --state file changed by 'dedup filter add' or 'del' stays a state
+     * with the key options it recorded. */
+    dedup_header h;
+    bool has_ident = false;
+    char ident[DD_STATE_IDENT_MAX + 1];
+    struct stat st;
+    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode) ||
+        dd_state_peek(path, &h, &has_ident, ident, sizeof ident))
+        has_ident = false;
     errno = 0;
-    dedup_status s = dedup_seen_save_file(sn, path);
+    dedup_status s = dd_state_save(sn, path, has_ident ? ident : NULL);
     return s ? dd_filter_save_error(path, s, errno) : true;
 }
 

@@ -12,6 +12,7 @@
 #include "cli.h"
 #include "cli_args.h"
 #include "filter_cmd.h"
+#include "state_file.h"
 
 /* ---- Info output helpers (declared in filter_types.h) ----------------------------- */
 
@@ -104,9 +105,11 @@ void info_hex(filter_info_out *o, const char *key, const char *label, uint64_t v
 
 static int info_one(const char *path, bool json)
 {
-    dedup_header hdr;
+    dedup_header hdr; /* a state container's: the nested seen-set's */
+    bool has_ident;
+    char ident[DD_STATE_IDENT_MAX + 1];
     errno = 0;
-    dedup_status s = dedup_peek_file(path, &hdr);
+    dedup_status s = dd_state_peek(path, &hdr, &has_ident, ident, sizeof ident);
     if (s) {
         dd_filter_file_error(path, s, errno);
         return CLI_EXIT_USAGE;
@@ -117,7 +120,7 @@ static int info_one(const char *path, bool json)
     const filter_type *t = filter_type_by_file_type(hdr.type);
     dedup_seen *sn = NULL;
     errno = 0;
-    s = dedup_seen_load_file(path, NULL, &sn);
+    s = dd_state_load(path, NULL, &sn, &has_ident, ident, sizeof ident);
     bool checked = s == DEDUP_OK;
     if (s && !(s == DEDUP_ERR_WRONG_TYPE && !t)) {
         dd_filter_file_error(path, s, errno);
@@ -132,6 +135,8 @@ static int info_one(const char *path, bool json)
     info_str(&o, "file", "file", path);
     info_bytes(&o, "file_bytes", "file size", fsize);
     info_u64(&o, "format_version", "format version", hdr.version);
+    if (has_ident) /* the key options a --state run recorded */
+        info_str(&o, "keys", "key options (--state)", ident);
     dedup_seen_info in;
     if (sn)
         dedup_seen_get_info(sn, &in);

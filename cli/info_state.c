@@ -13,9 +13,7 @@
 #include "dedup/hll.h"
 #include "dedup/seen.h"
 #include "filter_types.h"
-#ifdef DEDUP_HAVE_ROARING
-#include "dedup_roaring.h"
-#endif
+#include "state_file.h"
 
 
 
@@ -77,21 +75,16 @@ bool dd_info_state(const char *path, const dedup_header *hdr, filter_info_out *o
         return true;
     }
     dedup_seen *s = NULL;
+    bool known = dedup_seen_kind_of_file_type(hdr->type) != 0;
 #ifdef DEDUP_HAVE_ROARING
-    if (hdr->type == DEDUP_TYPE_ROARING) {
-        errno = 0;
-        *err = dedup_roaring_seen_load_file(path, NULL, &s);
-        if (*err)
-            return false;
-        describe_seen(s, hdr->type, o);
-        dedup_seen_free(s);
-        return true;
-    }
+    known = known || hdr->type == DEDUP_TYPE_ROARING;
 #endif
-    if (!dedup_seen_kind_of_file_type(hdr->type))
+    if (!known)
         return false;
+    /* a state container or a bare file: 'hdr' is the seen-set's own */
+    bool has_ident;
     errno = 0;
-    *err = dedup_seen_load_file(path, NULL, &s);
+    *err = dd_state_load(path, NULL, &s, &has_ident, NULL, 0);
     if (*err)
         return false;
     describe_seen(s, hdr->type, o);

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "state_file.h"
 #ifdef DEDUP_HAVE_ROARING
 #include "dedup_roaring.h"
 #endif
@@ -165,14 +166,15 @@ dedup_status dd_seen_create(const dd_seen_opts *o, dedup_seen **out, char *err, 
     return st;
 }
 
-dedup_status dd_seen_load(const dd_seen_opts *o, const char *path, dedup_seen **out, char *err,
+dedup_status dd_seen_load(const dd_seen_opts *o, const char *path, dedup_seen **out,
+                          bool *has_ident, char *ident, size_t identcap, char *err,
                           size_t errcap)
 {
     *out = NULL;
     if (err && errcap)
         err[0] = '\0';
     dedup_header h;
-    dedup_status st = dedup_peek_file(path, &h);
+    dedup_status st = dd_state_peek(path, &h, has_ident, ident, identcap);
     if (st)
         goto fail;
     dedup_seen_kind want = o->windowed ? DEDUP_SEEN_WINDOW : o->kind;
@@ -197,12 +199,8 @@ dedup_status dd_seen_load(const dd_seen_opts *o, const char *path, dedup_seen **
         }
         return DEDUP_ERR_WRONG_TYPE;
     }
-#ifdef DEDUP_HAVE_ROARING
-    if (want == DEDUP_SEEN_ROARING)
-        st = dedup_roaring_seen_load_file(path, cli_allocator(), out);
-    else
-#endif
-        st = dedup_seen_load_file(path, dd_seen_allocator(want), out);
+    st = dd_state_load(path, want == DEDUP_SEEN_ROARING ? cli_allocator() : dd_seen_allocator(want),
+                       out, has_ident, ident, identcap);
     if (!st && want == DEDUP_SEEN_BITMAP) {
         /* The file keeps its range: the run must ask for the same. */
         dedup_seen_info in;

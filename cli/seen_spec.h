@@ -71,9 +71,12 @@ const dedup_allocator *dd_seen_allocator(dedup_seen_kind kind);
 /* Creates the seen-set for the options; on failure writes a sentence for
  * the user into err. */
 dedup_status dd_seen_create(const dd_seen_opts *o, dedup_seen **out, char *err, size_t errcap);
-/* Loads a state file, which must hold what --mode (or a window) keeps; on
+/* Loads a state file (state_file.h: a state container or a bare seen-set
+ * file), which must hold what --mode (or a window) keeps; its identity goes
+ * to ident (identcap bytes, "" and *has_ident false when it has none).  On
  * failure writes a sentence into err (empty for DEDUP_ERR_IO: see errno). */
-dedup_status dd_seen_load(const dd_seen_opts *o, const char *path, dedup_seen **out, char *err,
+dedup_status dd_seen_load(const dd_seen_opts *o, const char *path, dedup_seen **out,
+                          bool *has_ident, char *ident, size_t identcap, char *err,
                           size_t errcap);
 
 #endif

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "dedup/format.h"
 
 int cli_verbosity = 1;
 const char *cli_progname = "dedup";
@@ -168,10 +169,27 @@ bool cli_fd_regular(int fd)
     return fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
 }
 
+bool dd_fresh_seed(uint64_t *out)
+{
+    unsigned char b[8];
+    size_t got = 0;
+    while (got < sizeof b) {
+        ssize_t n = getrandom(b + got, sizeof b - got, 0);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return false;
+        }
+        got += (size_t)n;
+    }
+    *out = dedup_get_u64(b);
+    return true;
+}
+
 uint64_t cli_run_seed(void)
 {
     uint64_t s = 0;
-    if (getrandom(&s, sizeof s, 0) != (ssize_t)sizeof s) {
+    if (!dd_fresh_seed(&s)) {
         struct timespec t;
         clock_gettime(CLOCK_REALTIME, &t);
         s = (uint64_t)t.tv_nsec * UINT64_C(0x9E3779B97F4A7C15) ^ (uint64_t)t.tv_sec ^

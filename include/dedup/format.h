@@ -52,7 +52,9 @@ typedef enum dedup_type {
     DEDUP_TYPE_ROTATING_BLOOM = 12,
     DEDUP_TYPE_RING = 13,         /* consistent-hash ring: nodes and weights */
     DEDUP_TYPE_HLL = 14,          /* HyperLogLog sketch (dedup/hll.h) */
-    DEDUP_TYPE_ROARING = 15       /* roaring bitmaps of integers (backends/roaring) */
+    DEDUP_TYPE_ROARING = 15,      /* roaring bitmaps of integers (backends/roaring) */
+    DEDUP_TYPE_STATE = 16         /* a command's state: an identity in the params, a
+                                   * whole container file (the seen-set) as payload */
 } dedup_type;
 
 /* Name of a type ("bloom", "blocked", "cuckoo", ...), or "unknown". */
@@ -180,9 +182,13 @@ double dedup_get_f64(const unsigned char *p);
  * named "<path>.tmp.<pid>" only for the instant between linkat() and
  * rename(), so a process killed while saving leaves nothing behind; where
  * the file system has no O_TMPFILE, the named file is written instead.
- * Either way each save first removes the "<path>.tmp.<pid>" files whose pid
- * is no live process on this machine (a directory shared by several hosts
- * should not hold state files saved from more than one of them at once). */
+ * The name is created exclusively (O_EXCL) and never through a link
+ * (O_NOFOLLOW); one already there under this process's pid was left by a
+ * dead process that had the same pid, and is removed first.  Either way
+ * each save first removes the "<path>.tmp.<pid>" files whose pid is no
+ * live process on this machine (a directory shared by several hosts should
+ * not hold state files saved from more than one of them at once).  One
+ * process must not save one path from two threads at once. */
 typedef dedup_status (*dedup_save_fn)(const void *obj, dedup_sink *sink);
 dedup_status dedup_save_file(const char *path, dedup_save_fn fn, const void *obj);
 

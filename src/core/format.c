@@ -399,13 +399,24 @@ static void remove_stale_temporaries(const char *path, const char *dir)
     closedir(d);
 }
 
+int ddi_open_named_temporary(const char *tmp)
+{
+    /* Created here, never an existing file or the target of a link. */
+    int flags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
+    int fd = open(tmp, flags, 0644);
+    if (fd < 0 && errno == EEXIST && unlink(tmp) == 0)
+        fd = open(tmp, flags, 0644); /* our pid's name: a dead process's, reused */
+    return fd;
+}
+
 /* Opens the file a save writes: a nameless O_TMPFILE in 'dir' where the
  * file system has them (*named = false: nothing can outlive the process
  * until it is linked), else 'tmp' itself. */
 static int open_temporary(const char *dir, const char *tmp, bool *named)
 {
+    int fd;
 #ifdef O_TMPFILE
-    int fd = open(dir, O_TMPFILE | O_WRONLY | O_CLOEXEC, 0644);
+    fd = open(dir, O_TMPFILE | O_WRONLY | O_CLOEXEC, 0644);
     if (fd >= 0) {
         *named = false;
         return fd;
@@ -414,13 +425,15 @@ static int open_temporary(const char *dir, const char *tmp, bool *named)
         return -1; /* e.g. EACCES, ENOSPC: the named file would fail too */
 #endif
     *named = true;
-    return open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    return ddi_open_named_temporary(tmp);
 }
 
 /* Gives the nameless file 'fd' the name 'tmp' (rename() then moves it over
  * the target: linkat cannot replace a file). */
 static int link_temporary(int fd, const char *tmp)
 {
+    if (unlink(tmp) != 0 && errno != ENOENT) /* our pid's name: a dead process's, reused */
+        return -1;
     char proc[64];
     snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
     if (linkat(AT_FDCWD, proc, AT_FDCWD, tmp, AT_SYMLINK_FOLLOW) == 0)

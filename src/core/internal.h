@@ -56,6 +56,13 @@ static inline bool ddi_add_size(size_t a, size_t b, size_t *out)
  * returned and *out is NULL.  The one implementation behind every
  * dedup_X_load_file(). */
 #include "dedup/format.h"
+/* Creates the named temporary 'tmp' of a save for writing: exclusively
+ * (O_EXCL) and never through a link (O_NOFOLLOW).  A file or link already
+ * at 'tmp' (the name holds this process's pid, so a dead process with the
+ * same pid left it) is removed first.  Returns the descriptor, or -1 with
+ * errno.  format.c's fallback where the file system has no O_TMPFILE. */
+int ddi_open_named_temporary(const char *tmp);
+
 typedef dedup_status (*ddi_load_fn)(dedup_source src, const dedup_allocator *alloc, void **out);
 typedef void (*ddi_free_fn)(void *obj);
 dedup_status ddi_load_file(const char *path, const dedup_allocator *alloc, ddi_load_fn load,

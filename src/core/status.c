@@ -48,6 +48,7 @@ const char *dedup_type_name(uint32_t type)
     case DEDUP_TYPE_HLL: return "hll";
     case DEDUP_TYPE_ROARING: return "roaring";
     case DEDUP_TYPE_RING: return "ring";
+    case DEDUP_TYPE_STATE: return "state";
     }
     return "unknown";
 }

@@ -132,10 +132,11 @@ expect_err "missing FILE" "$DEDUP" filter create -n 10
 # ---- merge: the union answers like a filter of all items --------------------
 head -2500 items >a.txt
 tail -2500 items >b.txt
+# (one --seed for all three: each new filter otherwise gets its own secret one)
 for type in bloom blocked; do
-    "$DEDUP" filter create A.bf -f -t $type -n 5000 -p 1% && "$DEDUP" filter add A.bf <a.txt &&
-        "$DEDUP" filter create B.bf -f -t $type -n 5000 -p 1% && "$DEDUP" filter add B.bf <b.txt &&
-        "$DEDUP" filter create ALL.bf -f -t $type -n 5000 -p 1% && "$DEDUP" filter add ALL.bf <items ||
+    "$DEDUP" filter create A.bf -f -t $type -n 5000 -p 1% --seed 11 && "$DEDUP" filter add A.bf <a.txt &&
+        "$DEDUP" filter create B.bf -f -t $type -n 5000 -p 1% --seed 11 && "$DEDUP" filter add B.bf <b.txt &&
+        "$DEDUP" filter create ALL.bf -f -t $type -n 5000 -p 1% --seed 11 && "$DEDUP" filter add ALL.bf <items ||
         fail "$type: building the merge inputs"
     expect 0 "$DEDUP" filter merge U.bf A.bf B.bf
     cmp -s U.bf ALL.bf || fail "$type: merge of A and B is not the filter of all items"
@@ -149,7 +150,7 @@ for type in bloom blocked; do
     expect 0 "$DEDUP" filter merge A.bf A.bf B.bf
     cmp -s A.bf ALL.bf || fail "$type: in-place merge differs"
 done
-"$DEDUP" filter create small.bf -n 1000 -p 1% && "$DEDUP" filter create big.bf -n 2000 -p 1% &&
+"$DEDUP" filter create small.bf -n 1000 -p 1% --seed 1 && "$DEDUP" filter create big.bf -n 2000 -p 1% --seed 1 &&
     "$DEDUP" filter create seeded.bf -n 1000 -p 1% --seed 7 && "$DEDUP" filter create blk.bf -t blocked -n 1000 -p 1% ||
     fail "building mismatched filters"
 expect_err "cannot merge small.bf and big.bf: sizes differ" "$DEDUP" filter merge o.bf small.bf big.bf

@@ -71,8 +71,8 @@ expect 0 "$DEDUP" filter query sat.f same
 expect 0 "$DEDUP" filter info --json sat.f
 json_check out "o['saturated'] >= 1"
 # counting merge: the union answers for both inputs.
-expect 0 "$DEDUP" filter create m1.f --type counting -n 5000
-expect 0 "$DEDUP" filter create m2.f --type counting -n 5000
+expect 0 "$DEDUP" filter create m1.f --type counting -n 5000 --seed 5 # one seed: they merge
+expect 0 "$DEDUP" filter create m2.f --type counting -n 5000 --seed 5
 expect 0 "$DEDUP" filter add m1.f <firsthalf
 expect 0 "$DEDUP" filter add m2.f <secondhalf
 expect 0 "$DEDUP" filter merge m.f m1.f m2.f

@@ -28,7 +28,7 @@ while p.poll() is None and time.time() - t0 < 300 and not seen:
     try:
         for fd in os.listdir("/proc/%d/fd" % p.pid):
             link = os.readlink("/proc/%d/fd/%s" % (p.pid, fd))
-            if link.startswith(d + "/"):
+            if link.startswith(d + "/") and not link.endswith(".lock"):
                 seen = link
     except OSError:
         pass
@@ -36,7 +36,7 @@ if not seen:
     sys.exit("the save was never seen (exit %s)" % p.poll())
 os.kill(p.pid, signal.SIGKILL)
 p.wait()
-left = os.listdir(d)
+left = [f for f in os.listdir(d) if f != "s.dedup.lock"]  # the lock file stays
 if left:
     sys.exit("a kill -9 while saving left %s (the file being written: %s)" % (left, seen))
 PY

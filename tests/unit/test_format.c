@@ -4,6 +4,7 @@
 
 #include "dedup/format.h"
 #include "dedup/hash.h"
+#include "internal.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -324,6 +325,37 @@ static void test_save_file_atomic(void **state)
     rmdir(dir);
 }
 
+/* The named temporary (the fallback without O_TMPFILE) is created, never
+ * opened through a link or over a file: a link planted at its name cannot
+ * make a save write into the link's target. */
+static void test_named_temporary_exclusive(void **state)
+{
+    (void)state;
+    strcpy(dir, "/tmp/dedup_test_format_XXXXXX");
+    assert_non_null(mkdtemp(dir));
+    char victim[160], tmp[160];
+    snprintf(victim, sizeof victim, "%s/victim", dir);
+    snprintf(tmp, sizeof tmp, "%s/f.ddp.tmp.%ld", dir, (long)getpid());
+    FILE *f = fopen(victim, "wb");
+    assert_non_null(f);
+    fputs("precious", f);
+    fclose(f);
+    assert_int_equal(symlink(victim, tmp), 0);
+    int fd = ddi_open_named_temporary(tmp);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, "x", 1), 1);
+    close(fd);
+    struct stat st;
+    assert_int_equal(lstat(tmp, &st), 0);
+    assert_true(S_ISREG(st.st_mode)); /* a new file, not the link */
+    assert_int_equal(st.st_size, 1);
+    assert_int_equal(stat(victim, &st), 0);
+    assert_int_equal(st.st_size, 8); /* the target untouched */
+    unlink(tmp);
+    unlink(victim);
+    rmdir(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -333,6 +365,7 @@ int main(void)
         cmocka_unit_test(test_header_fields),
         cmocka_unit_test(test_encoder_misuse_and_full),
         cmocka_unit_test(test_save_file_atomic),
+        cmocka_unit_test(test_named_temporary_exclusive),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -26,6 +26,9 @@ import sys
 inp, outp, state, kf, tf, unit = sys.argv[1:7]
 kf, tf, unit = int(kf), int(tf), int(unit)
 raw = open(state, "rb").read()
+if struct.unpack_from("<H", raw, 10)[0] == 16:
+    # a --state container (docs/FORMAT.md): the window's file is its payload
+    raw = raw[40 + struct.unpack_from("<I", raw, 20)[0]:-8]
 P = 40
 wtype, mode = struct.unpack_from("<II", raw, P)
 D, L = struct.unpack_from("<QQ", raw, P + 8)
