@@ -3,6 +3,7 @@
 #include "tier_spec.h"
 
 #include <errno.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -50,6 +51,8 @@ struct dd_tiers_cli {
     void *store[DEDUP_TIERS_MAX];       /* dedup_store * of rocksdb tiers */
     void *redis[DEDUP_TIERS_MAX];       /* dedup_redis * of redis tiers */
     bool commits;                       /* a redis tier with a TTL: reserve, then commit */
+    bool stores;                        /* a rocksdb tier: its keys are committed per batch */
+    bool sync_out;                      /* a rocksdb tier with sync always: fsync the output */
     bool any_redis;                     /* a redis tier: its keys may be UNCERTAIN */
     dedup_digest *cd;                   /* a batch's NEW keys, for the commit */
     const unsigned char **ck;
@@ -448,6 +451,7 @@ static dedup_status open_store(dd_tiers_cli *t, const tier_def *d, uint64_t seed
     p.sync = (dedup_store_sync)d->sync;
     p.keys = (dedup_store_keys)d->keys;
     p.expire = d->expire_s;
+    p.caller_commits = true; /* committed once the records are written out */
     if (d->cache)
         p.block_cache = d->cache;
     /* A filter above (one process owns its keys) screens the absent keys. */
@@ -468,6 +472,8 @@ static dedup_status open_store(dd_tiers_cli *t, const tier_def *d, uint64_t seed
         return st;
     }
     *store = s;
+    t->stores = true;
+    t->sync_out |= p.sync == DEDUP_STORE_SYNC_ALWAYS;
     return DEDUP_OK;
 }
 #endif
@@ -693,6 +699,13 @@ bool dd_tiers_finish(dd_tiers_cli *t, bool ok)
             }
         }
 #ifdef DEDUP_HAVE_ROCKSDB
+        /* A complete run commits what is left (records written by paths
+         * without a per-batch commit); after a failure, keys whose records
+         * were not confirmed written are forgotten by the flush. */
+        if (t->store[k] && ok && dedup_store_commit(t->store[k]) != DEDUP_OK) {
+            cli_error("%s", dedup_store_error(t->store[k]));
+            good = false;
+        }
         if (t->store[k] && dedup_store_flush(t->store[k]) != DEDUP_OK) {
             cli_error("%s", dedup_store_error(t->store[k]));
             good = false;
@@ -718,6 +731,19 @@ bool dd_tiers_finish(dd_tiers_cli *t, bool ok)
     return good;
 }
 
+/* fdatasync() of the output when it is a regular file (a pipe or a
+ * terminal has no disk to reach). */
+static bool sync_output(dd_writer *w)
+{
+    struct stat st;
+    if (fstat(w->fd, &st) != 0 || !S_ISREG(st.st_mode))
+        return true;
+    if (fdatasync(w->fd) == 0)
+        return true;
+    w->error = errno;
+    return false;
+}
+
 bool dd_tiers_after_batch(dd_tiers_cli *t, dedup_seen *s, const dedup_batch *b,
                           const dedup_verdict *v, const unsigned char *const *rec,
                           const size_t *rlen, unsigned char term, dd_writer *w)
@@ -725,15 +751,20 @@ bool dd_tiers_after_batch(dd_tiers_cli *t, dedup_seen *s, const dedup_batch *b,
     size_t news = 0;
     if (t->any_redis && !write_uncertain(t, v, b->n, rec, rlen, term))
         return false;
-    if (!t->commits)
+    if (!t->commits && !t->stores)
         return true;
     for (size_t i = 0; i < b->n; i++)
         news += v[i] == DEDUP_NEW;
     if (!news)
         return true;
-    /* "Written out": past this process, in the kernel's hands. */
+    /* "Written out": past this process, in the kernel's hands -- and with
+     * a store's sync always, on the disk when the output is a file -- before
+     * the batch's keys are committed: a kill between the two makes the next
+     * run write these records again, never lose them. */
     if (!dd_writer_flush(w))
         return false; /* the caller reports the writer's error */
+    if (t->sync_out && !sync_output(w))
+        return false;
     if (news > t->ccap) {
         free(t->cd);
         free(t->ck);
@@ -760,7 +791,8 @@ bool dd_tiers_after_batch(dd_tiers_cli *t, dedup_seen *s, const dedup_batch *b,
                       .lens = b->lens ? t->cl : NULL};
     dedup_status st = dedup_seen_commit(s, &cb);
     if (st != DEDUP_OK) {
-        cli_error("committing %zu keys to the Redis tier: %s", k, dd_tiers_error(t));
+        cli_error("committing %zu keys to the %s tier: %s", k, t->commits ? "Redis" : "store",
+                  dd_tiers_error(t));
         return false;
     }
     return true;

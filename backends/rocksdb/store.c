@@ -9,6 +9,7 @@
  * into one WriteBatch, written with the durability the store was opened
  * with, before the call returns.
  */
+#define _GNU_SOURCE /* flock, getrandom, O_DIRECTORY */
 #include "store_int.h"
 
 #include <dirent.h>
@@ -19,6 +20,11 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <sys/random.h>
+#include <unistd.h>
 
 static void set_why(char *why, size_t cap, const char *fmt, const char *dir, const char *detail)
 {
@@ -263,101 +269,157 @@ static dedup_status probe_dir(const dedup_store_params *p, bool *fresh, char *wh
     return DEDUP_ERR_BAD_MAGIC;
 }
 
-dedup_status dedup_store_open(const dedup_store_params *p, const dedup_allocator *alloc,
-                              dedup_store **out, char *why, size_t cap)
+/* ---- the lock -------------------------------------------------------------------- */
+
+#define LOCK_NAME "dedup.lock"
+
+/* flock() on DIR/dedup.lock for the object's life (an open file
+ * description's lock: a second open in this process conflicts too), the
+ * holder's PID written in it for the message of the next one. */
+static dedup_status take_lock(dedup_store *s, bool fresh, char *why, size_t cap)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s", s->dir, LOCK_NAME);
+    (void)fresh;
+    s->lock_fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (s->lock_fd < 0) {
+        set_why(why, cap, "%s/" LOCK_NAME ": cannot open the store's lock file (%s)", s->dir,
+                strerror(errno));
+        return DEDUP_ERR_IO;
+    }
+    if (flock(s->lock_fd, LOCK_EX | LOCK_NB) != 0) {
+        char buf[32] = {0}, d[64];
+        ssize_t r = pread(s->lock_fd, buf, sizeof buf - 1, 0);
+        long pid = r > 0 ? strtol(buf, NULL, 10) : 0;
+        if (pid > 0)
+            snprintf(d, sizeof d, "PID %ld", pid);
+        else
+            snprintf(d, sizeof d, "another process");
+        set_why(why, cap, "%s: in use by %s (its lock is held); one process at a time", s->dir, d);
+        return DEDUP_ERR_IO;
+    }
+    char buf[32];
+    int n = snprintf(buf, sizeof buf, "%ld\n", (long)getpid());
+    if (ftruncate(s->lock_fd, 0) != 0 || pwrite(s->lock_fd, buf, (size_t)n, 0) != n) {
+        set_why(why, cap, "%s/" LOCK_NAME ": cannot write the store's lock file (%s)", s->dir,
+                strerror(errno));
+        return DEDUP_ERR_IO;
+    }
+    return DEDUP_OK;
+}
+
+/* A new store's seed: 64 random bits from the OS (never 0, which means
+ * "as stored"). */
+static dedup_status random_seed(uint64_t *seed, const char *dir, char *why, size_t cap)
+{
+    unsigned char b[8];
+    do {
+        if (getrandom(b, sizeof b, 0) != (ssize_t)sizeof b) {
+            set_why(why, cap, "%s: no random seed from the OS (%s)", dir, strerror(errno));
+            return DEDUP_ERR_IO;
+        }
+        *seed = get_u64(b);
+    } while (!*seed);
+    return DEDUP_OK;
+}
+
+/* Reads the marker of the store in 'dir' through a plain read-only open,
+ * so the key mode and expiry are known before the options are chosen. */
+static dedup_status read_marker(dedup_store *s, const dedup_store_params *p, const char *dir,
+                                char *why, size_t cap)
+{
+    char *e = NULL;
+    dedup_status st = DEDUP_OK;
+    /* Learn the key mode and expiry before choosing options: read the
+     * marker through a plain read-only open first. */
+    size_t ncf = 0;
+    rocksdb_options_t *probe = rocksdb_options_create();
+    char **names = rocksdb_list_column_families(probe, dir, &ncf, &e);
+    bool has_meta = false;
+    for (size_t i = 0; !e && i < ncf; i++)
+        has_meta |= strcmp(names[i], META_CF) == 0;
+    if (names)
+        rocksdb_list_column_families_destroy(names, ncf);
+    if (!e && (!has_meta || ncf != 2)) {
+        rocksdb_options_destroy(probe);
+        set_why(why, cap, "%s is a RocksDB database but not a dedup store%s", dir, NULL);
+        return DEDUP_ERR_BAD_MAGIC;
+    }
+    if (!e) {
+        const char *cfn[2] = {"default", META_CF};
+        const rocksdb_options_t *cfo[2] = {probe, probe};
+        rocksdb_column_family_handle_t *h[2] = {0};
+        rocksdb_t *db =
+            rocksdb_open_for_read_only_column_families(probe, dir, 2, cfn, cfo, h, 0, &e);
+        if (db) {
+            rocksdb_readoptions_t *ro = rocksdb_readoptions_create();
+            size_t vl = 0;
+            char *v = rocksdb_get_cf(db, ro, h[1], MARKER_KEY, strlen(MARKER_KEY), &vl, &e);
+            if (!e && !v) {
+                set_why(why, cap, "%s is not a dedup store (no marker)%s", dir, NULL);
+                st = DEDUP_ERR_BAD_MAGIC;
+            } else if (!e) {
+                st = check_marker(s, p, v, vl, why, cap);
+            }
+            free(v);
+            rocksdb_readoptions_destroy(ro);
+            rocksdb_column_family_handle_destroy(h[0]);
+            rocksdb_column_family_handle_destroy(h[1]);
+            rocksdb_close(db);
+        }
+    }
+    rocksdb_options_destroy(probe);
+    if (e) {
+        st = map_open_error(e, dir, why, cap);
+        free(e);
+    }
+    return st;
+}
+
+/* Opens the store in 'dir' ('fresh': creates it there, an empty
+ * directory), its lock held unless read-only. */
+static dedup_status open_dir(const dedup_store_params *p, const dedup_allocator *alloc,
+                             const char *dir, bool fresh, dedup_store **out, char *why, size_t cap)
 {
     dedup_allocator a = {0};
     if (alloc)
         a = *alloc;
-    if (why && cap)
-        why[0] = '\0';
-    *out = NULL;
-    if (!p || !p->dir || !p->dir[0] || p->sync > DEDUP_STORE_SYNC_NONE ||
-        p->keys > DEDUP_STORE_KEYS_WHOLE || p->expire > UINT32_MAX) {
-        set_why(why, cap, "%s%s", "invalid store parameters", NULL);
-        return DEDUP_ERR_INVALID_ARG;
-    }
-    const char *lerr = ddr_rdb_load(); /* librocksdb, on the first store (rdb_lazy.h) */
-    if (lerr) {
-        set_why(why, cap, "%s%s", lerr, NULL);
-        return DEDUP_ERR_UNSUPPORTED;
-    }
-    bool fresh;
-    dedup_status st = probe_dir(p, &fresh, why, cap);
-    if (st != DEDUP_OK)
-        return st;
-
+    dedup_status st = DEDUP_OK;
     dedup_store *s = xmalloc(&a, sizeof *s);
     if (!s)
         return DEDUP_ERR_NOMEM;
     memset(s, 0, sizeof *s);
     s->pend.log_fd = -1;
+    s->lock_fd = -1;
     s->a = a;
-    size_t dl = strlen(p->dir) + 1;
+    size_t dl = strlen(dir) + 1;
     s->dir = xmalloc(&a, dl);
     if (!s->dir || alloc_scratch(s) != DEDUP_OK) {
         dedup_store_close(s);
         return DEDUP_ERR_NOMEM;
     }
-    memcpy(s->dir, p->dir, dl);
+    memcpy(s->dir, dir, dl);
     s->read_only = p->read_only;
     s->sync = p->sync;
+    s->caller_commits = p->caller_commits;
     s->clock = p->clock;
     s->clock_ctx = p->clock_ctx;
     s->keys = p->keys ? p->keys : DEDUP_STORE_KEYS_DIGEST;
-    s->seed = p->seed ? p->seed : DEDUP_DEFAULT_SEED;
+    s->seed = p->seed;
+    if (fresh && !s->seed && (st = random_seed(&s->seed, dir, why, cap)) != DEDUP_OK) {
+        dedup_store_close(s);
+        return st;
+    }
     s->expire = p->expire;
 
+    if (!s->read_only && (st = take_lock(s, fresh, why, cap)) != DEDUP_OK) {
+        dedup_store_close(s);
+        return st;
+    }
     char *e = NULL;
-    if (!fresh) {
-        /* Learn the key mode and expiry before choosing options: read the
-         * marker through a plain read-only open first. */
-        size_t ncf = 0;
-        rocksdb_options_t *probe = rocksdb_options_create();
-        char **names = rocksdb_list_column_families(probe, p->dir, &ncf, &e);
-        bool has_meta = false;
-        for (size_t i = 0; !e && i < ncf; i++)
-            has_meta |= strcmp(names[i], META_CF) == 0;
-        if (names)
-            rocksdb_list_column_families_destroy(names, ncf);
-        if (!e && (!has_meta || ncf != 2)) {
-            rocksdb_options_destroy(probe);
-            set_why(why, cap, "%s is a RocksDB database but not a dedup store%s", p->dir, NULL);
-            dedup_store_close(s);
-            return DEDUP_ERR_BAD_MAGIC;
-        }
-        if (!e) {
-            const char *cfn[2] = {"default", META_CF};
-            const rocksdb_options_t *cfo[2] = {probe, probe};
-            rocksdb_column_family_handle_t *h[2] = {0};
-            rocksdb_t *db =
-                rocksdb_open_for_read_only_column_families(probe, p->dir, 2, cfn, cfo, h, 0, &e);
-            if (db) {
-                rocksdb_readoptions_t *ro = rocksdb_readoptions_create();
-                size_t vl = 0;
-                char *v = rocksdb_get_cf(db, ro, h[1], MARKER_KEY, strlen(MARKER_KEY), &vl, &e);
-                if (!e && !v) {
-                    set_why(why, cap, "%s is not a dedup store (no marker)%s", p->dir, NULL);
-                    st = DEDUP_ERR_BAD_MAGIC;
-                } else if (!e) {
-                    st = check_marker(s, p, v, vl, why, cap);
-                }
-                free(v);
-                rocksdb_readoptions_destroy(ro);
-                rocksdb_column_family_handle_destroy(h[0]);
-                rocksdb_column_family_handle_destroy(h[1]);
-                rocksdb_close(db);
-            }
-        }
-        rocksdb_options_destroy(probe);
-        if (e) {
-            st = map_open_error(e, p->dir, why, cap);
-            free(e);
-        }
-        if (st != DEDUP_OK) {
-            dedup_store_close(s);
-            return st;
-        }
+    if (!fresh && (st = read_marker(s, p, dir, why, cap)) != DEDUP_OK) {
+        dedup_store_close(s);
+        return st;
     }
 
     s->block_cache = p->block_cache ? p->block_cache : (32u << 20);
@@ -371,11 +433,11 @@ dedup_status dedup_store_open(const dedup_store_params *p, const dedup_allocator
     const rocksdb_options_t *cfo[2] = {s->opt, s->meta_opt};
     rocksdb_column_family_handle_t *h[2] = {0};
     if (s->read_only)
-        s->db = rocksdb_open_for_read_only_column_families(s->opt, p->dir, 2, cfn, cfo, h, 0, &e);
+        s->db = rocksdb_open_for_read_only_column_families(s->opt, dir, 2, cfn, cfo, h, 0, &e);
     else
-        s->db = rocksdb_open_column_families(s->opt, p->dir, 2, cfn, cfo, h, &e);
+        s->db = rocksdb_open_column_families(s->opt, dir, 2, cfn, cfo, h, &e);
     if (e) {
-        st = map_open_error(e, p->dir, why, cap);
+        st = map_open_error(e, dir, why, cap);
         free(e);
         s->db = NULL;
         dedup_store_close(s);
@@ -406,7 +468,7 @@ dedup_status dedup_store_open(const dedup_store_params *p, const dedup_allocator
         free(v);
     }
     if (e) {
-        set_why(why, cap, "%s: cannot read or write the store's marker (RocksDB: %s)", p->dir, e);
+        set_why(why, cap, "%s: cannot read or write the store's marker (RocksDB: %s)", dir, e);
         free(e);
         dedup_store_close(s);
         return DEDUP_ERR_IO;
@@ -421,16 +483,147 @@ dedup_status dedup_store_open(const dedup_store_params *p, const dedup_allocator
     return DEDUP_OK;
 }
 
+/* ---- creation ------------------------------------------------------------------- */
+
+
+/* The directory holding 'dir' and the prefix of its creation names,
+ * "NAME.dedup-new.", into parent/prefix. */
+static void split_dir(const char *dir, char *parent, size_t pcap, char *prefix, size_t xcap)
+{
+    size_t n = strlen(dir);
+    while (n > 1 && dir[n - 1] == '/')
+        n--;
+    size_t slash = n;
+    while (slash > 0 && dir[slash - 1] != '/')
+        slash--;
+    if (slash == 0)
+        snprintf(parent, pcap, ".");
+    else
+        snprintf(parent, pcap, "%.*s", (int)(slash > 1 ? slash - 1 : 1), dir);
+    snprintf(prefix, xcap, "%.*s.dedup-new.", (int)(n - slash), dir + slash);
+}
+
+static void remove_tree(const char *path)
+{
+    DIR *d = opendir(path);
+    if (d) {
+        struct dirent *e;
+        char f[4200];
+        while ((e = readdir(d)))
+            if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
+                snprintf(f, sizeof f, "%s/%s", path, e->d_name);
+                (void)unlink(f);
+            }
+        closedir(d);
+    }
+    (void)rmdir(path);
+}
+
+/* Removes the creation directories of runs killed while creating this
+ * store: "NAME.dedup-new.PID" beside it whose PID is gone. */
+static void remove_stale_creations(const char *parent, const char *prefix)
+{
+    DIR *d = opendir(parent);
+    if (!d)
+        return;
+    size_t pl = strlen(prefix);
+    struct dirent *e;
+    char path[4400];
+    while ((e = readdir(d))) {
+        if (strncmp(e->d_name, prefix, pl) != 0)
+            continue;
+        char *end = NULL;
+        long pid = strtol(e->d_name + pl, &end, 10);
+        if (pid <= 0 || *end || (kill((pid_t)pid, 0) != 0 && errno != ESRCH) ||
+            kill((pid_t)pid, 0) == 0)
+            continue;
+        snprintf(path, sizeof path, "%s/%s", parent, e->d_name);
+        remove_tree(path);
+    }
+    closedir(d);
+}
+
+static void sync_path(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd >= 0) {
+        (void)fsync(fd);
+        close(fd);
+    }
+}
+
+/* A new store is built whole in "NAME.dedup-new.PID" beside DIR (RocksDB,
+ * marker, lock file), synced, then renamed to DIR: a kill at any instant
+ * leaves no DIR (or the empty one given) or a complete store, never a
+ * half-made one that later runs would refuse.  If another process renamed
+ * its own first, this one's is removed and DIR opened as it is. */
+static dedup_status create_store(const dedup_store_params *p, const dedup_allocator *alloc,
+                                 char *why, size_t cap)
+{
+    char parent[4096], prefix[1024], tmp[4200];
+    split_dir(p->dir, parent, sizeof parent, prefix, sizeof prefix);
+    remove_stale_creations(parent, prefix);
+    snprintf(tmp, sizeof tmp, "%s/%s%ld", parent, prefix, (long)getpid());
+    remove_tree(tmp);
+    if (mkdir(tmp, 0755) != 0) {
+        set_why(why, cap, "%s: cannot create the store's directory beside it (%s)", p->dir,
+                strerror(errno));
+        return DEDUP_ERR_IO;
+    }
+    dedup_store *s = NULL;
+    dedup_status st = open_dir(p, alloc, tmp, true, &s, why, cap);
+    if (st == DEDUP_OK) {
+        dedup_store_close(s);
+        sync_path(tmp);
+        if (rename(tmp, p->dir) == 0) {
+            sync_path(parent);
+            return DEDUP_OK;
+        }
+        if (errno != ENOTEMPTY && errno != EEXIST) {
+            char d[300];
+            snprintf(d, sizeof d, "%s", strerror(errno));
+            set_why(why, cap, "%s: cannot create the store (rename: %s)", p->dir, d);
+            st = DEDUP_ERR_IO;
+        }
+    }
+    remove_tree(tmp);
+    return st;
+}
+
+dedup_status dedup_store_open(const dedup_store_params *p, const dedup_allocator *alloc,
+                              dedup_store **out, char *why, size_t cap)
+{
+    if (why && cap)
+        why[0] = '\0';
+    *out = NULL;
+    if (!p || !p->dir || !p->dir[0] || p->sync > DEDUP_STORE_SYNC_NONE ||
+        p->keys > DEDUP_STORE_KEYS_WHOLE || p->expire > UINT32_MAX) {
+        set_why(why, cap, "%s%s", "invalid store parameters", NULL);
+        return DEDUP_ERR_INVALID_ARG;
+    }
+    const char *lerr = ddr_rdb_load(); /* librocksdb, on the first store (rdb_lazy.h) */
+    if (lerr) {
+        set_why(why, cap, "%s%s", lerr, NULL);
+        return DEDUP_ERR_UNSUPPORTED;
+    }
+    bool fresh;
+    dedup_status st = probe_dir(p, &fresh, why, cap);
+    if (st == DEDUP_OK && fresh)
+        st = create_store(p, alloc, why, cap);
+    if (st != DEDUP_OK)
+        return st;
+    return open_dir(p, alloc, p->dir, false, out, why, cap);
+}
+
+
 dedup_status dedup_store_flush(dedup_store *s)
 {
     char *e = NULL;
     if (!s->db || s->read_only)
         return DEDUP_OK;
-    if (s->sync != DEDUP_STORE_SYNC_ALWAYS) {
-        dedup_status st = ddr_pending_ingest(s);
-        if (st != DEDUP_OK)
-            return st;
-    }
+    dedup_status st = ddr_pending_ingest(s);
+    if (st != DEDUP_OK)
+        return st;
     if (s->sync == DEDUP_STORE_SYNC_NONE) {
         rocksdb_flushoptions_t *fo = rocksdb_flushoptions_create();
         rocksdb_flushoptions_set_wait(fo, 1);
@@ -456,6 +649,8 @@ void dedup_store_close(dedup_store *s)
             rocksdb_column_family_handle_destroy(s->cf_meta);
         rocksdb_close(s->db);
     }
+    if (s->lock_fd >= 0)
+        close(s->lock_fd); /* the lock goes with it, after RocksDB's files are closed */
     if (s->ro)
         rocksdb_readoptions_destroy(s->ro);
     if (s->ro_scan)
@@ -609,69 +804,6 @@ static dedup_status multi_get(dedup_store *s, size_t m, bool *present)
     return multi_get_of(s, m, s->kptr, s->klen, present);
 }
 
-static bool same_key(const dedup_store *s, size_t i, size_t j)
-{
-    return s->klen[i] == s->klen[j] && memcmp(s->kptr[i], s->kptr[j], s->klen[i]) == 0;
-}
-
-static dedup_status write_batch(dedup_store *s, rocksdb_writebatch_t *wb, uint64_t added)
-{
-    unsigned char c[8];
-    put_u64(c, s->count + added);
-    rocksdb_writebatch_put_cf(wb, s->cf_meta, COUNT_KEY, strlen(COUNT_KEY), (const char *)c, 8);
-    char *e = NULL;
-    rocksdb_write(s->db, s->wo, wb, &e);
-    if (e)
-        return take_error(s, e);
-    s->count += added;
-    s->writes += added;
-    return DEDUP_OK;
-}
-
-static dedup_status decide_chunk(dedup_store *s, const dedup_batch *b, size_t from, size_t m,
-                                 dedup_verdict *out)
-{
-    bool present[DEDUP_STORE_CHUNK];
-    build_keys(s, b, from, m);
-    dedup_status st = multi_get(s, m, present);
-    if (st != DEDUP_OK)
-        return st;
-    memset(s->table, 0xff, TABLE_SLOTS * sizeof *s->table);
-    unsigned char ts[4];
-    int64_t now = s->expire ? store_now(s) : 0;
-    put_u32(ts, (uint32_t)now);
-    rocksdb_writebatch_t *wb = rocksdb_writebatch_create();
-    uint64_t added = 0;
-    for (size_t i = 0; i < m; i++) {
-        if (present[i]) {
-            out[i] = DEDUP_DUPLICATE;
-            continue;
-        }
-        uint32_t slot = (uint32_t)b->digests[from + i].lo & (TABLE_SLOTS - 1);
-        bool dup = false;
-        while (s->table[slot] != NO_SLOT) {
-            if (same_key(s, s->table[slot], i)) {
-                dup = true;
-                break;
-            }
-            slot = (slot + 1) & (TABLE_SLOTS - 1);
-        }
-        if (dup) {
-            out[i] = DEDUP_DUPLICATE;
-            continue;
-        }
-        s->table[slot] = (uint32_t)i;
-        out[i] = DEDUP_NEW;
-        rocksdb_writebatch_put_cf(wb, s->cf_keys, s->kptr[i], s->klen[i], (const char *)ts,
-                                  s->expire ? 4 : 0);
-        added++;
-    }
-    if (added)
-        st = write_batch(s, wb, added);
-    rocksdb_writebatch_destroy(wb);
-    return st;
-}
-
 static bool pending_has(const dedup_store *s, size_t i, uint64_t h, int64_t now)
 {
     uint32_t e = ddr_pending_find(s, s->kptr[i], s->klen[i], h);
@@ -718,12 +850,10 @@ static dedup_status decide_chunk_pending(dedup_store *s, const dedup_batch *b, s
         out[i] = DEDUP_NEW;
         added++;
     }
-    if (st == DEDUP_OK)
-        st = ddr_pending_log(s);
     if (st != DEDUP_OK)
         return st;
     s->writes += added;
-    return ddr_pending_full(s) ? ddr_pending_ingest(s) : DEDUP_OK;
+    return ddr_pending_chunk_done(s);
 }
 
 dedup_status dedup_store_decide(dedup_store *s, const dedup_batch *b, dedup_verdict *out,
@@ -738,8 +868,7 @@ dedup_status dedup_store_decide(dedup_store *s, const dedup_batch *b, dedup_verd
         return DEDUP_ERR_UNSUPPORTED;
     for (size_t from = 0; from < b->n; from += DEDUP_STORE_CHUNK) {
         size_t m = b->n - from < DEDUP_STORE_CHUNK ? b->n - from : DEDUP_STORE_CHUNK;
-        st = s->sync == DEDUP_STORE_SYNC_ALWAYS ? decide_chunk(s, b, from, m, out + from)
-                                                 : decide_chunk_pending(s, b, from, m, out + from);
+        st = decide_chunk_pending(s, b, from, m, out + from);
         if (st != DEDUP_OK)
             return st;
         if (done)
@@ -783,26 +912,12 @@ dedup_status dedup_store_record(void *ctx, const dedup_batch *b)
     for (size_t from = 0; from < b->n; from += DEDUP_STORE_CHUNK) {
         size_t m = b->n - from < DEDUP_STORE_CHUNK ? b->n - from : DEDUP_STORE_CHUNK;
         build_keys(s, b, from, m);
-        if (s->sync != DEDUP_STORE_SYNC_ALWAYS) {
-            for (size_t i = 0; i < m && st == DEDUP_OK; i++)
-                st = ddr_pending_put(s, s->kptr[i], s->klen[i], b->digests[from + i].lo,
-                                     get_u32(ts));
-            if (st == DEDUP_OK)
-                st = ddr_pending_log(s);
-            if (st == DEDUP_OK)
-                s->writes += m;
-            if (st == DEDUP_OK && ddr_pending_full(s))
-                st = ddr_pending_ingest(s);
-            if (st != DEDUP_OK)
-                return st;
-            continue;
-        }
-        rocksdb_writebatch_t *wb = rocksdb_writebatch_create();
-        for (size_t i = 0; i < m; i++)
-            rocksdb_writebatch_put_cf(wb, s->cf_keys, s->kptr[i], s->klen[i], (const char *)ts,
-                                      s->expire ? 4 : 0);
-        st = write_batch(s, wb, m);
-        rocksdb_writebatch_destroy(wb);
+        for (size_t i = 0; i < m && st == DEDUP_OK; i++)
+            st = ddr_pending_put(s, s->kptr[i], s->klen[i], b->digests[from + i].lo, get_u32(ts));
+        if (st == DEDUP_OK)
+            s->writes += m;
+        if (st == DEDUP_OK)
+            st = ddr_pending_chunk_done(s);
         if (st != DEDUP_OK)
             return st;
     }
@@ -840,7 +955,9 @@ static uint64_t prop(const dedup_store *s, rocksdb_column_family_handle_t *cf, c
 dedup_status dedup_store_get_info(const dedup_store *s, dedup_store_info *out)
 {
     memset(out, 0, sizeof *out);
-    out->keys = s->count + s->pend.added;
+    out->keys = s->count + s->pend.added + s->pend.uadded;
+    out->recovered = s->pend.recovered;
+    out->torn_bytes = s->pend.torn_bytes;
     out->bytes_on_disk = dir_bytes(s->dir);
     out->sst_bytes = prop(s, s->cf_keys, "rocksdb.total-sst-files-size") +
                      prop(s, s->cf_meta, "rocksdb.total-sst-files-size");

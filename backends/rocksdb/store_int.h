@@ -68,7 +68,12 @@ typedef struct ddr_pending {
     size_t used, cap;
     ddr_entry *e;                     /* in recording order */
     size_t n, ecap;
-    uint64_t added;                   /* NEW answers since the last ingestion */
+    uint64_t added;                   /* committed NEW answers since the last ingestion */
+    uint64_t uadded;                  /* NEW answers since the last commit */
+    size_t committed;                 /* entries [0, committed) are committed */
+    uint64_t seq;                     /* the next log record's number */
+    uint64_t recovered;               /* keys replayed from a log at open */
+    uint64_t torn_bytes;              /* bytes of a torn last record ignored at open */
     uint32_t *table;                  /* DDR_PENDING_SLOTS entry indices, NO_SLOT empty */
     unsigned char *logbuf;            /* one chunk's log record */
     size_t loglen, logcap;
@@ -101,9 +106,11 @@ struct dedup_store {
     rocksdb_readoptions_t *ro, *ro_scan;
     rocksdb_writeoptions_t *wo;
     char *dir;
+    int lock_fd;                      /* DIR/dedup.lock, flock()ed; -1 read-only */
     bool read_only;
     dedup_store_keys keys;
     dedup_store_sync sync;
+    bool caller_commits;
     uint64_t seed, expire;
     uint64_t block_cache;             /* bytes */
     unsigned read_threads;            /* 1 or 2 (params.read_threads) */
@@ -205,8 +212,10 @@ size_t ddr_pending_memory(const dedup_store *s);
 uint32_t ddr_pending_find(const dedup_store *s, const char *k, size_t len, uint64_t h);
 /* Records (k, len) at time ts: a new entry, or a fresh time for one there. */
 dedup_status ddr_pending_put(dedup_store *s, const char *k, size_t len, uint64_t h, uint32_t ts);
-/* Appends the chunk's record (log buffer filled by ddr_pending_put) to the log. */
-dedup_status ddr_pending_log(dedup_store *s);
+/* After a chunk of decide() or record(): commits it unless the caller
+ * commits (params.caller_commits), and then even so when the pending
+ * table nears its room. */
+dedup_status ddr_pending_chunk_done(dedup_store *s);
 /* Writes the pending keys as one sorted table file and ingests it. */
 dedup_status ddr_pending_ingest(dedup_store *s);
 bool ddr_pending_full(const dedup_store *s);

@@ -179,6 +179,10 @@ typedef struct dedup_store_params {
     uint64_t block_cache;   /* bytes of data-block cache; default 32 MiB */
     bool absent_screened;   /* a filter in front answers most absent keys:
                                no filter in the bottom level (see above) */
+    bool caller_commits;    /* keys decided or recorded become durable only at
+                               dedup_store_commit() (see "How keys are
+                               written"); default false: before each call
+                               returns */
     unsigned read_threads;  /* 2 (default): a lookup of 256 keys or more
                                reads half of them on a helper thread (see
                                Thread-safety); 0 or 1: the caller's only */
@@ -228,8 +232,19 @@ dedup_status dedup_store_query(const dedup_store *s, const dedup_batch *b, dedup
  * IO, UNSUPPORTED (read-only). */
 dedup_status dedup_store_record(void *ctx, const dedup_batch *b);
 
-/* Makes every write so far durable (fsync of the WAL; a flush with sync
- * NONE).  Errors: IO. */
+/* Makes durable the keys decided or recorded since the last commit, as
+ * the sync mode says (BATCH: one write(2) to the pending log; ALWAYS: that
+ * write, fdatasync()ed; NONE: nothing until the next ingestion), and
+ * ingests the pending keys when they are due.  With params.caller_commits
+ * the caller calls it once the records of those keys are written out;
+ * otherwise decide() and record() call it before they return.  Errors: IO
+ * (dedup_store_error() names the file), UNSUPPORTED (read-only). */
+dedup_status dedup_store_commit(dedup_store *s);
+
+/* Makes every committed key durable in RocksDB itself (an ingestion of the
+ * pending keys; a memtable flush with sync NONE).  With
+ * params.caller_commits, keys decided since the last commit are forgotten
+ * here (their records were not confirmed written).  Errors: IO. */
 dedup_status dedup_store_flush(dedup_store *s);
 
 typedef struct dedup_store_info {
@@ -241,6 +256,10 @@ typedef struct dedup_store_info {
     dedup_store_keys keys_mode;
     uint64_t expire;        /* seconds, 0 = none */
     uint32_t format_version;
+    uint64_t recovered;     /* keys replayed at open from the pending log of
+                               a run that did not finish */
+    uint64_t torn_bytes;    /* bytes of a torn last log record ignored at
+                               open (a crash in its write, see pending.c) */
     /* this object's life */
     uint64_t lookups;       /* keys read (MultiGet) */
     uint64_t writes;        /* keys written */

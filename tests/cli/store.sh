@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # dedup --store DIR: runs over parts of a seeded random stream equal one run
 # over all of it (each --sync mode, digest and whole keys); dedup store
-# info; refusals (foreign, damaged, in use); and kill -9 at random moments
-# with --sync always: no key already written out as new is new again.
+# info; refusals (foreign, damaged, in use by PID N).
 . "$(dirname "$0")/lib/common.sh"
 
 if ! "$DEDUP" --help | grep -q -- '--store=DIR'; then
@@ -87,62 +86,13 @@ done
 check "the first dedup holds the store" test $locked -eq 1
 echo x | "$DEDUP" --store "$T/st_s" > "$T/out" 2> "$T/err"
 check "a second dedup on the same DIR exits 2" test $? -eq 2
-check "... told the DIR is in use by another process" grep -q "in use by another process" "$T/err"
+check "... told the DIR is in use by the holder's PID ($holder)" grep -q "st_s: in use by PID $holder" "$T/err"
 "$DEDUP" store info "$T/st_s" > /dev/null 2>&1
 check "store info works while the store is in use" test $? -eq 0
 timeout 10 sh -c ": > '$T/fifo'" # the holder reads an empty input and ends
 wait $holder
 check "the holder ends normally" test $? -eq 0
 
-# --- kill -9 with --sync always and batch ---------------------------------------------
-# Each run is killed once its output has grown past a random size (never
-# after a fixed sleep); every line it wrote must be a duplicate for the next.
-# always: the WAL is fsync'ed per batch; batch: the pending keys' log is
-# written per batch and replayed by the next open.
-gen $((SEED + 7)) 400000 300000 "$T/big"
-for mode in always batch; do
-k="$T/st_kill_$mode"
-r=$((SEED % 9973))
-killed=0
-kills=$(rounds 5)   # 5 kills, 2 under a sanitizer
-for round in $(seq "$kills"); do
-    r=$(( (r * 7919 + 17) % 9973 ))
-    want=$(( 2000 + r * 40 ))    # bytes of output before the kill
-    "$DEDUP" --store "$k" --sync $mode --line-buffered "$T/big" > "$T/k$round" 2>/dev/null &
-    pid=$!
-    for _ in $(seq 1 4000); do
-        [ "$(stat -c %s "$T/k$round")" -ge "$want" ] && break
-        kill -0 $pid 2>/dev/null || break
-        sleep 0.005
-    done
-    kill -9 $pid 2>/dev/null && killed=$((killed + 1))
-    wait $pid 2>/dev/null
-    # whole lines only: a record cut by the kill was not written out
-    python3 -c "import sys; d=open(sys.argv[1],'rb').read(); open(sys.argv[2],'wb').write(d[:d.rfind(b'\n')+1])" "$T/k$round" "$T/k${round}.whole"
-    n=$(wc -l < "$T/k${round}.whole")
-    if [ "$mode" = batch ] && [ $round = 1 ]; then
-        # store info (read-only) counts the killed run's pending log: every key
-        # written out, and at most the batch decided but not yet written
-        keys=$("$DEDUP" store info --json "$k" | python3 -c "import json,sys; print(json.load(sys.stdin)['keys'])")
-        check "store info after kill -9 counts the pending log ($keys keys, $n written out)" \
-            test "$keys" -ge "$n" -a "$keys" -le $((n + 8192))
-    fi
-    "$DEDUP" --store "$k" --sync $mode "$T/k${round}.whole" > "$T/again"
-    check "kill $round ($mode): none of the $n keys written out before kill -9 is new again" test ! -s "$T/again"
-done
-check "the runs were really killed mid-way ($killed of $kills, $mode)" test $killed -ge $(( (kills + 1) / 2 ))
-# no key was ever written out twice across the killed runs and a last full run
-"$DEDUP" --store "$k" "$T/big" > "$T/rest"
-cat "$T"/k?.whole "$T/rest" | sort | uniq -d > "$T/twice"
-check "no key written out twice across the killed runs ($mode)" test ! -s "$T/twice"
-# the other direction: a kill between a batch's decide and its output loses
-# that batch's records to later runs (documented), at most one batch per kill
-cat "$T"/k?.whole "$T/rest" | sort > "$T/all_out"
-awk '!s[$0]++' "$T/big" | sort > "$T/all_ref"
-lost=$(comm -13 "$T/all_out" "$T/all_ref" | wc -l)
-check "at most one batch (8192) of records lost per kill ($lost over $killed kills, $mode)" \
-    test "$lost" -le $((killed * 8192))
-check "nothing written out that is not in the input ($mode)" test -z "$(comm -23 "$T/all_out" "$T/all_ref")"
-done
+# kill -9 at random instants: tests/cli/store_kill_*.sh
 
 finish
