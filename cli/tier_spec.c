@@ -50,6 +50,8 @@ struct dd_tiers_cli {
     dedup_seen *seen[DEDUP_TIERS_MAX];  /* by tier index, owned by the stack */
     void *store[DEDUP_TIERS_MAX];       /* dedup_store * of rocksdb tiers */
     void *redis[DEDUP_TIERS_MAX];       /* dedup_redis * of redis tiers */
+    dedup_seen *pre_seen[DEDUP_TIERS_MAX]; /* stores opened by dd_tiers_open_stores, by def */
+    void *pre_store[DEDUP_TIERS_MAX];
     bool commits;                       /* a redis tier with a TTL: reserve, then commit */
     bool stores;                        /* a rocksdb tier: its keys are committed per batch */
     bool sync_out;                      /* a rocksdb tier with sync always: fsync the output */
@@ -471,6 +473,14 @@ static dedup_status open_store(dd_tiers_cli *t, const tier_def *d, uint64_t seed
         snprintf(err, cap, "%s: %s", d->path, dedup_strerror(st));
         return st;
     }
+    dedup_store_info in;
+    if (dedup_store_get_info(s, &in) == DEDUP_OK && in.recovered)
+        cli_info(1, "%s: %llu key(s) recovered from the pending log of a run that did not finish",
+                 d->path, (unsigned long long)in.recovered);
+    if (in.torn_bytes)
+        cli_info(1, "%s: the pending log's last record was cut by a crash (%llu bytes): ignored; "
+                 "its records, if they were written out, are written again",
+                 d->path, (unsigned long long)in.torn_bytes);
     *store = s;
     t->stores = true;
     t->sync_out |= p.sync == DEDUP_STORE_SYNC_ALWAYS;
@@ -576,13 +586,60 @@ static dedup_status make_tier(dd_tiers_cli *t, const tier_def *d, uint64_t seed,
         break;
     case T_ROCKSDB:
 #ifdef DEDUP_HAVE_ROCKSDB
-        st = open_store(t, d, seed, out, &t->store[k], err, cap);
+        if (t->pre_seen[d - t->def]) {
+            *out = t->pre_seen[d - t->def];
+            t->store[k] = t->pre_store[d - t->def];
+            t->pre_seen[d - t->def] = NULL;
+        } else {
+            st = open_store(t, d, seed, out, &t->store[k], err, cap);
+        }
 #else
         st = DEDUP_ERR_UNSUPPORTED;
 #endif
         snprintf(t->name[k], sizeof t->name[k], "rocksdb:%s", d->path);
         break;
     }
+    return st;
+}
+
+dedup_status dd_tiers_open_stores(dd_tiers_cli *t, uint64_t *seed, char *err, size_t cap)
+{
+    dedup_status st = DEDUP_OK;
+#ifdef DEDUP_HAVE_ROCKSDB
+    /* The public default means "not given": each store keeps its own seed
+     * (a new one takes a random seed); a seed given must be the stored one. */
+    uint64_t want = *seed == DEDUP_DEFAULT_SEED ? 0 : *seed, got = 0;
+    const char *first = NULL;
+    for (size_t i = 0; i < t->n && !st; i++) {
+        if (t->def[i].type != T_ROCKSDB || t->pre_seen[i])
+            continue;
+        st = open_store(t, &t->def[i], want, &t->pre_seen[i], &t->pre_store[i], err, cap);
+        if (st)
+            break;
+        uint64_t sd = dedup_seen_seed(t->pre_seen[i]);
+        if (first && sd != got) {
+            snprintf(err, cap, "%s and %s were made with different seeds (0x%016llx, 0x%016llx): "
+                     "one run decides with one seed", first, t->def[i].path,
+                     (unsigned long long)got, (unsigned long long)sd);
+            st = DEDUP_ERR_INCOMPATIBLE;
+        }
+        if (!first) {
+            first = t->def[i].path;
+            got = sd;
+        }
+    }
+    if (st) {
+        for (size_t i = 0; i < t->n; i++) {
+            dedup_seen_free(t->pre_seen[i]);
+            t->pre_seen[i] = NULL;
+        }
+        return st;
+    }
+    if (first)
+        *seed = got;
+#else
+    (void)t, (void)seed, (void)err, (void)cap;
+#endif
     return st;
 }
 
@@ -671,6 +728,10 @@ dedup_status dd_tiers_create(dd_tiers_cli *t, dedup_seen *top, uint64_t seed, de
             snprintf(err, cap, "cannot build the tiers: %s", dedup_strerror(st));
     }
     if (st) {
+        for (size_t i = 0; i < t->n; i++) {
+            dedup_seen_free(t->pre_seen[i]);
+            t->pre_seen[i] = NULL;
+        }
         for (size_t k = 0; k < n; k++) {
             dedup_seen_free(t->seen[k]);
             t->seen[k] = NULL;
@@ -900,6 +961,10 @@ void dd_tiers_free(dd_tiers_cli *t)
 {
     if (!t)
         return; /* the rest is static storage (dd_tiers_opt) */
+    for (size_t i = 0; i < t->n; i++) { /* opened, never stacked (a failure between) */
+        dedup_seen_free(t->pre_seen[i]);
+        t->pre_seen[i] = NULL;
+    }
     free(t->cd);
     free(t->ck);
     free(t->cl);

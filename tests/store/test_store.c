@@ -298,7 +298,7 @@ static void test_refusals(void **state)
     assert_int_equal(dedup_store_open(&q, NULL, &s2, why, sizeof why), DEDUP_OK); /* no lock */
     dedup_store_close(s2);
     assert_int_equal(dedup_store_open(&p, NULL, &s2, why, sizeof why), DEDUP_ERR_IO);
-    assert_non_null(strstr(why, "in use by another process"));
+    assert_non_null(strstr(why, "in use by PID"));
     dedup_store_close(s);
     q = p;
     q.seed = 42;
