@@ -14,18 +14,29 @@
  * this table before RocksDB, so nothing recorded is ever answered NEW
  * again.
  *
- * Durability, sync BATCH: each chunk's new keys are appended to
- * DIR/dedup-pending.log with one write(2) before decide() returns, so a
- * kill -9 loses nothing (the kernel has the bytes); a power loss may lose
- * the records since the last ingestion, as the WAL's unsynced tail would.
- * Sync NONE keeps no log: a kill -9 loses the keys since the last ingestion.
+ * Durability: the keys decided since the last commit are appended to
+ * DIR/dedup-pending.log as one record, with one write(2), at
+ * dedup_store_commit() (after each chunk of decide()/record(), or when the
+ * caller says, params.caller_commits: the CLI commits once the batch's
+ * records are written out).  Sync BATCH: a kill -9 loses no committed key
+ * (the kernel has the bytes); a power loss may lose the records since the
+ * last ingestion, or leave a log shorter than its header says (refused as
+ * damaged: move it away and those keys' records are written again).  Sync
+ * ALWAYS: the record is fdatasync()ed before the commit returns.  Sync
+ * NONE keeps no log: a kill -9 forgets the keys since the last ingestion.
  *
- * The log: a 32-byte header (magic "DDUPPLOG", version, key mode,
- * generation, checksum) then records: u32 payload bytes, u32 entries,
- * u64 checksum of the payload (XXH3 seeded by bytes and entries), and the
- * entries (u32 time, u32 length, the key's bytes).  A record that fails its
- * checksum or runs past the file ends the replay: only a crash in the
- * middle of its write makes one, and no decide() returned for its keys.
+ * The log (version 2): a 32-byte header (magic "DDUPPLOG", version, key
+ * mode, generation, the length through the last committed record,
+ * checksum) then records: a 32-byte header (payload bytes, entries, the
+ * record's number, the payload's checksum, its own checksum; both seeded
+ * by generation and number) and the entries (u32 time, u32 length, the
+ * key's bytes).  Each commit appends one record with one write(2), then
+ * rewrites the header's length.  At open, only a torn tail -- an
+ * incomplete record past the declared length, the write a kill cut -- is
+ * ignored (and reported: info.torn_bytes); a bad checksum, a record out of
+ * sequence, a file shorter than its declared length is damage, refused
+ * naming the file and the byte.  A record past the declared length is
+ * whole and read (the kill came between its write and the header's).
  *
  * The count across a crash: before ingesting generation G the store writes
  * {count + new keys, ingested = G} to its meta column family (synced), then
@@ -189,6 +200,9 @@ bool ddr_pending_full(const dedup_store *s)
 
 /* ---- the log ------------------------------------------------------------------ */
 
+/* The header: magic, version, key mode, generation, the length of the log
+ * through its last committed record (updated after each record), and a
+ * checksum of the 28 bytes before it. */
 static void encode_log_header(const dedup_store *s, unsigned char h[LOG_HEADER])
 {
     memset(h, 0, LOG_HEADER);
@@ -196,6 +210,7 @@ static void encode_log_header(const dedup_store *s, unsigned char h[LOG_HEADER])
     put_u32(h + 8, LOG_VERSION);
     put_u32(h + 12, (uint32_t)s->keys);
     put_u64(h + 16, s->pend.gen);
+    put_u32(h + 24, (uint32_t)s->pend.log_bytes);
     put_u32(h + 28, (uint32_t)dedup_hash(h, 28, 0).lo);
 }
 
@@ -235,6 +250,7 @@ static dedup_status start_log(dedup_store *s)
         close(s->pend.log_fd);
     s->pend.log_fd = -1;
     s->pend.seq = 0;
+    s->pend.log_bytes = LOG_HEADER;
     (void)unlink(tmp); /* a killed run's; the store's lock makes it nobody else's */
     int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (fd < 0)
@@ -293,9 +309,22 @@ static dedup_status write_record(dedup_store *s)
     put_u32(h + 24, 0);
     put_u32(h + 28, (uint32_t)dedup_hash(h, 28, rs).lo);
     dedup_status st = write_all(s, p->log_fd, p->logbuf, p->loglen);
-    p->loglen = 0;
     if (st == DEDUP_OK && s->sync == DEDUP_STORE_SYNC_ALWAYS && fdatasync(p->log_fd) != 0)
         st = sys_error(s, "cannot sync the pending log", DDR_LOG_NAME);
+    if (st == DEDUP_OK && p->log_bytes + p->loglen > UINT32_MAX)
+        st = DEDUP_ERR_LIMIT;
+    if (st == DEDUP_OK) {
+        /* Then the header's length (synced by the next record's fdatasync
+         * with ALWAYS): so the log is never shorter than its header says
+         * unless damaged; a kill before this write leaves one whole record
+         * past the length, which is read (its output was written). */
+        unsigned char hdr[LOG_HEADER];
+        p->log_bytes += p->loglen;
+        encode_log_header(s, hdr);
+        if (pwrite(p->log_fd, hdr + 24, 8, 24) != 8)
+            st = sys_error(s, "cannot write the pending log's header", DDR_LOG_NAME);
+    }
+    p->loglen = 0;
     if (st == DEDUP_OK)
         p->seq++;
     return st;
@@ -366,9 +395,14 @@ static dedup_status replay_records(dedup_store *s, const unsigned char *buf, siz
 {
     ddr_pending *p = &s->pend;
     uint64_t seq = 0;
+    size_t declared = get_u32(buf + 24);
+    if (declared < LOG_HEADER)
+        return log_damage(s, 24, "an impossible length in the header");
     for (size_t at = LOG_HEADER; at < size; seq++) {
         const unsigned char *h = buf + at;
         if (size - at < REC_HEADER) {
+            if (at < declared)
+                return log_damage(s, at, "the file ends before the length its header declares");
             p->torn_bytes = size - at;
             break;
         }
@@ -378,6 +412,8 @@ static dedup_status replay_records(dedup_store *s, const unsigned char *buf, siz
                                                           : "a record header's checksum");
         uint32_t bytes = get_u32(h), n = get_u32(h + 4);
         if (bytes > size - at - REC_HEADER) {
+            if (at < declared)
+                return log_damage(s, at, "the file ends before the length its header declares");
             p->torn_bytes = size - at;
             break;
         }
@@ -388,6 +424,8 @@ static dedup_status replay_records(dedup_store *s, const unsigned char *buf, siz
             return rc;
         at += REC_HEADER + bytes;
     }
+    if (size < declared)
+        return log_damage(s, size, "the file ends before the length its header declares");
     return DEDUP_OK;
 }
 

@@ -72,6 +72,7 @@ typedef struct ddr_pending {
     uint64_t uadded;                  /* NEW answers since the last commit */
     size_t committed;                 /* entries [0, committed) are committed */
     uint64_t seq;                     /* the next log record's number */
+    uint64_t log_bytes;               /* the log's length through its last record */
     uint64_t recovered;               /* keys replayed from a log at open */
     uint64_t torn_bytes;              /* bytes of a torn last record ignored at open */
     uint32_t *table;                  /* DDR_PENDING_SLOTS entry indices, NO_SLOT empty */
