@@ -125,6 +125,8 @@ DD_KEY_HELP
 "                         new keys at the filter's rate, saves the store's reads)\n"
 "      --shared           other processes write the tiers below: a filter's 'new'\n"
 "                         is always checked there\n"
+"      --force-keys       use a store made with other key options (-k, -t, -i, -z,\n"
+"                         --keys...) and record this run's as its own\n"
 "  --stats adds each tier's lookups, hits, keys passed down and time.\n", f);
     fprintf(f,
 "Output:\n"
@@ -162,7 +164,8 @@ enum {
     OPT_WINDOW, OPT_WINDOW_TYPE, OPT_LAST, OPT_TIME_FIELD, OPT_TIME_FORMAT, OPT_LATENESS,
     OPT_LATE, OPT_BAD_TIME, OPT_KEYS, OPT_BAD_KEY, OPT_RANGE,
     OPT_ON_FULL, OPT_KEEP, OPT_REFRESH,
-    OPT_TIER, OPT_STORE, OPT_SYNC, OPT_TRUST_FILTER, OPT_REBUILD_FILTER, OPT_SHARED
+    OPT_TIER, OPT_STORE, OPT_SYNC, OPT_TRUST_FILTER, OPT_REBUILD_FILTER, OPT_SHARED,
+    OPT_FORCE_KEYS
 };
 
 static const struct option long_opts[] = {
@@ -203,6 +206,7 @@ static const struct option long_opts[] = {
     {"trust-filter", no_argument, NULL, OPT_TRUST_FILTER},
     {"rebuild-filter", no_argument, NULL, OPT_REBUILD_FILTER},
     {"shared", no_argument, NULL, OPT_SHARED},
+    {"force-keys", no_argument, NULL, OPT_FORCE_KEYS},
     {"quiet", no_argument, NULL, 'q'},
     {"verbose", no_argument, NULL, 'v'},
     {"help", no_argument, NULL, OPT_HELP},
@@ -428,6 +432,7 @@ int dd_dedup_parse_args(int argc, char **argv, opts *o)
                 return -1;
             break;
         }
+        case OPT_FORCE_KEYS: o->force_keys = true; break;
         case 'q': cli_verbosity = 0; break;
         case 'v': cli_verbosity++; break;
         case 'h':

@@ -51,6 +51,7 @@ typedef struct opts {
     dd_redis_opts redis;         /* --redis URL ...: the seen-set in Redis (redis_cli.h) */
     /* Integer keys (--keys int): the key is parsed to a 64-bit integer. */
     bool int_keys;
+    bool force_keys;             /* --force-keys: a store made with other key options is used */
     dd_bad_key bad_key;          /* --on-bad-key */
     bool bad_key_given, range_given;
     bool on_full_given;          /* --on-full was given */

@@ -54,6 +54,8 @@ struct dd_tiers_cli {
     void *pre_store[DEDUP_TIERS_MAX];
     bool commits;                       /* a redis tier with a TTL: reserve, then commit */
     bool stores;                        /* a rocksdb tier: its keys are committed per batch */
+    const char *identity;               /* the run's key options (dd_tiers_set_identity) */
+    bool force_keys;
     bool sync_out;                      /* a rocksdb tier with sync always: fsync the output */
     bool any_redis;                     /* a redis tier: its keys may be UNCERTAIN */
     dedup_digest *cd;                   /* a batch's NEW keys, for the commit */
@@ -453,6 +455,8 @@ static dedup_status open_store(dd_tiers_cli *t, const tier_def *d, uint64_t seed
     p.sync = (dedup_store_sync)d->sync;
     p.keys = (dedup_store_keys)d->keys;
     p.expire = d->expire_s;
+    p.identity = t->identity;
+    p.identity_force = t->force_keys;
     p.caller_commits = true; /* committed once the records are written out */
     if (d->cache)
         p.block_cache = d->cache;
@@ -465,6 +469,9 @@ static dedup_status open_store(dd_tiers_cli *t, const tier_def *d, uint64_t seed
     dedup_status st = dedup_store_open(&p, NULL, &s, err, cap);
     if (st == DEDUP_ERR_INCOMPATIBLE && strstr(err, "seed"))
         snprintf(err + strlen(err), cap - strlen(err), " (give its --seed)");
+    else if (st == DEDUP_ERR_INCOMPATIBLE && strstr(err, "keys were made with"))
+        snprintf(err + strlen(err), cap - strlen(err),
+                 ": give the same key options, or --force-keys to use it anyway");
     if (st)
         return st;
     st = dedup_store_as_seen(s, NULL, out);
@@ -474,7 +481,10 @@ static dedup_status open_store(dd_tiers_cli *t, const tier_def *d, uint64_t seed
         return st;
     }
     dedup_store_info in;
-    if (dedup_store_get_info(s, &in) == DEDUP_OK && in.recovered)
+    if (dedup_store_get_info(s, &in) == DEDUP_OK && in.identity_adopted)
+        cli_info(1, "%s: a store made before key options were recorded: it takes this run's "
+                 "[%s] as its own", d->path, in.identity);
+    if (in.recovered)
         cli_info(1, "%s: %llu key(s) recovered from the pending log of a run that did not finish",
                  d->path, (unsigned long long)in.recovered);
     if (in.torn_bytes)
@@ -600,6 +610,14 @@ static dedup_status make_tier(dd_tiers_cli *t, const tier_def *d, uint64_t seed,
         break;
     }
     return st;
+}
+
+void dd_tiers_set_identity(dd_tiers_cli *t, const char *desc, bool force)
+{
+    if (!t)
+        return;
+    t->identity = desc;
+    t->force_keys = force;
 }
 
 dedup_status dd_tiers_open_stores(dd_tiers_cli *t, uint64_t *seed, char *err, size_t cap)

@@ -54,6 +54,10 @@ bool dd_tiers_check(dd_tiers_cli *t, dedup_seen_kind mode_kind, uint64_t items, 
 
 /* Builds the stack; 'top' (may be NULL: a window) goes on top and is owned
  * by the stack from then on, also on failure.  Errors: a sentence in err. */
+/* How this run computes keys (dd_keyspec_describe()): every store checks
+ * it against its own, and refuses another one unless 'force'.  'desc' must
+ * outlive the tiers. */
+void dd_tiers_set_identity(dd_tiers_cli *t, const char *desc, bool force);
 /* Opens the stores (rocksdb tiers) before anything else, so the run's seed
  * is theirs: *seed (the run's --seed; DEDUP_DEFAULT_SEED when not given)
  * receives the stores' seed -- a new store's is random -- and a store

@@ -376,6 +376,73 @@ static dedup_status read_marker(dedup_store *s, const dedup_store_params *p, con
     return st;
 }
 
+/* ---- identity ----------------------------------------------------------------------- */
+
+/* The stored identity: its text then a 4-byte checksum of it. */
+static dedup_status check_identity(dedup_store *s, const dedup_store_params *p, bool fresh,
+                                   char *why, size_t cap)
+{
+    char *e = NULL;
+    size_t vl = 0;
+    char *v = fresh ? NULL
+                    : rocksdb_get_cf(s->db, s->ro, s->cf_meta, IDENTITY_KEY, strlen(IDENTITY_KEY),
+                                     &vl, &e);
+    if (e) {
+        set_why(why, cap, "%s: cannot read the store's key options (RocksDB: %s)", s->dir, e);
+        free(e);
+        return DEDUP_ERR_IO;
+    }
+    if (v) {
+        const unsigned char *u = (const unsigned char *)v;
+        if (vl < 4 || vl - 4 > DEDUP_STORE_IDENTITY_MAX ||
+            get_u32(u + vl - 4) != (uint32_t)dedup_hash(v, vl - 4, 0).lo) {
+            set_why(why, cap, "%s: the store's record of its key options is damaged%s", s->dir,
+                    NULL);
+            free(v);
+            return DEDUP_ERR_CHECKSUM;
+        }
+        memcpy(s->identity, v, vl - 4);
+        s->identity[vl - 4] = '\0';
+        free(v);
+    }
+    if (!p->identity || s->read_only)
+        return DEDUP_OK;
+    size_t il = strlen(p->identity);
+    if (il > DEDUP_STORE_IDENTITY_MAX)
+        return DEDUP_ERR_INVALID_ARG;
+    if (v && strcmp(s->identity, p->identity) != 0 && !p->identity_force) {
+        if (why && cap)
+            snprintf(why, cap, "%s: the store's keys were made with [%s]; this run makes them with "
+                     "[%s]", s->dir, s->identity, p->identity);
+        return DEDUP_ERR_INCOMPATIBLE;
+    }
+    if (v && strcmp(s->identity, p->identity) == 0)
+        return DEDUP_OK;
+    /* new, adopted or forced: recorded (synced) */
+    unsigned char *w = xmalloc(&s->a, il + 4);
+    if (!w)
+        return DEDUP_ERR_NOMEM;
+    memcpy(w, p->identity, il);
+    put_u32(w + il, (uint32_t)dedup_hash(p->identity, il, 0).lo);
+    rocksdb_writeoptions_t *wo = rocksdb_writeoptions_create();
+    rocksdb_writeoptions_set_sync(wo, 1);
+    rocksdb_writebatch_t *wb = rocksdb_writebatch_create();
+    rocksdb_writebatch_put_cf(wb, s->cf_meta, IDENTITY_KEY, strlen(IDENTITY_KEY), (const char *)w,
+                              il + 4);
+    rocksdb_write(s->db, wo, wb, &e);
+    rocksdb_writebatch_destroy(wb);
+    rocksdb_writeoptions_destroy(wo);
+    xfree(&s->a, w);
+    if (e) {
+        set_why(why, cap, "%s: cannot record the store's key options (RocksDB: %s)", s->dir, e);
+        free(e);
+        return DEDUP_ERR_IO;
+    }
+    s->identity_adopted = !fresh && !v;
+    memcpy(s->identity, p->identity, il + 1);
+    return DEDUP_OK;
+}
+
 /* Opens the store in 'dir' ('fresh': creates it there, an empty
  * directory), its lock held unless read-only. */
 static dedup_status open_dir(const dedup_store_params *p, const dedup_allocator *alloc,
@@ -472,6 +539,10 @@ static dedup_status open_dir(const dedup_store_params *p, const dedup_allocator 
         free(e);
         dedup_store_close(s);
         return DEDUP_ERR_IO;
+    }
+    if ((st = check_identity(s, p, fresh, why, cap)) != DEDUP_OK) {
+        dedup_store_close(s);
+        return st;
     }
     if ((st = ddr_pending_open(s)) != DEDUP_OK) {
         set_why(why, cap, "%s%s", s->err[0] ? s->err : "cannot start the pending log", NULL);
@@ -957,6 +1028,8 @@ dedup_status dedup_store_get_info(const dedup_store *s, dedup_store_info *out)
     memset(out, 0, sizeof *out);
     out->keys = s->count + s->pend.added + s->pend.uadded;
     out->recovered = s->pend.recovered;
+    out->identity = s->identity;
+    out->identity_adopted = s->identity_adopted;
     out->torn_bytes = s->pend.torn_bytes;
     out->bytes_on_disk = dir_bytes(s->dir);
     out->sst_bytes = prop(s, s->cf_keys, "rocksdb.total-sst-files-size") +

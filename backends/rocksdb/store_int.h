@@ -95,6 +95,7 @@ typedef struct ddr_pending {
 #define DDR_LOG_NAME "dedup-pending.log"
 #define DDR_SST_NAME "dedup-ingest.sst"
 #define INGEST_KEY "ingested"
+#define IDENTITY_KEY "identity"
 
 struct dedup_store {
     dedup_allocator a;
@@ -136,6 +137,8 @@ struct dedup_store {
     uint32_t *qidx;                   /* chunk keys that need a store read */
     const char **qptr;
     size_t *qlen;
+    char identity[DEDUP_STORE_IDENTITY_MAX + 1];
+    bool identity_adopted;
     char err[512];
 };
 

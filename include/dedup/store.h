@@ -153,6 +153,7 @@ extern "C" {
 /* Keys per internal chunk (one MultiGet, one WriteBatch); larger batches
  * are cut into chunks, each atomic on its own. */
 #define DEDUP_STORE_CHUNK 4096u
+#define DEDUP_STORE_IDENTITY_MAX 1024u
 
 typedef enum dedup_store_sync {
     DEDUP_STORE_SYNC_BATCH = 0,
@@ -179,6 +180,15 @@ typedef struct dedup_store_params {
     uint64_t block_cache;   /* bytes of data-block cache; default 32 MiB */
     bool absent_screened;   /* a filter in front answers most absent keys:
                                no filter in the bottom level (see above) */
+    /* The caller's description of how it computes keys from records (for
+     * the CLI: dd_keyspec_describe(), the key options and the record
+     * terminator), at most DEDUP_STORE_IDENTITY_MAX bytes of text; NULL =
+     * not checked.  A new store keeps it; a store holding another one is
+     * refused (DEDUP_ERR_INCOMPATIBLE, 'why' naming both) unless
+     * identity_force, which records this one instead; a store made before
+     * identities were kept adopts it (info.identity_adopted). */
+    const char *identity;
+    bool identity_force;
     bool caller_commits;    /* keys decided or recorded become durable only at
                                dedup_store_commit() (see "How keys are
                                written"); default false: before each call
@@ -256,6 +266,9 @@ typedef struct dedup_store_info {
     dedup_store_keys keys_mode;
     uint64_t expire;        /* seconds, 0 = none */
     uint32_t format_version;
+    const char *identity;   /* the stored identity ("" = none), valid until close */
+    bool identity_adopted;  /* this open recorded params.identity in a store
+                               that had none */
     uint64_t recovered;     /* keys replayed at open from the pending log of
                                a run that did not finish */
     uint64_t torn_bytes;    /* bytes of a torn last log record ignored at

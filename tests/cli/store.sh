@@ -67,8 +67,43 @@ echo x | "$DEDUP" --store "$T/damaged" > "$T/out" 2> "$T/err"
 check "a damaged store is refused with exit 2" test $? -eq 2
 check "... naming what is wrong" grep -qi "corrupt\|cannot open" "$T/err"
 check "... writing nothing" test ! -s "$T/out"
+# --- the seed: random at creation, kept; --seed fixes one ---------------------------
+sd=$("$DEDUP" store info --json "$T/st_s" | python3 -c "import json,sys; print('0x%016x' % json.load(sys.stdin)['seed'])")
+check "a new store's seed is not the public one ($sd)" test "$sd" != 0x9e3779b97f4a7c15
 echo x | "$DEDUP" --store "$T/st_s" --seed 42 2> "$T/err" >/dev/null
-check "another seed is refused, naming both" grep -q "seed 0x9e3779b97f4a7c15, asked 0x000000000000002a" "$T/err"
+check "another seed is refused, naming both" grep -q "seed $sd, asked 0x000000000000002a" "$T/err"
+seq 1 5 | "$DEDUP" --store "$T/st_42" --seed 42 > /dev/null
+check "--seed fixes a new store's seed" grep -q "seed 0x000000000000002a" <("$DEDUP" store info "$T/st_42")
+seq 1 5 | "$DEDUP" --store "$T/st_r2" > /dev/null
+check "two new stores take two seeds" test "$("$DEDUP" store info "$T/st_r2" | grep -o 'seed 0x[0-9a-f]*')" != "seed $sd"
+seq 1 8 | "$DEDUP" --store "$T/st_42" --mode blocked -n 1000 -p 0.01 > "$T/out" 2>/dev/null
+check "a filter in front takes the store's seed (6 7 8 new)" test "$(cat "$T/out" | tr '\n' ' ')" = "6 7 8 "
+
+# --- the key options: part of the store's identity --------------------------------------
+seq 1 5 | "$DEDUP" --store "$T/st_k" > /dev/null
+check "store info shows the key options" grep -q "^key options: *keys/1 field=0 delim=00 term=0a\$" <("$DEDUP" store info "$T/st_k")
+seq 1 7 | "$DEDUP" -i --store "$T/st_k" > "$T/out" 2> "$T/err"
+check "other key options (-i) are refused with exit 2" test $? -eq 2
+check "... naming both" grep -q "made with \[keys/1 field=0 delim=00 term=0a\]; this run makes them with \[keys/1 field=0 delim=00 term=0a icase\]" "$T/err"
+check "... writing nothing" test ! -s "$T/out"
+seq 1 7 | "$DEDUP" -i --force-keys --store "$T/st_k" > "$T/out"
+check "--force-keys uses it anyway (6 and 7 new)" test "$(cat "$T/out" | tr '\n' ' ')" = "6 7 "
+seq 1 7 | "$DEDUP" --store "$T/st_k" > "$T/out" 2> "$T/err"
+check "... and records the new options as the store's" grep -q "this run makes them with \[keys/1 field=0 delim=00 term=0a\]" "$T/err"
+
+# --- a killed run's pending log: the next run says how many keys it recovered -------------
+mkfifo "$T/fifo_r"
+"$DEDUP" --store "$T/st_rec" --line-buffered "$T/fifo_r" > "$T/rec.out" 2>/dev/null &
+rpid=$!
+exec 7> "$T/fifo_r"
+seq 1 10 >&7
+wait_until 20 test "$(wc -l < "$T/rec.out")" -ge 10
+check "a run reading a FIFO wrote its first 10 records" test "$(wc -l < "$T/rec.out")" -eq 10
+kill -9 $rpid; wait $rpid 2>/dev/null
+exec 7>&-
+seq 1 12 | "$DEDUP" --store "$T/st_rec" > "$T/out" 2> "$T/err"
+check "the next run writes only 11 and 12" test "$(cat "$T/out" | tr '\n' ' ')" = "11 12 "
+check "... and says it recovered the 10 keys" grep -q "st_rec: 10 key(s) recovered from the pending log" "$T/err"
 echo x | "$DEDUP" --tier "rocksdb:$T/st_s,keys=whole" 2> "$T/err" >/dev/null
 check "another key mode is refused" grep -q "holds digest keys, asked whole" "$T/err"
 echo x | "$DEDUP" --store "$T/st_s" --state "$T/state" 2> "$T/err" >/dev/null
