@@ -323,6 +323,39 @@ static dedup_status random_seed(uint64_t *seed, const char *dir, char *why, size
     return DEDUP_OK;
 }
 
+/* check_count() (below) before the writable open, which would delete the
+ * table files a damaged MANIFEST no longer names: the keys of the pending
+ * log (not yet read) are allowed for by its size, 24 bytes per digest key
+ * at least. */
+static dedup_status probe_count(dedup_store *s, rocksdb_t *db, rocksdb_readoptions_t *ro,
+                                rocksdb_column_family_handle_t **h, const char *dir, char *why,
+                                size_t cap)
+{
+    if (s->expire)
+        return DEDUP_OK;
+    size_t vl = 0;
+    char *e = NULL;
+    char *v = rocksdb_get_cf(db, ro, h[1], COUNT_KEY, strlen(COUNT_KEY), &vl, &e);
+    uint64_t count = !e && v && vl == 8 ? get_u64((const unsigned char *)v) : 0;
+    free(v);
+    free(e);
+    uint64_t held = 0;
+    if (!count || rocksdb_property_int_cf(db, h[0], "rocksdb.estimate-num-keys", &held) != 0)
+        return DEDUP_OK;
+    char path[4200];
+    struct stat st;
+    snprintf(path, sizeof path, "%s/%s", dir, DDR_LOG_NAME);
+    uint64_t pending = stat(path, &st) == 0 ? (uint64_t)st.st_size / 24 : 0;
+    if (count <= held + pending)
+        return DEDUP_OK;
+    char d[160];
+    snprintf(d, sizeof d, "%llu keys counted, %llu in its tables", (unsigned long long)count,
+             (unsigned long long)held);
+    set_why(why, cap, "%s: the store is damaged: %s (a table file or the MANIFEST's record of "
+            "one is missing); refused, so that no recorded key is taken for new", dir, d);
+    return DEDUP_ERR_CORRUPT;
+}
+
 /* Reads the marker of the store in 'dir' through a plain read-only open,
  * so the key mode and expiry are known before the options are chosen. */
 static dedup_status read_marker(dedup_store *s, const dedup_store_params *p, const char *dir,
@@ -362,6 +395,8 @@ static dedup_status read_marker(dedup_store *s, const dedup_store_params *p, con
                 st = check_marker(s, p, v, vl, why, cap);
             }
             free(v);
+            if (st == DEDUP_OK && !e)
+                st = probe_count(s, db, ro, h, dir, why, cap);
             rocksdb_readoptions_destroy(ro);
             rocksdb_column_family_handle_destroy(h[0]);
             rocksdb_column_family_handle_destroy(h[1]);
@@ -374,6 +409,31 @@ static dedup_status read_marker(dedup_store *s, const dedup_store_params *p, con
         free(e);
     }
     return st;
+}
+
+/* The keys the store has counted against what its tables hold (RocksDB's
+ * count of table entries, exact for keys written once): fewer means a
+ * table file or the MANIFEST's record of one is gone -- RocksDB itself
+ * takes a MANIFEST cut short for one that ended there, and would answer
+ * every key of the lost tables "new".  Without expiry only (expired keys
+ * leave the tables at compaction); record() of a key already held counts
+ * it twice (store.h), which can only make the count larger. */
+static dedup_status check_count(dedup_store *s, char *why, size_t cap)
+{
+    if (s->expire)
+        return DEDUP_OK;
+    uint64_t held = 0;
+    if (rocksdb_property_int_cf(s->db, s->cf_keys, "rocksdb.estimate-num-keys", &held) != 0)
+        return DEDUP_OK; /* not known: nothing to compare */
+    uint64_t pending = s->read_only ? s->pend.n : 0; /* read-only: the log is not ingested */
+    if (s->count <= held + pending)
+        return DEDUP_OK;
+    char d[160];
+    snprintf(d, sizeof d, "%llu keys counted, %llu in its tables",
+             (unsigned long long)s->count, (unsigned long long)(held + pending));
+    set_why(why, cap, "%s: the store is damaged: %s (a table file or the MANIFEST's record of "
+            "one is missing); refused, so that no recorded key is taken for new", s->dir, d);
+    return DEDUP_ERR_CORRUPT;
 }
 
 /* ---- identity ----------------------------------------------------------------------- */
@@ -547,6 +607,12 @@ static dedup_status open_dir(const dedup_store_params *p, const dedup_allocator 
     if ((st = ddr_pending_open(s)) != DEDUP_OK) {
         set_why(why, cap, "%s%s", s->err[0] ? s->err : "cannot start the pending log", NULL);
         s->pend.n = 0; /* nothing to ingest at close */
+        dedup_store_close(s);
+        return st;
+    }
+    if ((st = check_count(s, why, cap)) != DEDUP_OK) {
+        s->pend.n = 0;
+        s->pend.committed = 0;
         dedup_store_close(s);
         return st;
     }
