@@ -641,9 +641,10 @@ dedup_status dd_tiers_open_stores(dd_tiers_cli *t, uint64_t *seed, char *err, si
                      (unsigned long long)got, (unsigned long long)sd);
             st = DEDUP_ERR_INCOMPATIBLE;
         }
-        if (!first) {
+        if (!first) { /* the stores after it (a new one too) take its seed */
             first = t->def[i].path;
             got = sd;
+            want = sd;
         }
     }
     if (st) {
