@@ -2,12 +2,12 @@
  * store.c - the persistent exact seen-set on RocksDB's C API (dedup/store.h).
  *
  * How a chunk of keys is decided: build the RocksDB keys (digest bytes or
- * the key itself), one batched MultiGet, then walk the chunk in order: a key
- * found (and not expired) is a duplicate; an absent key is new unless an
- * earlier key of the same chunk was that key (a small open-addressing table
- * of this chunk's new keys says); the new keys and the updated count go
- * into one WriteBatch, written with the durability the store was opened
- * with, before the call returns.
+ * the key itself); a key in the pending table (pending.c) is a duplicate;
+ * the others are read in one batched MultiGet; a key found (and not
+ * expired) is a duplicate, an absent one new unless an earlier key of the
+ * chunk was that key (the pending table says, since the new ones join it
+ * as they are decided); then the chunk is committed (pending.c) unless the
+ * caller commits.  Creation and the lock: create.c.
  */
 #define _GNU_SOURCE /* flock, getrandom, O_DIRECTORY */
 #include "store_int.h"
@@ -232,11 +232,10 @@ static dedup_status alloc_scratch(dedup_store *s)
     s->ord = xmalloc(&s->a, n * sizeof *s->ord);
     s->sptr = xmalloc(&s->a, n * sizeof *s->sptr);
     s->slen = xmalloc(&s->a, n * sizeof *s->slen);
-    s->table = xmalloc(&s->a, TABLE_SLOTS * sizeof *s->table);
     s->qidx = xmalloc(&s->a, n * sizeof *s->qidx);
     s->qptr = xmalloc(&s->a, n * sizeof *s->qptr);
     s->qlen = xmalloc(&s->a, n * sizeof *s->qlen);
-    if (!s->kbuf || !s->kptr || !s->klen || !s->vals || !s->errs || !s->table || !s->qidx ||
+    if (!s->kbuf || !s->kptr || !s->klen || !s->vals || !s->errs || !s->qidx ||
         !s->qptr || !s->qlen || !s->ord || !s->sptr || !s->slen)
         return DEDUP_ERR_NOMEM;
     return DEDUP_OK;
@@ -267,60 +266,6 @@ static dedup_status probe_dir(const dedup_store_params *p, bool *fresh, char *wh
     }
     set_why(why, cap, "%s is not a dedup store (no RocksDB database in it)%s", p->dir, NULL);
     return DEDUP_ERR_BAD_MAGIC;
-}
-
-/* ---- the lock -------------------------------------------------------------------- */
-
-#define LOCK_NAME "dedup.lock"
-
-/* flock() on DIR/dedup.lock for the object's life (an open file
- * description's lock: a second open in this process conflicts too), the
- * holder's PID written in it for the message of the next one. */
-static dedup_status take_lock(dedup_store *s, bool fresh, char *why, size_t cap)
-{
-    char path[4200];
-    snprintf(path, sizeof path, "%s/%s", s->dir, LOCK_NAME);
-    (void)fresh;
-    s->lock_fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
-    if (s->lock_fd < 0) {
-        set_why(why, cap, "%s/" LOCK_NAME ": cannot open the store's lock file (%s)", s->dir,
-                strerror(errno));
-        return DEDUP_ERR_IO;
-    }
-    if (flock(s->lock_fd, LOCK_EX | LOCK_NB) != 0) {
-        char buf[32] = {0}, d[64];
-        ssize_t r = pread(s->lock_fd, buf, sizeof buf - 1, 0);
-        long pid = r > 0 ? strtol(buf, NULL, 10) : 0;
-        if (pid > 0)
-            snprintf(d, sizeof d, "PID %ld", pid);
-        else
-            snprintf(d, sizeof d, "another process");
-        set_why(why, cap, "%s: in use by %s (its lock is held); one process at a time", s->dir, d);
-        return DEDUP_ERR_IO;
-    }
-    char buf[32];
-    int n = snprintf(buf, sizeof buf, "%ld\n", (long)getpid());
-    if (ftruncate(s->lock_fd, 0) != 0 || pwrite(s->lock_fd, buf, (size_t)n, 0) != n) {
-        set_why(why, cap, "%s/" LOCK_NAME ": cannot write the store's lock file (%s)", s->dir,
-                strerror(errno));
-        return DEDUP_ERR_IO;
-    }
-    return DEDUP_OK;
-}
-
-/* A new store's seed: 64 random bits from the OS (never 0, which means
- * "as stored"). */
-static dedup_status random_seed(uint64_t *seed, const char *dir, char *why, size_t cap)
-{
-    unsigned char b[8];
-    do {
-        if (getrandom(b, sizeof b, 0) != (ssize_t)sizeof b) {
-            set_why(why, cap, "%s: no random seed from the OS (%s)", dir, strerror(errno));
-            return DEDUP_ERR_IO;
-        }
-        *seed = get_u64(b);
-    } while (!*seed);
-    return DEDUP_OK;
 }
 
 /* check_count() (below) before the writable open, which would delete the
@@ -505,8 +450,8 @@ static dedup_status check_identity(dedup_store *s, const dedup_store_params *p, 
 
 /* Opens the store in 'dir' ('fresh': creates it there, an empty
  * directory), its lock held unless read-only. */
-static dedup_status open_dir(const dedup_store_params *p, const dedup_allocator *alloc,
-                             const char *dir, bool fresh, dedup_store **out, char *why, size_t cap)
+dedup_status ddr_open_dir(const dedup_store_params *p, const dedup_allocator *alloc,
+                          const char *dir, bool fresh, dedup_store **out, char *why, size_t cap)
 {
     dedup_allocator a = {0};
     if (alloc)
@@ -533,13 +478,13 @@ static dedup_status open_dir(const dedup_store_params *p, const dedup_allocator 
     s->clock_ctx = p->clock_ctx;
     s->keys = p->keys ? p->keys : DEDUP_STORE_KEYS_DIGEST;
     s->seed = p->seed;
-    if (fresh && !s->seed && (st = random_seed(&s->seed, dir, why, cap)) != DEDUP_OK) {
+    if (fresh && !s->seed && (st = ddr_random_seed(&s->seed, dir, why, cap)) != DEDUP_OK) {
         dedup_store_close(s);
         return st;
     }
     s->expire = p->expire;
 
-    if (!s->read_only && (st = take_lock(s, fresh, why, cap)) != DEDUP_OK) {
+    if (!s->read_only && (st = ddr_take_lock(s, why, cap)) != DEDUP_OK) {
         dedup_store_close(s);
         return st;
     }
@@ -620,113 +565,6 @@ static dedup_status open_dir(const dedup_store_params *p, const dedup_allocator 
     return DEDUP_OK;
 }
 
-/* ---- creation ------------------------------------------------------------------- */
-
-
-/* The directory holding 'dir' and the prefix of its creation names,
- * "NAME.dedup-new.", into parent/prefix. */
-static void split_dir(const char *dir, char *parent, size_t pcap, char *prefix, size_t xcap)
-{
-    size_t n = strlen(dir);
-    while (n > 1 && dir[n - 1] == '/')
-        n--;
-    size_t slash = n;
-    while (slash > 0 && dir[slash - 1] != '/')
-        slash--;
-    if (slash == 0)
-        snprintf(parent, pcap, ".");
-    else
-        snprintf(parent, pcap, "%.*s", (int)(slash > 1 ? slash - 1 : 1), dir);
-    snprintf(prefix, xcap, "%.*s.dedup-new.", (int)(n - slash), dir + slash);
-}
-
-static void remove_tree(const char *path)
-{
-    DIR *d = opendir(path);
-    if (d) {
-        struct dirent *e;
-        char f[4200];
-        while ((e = readdir(d)))
-            if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
-                snprintf(f, sizeof f, "%s/%s", path, e->d_name);
-                (void)unlink(f);
-            }
-        closedir(d);
-    }
-    (void)rmdir(path);
-}
-
-/* Removes the creation directories of runs killed while creating this
- * store: "NAME.dedup-new.PID" beside it whose PID is gone. */
-static void remove_stale_creations(const char *parent, const char *prefix)
-{
-    DIR *d = opendir(parent);
-    if (!d)
-        return;
-    size_t pl = strlen(prefix);
-    struct dirent *e;
-    char path[4400];
-    while ((e = readdir(d))) {
-        if (strncmp(e->d_name, prefix, pl) != 0)
-            continue;
-        char *end = NULL;
-        long pid = strtol(e->d_name + pl, &end, 10);
-        if (pid <= 0 || *end || (kill((pid_t)pid, 0) != 0 && errno != ESRCH) ||
-            kill((pid_t)pid, 0) == 0)
-            continue;
-        snprintf(path, sizeof path, "%s/%s", parent, e->d_name);
-        remove_tree(path);
-    }
-    closedir(d);
-}
-
-static void sync_path(const char *path)
-{
-    int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd >= 0) {
-        (void)fsync(fd);
-        close(fd);
-    }
-}
-
-/* A new store is built whole in "NAME.dedup-new.PID" beside DIR (RocksDB,
- * marker, lock file), synced, then renamed to DIR: a kill at any instant
- * leaves no DIR (or the empty one given) or a complete store, never a
- * half-made one that later runs would refuse.  If another process renamed
- * its own first, this one's is removed and DIR opened as it is. */
-static dedup_status create_store(const dedup_store_params *p, const dedup_allocator *alloc,
-                                 char *why, size_t cap)
-{
-    char parent[4096], prefix[1024], tmp[4200];
-    split_dir(p->dir, parent, sizeof parent, prefix, sizeof prefix);
-    remove_stale_creations(parent, prefix);
-    snprintf(tmp, sizeof tmp, "%s/%s%ld", parent, prefix, (long)getpid());
-    remove_tree(tmp);
-    if (mkdir(tmp, 0755) != 0) {
-        set_why(why, cap, "%s: cannot create the store's directory beside it (%s)", p->dir,
-                strerror(errno));
-        return DEDUP_ERR_IO;
-    }
-    dedup_store *s = NULL;
-    dedup_status st = open_dir(p, alloc, tmp, true, &s, why, cap);
-    if (st == DEDUP_OK) {
-        dedup_store_close(s);
-        sync_path(tmp);
-        if (rename(tmp, p->dir) == 0) {
-            sync_path(parent);
-            return DEDUP_OK;
-        }
-        if (errno != ENOTEMPTY && errno != EEXIST) {
-            char d[300];
-            snprintf(d, sizeof d, "%s", strerror(errno));
-            set_why(why, cap, "%s: cannot create the store (rename: %s)", p->dir, d);
-            st = DEDUP_ERR_IO;
-        }
-    }
-    remove_tree(tmp);
-    return st;
-}
-
 dedup_status dedup_store_open(const dedup_store_params *p, const dedup_allocator *alloc,
                               dedup_store **out, char *why, size_t cap)
 {
@@ -746,10 +584,10 @@ dedup_status dedup_store_open(const dedup_store_params *p, const dedup_allocator
     bool fresh;
     dedup_status st = probe_dir(p, &fresh, why, cap);
     if (st == DEDUP_OK && fresh)
-        st = create_store(p, alloc, why, cap);
+        st = ddr_create_store(p, alloc, why, cap);
     if (st != DEDUP_OK)
         return st;
-    return open_dir(p, alloc, p->dir, false, out, why, cap);
+    return ddr_open_dir(p, alloc, p->dir, false, out, why, cap);
 }
 
 
@@ -813,7 +651,6 @@ void dedup_store_close(dedup_store *s)
     xfree(&a, s->ord);
     xfree(&a, s->sptr);
     xfree(&a, s->slen);
-    xfree(&a, s->table);
     xfree(&a, s->qidx);
     xfree(&a, s->qptr);
     xfree(&a, s->qlen);
@@ -1112,7 +949,7 @@ dedup_status dedup_store_get_info(const dedup_store *s, dedup_store_info *out)
                            rocksdb_cache_get_usage(s->cache)) +
                   sizeof *s + DEDUP_STORE_CHUNK * (16 + 2 * sizeof(void *) + sizeof(size_t) +
                                                    sizeof(char *)) +
-                  TABLE_SLOTS * sizeof(uint32_t) + ddr_pending_memory(s);
+                  ddr_pending_memory(s);
     return DEDUP_OK;
 }
 

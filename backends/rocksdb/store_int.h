@@ -17,7 +17,6 @@
 #define COUNT_KEY "count"
 #define META_CF "dedup"
 #define MARKER_LEN 40u
-#define TABLE_SLOTS (2u * DEDUP_STORE_CHUNK) /* power of two, load <= 1/2 */
 #define NO_SLOT UINT32_MAX
 
 static const char marker_magic[8] = {'D', 'D', 'U', 'P', 'S', 'T', 'O', 'R'};
@@ -130,7 +129,6 @@ struct dedup_store {
     ddr_ord *ord;                     /* a lookup's keys, sorted */
     const char **sptr;                /* ... as MultiGet takes them */
     size_t *slen;
-    uint32_t *table;
     /* sync BATCH and NONE: the keys recorded since the last ingestion
      * (pending.c) */
     ddr_pending pend;
@@ -207,6 +205,16 @@ static inline bool value_expired(const dedup_store *s, const char *v, size_t vle
     return now - t >= (int64_t)s->expire;
 }
 
+
+/* store.c: opens the store in 'dir' ('fresh': creates it there). */
+dedup_status ddr_open_dir(const dedup_store_params *p, const dedup_allocator *alloc,
+                          const char *dir, bool fresh, dedup_store **out, char *why, size_t cap);
+
+/* create.c */
+dedup_status ddr_take_lock(dedup_store *s, char *why, size_t cap);
+dedup_status ddr_random_seed(uint64_t *seed, const char *dir, char *why, size_t cap);
+dedup_status ddr_create_store(const dedup_store_params *p, const dedup_allocator *alloc,
+                              char *why, size_t cap);
 
 /* pending.c */
 dedup_status ddr_pending_open(dedup_store *s);
