@@ -335,6 +335,11 @@ dedup_status dedup_store_commit(dedup_store *s)
     if (!s || s->read_only)
         return DEDUP_ERR_UNSUPPORTED;
     ddr_pending *p = &s->pend;
+    if (s->failed) { /* which keys the failed call had put is not known */
+        if (!s->err[0])
+            snprintf(s->err, sizeof s->err, "%s: not committed after a failed decide", s->dir);
+        return DEDUP_ERR_IO;
+    }
     dedup_status st = write_record(s);
     if (st != DEDUP_OK)
         return st;

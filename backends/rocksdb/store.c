@@ -843,8 +843,10 @@ dedup_status dedup_store_decide(dedup_store *s, const dedup_batch *b, dedup_verd
     for (size_t from = 0; from < b->n; from += DEDUP_STORE_CHUNK) {
         size_t m = b->n - from < DEDUP_STORE_CHUNK ? b->n - from : DEDUP_STORE_CHUNK;
         st = decide_chunk_pending(s, b, from, m, out + from);
-        if (st != DEDUP_OK)
+        if (st != DEDUP_OK) {
+            s->failed |= s->caller_commits; /* see dedup_store_commit() */
             return st;
+        }
         if (done)
             *done = from + m;
     }
@@ -892,8 +894,10 @@ dedup_status dedup_store_record(void *ctx, const dedup_batch *b)
             s->writes += m;
         if (st == DEDUP_OK)
             st = ddr_pending_chunk_done(s);
-        if (st != DEDUP_OK)
+        if (st != DEDUP_OK) {
+            s->failed |= s->caller_commits;
             return st;
+        }
     }
     return DEDUP_OK;
 }

@@ -112,6 +112,7 @@ struct dedup_store {
     dedup_store_keys keys;
     dedup_store_sync sync;
     bool caller_commits;
+    bool failed;                      /* caller_commits: a decide/record failed */
     uint64_t seed, expire;
     uint64_t block_cache;             /* bytes */
     unsigned read_threads;            /* 1 or 2 (params.read_threads) */

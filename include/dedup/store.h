@@ -274,7 +274,10 @@ dedup_status dedup_store_record(void *ctx, const dedup_batch *b);
  * ingests the pending keys when they are due.  With params.caller_commits
  * the caller calls it once the records of those keys are written out;
  * otherwise decide() and record() call it before they return.  Errors: IO
- * (dedup_store_error() names the file), UNSUPPORTED (read-only). */
+ * (dedup_store_error() names the file; with caller_commits also every
+ * commit after a failed decide() or record(), whose keys cannot be told
+ * from the others: none is committed, their records are written again by
+ * a later run), UNSUPPORTED (read-only). */
 dedup_status dedup_store_commit(dedup_store *s);
 
 /* Makes every committed key durable in RocksDB itself (an ingestion of the
