@@ -5,4 +5,5 @@
 . "$(dirname "$0")/lib/store_kill.sh"
 kills=$(kill_target)
 store_kill_chains "store --sync batch" "$kills" 10 --store STORE --sync batch
+first_run_kills 20 --store STORE --sync batch
 finish
