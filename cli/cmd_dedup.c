@@ -701,6 +701,10 @@ int cmd_dedup(int argc, char **argv)
         o.sizing.lateness = o.last_n ? 0 : o.lateness_us;
         o.sizing.refresh_on_dup = o.refresh_on_dup;
     }
+    /* A store keeps the key options it was filled with (its identity). */
+    static char keys_desc[1025]; /* DEDUP_STORE_IDENTITY_MAX + 1 */
+    dd_keyspec_describe(&o.key, o.term, o.int_keys, keys_desc, sizeof keys_desc);
+    dd_tiers_set_identity(o.sizing.tiers, keys_desc, o.force_keys);
     if (o.state && access(o.state, F_OK) == 0) {
         char saved[DD_STATE_IDENT_MAX + 1];
         bool has_ident;

@@ -76,6 +76,8 @@ int cmd_store(int argc, char **argv)
     }
     dedup_store_info in;
     st = dedup_store_get_info(s, &in);
+    char ident[DEDUP_STORE_IDENTITY_MAX + 1];
+    snprintf(ident, sizeof ident, "%s", st == DEDUP_OK ? in.identity : "");
     dedup_store_close(s);
     if (st != DEDUP_OK) {
         cli_error("%s: %s", dir, dedup_strerror(st));
@@ -87,15 +89,19 @@ int cmd_store(int argc, char **argv)
         printf("{\"store\":");
         cli_json_string(stdout, dir);
         printf(",\"format_version\":%u,\"keys_mode\":\"%s\",\"seed\":%llu,\"expire_s\":%llu,"
-               "\"keys\":%llu,\"bytes_on_disk\":%llu,\"sst_bytes\":%llu,\"bytes_per_key\":%.2f}\n",
+               "\"keys\":%llu,\"bytes_on_disk\":%llu,\"sst_bytes\":%llu,\"bytes_per_key\":%.2f,"
+               "\"key_options\":",
                in.format_version, mode, (unsigned long long)in.seed,
                (unsigned long long)in.expire, (unsigned long long)in.keys,
                (unsigned long long)in.bytes_on_disk, (unsigned long long)in.sst_bytes, per_key);
+        cli_json_string(stdout, ident);
+        printf("}\n");
     } else {
         char h1[32];
         printf("store:          %s\n", dir);
         printf("format:         dedup store v%u, %s keys, seed 0x%016llx\n", in.format_version,
                mode, (unsigned long long)in.seed);
+        printf("key options:    %s\n", ident[0] ? ident : "(not recorded: made by an older dedup)");
         if (in.expire)
             printf("expiry:         %llu s (age checked on read)\n", (unsigned long long)in.expire);
         else

@@ -68,8 +68,8 @@ static void usage(FILE *f)
 "  -s, --state=FILE       seen-set kept across runs: loaded if it exists, records\n"
 "                         in it are dropped, saved atomically at the end; one run\n"
 "                         at a time (FILE.lock); a new one gets a secret seed\n"
-"      --seed=S           hash seed (decimal or 0x-hex) instead of a new state's\n"
-"                         secret one\n"
+"      --seed=S           hash seed (decimal or 0x-hex) instead of a new state's,\n"
+"                         store's or run's secret one\n"
 "Keys:\n"
 DD_KEY_HELP
 "      --force-keys       use these key options on a --state or --store made\n"

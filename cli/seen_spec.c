@@ -116,16 +116,22 @@ const dedup_allocator *dd_seen_allocator(dedup_seen_kind kind)
 dedup_status dd_seen_create(const dd_seen_opts *o, dedup_seen **out, char *err, size_t errcap)
 {
     if (o->tiers) {
-        /* The stack (tier_spec.c), with the window of --window/--last on top. */
+        /* The stack (tier_spec.c), with the window of --window/--last on top;
+         * the stores first: every tier takes their seed. */
         dedup_seen *top = NULL;
+        uint64_t seed = o->seed;
+        dedup_status sst = dd_tiers_open_stores(o->tiers, &seed, err, errcap);
+        if (sst)
+            return sst;
         if (o->windowed) {
             dd_seen_opts w = *o;
             w.tiers = NULL;
+            w.seed = seed;
             dedup_status st = dd_seen_create(&w, &top, err, errcap);
             if (st)
                 return st;
         }
-        return dd_tiers_create(o->tiers, top, o->seed, out, err, errcap);
+        return dd_tiers_create(o->tiers, top, seed, out, err, errcap);
     }
     dedup_seen_spec sp;
     dd_seen_spec(o, &sp);

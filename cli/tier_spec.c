@@ -3,6 +3,7 @@
 #include "tier_spec.h"
 
 #include <errno.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -49,7 +50,13 @@ struct dd_tiers_cli {
     dedup_seen *seen[DEDUP_TIERS_MAX];  /* by tier index, owned by the stack */
     void *store[DEDUP_TIERS_MAX];       /* dedup_store * of rocksdb tiers */
     void *redis[DEDUP_TIERS_MAX];       /* dedup_redis * of redis tiers */
+    dedup_seen *pre_seen[DEDUP_TIERS_MAX]; /* stores opened by dd_tiers_open_stores, by def */
+    void *pre_store[DEDUP_TIERS_MAX];
     bool commits;                       /* a redis tier with a TTL: reserve, then commit */
+    bool stores;                        /* a rocksdb tier: its keys are committed per batch */
+    const char *identity;               /* the run's key options (dd_tiers_set_identity) */
+    bool force_keys;
+    bool sync_out;                      /* a rocksdb tier with sync always: fsync the output */
     bool any_redis;                     /* a redis tier: its keys may be UNCERTAIN */
     dedup_digest *cd;                   /* a batch's NEW keys, for the commit */
     const unsigned char **ck;
@@ -456,6 +463,9 @@ static dedup_status open_store(dd_tiers_cli *t, const tier_def *d, uint64_t seed
     p.sync = (dedup_store_sync)d->sync;
     p.keys = (dedup_store_keys)d->keys;
     p.expire = d->expire_s;
+    p.identity = t->identity;
+    p.identity_force = t->force_keys;
+    p.caller_commits = true; /* committed once the records are written out */
     if (d->cache)
         p.block_cache = d->cache;
     /* A filter above (one process owns its keys) screens the absent keys. */
@@ -467,6 +477,9 @@ static dedup_status open_store(dd_tiers_cli *t, const tier_def *d, uint64_t seed
     dedup_status st = dedup_store_open(&p, NULL, &s, err, cap);
     if (st == DEDUP_ERR_INCOMPATIBLE && strstr(err, "seed"))
         snprintf(err + strlen(err), cap - strlen(err), " (give its --seed)");
+    else if (st == DEDUP_ERR_INCOMPATIBLE && strstr(err, "keys were made with"))
+        snprintf(err + strlen(err), cap - strlen(err),
+                 ": give the same key options, or --force-keys to use it anyway");
     if (st)
         return st;
     st = dedup_store_as_seen(s, NULL, out);
@@ -475,7 +488,20 @@ static dedup_status open_store(dd_tiers_cli *t, const tier_def *d, uint64_t seed
         snprintf(err, cap, "%s: %s", d->path, dedup_strerror(st));
         return st;
     }
+    dedup_store_info in;
+    if (dedup_store_get_info(s, &in) == DEDUP_OK && in.identity_adopted)
+        cli_info(1, "%s: a store made before key options were recorded: it takes this run's "
+                 "[%s] as its own", d->path, in.identity);
+    if (in.recovered)
+        cli_info(1, "%s: %llu key(s) recovered from the pending log of a run that did not finish",
+                 d->path, (unsigned long long)in.recovered);
+    if (in.torn_bytes)
+        cli_info(1, "%s: the pending log's last record was cut by a crash (%llu bytes): ignored; "
+                 "its records, if they were written out, are written again",
+                 d->path, (unsigned long long)in.torn_bytes);
     *store = s;
+    t->stores = true;
+    t->sync_out |= p.sync == DEDUP_STORE_SYNC_ALWAYS;
     return DEDUP_OK;
 }
 #endif
@@ -578,13 +604,69 @@ static dedup_status make_tier(dd_tiers_cli *t, const tier_def *d, uint64_t seed,
         break;
     case T_ROCKSDB:
 #ifdef DEDUP_HAVE_ROCKSDB
-        st = open_store(t, d, seed, out, &t->store[k], err, cap);
+        if (t->pre_seen[d - t->def]) {
+            *out = t->pre_seen[d - t->def];
+            t->store[k] = t->pre_store[d - t->def];
+            t->pre_seen[d - t->def] = NULL;
+        } else {
+            st = open_store(t, d, seed, out, &t->store[k], err, cap);
+        }
 #else
         st = DEDUP_ERR_UNSUPPORTED;
 #endif
         snprintf(t->name[k], sizeof t->name[k], "rocksdb:%s", d->path);
         break;
     }
+    return st;
+}
+
+void dd_tiers_set_identity(dd_tiers_cli *t, const char *desc, bool force)
+{
+    if (!t)
+        return;
+    t->identity = desc;
+    t->force_keys = force;
+}
+
+dedup_status dd_tiers_open_stores(dd_tiers_cli *t, uint64_t *seed, char *err, size_t cap)
+{
+    dedup_status st = DEDUP_OK;
+#ifdef DEDUP_HAVE_ROCKSDB
+    /* The public default means "not given": each store keeps its own seed
+     * (a new one takes a random seed); a seed given must be the stored one. */
+    uint64_t want = *seed == DEDUP_DEFAULT_SEED ? 0 : *seed, got = 0;
+    const char *first = NULL;
+    for (size_t i = 0; i < t->n && !st; i++) {
+        if (t->def[i].type != T_ROCKSDB || t->pre_seen[i])
+            continue;
+        st = open_store(t, &t->def[i], want, &t->pre_seen[i], &t->pre_store[i], err, cap);
+        if (st)
+            break;
+        uint64_t sd = dedup_seen_seed(t->pre_seen[i]);
+        if (first && sd != got) {
+            snprintf(err, cap, "%s and %s were made with different seeds (0x%016llx, 0x%016llx): "
+                     "one run decides with one seed", first, t->def[i].path,
+                     (unsigned long long)got, (unsigned long long)sd);
+            st = DEDUP_ERR_INCOMPATIBLE;
+        }
+        if (!first) { /* the stores after it (a new one too) take its seed */
+            first = t->def[i].path;
+            got = sd;
+            want = sd;
+        }
+    }
+    if (st) {
+        for (size_t i = 0; i < t->n; i++) {
+            dedup_seen_free(t->pre_seen[i]);
+            t->pre_seen[i] = NULL;
+        }
+        return st;
+    }
+    if (first)
+        *seed = got;
+#else
+    (void)t, (void)seed, (void)err, (void)cap;
+#endif
     return st;
 }
 
@@ -673,6 +755,10 @@ dedup_status dd_tiers_create(dd_tiers_cli *t, dedup_seen *top, uint64_t seed, de
             snprintf(err, cap, "cannot build the tiers: %s", dedup_strerror(st));
     }
     if (st) {
+        for (size_t i = 0; i < t->n; i++) {
+            dedup_seen_free(t->pre_seen[i]);
+            t->pre_seen[i] = NULL;
+        }
         for (size_t k = 0; k < n; k++) {
             dedup_seen_free(t->seen[k]);
             t->seen[k] = NULL;
@@ -701,6 +787,13 @@ bool dd_tiers_finish(dd_tiers_cli *t, bool ok)
             }
         }
 #ifdef DEDUP_HAVE_ROCKSDB
+        /* A complete run commits what is left (records written by paths
+         * without a per-batch commit); after a failure, keys whose records
+         * were not confirmed written are forgotten by the flush. */
+        if (t->store[k] && ok && dedup_store_commit(t->store[k]) != DEDUP_OK) {
+            cli_error("%s", dedup_store_error(t->store[k]));
+            good = false;
+        }
         if (t->store[k] && dedup_store_flush(t->store[k]) != DEDUP_OK) {
             cli_error("%s", dedup_store_error(t->store[k]));
             good = false;
@@ -726,6 +819,19 @@ bool dd_tiers_finish(dd_tiers_cli *t, bool ok)
     return good;
 }
 
+/* fdatasync() of the output when it is a regular file (a pipe or a
+ * terminal has no disk to reach). */
+static bool sync_output(dd_writer *w)
+{
+    struct stat st;
+    if (fstat(w->fd, &st) != 0 || !S_ISREG(st.st_mode))
+        return true;
+    if (fdatasync(w->fd) == 0)
+        return true;
+    w->error = errno;
+    return false;
+}
+
 bool dd_tiers_after_batch(dd_tiers_cli *t, dedup_seen *s, const dedup_batch *b,
                           const dedup_verdict *v, const unsigned char *const *rec,
                           const size_t *rlen, unsigned char term, dd_writer *w)
@@ -733,15 +839,20 @@ bool dd_tiers_after_batch(dd_tiers_cli *t, dedup_seen *s, const dedup_batch *b,
     size_t news = 0;
     if (t->any_redis && !write_uncertain(t, v, b->n, rec, rlen, term))
         return false;
-    if (!t->commits)
+    if (!t->commits && !t->stores)
         return true;
     for (size_t i = 0; i < b->n; i++)
         news += v[i] == DEDUP_NEW;
     if (!news)
         return true;
-    /* "Written out": past this process, in the kernel's hands. */
+    /* "Written out": past this process, in the kernel's hands -- and with
+     * a store's sync always, on the disk when the output is a file -- before
+     * the batch's keys are committed: a kill between the two makes the next
+     * run write these records again, never lose them. */
     if (!dd_writer_flush(w))
         return false; /* the caller reports the writer's error */
+    if (t->sync_out && !sync_output(w))
+        return false;
     if (news > t->ccap) {
         free(t->cd);
         free(t->ck);
@@ -768,7 +879,8 @@ bool dd_tiers_after_batch(dd_tiers_cli *t, dedup_seen *s, const dedup_batch *b,
                       .lens = b->lens ? t->cl : NULL};
     dedup_status st = dedup_seen_commit(s, &cb);
     if (st != DEDUP_OK) {
-        cli_error("committing %zu keys to the Redis tier: %s", k, dd_tiers_error(t));
+        cli_error("committing %zu keys to the %s tier: %s", k, t->commits ? "Redis" : "store",
+                  dd_tiers_error(t));
         return false;
     }
     return true;
@@ -876,6 +988,10 @@ void dd_tiers_free(dd_tiers_cli *t)
 {
     if (!t)
         return; /* the rest is static storage (dd_tiers_opt) */
+    for (size_t i = 0; i < t->n; i++) { /* opened, never stacked (a failure between) */
+        dedup_seen_free(t->pre_seen[i]);
+        t->pre_seen[i] = NULL;
+    }
     free(t->cd);
     free(t->ck);
     free(t->cl);

@@ -54,6 +54,16 @@ bool dd_tiers_check(dd_tiers_cli *t, dedup_seen_kind mode_kind, uint64_t items, 
 
 /* Builds the stack; 'top' (may be NULL: a window) goes on top and is owned
  * by the stack from then on, also on failure.  Errors: a sentence in err. */
+/* How this run computes keys (dd_keyspec_describe()): every store checks
+ * it against its own, and refuses another one unless 'force'.  'desc' must
+ * outlive the tiers. */
+void dd_tiers_set_identity(dd_tiers_cli *t, const char *desc, bool force);
+/* Opens the stores (rocksdb tiers) before anything else, so the run's seed
+ * is theirs: *seed (the run's --seed; DEDUP_DEFAULT_SEED when not given)
+ * receives the stores' seed -- a new store's is random -- and a store
+ * made with another seed than one given is refused, naming both.  Called
+ * before dd_tiers_create(), which takes them. */
+dedup_status dd_tiers_open_stores(dd_tiers_cli *t, uint64_t *seed, char *err, size_t cap);
 dedup_status dd_tiers_create(dd_tiers_cli *t, dedup_seen *top, uint64_t seed, dedup_seen **out,
                              char *err, size_t errcap);
 

@@ -14,18 +14,29 @@
  * this table before RocksDB, so nothing recorded is ever answered NEW
  * again.
  *
- * Durability, sync BATCH: each chunk's new keys are appended to
- * DIR/dedup-pending.log with one write(2) before decide() returns, so a
- * kill -9 loses nothing (the kernel has the bytes); a power loss may lose
- * the records since the last ingestion, as the WAL's unsynced tail would.
- * Sync NONE keeps no log: a kill -9 loses the keys since the last ingestion.
+ * Durability: the keys decided since the last commit are appended to
+ * DIR/dedup-pending.log as one record, with one write(2), at
+ * dedup_store_commit() (after each chunk of decide()/record(), or when the
+ * caller says, params.caller_commits: the CLI commits once the batch's
+ * records are written out).  Sync BATCH: a kill -9 loses no committed key
+ * (the kernel has the bytes); a power loss may lose the records since the
+ * last ingestion, or leave a log shorter than its header says (refused as
+ * damaged: move it away and those keys' records are written again).  Sync
+ * ALWAYS: the record is fdatasync()ed before the commit returns.  Sync
+ * NONE keeps no log: a kill -9 forgets the keys since the last ingestion.
  *
- * The log: a 32-byte header (magic "DDUPPLOG", version, key mode,
- * generation, checksum) then records: u32 payload bytes, u32 entries,
- * u64 checksum of the payload (XXH3 seeded by bytes and entries), and the
- * entries (u32 time, u32 length, the key's bytes).  A record that fails its
- * checksum or runs past the file ends the replay: only a crash in the
- * middle of its write makes one, and no decide() returned for its keys.
+ * The log (version 2): a 32-byte header (magic "DDUPPLOG", version, key
+ * mode, generation, the length through the last committed record,
+ * checksum) then records: a 32-byte header (payload bytes, entries, the
+ * record's number, the payload's checksum, its own checksum; both seeded
+ * by generation and number) and the entries (u32 time, u32 length, the
+ * key's bytes).  Each commit appends one record with one write(2), then
+ * rewrites the header's length.  At open, only a torn tail -- an
+ * incomplete record past the declared length, the write a kill cut -- is
+ * ignored (and reported: info.torn_bytes); a bad checksum, a record out of
+ * sequence, a file shorter than its declared length is damage, refused
+ * naming the file and the byte.  A record past the declared length is
+ * whole and read (the kill came between its write and the header's).
  *
  * The count across a crash: before ingesting generation G the store writes
  * {count + new keys, ingested = G} to its meta column family (synced), then
@@ -43,9 +54,9 @@
 #include <unistd.h>
 
 #define LOG_MAGIC "DDUPPLOG"
-#define LOG_VERSION 1u
+#define LOG_VERSION 2u
 #define LOG_HEADER 32u
-#define REC_HEADER 16u
+#define REC_HEADER 32u
 #define ENTRY_HEADER 8u
 
 static void path_of(const dedup_store *s, const char *name, char *out, size_t cap)
@@ -155,7 +166,7 @@ static dedup_status put_entry(dedup_store *s, const char *k, size_t len, uint64_
         memcpy(q + 8, k, len);
         p->loglen += ENTRY_HEADER + len;
     }
-    p->added++;
+    p->uadded++;
     if (p->table[slot] != NO_SLOT) { /* an expired key recorded anew */
         p->e[p->table[slot]].ts = ts;
         return DEDUP_OK;
@@ -189,6 +200,9 @@ bool ddr_pending_full(const dedup_store *s)
 
 /* ---- the log ------------------------------------------------------------------ */
 
+/* The header: magic, version, key mode, generation, the length of the log
+ * through its last committed record (updated after each record), and a
+ * checksum of the 28 bytes before it. */
 static void encode_log_header(const dedup_store *s, unsigned char h[LOG_HEADER])
 {
     memset(h, 0, LOG_HEADER);
@@ -196,6 +210,7 @@ static void encode_log_header(const dedup_store *s, unsigned char h[LOG_HEADER])
     put_u32(h + 8, LOG_VERSION);
     put_u32(h + 12, (uint32_t)s->keys);
     put_u64(h + 16, s->pend.gen);
+    put_u32(h + 24, (uint32_t)s->pend.log_bytes);
     put_u32(h + 28, (uint32_t)dedup_hash(h, 28, 0).lo);
 }
 
@@ -213,8 +228,19 @@ static dedup_status write_all(dedup_store *s, int fd, const unsigned char *b, si
     return DEDUP_OK;
 }
 
-/* Starts the log of generation s->pend.gen: written aside, then renamed
- * over the old one, so a crash leaves one whole log or the other. */
+static void sync_dir(const dedup_store *s)
+{
+    int d = open(s->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (d >= 0) {
+        (void)fsync(d);
+        close(d);
+    }
+}
+
+/* Starts the log of generation s->pend.gen: written aside (a name created
+ * here, never a link followed), then renamed over the old one, so a crash
+ * leaves one whole log or the other; with sync ALWAYS the new log and the
+ * directory entry are synced first. */
 static dedup_status start_log(dedup_store *s)
 {
     char path[4096], tmp[4200];
@@ -223,12 +249,17 @@ static dedup_status start_log(dedup_store *s)
     if (s->pend.log_fd >= 0)
         close(s->pend.log_fd);
     s->pend.log_fd = -1;
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    s->pend.seq = 0;
+    s->pend.log_bytes = LOG_HEADER;
+    (void)unlink(tmp); /* a killed run's; the store's lock makes it nobody else's */
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (fd < 0)
         return sys_error(s, "cannot create the pending log", DDR_LOG_NAME ".tmp");
     unsigned char h[LOG_HEADER];
     encode_log_header(s, h);
     dedup_status st = write_all(s, fd, h, sizeof h);
+    if (st == DEDUP_OK && s->sync == DEDUP_STORE_SYNC_ALWAYS && fdatasync(fd) != 0)
+        st = sys_error(s, "cannot sync the pending log", DDR_LOG_NAME ".tmp");
     if (st == DEDUP_OK && rename(tmp, path) != 0)
         st = sys_error(s, "cannot rename the pending log", DDR_LOG_NAME);
     if (st != DEDUP_OK) {
@@ -236,11 +267,24 @@ static dedup_status start_log(dedup_store *s)
         unlink(tmp);
         return st;
     }
+    if (s->sync == DEDUP_STORE_SYNC_ALWAYS)
+        sync_dir(s);
     s->pend.log_fd = fd;
     return DEDUP_OK;
 }
 
-dedup_status ddr_pending_log(dedup_store *s)
+/* A record's header: u32 payload bytes, u32 entries, u64 record number in
+ * this log (0, 1, ...), u64 payload checksum, u32 zero, u32 checksum of
+ * the 28 bytes before it; both checksums seeded by generation and number,
+ * so a record copied from elsewhere or repeated fails them. */
+static uint64_t rec_seed(uint64_t gen, uint64_t seq)
+{
+    return gen * 0x9E3779B97F4A7C15ull ^ seq;
+}
+
+/* Writes the record of the keys put since the last commit (one write(2));
+ * fdatasync()ed with sync ALWAYS. */
+static dedup_status write_record(dedup_store *s)
 {
     ddr_pending *p = &s->pend;
     if (p->log_fd < 0 || p->loglen <= REC_HEADER) {
@@ -248,18 +292,68 @@ dedup_status ddr_pending_log(dedup_store *s)
         return DEDUP_OK;
     }
     size_t bytes = p->loglen - REC_HEADER;
+    if (bytes > UINT32_MAX) {
+        snprintf(s->err, sizeof s->err, "%s/%s: a record of %zu bytes is past the format's limit",
+                 s->dir, DDR_LOG_NAME, bytes);
+        return DEDUP_ERR_LIMIT;
+    }
     uint32_t n = 0;
     for (size_t at = REC_HEADER; at < p->loglen; n++)
         at += ENTRY_HEADER + get_u32(p->logbuf + at + 4);
-    put_u32(p->logbuf, (uint32_t)bytes);
-    put_u32(p->logbuf + 4, n);
-    put_u64(p->logbuf + 8,
-            dedup_hash(p->logbuf + REC_HEADER, bytes, (uint64_t)bytes | (uint64_t)n << 32).lo);
+    unsigned char *h = p->logbuf;
+    uint64_t rs = rec_seed(p->gen, p->seq);
+    put_u32(h, (uint32_t)bytes);
+    put_u32(h + 4, n);
+    put_u64(h + 8, p->seq);
+    put_u64(h + 16, dedup_hash(h + REC_HEADER, bytes, rs).lo);
+    put_u32(h + 24, 0);
+    put_u32(h + 28, (uint32_t)dedup_hash(h, 28, rs).lo);
     dedup_status st = write_all(s, p->log_fd, p->logbuf, p->loglen);
-    p->loglen = 0;
     if (st == DEDUP_OK && s->sync == DEDUP_STORE_SYNC_ALWAYS && fdatasync(p->log_fd) != 0)
         st = sys_error(s, "cannot sync the pending log", DDR_LOG_NAME);
+    if (st == DEDUP_OK && p->log_bytes + p->loglen > UINT32_MAX)
+        st = DEDUP_ERR_LIMIT;
+    if (st == DEDUP_OK) {
+        /* Then the header's length (synced by the next record's fdatasync
+         * with ALWAYS): so the log is never shorter than its header says
+         * unless damaged; a kill before this write leaves one whole record
+         * past the length, which is read (its output was written). */
+        unsigned char hdr[LOG_HEADER];
+        p->log_bytes += p->loglen;
+        encode_log_header(s, hdr);
+        if (pwrite(p->log_fd, hdr + 24, 8, 24) != 8)
+            st = sys_error(s, "cannot write the pending log's header", DDR_LOG_NAME);
+    }
+    p->loglen = 0;
+    if (st == DEDUP_OK)
+        p->seq++;
     return st;
+}
+
+dedup_status dedup_store_commit(dedup_store *s)
+{
+    if (!s || s->read_only)
+        return DEDUP_ERR_UNSUPPORTED;
+    ddr_pending *p = &s->pend;
+    if (s->failed) { /* which keys the failed call had put is not known */
+        if (!s->err[0])
+            snprintf(s->err, sizeof s->err, "%s: not committed after a failed decide", s->dir);
+        return DEDUP_ERR_IO;
+    }
+    dedup_status st = write_record(s);
+    if (st != DEDUP_OK)
+        return st;
+    p->committed = p->n;
+    p->added += p->uadded;
+    p->uadded = 0;
+    return ddr_pending_full(s) ? ddr_pending_ingest(s) : DEDUP_OK;
+}
+
+dedup_status ddr_pending_chunk_done(dedup_store *s)
+{
+    if (!s->caller_commits || s->pend.n >= DDR_PENDING_SLOTS / 4 * 3)
+        return dedup_store_commit(s);
+    return DEDUP_OK;
 }
 
 static uint64_t hash_of(const dedup_store *s, const unsigned char *k, size_t len)
@@ -267,6 +361,77 @@ static uint64_t hash_of(const dedup_store *s, const unsigned char *k, size_t len
     if (s->keys == DEDUP_STORE_KEYS_DIGEST && len == 16)
         return get_u64(k);
     return dedup_hash(k, len, s->seed).lo;
+}
+
+static dedup_status log_damage(dedup_store *s, size_t at, const char *what)
+{
+    snprintf(s->err, sizeof s->err,
+             "%s/%s: damaged at byte %zu (%s): refused, so that no recorded key is taken for "
+             "new; move the file away to accept that the keys it holds are output again",
+             s->dir, DDR_LOG_NAME, at, what);
+    return DEDUP_ERR_CORRUPT;
+}
+
+/* Puts the entries of one record's payload (checked) into the table. */
+static dedup_status replay_entries(dedup_store *s, const unsigned char *q, uint32_t bytes,
+                                   uint32_t n, size_t at)
+{
+    const unsigned char *end = q + bytes;
+    for (uint32_t i = 0; i < n; i++) {
+        if ((size_t)(end - q) < ENTRY_HEADER || get_u32(q + 4) > (size_t)(end - q) - ENTRY_HEADER ||
+            (s->keys == DEDUP_STORE_KEYS_DIGEST && get_u32(q + 4) != 16))
+            return log_damage(s, at, "a record holds an impossible entry");
+        uint32_t ts = get_u32(q), len = get_u32(q + 4);
+        dedup_status rc =
+            put_entry(s, (const char *)q + ENTRY_HEADER, len, hash_of(s, q + 8, len), ts, false);
+        if (rc != DEDUP_OK)
+            return rc;
+        q += ENTRY_HEADER + len;
+    }
+    return q == end ? DEDUP_OK : log_damage(s, at, "a record's entries do not fill it");
+}
+
+/* The records of a log.  Only a torn tail is a crash's artefact: fewer
+ * bytes left than a record header, or a whole, valid header whose payload
+ * runs past the end of the file (write(2) stopped by the kill).  Any other
+ * failure -- a header or payload checksum, a record out of sequence
+ * (repeated, missing, from another log), a zeroed block -- is damage. */
+static dedup_status replay_records(dedup_store *s, const unsigned char *buf, size_t size)
+{
+    ddr_pending *p = &s->pend;
+    uint64_t seq = 0;
+    size_t declared = get_u32(buf + 24);
+    if (declared < LOG_HEADER)
+        return log_damage(s, 24, "an impossible length in the header");
+    for (size_t at = LOG_HEADER; at < size; seq++) {
+        const unsigned char *h = buf + at;
+        if (size - at < REC_HEADER) {
+            if (at < declared)
+                return log_damage(s, at, "the file ends before the length its header declares");
+            p->torn_bytes = size - at;
+            break;
+        }
+        uint64_t rs = rec_seed(p->gen, seq);
+        if (get_u32(h + 28) != (uint32_t)dedup_hash(h, 28, rs).lo || get_u32(h + 24) != 0)
+            return log_damage(s, at, get_u64(h + 8) != seq ? "a record out of sequence"
+                                                          : "a record header's checksum");
+        uint32_t bytes = get_u32(h), n = get_u32(h + 4);
+        if (bytes > size - at - REC_HEADER) {
+            if (at < declared)
+                return log_damage(s, at, "the file ends before the length its header declares");
+            p->torn_bytes = size - at;
+            break;
+        }
+        if (get_u64(h + 16) != dedup_hash(h + REC_HEADER, bytes, rs).lo)
+            return log_damage(s, at, "a record's checksum");
+        dedup_status rc = replay_entries(s, h + REC_HEADER, bytes, n, at);
+        if (rc != DEDUP_OK)
+            return rc;
+        at += REC_HEADER + bytes;
+    }
+    if (size < declared)
+        return log_damage(s, size, "the file ends before the length its header declares");
+    return DEDUP_OK;
 }
 
 /* Loads the log left by the last run into the pending keys.  Sets *gen. */
@@ -316,28 +481,12 @@ static dedup_status replay_log(dedup_store *s, bool *found)
     }
     *found = true;
     s->pend.gen = get_u64(buf + 16);
-    for (size_t at = LOG_HEADER; size - at >= REC_HEADER;) {
-        uint32_t bytes = get_u32(buf + at), n = get_u32(buf + at + 4);
-        if (bytes > size - at - REC_HEADER ||
-            get_u64(buf + at + 8) !=
-                dedup_hash(buf + at + REC_HEADER, bytes, (uint64_t)bytes | (uint64_t)n << 32).lo)
-            break; /* the torn tail of a crash: no decide() returned for it */
-        const unsigned char *q = buf + at + REC_HEADER, *end = q + bytes;
-        for (uint32_t i = 0; i < n && rc == DEDUP_OK; i++) {
-            if ((size_t)(end - q) < ENTRY_HEADER || get_u32(q + 4) > (size_t)(end - q) - ENTRY_HEADER ||
-                (s->keys == DEDUP_STORE_KEYS_DIGEST && get_u32(q + 4) != 16)) {
-                snprintf(s->err, sizeof s->err, "%s/%s: a record holds an impossible entry",
-                         s->dir, DDR_LOG_NAME);
-                rc = DEDUP_ERR_CORRUPT;
-                break;
-            }
-            uint32_t ts = get_u32(q), len = get_u32(q + 4);
-            rc = put_entry(s, (const char *)q + ENTRY_HEADER, len, hash_of(s, q + 8, len), ts, false);
-            q += ENTRY_HEADER + len;
-        }
-        if (rc != DEDUP_OK)
-            break;
-        at += REC_HEADER + bytes;
+    rc = replay_records(s, buf, size);
+    if (rc == DEDUP_OK) {
+        s->pend.recovered = s->pend.uadded;
+        s->pend.committed = s->pend.n;
+        s->pend.added += s->pend.uadded;
+        s->pend.uadded = 0;
     }
 done:
     xfree(&s->a, buf);
@@ -412,6 +561,15 @@ dedup_status ddr_pending_ingest(dedup_store *s)
 {
     ddr_pending *p = &s->pend;
     dedup_status st = DEDUP_OK;
+    if (p->committed < p->n) { /* caller_commits: keys never committed are forgotten */
+        p->n = p->committed;
+        p->uadded = 0;
+        p->loglen = 0;
+        if (!p->n) {
+            memset(p->table, 0xff, DDR_PENDING_SLOTS * sizeof *p->table);
+            p->used = 0;
+        } /* else the table is reset after the ingestion below */
+    }
     if (p->n) {
         /* 1: the count, with "generation gen is counted" (see the top) */
         uint64_t count = s->count + (p->ingested == p->gen ? 0 : p->added);
@@ -439,6 +597,7 @@ dedup_status ddr_pending_ingest(dedup_store *s)
             return st;
         memset(p->table, 0xff, DDR_PENDING_SLOTS * sizeof *p->table);
         p->n = 0;
+        p->committed = 0;
         p->used = 0;
         p->added = 0;
         /* 3: the next generation's log */
@@ -500,7 +659,7 @@ dedup_status ddr_pending_open(dedup_store *s)
             return st;
     }
     p->gen = p->ingested + 1;
-    if (s->sync == DEDUP_STORE_SYNC_BATCH)
+    if (s->sync != DEDUP_STORE_SYNC_NONE)
         return start_log(s);
     char path[4096];
     path_of(s, DDR_LOG_NAME, path, sizeof path);

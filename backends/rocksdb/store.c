@@ -2,13 +2,14 @@
  * store.c - the persistent exact seen-set on RocksDB's C API (dedup/store.h).
  *
  * How a chunk of keys is decided: build the RocksDB keys (digest bytes or
- * the key itself), one batched MultiGet, then walk the chunk in order: a key
- * found (and not expired) is a duplicate; an absent key is new unless an
- * earlier key of the same chunk was that key (a small open-addressing table
- * of this chunk's new keys says); the new keys and the updated count go
- * into one WriteBatch, written with the durability the store was opened
- * with, before the call returns.
+ * the key itself); a key in the pending table (pending.c) is a duplicate;
+ * the others are read in one batched MultiGet; a key found (and not
+ * expired) is a duplicate, an absent one new unless an earlier key of the
+ * chunk was that key (the pending table says, since the new ones join it
+ * as they are decided); then the chunk is committed (pending.c) unless the
+ * caller commits.  Creation and the lock: create.c.
  */
+#define _GNU_SOURCE /* flock, getrandom, O_DIRECTORY */
 #include "store_int.h"
 
 #include <dirent.h>
@@ -19,6 +20,11 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <sys/random.h>
+#include <unistd.h>
 
 static void set_why(char *why, size_t cap, const char *fmt, const char *dir, const char *detail)
 {
@@ -226,11 +232,10 @@ static dedup_status alloc_scratch(dedup_store *s)
     s->ord = xmalloc(&s->a, n * sizeof *s->ord);
     s->sptr = xmalloc(&s->a, n * sizeof *s->sptr);
     s->slen = xmalloc(&s->a, n * sizeof *s->slen);
-    s->table = xmalloc(&s->a, TABLE_SLOTS * sizeof *s->table);
     s->qidx = xmalloc(&s->a, n * sizeof *s->qidx);
     s->qptr = xmalloc(&s->a, n * sizeof *s->qptr);
     s->qlen = xmalloc(&s->a, n * sizeof *s->qlen);
-    if (!s->kbuf || !s->kptr || !s->klen || !s->vals || !s->errs || !s->table || !s->qidx ||
+    if (!s->kbuf || !s->kptr || !s->klen || !s->vals || !s->errs || !s->qidx ||
         !s->qptr || !s->qlen || !s->ord || !s->sptr || !s->slen)
         return DEDUP_ERR_NOMEM;
     return DEDUP_OK;
@@ -263,101 +268,230 @@ static dedup_status probe_dir(const dedup_store_params *p, bool *fresh, char *wh
     return DEDUP_ERR_BAD_MAGIC;
 }
 
-dedup_status dedup_store_open(const dedup_store_params *p, const dedup_allocator *alloc,
-                              dedup_store **out, char *why, size_t cap)
+/* check_count() (below) before the writable open, which would delete the
+ * table files a damaged MANIFEST no longer names: the keys of the pending
+ * log (not yet read) are allowed for by its size, 24 bytes per digest key
+ * at least. */
+static dedup_status probe_count(dedup_store *s, rocksdb_t *db, rocksdb_readoptions_t *ro,
+                                rocksdb_column_family_handle_t **h, const char *dir, char *why,
+                                size_t cap)
+{
+    if (s->expire)
+        return DEDUP_OK;
+    size_t vl = 0;
+    char *e = NULL;
+    char *v = rocksdb_get_cf(db, ro, h[1], COUNT_KEY, strlen(COUNT_KEY), &vl, &e);
+    uint64_t count = !e && v && vl == 8 ? get_u64((const unsigned char *)v) : 0;
+    free(v);
+    free(e);
+    uint64_t held = 0;
+    if (!count || rocksdb_property_int_cf(db, h[0], "rocksdb.estimate-num-keys", &held) != 0)
+        return DEDUP_OK;
+    char path[4200];
+    struct stat st;
+    snprintf(path, sizeof path, "%s/%s", dir, DDR_LOG_NAME);
+    uint64_t pending = stat(path, &st) == 0 ? (uint64_t)st.st_size / 24 : 0;
+    if (count <= held + pending)
+        return DEDUP_OK;
+    char d[160];
+    snprintf(d, sizeof d, "%llu keys counted, %llu in its tables", (unsigned long long)count,
+             (unsigned long long)held);
+    set_why(why, cap, "%s: the store is damaged: %s (a table file or the MANIFEST's record of "
+            "one is missing); refused, so that no recorded key is taken for new", dir, d);
+    return DEDUP_ERR_CORRUPT;
+}
+
+/* Reads the marker of the store in 'dir' through a plain read-only open,
+ * so the key mode and expiry are known before the options are chosen. */
+static dedup_status read_marker(dedup_store *s, const dedup_store_params *p, const char *dir,
+                                char *why, size_t cap)
+{
+    char *e = NULL;
+    dedup_status st = DEDUP_OK;
+    /* Learn the key mode and expiry before choosing options: read the
+     * marker through a plain read-only open first. */
+    size_t ncf = 0;
+    rocksdb_options_t *probe = rocksdb_options_create();
+    char **names = rocksdb_list_column_families(probe, dir, &ncf, &e);
+    bool has_meta = false;
+    for (size_t i = 0; !e && i < ncf; i++)
+        has_meta |= strcmp(names[i], META_CF) == 0;
+    if (names)
+        rocksdb_list_column_families_destroy(names, ncf);
+    if (!e && (!has_meta || ncf != 2)) {
+        rocksdb_options_destroy(probe);
+        set_why(why, cap, "%s is a RocksDB database but not a dedup store%s", dir, NULL);
+        return DEDUP_ERR_BAD_MAGIC;
+    }
+    if (!e) {
+        const char *cfn[2] = {"default", META_CF};
+        const rocksdb_options_t *cfo[2] = {probe, probe};
+        rocksdb_column_family_handle_t *h[2] = {0};
+        rocksdb_t *db =
+            rocksdb_open_for_read_only_column_families(probe, dir, 2, cfn, cfo, h, 0, &e);
+        if (db) {
+            rocksdb_readoptions_t *ro = rocksdb_readoptions_create();
+            size_t vl = 0;
+            char *v = rocksdb_get_cf(db, ro, h[1], MARKER_KEY, strlen(MARKER_KEY), &vl, &e);
+            if (!e && !v) {
+                set_why(why, cap, "%s is not a dedup store (no marker)%s", dir, NULL);
+                st = DEDUP_ERR_BAD_MAGIC;
+            } else if (!e) {
+                st = check_marker(s, p, v, vl, why, cap);
+            }
+            free(v);
+            if (st == DEDUP_OK && !e)
+                st = probe_count(s, db, ro, h, dir, why, cap);
+            rocksdb_readoptions_destroy(ro);
+            rocksdb_column_family_handle_destroy(h[0]);
+            rocksdb_column_family_handle_destroy(h[1]);
+            rocksdb_close(db);
+        }
+    }
+    rocksdb_options_destroy(probe);
+    if (e) {
+        st = map_open_error(e, dir, why, cap);
+        free(e);
+    }
+    return st;
+}
+
+/* The keys the store has counted against what its tables hold (RocksDB's
+ * count of table entries, exact for keys written once): fewer means a
+ * table file or the MANIFEST's record of one is gone -- RocksDB itself
+ * takes a MANIFEST cut short for one that ended there, and would answer
+ * every key of the lost tables "new".  Without expiry only (expired keys
+ * leave the tables at compaction); record() of a key already held counts
+ * it twice (store.h), which can only make the count larger. */
+static dedup_status check_count(dedup_store *s, char *why, size_t cap)
+{
+    if (s->expire)
+        return DEDUP_OK;
+    uint64_t held = 0;
+    if (rocksdb_property_int_cf(s->db, s->cf_keys, "rocksdb.estimate-num-keys", &held) != 0)
+        return DEDUP_OK; /* not known: nothing to compare */
+    uint64_t pending = s->read_only ? s->pend.n : 0; /* read-only: the log is not ingested */
+    if (s->count <= held + pending)
+        return DEDUP_OK;
+    char d[160];
+    snprintf(d, sizeof d, "%llu keys counted, %llu in its tables",
+             (unsigned long long)s->count, (unsigned long long)(held + pending));
+    set_why(why, cap, "%s: the store is damaged: %s (a table file or the MANIFEST's record of "
+            "one is missing); refused, so that no recorded key is taken for new", s->dir, d);
+    return DEDUP_ERR_CORRUPT;
+}
+
+/* ---- identity ----------------------------------------------------------------------- */
+
+/* The stored identity: its text then a 4-byte checksum of it. */
+static dedup_status check_identity(dedup_store *s, const dedup_store_params *p, bool fresh,
+                                   char *why, size_t cap)
+{
+    char *e = NULL;
+    size_t vl = 0;
+    char *v = fresh ? NULL
+                    : rocksdb_get_cf(s->db, s->ro, s->cf_meta, IDENTITY_KEY, strlen(IDENTITY_KEY),
+                                     &vl, &e);
+    if (e) {
+        set_why(why, cap, "%s: cannot read the store's key options (RocksDB: %s)", s->dir, e);
+        free(e);
+        return DEDUP_ERR_IO;
+    }
+    if (v) {
+        const unsigned char *u = (const unsigned char *)v;
+        if (vl < 4 || vl - 4 > DEDUP_STORE_IDENTITY_MAX ||
+            get_u32(u + vl - 4) != (uint32_t)dedup_hash(v, vl - 4, 0).lo) {
+            set_why(why, cap, "%s: the store's record of its key options is damaged%s", s->dir,
+                    NULL);
+            free(v);
+            return DEDUP_ERR_CHECKSUM;
+        }
+        memcpy(s->identity, v, vl - 4);
+        s->identity[vl - 4] = '\0';
+        free(v);
+    }
+    if (!p->identity || s->read_only)
+        return DEDUP_OK;
+    size_t il = strlen(p->identity);
+    if (il > DEDUP_STORE_IDENTITY_MAX)
+        return DEDUP_ERR_INVALID_ARG;
+    if (v && strcmp(s->identity, p->identity) != 0 && !p->identity_force) {
+        if (why && cap)
+            snprintf(why, cap, "%s: the store's keys were made with [%s]; this run makes them with "
+                     "[%s]", s->dir, s->identity, p->identity);
+        return DEDUP_ERR_INCOMPATIBLE;
+    }
+    if (v && strcmp(s->identity, p->identity) == 0)
+        return DEDUP_OK;
+    /* new, adopted or forced: recorded (synced) */
+    unsigned char *w = xmalloc(&s->a, il + 4);
+    if (!w)
+        return DEDUP_ERR_NOMEM;
+    memcpy(w, p->identity, il);
+    put_u32(w + il, (uint32_t)dedup_hash(p->identity, il, 0).lo);
+    rocksdb_writeoptions_t *wo = rocksdb_writeoptions_create();
+    rocksdb_writeoptions_set_sync(wo, 1);
+    rocksdb_writebatch_t *wb = rocksdb_writebatch_create();
+    rocksdb_writebatch_put_cf(wb, s->cf_meta, IDENTITY_KEY, strlen(IDENTITY_KEY), (const char *)w,
+                              il + 4);
+    rocksdb_write(s->db, wo, wb, &e);
+    rocksdb_writebatch_destroy(wb);
+    rocksdb_writeoptions_destroy(wo);
+    xfree(&s->a, w);
+    if (e) {
+        set_why(why, cap, "%s: cannot record the store's key options (RocksDB: %s)", s->dir, e);
+        free(e);
+        return DEDUP_ERR_IO;
+    }
+    s->identity_adopted = !fresh && !v;
+    memcpy(s->identity, p->identity, il + 1);
+    return DEDUP_OK;
+}
+
+/* Opens the store in 'dir' ('fresh': creates it there, an empty
+ * directory), its lock held unless read-only. */
+dedup_status ddr_open_dir(const dedup_store_params *p, const dedup_allocator *alloc,
+                          const char *dir, bool fresh, dedup_store **out, char *why, size_t cap)
 {
     dedup_allocator a = {0};
     if (alloc)
         a = *alloc;
-    if (why && cap)
-        why[0] = '\0';
-    *out = NULL;
-    if (!p || !p->dir || !p->dir[0] || p->sync > DEDUP_STORE_SYNC_NONE ||
-        p->keys > DEDUP_STORE_KEYS_WHOLE || p->expire > UINT32_MAX) {
-        set_why(why, cap, "%s%s", "invalid store parameters", NULL);
-        return DEDUP_ERR_INVALID_ARG;
-    }
-    const char *lerr = ddr_rdb_load(); /* librocksdb, on the first store (rdb_lazy.h) */
-    if (lerr) {
-        set_why(why, cap, "%s%s", lerr, NULL);
-        return DEDUP_ERR_UNSUPPORTED;
-    }
-    bool fresh;
-    dedup_status st = probe_dir(p, &fresh, why, cap);
-    if (st != DEDUP_OK)
-        return st;
-
+    dedup_status st = DEDUP_OK;
     dedup_store *s = xmalloc(&a, sizeof *s);
     if (!s)
         return DEDUP_ERR_NOMEM;
     memset(s, 0, sizeof *s);
     s->pend.log_fd = -1;
+    s->lock_fd = -1;
     s->a = a;
-    size_t dl = strlen(p->dir) + 1;
+    size_t dl = strlen(dir) + 1;
     s->dir = xmalloc(&a, dl);
     if (!s->dir || alloc_scratch(s) != DEDUP_OK) {
         dedup_store_close(s);
         return DEDUP_ERR_NOMEM;
     }
-    memcpy(s->dir, p->dir, dl);
+    memcpy(s->dir, dir, dl);
     s->read_only = p->read_only;
     s->sync = p->sync;
+    s->caller_commits = p->caller_commits;
     s->clock = p->clock;
     s->clock_ctx = p->clock_ctx;
     s->keys = p->keys ? p->keys : DEDUP_STORE_KEYS_DIGEST;
-    s->seed = p->seed ? p->seed : DEDUP_DEFAULT_SEED;
+    s->seed = p->seed;
+    if (fresh && !s->seed && (st = ddr_random_seed(&s->seed, dir, why, cap)) != DEDUP_OK) {
+        dedup_store_close(s);
+        return st;
+    }
     s->expire = p->expire;
 
+    if (!s->read_only && (st = ddr_take_lock(s, why, cap)) != DEDUP_OK) {
+        dedup_store_close(s);
+        return st;
+    }
     char *e = NULL;
-    if (!fresh) {
-        /* Learn the key mode and expiry before choosing options: read the
-         * marker through a plain read-only open first. */
-        size_t ncf = 0;
-        rocksdb_options_t *probe = rocksdb_options_create();
-        char **names = rocksdb_list_column_families(probe, p->dir, &ncf, &e);
-        bool has_meta = false;
-        for (size_t i = 0; !e && i < ncf; i++)
-            has_meta |= strcmp(names[i], META_CF) == 0;
-        if (names)
-            rocksdb_list_column_families_destroy(names, ncf);
-        if (!e && (!has_meta || ncf != 2)) {
-            rocksdb_options_destroy(probe);
-            set_why(why, cap, "%s is a RocksDB database but not a dedup store%s", p->dir, NULL);
-            dedup_store_close(s);
-            return DEDUP_ERR_BAD_MAGIC;
-        }
-        if (!e) {
-            const char *cfn[2] = {"default", META_CF};
-            const rocksdb_options_t *cfo[2] = {probe, probe};
-            rocksdb_column_family_handle_t *h[2] = {0};
-            rocksdb_t *db =
-                rocksdb_open_for_read_only_column_families(probe, p->dir, 2, cfn, cfo, h, 0, &e);
-            if (db) {
-                rocksdb_readoptions_t *ro = rocksdb_readoptions_create();
-                size_t vl = 0;
-                char *v = rocksdb_get_cf(db, ro, h[1], MARKER_KEY, strlen(MARKER_KEY), &vl, &e);
-                if (!e && !v) {
-                    set_why(why, cap, "%s is not a dedup store (no marker)%s", p->dir, NULL);
-                    st = DEDUP_ERR_BAD_MAGIC;
-                } else if (!e) {
-                    st = check_marker(s, p, v, vl, why, cap);
-                }
-                free(v);
-                rocksdb_readoptions_destroy(ro);
-                rocksdb_column_family_handle_destroy(h[0]);
-                rocksdb_column_family_handle_destroy(h[1]);
-                rocksdb_close(db);
-            }
-        }
-        rocksdb_options_destroy(probe);
-        if (e) {
-            st = map_open_error(e, p->dir, why, cap);
-            free(e);
-        }
-        if (st != DEDUP_OK) {
-            dedup_store_close(s);
-            return st;
-        }
+    if (!fresh && (st = read_marker(s, p, dir, why, cap)) != DEDUP_OK) {
+        dedup_store_close(s);
+        return st;
     }
 
     s->block_cache = p->block_cache ? p->block_cache : (32u << 20);
@@ -371,11 +505,11 @@ dedup_status dedup_store_open(const dedup_store_params *p, const dedup_allocator
     const rocksdb_options_t *cfo[2] = {s->opt, s->meta_opt};
     rocksdb_column_family_handle_t *h[2] = {0};
     if (s->read_only)
-        s->db = rocksdb_open_for_read_only_column_families(s->opt, p->dir, 2, cfn, cfo, h, 0, &e);
+        s->db = rocksdb_open_for_read_only_column_families(s->opt, dir, 2, cfn, cfo, h, 0, &e);
     else
-        s->db = rocksdb_open_column_families(s->opt, p->dir, 2, cfn, cfo, h, &e);
+        s->db = rocksdb_open_column_families(s->opt, dir, 2, cfn, cfo, h, &e);
     if (e) {
-        st = map_open_error(e, p->dir, why, cap);
+        st = map_open_error(e, dir, why, cap);
         free(e);
         s->db = NULL;
         dedup_store_close(s);
@@ -406,10 +540,14 @@ dedup_status dedup_store_open(const dedup_store_params *p, const dedup_allocator
         free(v);
     }
     if (e) {
-        set_why(why, cap, "%s: cannot read or write the store's marker (RocksDB: %s)", p->dir, e);
+        set_why(why, cap, "%s: cannot read or write the store's marker (RocksDB: %s)", dir, e);
         free(e);
         dedup_store_close(s);
         return DEDUP_ERR_IO;
+    }
+    if ((st = check_identity(s, p, fresh, why, cap)) != DEDUP_OK) {
+        dedup_store_close(s);
+        return st;
     }
     if ((st = ddr_pending_open(s)) != DEDUP_OK) {
         set_why(why, cap, "%s%s", s->err[0] ? s->err : "cannot start the pending log", NULL);
@@ -417,20 +555,50 @@ dedup_status dedup_store_open(const dedup_store_params *p, const dedup_allocator
         dedup_store_close(s);
         return st;
     }
+    if ((st = check_count(s, why, cap)) != DEDUP_OK) {
+        s->pend.n = 0;
+        s->pend.committed = 0;
+        dedup_store_close(s);
+        return st;
+    }
     *out = s;
     return DEDUP_OK;
 }
+
+dedup_status dedup_store_open(const dedup_store_params *p, const dedup_allocator *alloc,
+                              dedup_store **out, char *why, size_t cap)
+{
+    if (why && cap)
+        why[0] = '\0';
+    *out = NULL;
+    if (!p || !p->dir || !p->dir[0] || p->sync > DEDUP_STORE_SYNC_NONE ||
+        p->keys > DEDUP_STORE_KEYS_WHOLE || p->expire > UINT32_MAX) {
+        set_why(why, cap, "%s%s", "invalid store parameters", NULL);
+        return DEDUP_ERR_INVALID_ARG;
+    }
+    const char *lerr = ddr_rdb_load(); /* librocksdb, on the first store (rdb_lazy.h) */
+    if (lerr) {
+        set_why(why, cap, "%s%s", lerr, NULL);
+        return DEDUP_ERR_UNSUPPORTED;
+    }
+    bool fresh;
+    dedup_status st = probe_dir(p, &fresh, why, cap);
+    if (st == DEDUP_OK && fresh)
+        st = ddr_create_store(p, alloc, why, cap);
+    if (st != DEDUP_OK)
+        return st;
+    return ddr_open_dir(p, alloc, p->dir, false, out, why, cap);
+}
+
 
 dedup_status dedup_store_flush(dedup_store *s)
 {
     char *e = NULL;
     if (!s->db || s->read_only)
         return DEDUP_OK;
-    if (s->sync != DEDUP_STORE_SYNC_ALWAYS) {
-        dedup_status st = ddr_pending_ingest(s);
-        if (st != DEDUP_OK)
-            return st;
-    }
+    dedup_status st = ddr_pending_ingest(s);
+    if (st != DEDUP_OK)
+        return st;
     if (s->sync == DEDUP_STORE_SYNC_NONE) {
         rocksdb_flushoptions_t *fo = rocksdb_flushoptions_create();
         rocksdb_flushoptions_set_wait(fo, 1);
@@ -456,6 +624,8 @@ void dedup_store_close(dedup_store *s)
             rocksdb_column_family_handle_destroy(s->cf_meta);
         rocksdb_close(s->db);
     }
+    if (s->lock_fd >= 0)
+        close(s->lock_fd); /* the lock goes with it, after RocksDB's files are closed */
     if (s->ro)
         rocksdb_readoptions_destroy(s->ro);
     if (s->ro_scan)
@@ -481,7 +651,6 @@ void dedup_store_close(dedup_store *s)
     xfree(&a, s->ord);
     xfree(&a, s->sptr);
     xfree(&a, s->slen);
-    xfree(&a, s->table);
     xfree(&a, s->qidx);
     xfree(&a, s->qptr);
     xfree(&a, s->qlen);
@@ -609,69 +778,6 @@ static dedup_status multi_get(dedup_store *s, size_t m, bool *present)
     return multi_get_of(s, m, s->kptr, s->klen, present);
 }
 
-static bool same_key(const dedup_store *s, size_t i, size_t j)
-{
-    return s->klen[i] == s->klen[j] && memcmp(s->kptr[i], s->kptr[j], s->klen[i]) == 0;
-}
-
-static dedup_status write_batch(dedup_store *s, rocksdb_writebatch_t *wb, uint64_t added)
-{
-    unsigned char c[8];
-    put_u64(c, s->count + added);
-    rocksdb_writebatch_put_cf(wb, s->cf_meta, COUNT_KEY, strlen(COUNT_KEY), (const char *)c, 8);
-    char *e = NULL;
-    rocksdb_write(s->db, s->wo, wb, &e);
-    if (e)
-        return take_error(s, e);
-    s->count += added;
-    s->writes += added;
-    return DEDUP_OK;
-}
-
-static dedup_status decide_chunk(dedup_store *s, const dedup_batch *b, size_t from, size_t m,
-                                 dedup_verdict *out)
-{
-    bool present[DEDUP_STORE_CHUNK];
-    build_keys(s, b, from, m);
-    dedup_status st = multi_get(s, m, present);
-    if (st != DEDUP_OK)
-        return st;
-    memset(s->table, 0xff, TABLE_SLOTS * sizeof *s->table);
-    unsigned char ts[4];
-    int64_t now = s->expire ? store_now(s) : 0;
-    put_u32(ts, (uint32_t)now);
-    rocksdb_writebatch_t *wb = rocksdb_writebatch_create();
-    uint64_t added = 0;
-    for (size_t i = 0; i < m; i++) {
-        if (present[i]) {
-            out[i] = DEDUP_DUPLICATE;
-            continue;
-        }
-        uint32_t slot = (uint32_t)b->digests[from + i].lo & (TABLE_SLOTS - 1);
-        bool dup = false;
-        while (s->table[slot] != NO_SLOT) {
-            if (same_key(s, s->table[slot], i)) {
-                dup = true;
-                break;
-            }
-            slot = (slot + 1) & (TABLE_SLOTS - 1);
-        }
-        if (dup) {
-            out[i] = DEDUP_DUPLICATE;
-            continue;
-        }
-        s->table[slot] = (uint32_t)i;
-        out[i] = DEDUP_NEW;
-        rocksdb_writebatch_put_cf(wb, s->cf_keys, s->kptr[i], s->klen[i], (const char *)ts,
-                                  s->expire ? 4 : 0);
-        added++;
-    }
-    if (added)
-        st = write_batch(s, wb, added);
-    rocksdb_writebatch_destroy(wb);
-    return st;
-}
-
 static bool pending_has(const dedup_store *s, size_t i, uint64_t h, int64_t now)
 {
     uint32_t e = ddr_pending_find(s, s->kptr[i], s->klen[i], h);
@@ -718,12 +824,10 @@ static dedup_status decide_chunk_pending(dedup_store *s, const dedup_batch *b, s
         out[i] = DEDUP_NEW;
         added++;
     }
-    if (st == DEDUP_OK)
-        st = ddr_pending_log(s);
     if (st != DEDUP_OK)
         return st;
     s->writes += added;
-    return ddr_pending_full(s) ? ddr_pending_ingest(s) : DEDUP_OK;
+    return ddr_pending_chunk_done(s);
 }
 
 dedup_status dedup_store_decide(dedup_store *s, const dedup_batch *b, dedup_verdict *out,
@@ -738,10 +842,11 @@ dedup_status dedup_store_decide(dedup_store *s, const dedup_batch *b, dedup_verd
         return DEDUP_ERR_UNSUPPORTED;
     for (size_t from = 0; from < b->n; from += DEDUP_STORE_CHUNK) {
         size_t m = b->n - from < DEDUP_STORE_CHUNK ? b->n - from : DEDUP_STORE_CHUNK;
-        st = s->sync == DEDUP_STORE_SYNC_ALWAYS ? decide_chunk(s, b, from, m, out + from)
-                                                 : decide_chunk_pending(s, b, from, m, out + from);
-        if (st != DEDUP_OK)
+        st = decide_chunk_pending(s, b, from, m, out + from);
+        if (st != DEDUP_OK) {
+            s->failed |= s->caller_commits; /* see dedup_store_commit() */
             return st;
+        }
         if (done)
             *done = from + m;
     }
@@ -783,28 +888,16 @@ dedup_status dedup_store_record(void *ctx, const dedup_batch *b)
     for (size_t from = 0; from < b->n; from += DEDUP_STORE_CHUNK) {
         size_t m = b->n - from < DEDUP_STORE_CHUNK ? b->n - from : DEDUP_STORE_CHUNK;
         build_keys(s, b, from, m);
-        if (s->sync != DEDUP_STORE_SYNC_ALWAYS) {
-            for (size_t i = 0; i < m && st == DEDUP_OK; i++)
-                st = ddr_pending_put(s, s->kptr[i], s->klen[i], b->digests[from + i].lo,
-                                     get_u32(ts));
-            if (st == DEDUP_OK)
-                st = ddr_pending_log(s);
-            if (st == DEDUP_OK)
-                s->writes += m;
-            if (st == DEDUP_OK && ddr_pending_full(s))
-                st = ddr_pending_ingest(s);
-            if (st != DEDUP_OK)
-                return st;
-            continue;
-        }
-        rocksdb_writebatch_t *wb = rocksdb_writebatch_create();
-        for (size_t i = 0; i < m; i++)
-            rocksdb_writebatch_put_cf(wb, s->cf_keys, s->kptr[i], s->klen[i], (const char *)ts,
-                                      s->expire ? 4 : 0);
-        st = write_batch(s, wb, m);
-        rocksdb_writebatch_destroy(wb);
-        if (st != DEDUP_OK)
+        for (size_t i = 0; i < m && st == DEDUP_OK; i++)
+            st = ddr_pending_put(s, s->kptr[i], s->klen[i], b->digests[from + i].lo, get_u32(ts));
+        if (st == DEDUP_OK)
+            s->writes += m;
+        if (st == DEDUP_OK)
+            st = ddr_pending_chunk_done(s);
+        if (st != DEDUP_OK) {
+            s->failed |= s->caller_commits;
             return st;
+        }
     }
     return DEDUP_OK;
 }
@@ -840,7 +933,11 @@ static uint64_t prop(const dedup_store *s, rocksdb_column_family_handle_t *cf, c
 dedup_status dedup_store_get_info(const dedup_store *s, dedup_store_info *out)
 {
     memset(out, 0, sizeof *out);
-    out->keys = s->count + s->pend.added;
+    out->keys = s->count + s->pend.added + s->pend.uadded;
+    out->recovered = s->pend.recovered;
+    out->identity = s->identity;
+    out->identity_adopted = s->identity_adopted;
+    out->torn_bytes = s->pend.torn_bytes;
     out->bytes_on_disk = dir_bytes(s->dir);
     out->sst_bytes = prop(s, s->cf_keys, "rocksdb.total-sst-files-size") +
                      prop(s, s->cf_meta, "rocksdb.total-sst-files-size");
@@ -856,7 +953,7 @@ dedup_status dedup_store_get_info(const dedup_store *s, dedup_store_info *out)
                            rocksdb_cache_get_usage(s->cache)) +
                   sizeof *s + DEDUP_STORE_CHUNK * (16 + 2 * sizeof(void *) + sizeof(size_t) +
                                                    sizeof(char *)) +
-                  TABLE_SLOTS * sizeof(uint32_t) + ddr_pending_memory(s);
+                  ddr_pending_memory(s);
     return DEDUP_OK;
 }
 

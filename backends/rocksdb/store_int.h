@@ -17,7 +17,6 @@
 #define COUNT_KEY "count"
 #define META_CF "dedup"
 #define MARKER_LEN 40u
-#define TABLE_SLOTS (2u * DEDUP_STORE_CHUNK) /* power of two, load <= 1/2 */
 #define NO_SLOT UINT32_MAX
 
 static const char marker_magic[8] = {'D', 'D', 'U', 'P', 'S', 'T', 'O', 'R'};
@@ -68,7 +67,13 @@ typedef struct ddr_pending {
     size_t used, cap;
     ddr_entry *e;                     /* in recording order */
     size_t n, ecap;
-    uint64_t added;                   /* NEW answers since the last ingestion */
+    uint64_t added;                   /* committed NEW answers since the last ingestion */
+    uint64_t uadded;                  /* NEW answers since the last commit */
+    size_t committed;                 /* entries [0, committed) are committed */
+    uint64_t seq;                     /* the next log record's number */
+    uint64_t log_bytes;               /* the log's length through its last record */
+    uint64_t recovered;               /* keys replayed from a log at open */
+    uint64_t torn_bytes;              /* bytes of a torn last record ignored at open */
     uint32_t *table;                  /* DDR_PENDING_SLOTS entry indices, NO_SLOT empty */
     unsigned char *logbuf;            /* one chunk's log record */
     size_t loglen, logcap;
@@ -89,6 +94,7 @@ typedef struct ddr_pending {
 #define DDR_LOG_NAME "dedup-pending.log"
 #define DDR_SST_NAME "dedup-ingest.sst"
 #define INGEST_KEY "ingested"
+#define IDENTITY_KEY "identity"
 
 struct dedup_store {
     dedup_allocator a;
@@ -101,9 +107,12 @@ struct dedup_store {
     rocksdb_readoptions_t *ro, *ro_scan;
     rocksdb_writeoptions_t *wo;
     char *dir;
+    int lock_fd;                      /* DIR/dedup.lock, flock()ed; -1 read-only */
     bool read_only;
     dedup_store_keys keys;
     dedup_store_sync sync;
+    bool caller_commits;
+    bool failed;                      /* caller_commits: a decide/record failed */
     uint64_t seed, expire;
     uint64_t block_cache;             /* bytes */
     unsigned read_threads;            /* 1 or 2 (params.read_threads) */
@@ -121,13 +130,14 @@ struct dedup_store {
     ddr_ord *ord;                     /* a lookup's keys, sorted */
     const char **sptr;                /* ... as MultiGet takes them */
     size_t *slen;
-    uint32_t *table;
     /* sync BATCH and NONE: the keys recorded since the last ingestion
      * (pending.c) */
     ddr_pending pend;
     uint32_t *qidx;                   /* chunk keys that need a store read */
     const char **qptr;
     size_t *qlen;
+    char identity[DEDUP_STORE_IDENTITY_MAX + 1];
+    bool identity_adopted;
     char err[512];
 };
 
@@ -197,6 +207,16 @@ static inline bool value_expired(const dedup_store *s, const char *v, size_t vle
 }
 
 
+/* store.c: opens the store in 'dir' ('fresh': creates it there). */
+dedup_status ddr_open_dir(const dedup_store_params *p, const dedup_allocator *alloc,
+                          const char *dir, bool fresh, dedup_store **out, char *why, size_t cap);
+
+/* create.c */
+dedup_status ddr_take_lock(dedup_store *s, char *why, size_t cap);
+dedup_status ddr_random_seed(uint64_t *seed, const char *dir, char *why, size_t cap);
+dedup_status ddr_create_store(const dedup_store_params *p, const dedup_allocator *alloc,
+                              char *why, size_t cap);
+
 /* pending.c */
 dedup_status ddr_pending_open(dedup_store *s);
 void ddr_pending_free(dedup_store *s);
@@ -205,8 +225,10 @@ size_t ddr_pending_memory(const dedup_store *s);
 uint32_t ddr_pending_find(const dedup_store *s, const char *k, size_t len, uint64_t h);
 /* Records (k, len) at time ts: a new entry, or a fresh time for one there. */
 dedup_status ddr_pending_put(dedup_store *s, const char *k, size_t len, uint64_t h, uint32_t ts);
-/* Appends the chunk's record (log buffer filled by ddr_pending_put) to the log. */
-dedup_status ddr_pending_log(dedup_store *s);
+/* After a chunk of decide() or record(): commits it unless the caller
+ * commits (params.caller_commits), and then even so when the pending
+ * table nears its room. */
+dedup_status ddr_pending_chunk_done(dedup_store *s);
 /* Writes the pending keys as one sorted table file and ingests it. */
 dedup_status ddr_pending_ingest(dedup_store *s);
 bool ddr_pending_full(const dedup_store *s);

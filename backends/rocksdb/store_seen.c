@@ -16,6 +16,14 @@ static dedup_status st_query(const void *impl, const dedup_batch *b, dedup_verdi
     return dedup_store_query(impl, b, out);
 }
 
+/* The batch is not needed: everything decided since the last commit is
+ * committed (the CLI commits once a batch's records are written out). */
+static dedup_status st_commit(void *impl, const dedup_batch *b)
+{
+    (void)b;
+    return dedup_store_commit(impl);
+}
+
 static void st_info(const void *impl, dedup_seen_info *out)
 {
     dedup_store_info si;
@@ -39,6 +47,7 @@ static const dedup_seen_ops store_ops = {
     .kind = DEDUP_SEEN_STORE,
     .decide = st_decide,
     .query = st_query,
+    .commit = st_commit,
     .info = st_info,
     .free = st_free,
 };

@@ -20,16 +20,20 @@
  *
  * ---- What is stored ----------------------------------------------------------
  * One RocksDB key per recorded key: the 16-byte digest (lo then hi, both
- * little-endian) by default, or the whole key bytes (DEDUP_STORE_KEYS_WHOLE:
+ * little-endian; the digest is keyed by the store's seed, 64 random bits
+ * from the OS at creation unless params.seed fixes one, so that nobody who
+ * does not know it can craft two keys the store takes for one) by default, or the whole key bytes (DEDUP_STORE_KEYS_WHOLE:
  * exact even against digest collisions, ~n^2/2^129, at the cost of the key's
  * length on disk).  The value is empty, or with expiry a 4-byte
  * little-endian write time in seconds.  A column family "dedup" holds the
  * marker that makes a directory a dedup store -- magic, format version, key
- * mode, seed, expiry, checksum -- and the count of keys recorded, updated in
- * the same atomic WriteBatch as the keys (sync ALWAYS) or with each
- * ingestion (BATCH, NONE: see pending.c for how a crash keeps it exact).  A directory without the marker
- * (empty of RocksDB, a foreign RocksDB database, a marker with a bad
- * checksum or another version) is refused with a message naming the reason.
+ * mode, seed, expiry, checksum --, the caller's identity (params.identity,
+ * with a checksum) and the count of keys recorded, updated with each
+ * ingestion (see pending.c for how a crash keeps it exact).  A directory
+ * without the marker (empty of RocksDB, a foreign RocksDB database, a
+ * marker with a bad checksum or another version) is refused with a message
+ * naming the reason.  Stores made before seeds were random keep the public
+ * seed their marker holds.
  *
  * ---- RocksDB options, chosen for write-once keys ------------------------------
  * Keys are written once and never updated, digests are random bytes, and
@@ -90,33 +94,51 @@
  * the wall time when a core is free).
  *
  * ---- How keys are written (params.sync) ---------------------------------------
- * Each decide() or record() call records its new keys before it returns,
- * so a caller that writes a key's record out after decide() returned never
- * outputs a key the store has not recorded.  How:
- *  - DEDUP_STORE_SYNC_ALWAYS: one WriteBatch per chunk (atomic: all of a
- *    chunk or none of it) whose WAL is fsync()ed before return.  A kill -9
- *    or a power loss at any moment loses no key that decide() answered
- *    NEW; the cost is one fsync per chunk and a memtable insert per key.
- *  - DEDUP_STORE_SYNC_BATCH (default): the new keys join a pending table in
- *    memory and are appended, one record per chunk with one write(2), to
- *    DIR/dedup-pending.log; every ~2 M keys (and at flush and close) the
- *    pending keys are sorted, written as one table file and ingested by
- *    RocksDB whole (IngestExternalFile).  A kill -9 loses nothing (the log
- *    is in the kernel and the next open replays it); a power loss may lose
- *    the keys since the last ingestion.  Why not the memtable: random
- *    digests make each skiplist insert a walk over cold cache lines, ~50k
- *    keys/s on the machines measured (bench/results/tiers.md), where the
- *    sorted file is written sequentially.
- *  - DEDUP_STORE_SYNC_NONE: as BATCH without the log: a kill -9 loses the
- *    keys since the last ingestion; for rebuildable data.
- * Lookups ask the pending table before RocksDB, so every mode answers the
- * same.  A read-only open reads a pending log left by a killed run (or
- * being written by the run that holds the store) into its pending table:
- * those keys are answered present and counted in info.keys; the log
- * stays for the next writable open, which ingests it.
- * The other direction is the caller's: keys recorded by a decide() whose
- * records were never written out (a crash between the two) stay recorded,
- * so those records are lost to the next run -- at most one batch.
+ * Every mode answers from a pending table in memory first: the keys
+ * decided or recorded since the last ingestion.  Keys become durable at a
+ * commit: dedup_store_commit(), called by decide() and record() before
+ * they return, or -- with params.caller_commits -- by the caller once the
+ * records of those keys are written out (the CLI: after the batch's output
+ * left the process, and was fdatasync()ed with ALWAYS when it is a file).
+ * A commit appends one record of the new keys to DIR/dedup-pending.log
+ * (one write(2)); every ~2 M keys (and at flush and close) the pending
+ * keys are sorted, written as one table file and ingested by RocksDB whole
+ * (IngestExternalFile), and a new log starts.  Why not the memtable:
+ * random digests make each skiplist insert a walk over cold cache lines,
+ * ~50k keys/s on the machines measured (bench/results/tiers.md), where the
+ * sorted file is written sequentially.
+ *  - DEDUP_STORE_SYNC_BATCH (default): a kill -9 loses no committed key (the
+ *    log is in the kernel and the next open replays it); a power loss may
+ *    lose the keys since the last ingestion.
+ *  - DEDUP_STORE_SYNC_ALWAYS: each commit's record is fdatasync()ed before
+ *    the commit returns: a power loss loses no committed key either.
+ *  - DEDUP_STORE_SYNC_NONE: no log: a kill -9 forgets the keys since the
+ *    last ingestion (their records are then written again by a later run);
+ *    for rebuildable data.
+ * The order, for a caller that writes records: decide, write the records
+ * of the NEW keys, commit.  A crash before the commit makes the next run
+ * answer those keys NEW again (their records are written twice: at most
+ * what was decided since the last commit), never a key recorded whose
+ * record was not written.  With caller_commits, keys never committed are
+ * forgotten at flush and close (a failed run did not confirm their
+ * records), and a caller that decides more than ~3 M keys between commits
+ * has them committed early (the pending table's room).
+ * A read-only open reads a pending log left by a killed run (or being
+ * written by the run that holds the store) into its pending table: those
+ * keys are answered present and counted in info.keys; the log stays for
+ * the next writable open, which ingests it and reports the count in
+ * info.recovered.  The log's records each carry a number and checksums;
+ * only a torn last record (past the length the log's header declares: the
+ * write a kill cut) is ignored, and reported in info.torn_bytes.
+ *
+ * ---- Damage ---------------------------------------------------------------------
+ * Refused, never read as fewer keys: a damaged marker, identity or pending
+ * log record (DEDUP_ERR_CHECKSUM, DEDUP_ERR_CORRUPT, 'why' naming the file
+ * and byte); what RocksDB's paranoid checks report (DEDUP_ERR_CORRUPT); and,
+ * without expiry, a store whose tables hold fewer keys than it counted (a
+ * table file or the MANIFEST's record of one lost; RocksDB reads a
+ * MANIFEST cut short as one that ended there).  record() of a key already
+ * held counts it twice, which only raises the count.
  *
  * ---- Expiry (params.expire) ---------------------------------------------------
  * "The last N seconds of history": each key carries its write time and the
@@ -126,11 +148,15 @@
  * from disk as compaction reaches them.  A repeat does not extend a key's
  * life.  Expiry is fixed when the store is created.
  *
- * ---- Locking -------------------------------------------------------------------
- * A writable store is locked (RocksDB's LOCK file, fcntl) for the life of the
- * object: a second process (or a second open in this one) gets DEDUP_ERR_IO
- * with "in use by another process".  params.read_only opens without the lock
- * (dedup store info on a store in use) and refuses every write.
+ * ---- Locking and creation ----------------------------------------------------------
+ * A writable store holds flock() on DIR/dedup.lock for the life of the
+ * object, its PID written there: a second process (or a second open in
+ * this one) gets DEDUP_ERR_IO with "DIR: in use by PID N".
+ * params.read_only opens without the lock (dedup store info on a store in
+ * use) and refuses every write.  A new store is built whole in
+ * "DIR.dedup-new.PID" beside DIR and renamed into place, so a kill at any
+ * instant of its creation leaves no store (the next run creates it; the
+ * leftover of a dead PID is removed then) or a complete one.
  *
  * Thread-safety: one thread at a time per store object.  RocksDB itself is
  * thread-safe, the object's buffers are not.  With params.read_threads 2,
@@ -153,6 +179,7 @@ extern "C" {
 /* Keys per internal chunk (one MultiGet, one WriteBatch); larger batches
  * are cut into chunks, each atomic on its own. */
 #define DEDUP_STORE_CHUNK 4096u
+#define DEDUP_STORE_IDENTITY_MAX 1024u
 
 typedef enum dedup_store_sync {
     DEDUP_STORE_SYNC_BATCH = 0,
@@ -170,8 +197,8 @@ typedef struct dedup_store_params {
     const char *dir;        /* required */
     bool create;            /* create the store when DIR is missing or empty; default true */
     bool read_only;         /* no lock, no writes */
-    uint64_t seed;          /* 0 = as stored (DEDUP_DEFAULT_SEED for a new store);
-                               otherwise must equal the stored seed */
+    uint64_t seed;          /* 0 = as stored (random, from getrandom(), for a new
+                               store); otherwise must equal the stored seed */
     dedup_store_keys keys;  /* AUTO, or must equal the stored mode */
     uint64_t expire;        /* seconds; 0 = as stored (none for a new store);
                                otherwise must equal the stored expiry */
@@ -179,6 +206,19 @@ typedef struct dedup_store_params {
     uint64_t block_cache;   /* bytes of data-block cache; default 32 MiB */
     bool absent_screened;   /* a filter in front answers most absent keys:
                                no filter in the bottom level (see above) */
+    /* The caller's description of how it computes keys from records (for
+     * the CLI: dd_keyspec_describe(), the key options and the record
+     * terminator), at most DEDUP_STORE_IDENTITY_MAX bytes of text; NULL =
+     * not checked.  A new store keeps it; a store holding another one is
+     * refused (DEDUP_ERR_INCOMPATIBLE, 'why' naming both) unless
+     * identity_force, which records this one instead; a store made before
+     * identities were kept adopts it (info.identity_adopted). */
+    const char *identity;
+    bool identity_force;
+    bool caller_commits;    /* keys decided or recorded become durable only at
+                               dedup_store_commit() (see "How keys are
+                               written"); default false: before each call
+                               returns */
     unsigned read_threads;  /* 2 (default): a lookup of 256 keys or more
                                reads half of them on a helper thread (see
                                Thread-safety); 0 or 1: the caller's only */
@@ -228,8 +268,22 @@ dedup_status dedup_store_query(const dedup_store *s, const dedup_batch *b, dedup
  * IO, UNSUPPORTED (read-only). */
 dedup_status dedup_store_record(void *ctx, const dedup_batch *b);
 
-/* Makes every write so far durable (fsync of the WAL; a flush with sync
- * NONE).  Errors: IO. */
+/* Makes durable the keys decided or recorded since the last commit, as
+ * the sync mode says (BATCH: one write(2) to the pending log; ALWAYS: that
+ * write, fdatasync()ed; NONE: nothing until the next ingestion), and
+ * ingests the pending keys when they are due.  With params.caller_commits
+ * the caller calls it once the records of those keys are written out;
+ * otherwise decide() and record() call it before they return.  Errors: IO
+ * (dedup_store_error() names the file; with caller_commits also every
+ * commit after a failed decide() or record(), whose keys cannot be told
+ * from the others: none is committed, their records are written again by
+ * a later run), UNSUPPORTED (read-only). */
+dedup_status dedup_store_commit(dedup_store *s);
+
+/* Makes every committed key durable in RocksDB itself (an ingestion of the
+ * pending keys; a memtable flush with sync NONE).  With
+ * params.caller_commits, keys decided since the last commit are forgotten
+ * here (their records were not confirmed written).  Errors: IO. */
 dedup_status dedup_store_flush(dedup_store *s);
 
 typedef struct dedup_store_info {
@@ -241,6 +295,13 @@ typedef struct dedup_store_info {
     dedup_store_keys keys_mode;
     uint64_t expire;        /* seconds, 0 = none */
     uint32_t format_version;
+    const char *identity;   /* the stored identity ("" = none), valid until close */
+    bool identity_adopted;  /* this open recorded params.identity in a store
+                               that had none */
+    uint64_t recovered;     /* keys replayed at open from the pending log of
+                               a run that did not finish */
+    uint64_t torn_bytes;    /* bytes of a torn last log record ignored at
+                               open (a crash in its write, see pending.c) */
     /* this object's life */
     uint64_t lookups;       /* keys read (MultiGet) */
     uint64_t writes;        /* keys written */

@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # dedup --store DIR: runs over parts of a seeded random stream equal one run
 # over all of it (each --sync mode, digest and whole keys); dedup store
-# info; refusals (foreign, damaged, in use); and kill -9 at random moments
-# with --sync always: no key already written out as new is new again.
+# info; refusals (foreign, damaged, in use by PID N).
 . "$(dirname "$0")/lib/common.sh"
 
 if ! "$DEDUP" --help | grep -q -- '--store=DIR'; then
@@ -68,8 +67,43 @@ echo x | "$DEDUP" --store "$T/damaged" > "$T/out" 2> "$T/err"
 check "a damaged store is refused with exit 2" test $? -eq 2
 check "... naming what is wrong" grep -qi "corrupt\|cannot open" "$T/err"
 check "... writing nothing" test ! -s "$T/out"
+# --- the seed: random at creation, kept; --seed fixes one ---------------------------
+sd=$("$DEDUP" store info --json "$T/st_s" | python3 -c "import json,sys; print('0x%016x' % json.load(sys.stdin)['seed'])")
+check "a new store's seed is not the public one ($sd)" test "$sd" != 0x9e3779b97f4a7c15
 echo x | "$DEDUP" --store "$T/st_s" --seed 42 2> "$T/err" >/dev/null
-check "another seed is refused, naming both" grep -q "seed 0x9e3779b97f4a7c15, asked 0x000000000000002a" "$T/err"
+check "another seed is refused, naming both" grep -q "seed $sd, asked 0x000000000000002a" "$T/err"
+seq 1 5 | "$DEDUP" --store "$T/st_42" --seed 42 > /dev/null
+check "--seed fixes a new store's seed" grep -q "seed 0x000000000000002a" <("$DEDUP" store info "$T/st_42")
+seq 1 5 | "$DEDUP" --store "$T/st_r2" > /dev/null
+check "two new stores take two seeds" test "$("$DEDUP" store info "$T/st_r2" | grep -o 'seed 0x[0-9a-f]*')" != "seed $sd"
+seq 1 8 | "$DEDUP" --store "$T/st_42" --mode blocked -n 1000 -p 0.01 > "$T/out" 2>/dev/null
+check "a filter in front takes the store's seed (6 7 8 new)" test "$(cat "$T/out" | tr '\n' ' ')" = "6 7 8 "
+
+# --- the key options: part of the store's identity --------------------------------------
+seq 1 5 | "$DEDUP" --store "$T/st_k" > /dev/null
+check "store info shows the key options" grep -q "^key options: *keys/1 field=0 delim=00 term=0a\$" <("$DEDUP" store info "$T/st_k")
+seq 1 7 | "$DEDUP" -i --store "$T/st_k" > "$T/out" 2> "$T/err"
+check "other key options (-i) are refused with exit 2" test $? -eq 2
+check "... naming both" grep -q "made with \[keys/1 field=0 delim=00 term=0a\]; this run makes them with \[keys/1 field=0 delim=00 term=0a icase\]" "$T/err"
+check "... writing nothing" test ! -s "$T/out"
+seq 1 7 | "$DEDUP" -i --force-keys --store "$T/st_k" > "$T/out"
+check "--force-keys uses it anyway (6 and 7 new)" test "$(cat "$T/out" | tr '\n' ' ')" = "6 7 "
+seq 1 7 | "$DEDUP" --store "$T/st_k" > "$T/out" 2> "$T/err"
+check "... and records the new options as the store's" grep -q "this run makes them with \[keys/1 field=0 delim=00 term=0a\]" "$T/err"
+
+# --- a killed run's pending log: the next run says how many keys it recovered -------------
+mkfifo "$T/fifo_r"
+"$DEDUP" --store "$T/st_rec" --line-buffered "$T/fifo_r" > "$T/rec.out" 2>/dev/null &
+rpid=$!
+exec 7> "$T/fifo_r"
+seq 1 10 >&7
+wait_until 20 test "$(wc -l < "$T/rec.out")" -ge 10
+check "a run reading a FIFO wrote its first 10 records" test "$(wc -l < "$T/rec.out")" -eq 10
+kill -9 $rpid; wait $rpid 2>/dev/null
+exec 7>&-
+seq 1 12 | "$DEDUP" --store "$T/st_rec" > "$T/out" 2> "$T/err"
+check "the next run writes only 11 and 12" test "$(cat "$T/out" | tr '\n' ' ')" = "11 12 "
+check "... and says it recovered the 10 keys" grep -q "st_rec: 10 key(s) recovered from the pending log" "$T/err"
 echo x | "$DEDUP" --tier "rocksdb:$T/st_s,keys=whole" 2> "$T/err" >/dev/null
 check "another key mode is refused" grep -q "holds digest keys, asked whole" "$T/err"
 echo x | "$DEDUP" --store "$T/st_s" --state "$T/state" 2> "$T/err" >/dev/null
@@ -87,62 +121,13 @@ done
 check "the first dedup holds the store" test $locked -eq 1
 echo x | "$DEDUP" --store "$T/st_s" > "$T/out" 2> "$T/err"
 check "a second dedup on the same DIR exits 2" test $? -eq 2
-check "... told the DIR is in use by another process" grep -q "in use by another process" "$T/err"
+check "... told the DIR is in use by the holder's PID ($holder)" grep -q "st_s: in use by PID $holder" "$T/err"
 "$DEDUP" store info "$T/st_s" > /dev/null 2>&1
 check "store info works while the store is in use" test $? -eq 0
 timeout 10 sh -c ": > '$T/fifo'" # the holder reads an empty input and ends
 wait $holder
 check "the holder ends normally" test $? -eq 0
 
-# --- kill -9 with --sync always and batch ---------------------------------------------
-# Each run is killed once its output has grown past a random size (never
-# after a fixed sleep); every line it wrote must be a duplicate for the next.
-# always: the WAL is fsync'ed per batch; batch: the pending keys' log is
-# written per batch and replayed by the next open.
-gen $((SEED + 7)) 400000 300000 "$T/big"
-for mode in always batch; do
-k="$T/st_kill_$mode"
-r=$((SEED % 9973))
-killed=0
-kills=$(rounds 5)   # 5 kills, 2 under a sanitizer
-for round in $(seq "$kills"); do
-    r=$(( (r * 7919 + 17) % 9973 ))
-    want=$(( 2000 + r * 40 ))    # bytes of output before the kill
-    "$DEDUP" --store "$k" --sync $mode --line-buffered "$T/big" > "$T/k$round" 2>/dev/null &
-    pid=$!
-    for _ in $(seq 1 4000); do
-        [ "$(stat -c %s "$T/k$round")" -ge "$want" ] && break
-        kill -0 $pid 2>/dev/null || break
-        sleep 0.005
-    done
-    kill -9 $pid 2>/dev/null && killed=$((killed + 1))
-    wait $pid 2>/dev/null
-    # whole lines only: a record cut by the kill was not written out
-    python3 -c "import sys; d=open(sys.argv[1],'rb').read(); open(sys.argv[2],'wb').write(d[:d.rfind(b'\n')+1])" "$T/k$round" "$T/k${round}.whole"
-    n=$(wc -l < "$T/k${round}.whole")
-    if [ "$mode" = batch ] && [ $round = 1 ]; then
-        # store info (read-only) counts the killed run's pending log: every key
-        # written out, and at most the batch decided but not yet written
-        keys=$("$DEDUP" store info --json "$k" | python3 -c "import json,sys; print(json.load(sys.stdin)['keys'])")
-        check "store info after kill -9 counts the pending log ($keys keys, $n written out)" \
-            test "$keys" -ge "$n" -a "$keys" -le $((n + 8192))
-    fi
-    "$DEDUP" --store "$k" --sync $mode "$T/k${round}.whole" > "$T/again"
-    check "kill $round ($mode): none of the $n keys written out before kill -9 is new again" test ! -s "$T/again"
-done
-check "the runs were really killed mid-way ($killed of $kills, $mode)" test $killed -ge $(( (kills + 1) / 2 ))
-# no key was ever written out twice across the killed runs and a last full run
-"$DEDUP" --store "$k" "$T/big" > "$T/rest"
-cat "$T"/k?.whole "$T/rest" | sort | uniq -d > "$T/twice"
-check "no key written out twice across the killed runs ($mode)" test ! -s "$T/twice"
-# the other direction: a kill between a batch's decide and its output loses
-# that batch's records to later runs (documented), at most one batch per kill
-cat "$T"/k?.whole "$T/rest" | sort > "$T/all_out"
-awk '!s[$0]++' "$T/big" | sort > "$T/all_ref"
-lost=$(comm -13 "$T/all_out" "$T/all_ref" | wc -l)
-check "at most one batch (8192) of records lost per kill ($lost over $killed kills, $mode)" \
-    test "$lost" -le $((killed * 8192))
-check "nothing written out that is not in the input ($mode)" test -z "$(comm -23 "$T/all_out" "$T/all_ref")"
-done
+# kill -9 at random instants: tests/cli/store_kill_*.sh
 
 finish

@@ -298,7 +298,7 @@ static void test_refusals(void **state)
     assert_int_equal(dedup_store_open(&q, NULL, &s2, why, sizeof why), DEDUP_OK); /* no lock */
     dedup_store_close(s2);
     assert_int_equal(dedup_store_open(&p, NULL, &s2, why, sizeof why), DEDUP_ERR_IO);
-    assert_non_null(strstr(why, "in use by another process"));
+    assert_non_null(strstr(why, "in use by PID"));
     dedup_store_close(s);
     q = p;
     q.seed = 42;
@@ -460,6 +460,115 @@ static void test_batch_log_replay(void **state)
     rmtree(dir);
 }
 
+/* The caller's identity: kept at creation, refused when another is asked
+ * (naming both), recorded anew with identity_force, adopted by a store
+ * that had none.  A new store's seed is random, params.seed fixes it. */
+static void test_identity_and_seed(void **state)
+{
+    (void)state;
+    char why[768];
+    dedup_store *s = NULL;
+    dedup_store_params p;
+    dedup_store_params_init(&p);
+    char *dir = tmpdir();
+    p.dir = dir;
+    s = tst_open(&p); /* no identity: an older caller */
+    dedup_store_info in;
+    assert_int_equal(dedup_store_get_info(s, &in), DEDUP_OK);
+    uint64_t seed1 = in.seed;
+    assert_true(seed1 != 0 && seed1 != DEDUP_DEFAULT_SEED);
+    assert_string_equal(in.identity, "");
+    dedup_store_close(s);
+    p.identity = "keys A";
+    s = tst_open(&p);
+    assert_int_equal(dedup_store_get_info(s, &in), DEDUP_OK);
+    assert_true(in.identity_adopted);
+    assert_string_equal(in.identity, "keys A");
+    assert_int_equal(in.seed, seed1); /* kept */
+    dedup_store_close(s);
+    s = tst_open(&p);
+    assert_int_equal(dedup_store_get_info(s, &in), DEDUP_OK);
+    assert_false(in.identity_adopted);
+    dedup_store_close(s);
+    p.identity = "keys B";
+    assert_int_equal(dedup_store_open(&p, NULL, &s, why, sizeof why), DEDUP_ERR_INCOMPATIBLE);
+    assert_non_null(strstr(why, "[keys A]"));
+    assert_non_null(strstr(why, "[keys B]"));
+    p.identity_force = true;
+    s = tst_open(&p);
+    dedup_store_close(s);
+    p.identity_force = false;
+    s = tst_open(&p); /* B is the store's now */
+    dedup_store_close(s);
+    rmtree(dir);
+
+    /* two new stores, two seeds; params.seed fixes one */
+    char *d2 = tmpdir(), *d3 = tmpdir();
+    dedup_store_params_init(&p);
+    p.dir = d2;
+    s = tst_open(&p);
+    assert_int_equal(dedup_store_get_info(s, &in), DEDUP_OK);
+    assert_true(in.seed != seed1);
+    dedup_store_close(s);
+    p.dir = d3;
+    p.seed = 42;
+    s = tst_open(&p);
+    assert_int_equal(dedup_store_get_info(s, &in), DEDUP_OK);
+    assert_int_equal(in.seed, 42);
+    dedup_store_close(s);
+    rmtree(d2);
+    rmtree(d3);
+}
+
+/* caller_commits: keys decided but never committed are forgotten at
+ * close; committed ones stay.  The lock names the holder's PID.  A missing
+ * DIR is created whole, the leftover of a dead creator removed. */
+static void test_commit_lock_create(void **state)
+{
+    (void)state;
+    static kb b;
+    static dedup_verdict v[DEDUP_STORE_CHUNK * 3];
+    tu_rng r = {tu_seed() + 5};
+    char *base = tmpdir(), dir[128], stale[160], why[512];
+    snprintf(dir, sizeof dir, "%s/st", base);
+    snprintf(stale, sizeof stale, "%s/st.dedup-new.999999999", base);
+    assert_int_equal(mkdir(stale, 0755), 0); /* a creator that died (no such PID) */
+    dedup_store_params p;
+    dedup_store_params_init(&p);
+    p.dir = dir;
+    p.caller_commits = true;
+    dedup_store *s = tst_open(&p);
+    struct stat st;
+    assert_int_equal(stat(stale, &st), -1); /* removed */
+    fill_batch(&b, &r, 100);
+    dedup_batch x = as_batch(&b);
+    x.n = 50;
+    assert_int_equal(dedup_store_decide(s, &x, v, NULL), DEDUP_OK);
+    assert_int_equal(dedup_store_commit(s), DEDUP_OK);
+    dedup_batch y = as_batch(&b);
+    y.digests += 50, y.keys += 50, y.lens += 50, y.n = 50;
+    assert_int_equal(dedup_store_decide(s, &y, v, NULL), DEDUP_OK);
+
+    dedup_store *s2 = NULL;
+    assert_int_equal(dedup_store_open(&p, NULL, &s2, why, sizeof why), DEDUP_ERR_IO);
+    char pid[64];
+    snprintf(pid, sizeof pid, "in use by PID %ld", (long)getpid());
+    assert_non_null(strstr(why, pid));
+    dedup_store_close(s); /* the second 50 never committed: forgotten */
+
+    p.caller_commits = false;
+    s = tst_open(&p);
+    dedup_batch all = as_batch(&b);
+    assert_int_equal(dedup_store_query(s, &all, v), DEDUP_OK);
+    bool first_half[UNIVERSE] = {0};
+    for (size_t i = 0; i < 50; i++)
+        first_half[b.id[i]] = true;
+    for (size_t i = 0; i < 100; i++)
+        assert_int_equal(v[i], first_half[b.id[i]] ? DEDUP_DUPLICATE : DEDUP_NEW);
+    dedup_store_close(s);
+    rmtree(base);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -468,6 +577,7 @@ int main(void)
         cmocka_unit_test(test_digest_keys),    cmocka_unit_test(test_whole_keys),
         cmocka_unit_test(test_sync_none),      cmocka_unit_test(test_record_and_foreach),
         cmocka_unit_test(test_expiry),         cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_identity_and_seed), cmocka_unit_test(test_commit_lock_create),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
