@@ -121,7 +121,7 @@ static void *rdb_load_family(RedisModuleIO *io, int encver, const family *f)
     rdb_source r = {io, len, NULL, 0, 0, 0};
     dedup_source src = {rdb_read, rdb_remaining, &r};
     rm_value *v = value_new();
-    rmf_err e = v ? NULL : "ERR allocation failure";
+    rmf_err e = v ? NULL : rmf_err_nomem();
     if (!e && state == 0) {
         e = rmf_load(src, f->kind, &config, &ALLOC, &v->obj);
         if (!e && (r.remaining != 0 || r.pos != r.len))
@@ -152,9 +152,19 @@ static void *rdb_load_family(RedisModuleIO *io, int encver, const family *f)
     return v;
 }
 
-void *bf_rdb_load(RedisModuleIO *io, int encver) { return rdb_load_family(io, encver, &BF); }
-void *cf_rdb_load(RedisModuleIO *io, int encver) { return rdb_load_family(io, encver, &CF); }
-void *dd_rdb_load(RedisModuleIO *io, int encver) { return rdb_load_family(io, encver, &DD); }
+/* Loads run with the memory guard off (rm_mem.c): Redis loads a dataset
+ * past maxmemory, and a refusal here would lose a saved key. */
+static void *rdb_load_unguarded(RedisModuleIO *io, int encver, const family *f)
+{
+    rmf_mem_loading(true);
+    void *v = rdb_load_family(io, encver, f);
+    rmf_mem_loading(false);
+    return v;
+}
+
+void *bf_rdb_load(RedisModuleIO *io, int encver) { return rdb_load_unguarded(io, encver, &BF); }
+void *cf_rdb_load(RedisModuleIO *io, int encver) { return rdb_load_unguarded(io, encver, &CF); }
+void *dd_rdb_load(RedisModuleIO *io, int encver) { return rdb_load_unguarded(io, encver, &DD); }
 
 /* AOF rewrite: the serialized form as LOADCHUNK commands, the header first,
  * then pieces of at most RMF_CHUNK bytes. */
@@ -295,9 +305,11 @@ static rb_io rb_io_for(RedisModuleIO *io)
 static void *rb_rdb_load(RedisModuleIO *io, int encver, rmf_kind kind)
 {
     rb_io r = rb_io_for(io);
+    rmf_mem_loading(true);
     rm_value *v = value_new();
     rmf_err e = v ? rmf_rb_rdb_load(kind, encver, &r, &config, &ALLOC, &v->obj)
-                  : "ERR allocation failure";
+                  : rmf_err_nomem();
+    rmf_mem_loading(false);
     if (e) {
         RedisModule_LogIOError(io, "warning", "dedup: cannot load RedisBloom value: %s", e);
         value_free(v);

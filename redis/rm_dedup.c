@@ -42,6 +42,11 @@
 #include <string.h>
 
 #define DD_DEFAULT_GEN 5u /* approximate values; EXACT takes the window's (4) */
+/* EXACT: the bytes one item takes at the least (its digest and time), and
+ * the largest capacity the window is told, so a generation's first table
+ * is at most about 1 MiB and grows with what is added, not what was asked. */
+#define DD_EXACT_ITEM_BYTES 24u
+#define DD_EXACT_HINT_MAX (UINT64_C(1) << 16)
 
 /* ---- the window's allocator: the object's, within MAX_MEMORY --------------------
  * Each block carries its size in a 16-byte header (alignment stays 16), so
@@ -110,7 +115,7 @@ static void window_params(const rmf_obj *o, bool exact, uint32_t g, dedup_window
     wp->mode = exact ? DEDUP_WINDOW_EXACT : DEDUP_WINDOW_APPROX;
     wp->duration = o->dd->window_ms;
     wp->generations = g ? g : exact ? 0 : DD_DEFAULT_GEN;
-    wp->capacity = o->capacity;
+    wp->capacity = exact && o->capacity > DD_EXACT_HINT_MAX ? DD_EXACT_HINT_MAX : o->capacity;
     if (!exact)
         wp->fpr = o->error_rate < 0.5 ? o->error_rate : 0.5;
     wp->refresh = true;
@@ -138,7 +143,7 @@ rmf_err rmf_dd_load_window(rmf_obj *o, dedup_source src, uint32_t g)
     dedup_status s = dedup_window_load(src, &o->dd->walloc, &o->dd->win);
     if (s != DEDUP_OK)
         return o->dd->refused ? "ERR dump larger than the per-key memory limit (module argument MAX_MEMORY)"
-               : s == DEDUP_ERR_NOMEM ? "ERR allocation failure"
+               : s == DEDUP_ERR_NOMEM ? rmf_err_nomem()
                                       : "ERR corrupted filter in dump";
     dedup_window_params want, got;
     window_params(o, o->exact, g, &want);
@@ -169,9 +174,20 @@ rmf_err rmf_dd_create(const rmf_dd_params *p, const rmf_config *c, const dedup_a
         return "ERR capacity above the module's limit (module argument MAX_CAPACITY)";
     if (g && (g < DD_MIN_GEN || g > DD_MAX_GEN))
         return "ERR GENERATIONS must be between 3 and 16";
+    /* An EXACT value that could never hold its capacity is refused now, not
+     * at the add that runs out of room. */
+    if (p->exact) {
+        uint64_t room = rmf_mem_room();
+        if (p->capacity > c->max_memory / DD_EXACT_ITEM_BYTES)
+            return "ERR capacity would exceed the per-key memory limit (module argument "
+                   "MAX_MEMORY): EXACT keeps 24 bytes per item at the least";
+        if (p->capacity > room / DD_EXACT_ITEM_BYTES)
+            return "ERR capacity cannot fit in the server's memory (maxmemory, or the machine's "
+                   "without one): EXACT keeps 24 bytes per item at the least";
+    }
     rmf_obj *o = rmf_obj_new(RMF_DEDUP, a);
     if (!o)
-        return "ERR allocation failure";
+        return rmf_err_nomem();
     o->capacity = p->capacity;
     o->error_rate = p->error_rate;
     o->dd->window_ms = p->window_ms;

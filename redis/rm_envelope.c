@@ -233,7 +233,7 @@ static rmf_err load_bloom_v1(dedup_source src, const envelope *e, const rmf_conf
     dedup_scalable *sb;
     dedup_status s = dedup_scalable_load(src, rmf_obj_allocator(o), &sb);
     if (s != DEDUP_OK)
-        return s == DEDUP_ERR_NOMEM ? "ERR allocation failure" : "ERR corrupted filter in dump";
+        return s == DEDUP_ERR_NOMEM ? rmf_err_nomem() : "ERR corrupted filter in dump";
     dedup_scalable_info si;
     dedup_scalable_get_info(sb, &si);
     bool ns = e->flags & 1;
@@ -251,7 +251,7 @@ static rmf_err load_bloom_v1(dedup_source src, const envelope *e, const rmf_conf
         unsigned char *buf = n <= SIZE_MAX ? rmf_alloc(rmf_obj_allocator(o), (size_t)n) : NULL;
         if (!buf || dedup_scalable_get_link_info(sb, i, &li) != DEDUP_OK) {
             rmf_dealloc(rmf_obj_allocator(o), buf);
-            err = "ERR allocation failure";
+            err = rmf_err_nomem();
             break;
         }
         dedup_mem_sink ms;
@@ -261,7 +261,7 @@ static rmf_err load_bloom_v1(dedup_source src, const envelope *e, const rmf_conf
         if (dedup_bloom_save(l, &sink) != DEDUP_OK ||
             dedup_bloom_load(dedup_mem_source_init(&m, buf, ms.len), rmf_obj_allocator(o), &b) !=
                 DEDUP_OK)
-            err = "ERR allocation failure";
+            err = rmf_err_nomem();
         rmf_dealloc(rmf_obj_allocator(o), buf);
         if (!err)
             err = rmf_bf_push_link(o, b);
@@ -293,7 +293,7 @@ static rmf_err load_bloom_v2(dedup_source src, const envelope *e, const rmf_conf
         dedup_bloom *b;
         dedup_status s = dedup_bloom_load(src, rmf_obj_allocator(o), &b);
         if (s != DEDUP_OK)
-            return s == DEDUP_ERR_NOMEM ? "ERR allocation failure" : "ERR corrupted filter in dump";
+            return s == DEDUP_ERR_NOMEM ? rmf_err_nomem() : "ERR corrupted filter in dump";
         if (dedup_bloom_capacity(b) != n || dedup_bloom_target_fpr(b) != p ||
             dedup_bloom_bits(b) != m || dedup_bloom_seed(b) != DEDUP_DEFAULT_SEED) {
             dedup_bloom_free(b);
@@ -317,7 +317,7 @@ static rmf_err load_cuckoo(dedup_source src, const envelope *e, const rmf_config
 {
     dedup_status s = rmf_cf_load_seen(o, src);
     if (s != DEDUP_OK)
-        return s == DEDUP_ERR_NOMEM ? "ERR allocation failure" : "ERR corrupted filter in dump";
+        return s == DEDUP_ERR_NOMEM ? rmf_err_nomem() : "ERR corrupted filter in dump";
     dedup_cuckoo_info ci;
     dedup_cuckoo_get_info(o->cf, &ci);
     if (ci.bucket_size != e->bucket_size || ci.max_kicks != e->aux ||
@@ -336,7 +336,7 @@ static rmf_err load_blobs(dedup_source src, const envelope *e, const rmf_config 
 {
     rmf_obj *o = rmf_obj_new(e->kind, a);
     if (!o)
-        return "ERR allocation failure";
+        return rmf_err_nomem();
     o->items = e->items;
     o->deleted = e->deleted;
     o->capacity = e->capacity;
@@ -408,7 +408,7 @@ rmf_err rmf_partial_begin(const void *hdr, size_t len, rmf_kind expect, const rm
         return err;
     rmf_partial *p = rmf_alloc(a, sizeof *p);
     if (!p)
-        return "ERR allocation failure";
+        return rmf_err_nomem();
     memset(p, 0, sizeof *p);
     if (a)
         p->alloc = *a;
@@ -416,7 +416,7 @@ rmf_err rmf_partial_begin(const void *hdr, size_t len, rmf_kind expect, const rm
     p->total = RMF_ENVELOPE_SIZE + e.blobs_len;
     if (p->total > SIZE_MAX || !(p->data = rmf_alloc(a, (size_t)p->total))) {
         rmf_dealloc(a, p);
-        return "ERR allocation failure";
+        return rmf_err_nomem();
     }
     memcpy(p->data, hdr, RMF_ENVELOPE_SIZE);
     p->received = RMF_ENVELOPE_SIZE;

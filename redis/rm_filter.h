@@ -90,6 +90,27 @@ typedef struct rmf_obj rmf_obj;
  * ("ERR ..."), constant storage. */
 typedef const char *rmf_err;
 
+/* ---- the server's memory guard (rm_mem.c) ----------------------------------
+ * rmf_mem_allow(n): false when an allocation of n bytes (1 MiB or more)
+ * would take the server's used_memory past maxmemory, or past the machine's
+ * physical memory without one; smaller requests always pass.  The module's
+ * allocator asks it before every allocation.
+ * rmf_mem_room(): the bytes the server may still allocate by that rule
+ * (UINT64_MAX when it cannot tell, or while loading).
+ * rmf_mem_loading(on): guard off while an RDB value or RESTORE loads (Redis
+ * loads past maxmemory; nested calls counted).
+ * rmf_err_nomem(): the reply for an allocation failure, naming the limit
+ * when the guard refused it (text valid until the next refusal). */
+/* The server's used memory and its limit (maxmemory when set, *is_max
+ * true; else the machine's); false when it cannot tell. */
+typedef bool rmf_mem_probe_fn(uint64_t *used, uint64_t *limit, bool *is_max);
+void rmf_mem_set_probe(rmf_mem_probe_fn *fn);
+uint64_t rmf_mem_phys_bytes(void); /* UINT64_MAX when unknown */
+bool rmf_mem_allow(size_t n);
+uint64_t rmf_mem_room(void);
+void rmf_mem_loading(bool on);
+rmf_err rmf_err_nomem(void);
+
 /* ---- Bloom ---------------------------------------------------------------- */
 typedef struct rmf_bf_params {
     double error_rate;

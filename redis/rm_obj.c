@@ -88,7 +88,7 @@ rmf_err rmf_status_err(dedup_status s)
 {
     switch (s) {
     case DEDUP_ERR_NOMEM:
-        return "ERR allocation failure";
+        return rmf_err_nomem();
     case DEDUP_ERR_LIMIT:
         return "ERR filter would exceed the library's size limit";
     case DEDUP_ERR_INVALID_ARG:
