@@ -279,10 +279,16 @@ void dedup_redis_free(dedup_redis *r);
  * module) or DEDUP_UNCERTAIN.  The whole batch is decided in as many round
  * trips as the pipeline depth needs (ceil(n / pipeline) per node, plus
  * redirections).  On error *done counts the keys decided from the start of
- * the batch (out[0..*done) valid; in the bitmap and module schemes, where a
- * command carries every key of its segment or shard, this is up to the
- * first key of a command left unanswered); some of the others may be
- * recorded remotely.  Errors: above. */
+ * the batch (out[0..*done) valid; in the bitmap scheme, where a command
+ * carries every key of its segment, this is up to the first key of a
+ * command left unanswered); some of the others may be recorded remotely.
+ * The module scheme answers for the whole batch (*done = n) even then: a
+ * key whose shard's command got no usable reply (lost, an error, a full
+ * cuckoo shard) is DEDUP_UNCERTAIN, as is a NEW key after a failed WAIT,
+ * so no key is recorded remotely without its record written out or listed.
+ * A module shard missing under existing metadata (deleted, evicted) is
+ * DEDUP_ERR_NOT_FOUND naming it, at open or here; one of another type
+ * DEDUP_ERR_WRONG_TYPE.  Errors: above. */
 dedup_status dedup_redis_decide(dedup_redis *r, const dedup_batch *batch, dedup_verdict *out,
                                 size_t *done);
 
