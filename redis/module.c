@@ -180,6 +180,14 @@ static rmf_err create_stored(RedisModuleKey *key, const family *f, create_fn cre
 int reserve_new(RedisModuleCtx *ctx, RedisModuleString *name, const family *f,
                        create_fn create, const void *params)
 {
+    return reserve_new_ex(ctx, name, f, create, params, NULL);
+}
+
+int reserve_new_ex(RedisModuleCtx *ctx, RedisModuleString *name, const family *f, create_fn create,
+                   const void *params, int *created)
+{
+    if (created)
+        *created = 0;
     RedisModuleKey *key = RedisModule_OpenKey(ctx, name, REDISMODULE_READ | REDISMODULE_WRITE);
     rm_value *v;
     key_status ks = lookup(key, f, &v);
@@ -193,7 +201,10 @@ int reserve_new(RedisModuleCtx *ctx, RedisModuleString *name, const family *f,
     close_key(key);
     if (e)
         return RedisModule_ReplyWithError(ctx, e);
-    RedisModule_ReplicateVerbatim(ctx);
+    if (created)
+        *created = 1; /* the caller replicates */
+    else
+        RedisModule_ReplicateVerbatim(ctx);
     return RedisModule_ReplyWithSimpleString(ctx, "OK");
 }
 

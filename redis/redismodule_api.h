@@ -186,6 +186,8 @@ RM_API int (*RedisModule_ReplyWithStringBuffer)(RedisModuleCtx *ctx, const char 
 RM_API int (*RedisModule_ReplyWithNull)(RedisModuleCtx *ctx);
 RM_API int (*RedisModule_ReplyWithDouble)(RedisModuleCtx *ctx, double d);
 RM_API int (*RedisModule_ReplicateVerbatim)(RedisModuleCtx *ctx);
+/* fmt letters as RedisModule_EmitAOF's below. */
+RM_API int (*RedisModule_Replicate)(RedisModuleCtx *ctx, const char *cmdname, const char *fmt, ...);
 
 /* Strings. */
 RM_API const char *(*RedisModule_StringPtrLen)(const RedisModuleString *str, size_t *len);

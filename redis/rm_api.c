@@ -56,6 +56,7 @@ int rm_api_fetch(RedisModuleCtx *ctx)
     RM_GET(ReplyWithNull);
     RM_GET(ReplyWithDouble);
     RM_GET(ReplicateVerbatim);
+    RM_GET(Replicate);
     RM_GET(StringPtrLen);
     RM_GET(StringToLongLong);
     RM_GET(StringToDouble);

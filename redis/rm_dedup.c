@@ -35,11 +35,14 @@
  * Bloom chains this file replaced, and the figure given there on the
  * window.
  */
+#define _DEFAULT_SOURCE /* getrandom() */
 #include "rm_internal.h"
 
 #include "dedup/limits.h"
 
+#include <errno.h>
 #include <string.h>
+#include <sys/random.h>
 
 #define DD_DEFAULT_GEN 5u /* approximate values; EXACT takes the window's (4) */
 /* EXACT: the bytes one item takes at the least (its digest and time), and
@@ -119,6 +122,27 @@ static void window_params(const rmf_obj *o, bool exact, uint32_t g, dedup_window
     if (!exact)
         wp->fpr = o->error_rate < 0.5 ? o->error_rate : 0.5;
     wp->refresh = true;
+    wp->seed = o->dd->seed;
+}
+
+/* A secret seed for a new value (DEDUP.RESERVE without SEED), from the OS:
+ * the items of a DEDUP value are hashed with it, so no item can be crafted
+ * to share another's digest (and be answered "seen") or its fingerprint
+ * slot. */
+bool rmf_random_seed(uint64_t *out)
+{
+    unsigned char b[8];
+    ssize_t got;
+    do
+        got = getrandom(b, sizeof b, 0);
+    while (got < 0 && errno == EINTR);
+    if (got != (ssize_t)sizeof b)
+        return false;
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v |= (uint64_t)b[i] << (8 * i);
+    *out = v;
+    return true;
 }
 
 rmf_err rmf_dd_window_new(rmf_obj *o, bool exact, uint32_t g)
@@ -146,11 +170,11 @@ rmf_err rmf_dd_load_window(rmf_obj *o, dedup_source src, uint32_t g)
                : s == DEDUP_ERR_NOMEM ? rmf_err_nomem()
                                       : "ERR corrupted filter in dump";
     dedup_window_params want, got;
-    window_params(o, o->exact, g, &want);
     dedup_window_get_params(o->dd->win, &got);
+    o->dd->seed = got.seed; /* any: each value has its own */
+    window_params(o, o->exact, g, &want);
     if (got.type != want.type || got.mode != want.mode || got.duration != want.duration ||
         got.lateness != 0 || got.generations != g || !got.refresh ||
-        got.seed != DEDUP_DEFAULT_SEED ||
         (!o->exact && (got.capacity != want.capacity || got.fpr != want.fpr)))
         return "ERR corrupted dump (window differs from its header)";
     o->dd->generations = g;
@@ -192,6 +216,7 @@ rmf_err rmf_dd_create(const rmf_dd_params *p, const rmf_config *c, const dedup_a
     o->error_rate = p->error_rate;
     o->dd->window_ms = p->window_ms;
     o->max_memory = c->max_memory;
+    o->dd->seed = p->seed;
     rmf_err e = rmf_dd_window_new(o, p->exact, g);
     if (e) {
         rmf_free(o);

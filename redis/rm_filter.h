@@ -180,7 +180,12 @@ typedef struct rmf_dd_params {
     uint64_t capacity;
     uint32_t generations; /* 3..16; 0 selects 5 (EXACT: the window's 4) */
     bool exact;           /* EXACT: an exact window of digests and times */
+    uint64_t seed;        /* the items' hash seed (rmf_random_seed() for a new
+                             value: replication and the AOF carry it as SEED) */
 } rmf_dd_params;
+
+/* A random 64-bit seed from the OS; false if it has none to give. */
+bool rmf_random_seed(uint64_t *out);
 
 rmf_err rmf_dd_create(const rmf_dd_params *p, const rmf_config *c, const dedup_allocator *a,
                       rmf_obj **out);

@@ -35,6 +35,8 @@ typedef struct rmf_dd {
                                MAX_MEMORY (rm_dedup.c) */
     uint64_t win_bytes;     /* bytes the window holds through it */
     bool refused;           /* the last allocation was refused for MAX_MEMORY */
+    uint64_t seed;          /* the window's hash seed: random at creation, kept
+                               in its dump (rm_dedup.c) */
     uint32_t generations;   /* G */
     uint64_t window_ms;
     /* legacy: the generations, links[slot % nlinks], each a scalable chain

@@ -59,6 +59,7 @@ rmf_obj *rmf_obj_new(rmf_kind kind, const dedup_allocator *a)
             return NULL;
         }
         memset(o->dd, 0, sizeof *o->dd);
+        o->dd->seed = DEDUP_DEFAULT_SEED; /* a value saved before per-value seeds */
     }
     return o;
 }

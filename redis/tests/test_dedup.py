@@ -271,6 +271,38 @@ def test_command_docs(srv):
         flat = [x.decode() if isinstance(x, bytes) else x for x in docs[1]]
         assert "summary" in flat and "complexity" in flat, (c, docs)
 
+def test_values_have_secret_seeds(srv):
+    """Each DEDUP value hashes its items with its own random seed, kept in its
+    dump (issue 34): two values given the same items dump different bytes,
+    neither carries the library's public seed, and a value restored from its
+    dump (another key) answers as the original."""
+    r = srv.client()
+    public = (0x9E3779B97F4A7C15).to_bytes(8, "little")
+    items = ["s%d" % i for i in range(500)]
+    for extra in ([], ["EXACT"]):
+        dumps = []
+        for key in ("p", "q"):
+            r.delete(key)
+            r.execute_command("DEDUP.RESERVE", key, 3600000, 0.01, 1000, *extra)
+            r.execute_command("DEDUP.MADD", key, *items)
+            chunks, it = [], 0
+            while True:
+                it, data = r.execute_command("DEDUP.SCANDUMP", key, it)
+                if it == 0:
+                    break
+                chunks.append((it, data))
+            dumps.append(chunks)
+        body = [b"".join(d for _, d in chunks[1:]) for chunks in dumps]
+        assert body[0] != body[1], "two values share a seed %r" % extra
+        assert public not in body[0] and public not in body[1], "public seed in a dump %r" % extra
+        r.delete("c")
+        for it, data in dumps[0]:
+            r.execute_command("DEDUP.LOADCHUNK", "c", it, data)
+        probe = items[:50] + ["never%d" % i for i in range(50)]
+        for x in probe:
+            assert (r.execute_command("DEDUP.EXISTS", "c", x) ==
+                    r.execute_command("DEDUP.EXISTS", "p", x)), x
+
 
 if __name__ == "__main__":
     run(globals())
