@@ -182,7 +182,7 @@ rmf_err rmf_ddl_load_exact(dedup_source src, uint64_t blob_len, rmf_obj *o)
     if (!err && n)
         qsort(v, (size_t)n, sizeof *v, ex_cmp_time); /* the window takes them in time order */
     if (!err)
-        err = rmf_dd_window_new(o, true, 0);
+        err = rmf_dd_window_new(o, true, 0, 1);
     for (uint64_t i = 0; !err && i < n; i++)
         err = rmf_dd_window_put(o, (dedup_digest){v[i].lo, v[i].hi}, (int64_t)v[i].last_ms);
     rmf_dealloc(rmf_obj_allocator(o), v);

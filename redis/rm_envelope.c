@@ -20,7 +20,10 @@ static uint64_t blobs_size(const rmf_obj *o)
         return rmf_bf_blobs_size(o);
     if (o->dd->legacy)
         return rmf_ddl_blobs_size(o);
-    return dedup_window_serialized_size(o->dd->win);
+    uint64_t n = 0;
+    for (uint32_t i = 0; i < o->dd->nparts; i++)
+        n += dedup_window_serialized_size(o->dd->parts[i]);
+    return n;
 }
 
 uint64_t rmf_serialized_size(const rmf_obj *o) { return RMF_ENVELOPE_SIZE + blobs_size(o); }
@@ -58,7 +61,7 @@ static void envelope_encode(const rmf_obj *o, unsigned char h[RMF_ENVELOPE_SIZE]
         h[5] = RMF_ENVELOPE_DD_WINDOW;
         h[6] = o->exact ? 2 : 0;
         dedup_put_u32(h + 48, o->dd->generations);
-        dedup_put_u32(h + 52, 1);
+        dedup_put_u32(h + 52, o->dd->nparts); /* EXACT: its parts, one window each */
         dedup_put_u64(h + 56, o->dd->window_ms);
     }
     dedup_put_u64(h + 72, blobs_size(o));
@@ -76,8 +79,8 @@ dedup_status rmf_save(const rmf_obj *o, dedup_sink *sink)
         return rmf_bf_save_blobs(o, sink);
     if (s == DEDUP_OK && o->dd->legacy)
         return rmf_ddl_save(o, sink);
-    if (s == DEDUP_OK)
-        s = dedup_window_save(o->dd->win, sink);
+    for (uint32_t i = 0; s == DEDUP_OK && i < o->dd->nparts; i++)
+        s = dedup_window_save(o->dd->parts[i], sink);
     return s;
 }
 
@@ -189,7 +192,8 @@ static rmf_err envelope_decode(const unsigned char *h, size_t len, rmf_kind expe
             return "ERR corrupted dump header (links)";
     } else if (e->kind == RMF_DEDUP && e->version == RMF_ENVELOPE_DD_WINDOW) {
         if ((e->flags != 0 && e->flags != 2) || e->deleted || e->bucket_size || e->expansion ||
-            e->cur_slot || e->nblobs != 1)
+            e->cur_slot || e->nblobs < 1 || e->nblobs > RMF_DD_MAX_PARTS ||
+            (e->flags == 0 && e->nblobs != 1))
             return "ERR corrupted dump header";
         if (e->aux > DD_MAX_GEN || e->aux < 1 || (e->flags == 0 && e->aux < DD_MIN_GEN))
             return "ERR corrupted dump header (generations)";
@@ -354,7 +358,7 @@ static rmf_err load_blobs(dedup_source src, const envelope *e, const rmf_config 
     rmf_err err;
     if (e->kind == RMF_DEDUP) {
         o->exact = e->flags == 2;
-        err = e->version == RMF_ENVELOPE_DD_WINDOW ? rmf_dd_load_window(o, src, e->aux)
+        err = e->version == RMF_ENVELOPE_DD_WINDOW ? rmf_dd_load_window(o, src, e->aux, e->nblobs)
               : o->exact ? rmf_ddl_load_exact(src, e->blobs_len, o)
                          : rmf_ddl_load(src, e->nblobs, e->cur_slot, o);
     } else if (e->kind == RMF_CUCKOO) {

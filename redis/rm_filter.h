@@ -23,7 +23,8 @@
  *   44     4    bucket size (cuckoo), else 0
  *   48     4    max iterations (cuckoo) / generations (dedup; v2: approximate only) /
  *               split schedule (Bloom, 2: rm_bloom.c), else 0
- *   52     4    number of blobs that follow, N
+ *   52     4    number of blobs that follow, N (dedup v3: 1, or for an
+ *               EXACT value its parts, 1 to 65536)
  *   56     8    window length in ms (dedup) / items in the newest link
  *               (Bloom), else 0
  *   64     8    slot index of the newest generation (dedup v2), else 0
@@ -36,7 +37,9 @@
  *               load); cuckoo, one cuckoo container (type 5
  *               or 11); dedup v3, one time window container (docs/FORMAT.md
  *               type WINDOW: sliding, refresh, no lateness, window_ms as
- *               its duration, EXACT as its mode, the generations above);
+ *               its duration, EXACT as its mode, the generations above;
+ *               the value's seed, the same in every part) per part: an
+ *               item lives in part reduce(digest.hi, N);
  *               dedup v2 (rm_dedup_legacy.c): approximate, one scalable
  *               chain of blocked Bloom (type 6) per generation, in slot
  *               order; EXACT, the table blob (magic "DDEX", entries, XXH3-64)

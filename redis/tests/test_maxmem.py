@@ -135,6 +135,8 @@ def test_exact_table_grows_within_maxmemory(srv):
     used = r.info("memory")["used_memory"]
     assert used < 8 << 20, "the first add took the server to %d bytes" % used
     worst = (0.0, 0)
+    jump = (0, 0)  # the largest growth of used_memory over one command
+    last_used = r.info("memory")["used_memory"]
     n, batch, err = 0, 2000, None
     tag = RNG.randrange(1 << 30)
     limit_t = time.monotonic() + (60 if SANITIZED else 20)
@@ -154,11 +156,18 @@ def test_exact_table_grows_within_maxmemory(srv):
                 break
         used = r.info("memory")["used_memory"]
         assert used <= MAXMEM + SLACK, "used_memory %d after %d items" % (used, n)
+        if used - last_used > jump[0]:
+            jump = (used - last_used, n)
+        last_used = used
     check_server(srv, "DEDUP.MADD")
     assert err is not None, "no refusal after %d items" % n
     assert "maxmemory" in err or "memory limit" in err, err
     print("EXACT: %d items held under maxmemory %d; longest DEDUP.MADD of %d items %.1f ms "
           "(at %d items)" % (n, MAXMEM, batch, worst[0] * 1000, worst[1]))
+    print("EXACT: largest growth of used_memory in one DEDUP.MADD: %d bytes (at %d items)" % jump)
+    # The table grows a part at a time (a few MiB at most), never the whole
+    # value at once (tens of MiB at this size, and as many ms).
+    assert jump[0] < 4 << 20, "one command grew the value by %d bytes at %d items" % jump
     assert r.execute_command("DEDUP.EXISTS", "x", b"%d:%d" % (tag, 5)) == 1
     assert r.execute_command("DEDUP.ADD", "x", b"%d:%d" % (tag, 7)) == 0
     slow = r.execute_command("SLOWLOG", "GET", 128)
