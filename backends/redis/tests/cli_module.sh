@@ -42,6 +42,11 @@ n=$(run --name m "$RT_DIR/in.txt" | wc -l)
 # the digests are keyed by the stored seed: stating it explicitly finds every key
 n=$(run --name m --seed "$seed" "$RT_DIR/in.txt" | wc -l)
 [ "$n" = 0 ] || fail "--seed $seed (the stored one) output $n keys: the runs did not digest with it"
+# dedup filter finds the items with the stored seed too
+printf 'k17\nk49999\nnever-added\n' | "$DEDUP" filter query "$U/m" > "$RT_DIR/fq" 2> "$RT_DIR/e" ||
+    fail "dedup filter query: $(cat "$RT_DIR/e")"
+[ "$(cat "$RT_DIR/fq" | tr '\n' ' ')" = "k17 k49999 " ] ||
+    fail "dedup filter query on the module filter: '$(cat "$RT_DIR/fq")' (k17 k49999 expected)"
 # an explicit seed other than the stored one is refused
 run --name m --seed 7 "$RT_DIR/in.txt" > /dev/null 2> "$RT_DIR/e"
 [ $? = 1 ] && grep -q "seed differs" "$RT_DIR/e" || fail "another --seed: $(cat "$RT_DIR/e")"
