@@ -100,8 +100,9 @@ typedef const char *rmf_err;
  * allocator asks it before every allocation.
  * rmf_mem_room(): the bytes the server may still allocate by that rule
  * (UINT64_MAX when it cannot tell, or while loading).
- * rmf_mem_loading(on): guard off while an RDB value or RESTORE loads (Redis
- * loads past maxmemory; nested calls counted).
+ * rmf_mem_unguarded(on): guard off while a value loads (RDB, RESTORE: Redis
+ * loads past maxmemory) or saves (RDB, AOF rewrite, often in a fork child,
+ * where a refusal would cut the value short); nested calls counted.
  * rmf_err_nomem(): the reply for an allocation failure, naming the limit
  * when the guard refused it (text valid until the next refusal). */
 /* The server's used memory and its limit (maxmemory when set, *is_max
@@ -111,7 +112,7 @@ void rmf_mem_set_probe(rmf_mem_probe_fn *fn);
 uint64_t rmf_mem_phys_bytes(void); /* UINT64_MAX when unknown */
 bool rmf_mem_allow(size_t n);
 uint64_t rmf_mem_room(void);
-void rmf_mem_loading(bool on);
+void rmf_mem_unguarded(bool on);
 rmf_err rmf_err_nomem(void);
 
 /* ---- Bloom ---------------------------------------------------------------- */

@@ -19,7 +19,9 @@
  * Redis) every request passes.
  *
  * Loading (RDB, RESTORE) turns the guard off: Redis itself loads a dataset
- * past maxmemory, and refusing there would lose a saved key.
+ * past maxmemory, and refusing there would lose a saved key.  So does
+ * saving (RDB, AOF rewrite): a save's temporary buffers must not fail
+ * because the server is near its limit.
  */
 #define _DEFAULT_SOURCE
 #include "rm_filter.h"
@@ -78,7 +80,7 @@ uint64_t rmf_mem_room(void)
     return used < limit ? limit - used : 0;
 }
 
-void rmf_mem_loading(bool on)
+void rmf_mem_unguarded(bool on)
 {
     if (on)
         guard_off++;
