@@ -529,6 +529,11 @@ int dd_filter_redis(int argc, char **argv)
     dedup_redis *r = fr_open(&f, create);
     if (!r)
         return strcmp(action, "query") == 0 ? CLI_EXIT_USAGE : CLI_EXIT_FAIL;
+    /* Items are digested with the filter's stored seed (a module filter
+     * created without --seed keeps a random one in NAME:meta). */
+    dedup_redis_shape stored;
+    dedup_redis_get_shape(r, &stored);
+    f.seed = stored.seed;
     int rc = 0;
     if (create)
         rc = 0;

@@ -26,6 +26,7 @@
 #include "../redis/rm_envelope.c"
 #include "../redis/rm_obj.c"
 #include "../redis/rm_redisbloom.c"
+#include "../redis/rm_mem.c"
 
 #include <stdint.h>
 

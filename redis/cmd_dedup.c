@@ -3,15 +3,44 @@
  */
 #include "module.h"
 
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 static uint64_t now_ms(void) { return (uint64_t)RedisModule_Milliseconds(); }
 
-/* DEDUP.RESERVE key window_ms error_rate capacity [GENERATIONS g] [EXACT] */
+/* A SEED argument: a decimal unsigned 64-bit number. */
+static bool arg_seed(RedisModuleString *s, uint64_t *out)
+{
+    size_t len;
+    const char *p = RedisModule_StringPtrLen(s, &len);
+    char buf[24];
+    if (len < 1 || len > 20)
+        return false;
+    memcpy(buf, p, len);
+    buf[len] = 0;
+    for (size_t i = 0; i < len; i++)
+        if (buf[i] < '0' || buf[i] > '9')
+            return false;
+    errno = 0;
+    unsigned long long v = strtoull(buf, NULL, 10);
+    if (errno)
+        return false;
+    *out = v;
+    return true;
+}
+
+/* DEDUP.RESERVE key window_ms error_rate capacity [GENERATIONS g] [EXACT]
+ * [SEED s].  Without SEED the value gets a random one; the command is
+ * replicated (and written to the AOF) with the seed, so replicas and a
+ * restart hash the items alike. */
 int dd_reserve(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
 {
     if (argc < 5)
         return RedisModule_WrongArity(ctx);
-    rmf_dd_params p = {0, 0, 0, 0, false};
+    rmf_dd_params p = {0, 0, 0, 0, false, 0};
+    bool seeded = false;
     long long w, cap;
     if (!arg_ll(argv[2], &w) || w < 1)
         return RedisModule_ReplyWithError(ctx, "ERR bad window (a positive number of milliseconds)");
@@ -33,11 +62,36 @@ int dd_reserve(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
             p.generations = (uint32_t)g;
         } else if (arg_is(argv[i], "EXACT")) {
             p.exact = true;
+        } else if (arg_is(argv[i], "SEED") && i + 1 < argc) {
+            if (!arg_seed(argv[++i], &p.seed))
+                return RedisModule_ReplyWithError(ctx, "ERR SEED must be a number from 0 to 2^64-1");
+            seeded = true;
         } else {
             return RedisModule_ReplyWithError(ctx, "ERR unknown argument received");
         }
     }
-    return reserve_new(ctx, argv[1], &DD, create_dd, &p);
+    if (!seeded && !rmf_random_seed(&p.seed))
+        return RedisModule_ReplyWithError(ctx, "ERR no random seed from the operating system");
+    int created = 0;
+    int rc = reserve_new_ex(ctx, argv[1], &DD, create_dd, &p, &created);
+    if (created) {
+        char seed[24];
+        snprintf(seed, sizeof seed, "%llu", (unsigned long long)p.seed);
+        long long g = p.generations;
+        if (g && p.exact)
+            RedisModule_Replicate(ctx, "DEDUP.RESERVE", "sssscl" "ccc", argv[1], argv[2], argv[3],
+                                  argv[4], "GENERATIONS", g, "EXACT", "SEED", seed);
+        else if (g)
+            RedisModule_Replicate(ctx, "DEDUP.RESERVE", "sssscl" "cc", argv[1], argv[2], argv[3],
+                                  argv[4], "GENERATIONS", g, "SEED", seed);
+        else if (p.exact)
+            RedisModule_Replicate(ctx, "DEDUP.RESERVE", "ssss" "ccc", argv[1], argv[2], argv[3],
+                                  argv[4], "EXACT", "SEED", seed);
+        else
+            RedisModule_Replicate(ctx, "DEDUP.RESERVE", "ssss" "cc", argv[1], argv[2], argv[3],
+                                  argv[4], "SEED", seed);
+    }
+    return rc;
 }
 
 static int dd_add_common(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, int multi)

@@ -19,7 +19,7 @@ static int scandump_rb(RedisModuleCtx *ctx, RedisModuleKey *key, const rmf_obj *
         if (!h) {
             close_key(key);
             RedisModule_ReplyWithLongLong(ctx, 0);
-            return RedisModule_ReplyWithError(ctx, "ERR allocation failure");
+            return RedisModule_ReplyWithError(ctx, rmf_err_nomem());
         }
         rmf_rb_header(o, h, n);
         RedisModule_ReplyWithLongLong(ctx, 1);
@@ -53,7 +53,7 @@ static int loadchunk_rb(RedisModuleCtx *ctx, RedisModuleKey *key, const family *
             e = ERR_EXISTS;
         else if ((e = rmf_rb_begin(f->kind, data, len, &config, &ALLOC, &o)) == NULL &&
                  store_new(key, f, o) != 0)
-            e = "ERR allocation failure";
+            e = rmf_err_nomem();
     } else {
         e = rmf_rb_load_chunk(v->obj, it, data, len);
     }
@@ -105,7 +105,7 @@ int scandump(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, const fami
     char *buf = hook_malloc(NULL, want);
     if (!buf) {
         close_key(key);
-        return RedisModule_ReplyWithError(ctx, "ERR allocation failure");
+        return RedisModule_ReplyWithError(ctx, rmf_err_nomem());
     }
     size_t got;
     dedup_status s = rmf_serialize_range(o, off, buf, want, &got);
@@ -164,12 +164,12 @@ int loadchunk(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, const fam
                     rm_value *nv = value_new();
                     if (!nv) {
                         rmf_partial_free(p);
-                        e = "ERR allocation failure";
+                        e = rmf_err_nomem();
                     } else {
                         nv->partial = p;
                         if (RedisModule_ModuleTypeSetValue(key, f->type, nv) != REDISMODULE_OK) {
                             value_free(nv);
-                            e = "ERR allocation failure";
+                            e = rmf_err_nomem();
                         } else {
                             v = nv;
                         }

@@ -24,10 +24,35 @@ family DD = {RMF_DEDUP, "DEDUP.LOADCHUNK", NULL, NULL};
 
 rmf_config config;
 
-/* ---- allocator hook: all library memory through RedisModule_TryAlloc -------- */
+/* The memory guard's probe (rm_mem.c): used_memory and maxmemory from the
+ * server's INFO memory, the machine's memory without a maxmemory. */
+static bool server_memory(uint64_t *used, uint64_t *limit, bool *is_max)
+{
+    if (!RedisModule_GetServerInfo || !RedisModule_ServerInfoGetFieldUnsigned ||
+        !RedisModule_FreeServerInfo)
+        return false;
+    RedisModuleServerInfoData *d = RedisModule_GetServerInfo(NULL, "memory");
+    if (!d)
+        return false;
+    int e1 = REDISMODULE_ERR, e2 = REDISMODULE_ERR;
+    unsigned long long u = RedisModule_ServerInfoGetFieldUnsigned(d, "used_memory", &e1);
+    unsigned long long m = RedisModule_ServerInfoGetFieldUnsigned(d, "maxmemory", &e2);
+    RedisModule_FreeServerInfo(NULL, d);
+    if (e1 != REDISMODULE_OK)
+        return false;
+    *used = u;
+    *is_max = e2 == REDISMODULE_OK && m > 0;
+    *limit = *is_max ? m : rmf_mem_phys_bytes();
+    return true;
+}
+
+/* ---- allocator hook: all library memory through RedisModule_TryAlloc, within
+ * the server's maxmemory (rm_mem.c) ------------------------------------------- */
 void *hook_malloc(void *ctx, size_t n)
 {
     (void)ctx;
+    if (!rmf_mem_allow(n))
+        return NULL;
     return RedisModule_TryAlloc ? RedisModule_TryAlloc(n) : RedisModule_Alloc(n);
 }
 static void hook_free(void *ctx, void *p)
@@ -146,7 +171,7 @@ static rmf_err create_stored(RedisModuleKey *key, const family *f, create_fn cre
 {
     rmf_err e = create(params, o);
     if (!e && store_new(key, f, *o) != 0)
-        e = "ERR allocation failure";
+        e = rmf_err_nomem();
     return e;
 }
 
@@ -155,6 +180,14 @@ static rmf_err create_stored(RedisModuleKey *key, const family *f, create_fn cre
 int reserve_new(RedisModuleCtx *ctx, RedisModuleString *name, const family *f,
                        create_fn create, const void *params)
 {
+    return reserve_new_ex(ctx, name, f, create, params, NULL);
+}
+
+int reserve_new_ex(RedisModuleCtx *ctx, RedisModuleString *name, const family *f, create_fn create,
+                   const void *params, int *created)
+{
+    if (created)
+        *created = 0;
     RedisModuleKey *key = RedisModule_OpenKey(ctx, name, REDISMODULE_READ | REDISMODULE_WRITE);
     rm_value *v;
     key_status ks = lookup(key, f, &v);
@@ -168,7 +201,10 @@ int reserve_new(RedisModuleCtx *ctx, RedisModuleString *name, const family *f,
     close_key(key);
     if (e)
         return RedisModule_ReplyWithError(ctx, e);
-    RedisModule_ReplicateVerbatim(ctx);
+    if (created)
+        *created = 1; /* the caller replicates */
+    else
+        RedisModule_ReplicateVerbatim(ctx);
     return RedisModule_ReplyWithSimpleString(ctx, "OK");
 }
 
@@ -365,6 +401,7 @@ int RedisModule_OnLoad(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
     if (rm_api_fetch(ctx) != REDISMODULE_OK)
         return REDISMODULE_ERR;
     rmf_config_init(&config);
+    rmf_mem_set_probe(server_memory);
     /* The arguments first: MODULE_NAME decides the name to register. */
     int parsed = parse_config(ctx, argv, argc);
     if (rm_api_register(ctx, module_name, MODULE_VERSION, REDISMODULE_APIVER_1) != REDISMODULE_OK ||

@@ -71,6 +71,10 @@ rmf_err create_cf(const void *p, rmf_obj **o);
 rmf_err create_dd(const void *p, rmf_obj **o);
 int reserve_new(RedisModuleCtx *ctx, RedisModuleString *name, const family *f, create_fn create,
                 const void *params);
+/* As reserve_new, but a created key is not replicated: *created = 1 tells
+ * the caller to replicate it (DEDUP.RESERVE, with the seed it chose). */
+int reserve_new_ex(RedisModuleCtx *ctx, RedisModuleString *name, const family *f, create_fn create,
+                   const void *params, int *created);
 rmf_obj *open_or_create(RedisModuleCtx *ctx, RedisModuleString *name, const family *f,
                         create_fn create, const void *params, RedisModuleKey **keyp);
 

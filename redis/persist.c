@@ -42,7 +42,18 @@ static dedup_status rdb_sink_write(void *ctx, const void *data, size_t n)
     return DEDUP_OK;
 }
 
+static void rdb_save_value(RedisModuleIO *io, void *value);
+
+/* Saves run with the memory guard off (rm_mem.c): a refused temporary
+ * buffer would cut the value short in the RDB file. */
 void rdb_save(RedisModuleIO *io, void *value)
+{
+    rmf_mem_unguarded(true);
+    rdb_save_value(io, value);
+    rmf_mem_unguarded(false);
+}
+
+static void rdb_save_value(RedisModuleIO *io, void *value)
 {
     rm_value *v = value;
     rdb_sink r = {io, RedisModule_Alloc(RDB_PIECE), 0};
@@ -121,7 +132,7 @@ static void *rdb_load_family(RedisModuleIO *io, int encver, const family *f)
     rdb_source r = {io, len, NULL, 0, 0, 0};
     dedup_source src = {rdb_read, rdb_remaining, &r};
     rm_value *v = value_new();
-    rmf_err e = v ? NULL : "ERR allocation failure";
+    rmf_err e = v ? NULL : rmf_err_nomem();
     if (!e && state == 0) {
         e = rmf_load(src, f->kind, &config, &ALLOC, &v->obj);
         if (!e && (r.remaining != 0 || r.pos != r.len))
@@ -152,9 +163,19 @@ static void *rdb_load_family(RedisModuleIO *io, int encver, const family *f)
     return v;
 }
 
-void *bf_rdb_load(RedisModuleIO *io, int encver) { return rdb_load_family(io, encver, &BF); }
-void *cf_rdb_load(RedisModuleIO *io, int encver) { return rdb_load_family(io, encver, &CF); }
-void *dd_rdb_load(RedisModuleIO *io, int encver) { return rdb_load_family(io, encver, &DD); }
+/* Loads run with the memory guard off (rm_mem.c): Redis loads a dataset
+ * past maxmemory, and a refusal here would lose a saved key. */
+static void *rdb_load_unguarded(RedisModuleIO *io, int encver, const family *f)
+{
+    rmf_mem_unguarded(true);
+    void *v = rdb_load_family(io, encver, f);
+    rmf_mem_unguarded(false);
+    return v;
+}
+
+void *bf_rdb_load(RedisModuleIO *io, int encver) { return rdb_load_unguarded(io, encver, &BF); }
+void *cf_rdb_load(RedisModuleIO *io, int encver) { return rdb_load_unguarded(io, encver, &CF); }
+void *dd_rdb_load(RedisModuleIO *io, int encver) { return rdb_load_unguarded(io, encver, &DD); }
 
 /* AOF rewrite: the serialized form as LOADCHUNK commands, the header first,
  * then pieces of at most RMF_CHUNK bytes. */
@@ -213,8 +234,20 @@ static void aof_rewrite_rb(RedisModuleIO *io, RedisModuleString *key, const rmf_
         RedisModule_EmitAOF(io, f->loadchunk, "slb", key, it, (const char *)p, len);
 }
 
+static void aof_rewrite_value(RedisModuleIO *io, RedisModuleString *key, void *value,
+                              const family *f);
+
+/* AOF rewrites run with the memory guard off, as saves (rdb_save()). */
 static void aof_rewrite_family(RedisModuleIO *io, RedisModuleString *key, void *value,
                                const family *f)
+{
+    rmf_mem_unguarded(true);
+    aof_rewrite_value(io, key, value, f);
+    rmf_mem_unguarded(false);
+}
+
+static void aof_rewrite_value(RedisModuleIO *io, RedisModuleString *key, void *value,
+                              const family *f)
 {
     rm_value *v = value;
     if (v->obj && rmf_is_redisbloom(v->obj)) {
@@ -295,9 +328,11 @@ static rb_io rb_io_for(RedisModuleIO *io)
 static void *rb_rdb_load(RedisModuleIO *io, int encver, rmf_kind kind)
 {
     rb_io r = rb_io_for(io);
+    rmf_mem_unguarded(true);
     rm_value *v = value_new();
     rmf_err e = v ? rmf_rb_rdb_load(kind, encver, &r, &config, &ALLOC, &v->obj)
-                  : "ERR allocation failure";
+                  : rmf_err_nomem();
+    rmf_mem_unguarded(false);
     if (e) {
         RedisModule_LogIOError(io, "warning", "dedup: cannot load RedisBloom value: %s", e);
         value_free(v);
@@ -312,5 +347,7 @@ void *rb_cf_rdb_load(RedisModuleIO *io, int encver) { return rb_rdb_load(io, enc
 void rb_rdb_save(RedisModuleIO *io, void *value)
 {
     rb_io r = rb_io_for(io);
+    rmf_mem_unguarded(true); /* as rdb_save() */
     rmf_rb_rdb_save(((rm_value *)value)->obj, &r);
+    rmf_mem_unguarded(false);
 }

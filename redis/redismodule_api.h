@@ -72,6 +72,7 @@ typedef struct RedisModuleType RedisModuleType;
 typedef struct RedisModuleIO RedisModuleIO;
 typedef struct RedisModuleDigest RedisModuleDigest;
 typedef struct RedisModuleCommand RedisModuleCommand;
+typedef struct RedisModuleServerInfoData RedisModuleServerInfoData;
 
 /* ---- Callbacks ---------------------------------------------------------- */
 typedef int (*RedisModuleCmdFunc)(RedisModuleCtx *ctx, RedisModuleString **argv, int argc);
@@ -165,6 +166,13 @@ RM_API void (*RedisModule_Log)(RedisModuleCtx *ctx, const char *level, const cha
 RM_API void (*RedisModule_LogIOError)(RedisModuleIO *io, const char *levelstr, const char *fmt,
                                       ...);
 RM_API long long (*RedisModule_Milliseconds)(void);
+/* Server INFO fields (6.0+; optional: without them the memory guard of
+ * rm_mem.c is off).  A NULL context is allowed (no automatic memory). */
+RM_API RedisModuleServerInfoData *(*RedisModule_GetServerInfo)(RedisModuleCtx *ctx,
+                                                              const char *section);
+RM_API void (*RedisModule_FreeServerInfo)(RedisModuleCtx *ctx, RedisModuleServerInfoData *data);
+RM_API unsigned long long (*RedisModule_ServerInfoGetFieldUnsigned)(
+    RedisModuleServerInfoData *data, const char *field, int *out_err);
 
 /* Replies. */
 RM_API int (*RedisModule_WrongArity)(RedisModuleCtx *ctx);
@@ -178,6 +186,8 @@ RM_API int (*RedisModule_ReplyWithStringBuffer)(RedisModuleCtx *ctx, const char 
 RM_API int (*RedisModule_ReplyWithNull)(RedisModuleCtx *ctx);
 RM_API int (*RedisModule_ReplyWithDouble)(RedisModuleCtx *ctx, double d);
 RM_API int (*RedisModule_ReplicateVerbatim)(RedisModuleCtx *ctx);
+/* fmt letters as RedisModule_EmitAOF's below. */
+RM_API int (*RedisModule_Replicate)(RedisModuleCtx *ctx, const char *cmdname, const char *fmt, ...);
 
 /* Strings. */
 RM_API const char *(*RedisModule_StringPtrLen)(const RedisModuleString *str, size_t *len);

@@ -43,6 +43,9 @@ int rm_api_fetch(RedisModuleCtx *ctx)
     RM_GET(Log);
     RM_GET(LogIOError);
     RM_GET(Milliseconds);
+    RM_GET_OPTIONAL(GetServerInfo);
+    RM_GET_OPTIONAL(FreeServerInfo);
+    RM_GET_OPTIONAL(ServerInfoGetFieldUnsigned);
     RM_GET(WrongArity);
     RM_GET(ReplyWithLongLong);
     RM_GET(ReplyWithError);
@@ -53,6 +56,7 @@ int rm_api_fetch(RedisModuleCtx *ctx)
     RM_GET(ReplyWithNull);
     RM_GET(ReplyWithDouble);
     RM_GET(ReplicateVerbatim);
+    RM_GET(Replicate);
     RM_GET(StringPtrLen);
     RM_GET(StringToLongLong);
     RM_GET(StringToDouble);

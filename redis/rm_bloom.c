@@ -99,7 +99,7 @@ rmf_err rmf_bf_push_link(rmf_obj *o, dedup_bloom *b)
         dedup_bloom **nl = rmf_alloc(rmf_obj_allocator(o), cap * sizeof *nl);
         if (!nl) {
             dedup_bloom_free(b);
-            return "ERR allocation failure";
+            return rmf_err_nomem();
         }
         if (o->bl_n)
             memcpy(nl, o->bl, o->bl_n * sizeof *nl);
@@ -179,7 +179,7 @@ rmf_err rmf_bf_create(const rmf_bf_params *p, const rmf_config *c, const dedup_a
         return "ERR expansion should be greater or equal to 1";
     rmf_obj *o = rmf_obj_new(RMF_BLOOM, a);
     if (!o)
-        return "ERR allocation failure";
+        return rmf_err_nomem();
     o->capacity = p->capacity;
     o->error_rate = p->error_rate;
     o->nonscaling = p->nonscaling;

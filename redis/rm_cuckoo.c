@@ -107,7 +107,7 @@ rmf_err rmf_cf_create(const rmf_cf_params *p, const rmf_config *c, const dedup_a
         return "ERR filter would exceed the per-key memory limit (module argument MAX_MEMORY)";
     rmf_obj *o = rmf_obj_new(RMF_CUCKOO, a);
     if (!o)
-        return "ERR allocation failure";
+        return rmf_err_nomem();
     o->capacity = p->capacity;
     o->error_rate = c->cf_error_rate;
     o->expansion = p->expansion;
@@ -189,7 +189,7 @@ int rmf_cf_add(rmf_obj *o, const void *item, size_t len, bool nx, rmf_err *err)
         return v == DEDUP_NEW ? 1 : 0;
     if (s == DEDUP_ERR_FULL)
         return -1;
-    *err = s == DEDUP_ERR_NOMEM ? "ERR allocation failure" : rmf_status_err(s);
+    *err = s == DEDUP_ERR_NOMEM ? rmf_err_nomem() : rmf_status_err(s);
     return -2;
 }
 
@@ -284,7 +284,7 @@ void rmf_cf_add_many(rmf_obj *o, const void *const *items, const size_t *lens, s
         if (s == DEDUP_OK)
             continue;
         if (s != DEDUP_ERR_FULL) {
-            *err = s == DEDUP_ERR_NOMEM ? "ERR allocation failure" : rmf_status_err(s);
+            *err = s == DEDUP_ERR_NOMEM ? rmf_err_nomem() : rmf_status_err(s);
             rc[i++] = -2;
             continue;
         }

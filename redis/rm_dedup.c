@@ -26,6 +26,11 @@
  * item already seen within the window (its renewal could not be stored: it
  * answers 0, and is remembered from its previous sighting).
  *
+ * EXACT values reserved for more than DD_PART_ITEMS items are split by
+ * digest into parts, each a window of its own (the envelope's blobs), so
+ * that a table grows by rebuilding one part of a few MiB, never the whole
+ * value in one command; the parts share the seed and the newest time.
+ *
  * Values saved before the port (envelope version 2) load through
  * rm_dedup_legacy.c: EXACT tables become exact windows there, approximate
  * ones keep their own engine.
@@ -35,13 +40,27 @@
  * Bloom chains this file replaced, and the figure given there on the
  * window.
  */
+#define _DEFAULT_SOURCE /* getrandom() */
 #include "rm_internal.h"
 
 #include "dedup/limits.h"
 
+#include <errno.h>
 #include <string.h>
+#include <sys/random.h>
 
 #define DD_DEFAULT_GEN 5u /* approximate values; EXACT takes the window's (4) */
+/* EXACT: the bytes one item takes at the least (its digest and time), and
+ * the largest capacity the window is told, so a generation's first table
+ * is at most about 1 MiB and grows with what is added, not what was asked. */
+#define DD_EXACT_ITEM_BYTES 24u
+#define DD_EXACT_HINT_MAX (UINT64_C(1) << 16)
+/* EXACT values are split into parts of about DD_PART_ITEMS items (by their
+ * digest), each a window of its own: a table grows by rebuilding one part,
+ * a few MiB at capacity, so no single command rebuilds more (an unsplit
+ * table of a million items took one command tens of milliseconds). */
+#define DD_PART_ITEMS (UINT64_C(1) << 16)
+#define DD_PART_HINT 4096u /* the capacity a part is told: its first tables stay small */
 
 /* ---- the window's allocator: the object's, within MAX_MEMORY --------------------
  * Each block carries its size in a 16-byte header (alignment stays 16), so
@@ -111,43 +130,120 @@ static void window_params(const rmf_obj *o, bool exact, uint32_t g, dedup_window
     wp->duration = o->dd->window_ms;
     wp->generations = g ? g : exact ? 0 : DD_DEFAULT_GEN;
     wp->capacity = o->capacity;
+    if (exact) { /* a hint for the first table: small, grown as items come */
+        bool split = o->dd->nparts > 1;
+        uint64_t share = split ? o->capacity / o->dd->nparts + 1 : o->capacity;
+        uint64_t most = split ? DD_PART_HINT : DD_EXACT_HINT_MAX;
+        wp->capacity = share < most ? share : most;
+    }
     if (!exact)
         wp->fpr = o->error_rate < 0.5 ? o->error_rate : 0.5;
     wp->refresh = true;
+    wp->seed = o->dd->seed;
 }
 
-rmf_err rmf_dd_window_new(rmf_obj *o, bool exact, uint32_t g)
+/* A secret seed for a new value (DEDUP.RESERVE without SEED), from the OS:
+ * the items of a DEDUP value are hashed with it, so no item can be crafted
+ * to share another's digest (and be answered "seen") or its fingerprint
+ * slot. */
+bool rmf_random_seed(uint64_t *out)
 {
-    dedup_window_params wp;
-    window_params(o, exact, g, &wp);
+    unsigned char b[8];
+    ssize_t got;
+    do
+        got = getrandom(b, sizeof b, 0);
+    while (got < 0 && errno == EINTR);
+    if (got != (ssize_t)sizeof b)
+        return false;
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v |= (uint64_t)b[i] << (8 * i);
+    *out = v;
+    return true;
+}
+
+/* Parts for an EXACT value of 'capacity' items. */
+static uint32_t parts_for(uint64_t capacity)
+{
+    uint64_t k = (capacity + DD_PART_ITEMS - 1) / DD_PART_ITEMS;
+    return k < 1 ? 1 : k > RMF_DD_MAX_PARTS ? RMF_DD_MAX_PARTS : (uint32_t)k;
+}
+
+/* Allocates the parts array (through the budget). */
+static rmf_err parts_alloc(rmf_obj *o, uint32_t k)
+{
+    o->dd->parts = wa_calloc(o, k, sizeof *o->dd->parts);
+    if (!o->dd->parts)
+        return o->dd->refused ? ERR_MAXMEM : rmf_err_nomem();
+    o->dd->nparts = k;
+    return NULL;
+}
+
+static void note_time(rmf_obj *o, const dedup_window *w)
+{
+    dedup_window_stats st;
+    dedup_window_get_stats(w, &st);
+    if (st.has_time && (!o->dd->has_newest || st.max_time > o->dd->newest)) {
+        o->dd->newest = st.max_time;
+        o->dd->has_newest = true;
+    }
+}
+
+rmf_err rmf_dd_window_new(rmf_obj *o, bool exact, uint32_t g, uint32_t k)
+{
     budget_init(o);
     o->dd->refused = false;
-    dedup_status s = dedup_window_create(&wp, &o->dd->walloc, &o->dd->win);
-    if (s != DEDUP_OK)
-        return window_err(o, s);
+    rmf_err e = parts_alloc(o, k);
+    dedup_window_params wp;
+    window_params(o, exact, g, &wp);
+    uint64_t hint = wp.capacity;
+    for (uint32_t i = 0; !e && i < k; i++) {
+        /* Parts fill alike (the digest spreads items evenly), so parts told
+         * one size would all grow in the same few commands: part i is told
+         * 1 + i/2k times the size, which spreads their growths over the
+         * time the items take to grow by half. */
+        if (k > 1)
+            wp.capacity = hint + hint * i / (2 * (uint64_t)k);
+        dedup_status s = dedup_window_create(&wp, &o->dd->walloc, &o->dd->parts[i]);
+        if (s != DEDUP_OK)
+            e = window_err(o, s);
+    }
+    if (e)
+        return e;
+    o->dd->win = o->dd->parts[0];
     dedup_window_get_params(o->dd->win, &wp);
     o->dd->generations = wp.generations;
     o->exact = exact;
     return NULL;
 }
 
-rmf_err rmf_dd_load_window(rmf_obj *o, dedup_source src, uint32_t g)
+rmf_err rmf_dd_load_window(rmf_obj *o, dedup_source src, uint32_t g, uint32_t k)
 {
     budget_init(o);
     o->dd->refused = false;
-    dedup_status s = dedup_window_load(src, &o->dd->walloc, &o->dd->win);
-    if (s != DEDUP_OK)
-        return o->dd->refused ? "ERR dump larger than the per-key memory limit (module argument MAX_MEMORY)"
-               : s == DEDUP_ERR_NOMEM ? "ERR allocation failure"
-                                      : "ERR corrupted filter in dump";
-    dedup_window_params want, got;
-    window_params(o, o->exact, g, &want);
-    dedup_window_get_params(o->dd->win, &got);
-    if (got.type != want.type || got.mode != want.mode || got.duration != want.duration ||
-        got.lateness != 0 || got.generations != g || !got.refresh ||
-        got.seed != DEDUP_DEFAULT_SEED ||
-        (!o->exact && (got.capacity != want.capacity || got.fpr != want.fpr)))
-        return "ERR corrupted dump (window differs from its header)";
+    if (k < 1 || k > RMF_DD_MAX_PARTS || (k > 1 && !o->exact))
+        return "ERR corrupted dump header (parts)";
+    rmf_err e = parts_alloc(o, k);
+    if (e)
+        return e;
+    for (uint32_t i = 0; i < k; i++) {
+        dedup_status s = dedup_window_load(src, &o->dd->walloc, &o->dd->parts[i]);
+        if (s != DEDUP_OK)
+            return o->dd->refused ? "ERR dump larger than the per-key memory limit (module argument MAX_MEMORY)"
+                   : s == DEDUP_ERR_NOMEM ? rmf_err_nomem()
+                                          : "ERR corrupted filter in dump";
+        dedup_window_params want, got;
+        dedup_window_get_params(o->dd->parts[i], &got);
+        if (i == 0)
+            o->dd->seed = got.seed; /* any: each value has its own */
+        window_params(o, o->exact, g, &want);
+        if (got.type != want.type || got.mode != want.mode || got.duration != want.duration ||
+            got.lateness != 0 || got.generations != g || !got.refresh || got.seed != want.seed ||
+            (!o->exact && (got.capacity != want.capacity || got.fpr != want.fpr)))
+            return "ERR corrupted dump (window differs from its header)";
+        note_time(o, o->dd->parts[i]);
+    }
+    o->dd->win = o->dd->parts[0];
     o->dd->generations = g;
     return NULL;
 }
@@ -169,14 +265,26 @@ rmf_err rmf_dd_create(const rmf_dd_params *p, const rmf_config *c, const dedup_a
         return "ERR capacity above the module's limit (module argument MAX_CAPACITY)";
     if (g && (g < DD_MIN_GEN || g > DD_MAX_GEN))
         return "ERR GENERATIONS must be between 3 and 16";
+    /* An EXACT value that could never hold its capacity is refused now, not
+     * at the add that runs out of room. */
+    if (p->exact) {
+        uint64_t room = rmf_mem_room();
+        if (p->capacity > c->max_memory / DD_EXACT_ITEM_BYTES)
+            return "ERR capacity would exceed the per-key memory limit (module argument "
+                   "MAX_MEMORY): EXACT keeps 24 bytes per item at the least";
+        if (p->capacity > room / DD_EXACT_ITEM_BYTES)
+            return "ERR capacity cannot fit in the server's memory (maxmemory, or the machine's "
+                   "without one): EXACT keeps 24 bytes per item at the least";
+    }
     rmf_obj *o = rmf_obj_new(RMF_DEDUP, a);
     if (!o)
-        return "ERR allocation failure";
+        return rmf_err_nomem();
     o->capacity = p->capacity;
     o->error_rate = p->error_rate;
     o->dd->window_ms = p->window_ms;
     o->max_memory = c->max_memory;
-    rmf_err e = rmf_dd_window_new(o, p->exact, g);
+    o->dd->seed = p->seed;
+    rmf_err e = rmf_dd_window_new(o, p->exact, g, p->exact ? parts_for(p->capacity) : 1);
     if (e) {
         rmf_free(o);
         return e;
@@ -185,23 +293,36 @@ rmf_err rmf_dd_create(const rmf_dd_params *p, const rmf_config *c, const dedup_a
     return NULL;
 }
 
-/* The time to give the window: 'now_ms', or the newest time it holds if
- * the clock went back. */
+/* The time to give the window: 'now_ms', or the newest time any part
+ * holds if the clock went back. */
 static int64_t clock_ms(const rmf_obj *o, uint64_t now_ms)
 {
     int64_t t = now_ms > (uint64_t)DEDUP_WINDOW_MAX_TIME ? DEDUP_WINDOW_MAX_TIME : (int64_t)now_ms;
-    dedup_window_stats st;
-    dedup_window_get_stats(o->dd->win, &st);
-    return st.has_time && st.max_time > t ? st.max_time : t;
+    return o->dd->has_newest && o->dd->newest > t ? o->dd->newest : t;
+}
+
+static void saw_time(rmf_obj *o, int64_t t)
+{
+    if (!o->dd->has_newest || t > o->dd->newest) {
+        o->dd->newest = t;
+        o->dd->has_newest = true;
+    }
+}
+
+/* The part that holds digest d. */
+static dedup_window *part_of(const rmf_obj *o, dedup_digest d)
+{
+    return o->dd->nparts > 1 ? o->dd->parts[dedup_reduce(d.hi, o->dd->nparts)] : o->dd->win;
 }
 
 rmf_err rmf_dd_window_put(rmf_obj *o, dedup_digest d, int64_t ms)
 {
     dedup_verdict v;
     o->dd->refused = false;
-    dedup_status s = dedup_window_seen(o->dd->win, d, ms, &v);
+    dedup_status s = dedup_window_seen(part_of(o, d), d, ms, &v);
     if (s != DEDUP_OK)
         return window_err(o, s);
+    saw_time(o, ms);
     return v == DEDUP_NEW ? NULL : "ERR corrupted dump (exact table entry)";
 }
 
@@ -211,10 +332,13 @@ rmf_err rmf_dd_add(rmf_obj *o, const void *item, size_t len, uint64_t now_ms, in
         return rmf_ddl_add(o, item, len, now_ms, is_new);
     int64_t t = clock_ms(o, now_ms);
     dedup_digest d = dedup_window_digest(o->dd->win, item, len);
+    dedup_window *w = part_of(o, d);
     dedup_verdict v;
     o->dd->refused = false;
-    dedup_status s = dedup_window_seen(o->dd->win, d, t, &v);
-    if (s == DEDUP_ERR_NOMEM && dedup_window_query(o->dd->win, d, t, &v) == DEDUP_OK &&
+    dedup_status s = dedup_window_seen(w, d, t, &v);
+    if (s == DEDUP_OK)
+        saw_time(o, t);
+    if (s == DEDUP_ERR_NOMEM && dedup_window_query(w, d, t, &v) == DEDUP_OK &&
         (v == DEDUP_DUPLICATE || v == DEDUP_MAYBE_DUPLICATE)) {
         *is_new = 0; /* seen within the window; its renewal found no room */
         return NULL;
@@ -231,8 +355,8 @@ bool rmf_dd_exists(rmf_obj *o, const void *item, size_t len, uint64_t now_ms)
     if (o->dd->legacy)
         return rmf_ddl_exists(o, item, len, now_ms);
     dedup_verdict v = DEDUP_NEW;
-    dedup_window_query(o->dd->win, dedup_window_digest(o->dd->win, item, len),
-                       clock_ms(o, now_ms), &v);
+    dedup_digest d = dedup_window_digest(o->dd->win, item, len);
+    dedup_window_query(part_of(o, d), d, clock_ms(o, now_ms), &v);
     return v == DEDUP_DUPLICATE || v == DEDUP_MAYBE_DUPLICATE;
 }
 
@@ -249,7 +373,11 @@ uint64_t rmf_dd_live(const rmf_obj *o, uint64_t now_ms)
 {
     uint64_t n = 0;
     if (o->exact)
-        dedup_window_count_within(o->dd->win, clock_ms(o, now_ms), &n);
+        for (uint32_t i = 0; i < o->dd->nparts; i++) {
+            uint64_t m = 0;
+            dedup_window_count_within(o->dd->parts[i], clock_ms(o, now_ms), &m);
+            n += m;
+        }
     return n;
 }
 
@@ -266,7 +394,11 @@ void rmf_dd_free_state(rmf_obj *o)
     if (!o->dd)
         return;
     rmf_ddl_free(o);
-    dedup_window_free(o->dd->win); /* through the budget, which needs o->dd */
+    /* through the budget, which needs o->dd */
+    for (uint32_t i = 0; o->dd->parts && i < o->dd->nparts; i++)
+        dedup_window_free(o->dd->parts[i]);
+    if (o->dd->parts)
+        wa_free(o, o->dd->parts);
     rmf_dealloc(rmf_obj_allocator(o), o->dd);
     o->dd = NULL;
 }

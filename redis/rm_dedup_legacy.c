@@ -68,7 +68,7 @@ rmf_err rmf_ddl_load(dedup_source src, uint32_t nblobs, uint64_t cur_slot, rmf_o
     for (uint32_t i = 0; i < g; i++) {
         dedup_status s = dedup_scalable_load(src, rmf_obj_allocator(o), &dd->links[i]);
         if (s != DEDUP_OK)
-            return s == DEDUP_ERR_NOMEM ? "ERR allocation failure" : "ERR corrupted filter in dump";
+            return s == DEDUP_ERR_NOMEM ? rmf_err_nomem() : "ERR corrupted filter in dump";
         dd->nlinks = i + 1;
         dedup_scalable_params want;
         rmf_ddl_gen_params(&want, (o->capacity + (g - 2) - 1) / (g - 2), o->error_rate / g);
@@ -156,7 +156,7 @@ rmf_err rmf_ddl_load_exact(dedup_source src, uint64_t blob_len, rmf_obj *o)
         return "ERR dump larger than the per-key memory limit (module argument MAX_MEMORY)";
     ex_entry *v = n ? rmf_alloc(rmf_obj_allocator(o), (size_t)(n * sizeof *v)) : NULL;
     if (n && !v)
-        return "ERR allocation failure";
+        return rmf_err_nomem();
     rmf_err err = NULL;
     for (uint64_t i = 0; i < n && !err; i++) {
         unsigned char b[24];
@@ -182,7 +182,7 @@ rmf_err rmf_ddl_load_exact(dedup_source src, uint64_t blob_len, rmf_obj *o)
     if (!err && n)
         qsort(v, (size_t)n, sizeof *v, ex_cmp_time); /* the window takes them in time order */
     if (!err)
-        err = rmf_dd_window_new(o, true, 0);
+        err = rmf_dd_window_new(o, true, 0, 1);
     for (uint64_t i = 0; !err && i < n; i++)
         err = rmf_dd_window_put(o, (dedup_digest){v[i].lo, v[i].hi}, (int64_t)v[i].last_ms);
     rmf_dealloc(rmf_obj_allocator(o), v);

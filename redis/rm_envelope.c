@@ -20,7 +20,10 @@ static uint64_t blobs_size(const rmf_obj *o)
         return rmf_bf_blobs_size(o);
     if (o->dd->legacy)
         return rmf_ddl_blobs_size(o);
-    return dedup_window_serialized_size(o->dd->win);
+    uint64_t n = 0;
+    for (uint32_t i = 0; i < o->dd->nparts; i++)
+        n += dedup_window_serialized_size(o->dd->parts[i]);
+    return n;
 }
 
 uint64_t rmf_serialized_size(const rmf_obj *o) { return RMF_ENVELOPE_SIZE + blobs_size(o); }
@@ -58,7 +61,7 @@ static void envelope_encode(const rmf_obj *o, unsigned char h[RMF_ENVELOPE_SIZE]
         h[5] = RMF_ENVELOPE_DD_WINDOW;
         h[6] = o->exact ? 2 : 0;
         dedup_put_u32(h + 48, o->dd->generations);
-        dedup_put_u32(h + 52, 1);
+        dedup_put_u32(h + 52, o->dd->nparts); /* EXACT: its parts, one window each */
         dedup_put_u64(h + 56, o->dd->window_ms);
     }
     dedup_put_u64(h + 72, blobs_size(o));
@@ -76,8 +79,8 @@ dedup_status rmf_save(const rmf_obj *o, dedup_sink *sink)
         return rmf_bf_save_blobs(o, sink);
     if (s == DEDUP_OK && o->dd->legacy)
         return rmf_ddl_save(o, sink);
-    if (s == DEDUP_OK)
-        s = dedup_window_save(o->dd->win, sink);
+    for (uint32_t i = 0; s == DEDUP_OK && i < o->dd->nparts; i++)
+        s = dedup_window_save(o->dd->parts[i], sink);
     return s;
 }
 
@@ -189,7 +192,8 @@ static rmf_err envelope_decode(const unsigned char *h, size_t len, rmf_kind expe
             return "ERR corrupted dump header (links)";
     } else if (e->kind == RMF_DEDUP && e->version == RMF_ENVELOPE_DD_WINDOW) {
         if ((e->flags != 0 && e->flags != 2) || e->deleted || e->bucket_size || e->expansion ||
-            e->cur_slot || e->nblobs != 1)
+            e->cur_slot || e->nblobs < 1 || e->nblobs > RMF_DD_MAX_PARTS ||
+            (e->flags == 0 && e->nblobs != 1))
             return "ERR corrupted dump header";
         if (e->aux > DD_MAX_GEN || e->aux < 1 || (e->flags == 0 && e->aux < DD_MIN_GEN))
             return "ERR corrupted dump header (generations)";
@@ -233,7 +237,7 @@ static rmf_err load_bloom_v1(dedup_source src, const envelope *e, const rmf_conf
     dedup_scalable *sb;
     dedup_status s = dedup_scalable_load(src, rmf_obj_allocator(o), &sb);
     if (s != DEDUP_OK)
-        return s == DEDUP_ERR_NOMEM ? "ERR allocation failure" : "ERR corrupted filter in dump";
+        return s == DEDUP_ERR_NOMEM ? rmf_err_nomem() : "ERR corrupted filter in dump";
     dedup_scalable_info si;
     dedup_scalable_get_info(sb, &si);
     bool ns = e->flags & 1;
@@ -251,7 +255,7 @@ static rmf_err load_bloom_v1(dedup_source src, const envelope *e, const rmf_conf
         unsigned char *buf = n <= SIZE_MAX ? rmf_alloc(rmf_obj_allocator(o), (size_t)n) : NULL;
         if (!buf || dedup_scalable_get_link_info(sb, i, &li) != DEDUP_OK) {
             rmf_dealloc(rmf_obj_allocator(o), buf);
-            err = "ERR allocation failure";
+            err = rmf_err_nomem();
             break;
         }
         dedup_mem_sink ms;
@@ -261,7 +265,7 @@ static rmf_err load_bloom_v1(dedup_source src, const envelope *e, const rmf_conf
         if (dedup_bloom_save(l, &sink) != DEDUP_OK ||
             dedup_bloom_load(dedup_mem_source_init(&m, buf, ms.len), rmf_obj_allocator(o), &b) !=
                 DEDUP_OK)
-            err = "ERR allocation failure";
+            err = rmf_err_nomem();
         rmf_dealloc(rmf_obj_allocator(o), buf);
         if (!err)
             err = rmf_bf_push_link(o, b);
@@ -293,7 +297,7 @@ static rmf_err load_bloom_v2(dedup_source src, const envelope *e, const rmf_conf
         dedup_bloom *b;
         dedup_status s = dedup_bloom_load(src, rmf_obj_allocator(o), &b);
         if (s != DEDUP_OK)
-            return s == DEDUP_ERR_NOMEM ? "ERR allocation failure" : "ERR corrupted filter in dump";
+            return s == DEDUP_ERR_NOMEM ? rmf_err_nomem() : "ERR corrupted filter in dump";
         if (dedup_bloom_capacity(b) != n || dedup_bloom_target_fpr(b) != p ||
             dedup_bloom_bits(b) != m || dedup_bloom_seed(b) != DEDUP_DEFAULT_SEED) {
             dedup_bloom_free(b);
@@ -317,7 +321,7 @@ static rmf_err load_cuckoo(dedup_source src, const envelope *e, const rmf_config
 {
     dedup_status s = rmf_cf_load_seen(o, src);
     if (s != DEDUP_OK)
-        return s == DEDUP_ERR_NOMEM ? "ERR allocation failure" : "ERR corrupted filter in dump";
+        return s == DEDUP_ERR_NOMEM ? rmf_err_nomem() : "ERR corrupted filter in dump";
     dedup_cuckoo_info ci;
     dedup_cuckoo_get_info(o->cf, &ci);
     if (ci.bucket_size != e->bucket_size || ci.max_kicks != e->aux ||
@@ -336,7 +340,7 @@ static rmf_err load_blobs(dedup_source src, const envelope *e, const rmf_config 
 {
     rmf_obj *o = rmf_obj_new(e->kind, a);
     if (!o)
-        return "ERR allocation failure";
+        return rmf_err_nomem();
     o->items = e->items;
     o->deleted = e->deleted;
     o->capacity = e->capacity;
@@ -354,7 +358,7 @@ static rmf_err load_blobs(dedup_source src, const envelope *e, const rmf_config 
     rmf_err err;
     if (e->kind == RMF_DEDUP) {
         o->exact = e->flags == 2;
-        err = e->version == RMF_ENVELOPE_DD_WINDOW ? rmf_dd_load_window(o, src, e->aux)
+        err = e->version == RMF_ENVELOPE_DD_WINDOW ? rmf_dd_load_window(o, src, e->aux, e->nblobs)
               : o->exact ? rmf_ddl_load_exact(src, e->blobs_len, o)
                          : rmf_ddl_load(src, e->nblobs, e->cur_slot, o);
     } else if (e->kind == RMF_CUCKOO) {
@@ -408,7 +412,7 @@ rmf_err rmf_partial_begin(const void *hdr, size_t len, rmf_kind expect, const rm
         return err;
     rmf_partial *p = rmf_alloc(a, sizeof *p);
     if (!p)
-        return "ERR allocation failure";
+        return rmf_err_nomem();
     memset(p, 0, sizeof *p);
     if (a)
         p->alloc = *a;
@@ -416,7 +420,7 @@ rmf_err rmf_partial_begin(const void *hdr, size_t len, rmf_kind expect, const rm
     p->total = RMF_ENVELOPE_SIZE + e.blobs_len;
     if (p->total > SIZE_MAX || !(p->data = rmf_alloc(a, (size_t)p->total))) {
         rmf_dealloc(a, p);
-        return "ERR allocation failure";
+        return rmf_err_nomem();
     }
     memcpy(p->data, hdr, RMF_ENVELOPE_SIZE);
     p->received = RMF_ENVELOPE_SIZE;

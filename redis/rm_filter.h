@@ -23,7 +23,8 @@
  *   44     4    bucket size (cuckoo), else 0
  *   48     4    max iterations (cuckoo) / generations (dedup; v2: approximate only) /
  *               split schedule (Bloom, 2: rm_bloom.c), else 0
- *   52     4    number of blobs that follow, N
+ *   52     4    number of blobs that follow, N (dedup v3: 1, or for an
+ *               EXACT value its parts, 1 to 65536)
  *   56     8    window length in ms (dedup) / items in the newest link
  *               (Bloom), else 0
  *   64     8    slot index of the newest generation (dedup v2), else 0
@@ -36,7 +37,9 @@
  *               load); cuckoo, one cuckoo container (type 5
  *               or 11); dedup v3, one time window container (docs/FORMAT.md
  *               type WINDOW: sliding, refresh, no lateness, window_ms as
- *               its duration, EXACT as its mode, the generations above);
+ *               its duration, EXACT as its mode, the generations above;
+ *               the value's seed, the same in every part) per part: an
+ *               item lives in part reduce(digest.hi, N);
  *               dedup v2 (rm_dedup_legacy.c): approximate, one scalable
  *               chain of blocked Bloom (type 6) per generation, in slot
  *               order; EXACT, the table blob (magic "DDEX", entries, XXH3-64)
@@ -89,6 +92,28 @@ typedef struct rmf_obj rmf_obj;
 /* Result of an operation: 0 = OK, otherwise an error text for the reply
  * ("ERR ..."), constant storage. */
 typedef const char *rmf_err;
+
+/* ---- the server's memory guard (rm_mem.c) ----------------------------------
+ * rmf_mem_allow(n): false when an allocation of n bytes (1 MiB or more)
+ * would take the server's used_memory past maxmemory, or past the machine's
+ * physical memory without one; smaller requests always pass.  The module's
+ * allocator asks it before every allocation.
+ * rmf_mem_room(): the bytes the server may still allocate by that rule
+ * (UINT64_MAX when it cannot tell, or while loading).
+ * rmf_mem_unguarded(on): guard off while a value loads (RDB, RESTORE: Redis
+ * loads past maxmemory) or saves (RDB, AOF rewrite, often in a fork child,
+ * where a refusal would cut the value short); nested calls counted.
+ * rmf_err_nomem(): the reply for an allocation failure, naming the limit
+ * when the guard refused it (text valid until the next refusal). */
+/* The server's used memory and its limit (maxmemory when set, *is_max
+ * true; else the machine's); false when it cannot tell. */
+typedef bool rmf_mem_probe_fn(uint64_t *used, uint64_t *limit, bool *is_max);
+void rmf_mem_set_probe(rmf_mem_probe_fn *fn);
+uint64_t rmf_mem_phys_bytes(void); /* UINT64_MAX when unknown */
+bool rmf_mem_allow(size_t n);
+uint64_t rmf_mem_room(void);
+void rmf_mem_unguarded(bool on);
+rmf_err rmf_err_nomem(void);
 
 /* ---- Bloom ---------------------------------------------------------------- */
 typedef struct rmf_bf_params {
@@ -159,7 +184,12 @@ typedef struct rmf_dd_params {
     uint64_t capacity;
     uint32_t generations; /* 3..16; 0 selects 5 (EXACT: the window's 4) */
     bool exact;           /* EXACT: an exact window of digests and times */
+    uint64_t seed;        /* the items' hash seed (rmf_random_seed() for a new
+                             value: replication and the AOF carry it as SEED) */
 } rmf_dd_params;
+
+/* A random 64-bit seed from the OS; false if it has none to give. */
+bool rmf_random_seed(uint64_t *out);
 
 rmf_err rmf_dd_create(const rmf_dd_params *p, const rmf_config *c, const dedup_allocator *a,
                       rmf_obj **out);

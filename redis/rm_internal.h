@@ -24,17 +24,26 @@
 
 #define DD_MAX_GEN 16u
 #define DD_MIN_GEN 3u
+/* Most parts an EXACT value is split into (rm_dedup.c). */
+#define RMF_DD_MAX_PARTS 65536u
 
 /* The DEDUP state, allocated only for DEDUP values (so BF and CF keys do
  * not carry it).  A value runs on the library's window (dedup/window.h),
  * except an approximate value saved before the port (envelope version 2),
  * which keeps its generations of Bloom chains (rm_dedup_legacy.c). */
 typedef struct rmf_dd {
-    dedup_window *win;      /* NULL for a legacy value */
+    dedup_window *win;      /* NULL for a legacy value; parts[0] */
+    dedup_window **parts;   /* EXACT: the value's windows, an item in part
+                               reduce(digest.hi, nparts) (rm_dedup.c) */
+    uint32_t nparts;        /* 1 unless EXACT with a large capacity */
+    bool has_newest;
+    int64_t newest;         /* the newest time any part holds */
     dedup_allocator walloc; /* the window's allocator: the object's, within
                                MAX_MEMORY (rm_dedup.c) */
     uint64_t win_bytes;     /* bytes the window holds through it */
     bool refused;           /* the last allocation was refused for MAX_MEMORY */
+    uint64_t seed;          /* the window's hash seed: random at creation, kept
+                               in its dump (rm_dedup.c) */
     uint32_t generations;   /* G */
     uint64_t window_ms;
     /* legacy: the generations, links[slot % nlinks], each a scalable chain
@@ -116,10 +125,10 @@ dedup_status rmf_cf_load_seen(rmf_obj *o, dedup_source src);
 /* rm_dedup.c */
 /* A library window for the object (its o->dd->walloc budget): EXACT or
  * approximate, G generations, sliding with refresh, times in ms. */
-rmf_err rmf_dd_window_new(rmf_obj *o, bool exact, uint32_t g);
+rmf_err rmf_dd_window_new(rmf_obj *o, bool exact, uint32_t g, uint32_t parts);
 /* Loads the window blob of an envelope v3 value and checks it against the
  * envelope's fields (set in 'o' and 'g'). */
-rmf_err rmf_dd_load_window(rmf_obj *o, dedup_source src, uint32_t g);
+rmf_err rmf_dd_load_window(rmf_obj *o, dedup_source src, uint32_t g, uint32_t parts);
 /* Records the digest 'd' at time 'ms' (old EXACT tables being converted). */
 rmf_err rmf_dd_window_put(rmf_obj *o, dedup_digest d, int64_t ms);
 void rmf_dd_free_state(rmf_obj *o);

@@ -59,6 +59,7 @@ rmf_obj *rmf_obj_new(rmf_kind kind, const dedup_allocator *a)
             return NULL;
         }
         memset(o->dd, 0, sizeof *o->dd);
+        o->dd->seed = DEDUP_DEFAULT_SEED; /* a value saved before per-value seeds */
     }
     return o;
 }
@@ -88,7 +89,7 @@ rmf_err rmf_status_err(dedup_status s)
 {
     switch (s) {
     case DEDUP_ERR_NOMEM:
-        return "ERR allocation failure";
+        return rmf_err_nomem();
     case DEDUP_ERR_LIMIT:
         return "ERR filter would exceed the library's size limit";
     case DEDUP_ERR_INVALID_ARG:

@@ -181,7 +181,7 @@ static rmf_err alloc_arrays(rb_bloom *b)
     for (uint32_t i = 0; i < b->nfilters; i++) {
         b->links[i].bf = rmf_alloc(alloc_of(&b->alloc), (size_t)b->links[i].bytes);
         if (!b->links[i].bf)
-            return "ERR allocation failure";
+            return rmf_err_nomem();
     }
     return NULL;
 }
@@ -336,7 +336,7 @@ rmf_err rb_bloom_add(rb_bloom *b, const void *item, size_t len, int *added)
         if (!links || !nl.bf) {
             rmf_dealloc(alloc_of(&b->alloc), links);
             rmf_dealloc(alloc_of(&b->alloc), nl.bf);
-            return "ERR allocation failure";
+            return rmf_err_nomem();
         }
         memset(nl.bf, 0, (size_t)nl.bytes);
         memcpy(links, b->links, b->nfilters * sizeof *links);
@@ -407,7 +407,7 @@ static rmf_err bloom_from_header(const unsigned char *h, size_t len, uint64_t ma
         return "ERR received bad data (header length)";
     rb_bloom *b = bloom_new(n, a, max_memory);
     if (!b)
-        return "ERR allocation failure";
+        return rmf_err_nomem();
     b->size = dedup_get_u64(h);
     b->options = dedup_get_u32(h + 12);
     b->growth = dedup_get_u32(h + 16);
@@ -554,7 +554,7 @@ static rmf_err cuckoo_alloc_data(rb_cuckoo *c)
         size_t n = (size_t)(c->subs[i].nb * c->bucket_size);
         c->subs[i].data = rmf_alloc(alloc_of(&c->alloc), n);
         if (!c->subs[i].data)
-            return "ERR allocation failure";
+            return rmf_err_nomem();
     }
     return NULL;
 }
@@ -820,7 +820,7 @@ static rmf_err cuckoo_from_header(const unsigned char *h, size_t len, uint64_t m
         return "ERR received bad data (sub-filters)";
     rb_cuckoo *c = cuckoo_new((uint32_t)nf, a, max_memory);
     if (!c)
-        return "ERR allocation failure";
+        return rmf_err_nomem();
     c->items = dedup_get_u64(h);
     c->nb0 = dedup_get_u64(h + 8);
     c->deletes = dedup_get_u64(h + 16);
@@ -898,7 +898,7 @@ rmf_err rmf_rb_begin(rmf_kind kind, const void *hdr, size_t len, const rmf_confi
     *out = NULL;
     rmf_obj *o = rmf_obj_new(kind, a);
     if (!o)
-        return "ERR allocation failure";
+        return rmf_err_nomem();
     o->max_memory = c->max_memory;
     o->cf_max_links = c->cf_max_expansions;
     rmf_err e = kind == RMF_BLOOM    ? bloom_from_header(hdr, len, c->max_memory, a, &o->rbf)
@@ -991,7 +991,7 @@ static rmf_err rdb_array(const rb_io *io, unsigned char **dst, uint64_t n,
     if (*dst)
         memcpy(*dst, buf, got);
     io->free_buf(io->ctx, buf);
-    return *dst ? NULL : "ERR allocation failure";
+    return *dst ? NULL : rmf_err_nomem();
 }
 
 static rmf_err rdb_load_bloom(int encver, const rb_io *io, const rmf_config *c,
@@ -1009,7 +1009,7 @@ static rmf_err rdb_load_bloom(int encver, const rb_io *io, const rmf_config *c,
         return "ERR corrupted MBbloom-- header";
     rb_bloom *b = bloom_new((uint32_t)n, a, c->max_memory);
     if (!b)
-        return "ERR allocation failure";
+        return rmf_err_nomem();
     b->size = size;
     b->options = (uint32_t)options;
     b->growth = (uint32_t)growth;
@@ -1059,7 +1059,7 @@ static rmf_err rdb_load_bloom(int encver, const rb_io *io, const rmf_config *c,
             memcpy(l->bf, buf, got);
         io->free_buf(io->ctx, buf);
         if (!l->bf) {
-            e = "ERR allocation failure";
+            e = rmf_err_nomem();
             break;
         }
         l->size = io->load_u64(io->ctx);
@@ -1098,7 +1098,7 @@ static rmf_err rdb_load_cuckoo(int encver, const rb_io *io, const rmf_config *c,
         return "ERR corrupted MBbloomCF header";
     rb_cuckoo *cf = cuckoo_new((uint32_t)nf, a, c->max_memory);
     if (!cf)
-        return "ERR allocation failure";
+        return rmf_err_nomem();
     cf->nb0 = nb;
     cf->items = items;
     cf->deletes = deletes;
@@ -1139,7 +1139,7 @@ rmf_err rmf_rb_rdb_load(rmf_kind kind, int encver, const rb_io *io, const rmf_co
     *out = NULL;
     rmf_obj *o = rmf_obj_new(kind, a);
     if (!o)
-        return "ERR allocation failure";
+        return rmf_err_nomem();
     o->max_memory = c->max_memory;
     o->cf_max_links = c->cf_max_expansions;
     rmf_err e = kind == RMF_BLOOM    ? rdb_load_bloom(encver, io, c, a, &o->rbf)

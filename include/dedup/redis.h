@@ -78,13 +78,20 @@
  *    DEDUP.EXISTS): a key is remembered for the window ttl_ms; RedisBloom
  *    has no such command (DEDUP_ERR_UNSUPPORTED at open).
  *    A metadata hash "<name>:meta" (field "shape") holds the format version,
- *    filter, S, items, fpr, seed and ttl_ms, written by the first client
- *    (HSETNX) and read by every one, so all clients route keys to the same
- *    shards.  A client giving items must give the stored items, fpr, seed,
- *    ttl_ms, and filter and shards when it sets them (0 = any): else
- *    DEDUP_ERR_INCOMPATIBLE naming both shapes.  A client giving items = 0
- *    adopts the stored shape (DEDUP_ERR_NOT_FOUND when there is none); its
- *    seed must still match, and its ttl_ms, filter and shards when set.
+ *    filter, S, items, fpr, seed and ttl_ms and a checksum, written by the
+ *    first client (HSETNX, after it reserved the shards) and read by every
+ *    one, so all clients route keys to the same shards.  A client giving
+ *    items must give the stored items, fpr, ttl_ms, and filter and shards
+ *    when it sets them (0 = any): else DEDUP_ERR_INCOMPATIBLE naming both
+ *    shapes.  A client giving items = 0 adopts the stored shape
+ *    (DEDUP_ERR_NOT_FOUND when there is none); its ttl_ms, filter and
+ *    shards must still match when set.  Seed: a client whose seed is
+ *    DEDUP_DEFAULT_SEED creates a filter with a random seed from the OS and
+ *    adopts a stored one (dedup_redis_get_shape() gives it: digest with
+ *    it); a client with another seed creates with it and must match a
+ *    stored one.  A damaged shape (the checksum, a field out of range) is
+ *    DEDUP_ERR_CHECKSUM or DEDUP_ERR_CORRUPT naming the key; a shard
+ *    missing or of another type, see dedup_redis_decide().
  *    A name whose metadata is another scheme's (bitmap vs module) gives
  *    DEDUP_ERR_WRONG_TYPE at open, whatever the scheme asked.
  *
@@ -279,10 +286,16 @@ void dedup_redis_free(dedup_redis *r);
  * module) or DEDUP_UNCERTAIN.  The whole batch is decided in as many round
  * trips as the pipeline depth needs (ceil(n / pipeline) per node, plus
  * redirections).  On error *done counts the keys decided from the start of
- * the batch (out[0..*done) valid; in the bitmap and module schemes, where a
- * command carries every key of its segment or shard, this is up to the
- * first key of a command left unanswered); some of the others may be
- * recorded remotely.  Errors: above. */
+ * the batch (out[0..*done) valid; in the bitmap scheme, where a command
+ * carries every key of its segment, this is up to the first key of a
+ * command left unanswered); some of the others may be recorded remotely.
+ * The module scheme answers for the whole batch (*done = n) even then: a
+ * key whose shard's command got no usable reply (lost, an error, a full
+ * cuckoo shard) is DEDUP_UNCERTAIN, as is a NEW key after a failed WAIT,
+ * so no key is recorded remotely without its record written out or listed.
+ * A module shard missing under existing metadata (deleted, evicted) is
+ * DEDUP_ERR_NOT_FOUND naming it, at open or here; one of another type
+ * DEDUP_ERR_WRONG_TYPE.  Errors: above. */
 dedup_status dedup_redis_decide(dedup_redis *r, const dedup_batch *batch, dedup_verdict *out,
                                 size_t *done);
 

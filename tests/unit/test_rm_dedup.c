@@ -23,7 +23,7 @@ static rmf_obj *make(bool exact)
 {
     rmf_config c;
     rmf_config_init(&c);
-    rmf_dd_params p = {D, 0.01, 200, 0, exact};
+    rmf_dd_params p = {D, 0.01, 200, 0, exact, 0};
     rmf_obj *o = NULL;
     assert_null(rmf_dd_create(&p, &c, NULL, &o));
     return o;
