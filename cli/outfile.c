@@ -4,11 +4,14 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <dirent.h>
+#include <libgen.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -104,6 +107,61 @@ bool dd_outfile_check_inputs(const char *cmd, const char *output, char *const *f
         return false;
     }
     return true;
+}
+
+/* ---- Temporaries of runs that were killed ----------------------------------
+ * A run holds an exclusive flock on its temporary for as long as it lives,
+ * so a temporary beside the target that nobody holds was left by a run that
+ * was killed (SIGKILL, a power loss).  Its records may have keys already
+ * recorded in a store or in Redis, which would never be written out again:
+ * it is kept as "TARGET.partial-XXXXXX" (its own suffix), and said. */
+static void keep_stale(const char *dir, const char *name, const char *path, size_t plen)
+{
+    char tmp[PATH_MAX], kept[PATH_MAX];
+    if (snprintf(tmp, sizeof tmp, "%s/%s", dir, name) >= (int)sizeof tmp)
+        return;
+    int fd = open(tmp, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    struct stat st;
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd); /* held: a live run's */
+        return;
+    }
+    if (st.st_size == 0) {
+        (void)unlink(tmp);
+    } else if (snprintf(kept, sizeof kept, "%.*s%s%s", (int)plen, path, PARTIAL_TAG,
+                        name + strlen(name) - SUFFIX_LEN) < (int)sizeof kept &&
+               link(tmp, kept) == 0) {
+        (void)unlink(tmp);
+        cli_warn("%s: kept %lld bytes that a run killed earlier had written for '%s' "
+                 "(their keys may be recorded in a store or Redis, so they are not written "
+                 "out again)", kept, (long long)st.st_size, path);
+    }
+    close(fd);
+}
+
+static void recover_stale(const char *path, const char *own)
+{
+    char *d1 = strdup(path), *d2 = strdup(path);
+    if (d1 && d2) {
+        const char *dir = dirname(d1), *base = basename(d2);
+        size_t blen = strlen(base);
+        const char *own_base = strrchr(own, '/') ? strrchr(own, '/') + 1 : own;
+        DIR *dh = opendir(dir);
+        struct dirent *e;
+        while (dh && (e = readdir(dh)) != NULL) {
+            if (strlen(e->d_name) == blen + sizeof TMP_TAG - 1 + SUFFIX_LEN &&
+                memcmp(e->d_name, base, blen) == 0 &&
+                memcmp(e->d_name + blen, TMP_TAG, sizeof TMP_TAG - 1) == 0 &&
+                strcmp(e->d_name, own_base) != 0)
+                keep_stale(dir, e->d_name, path, strlen(path));
+        }
+        if (dh)
+            closedir(dh);
+    }
+    free(d1);
+    free(d2);
 }
 
 /* ---- Opening, committing, aborting ----------------------------------------- */
@@ -203,6 +261,8 @@ int dd_outfile_open(dd_outfile *o, const char *cmd, const char *output)
         cannot(cmd, output, strerror(e));
         goto fail;
     }
+    (void)flock(o->fd, LOCK_EX); /* held for the run: see recover_stale */
+    recover_stale(o->path, o->tmp);
     if (exists) { /* where allowed the target's owner, then its mode (a chown clears set-id bits) */
         if (st.st_uid != geteuid() || st.st_gid != getegid())
             (void)!fchown(o->fd, st.st_uid, st.st_gid);

@@ -12,6 +12,11 @@
  * FIFO, /dev/null, a terminal) is written in place.  Standard output
  * ("-" or no name) is written as it is.
  *
+ * A run holds a flock on its temporary; at open, a temporary of the same
+ * target that nobody holds (left by a run killed with SIGKILL) is kept as
+ * "TARGET.partial-XXXXXX" with a warning, since its records' keys may be
+ * recorded in a store or Redis already (an empty one is removed).
+ *
  * The signals SIGINT, SIGTERM and SIGHUP (dd_out_signals) set
  * dd_stop_signal, and the run ends at its next check with 128 + the
  * signal; a run that cannot check often (the external engine's merge)

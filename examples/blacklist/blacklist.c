@@ -56,11 +56,17 @@ int main(int argc, char **argv)
     dedup_status st = dedup_store_open(&sp, NULL, &store, why, sizeof why);
     if (st)
         return die("open the store", st, why);
+    /* A new store draws a secret seed; every digest of this program and the
+     * filter in front use it, so the filter and the store agree. */
+    dedup_seen *store_seen;
+    if ((st = dedup_store_as_seen(store, NULL, &store_seen)))
+        return die("wrap the store", st, NULL);
+    uint64_t seed = dedup_seen_seed(store_seen);
     for (unsigned long i = 0; i < nbad; i += BATCH) {
         size_t n = nbad - i < BATCH ? nbad - i : BATCH;
         for (size_t j = 0; j < n; j++) {
             lens[j] = url(text[j], sizeof text[j], i + j, 1);
-            dig[j] = dedup_hash(text[j], lens[j], DEDUP_DEFAULT_SEED);
+            dig[j] = dedup_hash(text[j], lens[j], seed);
         }
         dedup_batch b = {.n = n, .digests = dig};
         if ((st = dedup_store_decide(store, &b, v, NULL)))
@@ -73,14 +79,13 @@ int main(int argc, char **argv)
     fs.kind = DEDUP_SEEN_BLOCKED;
     fs.items = nbad ? nbad : 1;
     fs.fpr = 0.01;
-    dedup_seen *filter, *store_seen;
+    fs.seed = seed;
+    dedup_seen *filter;
     if ((st = dedup_seen_create(&fs, NULL, &filter)))
         return die("create the filter", st, NULL);
     uint64_t loaded = 0;
     if ((st = dedup_store_fill(store, filter, &loaded)))
         return die("rebuild the filter", st, dedup_store_error(store));
-    if ((st = dedup_store_as_seen(store, NULL, &store_seen)))
-        return die("wrap the store", st, NULL);
     dedup_tier tiers[2] = {{.seen = filter, .name = "filter", .covers_below = true},
                            {.seen = store_seen, .name = "store"}};
     dedup_tiers_spec ts = {.tiers = tiers, .n = 2};
@@ -98,7 +103,7 @@ int main(int argc, char **argv)
             is_bad[j] = k % 10 == 0 && nbad;
             lens[j] = url(text[j], sizeof text[j], is_bad[j] ? (k / 10) % nbad : k, is_bad[j]);
             keys[j] = (const unsigned char *)text[j];
-            dig[j] = dedup_hash(text[j], lens[j], DEDUP_DEFAULT_SEED);
+            dig[j] = dedup_hash(text[j], lens[j], seed);
         }
         dedup_batch b = {.n = n, .digests = dig, .keys = keys, .lens = lens};
         if ((st = dedup_seen_query(stack, &b, v)))

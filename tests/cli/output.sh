@@ -171,6 +171,36 @@ for mode in "${STORE_MODES[@]}"; do
     rm -f "$T"/out.partial-*
 done
 
+# The same with SIGKILL, which nothing can catch: the temporary stays, and
+# the next run on the same output keeps it as out.partial-*, says so, and
+# writes only the rest (nothing written by the killed run is lost).
+for mode in "${STORE_MODES[@]}"; do
+    rm -rf "$T/db" "$T/dbw"
+    desc="KILL [$mode] after 1000 records"
+    seq -f 'r%g' 1 10 > "$T/before"; cp "$T/before" "$T/out"
+    rm -f "$T/fifo" && mkfifo "$T/fifo"
+    exec 3<> "$T/fifo"
+    seq -f 'k%g' 1 1000 >&3
+    # shellcheck disable=SC2086
+    "$DEDUP" $mode --line-buffered -o "$T/out" "$T/fifo" 2> "$T/err" &
+    pid=$!
+    check "$desc: the run wrote the first 1000 records" wait_until 30 tmp_has_lines "$T/out" 1000
+    kill -KILL $pid; wait $pid 2>/dev/null
+    exec 3>&-
+    check "$desc: the previous output is byte-identical" cmp -s "$T/out" "$T/before"
+    check "$desc: the killed run's temporary is there" tmp_exists "$T/out"
+    seq -f 'k%g' 1 1500 > "$T/all"
+    # shellcheck disable=SC2086
+    "$DEDUP" $mode -o "$T/out" "$T/all" 2> "$T/err"
+    part=$(ls "$T" | grep '^out\.partial-' | head -1)
+    check "$desc: the next run keeps it as out.partial-*" test -n "$part"
+    check "$desc: ... and says so: $(head -c 300 "$T/err")" grep -q "out.partial-.*killed" "$T/err"
+    check "$desc: no temporary left" test -z "$(ls "$T" | grep dedup-tmp)"
+    [ -n "$part" ] && sort -u "$T/$part" "$T/out" | cmp -s - <(sort -u "$T/all")
+    check "$desc: the kept records and the rerun's cover the input" test $? -eq 0
+    rm -f "$T"/out.partial-*
+done
+
 # By reference (regular files, DEDUP_BYREF=1), a signal while the run works:
 # the output is then complete or the previous one, never a part.
 seq -f 'line %g' 1 $(sized 2000000) > "$T/big"
