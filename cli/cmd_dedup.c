@@ -301,6 +301,8 @@ static bool process_batch(run *r, size_t n)
         if (r->o->sizing.tiers)
             (void)dd_tiers_after_batch(r->o->sizing.tiers, r->s, &head, r->verdict, r->rec, r->rlen, o_term(r), &r->w);
     }
+    if (st && r->redis && !r->w.error)
+        dd_redis_failed_batch(r->redis, &b, done, r->rec, r->rlen, o_term(r));
     if (st) {
         if (r->spilled && !r->w.error)
             dd_engine_report(dedup_seen_spill_engine(r->s), r->tmpdir, st);
@@ -705,7 +707,7 @@ int cmd_dedup(int argc, char **argv)
         }
         if (o.redis.url) {
             int rc = dd_redis_create(&o.redis, o.sizing.items, o.sizing.fpr, o.sizing.seed,
-                                     &r->redis, &s);
+                                     o.seed_given, &r->redis, &s);
             if (rc) {
                 free(r);
                 return rc;

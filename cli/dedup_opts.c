@@ -293,6 +293,7 @@ int dd_dedup_parse_args(int argc, char **argv, opts *o)
                 cli_error("--seed must be a 64-bit number (got '%s')", optarg);
                 return -1;
             }
+            o->seed_given = true;
             break;
         }
         case OPT_WINDOW:

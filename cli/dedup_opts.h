@@ -55,6 +55,7 @@ typedef struct opts {
     bool bad_key_given, range_given;
     bool on_full_given;          /* --on-full was given */
     bool keep_last;              /* --keep last */
+    bool seed_given;             /* --seed was given */
 } opts;
 
 /* Parses and checks the command line into *o (usage errors are printed).

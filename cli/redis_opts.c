@@ -41,7 +41,9 @@ const char dd_redis_help[] =
 
 struct dd_redis_run {
     dedup_redis *r; /* owned by the seen-set */
-    bool commits;   /* keys scheme with a TTL: reserve, then commit */
+    bool commits;   /* keys scheme: reserve, then commit */
+    const char *name;
+    uint64_t unwritten; /* records of a failed batch left unwritten */
     dedup_digest *cd; /* the NEW keys of a batch, for commit */
     const unsigned char **ck;
     size_t *cl;
@@ -171,7 +173,7 @@ bool dd_is_redis_url(const char *s)
 #ifdef DEDUP_HAVE_REDIS
 
 int dd_redis_create(const dd_redis_opts *o, uint64_t items, double fpr, uint64_t seed,
-                    dd_redis_run **run, dedup_seen **out)
+                    bool seed_given, dd_redis_run **run, dedup_seen **out)
 {
     *run = NULL;
     *out = NULL;
@@ -198,6 +200,11 @@ int dd_redis_create(const dd_redis_opts *o, uint64_t items, double fpr, uint64_t
     if (fpr > 0)
         ro.fpr = fpr;
     ro.seed = seed;
+    /* Keys and bitmap: a new name takes a secret seed, kept in NAME:meta,
+     * and every later run takes the stored one (--seed: that one). */
+    ro.secret_seed = !seed_given && ro.scheme != DEDUP_REDIS_MODULE;
+    /* Keys: each NEW key is reserved until its record is written out. */
+    ro.reserve = ro.scheme == DEDUP_REDIS_KEYS;
     if (ro.filter == DEDUP_REDIS_FILTER_CUCKOO && fpr > 0)
         cli_warn("-p is only recorded with --redis-filter cuckoo: the server's module sets a "
                  "cuckoo filter's rate (dedup_redis.so: its CF_ERROR_RATE argument)");
@@ -239,7 +246,8 @@ int dd_redis_create(const dd_redis_opts *o, uint64_t items, double fpr, uint64_t
         free(rr);
         return st == DEDUP_ERR_INVALID_ARG ? CLI_EXIT_USAGE : CLI_EXIT_FAIL;
     }
-    rr->commits = ro.scheme == DEDUP_REDIS_KEYS && ro.ttl_ms;
+    rr->commits = ro.scheme == DEDUP_REDIS_KEYS;
+    rr->name = ro.name;
     *run = rr;
     return 0;
 }
@@ -308,6 +316,31 @@ bool dd_redis_uncertain(dd_redis_run *run, const void *rec, size_t len, int term
     return true;
 }
 
+void dd_redis_failed_batch(dd_redis_run *run, const dedup_batch *b, size_t done,
+                           const unsigned char *const *rec, const size_t *rlen, unsigned char term)
+{
+    if (!run || done >= b->n)
+        return;
+    for (size_t i = done; i < b->n; i++)
+        if (!dd_redis_uncertain(run, rec[i], rlen[i], term))
+            break;
+    run->unwritten += b->n - done;
+    dedup_redis_shape sh;
+    dedup_redis_get_shape(run->r, &sh);
+    const char *fate = sh.scheme == DEDUP_REDIS_KEYS
+                           ? "the keys Redis recorded stay reserved, not recorded, until --reserve "
+                             "runs out"
+                           : "a later run drops the keys whose bits Redis set";
+    if (run->uncertain)
+        cli_error("--redis: %zu records of the batch in flight were not written out (their keys "
+                  "may be in Redis under '%s': %s); they are listed in --uncertain '%s'",
+                  b->n - done, run->name, fate, run->uncertain_path);
+    else
+        cli_error("--redis: %zu records of the batch in flight were not written out (their keys "
+                  "may be in Redis under '%s': %s); give --uncertain FILE to keep them",
+                  b->n - done, run->name, fate);
+}
+
 void dd_redis_print_stats(const dd_redis_run *run, FILE *f, bool json)
 {
     if (!run)
@@ -366,9 +399,9 @@ bool dd_redis_close(dd_redis_run *run)
 #else /* !DEDUP_HAVE_REDIS */
 
 int dd_redis_create(const dd_redis_opts *o, uint64_t items, double fpr, uint64_t seed,
-                    dd_redis_run **run, dedup_seen **out)
+                    bool seed_given, dd_redis_run **run, dedup_seen **out)
 {
-    (void)o; (void)items; (void)fpr; (void)seed;
+    (void)o; (void)items; (void)fpr; (void)seed; (void)seed_given;
     *run = NULL;
     *out = NULL;
     cli_error("--redis: this dedup was built without the Redis backend (install "
@@ -394,6 +427,12 @@ const char *dd_redis_error(const dd_redis_run *run)
 {
     (void)run;
     return "";
+}
+
+void dd_redis_failed_batch(dd_redis_run *run, const dedup_batch *b, size_t done,
+                           const unsigned char *const *rec, const size_t *rlen, unsigned char term)
+{
+    (void)run; (void)b; (void)done; (void)rec; (void)rlen; (void)term;
 }
 
 void dd_redis_print_stats(const dd_redis_run *run, FILE *f, bool json)

@@ -49,7 +49,7 @@ struct dd_tiers_cli {
     dedup_seen *seen[DEDUP_TIERS_MAX];  /* by tier index, owned by the stack */
     void *store[DEDUP_TIERS_MAX];       /* dedup_store * of rocksdb tiers */
     void *redis[DEDUP_TIERS_MAX];       /* dedup_redis * of redis tiers */
-    bool commits;                       /* a redis tier with a TTL: reserve, then commit */
+    bool commits;                       /* a redis tier: reserve, then commit */
     bool any_redis;                     /* a redis tier: its keys may be UNCERTAIN */
     dedup_digest *cd;                   /* a batch's NEW keys, for the commit */
     const unsigned char **ck;
@@ -485,6 +485,7 @@ static dedup_status open_redis(dd_tiers_cli *t, const tier_def *d, uint64_t seed
     if (seed)
         o.seed = seed;
     o.ttl_ms = d->ttl_ms;
+    o.reserve = true; /* with a TTL or without */
     if (d->reserve_ms)
         o.reserve_ms = d->reserve_ms;
     else if (d->ttl_ms && o.reserve_ms > d->ttl_ms)
@@ -508,7 +509,7 @@ static dedup_status open_redis(dd_tiers_cli *t, const tier_def *d, uint64_t seed
     }
     t->redis[k] = r;
     t->any_redis = true;
-    t->commits |= d->ttl_ms != 0;
+    t->commits = true;
     return DEDUP_OK;
 }
 #endif

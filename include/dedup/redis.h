@@ -224,6 +224,14 @@ typedef struct dedup_redis_options {
     uint32_t backoff_ms;      /* first pause; doubles up to 2000; default 50 */
     uint32_t pipeline;        /* commands in flight per node, 1..65536; default 1024 */
     uint64_t seed;            /* hash seed of the digests; default DEDUP_DEFAULT_SEED */
+    bool secret_seed;         /* keys and bitmap: a new name gets a random seed from
+                                 the OS instead of 'seed', and an existing name's
+                                 stored seed is taken whatever 'seed' says; the
+                                 caller digests with dedup_redis_get_shape()'s seed.
+                                 false (default): 'seed' creates a name and must
+                                 match the stored one */
+    bool reserve;             /* keys: reserve NEW keys until dedup_redis_commit()
+                                 also without ttl_ms (see "Reserve, then commit") */
     /* bitmap and module */
     uint64_t items;           /* n; required (>= 1) for bitmap and module unless
                                  their metadata is already there (0 = take it) */
