@@ -301,8 +301,6 @@ static bool process_batch(run *r, size_t n)
         if (r->o->sizing.tiers)
             (void)dd_tiers_after_batch(r->o->sizing.tiers, r->s, &head, r->verdict, r->rec, r->rlen, o_term(r), &r->w);
     }
-    if (st && r->redis && !r->w.error)
-        dd_redis_failed_batch(r->redis, &b, done, r->rec, r->rlen, o_term(r));
     if (st) {
         if (r->spilled && !r->w.error)
             dd_engine_report(dedup_seen_spill_engine(r->s), r->tmpdir, st);
@@ -321,6 +319,8 @@ static bool process_batch(run *r, size_t n)
             cli_error("%s", dd_tiers_error(r->o->sizing.tiers));
         else if (!r->w.error)
             cli_error("%s", st == DEDUP_ERR_NOMEM && r->spilled ? "out of memory" : dedup_strerror(st));
+        if (r->redis && !r->w.error)
+            dd_redis_failed_batch(r->redis, &b, done, r->rec, r->rlen, o_term(r));
         r->failed = true;
         return false;
     }

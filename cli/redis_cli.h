@@ -34,7 +34,8 @@ enum {
     DD_OPT_REDIS_SEGMENTS,
     DD_OPT_REDIS_PIPELINE,
     DD_OPT_REDIS_RESERVE,
-    DD_OPT_REDIS_FILTER
+    DD_OPT_REDIS_FILTER,
+    DD_OPT_REDIS_RETRIES
 };
 
 #define DD_REDIS_LONG_OPTIONS                                                 \
@@ -49,7 +50,8 @@ enum {
     {"segments", required_argument, NULL, DD_OPT_REDIS_SEGMENTS},             \
     {"pipeline", required_argument, NULL, DD_OPT_REDIS_PIPELINE},             \
     {"reserve", required_argument, NULL, DD_OPT_REDIS_RESERVE},               \
-    {"redis-filter", required_argument, NULL, DD_OPT_REDIS_FILTER}
+    {"redis-filter", required_argument, NULL, DD_OPT_REDIS_FILTER},           \
+    {"redis-retries", required_argument, NULL, DD_OPT_REDIS_RETRIES}
 
 /* Keys the main job hands to Redis at once (each batch is then pipelined
  * --pipeline commands per round trip and node). */
@@ -69,6 +71,8 @@ typedef struct dd_redis_opts {
     uint32_t wait_replicas;
     bool whole_keys;
     uint32_t shards, segments, pipeline;
+    int retries;                /* --redis-retries; -1 = the default (8) */
+    bool retries_given;
 } dd_redis_opts;
 
 /* Parses one option of DD_REDIS_LONG_OPTIONS into 'o': 1 = taken, 0 = not

@@ -34,7 +34,8 @@ const char dd_redis_help[] =
     "                         64 MiB of filter, at least 4 per cluster master; kept\n"
     "                         in NAME:meta, so later runs need neither -n nor this)\n"
     "      --segments=S       bitmap: split the filter into S keys (default: by size)\n"
-    "      --pipeline=N       commands in flight per node (default 1024)\n";
+    "      --pipeline=N       commands in flight per node (default 1024)\n"
+    "      --redis-retries=N  reconnect attempts per batch before failing (default 8)\n";
 
 #ifdef DEDUP_HAVE_REDIS
 #include "dedup/redis.h"
@@ -103,6 +104,12 @@ int dd_redis_option(dd_redis_opts *o, int code, const char *arg)
             return -1;
         *(code == DD_OPT_REDIS_SHARDS ? &o->shards : &o->segments) = (uint32_t)v;
         return 1;
+    case DD_OPT_REDIS_RETRIES:
+        if (!arg_uint("dedup", "--redis-retries", arg, 0, 100, &v))
+            return -1;
+        o->retries = (int)v;
+        o->retries_given = true;
+        return 1;
     case DD_OPT_REDIS_PIPELINE:
         if (!arg_uint("dedup", "--pipeline", arg, 1, 65536, &v))
             return -1;
@@ -115,7 +122,8 @@ int dd_redis_option(dd_redis_opts *o, int code, const char *arg)
 bool dd_redis_used(const dd_redis_opts *o)
 {
     return o->url || o->scheme || o->filter || o->name || o->uncertain_path || o->ttl_us || o->reserve_us ||
-           o->wait_replicas || o->whole_keys || o->shards || o->segments || o->pipeline;
+           o->wait_replicas || o->whole_keys || o->shards || o->segments || o->pipeline ||
+           o->retries_given;
 }
 
 int dd_redis_check_args(const dd_redis_opts *o, bool mode_given, bool windowed, bool state,
@@ -123,7 +131,8 @@ int dd_redis_check_args(const dd_redis_opts *o, bool mode_given, bool windowed, 
 {
     if (!o->url) {
         cli_error("--redis-scheme, --redis-filter, --name, --ttl, --reserve, --uncertain, "
-                  "--wait-replicas, --shards, --segments and --pipeline need --redis URL");
+                  "--wait-replicas, --shards, --segments, --pipeline and --redis-retries need "
+                  "--redis URL");
         return -1;
     }
     const char *bad = mode_given ? "--mode (choose --redis-scheme keys|bitmap|module)"
@@ -190,6 +199,8 @@ int dd_redis_create(const dd_redis_opts *o, uint64_t items, double fpr, uint64_t
     ro.wait_replicas = o->wait_replicas;
     if (o->pipeline)
         ro.pipeline = o->pipeline;
+    if (o->retries_given)
+        ro.retries = (uint32_t)o->retries;
     if (o->shards)
         ro.shards = o->shards;
     ro.segments = o->segments;

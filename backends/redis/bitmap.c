@@ -569,8 +569,10 @@ dedup_status rd_bitmap_run(dedup_redis *r, const dedup_batch *b, dedup_verdict *
             if (r->gen_ms ? rep->type != REDIS_REPLY_STRING || rep->len != count[cm->tag]
                           : rep->type != REDIS_REPLY_ARRAY ||
                                 rep->elements != (size_t)count[cm->tag] * r->shape.k + head) {
-                if (failed == DEDUP_OK)
+                if (failed == DEDUP_OK) {
                     failed = rd_reply_error(r, rep, r->gen_ms ? "bitmap script" : "BITFIELD");
+                    rd_error_on(r, cm);
+                }
                 continue;
             }
             if (head && (rep->element[0]->type != REDIS_REPLY_INTEGER ||
@@ -582,8 +584,10 @@ dedup_status rd_bitmap_run(dedup_redis *r, const dedup_batch *b, dedup_verdict *
                             "(deleted or evicted) or is not ours: its keys would be taken for new; "
                             "restore it, or delete the filter's keys to start over",
                          kb, r->name);
-                if (failed == DEDUP_OK)
+                if (failed == DEDUP_OK) {
+                    rd_error_on(r, cm);
                     failed = DEDUP_ERR_CORRUPT;
+                }
                 continue;
             }
             by_seg[cm->tag] = rep;

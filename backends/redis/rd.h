@@ -57,6 +57,8 @@ int rd_meta_seal(char *out, size_t cap, const char *body);
 dedup_status rd_meta_open_seal(dedup_redis *r, const char *meta, const char *text,
                                size_t *body_len);
 dedup_status rd_keys_open(dedup_redis *r);
+/* Appends " (on host:port)" of the node command 'cm' went to to the error. */
+void rd_error_on(dedup_redis *r, const rc_cmd *cm);
 /* Makes room for n keys' scratch and 'args' arguments of 'bytes' bytes. */
 dedup_status rd_scratch(dedup_redis *r, size_t n, size_t args, size_t bytes);
 /* Interprets an error reply: WRONGTYPE -> DEDUP_ERR_WRONG_TYPE, else IO;

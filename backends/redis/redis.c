@@ -48,6 +48,14 @@ dedup_status rd_reply_error(dedup_redis *r, const redisReply *rep, const char *w
     return wrong ? DEDUP_ERR_WRONG_TYPE : DEDUP_ERR_IO;
 }
 
+void rd_error_on(dedup_redis *r, const rc_cmd *cm)
+{
+    char where[DEDUP_REDIS_MAX_HOST + 16];
+    rc_node_name(r->c, cm->node, where, sizeof where);
+    size_t n = strlen(r->err);
+    snprintf(r->err + n, sizeof r->err - n, " (on %s)", where);
+}
+
 dedup_status rd_random_seed(dedup_redis *r, uint64_t *out)
 {
     unsigned char b[8];
@@ -381,6 +389,9 @@ static dedup_status keys_run(dedup_redis *r, const dedup_batch *b, dedup_verdict
     }
     if (bad_rep) {
         dedup_status e = keys_bad_reply(r, b, bad, bad_rep);
+        for (size_t j = 0; j < r->b.n; j++)
+            if (r->b.cmds[j].reply == bad_rep)
+                rd_error_on(r, &r->b.cmds[j]);
         if (op != KEYS_DECIDE)
             return e;
         upto = bad;
