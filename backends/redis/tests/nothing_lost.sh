@@ -9,6 +9,12 @@
 #   maxmem   SCHEME: maxmemory with noeviction reached mid-run: exit 1 naming
 #            host:port and OOM; after raising the limit a rerun completes the
 #            outputs as above.
+#   wait     SCHEME TRIALS: a master and its replica, --wait-replicas 1, the
+#            replica killed mid-run: WAIT fails after the batch's keys were
+#            recorded on the master; a rerun completes the outputs as above.
+#   cluster  SCHEME TRIALS: 3 masters + 3 replicas, --wait-replicas 1, the
+#            master of slot 0 killed mid-run (its replica takes over): exit 0
+#            or 1 naming host:port; a rerun completes the outputs as above.
 #   damage:  a bitmap segment deleted under its NAME:meta, a foreign key (other
 #            value, other type) at a record's key name, a damaged NAME:meta:
 #            each an error naming the key, never a silent "new" or "seen".
@@ -23,6 +29,7 @@ what=${1:?kill SCHEME TRIALS | maxmem SCHEME | damage}
 N=${N:-8000}
 # the bitmap kill loop: several batches (8,192 keys each), 16 segments each
 [ "$what" = kill ] && [ "$2" = bitmap ] && N=${NB:-16000}
+[ "$what" = cluster ] && N=${NC:-40000}
 python3 - "$SEED" "$N" > "$RT_DIR/in.txt" <<'PY'
 import random, sys
 r = random.Random(int(sys.argv[1]))
@@ -82,7 +89,7 @@ kill)
             base=$(count); K=$((base + 1 + RANDOM % (20 + 16 * (N / 8192 + 1))))
         fi
         # shellcheck disable=SC2046
-        "$DEDUP" --redis "$U" $(scheme_args "$scheme") --name "$name" --pipeline 64 \
+        "$DEDUP" --redis "$U" $(scheme_args "$scheme") --name "$name" \
             --redis-retries 0 --uncertain "$RT_DIR/unc1" -o "$RT_DIR/out1" "$RT_DIR/in.txt" \
             2> "$RT_DIR/err1" &
         dp=$!
@@ -154,6 +161,132 @@ maxmem)
         2> "$RT_DIR/err2" || fail "maxmemory rerun: $(cat "$RT_DIR/err2")"
     check_union "maxmemory $scheme" "$RT_DIR/out1" "$RT_DIR/unc1" "$RT_DIR/out2"
     echo "nothing_lost maxmem $scheme: $(wc -l < "$RT_DIR/out1") written, $(wc -l < "$RT_DIR/unc1") listed before the OOM" >&2
+    ;;
+wait)
+    # --wait-replicas 1 and the replica killed mid-run: WAIT fails after
+    # the batch's keys were recorded on the master; none may be lost.
+    scheme=$2; T=${3:-5}
+    start_server "$P"
+    R=$(free_port)
+    start_server "$R" --replicaof 127.0.0.1 "$P"
+    t=0
+    while [ $t -lt "$T" ]; do
+        t=$((t + 1))
+        i=0
+        until "$REDIS_CLI" -p "$R" info replication | grep -q 'master_link_status:up'; do
+            i=$((i + 1)); [ $i -gt 300 ] && fail "the replica never connected"; sleep 0.05
+        done
+        if [ "$scheme" = keys ]; then
+            count() { cli dbsize 2>/dev/null; }
+            K=$((2 + RANDOM % (D - 2)))
+        else # the open's ~40 commands, then 16 BITFIELDs
+            count() { cli info stats 2>/dev/null | sed -n 's/^total_commands_processed:\([0-9]*\).*/\1/p' | tr -d '\r'; }
+            K=$(($(count) + 30 + RANDOM % 30))
+        fi
+        # shellcheck disable=SC2046
+        "$DEDUP" --redis "$U" $(scheme_args "$scheme") --name "w$t" --wait-replicas 1 --redis-retries 1 --pipeline 8192 \
+            --uncertain "$RT_DIR/unc1" -o "$RT_DIR/out1" "$RT_DIR/in.txt" 2> "$RT_DIR/err1" &
+        dp=$!
+        i=0
+        while kill -0 $dp 2>/dev/null; do
+            n=$(count) && [ -n "$n" ] || break
+            [ "$n" -ge "$K" ] && break
+            i=$((i + 1)); [ $i -gt 3000 ] && fail "trial $t: Redis never held $K keys"
+        done
+        stop_server "$R"
+        t0=$(date +%s%N)
+        wait $dp; rc=$?
+        echo "wait: dedup ended $(( ($(date +%s%N) - t0) / 1000000 )) ms after the kill" >&2
+        touch "$RT_DIR/out1" "$RT_DIR/unc1"
+        case $rc in
+        0) ;;
+        1) grep -q "127.0.0.1:$P" "$RT_DIR/err1" || fail "trial $t: exit 1 without naming host:port: $(cat "$RT_DIR/err1")" ;;
+        *) fail "trial $t: exit $rc: $(cat "$RT_DIR/err1")" ;;
+        esac
+        # shellcheck disable=SC2046
+        "$DEDUP" --redis "$U" $(scheme_args "$scheme") --name "w$t" -o "$RT_DIR/out2" "$RT_DIR/in.txt" \
+            2> "$RT_DIR/err2" || fail "trial $t: rerun: $(cat "$RT_DIR/err2")"
+        check_union "wait $scheme trial $t (replica killed at $K keys, exit $rc)" \
+            "$RT_DIR/out1" "$RT_DIR/unc1" "$RT_DIR/out2"
+        echo "wait $scheme trial $t: exit $rc, $(wc -l < "$RT_DIR/out1") written, $(wc -l < "$RT_DIR/unc1") listed; $(head -c 300 "$RT_DIR/err1")" >&2
+        rm -f "$RT_DIR/out1" "$RT_DIR/unc1" "$RT_DIR/out2"
+        wait_gone=0
+        while kill -0 "$(eval echo "\$PID_$R")" 2>/dev/null; do
+            wait_gone=$((wait_gone + 1)); [ $wait_gone -gt 100 ] && fail "replica did not die"; sleep 0.02
+        done
+        start_server "$R" --replicaof 127.0.0.1 "$P"
+    done
+    ;;
+cluster)
+    # 3 masters + 3 replicas; the master of slot 0 killed mid-run with
+    # --wait-replicas 1; the run completes after the failover or exits 1
+    # naming host:port; a rerun then completes the outputs.
+    scheme=$2; T=${3:-3}
+    start_cluster
+    set -- $CLUSTER_PORTS
+    total() {
+        local t=0 p n
+        for p in $CLUSTER_PORTS; do
+            if "$REDIS_CLI" -p "$p" role 2>/dev/null | head -1 | grep -q master; then
+                if [ "$scheme" = keys ]; then
+                    n=$("$REDIS_CLI" -p "$p" dbsize 2>/dev/null)
+                else
+                    n=$("$REDIS_CLI" -p "$p" info stats 2>/dev/null | sed -n 's/^total_commands_processed:\([0-9]*\).*/\1/p' | tr -d '\r')
+                fi
+                [ -n "$n" ] && t=$((t + n))
+            fi
+        done
+        echo $t
+    }
+    t=0; mid=0
+    while [ $t -lt "$T" ]; do
+        t=$((t + 1))
+        master=$(slot0_master "$1")
+        [ -n "$master" ] || fail "no master for slot 0"
+        seeds=""
+        for p in $CLUSTER_PORTS; do [ "$p" != "$master" ] && seeds="$seeds${seeds:+,}127.0.0.1:$p"; done
+        CU="redis-cluster://$seeds"
+        base=$(total)
+        if [ "$scheme" = keys ]; then K=$((base + 2 + RANDOM % (D - 2))); else K=$((base + 60 + RANDOM % 40)); fi
+        # shellcheck disable=SC2046
+        "$DEDUP" --redis "$CU" $(scheme_args "$scheme") --name "c$t" --wait-replicas 1 --pipeline 8192 \
+            --stats --uncertain "$RT_DIR/unc1" -o "$RT_DIR/out1" "$RT_DIR/in.txt" 2> "$RT_DIR/err1" &
+        dp=$!
+        i=0
+        while kill -0 $dp 2>/dev/null; do
+            [ "$(total)" -ge "$K" ] && break
+            i=$((i + 1)); [ $i -gt 3000 ] && fail "cluster trial $t: never reached $K"
+        done
+        stop_server "$master"
+        other=$1; [ "$other" = "$master" ] && other=$2
+        await_takeover "$master" "$other"
+        wait $dp; rc=$?
+        touch "$RT_DIR/out1" "$RT_DIR/unc1"
+        case $rc in
+        0) ;;
+        1) grep -q "127.0.0.1:[0-9]" "$RT_DIR/err1" || fail "cluster trial $t: exit 1 without naming host:port: $(cat "$RT_DIR/err1")" ;;
+        *) fail "cluster trial $t: exit $rc: $(cat "$RT_DIR/err1")" ;;
+        esac
+        # the cluster whole again: state ok, every replica in sync
+        for p in $CLUSTER_PORTS; do
+            i=0
+            until "$REDIS_CLI" -p "$p" cluster info 2>/dev/null | grep -q 'cluster_state:ok' &&
+                "$REDIS_CLI" -p "$p" info replication 2>/dev/null | grep -Eq 'role:master|master_link_status:up'; do
+                i=$((i + 1)); [ $i -gt 600 ] && fail "the cluster did not recover"; sleep 0.05
+            done
+        done
+        # shellcheck disable=SC2046
+        "$DEDUP" --redis "$CU" $(scheme_args "$scheme") --name "c$t" -o "$RT_DIR/out2" "$RT_DIR/in.txt" \
+            2> "$RT_DIR/err2" || fail "cluster trial $t: rerun: $(cat "$RT_DIR/err2")"
+        check_union "cluster $scheme trial $t (master $master killed, exit $rc)" \
+            "$RT_DIR/out1" "$RT_DIR/unc1" "$RT_DIR/out2"
+        r=$(sed -n 's/^retries: *\([0-9]*\).*/\1/p' "$RT_DIR/err1")
+        [ "$rc" = 1 ] || [ "${r:-0}" -gt 0 ] && mid=$((mid + 1))
+        echo "cluster $scheme trial $t: exit $rc, ${r:-?} retries, $(wc -l < "$RT_DIR/out1") written, $(wc -l < "$RT_DIR/unc1") listed" >&2
+        rm -f "$RT_DIR/out1" "$RT_DIR/unc1" "$RT_DIR/out2"
+    done
+    [ $mid -gt 0 ] || fail "no cluster trial met the failover mid-run"
+    echo "nothing_lost cluster $scheme: $T trials, $mid met the failover mid-run, nothing lost" >&2
     ;;
 damage)
     scheme=bitmap
