@@ -22,8 +22,8 @@ const char dd_redis_help[] =
     "      --name=NAME        prefix of the Redis keys (default dedup)\n"
     "      --ttl=D            forget a key D after it was seen (7d, 1h); module: the\n"
     "                         expiring DEDUP.* filters of dedup_redis.so\n"
-    "      --reserve=D        keys with --ttl: a new key lives D until its record is\n"
-    "                         written, then gets --ttl (default 60s)\n"
+    "      --reserve=D        keys: a new key lives D until its record is written,\n"
+    "                         then is recorded (for --ttl if given; default 60s)\n"
     "      --uncertain=FILE   write records whose Redis reply was lost (dropped like\n"
     "                         duplicates) to FILE; also for --tier redis://\n"
     "      --wait-replicas=N  each batch waits for N replicas (WAIT) before its output\n"
@@ -150,8 +150,8 @@ int dd_redis_check_args(const dd_redis_opts *o, bool mode_given, bool windowed, 
         cli_error("--redis-whole-keys is for --redis-scheme keys");
         return -1;
     }
-    if (o->reserve_us && !(o->ttl_us && strcmp(sch, "keys") == 0)) {
-        cli_error("--reserve is for --redis-scheme keys with --ttl");
+    if (o->reserve_us && strcmp(sch, "keys") != 0) {
+        cli_error("--reserve is for --redis-scheme keys");
         return -1;
     }
     if (o->shards && strcmp(sch, "module") != 0) {

@@ -6,6 +6,10 @@
 #            again on its AOF and the run repeated: the two outputs plus the
 #            first run's --uncertain hold every distinct key, and no key is
 #            output by both runs (nor twice by one).
+#   self     TRIALS: keys, dedup itself killed -9 at a random output size;
+#            after the reservations ran out a rerun: nothing lost, a key
+#            written by both runs only from the one batch written but not
+#            committed.
 #   maxmem   SCHEME: maxmemory with noeviction reached mid-run: exit 1 naming
 #            host:port and OOM; after raising the limit a rerun completes the
 #            outputs as above.
@@ -20,6 +24,8 @@
 #            each an error naming the key, never a silent "new" or "seen".
 #   seed:    a new name gets a secret seed in NAME:meta, kept by later runs;
 #            --seed must match it.
+# Outputs go to a redirected stdout: what a killed or failed run wrote
+# stays, whatever -o does with a temporary file.
 # Needs $DEDUP.  Seeded (DEDUP_TEST_SEED); the seed is printed.
 . "$(dirname "$0")/lib.sh"
 : "${DEDUP:?}"
@@ -30,6 +36,7 @@ N=${N:-8000}
 # the bitmap kill loop: several batches (8,192 keys each), 16 segments each
 [ "$what" = kill ] && [ "$2" = bitmap ] && N=${NB:-16000}
 [ "$what" = cluster ] && N=${NC:-40000}
+[ "$what" = self ] && N=${NS:-40000}
 python3 - "$SEED" "$N" > "$RT_DIR/in.txt" <<'PY'
 import random, sys
 r = random.Random(int(sys.argv[1]))
@@ -90,7 +97,7 @@ kill)
         fi
         # shellcheck disable=SC2046
         "$DEDUP" --redis "$U" $(scheme_args "$scheme") --name "$name" \
-            --redis-retries 0 --uncertain "$RT_DIR/unc1" -o "$RT_DIR/out1" "$RT_DIR/in.txt" \
+            --redis-retries 0 --uncertain "$RT_DIR/unc1" "$RT_DIR/in.txt" > "$RT_DIR/out1" \
             2> "$RT_DIR/err1" &
         dp=$!
         i=0
@@ -115,7 +122,7 @@ kill)
         start_aof
         # shellcheck disable=SC2046
         "$DEDUP" --redis "$U" $(scheme_args "$scheme") --name "$name" --uncertain "$RT_DIR/unc2" \
-            -o "$RT_DIR/out2" "$RT_DIR/in.txt" 2> "$RT_DIR/err2" || fail "trial $t: rerun: $(cat "$RT_DIR/err2")"
+            "$RT_DIR/in.txt" > "$RT_DIR/out2" 2> "$RT_DIR/err2" || fail "trial $t: rerun: $(cat "$RT_DIR/err2")"
         check_union "$scheme trial $t (killed at $((K - base)) keys or commands, exit $rc)" \
             "$RT_DIR/out1" "$RT_DIR/unc1" "$RT_DIR/out2" "$RT_DIR/unc2"
         cli flushall > /dev/null
@@ -132,14 +139,14 @@ maxmem)
         used=$(cli info memory | sed -n 's/^used_memory:\([0-9]*\).*/\1/p' | tr -d '\r')
         # room for about a third of the keys (a key costs ~70 bytes)
         cli config set maxmemory $((used + D * 25)) > /dev/null
-        "$DEDUP" --redis "$U" --name mm --uncertain "$RT_DIR/unc1" -o "$RT_DIR/out1" \
-            "$RT_DIR/in.txt" 2> "$RT_DIR/err1"
+        "$DEDUP" --redis "$U" --name mm --uncertain "$RT_DIR/unc1" \
+            "$RT_DIR/in.txt" > "$RT_DIR/out1" 2> "$RT_DIR/err1"
         rc=$?
     else
         cli config set maxmemory-policy noeviction > /dev/null
         # shellcheck disable=SC2046
         "$DEDUP" --redis "$U" $(scheme_args bitmap) --name mm --pipeline 64 --uncertain "$RT_DIR/unc1" \
-            -o "$RT_DIR/out1" "$RT_DIR/in.txt" 2> "$RT_DIR/err1" &
+            "$RT_DIR/in.txt" > "$RT_DIR/out1" 2> "$RT_DIR/err1" &
         dp=$!
         # the event: the filter exists; then memory is over the limit
         i=0
@@ -157,7 +164,7 @@ maxmem)
         fail "maxmemory $scheme: the error names neither OOM nor host:port"
     cli config set maxmemory 0 > /dev/null
     # shellcheck disable=SC2046
-    "$DEDUP" --redis "$U" $(scheme_args "$scheme") --name mm -o "$RT_DIR/out2" "$RT_DIR/in.txt" \
+    "$DEDUP" --redis "$U" $(scheme_args "$scheme") --name mm "$RT_DIR/in.txt" > "$RT_DIR/out2" \
         2> "$RT_DIR/err2" || fail "maxmemory rerun: $(cat "$RT_DIR/err2")"
     check_union "maxmemory $scheme" "$RT_DIR/out1" "$RT_DIR/unc1" "$RT_DIR/out2"
     echo "nothing_lost maxmem $scheme: $(wc -l < "$RT_DIR/out1") written, $(wc -l < "$RT_DIR/unc1") listed before the OOM" >&2
@@ -185,7 +192,7 @@ wait)
         fi
         # shellcheck disable=SC2046
         "$DEDUP" --redis "$U" $(scheme_args "$scheme") --name "w$t" --wait-replicas 1 --redis-retries 1 --pipeline 8192 \
-            --uncertain "$RT_DIR/unc1" -o "$RT_DIR/out1" "$RT_DIR/in.txt" 2> "$RT_DIR/err1" &
+            --uncertain "$RT_DIR/unc1" "$RT_DIR/in.txt" > "$RT_DIR/out1" 2> "$RT_DIR/err1" &
         dp=$!
         i=0
         while kill -0 $dp 2>/dev/null; do
@@ -204,7 +211,7 @@ wait)
         *) fail "trial $t: exit $rc: $(cat "$RT_DIR/err1")" ;;
         esac
         # shellcheck disable=SC2046
-        "$DEDUP" --redis "$U" $(scheme_args "$scheme") --name "w$t" -o "$RT_DIR/out2" "$RT_DIR/in.txt" \
+        "$DEDUP" --redis "$U" $(scheme_args "$scheme") --name "w$t" "$RT_DIR/in.txt" > "$RT_DIR/out2" \
             2> "$RT_DIR/err2" || fail "trial $t: rerun: $(cat "$RT_DIR/err2")"
         check_union "wait $scheme trial $t (replica killed at $K keys, exit $rc)" \
             "$RT_DIR/out1" "$RT_DIR/unc1" "$RT_DIR/out2"
@@ -216,6 +223,59 @@ wait)
         done
         start_server "$R" --replicaof 127.0.0.1 "$P"
     done
+    ;;
+self)
+    # keys: dedup itself killed -9 once its output holds a random number of
+    # bytes; once the server holds no reservation any more (--reserve
+    # 300ms), a rerun: every distinct key written by one of the two runs (a
+    # torn last line counts as not written); a key in both only from the
+    # batch whose records were written but whose commit the kill prevented
+    # (at most one batch, 8,192).
+    scheme=keys; T=${2:-20}
+    start_server "$P"
+    reserved() {
+        cli eval "local c, n = '0', 0
+repeat
+  local r = redis.call('SCAN', c, 'COUNT', 1000)
+  c = r[1]
+  for _, k in ipairs(r[2]) do
+    if redis.call('TYPE', k).ok == 'string' and redis.call('GET', k) == '4217' then n = n + 1 end
+  end
+until c == '0'
+return n" 0
+    }
+    size=$(wc -c < "$RT_DIR/in.txt")
+    t=0; killed=0
+    while [ $t -lt "$T" ]; do
+        t=$((t + 1))
+        K=$((1 + RANDOM * 32768 % (size / 2) + RANDOM % 1000))
+        "$DEDUP" --redis "$U" --name "s$t" --reserve 300ms "$RT_DIR/in.txt" > "$RT_DIR/out1" 2> "$RT_DIR/err1" &
+        dp=$!
+        i=0
+        while kill -0 $dp 2>/dev/null; do
+            [ "$(stat -c %s "$RT_DIR/out1")" -ge "$K" ] && break
+            i=$((i + 1)); [ $i -gt 20000 ] && fail "self trial $t: the output never reached $K bytes"
+        done
+        kill -9 $dp 2>/dev/null && killed=$((killed + 1))
+        wait $dp 2>/dev/null
+        # a torn last line was not written
+        [ -s "$RT_DIR/out1" ] && [ "$(tail -c 1 "$RT_DIR/out1" | od -An -c | tr -d ' ')" != '\n' ] &&
+            sed -i '$d' "$RT_DIR/out1"
+        i=0
+        until [ "$(reserved)" = 0 ]; do
+            i=$((i + 1)); [ $i -gt 100 ] && fail "self trial $t: reservations never ran out"; sleep 0.05
+        done
+        "$DEDUP" --redis "$U" --name "s$t" --reserve 300ms "$RT_DIR/in.txt" > "$RT_DIR/out2" 2> "$RT_DIR/err2" ||
+            fail "self trial $t: rerun: $(cat "$RT_DIR/err2")"
+        [ -z "$(sort "$RT_DIR/out1" | uniq -d)$(sort "$RT_DIR/out2" | uniq -d)" ] || fail "self trial $t: a run wrote a key twice"
+        missing=$(sort -u "$RT_DIR/out1" "$RT_DIR/out2" | comm -13 - "$RT_DIR/distinct.txt" | wc -l)
+        [ "$missing" = 0 ] || fail "self trial $t (killed at $K bytes): $missing distinct keys lost"
+        both=$(sort -u "$RT_DIR/out1" | comm -12 - <(sort -u "$RT_DIR/out2") | wc -l)
+        [ "$both" -le 8192 ] || fail "self trial $t: $both keys written again, more than one batch"
+        echo "self trial $t: killed at $K bytes, $(wc -l < "$RT_DIR/out1") written, $both written again" >&2
+    done
+    [ $killed -gt 0 ] || fail "no trial killed dedup mid-run"
+    echo "nothing_lost self: $T trials, $killed killed mid-run, nothing lost" >&2
     ;;
 cluster)
     # 3 masters + 3 replicas; the master of slot 0 killed mid-run with
@@ -250,7 +310,7 @@ cluster)
         if [ "$scheme" = keys ]; then K=$((base + 2 + RANDOM % (D - 2))); else K=$((base + 60 + RANDOM % 40)); fi
         # shellcheck disable=SC2046
         "$DEDUP" --redis "$CU" $(scheme_args "$scheme") --name "c$t" --wait-replicas 1 --pipeline 8192 \
-            --stats --uncertain "$RT_DIR/unc1" -o "$RT_DIR/out1" "$RT_DIR/in.txt" 2> "$RT_DIR/err1" &
+            --stats --uncertain "$RT_DIR/unc1" "$RT_DIR/in.txt" > "$RT_DIR/out1" 2> "$RT_DIR/err1" &
         dp=$!
         i=0
         while kill -0 $dp 2>/dev/null; do
@@ -276,7 +336,7 @@ cluster)
             done
         done
         # shellcheck disable=SC2046
-        "$DEDUP" --redis "$CU" $(scheme_args "$scheme") --name "c$t" -o "$RT_DIR/out2" "$RT_DIR/in.txt" \
+        "$DEDUP" --redis "$CU" $(scheme_args "$scheme") --name "c$t" "$RT_DIR/in.txt" > "$RT_DIR/out2" \
             2> "$RT_DIR/err2" || fail "cluster trial $t: rerun: $(cat "$RT_DIR/err2")"
         check_union "cluster $scheme trial $t (master $master killed, exit $rc)" \
             "$RT_DIR/out1" "$RT_DIR/unc1" "$RT_DIR/out2"
