@@ -226,8 +226,8 @@ wait)
     ;;
 self)
     # keys: dedup itself killed -9 once its output holds a random number of
-    # bytes; once the server holds no reservation any more (--reserve
-    # 300ms), a rerun: every distinct key written by one of the two runs (a
+    # bytes; once the server holds no reservation any more (--reserve 1s,
+    # longer than a batch takes), a rerun: every distinct key written by one of the two runs (a
     # torn last line counts as not written); a key in both only from the
     # batch whose records were written but whose commit the kill prevented
     # (at most one batch, 8,192).
@@ -249,7 +249,7 @@ return n" 0
     while [ $t -lt "$T" ]; do
         t=$((t + 1))
         K=$((1 + RANDOM * 32768 % (size / 2) + RANDOM % 1000))
-        "$DEDUP" --redis "$U" --name "s$t" --reserve 300ms "$RT_DIR/in.txt" > "$RT_DIR/out1" 2> "$RT_DIR/err1" &
+        "$DEDUP" --redis "$U" --name "s$t" --reserve 1s "$RT_DIR/in.txt" > "$RT_DIR/out1" 2> "$RT_DIR/err1" &
         dp=$!
         i=0
         while kill -0 $dp 2>/dev/null; do
@@ -263,9 +263,9 @@ return n" 0
             sed -i '$d' "$RT_DIR/out1"
         i=0
         until [ "$(reserved)" = 0 ]; do
-            i=$((i + 1)); [ $i -gt 100 ] && fail "self trial $t: reservations never ran out"; sleep 0.05
+            i=$((i + 1)); [ $i -gt 200 ] && fail "self trial $t: reservations never ran out"; sleep 0.05
         done
-        "$DEDUP" --redis "$U" --name "s$t" --reserve 300ms "$RT_DIR/in.txt" > "$RT_DIR/out2" 2> "$RT_DIR/err2" ||
+        "$DEDUP" --redis "$U" --name "s$t" --reserve 1s "$RT_DIR/in.txt" > "$RT_DIR/out2" 2> "$RT_DIR/err2" ||
             fail "self trial $t: rerun: $(cat "$RT_DIR/err2")"
         [ -z "$(sort "$RT_DIR/out1" | uniq -d)$(sort "$RT_DIR/out2" | uniq -d)" ] || fail "self trial $t: a run wrote a key twice"
         missing=$(sort -u "$RT_DIR/out1" "$RT_DIR/out2" | comm -13 - "$RT_DIR/distinct.txt" | wc -l)
