@@ -491,6 +491,40 @@ static bool add_call(dedup_redis *r, uint32_t s, uint32_t first, size_t count, b
     return rc_batch_add(&r->b, (int)a, r->argv, r->lens, 3, s);
 }
 
+/* A segment's reply: the shape its command asks (and, with sentinels, the
+ * sentinel first), else the error it is (its message kept when 'say'). */
+static dedup_status check_reply(dedup_redis *r, const rc_cmd *cm, uint32_t count, bool say)
+{
+    const redisReply *rep = cm->reply;
+    size_t head = r->sentinels ? 1 : 0;
+    if (r->gen_ms ? rep->type != REDIS_REPLY_STRING || rep->len != count
+                  : rep->type != REDIS_REPLY_ARRAY ||
+                        rep->elements != (size_t)count * r->shape.k + head) {
+        char keep[sizeof r->err];
+        memcpy(keep, r->err, sizeof keep);
+        dedup_status st = rd_reply_error(r, rep, r->gen_ms ? "bitmap script" : "BITFIELD");
+        if (say)
+            rd_error_on(r, cm);
+        else
+            memcpy(r->err, keep, sizeof keep);
+        return st;
+    }
+    if (head && (rep->element[0]->type != REDIS_REPLY_INTEGER ||
+                 rep->element[0]->integer != RD_SENTINEL)) {
+        if (say) {
+            char kb[2 * RD_MAX_NAME + 48];
+            rd_segment_key(r, cm->tag, 0, kb);
+            rd_error(r, "segment %s of the bitmap filter '%s' went missing during the run "
+                        "(deleted or evicted) or is not ours: its keys would be taken for new; "
+                        "restore it, or delete the filter's keys to start over",
+                     kb, r->name);
+            rd_error_on(r, cm);
+        }
+        return DEDUP_ERR_CORRUPT;
+    }
+    return DEDUP_OK;
+}
+
 dedup_status rd_bitmap_run(dedup_redis *r, const dedup_batch *b, dedup_verdict *out, bool record)
 {
     uint32_t k = r->shape.k, S = r->shape.segments;
@@ -562,32 +596,13 @@ dedup_status rd_bitmap_run(dedup_redis *r, const dedup_batch *b, dedup_verdict *
                 noscript = true; /* e.g. a replica promoted since: EVAL loads it */
                 continue;
             }
-            size_t head = r->sentinels ? 1 : 0;
             /* An error reply (OOM under maxmemory, WRONGTYPE) or a missing
              * sentinel ends the decided part at the segment's first key
              * (below), as a reply never received does. */
-            if (r->gen_ms ? rep->type != REDIS_REPLY_STRING || rep->len != count[cm->tag]
-                          : rep->type != REDIS_REPLY_ARRAY ||
-                                rep->elements != (size_t)count[cm->tag] * r->shape.k + head) {
-                if (failed == DEDUP_OK) {
-                    failed = rd_reply_error(r, rep, r->gen_ms ? "bitmap script" : "BITFIELD");
-                    rd_error_on(r, cm);
-                }
-                continue;
-            }
-            if (head && (rep->element[0]->type != REDIS_REPLY_INTEGER ||
-                         rep->element[0]->integer != RD_SENTINEL)) {
-                char kb[2 * RD_MAX_NAME + 48];
-                rd_segment_key(r, cm->tag, 0, kb);
+            dedup_status bad = check_reply(r, cm, count[cm->tag], failed == DEDUP_OK);
+            if (bad != DEDUP_OK) {
                 if (failed == DEDUP_OK)
-                    rd_error(r, "segment %s of the bitmap filter '%s' went missing during the run "
-                            "(deleted or evicted) or is not ours: its keys would be taken for new; "
-                            "restore it, or delete the filter's keys to start over",
-                         kb, r->name);
-                if (failed == DEDUP_OK) {
-                    rd_error_on(r, cm);
-                    failed = DEDUP_ERR_CORRUPT;
-                }
+                    failed = bad;
                 continue;
             }
             by_seg[cm->tag] = rep;
