@@ -305,9 +305,12 @@ static dedup_status keys_bad_reply(dedup_redis *r, const dedup_batch *b, size_t 
     key_for_message(r, b, i, kn, sizeof kn);
     bool wrong = rep->type == REDIS_REPLY_ERROR && strncmp(rep->str, "WRONGTYPE", 9) == 0;
     if (wrong || rep->type == REDIS_REPLY_STRING) {
+        bool old = !wrong && rep->len == 1 && rep->str[0] == '1';
         rd_error(r, "%s in Redis is not a key of the keys scheme (%s): another program's key "
-                    "under the name '%s'; it is not taken for \"seen\" (use another name)",
-                 kn, wrong ? "another type" : "a value it never writes", r->name);
+                    "under the name '%s'; it is not taken for \"seen\" (use another name%s)",
+                 kn, wrong ? "another type" : "a value it never writes", r->name,
+                 old ? "; a key recorded by an older version holds 1: a name made before "
+                       "NAME:meta existed is used with --seed 0x9E3779B97F4A7C15" : "");
         return DEDUP_ERR_WRONG_TYPE;
     }
     rd_error(r, "Redis SET of %s: %s", kn,

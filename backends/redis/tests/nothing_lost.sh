@@ -391,6 +391,25 @@ damage)
         # shellcheck disable=SC2046
         expect_fail "damaged meta ($s)" "dm$s:meta" $(scheme_args $s) --name "dm$s"
     done
+    # names of older versions: a format 1 bitmap meta (no checksum, no
+    # sentinels) is still read; a keys name without meta whose keys hold 1
+    # is used with the public seed, and refused (with the hint) without it
+    "$DEDUP" --redis "$U" $(scheme_args bitmap) --name lg --seed 0x9E3779B97F4A7C15 "$RT_DIR/in.txt" > /dev/null ||
+        fail "legacy: creating lg"
+    v1=$(cli hget lg:meta shape | sed 's/^v=2/v=1/; s/ gens=[0-9]*//; s/ sum=[0-9a-f]*$//')
+    cli hset lg:meta shape "$v1" > /dev/null
+    "$DEDUP" --redis "$U" --redis-scheme bitmap --name lg --seed 0x9E3779B97F4A7C15 "$RT_DIR/in.txt" > "$RT_DIR/o" 2> "$RT_DIR/e" ||
+        fail "legacy: a format 1 meta refused: $(cat "$RT_DIR/e")"
+    [ ! -s "$RT_DIR/o" ] || fail "legacy: the format 1 filter forgot its keys"
+    cli set "lk:$k1" 1 > /dev/null
+    echo "$k1" | "$DEDUP" --redis "$U" --redis-whole-keys --name lk --seed 0x9E3779B97F4A7C15 > "$RT_DIR/o" ||
+        fail "legacy: an old keys name with the public seed refused"
+    [ ! -s "$RT_DIR/o" ] || fail "legacy: an old key holding 1 was not taken for seen"
+    cli del lk:meta > /dev/null
+    echo "$k1" | "$DEDUP" --redis "$U" --redis-whole-keys --name lk 2> "$RT_DIR/e" > /dev/null &&
+        fail "legacy: an old key under a name with a secret seed was taken for seen"
+    grep -q "0x9E3779B97F4A7C15" "$RT_DIR/e" || fail "legacy: no hint at the public seed: $(cat "$RT_DIR/e")"
+    echo "damage: legacy names: format 1 bitmap read, old keys name used with the public seed" >&2
     # the seed: secret and kept; --seed must match it
     for s in keys bitmap; do
         # shellcheck disable=SC2046
