@@ -414,6 +414,18 @@ damage)
     for s in keys bitmap; do
         # shellcheck disable=SC2046
         "$DEDUP" --redis "$U" $(scheme_args $s) --name "sd$s" "$RT_DIR/in.txt" > "$RT_DIR/s1" || fail "seed run 1"
+        if [ $s = keys ]; then # every key committed: value 4219, no expiry left
+            left=$(cli eval "local c, n = '0', 0
+repeat
+  local r = redis.call('SCAN', c, 'MATCH', 'sdkeys:*', 'COUNT', 1000)
+  c = r[1]
+  for _, k in ipairs(r[2]) do
+    if k ~= 'sdkeys:meta' and (redis.call('GET', k) ~= '4219' or redis.call('PTTL', k) ~= -1) then n = n + 1 end
+  end
+until c == '0'
+return n" 0)
+            [ "$left" = 0 ] || fail "keys: $left keys left reserved (not committed) after a complete run"
+        fi
         sd=$(cli hget "sd$s:meta" shape | sed -n 's/.*seed=\([0-9]*\).*/\1/p')
         [ -n "$sd" ] && [ "$sd" != 11400714819323198485 ] || fail "$s: a new name kept the public seed ($sd)"
         # shellcheck disable=SC2046
