@@ -319,6 +319,8 @@ static bool process_batch(run *r, size_t n)
             cli_error("%s", dd_tiers_error(r->o->sizing.tiers));
         else if (!r->w.error)
             cli_error("%s", st == DEDUP_ERR_NOMEM && r->spilled ? "out of memory" : dedup_strerror(st));
+        if (r->redis && !r->w.error)
+            dd_redis_failed_batch(r->redis, &b, done, r->rec, r->rlen, o_term(r));
         r->failed = true;
         return false;
     }
@@ -814,7 +816,7 @@ int cmd_dedup(int argc, char **argv)
         }
         if (o.redis.url) {
             int rc = dd_redis_create(&o.redis, o.sizing.items, o.sizing.fpr, o.sizing.seed,
-                                     &r->redis, &s);
+                                     o.seed_given, &r->redis, &s);
             if (rc) {
                 free(r);
                 return rc;

@@ -64,7 +64,9 @@ static bool split_url(const char *s, fr_opts *o)
     return true;
 }
 
-static dedup_redis *fr_open(const fr_opts *f, bool create)
+/* Opens the filter; one that exists is read with the seed kept in its
+ * NAME:meta (f->seed becomes that one, for digesting the items). */
+static dedup_redis *fr_open(fr_opts *f, bool create)
 {
     dedup_redis_options o;
     dedup_redis_options_init(&o);
@@ -78,6 +80,7 @@ static dedup_redis *fr_open(const fr_opts *f, bool create)
     if (f->fpr > 0)
         o.fpr = f->fpr;
     o.seed = f->seed;
+    o.secret_seed = !create && o.scheme != DEDUP_REDIS_MODULE;
     if (f->shards)
         o.shards = f->shards;
     o.segments = f->segments;
@@ -92,6 +95,9 @@ static dedup_redis *fr_open(const fr_opts *f, bool create)
         cli_error("filter: %s/%s: %s", f->base, f->name, err);
         return NULL;
     }
+    dedup_redis_shape sh;
+    dedup_redis_get_shape(r, &sh);
+    f->seed = sh.seed;
     return r;
 }
 

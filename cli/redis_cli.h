@@ -34,7 +34,8 @@ enum {
     DD_OPT_REDIS_SEGMENTS,
     DD_OPT_REDIS_PIPELINE,
     DD_OPT_REDIS_RESERVE,
-    DD_OPT_REDIS_FILTER
+    DD_OPT_REDIS_FILTER,
+    DD_OPT_REDIS_RETRIES
 };
 
 #define DD_REDIS_LONG_OPTIONS                                                 \
@@ -49,7 +50,8 @@ enum {
     {"segments", required_argument, NULL, DD_OPT_REDIS_SEGMENTS},             \
     {"pipeline", required_argument, NULL, DD_OPT_REDIS_PIPELINE},             \
     {"reserve", required_argument, NULL, DD_OPT_REDIS_RESERVE},               \
-    {"redis-filter", required_argument, NULL, DD_OPT_REDIS_FILTER}
+    {"redis-filter", required_argument, NULL, DD_OPT_REDIS_FILTER},           \
+    {"redis-retries", required_argument, NULL, DD_OPT_REDIS_RETRIES}
 
 /* Keys the main job hands to Redis at once (each batch is then pipelined
  * --pipeline commands per round trip and node). */
@@ -69,6 +71,8 @@ typedef struct dd_redis_opts {
     uint32_t wait_replicas;
     bool whole_keys;
     uint32_t shards, segments, pipeline;
+    int retries;                /* --redis-retries; -1 = the default (8) */
+    bool retries_given;
 } dd_redis_opts;
 
 /* Parses one option of DD_REDIS_LONG_OPTIONS into 'o': 1 = taken, 0 = not
@@ -88,11 +92,22 @@ typedef struct dd_redis_run dd_redis_run;
 
 /* Checks the options, opens --uncertain (before any output), connects and
  * wraps the remote set as a seen-set; 'items', 'fpr', 'seed' are -n, -p
- * (0 = not given) and the seed.  On failure an error naming the server,
- * file or value has been printed and the exit status is returned
- * (2 usage, 1 server); on success 0 and *out. */
+ * (0 = not given) and the seed.  Keys and bitmap schemes: without
+ * 'seed_given' a new name gets a secret seed kept in NAME:meta and an
+ * existing name's stored seed is used (the seen-set's info.seed: digest
+ * with that); with it, 'seed' creates a name and must match the stored one.
+ * On failure an error naming the server, file or value has been printed
+ * and the exit status is returned (2 usage, 1 server); on success 0 and
+ * *out. */
 int dd_redis_create(const dd_redis_opts *o, uint64_t items, double fpr, uint64_t seed,
-                    dd_redis_run **run, dedup_seen **out);
+                    bool seed_given, dd_redis_run **run, dedup_seen **out);
+
+/* A decide that failed part way: out[0..done) were handled as a batch
+ * (dd_redis_after_batch); the records [done, b->n) were not written out
+ * and their keys may be recorded in Redis: each goes to --uncertain, and
+ * one error line says how many and where they are. */
+void dd_redis_failed_batch(dd_redis_run *run, const dedup_batch *b, size_t done,
+                           const unsigned char *const *rec, const size_t *rlen, unsigned char term);
 
 /* Writes a record answered DEDUP_UNCERTAIN to --uncertain (with its
  * terminator), if given.  False on a write error (printed). */
@@ -100,9 +115,9 @@ bool dd_redis_uncertain(dd_redis_run *run, const void *rec, size_t len, int term
 
 struct dd_writer;
 /* After a batch's records were handed to the writer: writes the UNCERTAIN
- * ones to --uncertain, and (keys scheme with --ttl) flushes the writer and
- * commits the NEW keys, so a key is made permanent only once its record has
- * left the process.  False on an error (printed; exit 1). */
+ * ones to --uncertain, and (keys scheme) flushes the writer and commits the
+ * NEW keys, so a key is recorded (for good, or for --ttl) only once its
+ * record has left the process.  False on an error (printed; exit 1). */
 bool dd_redis_after_batch(dd_redis_run *run, dedup_seen *s, const dedup_batch *b,
                           const dedup_verdict *v, const unsigned char *const *rec,
                           const size_t *rlen, unsigned char term, struct dd_writer *w);

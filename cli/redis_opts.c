@@ -22,8 +22,8 @@ const char dd_redis_help[] =
     "      --name=NAME        prefix of the Redis keys (default dedup)\n"
     "      --ttl=D            forget a key D after it was seen (7d, 1h); module: the\n"
     "                         expiring DEDUP.* filters of dedup_redis.so\n"
-    "      --reserve=D        keys with --ttl: a new key lives D until its record is\n"
-    "                         written, then gets --ttl (default 60s)\n"
+    "      --reserve=D        keys: a new key lives D until its record is written,\n"
+    "                         then is recorded (for --ttl if given; default 60s)\n"
     "      --uncertain=FILE   write records whose Redis reply was lost (dropped like\n"
     "                         duplicates) to FILE; also for --tier redis://\n"
     "      --wait-replicas=N  each batch waits for N replicas (WAIT) before its output\n"
@@ -34,14 +34,17 @@ const char dd_redis_help[] =
     "                         64 MiB of filter, at least 4 per cluster master; kept\n"
     "                         in NAME:meta, so later runs need neither -n nor this)\n"
     "      --segments=S       bitmap: split the filter into S keys (default: by size)\n"
-    "      --pipeline=N       commands in flight per node (default 1024)\n";
+    "      --pipeline=N       commands in flight per node (default 1024)\n"
+    "      --redis-retries=N  reconnect attempts per batch before failing (default 8)\n";
 
 #ifdef DEDUP_HAVE_REDIS
 #include "dedup/redis.h"
 
 struct dd_redis_run {
     dedup_redis *r; /* owned by the seen-set */
-    bool commits;   /* keys scheme with a TTL: reserve, then commit */
+    bool commits;   /* keys scheme: reserve, then commit */
+    const char *name;
+    uint64_t unwritten; /* records of a failed batch left unwritten */
     dedup_digest *cd; /* the NEW keys of a batch, for commit */
     const unsigned char **ck;
     size_t *cl;
@@ -101,6 +104,12 @@ int dd_redis_option(dd_redis_opts *o, int code, const char *arg)
             return -1;
         *(code == DD_OPT_REDIS_SHARDS ? &o->shards : &o->segments) = (uint32_t)v;
         return 1;
+    case DD_OPT_REDIS_RETRIES:
+        if (!arg_uint("dedup", "--redis-retries", arg, 0, 100, &v))
+            return -1;
+        o->retries = (int)v;
+        o->retries_given = true;
+        return 1;
     case DD_OPT_REDIS_PIPELINE:
         if (!arg_uint(NULL, "--pipeline", arg, 1, 65536, &v))
             return -1;
@@ -113,7 +122,8 @@ int dd_redis_option(dd_redis_opts *o, int code, const char *arg)
 bool dd_redis_used(const dd_redis_opts *o)
 {
     return o->url || o->scheme || o->filter || o->name || o->uncertain_path || o->ttl_us || o->reserve_us ||
-           o->wait_replicas || o->whole_keys || o->shards || o->segments || o->pipeline;
+           o->wait_replicas || o->whole_keys || o->shards || o->segments || o->pipeline ||
+           o->retries_given;
 }
 
 int dd_redis_check_args(const dd_redis_opts *o, bool mode_given, bool windowed, bool state,
@@ -121,7 +131,8 @@ int dd_redis_check_args(const dd_redis_opts *o, bool mode_given, bool windowed, 
 {
     if (!o->url) {
         cli_error("--redis-scheme, --redis-filter, --name, --ttl, --reserve, --uncertain, "
-                  "--wait-replicas, --shards, --segments and --pipeline need --redis URL");
+                  "--wait-replicas, --shards, --segments, --pipeline and --redis-retries need "
+                  "--redis URL");
         return -1;
     }
     const char *bad = mode_given ? "--mode (choose --redis-scheme keys|bitmap|module)"
@@ -139,8 +150,8 @@ int dd_redis_check_args(const dd_redis_opts *o, bool mode_given, bool windowed, 
         cli_error("--redis-whole-keys is for --redis-scheme keys");
         return -1;
     }
-    if (o->reserve_us && !(o->ttl_us && strcmp(sch, "keys") == 0)) {
-        cli_error("--reserve is for --redis-scheme keys with --ttl");
+    if (o->reserve_us && strcmp(sch, "keys") != 0) {
+        cli_error("--reserve is for --redis-scheme keys");
         return -1;
     }
     if (o->shards && strcmp(sch, "module") != 0) {
@@ -171,7 +182,7 @@ bool dd_is_redis_url(const char *s)
 #ifdef DEDUP_HAVE_REDIS
 
 int dd_redis_create(const dd_redis_opts *o, uint64_t items, double fpr, uint64_t seed,
-                    dd_redis_run **run, dedup_seen **out)
+                    bool seed_given, dd_redis_run **run, dedup_seen **out)
 {
     *run = NULL;
     *out = NULL;
@@ -188,6 +199,8 @@ int dd_redis_create(const dd_redis_opts *o, uint64_t items, double fpr, uint64_t
     ro.wait_replicas = o->wait_replicas;
     if (o->pipeline)
         ro.pipeline = o->pipeline;
+    if (o->retries_given)
+        ro.retries = (uint32_t)o->retries;
     if (o->shards)
         ro.shards = o->shards;
     ro.segments = o->segments;
@@ -198,6 +211,11 @@ int dd_redis_create(const dd_redis_opts *o, uint64_t items, double fpr, uint64_t
     if (fpr > 0)
         ro.fpr = fpr;
     ro.seed = seed;
+    /* Keys and bitmap: a new name takes a secret seed, kept in NAME:meta,
+     * and every later run takes the stored one (--seed: that one). */
+    ro.secret_seed = !seed_given && ro.scheme != DEDUP_REDIS_MODULE;
+    /* Keys: each NEW key is reserved until its record is written out. */
+    ro.reserve = ro.scheme == DEDUP_REDIS_KEYS;
     if (ro.filter == DEDUP_REDIS_FILTER_CUCKOO && fpr > 0)
         cli_warn("-p is only recorded with --redis-filter cuckoo: the server's module sets a "
                  "cuckoo filter's rate (dedup_redis.so: its CF_ERROR_RATE argument)");
@@ -239,7 +257,8 @@ int dd_redis_create(const dd_redis_opts *o, uint64_t items, double fpr, uint64_t
         free(rr);
         return st == DEDUP_ERR_INVALID_ARG ? CLI_EXIT_USAGE : CLI_EXIT_FAIL;
     }
-    rr->commits = ro.scheme == DEDUP_REDIS_KEYS && ro.ttl_ms;
+    rr->commits = ro.scheme == DEDUP_REDIS_KEYS;
+    rr->name = ro.name;
     *run = rr;
     return 0;
 }
@@ -308,6 +327,31 @@ bool dd_redis_uncertain(dd_redis_run *run, const void *rec, size_t len, int term
     return true;
 }
 
+void dd_redis_failed_batch(dd_redis_run *run, const dedup_batch *b, size_t done,
+                           const unsigned char *const *rec, const size_t *rlen, unsigned char term)
+{
+    if (!run || done >= b->n)
+        return;
+    for (size_t i = done; i < b->n; i++)
+        if (!dd_redis_uncertain(run, rec[i], rlen[i], term))
+            break;
+    run->unwritten += b->n - done;
+    dedup_redis_shape sh;
+    dedup_redis_get_shape(run->r, &sh);
+    const char *fate = sh.scheme == DEDUP_REDIS_KEYS
+                           ? "the keys Redis recorded stay reserved, not recorded, until --reserve "
+                             "runs out"
+                           : "a later run drops the keys whose bits Redis set";
+    if (run->uncertain)
+        cli_error("--redis: %zu records of the batch in flight were not written out (their keys "
+                  "may be in Redis under '%s': %s); they are listed in --uncertain '%s'",
+                  b->n - done, run->name, fate, run->uncertain_path);
+    else
+        cli_error("--redis: %zu records of the batch in flight were not written out (their keys "
+                  "may be in Redis under '%s': %s); give --uncertain FILE to keep them",
+                  b->n - done, run->name, fate);
+}
+
 void dd_redis_print_stats(const dd_redis_run *run, FILE *f, bool json)
 {
     if (!run)
@@ -366,9 +410,9 @@ bool dd_redis_close(dd_redis_run *run)
 #else /* !DEDUP_HAVE_REDIS */
 
 int dd_redis_create(const dd_redis_opts *o, uint64_t items, double fpr, uint64_t seed,
-                    dd_redis_run **run, dedup_seen **out)
+                    bool seed_given, dd_redis_run **run, dedup_seen **out)
 {
-    (void)o; (void)items; (void)fpr; (void)seed;
+    (void)o; (void)items; (void)fpr; (void)seed; (void)seed_given;
     *run = NULL;
     *out = NULL;
     cli_error("--redis: this dedup was built without the Redis backend (install "
@@ -394,6 +438,12 @@ const char *dd_redis_error(const dd_redis_run *run)
 {
     (void)run;
     return "";
+}
+
+void dd_redis_failed_batch(dd_redis_run *run, const dedup_batch *b, size_t done,
+                           const unsigned char *const *rec, const size_t *rlen, unsigned char term)
+{
+    (void)run; (void)b; (void)done; (void)rec; (void)rlen; (void)term;
 }
 
 void dd_redis_print_stats(const dd_redis_run *run, FILE *f, bool json)

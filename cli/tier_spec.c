@@ -52,7 +52,7 @@ struct dd_tiers_cli {
     void *redis[DEDUP_TIERS_MAX];       /* dedup_redis * of redis tiers */
     dedup_seen *pre_seen[DEDUP_TIERS_MAX]; /* stores opened by dd_tiers_open_stores, by def */
     void *pre_store[DEDUP_TIERS_MAX];
-    bool commits;                       /* a redis tier with a TTL: reserve, then commit */
+    bool commits;                       /* a redis tier: reserve, then commit */
     bool stores;                        /* a rocksdb tier: its keys are committed per batch */
     const char *identity;               /* the run's key options (dd_tiers_set_identity) */
     bool force_keys;
@@ -519,6 +519,7 @@ static dedup_status open_redis(dd_tiers_cli *t, const tier_def *d, uint64_t seed
     if (seed)
         o.seed = seed;
     o.ttl_ms = d->ttl_ms;
+    o.reserve = true; /* with a TTL or without */
     if (d->reserve_ms)
         o.reserve_ms = d->reserve_ms;
     else if (d->ttl_ms && o.reserve_ms > d->ttl_ms)
@@ -542,7 +543,7 @@ static dedup_status open_redis(dd_tiers_cli *t, const tier_def *d, uint64_t seed
     }
     t->redis[k] = r;
     t->any_redis = true;
-    t->commits |= d->ttl_ms != 0;
+    t->commits = true;
     return DEDUP_OK;
 }
 #endif

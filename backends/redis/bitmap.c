@@ -36,9 +36,10 @@
 #include <string.h>
 #include <time.h>
 
-#define FORMAT_VERSION 1
+#define FORMAT_VERSION 2
 #define BLOCK_BITS 512u
-#define MAX_SEG_BLOCKS (UINT64_C(1) << 23) /* 2^32 bits */
+#define MAX_SEG_BLOCKS (UINT64_C(1) << 23) /* 2^32 bits (format 1) */
+#define SEG_BLOCKS_V2 (MAX_SEG_BLOCKS - 1) /* room for the sentinel byte */
 #define MAX_K 16u
 #define OFF_W 11 /* a bit offset < 2^32 in decimal, plus room */
 
@@ -124,21 +125,39 @@ uint64_t rd_current_gen(const dedup_redis *r) { return r->gen_ms ? now_ms() / r-
 typedef struct shape_text {
     unsigned version;
     unsigned long long bits, seed, gen_ms, items;
-    unsigned k, segments;
+    unsigned k, segments, gens;
     double fpr;
 } shape_text;
 
+/* Format 1: "v=1 bits=... fpr=F" (generations in a field of their own).
+ * Format 2 adds " gens=G" and ends with " sum=H" (rd_meta_seal), and its
+ * segments carry a sentinel byte (RD_SENTINEL) just past their blocks,
+ * without generations: a segment missing, evicted or recreated under an
+ * existing name is then told from an empty one. */
 static int shape_format(char *buf, size_t cap, const shape_text *t)
 {
-    return snprintf(buf, cap, "v=%u bits=%llu k=%u seed=%llu segments=%u gen_ms=%llu items=%llu fpr=%.17g",
-                    t->version, t->bits, t->k, t->seed, t->segments, t->gen_ms, t->items, t->fpr);
+    int n = snprintf(buf, cap, "v=%u bits=%llu k=%u seed=%llu segments=%u gen_ms=%llu items=%llu fpr=%.17g",
+                     t->version, t->bits, t->k, t->seed, t->segments, t->gen_ms, t->items, t->fpr);
+    if (t->version >= 2 && n > 0 && (size_t)n < cap)
+        n += snprintf(buf + n, cap - (size_t)n, " gens=%u", t->gens);
+    return n;
 }
 
-static bool shape_parse(const char *s, shape_text *t)
+/* Strict: the text must be exactly what shape_format() writes. */
+static bool shape_parse(const char *s, size_t len, shape_text *t)
 {
-    return sscanf(s, "v=%u bits=%llu k=%u seed=%llu segments=%u gen_ms=%llu items=%llu fpr=%lg",
-                  &t->version, &t->bits, &t->k, &t->seed, &t->segments, &t->gen_ms, &t->items,
-                  &t->fpr) == 8;
+    if (sscanf(s, "v=%u bits=%llu k=%u seed=%llu segments=%u gen_ms=%llu items=%llu fpr=%lg",
+               &t->version, &t->bits, &t->k, &t->seed, &t->segments, &t->gen_ms, &t->items,
+               &t->fpr) != 8)
+        return false;
+    if (t->version >= 2) {
+        const char *g = strstr(s, " gens=");
+        if (!g || sscanf(g, " gens=%u", &t->gens) != 1)
+            return false;
+    }
+    char again[320];
+    int n = shape_format(again, sizeof again, t);
+    return n > 0 && (size_t)n == len && memcmp(again, s, len) == 0;
 }
 
 static dedup_status load_script(dedup_redis *r)
@@ -162,76 +181,145 @@ static dedup_status load_script(dedup_redis *r)
     return st;
 }
 
+/* The shape this client would create from its options. */
+static dedup_status bitmap_offer(dedup_redis *r, shape_text *want)
+{
+    const dedup_redis_options *o = &r->o;
+    uint64_t bits = o->bits ? (o->bits + BLOCK_BITS - 1) / BLOCK_BITS * BLOCK_BITS
+                            : dedup_blocked_bits_for(o->items, o->fpr);
+    if (bits == 0 || bits > DEDUP_MAX_BITS) {
+        rd_error(r, "a bitmap filter for %llu keys at %g needs more than 2^40 bits",
+                 (unsigned long long)o->items, o->fpr);
+        return DEDUP_ERR_LIMIT;
+    }
+    uint64_t n = o->items ? o->items : dedup_blocked_capacity_for(bits, o->fpr);
+    uint32_t k = o->hashes ? o->hashes : n ? dedup_blocked_k_for(n, bits) : 1;
+    if (k < 1 || k > MAX_K) {
+        rd_error(r, "a bitmap filter takes k in 1..%u (got %u)", MAX_K, k);
+        return DEDUP_ERR_INVALID_ARG;
+    }
+    uint64_t blocks = bits / BLOCK_BITS;
+    uint64_t segs = o->segments ? o->segments : (blocks + SEG_BLOCKS_V2 - 1) / SEG_BLOCKS_V2;
+    if (!o->segments && r->url.cluster && segs < 16)
+        segs = 16 < blocks ? 16 : blocks; /* spread over the masters */
+    if (segs < 1)
+        segs = 1;
+    if (segs > 65536 || segs > blocks || (blocks + segs - 1) / segs > SEG_BLOCKS_V2) {
+        rd_error(r, "%llu segments cannot hold %llu blocks (1..min(65536, blocks), each at "
+                    "most 2^23 - 1 blocks)", (unsigned long long)segs, (unsigned long long)blocks);
+        return DEDUP_ERR_INVALID_ARG;
+    }
+    want->bits = bits;
+    want->k = k;
+    want->segments = (unsigned)segs;
+    want->items = n;
+    want->gen_ms = o->ttl_ms ? (o->ttl_ms / o->generations ? o->ttl_ms / o->generations : 1) : 0;
+    return DEDUP_OK;
+}
+
+/* Segment s's sentinel: bit offset of the byte just past its blocks. */
+static size_t sentinel_off(const dedup_redis *r, char *buf)
+{
+    return (size_t)sprintf(buf, "%llu", (unsigned long long)(r->blocks_per_seg * BLOCK_BITS));
+}
+
+/* Format 2 without generations: sets (create) or checks every segment's
+ * sentinel, one pipeline.  A segment without it is missing (deleted,
+ * evicted, or recreated empty since) or not ours: an error naming it. */
+static dedup_status sentinels(dedup_redis *r, bool create)
+{
+    char off[24], kb[2 * RD_MAX_NAME + 48];
+    size_t ol = sentinel_off(r, off);
+    rc_batch_reset(&r->b);
+    for (uint32_t s = 0; s < r->shape.segments; s++) {
+        size_t kl = rd_segment_key(r, s, 0, kb);
+        const char *a[6] = {"BITFIELD", kb, create ? "SET" : "GET", "u8", off, "165"};
+        size_t l[6] = {8, kl, 3, 2, ol, 3};
+        if (!rc_batch_add(&r->b, create ? 6 : 5, a, l, 1, s))
+            return DEDUP_ERR_NOMEM;
+    }
+    r->b.wait_replicas = create ? r->o.wait_replicas : 0;
+    dedup_status st = rd_exec(r);
+    if (st != DEDUP_OK)
+        return st;
+    for (size_t j = 0; j < r->b.n; j++) {
+        const redisReply *rep = r->b.cmds[j].reply;
+        if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 1 ||
+            rep->element[0]->type != REDIS_REPLY_INTEGER)
+            return rd_reply_error(r, rep, "BITFIELD of a segment's sentinel");
+        if (!create && rep->element[0]->integer != RD_SENTINEL) {
+            rd_segment_key(r, r->b.cmds[j].tag, 0, kb);
+            rd_error(r, "segment %s of the bitmap filter '%s' is missing (deleted or evicted, or "
+                        "recreated empty since) or is not ours, while %s:meta is there: its keys "
+                        "would be taken for new; restore it, or delete the filter's keys to start "
+                        "over", kb, r->name, r->name);
+            return DEDUP_ERR_CORRUPT;
+        }
+    }
+    rc_batch_reset(&r->b);
+    return DEDUP_OK;
+}
+
 /* Reads "<name>:meta", creating it first (HSETNX: the first client's shape
- * wins, every later one compares) when this client has a shape to offer. */
+ * wins, every later one compares) when this client has a shape to offer
+ * and there is none. */
 dedup_status rd_bitmap_open(dedup_redis *r)
 {
     const dedup_redis_options *o = &r->o;
-    shape_text want = {FORMAT_VERSION, 0, o->seed, 0, o->items, 0, 0, o->fpr};
+    shape_text want = {FORMAT_VERSION, 0, o->seed, 0, o->items, 0, 0, o->generations, o->fpr};
     bool offer = o->items > 0 || o->bits > 0;
     if (o->generations < 1 || o->generations > RD_MAX_GEN) {
         rd_error(r, "generations must be in 1..%d (got %u)", RD_MAX_GEN, o->generations);
         return DEDUP_ERR_INVALID_ARG;
     }
     if (offer) {
-        uint64_t bits = o->bits ? (o->bits + BLOCK_BITS - 1) / BLOCK_BITS * BLOCK_BITS
-                                : dedup_blocked_bits_for(o->items, o->fpr);
-        if (bits == 0 || bits > DEDUP_MAX_BITS) {
-            rd_error(r, "a bitmap filter for %llu keys at %g needs more than 2^40 bits",
-                     (unsigned long long)o->items, o->fpr);
-            return DEDUP_ERR_LIMIT;
-        }
-        uint64_t n = o->items ? o->items : dedup_blocked_capacity_for(bits, o->fpr);
-        uint32_t k = o->hashes ? o->hashes : n ? dedup_blocked_k_for(n, bits) : 1;
-        if (k < 1 || k > MAX_K) {
-            rd_error(r, "a bitmap filter takes k in 1..%u (got %u)", MAX_K, k);
-            return DEDUP_ERR_INVALID_ARG;
-        }
-        uint64_t blocks = bits / BLOCK_BITS;
-        uint64_t segs = o->segments ? o->segments : (blocks + MAX_SEG_BLOCKS - 1) / MAX_SEG_BLOCKS;
-        if (!o->segments && r->url.cluster && segs < 16)
-            segs = 16 < blocks ? 16 : blocks; /* spread over the masters */
-        if (segs < 1)
-            segs = 1;
-        if (segs > 65536 || segs > blocks || (blocks + segs - 1) / segs > MAX_SEG_BLOCKS) {
-            rd_error(r, "%llu segments cannot hold %llu blocks (1..min(65536, blocks), each at "
-                        "most 2^23 blocks)", (unsigned long long)segs, (unsigned long long)blocks);
-            return DEDUP_ERR_INVALID_ARG;
-        }
-        want.bits = bits;
-        want.k = k;
-        want.segments = (unsigned)segs;
-        want.items = n;
-        want.gen_ms = o->ttl_ms ? (o->ttl_ms / o->generations ? o->ttl_ms / o->generations : 1) : 0;
+        dedup_status st = bitmap_offer(r, &want);
+        if (st != DEDUP_OK)
+            return st;
+        uint64_t rs;
+        if (o->secret_seed && rd_random_seed(r, &rs) != DEDUP_OK)
+            return DEDUP_ERR_IO;
+        if (o->secret_seed)
+            want.seed = rs;
     }
-    char meta[RD_MAX_NAME + 8], text[256];
+    char meta[RD_MAX_NAME + 8], body[320], text[352];
     size_t ml = (size_t)sprintf(meta, "%s:meta", r->name);
-    int tl = shape_format(text, sizeof text, &want);
-    char gens[16];
-    size_t gl = (size_t)sprintf(gens, "%u", o->generations);
-    rc_batch_reset(&r->b);
-    /* "generations" is its own field (added after format version 1's
-     * "shape"): a filter without it has the default, 4. */
+    shape_format(body, sizeof body, &want);
+    int tl = rd_meta_seal(text, sizeof text, body);
     const char *a1[4] = {"HSETNX", meta, "shape", text};
     size_t l1[4] = {6, ml, 5, (size_t)tl};
-    const char *a3[4] = {"HSETNX", meta, "generations", gens};
-    size_t l3[4] = {6, ml, 11, gl};
     const char *a2[4] = {"HMGET", meta, "generations", "shape"};
     size_t l2[4] = {5, ml, 11, 5};
-    if ((offer && (!rc_batch_add(&r->b, 4, a1, l1, 1, 0) ||
-                   (want.gen_ms && !rc_batch_add(&r->b, 4, a3, l3, 1, 0)))) ||
-        !rc_batch_add(&r->b, 4, a2, l2, 1, 1))
-        return DEDUP_ERR_NOMEM;
-    dedup_status st = rd_exec(r);
-    if (st != DEDUP_OK)
-        return st;
-    for (size_t j = 0; j < r->b.n; j++)
-        if (r->b.cmds[j].reply->type == REDIS_REPLY_ERROR)
-            return rd_reply_error(r, r->b.cmds[j].reply, "metadata key");
-    redisReply *both = r->b.cmds[r->b.n - 1].reply;
-    if (both->type != REDIS_REPLY_ARRAY || both->elements != 2)
-        return rd_reply_error(r, both, "metadata key");
-    redisReply *got = both->element[1], *ggot = both->element[0];
+    redisReply *got = NULL, *ggot = NULL;
+    dedup_status st = DEDUP_OK;
+    /* Round 1 reads; round 2 (no shape stored, one to offer) creates the
+     * segments' sentinels, then the shape, and reads again. */
+    for (int round = 0; round < 2; round++) {
+        rc_batch_reset(&r->b);
+        if (round == 1) {
+            r->blocks = want.bits / BLOCK_BITS;
+            r->blocks_per_seg = (r->blocks + want.segments - 1) / want.segments;
+            r->shape.segments = want.segments;
+            if (!want.gen_ms && (st = sentinels(r, true)) != DEDUP_OK)
+                return st;
+            if (!rc_batch_add(&r->b, 4, a1, l1, 1, 0))
+                return DEDUP_ERR_NOMEM;
+        }
+        if (!rc_batch_add(&r->b, 4, a2, l2, 1, 1))
+            return DEDUP_ERR_NOMEM;
+        if ((st = rd_exec(r)) != DEDUP_OK)
+            return st;
+        for (size_t j = 0; j < r->b.n; j++)
+            if (r->b.cmds[j].reply->type == REDIS_REPLY_ERROR)
+                return rd_reply_error(r, r->b.cmds[j].reply, "metadata key");
+        redisReply *both = r->b.cmds[r->b.n - 1].reply;
+        if (both->type != REDIS_REPLY_ARRAY || both->elements != 2)
+            return rd_reply_error(r, both, "metadata key");
+        got = both->element[1];
+        ggot = both->element[0];
+        if (got->type == REDIS_REPLY_STRING || !offer)
+            break;
+    }
     unsigned have_gens = 4;
     if (ggot->type == REDIS_REPLY_STRING &&
         (sscanf(ggot->str, "%u", &have_gens) != 1 || have_gens < 1 || have_gens > RD_MAX_GEN)) {
@@ -249,26 +337,39 @@ dedup_status rd_bitmap_open(dedup_redis *r)
         return DEDUP_ERR_NOT_FOUND;
     }
     shape_text have;
-    if (!shape_parse(got->str, &have) || have.version != FORMAT_VERSION || have.k < 1 ||
-        have.k > MAX_K || have.bits < BLOCK_BITS || have.bits % BLOCK_BITS ||
+    memset(&have, 0, sizeof have);
+    size_t bl = got->len;
+    unsigned ver = 0;
+    if (sscanf(got->str, "v=%u", &ver) == 1 && ver >= 2 &&
+        (st = rd_meta_open_seal(r, meta, got->str, &bl)) != DEDUP_OK)
+        return st;
+    uint64_t seg_max = ver >= 2 ? SEG_BLOCKS_V2 : MAX_SEG_BLOCKS;
+    if (!shape_parse(got->str, bl, &have) || have.version < 1 || have.version > FORMAT_VERSION ||
+        have.k < 1 || have.k > MAX_K || have.bits < BLOCK_BITS || have.bits % BLOCK_BITS ||
         have.bits > DEDUP_MAX_BITS || have.segments < 1 || have.segments > 65536 ||
         have.segments > have.bits / BLOCK_BITS ||
-        (have.bits / BLOCK_BITS + have.segments - 1) / have.segments > MAX_SEG_BLOCKS) {
-        rd_error(r, "%s holds a shape this version cannot use: '%s' (format version %u "
+        (have.bits / BLOCK_BITS + have.segments - 1) / have.segments > seg_max ||
+        (have.version >= 2 && (have.gens < 1 || have.gens > RD_MAX_GEN))) {
+        rd_error(r, "%s holds a shape this version cannot use: '%s' (format version 1 or %u "
                     "expected)", meta, got->str, FORMAT_VERSION);
-        return have.version != FORMAT_VERSION ? DEDUP_ERR_VERSION : DEDUP_ERR_CORRUPT;
+        return have.version > FORMAT_VERSION || have.version < 1 ? DEDUP_ERR_VERSION
+                                                                 : DEDUP_ERR_CORRUPT;
     }
-    if (offer && (have.bits != want.bits || have.k != want.k || have.seed != want.seed ||
+    if (have.version >= 2)
+        have_gens = have.gens;
+    if (offer && (have.bits != want.bits || have.k != want.k ||
+                  (!o->secret_seed && have.seed != want.seed) ||
                   have.segments != want.segments || have.gen_ms != want.gen_ms ||
                   (have.gen_ms && have_gens != o->generations))) {
-        char mine[256];
+        char mine[320];
+        want.seed = o->seed;
         shape_format(mine, sizeof mine, &want);
         rd_error(r, "the bitmap filter '%s' in Redis has %s generations=%u; this run asks %s "
                     "generations=%u (same -n, -p, seed, segments and TTL needed, or another "
                     "name)", r->name, got->str, have_gens, mine, o->generations);
         return DEDUP_ERR_INCOMPATIBLE;
     }
-    if (!offer && o->seed != have.seed) {
+    if (!offer && !o->secret_seed && o->seed != have.seed) {
         rd_error(r, "the bitmap filter '%s' in Redis has seed=%llu; this run asks seed=%llu",
                  r->name, have.seed, (unsigned long long)o->seed);
         return DEDUP_ERR_INCOMPATIBLE;
@@ -296,6 +397,9 @@ dedup_status rd_bitmap_open(dedup_redis *r)
     r->o.generations = have_gens;
     if (have.gen_ms && o->ttl_ms == 0)
         r->o.ttl_ms = have.gen_ms * have_gens;
+    r->sentinels = have.version >= 2 && !have.gen_ms;
+    if (r->sentinels && (st = sentinels(r, false)) != DEDUP_OK)
+        return st;
     return load_script(r);
 }
 
@@ -306,14 +410,23 @@ static bool add_bitfield(dedup_redis *r, uint32_t s, uint32_t first, size_t coun
                          const char *offs, const unsigned char *olen)
 {
     uint32_t k = r->shape.k;
-    size_t args = 2 + count * k * (record ? 4 : 3);
-    if (rd_scratch(r, 0, args, 2 * RD_MAX_NAME + 48) != DEDUP_OK)
+    size_t args = 5 + count * k * (record ? 4 : 3);
+    if (rd_scratch(r, 0, args, 2 * RD_MAX_NAME + 48 + 24) != DEDUP_OK)
         return false;
     size_t a = 0;
     r->argv[a] = "BITFIELD";
     r->lens[a++] = 8;
     r->argv[a] = r->argbuf;
     r->lens[a++] = rd_segment_key(r, s, 0, r->argbuf);
+    if (r->sentinels) { /* first, the sentinel: a segment recreated lacks it */
+        char *off = r->argbuf + 2 * RD_MAX_NAME + 48;
+        r->argv[a] = "GET";
+        r->lens[a++] = 3;
+        r->argv[a] = "u8";
+        r->lens[a++] = 2;
+        r->argv[a] = off;
+        r->lens[a++] = sentinel_off(r, off);
+    }
     for (uint32_t i = first; i != UINT32_MAX; i = r->seg_next[i])
         for (uint32_t j = 0; j < k; j++) {
             size_t slot = (size_t)i * k + j;
@@ -376,6 +489,40 @@ static bool add_call(dedup_redis *r, uint32_t s, uint32_t first, size_t count, b
             r->lens[a++] = olen[slot];
         }
     return rc_batch_add(&r->b, (int)a, r->argv, r->lens, 3, s);
+}
+
+/* A segment's reply: the shape its command asks (and, with sentinels, the
+ * sentinel first), else the error it is (its message kept when 'say'). */
+static dedup_status check_reply(dedup_redis *r, const rc_cmd *cm, uint32_t count, bool say)
+{
+    const redisReply *rep = cm->reply;
+    size_t head = r->sentinels ? 1 : 0;
+    if (r->gen_ms ? rep->type != REDIS_REPLY_STRING || rep->len != count
+                  : rep->type != REDIS_REPLY_ARRAY ||
+                        rep->elements != (size_t)count * r->shape.k + head) {
+        char keep[sizeof r->err];
+        memcpy(keep, r->err, sizeof keep);
+        dedup_status st = rd_reply_error(r, rep, r->gen_ms ? "bitmap script" : "BITFIELD");
+        if (say)
+            rd_error_on(r, cm);
+        else
+            memcpy(r->err, keep, sizeof keep);
+        return st;
+    }
+    if (head && (rep->element[0]->type != REDIS_REPLY_INTEGER ||
+                 rep->element[0]->integer != RD_SENTINEL)) {
+        if (say) {
+            char kb[2 * RD_MAX_NAME + 48];
+            rd_segment_key(r, cm->tag, 0, kb);
+            rd_error(r, "segment %s of the bitmap filter '%s' went missing during the run "
+                        "(deleted or evicted) or is not ours: its keys would be taken for new; "
+                        "restore it, or delete the filter's keys to start over",
+                     kb, r->name);
+            rd_error_on(r, cm);
+        }
+        return DEDUP_ERR_CORRUPT;
+    }
+    return DEDUP_OK;
 }
 
 dedup_status rd_bitmap_run(dedup_redis *r, const dedup_batch *b, dedup_verdict *out, bool record)
@@ -449,11 +596,14 @@ dedup_status rd_bitmap_run(dedup_redis *r, const dedup_batch *b, dedup_verdict *
                 noscript = true; /* e.g. a replica promoted since: EVAL loads it */
                 continue;
             }
-            if (r->gen_ms ? rep->type != REDIS_REPLY_STRING || rep->len != count[cm->tag]
-                          : rep->type != REDIS_REPLY_ARRAY ||
-                                rep->elements != (size_t)count[cm->tag] * r->shape.k) {
-                st = rd_reply_error(r, rep, r->gen_ms ? "bitmap script" : "BITFIELD");
-                goto out;
+            /* An error reply (OOM under maxmemory, WRONGTYPE) or a missing
+             * sentinel ends the decided part at the segment's first key
+             * (below), as a reply never received does. */
+            dedup_status bad = check_reply(r, cm, count[cm->tag], failed == DEDUP_OK);
+            if (bad != DEDUP_OK) {
+                if (failed == DEDUP_OK)
+                    failed = bad;
+                continue;
             }
             by_seg[cm->tag] = rep;
             lost[cm->tag] = cm->lost;
@@ -487,7 +637,7 @@ dedup_status rd_bitmap_run(dedup_redis *r, const dedup_batch *b, dedup_verdict *
         if (r->gen_ms) {
             present = rep->str[r->pos_in[i]] == '1';
         } else {
-            redisReply **e = rep->element + (size_t)r->pos_in[i] * k;
+            redisReply **e = rep->element + (r->sentinels ? 1 : 0) + (size_t)r->pos_in[i] * k;
             for (uint32_t j = 0; j < k && present; j++)
                 present = e[j]->type == REDIS_REPLY_INTEGER && e[j]->integer == 1;
         }

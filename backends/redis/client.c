@@ -820,3 +820,11 @@ dedup_status rc_each_master(rc_client *c, int argc, const char *const *argv, con
     }
     return DEDUP_OK;
 }
+
+void rc_node_name(const rc_client *c, int node, char *buf, size_t cap)
+{
+    if (node >= 0 && (size_t)node < c->nnodes)
+        snprintf(buf, cap, "%s:%d", c->nodes[node].host, c->nodes[node].port);
+    else
+        snprintf(buf, cap, "%s:%d", c->url.seeds[0].host, c->url.seeds[0].port);
+}

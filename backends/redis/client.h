@@ -74,6 +74,9 @@ dedup_status rc_each_master(rc_client *c, int argc, const char *const *argv, con
 bool rc_is_cluster(const rc_client *c);
 size_t rc_masters(const rc_client *c);
 const char *rc_error(const rc_client *c);
+/* "host:port" of node 'node' (as in rc_cmd.node; out of range: the first
+ * seed's) into buf. */
+void rc_node_name(const rc_client *c, int node, char *buf, size_t cap);
 void rc_set_error(rc_client *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 typedef struct rc_counters {

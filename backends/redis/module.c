@@ -64,7 +64,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 
 #define MODULE_FORMAT_VERSION 2 /* 1: no sum; still read */
 #define RD_SHARD_BYTES (UINT64_C(64) << 20)
@@ -201,26 +200,6 @@ static dedup_status reserve_shards(dedup_redis *r)
  * one for a new filter and adopts a stored one. */
 static bool seed_is_secret(const dedup_redis *r) { return r->o.seed == DEDUP_DEFAULT_SEED; }
 
-/* A random seed from the OS (local to this file; redis.c has its own for
- * the other schemes). */
-static dedup_status module_random_seed(dedup_redis *r, uint64_t *out)
-{
-    unsigned char b[8];
-    ssize_t got;
-    do
-        got = getrandom(b, sizeof b, 0);
-    while (got < 0 && errno == EINTR);
-    if (got != (ssize_t)sizeof b) {
-        rd_error(r, "no random seed from the OS for the module filter '%s' (getrandom: %s)",
-                 r->name, strerror(errno));
-        return DEDUP_ERR_IO;
-    }
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++)
-        v |= (uint64_t)b[i] << (8 * i);
-    *out = v;
-    return DEDUP_OK;
-}
 
 /* Runs the pipeline in r->b; its last command's reply must be HGET's: a
  * copy of the shape into 'text' (empty when absent).  An error reply (a
@@ -313,7 +292,7 @@ static dedup_status create_filter(dedup_redis *r, rd_mod_shape *want, const char
 {
     uint64_t seed;
     if (seed_is_secret(r)) {
-        if (module_random_seed(r, &seed) != DEDUP_OK)
+        if (rd_random_seed(r, &seed) != DEDUP_OK)
             return DEDUP_ERR_IO;
         want->seed = seed;
     }

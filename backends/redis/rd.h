@@ -25,6 +25,8 @@ struct dedup_redis {
     uint64_t blocks, blocks_per_seg;
     uint64_t gen_ms;
     char sha[41];
+    bool sentinels;     /* bitmap: each segment carries RD_SENTINEL (format 2) */
+    bool legacy_values; /* keys: "1" is a recorded key too (names of the public seed) */
     /* scratch, grown as batches need */
     uint32_t *seg_of;   /* per key: its segment (bitmap) or shard (module) */
     uint32_t *pos_in;   /* per key: its index inside its segment's command */
@@ -37,6 +39,26 @@ struct dedup_redis {
 };
 
 void rd_error(dedup_redis *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* The values the keys scheme writes: a reservation, a recorded key.  Small
+ * integers, which Redis stores without an allocation of their own.  Any
+ * other value (or type) at a key's name is not ours. */
+#define RD_KEY_RESERVED "4217"
+#define RD_KEY_RECORDED "4219"
+/* The byte a bitmap segment of format 2 holds just past its blocks. */
+#define RD_SENTINEL 165
+
+/* A seed for a new name, from the OS; IO (message set) if none. */
+dedup_status rd_random_seed(dedup_redis *r, uint64_t *out);
+/* Metadata text with its checksum: writes "<body> sum=<16 hex>" to out. */
+int rd_meta_seal(char *out, size_t cap, const char *body);
+/* Checks the " sum=<16 hex>" that ends 'text': DEDUP_OK with *body_len, or
+ * CHECKSUM (message naming 'meta'). */
+dedup_status rd_meta_open_seal(dedup_redis *r, const char *meta, const char *text,
+                               size_t *body_len);
+dedup_status rd_keys_open(dedup_redis *r);
+/* Appends " (on host:port)" of the node command 'cm' went to to the error. */
+void rd_error_on(dedup_redis *r, const rc_cmd *cm);
 /* Makes room for n keys' scratch and 'args' arguments of 'bytes' bytes. */
 dedup_status rd_scratch(dedup_redis *r, size_t n, size_t args, size_t bytes);
 /* Interprets an error reply: WRONGTYPE -> DEDUP_ERR_WRONG_TYPE, else IO;

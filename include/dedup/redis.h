@@ -30,7 +30,15 @@
  *    "<name>:" + the 16 bytes of the digest (lo then hi, little-endian), or
  *    "<name>:" + the key bytes when whole_keys is set (exact even against
  *    digest collisions, at the keys' size).  Recorded with
- *    SET key 1 NX [PX ttl]; the reply says NEW (OK) or DUPLICATE (nil).
+ *    SET key <value> NX GET [PX ms] (Redis 7.0 or later): nil says NEW (it
+ *    was absent and is now set), the old value DUPLICATE.  The values are
+ *    "4217" (reserved, see "Reserve, then commit") and "4219" (recorded);
+ *    under a name whose seed is DEDUP_DEFAULT_SEED also "1" (older
+ *    versions).  Any other value, or another type (WRONGTYPE), is a key
+ *    that is not ours: DEDUP_ERR_WRONG_TYPE naming it, never "seen".
+ *    A metadata hash "<name>:meta" (field "shape") holds
+ *    "scheme=keys v=1 seed=S sum=H", written by the first client (HSETNX)
+ *    and read by every one.
  *  - DEDUP_REDIS_BITMAP: a blocked Bloom filter (dedup/bloom.h's blocked
  *    layout: block = reduce(lo, blocks), positions (hi * salt_i) >> 55) on
  *    plain Redis strings, for servers without modules.  Sized from (items,
@@ -47,7 +55,22 @@
  *    same order (by one client).  A metadata hash "<name>:meta" holds
  *    version, bits, k, seed, segments, generation length and count; a
  *    client whose parameters differ is refused (DEDUP_ERR_INCOMPATIBLE)
- *    with both values named.  With ttl_ms, segments exist per generation of
+ *    with both values named.  Format 2 (created by this version) ends the
+ *    shape with a checksum, and without ttl_ms each segment holds a
+ *    sentinel byte just past its blocks, written before the metadata: a
+ *    segment without it (deleted, evicted, recreated empty, or not ours)
+ *    is DEDUP_ERR_CORRUPT naming it, at open or at the batch that meets it.
+ *    Format 1 names (no checksum, no sentinels) are still read.
+ *
+ * Metadata (keys and bitmap).  The shape text is parsed strictly (it must
+ * be exactly what this version writes) and, from the formats above on,
+ * checked against its " sum=" (XXH3 of the text): damage is
+ * DEDUP_ERR_CHECKSUM or CORRUPT naming the key, never another shape.
+ * With secret_seed a new name is created with a random seed from the OS
+ * (getrandom), and every client takes the stored seed (the first HSETNX
+ * wins a race of first clients; all read it back); without it 'seed'
+ * creates the name and must equal the stored one.  A known seed lets its
+ * holder craft keys sharing a digest (the later one dropped as a repeat).  With ttl_ms, segments exist per generation of
  *    ttl_ms / generations; each generation's keys expire (PEXPIREAT) ttl_ms
  *    after it ends, a key is recorded in the current generation and found in
  *    any live one, so it is remembered at least ttl_ms and at most
@@ -106,17 +129,18 @@
  * fails makes the client reload the map from any node that answers
  * (failover).
  *
- * Reserve, then commit (keys scheme with ttl_ms).  A process that records a
- * key and then dies before its record reaches the output leaves the key
- * "seen" for the whole TTL while nobody received the record: every other
- * process drops it as a duplicate, and the record is lost.  To close that
- * hole a NEW key is first set with the short expiry reserve_ms, and given
- * its real expiry (PEXPIRE ttl_ms) by dedup_redis_commit() once the caller
- * has written its record out.  A process that dies in between loses the key
- * after reserve_ms, and the next occurrence is answered NEW again (it is
- * delivered at least once, never zero times).  A key reserved by a live
- * process is a duplicate for everybody else.  Without ttl_ms keys are set
- * permanent at once and commit does nothing.
+ * Reserve, then commit (keys scheme with ttl_ms, or with 'reserve').  A
+ * process that records a key and then dies before its record reaches the
+ * output leaves the key "seen" while nobody received the record: every
+ * other process drops it as a duplicate, and the record is lost.  To close
+ * that hole a NEW key is first set to "4217" with the short expiry
+ * reserve_ms, and recorded ("4219", with expiry ttl_ms, or none) by
+ * dedup_redis_commit() once the caller has written its record out.  A
+ * process that dies in between loses the key after reserve_ms, and the
+ * next occurrence is answered NEW again (it is delivered at least once,
+ * never zero times).  A key reserved by a live process is a duplicate for
+ * everybody else.  Without ttl_ms and 'reserve' keys are recorded at once
+ * and commit does nothing.
  *
  * Failure semantics.
  *  - A server that cannot be reached at open is an error at open
@@ -129,8 +153,11 @@
  *    DEDUP_ERR_IO naming host:port.  *done then counts the keys from the
  *    start of the batch whose commands were answered (out[0..*done) holds
  *    their verdicts, recorded remotely: write them out); of the rest, some
- *    may be recorded remotely.  Without wait_replicas only: with it, a
- *    failed call reports nothing (*done 0).
+ *    may be recorded remotely (a caller lists them as uncertain).  Without
+ *    wait_replicas only: with it, a failed call reports nothing (*done 0).
+ *    An error reply (OOM under maxmemory with noeviction, a key not ours)
+ *    ends *done at its key (the first key of its segment's command in the
+ *    bitmap scheme) the same way, the message naming the node.
  *  - A command written whose reply was lost may or may not have run.  It is
  *    sent again once reconnected; a key it then finds present is UNCERTAIN
  *    (perhaps recorded by the lost command, perhaps by another client):
@@ -231,6 +258,14 @@ typedef struct dedup_redis_options {
     uint32_t backoff_ms;      /* first pause; doubles up to 2000; default 50 */
     uint32_t pipeline;        /* commands in flight per node, 1..65536; default 1024 */
     uint64_t seed;            /* hash seed of the digests; default DEDUP_DEFAULT_SEED */
+    bool secret_seed;         /* keys and bitmap: a new name gets a random seed from
+                                 the OS instead of 'seed', and an existing name's
+                                 stored seed is taken whatever 'seed' says; the
+                                 caller digests with dedup_redis_get_shape()'s seed.
+                                 false (default): 'seed' creates a name and must
+                                 match the stored one */
+    bool reserve;             /* keys: reserve NEW keys until dedup_redis_commit()
+                                 also without ttl_ms (see "Reserve, then commit") */
     /* bitmap and module */
     uint64_t items;           /* n; required (>= 1) for bitmap and module unless
                                  their metadata is already there (0 = take it) */

@@ -46,13 +46,14 @@ grep -q "127.0.0.1:1" "$RT_DIR/err3" || fail "unreachable message: $(cat "$RT_DI
 # a bitmap filter with a TTL (generations), copied both ways: to a file the
 # union of its live generations (every key recorded so far present), into
 # Redis the current generation (present, and expiring)
+# (one --seed for both: a file is copied into a filter of the same seed only)
 $DEDUP filter create "$RT_DIR/t0.dedup" -t blocked -n 20000 -p 0.01 2>/dev/null || fail "local create"
-seq 1 5000 | sed 's/^/t/' | $DEDUP --redis "redis://127.0.0.1:$P/7" --name tt --redis-scheme bitmap --ttl 1h -n 20000 -p 0.01 > /dev/null || fail "ttl bitmap run"
+seq 1 5000 | sed 's/^/t/' | $DEDUP --redis "redis://127.0.0.1:$P/7" --name tt --redis-scheme bitmap --ttl 1h -n 20000 -p 0.01 --seed 12345 > /dev/null || fail "ttl bitmap run"
 $DEDUP filter copy "redis://127.0.0.1:$P/7/tt" "$RT_DIR/tt.dedup" 2> "$RT_DIR/tt.err" || fail "copy a TTL filter from Redis: $(cat "$RT_DIR/tt.err")"
 grep -q "union of its live generations" "$RT_DIR/tt.err" || fail "copy from a TTL filter does not say what the file is: $(cat "$RT_DIR/tt.err")"
 n=$(seq 1 5000 | sed 's/^/t/' | $DEDUP filter query "$RT_DIR/tt.dedup" -c)
 [ "$n" = 5000 ] || fail "the union holds $n of the 5000 keys recorded"
-seq 1 5000 | sed 's/^/t/' | $DEDUP --redis "redis://127.0.0.1:$P/7" --name tu --redis-scheme bitmap --ttl 1h -n 20000 -p 0.01 /dev/null || fail "ttl bitmap create"
+seq 1 5000 | sed 's/^/t/' | $DEDUP --redis "redis://127.0.0.1:$P/7" --name tu --redis-scheme bitmap --ttl 1h -n 20000 -p 0.01 --seed 12345 /dev/null || fail "ttl bitmap create"
 $DEDUP filter copy "$RT_DIR/tt.dedup" "redis://127.0.0.1:$P/7/tu" 2> "$RT_DIR/tu.err" || fail "copy into a TTL filter: $(cat "$RT_DIR/tu.err")"
 grep -q "forgotten one TTL from now" "$RT_DIR/tu.err" || fail "copy into a TTL filter does not say what it did: $(cat "$RT_DIR/tu.err")"
 n=$(seq 1 5000 | sed 's/^/t/' | $DEDUP filter query "redis://127.0.0.1:$P/7/tu" -c)
@@ -62,7 +63,7 @@ for _, k in ipairs(redis.call('KEYS', 'tu:{*')) do m = redis.call('PTTL', k) end
 return m" 0)
 [ "$ttl" -gt 3000000 ] || fail "the generation copied into has PTTL $ttl, not about 1h"
 $DEDUP filter copy "$RT_DIR/b.dedup" "redis://127.0.0.1:$P/7/tu" 2> "$RT_DIR/tv.err" && fail "a file of another shape copied into a TTL filter"
-grep -q "bits=" "$RT_DIR/tv.err" || fail "shape mismatch message: $(cat "$RT_DIR/tv.err")"
+grep -qE "bits=|seed=" "$RT_DIR/tv.err" || fail "shape mismatch message: $(cat "$RT_DIR/tv.err")"
 
 # the module scheme's cuckoo filter: create, add, query, del (no -t after
 # create: NAME:meta says what it is), mismatches refused naming both

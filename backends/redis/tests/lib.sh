@@ -48,8 +48,8 @@ start_server() {
     i=0
     until "$REDIS_CLI" -p "$port" ${RT_AUTH:+-a "$RT_AUTH" --no-auth-warning} ping >/dev/null 2>&1; do
         i=$((i + 1))
-        [ $i -gt 100 ] && fail "redis-server on port $port did not start: $(tail -5 "$RT_DIR/$port/log")"
-        sleep 0.1
+        [ $i -gt 500 ] && fail "redis-server on port $port did not start: $(tail -5 "$RT_DIR/$port/log")"
+        sleep 0.02
     done
 }
 

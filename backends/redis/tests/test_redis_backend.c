@@ -799,7 +799,9 @@ static void test_errors(const char *url)
     char key[256];
     snprintf(key, sizeof key, "%s:{%s:s0}:g0", name, name);
     redisContext *c = raw(url, key, strlen(key));
-    redisReply *x = redisCommand(c, "RPUSH %s x", key);
+    redisReply *x = redisCommand(c, "DEL %s", key);
+    freeReplyObject(x);
+    x = redisCommand(c, "RPUSH %s x", key);
     freeReplyObject(x);
     input in = make_input(100, 100, o.seed);
     dedup_verdict v[100];

@@ -1,0 +1,452 @@
+#!/bin/bash
+# Nothing lost without a word, for `dedup --redis` (keys and bitmap schemes):
+#   kill     SCHEME TRIALS: the server (AOF, fsync always, on tmpfs when there
+#            is one) is killed -9 once Redis holds a random number of the run's
+#            keys, the run must exit 1 naming host:port; the server is started
+#            again on its AOF and the run repeated: the two outputs plus the
+#            first run's --uncertain hold every distinct key, and no key is
+#            output by both runs (nor twice by one).
+#   self     TRIALS: keys, dedup itself killed -9 at a random output size;
+#            after the reservations ran out a rerun: nothing lost, a key
+#            written by both runs only from the one batch written but not
+#            committed.
+#   maxmem   SCHEME: maxmemory with noeviction reached mid-run: exit 1 naming
+#            host:port and OOM; after raising the limit a rerun completes the
+#            outputs as above.
+#   wait     SCHEME TRIALS: a master and its replica, --wait-replicas 1, the
+#            replica killed mid-run: WAIT fails after the batch's keys were
+#            recorded on the master; a rerun completes the outputs as above.
+#   cluster  SCHEME TRIALS: 3 masters + 3 replicas, --wait-replicas 1, the
+#            master of slot 0 killed mid-run (its replica takes over): exit 0
+#            or 1 naming host:port; a rerun completes the outputs as above.
+#   damage:  a bitmap segment deleted under its NAME:meta, a foreign key (other
+#            value, other type) at a record's key name, a damaged NAME:meta:
+#            each an error naming the key, never a silent "new" or "seen".
+#   seed:    a new name gets a secret seed in NAME:meta, kept by later runs;
+#            --seed must match it.
+# Outputs go to a redirected stdout: what a killed or failed run wrote
+# stays, whatever -o does with a temporary file.
+# Needs $DEDUP.  Seeded (DEDUP_TEST_SEED); the seed is printed.
+. "$(dirname "$0")/lib.sh"
+: "${DEDUP:?}"
+test_seed
+RANDOM=$((SEED % 32768))
+what=${1:?kill SCHEME TRIALS | maxmem SCHEME | damage}
+N=${N:-8000}
+# the bitmap kill loop: several batches (8,192 keys each), 16 segments each
+[ "$what" = kill ] && [ "$2" = bitmap ] && N=${NB:-16000}
+[ "$what" = cluster ] && N=${NC:-40000}
+[ "$what" = self ] && N=${NS:-40000}
+python3 - "$SEED" "$N" > "$RT_DIR/in.txt" <<'PY'
+import random, sys
+r = random.Random(int(sys.argv[1]))
+n = int(sys.argv[2])
+for _ in range(n):
+    print("rec-%d" % r.randrange(n * 3 // 4))
+PY
+sort -u "$RT_DIR/in.txt" > "$RT_DIR/distinct.txt"
+D=$(wc -l < "$RT_DIR/distinct.txt")
+AOF_DIR=$RT_DIR
+[ -d /dev/shm ] && [ -w /dev/shm ] && AOF_DIR=$(mktemp -d /dev/shm/dedup-redis-test.XXXXXX)
+cleanup_shm() { [ "$AOF_DIR" != "$RT_DIR" ] && rm -rf "$AOF_DIR"; rt_cleanup; }
+trap cleanup_shm EXIT
+P=$(free_port)
+U="redis://127.0.0.1:$P"
+start_aof() { start_server "$P" --appendonly yes --appendfsync always --dir "$AOF_DIR" "$@"; }
+cli() { "$REDIS_CLI" -p "$P" "$@"; }
+scheme_args() {
+    case $1 in
+    keys) echo "--redis-scheme keys" ;;
+    bitmap) echo "--redis-scheme bitmap -n $((D * 50)) -p 0.001 --segments 16" ;;
+    esac
+}
+
+# check_union LABEL OUT1 UNC1 OUT2 [UNC2]: every distinct key in an output or
+# an uncertain list; no key in both outputs or twice in one.  A bitmap may
+# drop a few keys falsely (-p 1e-3 at 2% load: expected ~0.01); up to 2 allowed.
+check_union() {
+    local label=$1 o1=$2 u1=$3 o2=$4 u2=${5:-/dev/null}
+    [ -z "$(sort "$o1" | uniq -d)$(sort "$o2" | uniq -d)" ] || fail "$label: a run wrote a key twice"
+    local both
+    both=$(sort -u "$o1" | comm -12 - <(sort -u "$o2") | wc -l)
+    [ "$both" = 0 ] || fail "$label: $both keys written by both runs, e.g. $(sort -u "$o1" | comm -12 - <(sort -u "$o2") | head -2 | tr '\n' ' ')"
+    local missing
+    missing=$(sort -u "$o1" "$u1" "$o2" "$u2" | comm -13 - "$RT_DIR/distinct.txt" | wc -l)
+    local allowed=0
+    [ "$scheme" = bitmap ] && allowed=2
+    [ "$missing" -le "$allowed" ] || fail "$label: $missing distinct keys neither written nor listed in --uncertain, e.g. $(sort -u "$o1" "$u1" "$o2" "$u2" | comm -13 - "$RT_DIR/distinct.txt" | head -3 | tr '\n' ' ')"
+}
+
+case $what in
+kill)
+    scheme=$2; T=${3:-50}
+    start_aof
+    t=0; mid=0
+    while [ $t -lt "$T" ]; do
+        t=$((t + 1))
+        name="k$t"
+        # the event: keys, Redis holds K of this run's keys (DBSIZE counts
+        # the meta key); bitmap, Redis ran K commands (the open's ~20, then
+        # 16 BITFIELDs a batch)
+        if [ "$scheme" = keys ]; then
+            count() { cli dbsize 2>/dev/null; }
+            base=0; K=$((2 + RANDOM % (D - 2)))
+        else
+            count() { cli info stats 2>/dev/null | sed -n 's/^total_commands_processed:\([0-9]*\).*/\1/p' | tr -d '\r'; }
+            base=$(count); K=$((base + 1 + RANDOM % (20 + 16 * (N / 8192 + 1))))
+        fi
+        # shellcheck disable=SC2046
+        "$DEDUP" --redis "$U" $(scheme_args "$scheme") --name "$name" \
+            --redis-retries 0 --uncertain "$RT_DIR/unc1" "$RT_DIR/in.txt" > "$RT_DIR/out1" \
+            2> "$RT_DIR/err1" &
+        dp=$!
+        i=0
+        while kill -0 $dp 2>/dev/null; do
+            n=$(count) && [ -n "$n" ] || break
+            [ "$n" -ge "$K" ] && break
+            i=$((i + 1)); [ $i -gt 3000 ] && fail "trial $t: Redis never held $K keys"
+        done
+        stop_server "$P"
+        wait $dp; rc=$?
+        touch "$RT_DIR/out1" "$RT_DIR/unc1"
+        case $rc in
+        0) ;; # the run ended before the kill
+        1) grep -q "127.0.0.1:$P" "$RT_DIR/err1" || fail "trial $t: exit 1 without naming host:port: $(cat "$RT_DIR/err1")"
+           mid=$((mid + 1)) ;;
+        *) fail "trial $t: exit $rc: $(cat "$RT_DIR/err1")" ;;
+        esac
+        wait_gone=0
+        while kill -0 "$(eval echo "\$PID_$P")" 2>/dev/null; do
+            wait_gone=$((wait_gone + 1)); [ $wait_gone -gt 100 ] && fail "server did not die"; sleep 0.02
+        done
+        start_aof
+        # shellcheck disable=SC2046
+        "$DEDUP" --redis "$U" $(scheme_args "$scheme") --name "$name" --uncertain "$RT_DIR/unc2" \
+            "$RT_DIR/in.txt" > "$RT_DIR/out2" 2> "$RT_DIR/err2" || fail "trial $t: rerun: $(cat "$RT_DIR/err2")"
+        check_union "$scheme trial $t (killed at $((K - base)) keys or commands, exit $rc)" \
+            "$RT_DIR/out1" "$RT_DIR/unc1" "$RT_DIR/out2" "$RT_DIR/unc2"
+        cli flushall > /dev/null
+        rm -f "$RT_DIR/out1" "$RT_DIR/unc1" "$RT_DIR/out2" "$RT_DIR/unc2"
+    done
+    [ $mid -gt 0 ] || fail "no trial killed the server mid-run"
+    echo "nothing_lost kill $scheme: $T trials, $mid killed mid-run, nothing lost" >&2
+    ;;
+maxmem)
+    scheme=$2
+    start_server "$P"
+    if [ "$scheme" = keys ]; then
+        cli config set maxmemory-policy noeviction > /dev/null
+        used=$(cli info memory | sed -n 's/^used_memory:\([0-9]*\).*/\1/p' | tr -d '\r')
+        # room for about a third of the keys (a key costs ~70 bytes)
+        cli config set maxmemory $((used + D * 25)) > /dev/null
+        "$DEDUP" --redis "$U" --name mm --uncertain "$RT_DIR/unc1" \
+            "$RT_DIR/in.txt" > "$RT_DIR/out1" 2> "$RT_DIR/err1"
+        rc=$?
+    else
+        cli config set maxmemory-policy noeviction > /dev/null
+        # shellcheck disable=SC2046
+        "$DEDUP" --redis "$U" $(scheme_args bitmap) --name mm --pipeline 64 --uncertain "$RT_DIR/unc1" \
+            "$RT_DIR/in.txt" > "$RT_DIR/out1" 2> "$RT_DIR/err1" &
+        dp=$!
+        # the event: the filter exists; then memory is over the limit
+        i=0
+        until [ "$(cli exists mm:meta)" = 1 ]; do
+            i=$((i + 1)); [ $i -gt 2000 ] && fail "the bitmap filter was never created"
+            kill -0 $dp 2>/dev/null || break
+        done
+        cli config set maxmemory 1 > /dev/null
+        wait $dp; rc=$?
+    fi
+    cat "$RT_DIR/err1" >&2
+    touch "$RT_DIR/out1" "$RT_DIR/unc1"
+    [ $rc = 1 ] || fail "maxmemory $scheme: exit $rc, not 1"
+    grep -q "OOM" "$RT_DIR/err1" && grep -q "127.0.0.1:$P" "$RT_DIR/err1" ||
+        fail "maxmemory $scheme: the error names neither OOM nor host:port"
+    cli config set maxmemory 0 > /dev/null
+    # shellcheck disable=SC2046
+    "$DEDUP" --redis "$U" $(scheme_args "$scheme") --name mm "$RT_DIR/in.txt" > "$RT_DIR/out2" \
+        2> "$RT_DIR/err2" || fail "maxmemory rerun: $(cat "$RT_DIR/err2")"
+    check_union "maxmemory $scheme" "$RT_DIR/out1" "$RT_DIR/unc1" "$RT_DIR/out2"
+    echo "nothing_lost maxmem $scheme: $(wc -l < "$RT_DIR/out1") written, $(wc -l < "$RT_DIR/unc1") listed before the OOM" >&2
+    ;;
+wait)
+    # --wait-replicas 1 and the replica killed mid-run: WAIT fails after
+    # the batch's keys were recorded on the master; none may be lost.
+    scheme=$2; T=${3:-5}
+    start_server "$P"
+    R=$(free_port)
+    start_server "$R" --replicaof 127.0.0.1 "$P"
+    t=0
+    while [ $t -lt "$T" ]; do
+        t=$((t + 1))
+        i=0
+        until "$REDIS_CLI" -p "$R" info replication | grep -q 'master_link_status:up'; do
+            i=$((i + 1)); [ $i -gt 300 ] && fail "the replica never connected"; sleep 0.05
+        done
+        if [ "$scheme" = keys ]; then
+            count() { cli dbsize 2>/dev/null; }
+            K=$((2 + RANDOM % (D - 2)))
+        else # the open's ~40 commands, then 16 BITFIELDs
+            count() { cli info stats 2>/dev/null | sed -n 's/^total_commands_processed:\([0-9]*\).*/\1/p' | tr -d '\r'; }
+            K=$(($(count) + 30 + RANDOM % 30))
+        fi
+        # shellcheck disable=SC2046
+        "$DEDUP" --redis "$U" $(scheme_args "$scheme") --name "w$t" --wait-replicas 1 --redis-retries 1 --pipeline 8192 \
+            --uncertain "$RT_DIR/unc1" "$RT_DIR/in.txt" > "$RT_DIR/out1" 2> "$RT_DIR/err1" &
+        dp=$!
+        i=0
+        while kill -0 $dp 2>/dev/null; do
+            n=$(count) && [ -n "$n" ] || break
+            [ "$n" -ge "$K" ] && break
+            i=$((i + 1)); [ $i -gt 3000 ] && fail "trial $t: Redis never held $K keys"
+        done
+        stop_server "$R"
+        t0=$(date +%s%N)
+        wait $dp; rc=$?
+        echo "wait: dedup ended $(( ($(date +%s%N) - t0) / 1000000 )) ms after the kill" >&2
+        touch "$RT_DIR/out1" "$RT_DIR/unc1"
+        case $rc in
+        0) ;;
+        1) grep -q "127.0.0.1:$P" "$RT_DIR/err1" || fail "trial $t: exit 1 without naming host:port: $(cat "$RT_DIR/err1")" ;;
+        *) fail "trial $t: exit $rc: $(cat "$RT_DIR/err1")" ;;
+        esac
+        # shellcheck disable=SC2046
+        "$DEDUP" --redis "$U" $(scheme_args "$scheme") --name "w$t" "$RT_DIR/in.txt" > "$RT_DIR/out2" \
+            2> "$RT_DIR/err2" || fail "trial $t: rerun: $(cat "$RT_DIR/err2")"
+        check_union "wait $scheme trial $t (replica killed at $K keys, exit $rc)" \
+            "$RT_DIR/out1" "$RT_DIR/unc1" "$RT_DIR/out2"
+        echo "wait $scheme trial $t: exit $rc, $(wc -l < "$RT_DIR/out1") written, $(wc -l < "$RT_DIR/unc1") listed; $(head -c 300 "$RT_DIR/err1")" >&2
+        rm -f "$RT_DIR/out1" "$RT_DIR/unc1" "$RT_DIR/out2"
+        wait_gone=0
+        while kill -0 "$(eval echo "\$PID_$R")" 2>/dev/null; do
+            wait_gone=$((wait_gone + 1)); [ $wait_gone -gt 100 ] && fail "replica did not die"; sleep 0.02
+        done
+        start_server "$R" --replicaof 127.0.0.1 "$P"
+    done
+    ;;
+self)
+    # keys: dedup itself killed -9 once its output holds a random number of
+    # bytes; once the server holds no reservation any more (--reserve 1s,
+    # longer than a batch takes), a rerun: every distinct key written by one of the two runs (a
+    # torn last line counts as not written); a key in both only from the
+    # batch whose records were written but whose commit the kill prevented
+    # (at most one batch, 8,192).
+    scheme=keys; T=${2:-20}
+    start_server "$P"
+    reserved() {
+        cli eval "local c, n = '0', 0
+repeat
+  local r = redis.call('SCAN', c, 'COUNT', 1000)
+  c = r[1]
+  for _, k in ipairs(r[2]) do
+    if redis.call('TYPE', k).ok == 'string' and redis.call('GET', k) == '4217' then n = n + 1 end
+  end
+until c == '0'
+return n" 0
+    }
+    size=$(wc -c < "$RT_DIR/in.txt")
+    t=0; killed=0
+    while [ $t -lt "$T" ]; do
+        t=$((t + 1))
+        K=$((1 + RANDOM * 32768 % (size / 2) + RANDOM % 1000))
+        "$DEDUP" --redis "$U" --name "s$t" --reserve 1s "$RT_DIR/in.txt" > "$RT_DIR/out1" 2> "$RT_DIR/err1" &
+        dp=$!
+        i=0
+        while kill -0 $dp 2>/dev/null; do
+            [ "$(stat -c %s "$RT_DIR/out1")" -ge "$K" ] && break
+            i=$((i + 1)); [ $i -gt 20000 ] && fail "self trial $t: the output never reached $K bytes"
+        done
+        kill -9 $dp 2>/dev/null && killed=$((killed + 1))
+        wait $dp 2>/dev/null
+        # a torn last line was not written
+        [ -s "$RT_DIR/out1" ] && [ "$(tail -c 1 "$RT_DIR/out1" | od -An -c | tr -d ' ')" != '\n' ] &&
+            sed -i '$d' "$RT_DIR/out1"
+        i=0
+        until [ "$(reserved)" = 0 ]; do
+            i=$((i + 1)); [ $i -gt 200 ] && fail "self trial $t: reservations never ran out"; sleep 0.05
+        done
+        "$DEDUP" --redis "$U" --name "s$t" --reserve 1s "$RT_DIR/in.txt" > "$RT_DIR/out2" 2> "$RT_DIR/err2" ||
+            fail "self trial $t: rerun: $(cat "$RT_DIR/err2")"
+        [ -z "$(sort "$RT_DIR/out1" | uniq -d)$(sort "$RT_DIR/out2" | uniq -d)" ] || fail "self trial $t: a run wrote a key twice"
+        missing=$(sort -u "$RT_DIR/out1" "$RT_DIR/out2" | comm -13 - "$RT_DIR/distinct.txt" | wc -l)
+        [ "$missing" = 0 ] || fail "self trial $t (killed at $K bytes): $missing distinct keys lost"
+        both=$(sort -u "$RT_DIR/out1" | comm -12 - <(sort -u "$RT_DIR/out2") | wc -l)
+        [ "$both" -le 8192 ] || fail "self trial $t: $both keys written again, more than one batch"
+        echo "self trial $t: killed at $K bytes, $(wc -l < "$RT_DIR/out1") written, $both written again" >&2
+    done
+    [ $killed -gt 0 ] || fail "no trial killed dedup mid-run"
+    echo "nothing_lost self: $T trials, $killed killed mid-run, nothing lost" >&2
+    ;;
+cluster)
+    # 3 masters + 3 replicas; the master of slot 0 killed mid-run with
+    # --wait-replicas 1; the run completes after the failover or exits 1
+    # naming host:port; a rerun then completes the outputs.
+    scheme=$2; T=${3:-3}
+    start_cluster
+    set -- $CLUSTER_PORTS
+    total() {
+        local t=0 p n
+        for p in $CLUSTER_PORTS; do
+            if "$REDIS_CLI" -p "$p" role 2>/dev/null | head -1 | grep -q master; then
+                if [ "$scheme" = keys ]; then
+                    n=$("$REDIS_CLI" -p "$p" dbsize 2>/dev/null)
+                else
+                    n=$("$REDIS_CLI" -p "$p" info stats 2>/dev/null | sed -n 's/^total_commands_processed:\([0-9]*\).*/\1/p' | tr -d '\r')
+                fi
+                [ -n "$n" ] && t=$((t + n))
+            fi
+        done
+        echo $t
+    }
+    t=0; mid=0
+    while [ $t -lt "$T" ]; do
+        t=$((t + 1))
+        master=$(slot0_master "$1")
+        [ -n "$master" ] || fail "no master for slot 0"
+        seeds=""
+        for p in $CLUSTER_PORTS; do [ "$p" != "$master" ] && seeds="$seeds${seeds:+,}127.0.0.1:$p"; done
+        CU="redis-cluster://$seeds"
+        base=$(total)
+        # the event: keys, the output holds K bytes (written batch by batch,
+        # each batch committed: a local check, quicker than a poll of every
+        # master); bitmap, the masters ran K commands
+        dsize=$(wc -c < "$RT_DIR/distinct.txt")
+        if [ "$scheme" = keys ]; then K=$((1 + RANDOM * 32768 % (dsize * 7 / 10))); else K=$((base + 60 + RANDOM % 40)); fi
+        # shellcheck disable=SC2046
+        "$DEDUP" --redis "$CU" $(scheme_args "$scheme") --name "c$t" --wait-replicas 1 --pipeline 8192 \
+            --stats --uncertain "$RT_DIR/unc1" "$RT_DIR/in.txt" > "$RT_DIR/out1" 2> "$RT_DIR/err1" &
+        dp=$!
+        i=0
+        while kill -0 $dp 2>/dev/null; do
+            if [ "$scheme" = keys ]; then
+                [ "$(stat -c %s "$RT_DIR/out1" 2>/dev/null || echo 0)" -ge "$K" ] && break
+            else
+                [ "$(total)" -ge "$K" ] && break
+            fi
+            i=$((i + 1)); [ $i -gt 30000 ] && fail "cluster trial $t: never reached $K"
+        done
+        stop_server "$master"
+        other=$1; [ "$other" = "$master" ] && other=$2
+        await_takeover "$master" "$other"
+        wait $dp; rc=$?
+        touch "$RT_DIR/out1" "$RT_DIR/unc1"
+        case $rc in
+        0) ;;
+        1) grep -q "127.0.0.1:[0-9]" "$RT_DIR/err1" || fail "cluster trial $t: exit 1 without naming host:port: $(cat "$RT_DIR/err1")" ;;
+        *) fail "cluster trial $t: exit $rc: $(cat "$RT_DIR/err1")" ;;
+        esac
+        # the cluster whole again: state ok, every replica in sync
+        for p in $CLUSTER_PORTS; do
+            i=0
+            until "$REDIS_CLI" -p "$p" cluster info 2>/dev/null | grep -q 'cluster_state:ok' &&
+                "$REDIS_CLI" -p "$p" info replication 2>/dev/null | grep -Eq 'role:master|master_link_status:up'; do
+                i=$((i + 1)); [ $i -gt 600 ] && fail "the cluster did not recover"; sleep 0.05
+            done
+        done
+        # shellcheck disable=SC2046
+        "$DEDUP" --redis "$CU" $(scheme_args "$scheme") --name "c$t" "$RT_DIR/in.txt" > "$RT_DIR/out2" \
+            2> "$RT_DIR/err2" || fail "cluster trial $t: rerun: $(cat "$RT_DIR/err2")"
+        check_union "cluster $scheme trial $t (master $master killed, exit $rc)" \
+            "$RT_DIR/out1" "$RT_DIR/unc1" "$RT_DIR/out2"
+        r=$(sed -n 's/^retries: *\([0-9]*\).*/\1/p' "$RT_DIR/err1")
+        [ "$rc" = 1 ] || [ "${r:-0}" -gt 0 ] && mid=$((mid + 1))
+        echo "cluster $scheme trial $t: exit $rc, ${r:-?} retries, $(wc -l < "$RT_DIR/out1") written, $(wc -l < "$RT_DIR/unc1") listed" >&2
+        rm -f "$RT_DIR/out1" "$RT_DIR/unc1" "$RT_DIR/out2"
+    done
+    [ $mid -gt 0 ] || fail "no cluster trial met the failover mid-run"
+    echo "nothing_lost cluster $scheme: $T trials, $mid met the failover mid-run, nothing lost" >&2
+    ;;
+damage)
+    scheme=bitmap
+    start_server "$P"
+    expect_fail() { # LABEL WORD ARGS...: exit 1 and WORD in the message
+        local label=$1 word=$2; shift 2
+        "$DEDUP" --redis "$U" "$@" "$RT_DIR/in.txt" > "$RT_DIR/o" 2> "$RT_DIR/e"
+        local rc=$?
+        [ $rc = 1 ] || fail "$label: exit $rc, not 1 ($(cat "$RT_DIR/e"))"
+        grep -qF -- "$word" "$RT_DIR/e" || fail "$label: the error does not name $word: $(cat "$RT_DIR/e")"
+        [ -s "$RT_DIR/o" ] && [ "$label" != "foreign value" ] && [ "$label" != "foreign type" ] &&
+            fail "$label: records were written"
+        echo "damage: $label: $(head -1 "$RT_DIR/e")" >&2
+    }
+    # a segment deleted (or evicted) under its meta
+    "$DEDUP" --redis "$U" --redis-scheme bitmap -n 50000 --segments 4 --name seg "$RT_DIR/in.txt" > /dev/null ||
+        fail "bitmap run"
+    cli del 'seg:{seg:s2}:g0' > /dev/null
+    expect_fail "deleted segment" 'seg:{seg:s2}:g0' --redis-scheme bitmap --name seg
+    # ... and recreated by a client that knows nothing of sentinels
+    cli setbit 'seg:{seg:s2}:g0' 7 1 > /dev/null
+    expect_fail "recreated segment" 'seg:{seg:s2}:g0' --redis-scheme bitmap --name seg
+    # foreign keys at record key names (readable with --redis-whole-keys)
+    k1=$(sed -n 100p "$RT_DIR/in.txt"); k2=$(sed -n 200p "$RT_DIR/in.txt")
+    [ "$k1" != "$k2" ] || k2=$(sed -n 201p "$RT_DIR/in.txt")
+    "$DEDUP" --redis "$U" --redis-whole-keys --name fk /dev/null || fail "creating fk"
+    cli set "fk:$k1" hello > /dev/null
+    expect_fail "foreign value" "fk:$k1" --redis-whole-keys --name fk
+    cli del "fk:$k1" > /dev/null
+    cli flushall > /dev/null
+    "$DEDUP" --redis "$U" --redis-whole-keys --name fk /dev/null || fail "creating fk"
+    cli rpush "fk:$k2" x > /dev/null
+    expect_fail "foreign type" "fk:$k2" --redis-whole-keys --name fk
+    # NAME:meta damaged: one digit changed, keys and bitmap
+    for s in keys bitmap; do
+        # shellcheck disable=SC2046
+        "$DEDUP" --redis "$U" $(scheme_args $s) --name "dm$s" /dev/null || fail "creating dm$s"
+        m=$(cli hget "dm$s:meta" shape)
+        bad=$(printf '%s' "$m" | sed 's/seed=\([0-9]\)/seed=9\1/')
+        [ "$bad" != "$m" ] || fail "could not damage $m"
+        cli hset "dm$s:meta" shape "$bad" > /dev/null
+        # shellcheck disable=SC2046
+        expect_fail "damaged meta ($s)" "dm$s:meta" $(scheme_args $s) --name "dm$s"
+    done
+    # names of older versions: a format 1 bitmap meta (no checksum, no
+    # sentinels) is still read; a keys name without meta whose keys hold 1
+    # is used with the public seed, and refused (with the hint) without it
+    "$DEDUP" --redis "$U" $(scheme_args bitmap) --name lg --seed 0x9E3779B97F4A7C15 "$RT_DIR/in.txt" > /dev/null ||
+        fail "legacy: creating lg"
+    v1=$(cli hget lg:meta shape | sed 's/^v=2/v=1/; s/ gens=[0-9]*//; s/ sum=[0-9a-f]*$//')
+    cli hset lg:meta shape "$v1" > /dev/null
+    "$DEDUP" --redis "$U" --redis-scheme bitmap --name lg --seed 0x9E3779B97F4A7C15 "$RT_DIR/in.txt" > "$RT_DIR/o" 2> "$RT_DIR/e" ||
+        fail "legacy: a format 1 meta refused: $(cat "$RT_DIR/e")"
+    [ ! -s "$RT_DIR/o" ] || fail "legacy: the format 1 filter forgot its keys"
+    cli set "lk:$k1" 1 > /dev/null
+    echo "$k1" | "$DEDUP" --redis "$U" --redis-whole-keys --name lk --seed 0x9E3779B97F4A7C15 > "$RT_DIR/o" ||
+        fail "legacy: an old keys name with the public seed refused"
+    [ ! -s "$RT_DIR/o" ] || fail "legacy: an old key holding 1 was not taken for seen"
+    cli del lk:meta > /dev/null
+    echo "$k1" | "$DEDUP" --redis "$U" --redis-whole-keys --name lk 2> "$RT_DIR/e" > /dev/null &&
+        fail "legacy: an old key under a name with a secret seed was taken for seen"
+    grep -q "0x9E3779B97F4A7C15" "$RT_DIR/e" || fail "legacy: no hint at the public seed: $(cat "$RT_DIR/e")"
+    echo "damage: legacy names: format 1 bitmap read, old keys name used with the public seed" >&2
+    # the seed: secret and kept; --seed must match it
+    for s in keys bitmap; do
+        # shellcheck disable=SC2046
+        "$DEDUP" --redis "$U" $(scheme_args $s) --name "sd$s" "$RT_DIR/in.txt" > "$RT_DIR/s1" || fail "seed run 1"
+        if [ $s = keys ]; then # every key committed: value 4219, no expiry left
+            left=$(cli eval "local c, n = '0', 0
+repeat
+  local r = redis.call('SCAN', c, 'MATCH', 'sdkeys:*', 'COUNT', 1000)
+  c = r[1]
+  for _, k in ipairs(r[2]) do
+    if k ~= 'sdkeys:meta' and (redis.call('GET', k) ~= '4219' or redis.call('PTTL', k) ~= -1) then n = n + 1 end
+  end
+until c == '0'
+return n" 0)
+            [ "$left" = 0 ] || fail "keys: $left keys left reserved (not committed) after a complete run"
+        fi
+        sd=$(cli hget "sd$s:meta" shape | sed -n 's/.*seed=\([0-9]*\).*/\1/p')
+        [ -n "$sd" ] && [ "$sd" != 11400714819323198485 ] || fail "$s: a new name kept the public seed ($sd)"
+        # shellcheck disable=SC2046
+        "$DEDUP" --redis "$U" $(scheme_args $s) --name "sd$s" "$RT_DIR/in.txt" > "$RT_DIR/s2" || fail "seed run 2"
+        [ ! -s "$RT_DIR/s2" ] || fail "$s: a second run (stored seed) wrote $(wc -l < "$RT_DIR/s2") records again"
+        # shellcheck disable=SC2046
+        expect_fail "other --seed ($s)" "seed=$sd" $(scheme_args $s) --name "sd$s" --seed 7
+        # shellcheck disable=SC2046
+        "$DEDUP" --redis "$U" $(scheme_args $s) --name "sd$s" --seed "$sd" "$RT_DIR/in.txt" > "$RT_DIR/s3" ||
+            fail "$s: --seed equal to the stored one refused"
+        echo "seed: $s name got seed $sd" >&2
+    done
+    ;;
+*) fail "unknown part $what" ;;
+esac
+echo "nothing_lost $what: ok"
