@@ -56,7 +56,7 @@
  *           delete CF.DEL key d (one per key; the module has no multi-delete)
  *   ttl     decide DEDUP.MADD key d...         query DEDUP.EXISTS key d (per key)
  */
-#define _DEFAULT_SOURCE /* getrandom() */
+#define _DEFAULT_SOURCE
 #include "rd.h"
 
 #include <errno.h>
