@@ -30,6 +30,7 @@ PY
     distinct=$(wc -l < "$T/ref")
     # how long one whole run takes here: the kills fall in [0, 1.3 x that]
     local t0 t1 span
+    rm -rf "$T/probe"
     t0=$(date +%s%N)
     "$DEDUP" "${@//STORE/$T/probe}" "$T/in" > /dev/null 2>&1 || fail "$name: a plain run failed"
     t1=$(date +%s%N)
@@ -39,6 +40,7 @@ PY
     while [ $killed -lt "$target" ] && [ $c -lt $((3 * target / kills + 1)) ]; do
         c=$((c + 1))
         local d="$T/st_$c"
+        rm -rf "$d" "$d".dedup-new.* # a fresh store, also when a test runs several modes
         rm -f "$T"/o_*
         for k in $(seq "$kills"); do
             r=$(( (r * 1103515245 + 12345) % 2147483648 ))
