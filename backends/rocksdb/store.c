@@ -8,6 +8,36 @@
  * chunk was that key (the pending table says, since the new ones join it
  * as they are decided); then the chunk is committed (pending.c) unless the
  * caller commits.  Creation and the lock: create.c.
+ *
+ * Why these RocksDB options (dedup/store.h lists them): keys are written
+ * once and never updated, digests are random bytes, and the cost that
+ * matters is the point read of a PRESENT key: an absent key is settled by a
+ * filter probe in memory, a present one walks an index block and a data
+ * block, each a cache miss on random keys.
+ *  - 16 KiB data blocks with binary search and LZ4: a repeat's block is
+ *    usually in the cache, where smaller blocks cost more (4x the cache
+ *    entries, a deeper index search); a hash index inside blocks and no
+ *    compression only pay on cold reads.  LZ4 squeezes the ingested keys'
+ *    zeroed sequence numbers (digests themselves are incompressible); a
+ *    block is decompressed once, when it enters the cache.
+ *  - A full ribbon filter per table (about 30% smaller than Bloom at the
+ *    same rate), whole-key, and a memtable Bloom: an absent key reads no
+ *    data block.
+ *  - absent_screened: with a local filter in front that knows every key,
+ *    the keys reaching the store are repeats plus the filter's false
+ *    positives; a repeat found in the bottom level gains nothing from that
+ *    level's filter, so the filter there is a wasted probe and memory
+ *    (RocksDB's optimize_filters_for_hits).  Upper levels keep theirs.
+ *  - Filters and indexes held by the table readers, never evicted by data
+ *    blocks; a scan (dedup_store_foreach) fills the block cache when the
+ *    tables fit in three quarters of it.
+ *  - Leveled compaction with dynamic level bytes: the smallest space
+ *    amplification for data never overwritten; ingested files of random
+ *    digests overlap every file and land in level 0, and the default
+ *    trigger merges them down soon.
+ *  - MultiGet on keys sorted here (RocksDB's sorted_input skips its own
+ *    sort), walked file by file.
+ * The measurements behind each choice: bench/results/tiers.md.
  */
 #define _GNU_SOURCE /* flock, getrandom, O_DIRECTORY */
 #include "store_int.h"

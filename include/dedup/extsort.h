@@ -84,8 +84,6 @@
  *    same input, plus the runs again per extra merge pass.
  *  - nothing when the distinct keys fit in memory.
  *  - CPU: compressing and decompressing every frame of the spilled streams.
- * Measured figures, and the alternatives built and rejected (among them a
- * keep-bit pass instead of result files): bench/results/extsort.md.
  *
  * RECORDS BY REFERENCE: a caller whose records sit in files it can read
  * again may push references instead of records, as the dedup CLI does for

@@ -30,8 +30,7 @@
  * Why r = 0.9 and not 0.5 (RedisBloom's default): growing from 1,000 to 10M
  * keys at p = 1% with growth 2 takes 14 links; with r = 0.5 the later links
  * pay log2(1/r) = 1 extra bit of rate per link, about 1.44 bits per key
- * each, and the chain needs 47 bits per key; with r = 0.9 it needs 28
- * (measured: bench/results/filters2.md).
+ * each, so the whole chain needs far more bits per key than with r = 0.9.
  * The first link is tighter (p/10) and so about 1.5x the size of a plain
  * filter for p, which only matters while the chain is small.
  *

@@ -91,7 +91,7 @@ dedup_seen_kind dedup_seen_kind_from_name(const char *name);
 /* The kind that keeps files of structure type 'file_type' (dedup/format.h),
  * or 0 when no kind does. */
 dedup_seen_kind dedup_seen_kind_of_file_type(uint32_t file_type);
-/* (added) The structure type a kind saves as (CUCKOO: DEDUP_TYPE_CUCKOO; a
+/* The structure type a kind saves as (CUCKOO: DEDUP_TYPE_CUCKOO; a
  * chain that can grow saves as DEDUP_TYPE_CUCKOO_CHAIN), or 0 when the kind
  * saves nothing of its own. */
 uint32_t dedup_seen_file_type(dedup_seen_kind kind);
@@ -105,7 +105,7 @@ typedef enum dedup_on_full {
                                capacity with DEDUP_ERR_FULL (*done says where) */
     DEDUP_ON_FULL_GROW = 2  /* go on in a scalable chain whose bound stays <= fpr */
 } dedup_on_full;
-/* How each kind applies it (notes added with the implementation):
+/* How each kind applies it:
  * BLOOM / BLOCKED with GROW are a scalable chain from the first key (its
  * first link planned for 'items' at about fpr/2 with the default
  * tightening 0.5), so dedup_seen_kind_of() says SCALABLE and the file is a
@@ -153,7 +153,7 @@ typedef struct dedup_seen_spec {
     const char *tmpdir;     /* NULL: $TMPDIR or /tmp */
     unsigned threads;       /* engine threads; 0 or 1 = the caller's only */
     bool sorted_output;     /* finish() emits in key order rather than first occurrence */
-    /* EXACT_SPILL (added; required by it): where the engine's records go.
+    /* EXACT_SPILL (required by it): where the engine's records go.
      * Those it can emit early (first occurrences while its own table holds
      * them, so that a pipe keeps streaming) arrive during decide(), the rest
      * during finish() (whose 'emit', when not NULL, replaces this one).  A
@@ -161,22 +161,22 @@ typedef struct dedup_seen_spec {
      * DEDUP_ERR_CANCELLED. */
     dedup_seen_emit_fn emit;
     void *emit_ctx;
-    /* EXACT_SPILL with counts (added): finish() emits only the records whose
+    /* EXACT_SPILL with counts: finish() emits only the records whose
      * key occurred once (uniq -u), the engine keeping nothing else for
      * output. */
     bool unique_only;
-    /* EXACT_SPILL (added): when set, a record that is its own key and
+    /* EXACT_SPILL: when set, a record that is its own key and
      * longer than the engine's giant threshold (dedup/extsort.h, "giant
      * records") never enters memory whole: it goes to this callback in
      * pieces ('first' on the first, 'last' on the last, 'count' as for emit),
      * with emit_ctx.  NULL: every record goes to emit whole. */
     int (*emit_piece)(void *ctx, const void *piece, size_t len, bool first, bool last,
                       uint64_t count);
-    /* EXACT_SPILL (added): the allocator of the external engine, which may
+    /* EXACT_SPILL: the allocator of the external engine, which may
      * allocate from its own threads; NULL = the one given to create.  (A
      * caller may give the set an allocator made for one growing object.) */
     const dedup_allocator *engine_alloc;
-    /* EXACT_SPILL (added): keys by reference.  When ref_base
+    /* EXACT_SPILL: keys by reference.  When ref_base
      * is set, every key decide() is given must be a whole record lying in
      * [ref_base, ref_base + ref_span) (a mapped input; the record is its own
      * key, followed by ref_term or ending at one of ref_ends, sorted offsets
@@ -185,7 +185,7 @@ typedef struct dedup_seen_spec {
      * copies; the bytes must stay readable and unchanged until the seen-set
      * is freed.  ref_expected plans it (0 = ref_span / 64).  Nothing else
      * changes: past half of 'memory' it freezes and spills as usual.
-     * With ref_keys (added), each record must lie in the span but its key
+     * With ref_keys, each record must lie in the span but its key
      * may be any byte range of it (a field, a trimmed record: kept by
      * reference with its length) or lie elsewhere (a normalised key whose
      * bytes differ from the file's: copied into the set, as the copying set
@@ -199,7 +199,7 @@ typedef struct dedup_seen_spec {
     size_t ref_nends;
     uint64_t ref_expected;
     bool ref_keys;
-    /* (added) The filters' own shape, for a caller that sets it option by
+    /* The filters' own shape, for a caller that sets it option by
      * option (`dedup filter create`); 0 everywhere keeps the sizing above.
      * 'size' is an exact size rather than one from items or memory: bits
      * for BLOOM (rounded up to a multiple of 64) and BLOCKED (of 512),
@@ -214,7 +214,7 @@ typedef struct dedup_seen_spec {
     bool classic_links;     /* SCALABLE: classic Bloom links (default blocked) */
 } dedup_seen_spec;
 
-/* (added) spec.max_kicks for a cuckoo filter that never relocates. */
+/* spec.max_kicks for a cuckoo filter that never relocates. */
 #define DEDUP_SEEN_NO_KICKS UINT32_MAX
 
 void dedup_seen_spec_init(dedup_seen_spec *spec);
@@ -268,7 +268,7 @@ typedef struct dedup_batch {
 dedup_status dedup_seen_decide(dedup_seen *s, const dedup_batch *batch, dedup_verdict *out,
                                size_t *done);
 
-/* (added) Records batch->n keys without deciding them, for callers that
+/* Records batch->n keys without deciding them, for callers that
  * only fill a set (`dedup filter add`).  For the kinds that count what they
  * hold (COUNTING, CUCKOO) every add is one more occurrence, so a key added
  * twice must be deleted twice; their on_full FAIL is not applied here (a
@@ -299,7 +299,7 @@ dedup_status dedup_seen_delete(dedup_seen *s, const dedup_batch *batch, bool *re
  * permanent here. */
 dedup_status dedup_seen_commit(dedup_seen *s, const dedup_batch *batch);
 
-/* (added) Sets what a fixed-size filter (BLOOM, BLOCKED, COUNTING) does once
+/* Sets what a fixed-size filter (BLOOM, BLOCKED, COUNTING) does once
  * it holds its capacity, from the next decide() on: how a seen-set loaded
  * from a file (which starts with DEDUP_ON_FULL_WARN) gets the caller's
  * choice.  DEDUP_ON_FULL_GROW cannot be given after creation (a chain
@@ -322,7 +322,7 @@ dedup_status dedup_seen_advance(dedup_seen *s, int64_t watermark);
 dedup_status dedup_seen_finish(dedup_seen *s, dedup_seen_emit_fn emit, void *ctx);
 /* Whether any record has been deferred to disk. */
 bool dedup_seen_spilled(const dedup_seen *s);
-/* (added) Deciding one batch on two threads.  An EXACT_SPILL seen-set that
+/* Deciding one batch on two threads.  An EXACT_SPILL seen-set that
  * keeps references (spec.ref_base) splits its keys into two parts by digest
  * (dedup_seen_part_of()); dedup_seen_decide_part(s, b, part, out) decides
  * only the keys of batch 'b' in 'part' (0 or 1), in order, and writes only
@@ -352,7 +352,7 @@ unsigned dedup_seen_parts(const dedup_seen *s);
 unsigned dedup_seen_part_of(dedup_digest d);
 dedup_status dedup_seen_decide_part(dedup_seen *s, const dedup_batch *b, unsigned part,
                                     dedup_verdict *out);
-/* (added) The external engine (dedup/extsort.h) of an EXACT_SPILL seen-set
+/* The external engine (dedup/extsort.h) of an EXACT_SPILL seen-set
  * once it spilled, NULL before and for other kinds: its statistics
  * (dedup_extsort_stats_get) and the cause of an I/O error
  * (dedup_extsort_io_error).  For EXACT_SPILL, dedup_seen_info's items,
@@ -379,14 +379,14 @@ typedef struct dedup_seen_info {
     size_t memory;           /* bytes held, as dedup_seen_memory_usage() */
     uint64_t bits;           /* filter bits / table bytes*8; 0 when not meaningful */
     uint32_t hashes;         /* k, or 0 */
-    /* (added) BITMAP: the integers it covers, inclusive (the spec's
+    /* BITMAP: the integers it covers, inclusive (the spec's
      * range_lo..range_hi, or a loaded file's); both 0 for other kinds */
     uint64_t range_lo, range_hi;
 } dedup_seen_info;
 
 void dedup_seen_get_info(const dedup_seen *s, dedup_seen_info *out);
 
-/* (added) A filter kind's own figures, field by field, for a caller that
+/* A filter kind's own figures, field by field, for a caller that
  * describes the filter (`dedup filter info`) without its structure's
  * header.  A field a kind does not have is 0. */
 typedef struct dedup_seen_filter_info {
@@ -421,7 +421,7 @@ typedef struct dedup_seen_filter_info {
     uint64_t links_capacity;    /* sum of the links' capacities */
 } dedup_seen_filter_info;
 
-/* (added) One sub-filter of a CUCKOO or SCALABLE chain. */
+/* One sub-filter of a CUCKOO or SCALABLE chain. */
 typedef struct dedup_seen_link_info {
     uint64_t capacity, items, bits; /* SCALABLE: n_i, new keys, bits; CUCKOO: items */
     uint32_t hashes;                /* SCALABLE: k_i */
@@ -431,10 +431,10 @@ typedef struct dedup_seen_link_info {
     double load;                    /* CUCKOO */
 } dedup_seen_link_info;
 
-/* (added) Fills *out for a filter kind; DEDUP_ERR_UNSUPPORTED for others.
+/* Fills *out for a filter kind; DEDUP_ERR_UNSUPPORTED for others.
  * May scan the filter (bits set, counters in use). */
 dedup_status dedup_seen_get_filter_info(const dedup_seen *s, dedup_seen_filter_info *out);
-/* (added) Link 'link' (< info.links) of a CUCKOO or SCALABLE chain;
+/* Link 'link' (< info.links) of a CUCKOO or SCALABLE chain;
  * DEDUP_ERR_RANGE past the last, DEDUP_ERR_UNSUPPORTED for other kinds. */
 dedup_status dedup_seen_get_link_info(const dedup_seen *s, uint32_t link,
                                       dedup_seen_link_info *out);
@@ -449,7 +449,7 @@ bool dedup_seen_distinct(const dedup_seen *s, uint64_t *count, bool *exact);
 /* Occurrences of a key so far (spec.counts); 0 when absent or not counted. */
 uint64_t dedup_seen_count_of(const dedup_seen *s, const void *key, size_t len, dedup_digest d);
 
-/* (added) An EXACT_SPILL set not yet given a decide() takes an EXACT set's
+/* An EXACT_SPILL set not yet given a decide() takes an EXACT set's
  * keys (same seed), in their order: a state loaded and carried on by
  * reference; DEDUP_ERR_UNSUPPORTED with counts.
  * dst |= src for kinds that can merge (Bloom, blocked, counting, sets of

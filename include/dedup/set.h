@@ -136,7 +136,7 @@ dedup_status dedup_strset_save(const dedup_strset *set, dedup_sink *sink);
 dedup_status dedup_strset_load(dedup_source src, const dedup_allocator *alloc, dedup_strset **out);
 
 /* ---- Keys by reference ------------------------------------------------------
- * dedup_refset (added for exact dedup of regular files): the keys stay in
+ * dedup_refset: the keys stay in
  * the caller's memory (a mapped input file, or several mapped one after the
  * other), and the set keeps one 8-byte slot per distinct key: the key's
  * offset in that span (40 bits) and 24 bits of its digest.  It holds whole
@@ -150,7 +150,7 @@ dedup_status dedup_strset_load(dedup_source src, const dedup_allocator *alloc, d
  * lives (a mapped file that shrinks raises SIGBUS in the caller; the caller
  * must detect a file that changed).
  *
- * Other keys (added): with params.lengths a slot also keeps its key's
+ * Other keys: with params.lengths a slot also keeps its key's
  * length (8 more bytes), so a key may be any byte range of the span (a
  * field of a record, a record without its blanks).  A key that is not in
  * the span (a normalised key that differs from the file's bytes, a key of a
@@ -189,8 +189,8 @@ typedef struct dedup_refset_params {
     uint64_t expected;       /* planned distinct keys; 0 = span / 64 */
     uint64_t memory_limit;   /* bytes; 0 = none */
     uint64_t seed;           /* the digests' seed (kept for the caller) */
-    bool lengths;            /* (added) keys are any byte ranges: lengths kept */
-    bool counts;             /* (added) count each key's occurrences */
+    bool lengths;            /* keys are any byte ranges: lengths kept */
+    bool counts;             /* count each key's occurrences */
 } dedup_refset_params;
 
 /* Where a key by reference at offset 'off' sorts in first-occurrence order
@@ -221,7 +221,7 @@ dedup_status dedup_refset_insert(dedup_refset *set, uint64_t off, size_t len, de
  * against dedup_refset_memory_limit() themselves. */
 dedup_status dedup_refset_insert_unlimited(dedup_refset *set, uint64_t off, size_t len,
                                            dedup_digest d, dedup_verdict *verdict);
-/* (added) Records a key by copy, wherever its bytes are, with 'seq' its
+/* Records a key by copy, wherever its bytes are, with 'seq' its
  * place in first-occurrence order; as dedup_refset_insert() otherwise
  * ('limited': as dedup_refset_insert(), else as _unlimited()).  A copy
  * equal to a key by reference is that key (DEDUP_DUPLICATE).  Also
@@ -230,17 +230,17 @@ dedup_status dedup_refset_insert_unlimited(dedup_refset *set, uint64_t off, size
 dedup_status dedup_refset_insert_copy(dedup_refset *set, const void *key, size_t len,
                                       dedup_digest d, uint64_t seq, bool limited,
                                       dedup_verdict *verdict);
-/* (added) The key's occurrences (params.counts; else 1 when present), 0
+/* The key's occurrences (params.counts; else 1 when present), 0
  * when absent. */
 uint64_t dedup_refset_count_of(const dedup_refset *set, const void *key, size_t len,
                                dedup_digest d);
-/* (added) Calls fn for every key in first-occurrence order (see above):
+/* Calls fn for every key in first-occurrence order (see above):
  * sorts 24 bytes a key first (*st DEDUP_ERR_NOMEM if it cannot; else
  * DEDUP_OK); stops early if fn returns nonzero and returns that value. */
 typedef int (*dedup_refset_visit)(void *ctx, const void *key, size_t len, uint64_t count);
 int dedup_refset_foreach(const dedup_refset *set, dedup_refset_visit fn, void *ctx,
                          dedup_status *st);
-/* (added) Writes the keys as dedup_strset_save() would (the state format of
+/* Writes the keys as dedup_strset_save() would (the state format of
  * the exact sets).  Errors: the sink's, DEDUP_ERR_NOMEM (the sort above),
  * DEDUP_ERR_LIMIT (a key of 4 GiB or more, as for dedup_strset). */
 dedup_status dedup_refset_save(const dedup_refset *set, dedup_sink *sink);

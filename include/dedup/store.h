@@ -35,63 +35,19 @@
  * naming the reason.  Stores made before seeds were random keep the public
  * seed their marker holds.
  *
- * ---- RocksDB options, chosen for write-once keys ------------------------------
- * Keys are written once and never updated, digests are random bytes, and
- * the cost that matters is the point read of a PRESENT key (a repeat): an
- * absent key is settled by a filter probe in memory, a present one walks an
- * index block and a data block, each step a cache miss on random keys
- * (bench/results/tiers.md: 2-8 us of CPU per present key on the machine
- * measured, against 0.3-0.7 us per absent key).  So:
- *  - 16 KiB data blocks, binary search inside them, LZ4: measured against
- *    4 KiB blocks, a hash index inside each block (RocksDB's
- *    binary_search_and_hash) and no compression, which a cold read favours
- *    (a 4 KiB read, no decompression) -- but a repeat's block is usually in
- *    the cache (below), and there the smaller blocks cost more: 4x the
- *    cache entries and a deeper index search.  Interleaved, 1 M keys in the
- *    cache, present-key MultiGet: 4.10-5.31 CPU s per million keys
- *    (median of 5: 4.17) with these options against 4.04-5.78 (median
- *    5.20) with 4 KiB + hash + none and 4.52-4.98 with 16 KiB + hash + none
- *    (bench/results/tiers.md).  LZ4 squeezes the
- *    ingested keys' zeroed sequence numbers: ~20 B per key on disk instead
- *    of ~28 (digests themselves are incompressible); a block is
- *    decompressed once, when it enters the cache;
- *  - a full ribbon filter per table (10 bits/key Bloom-equivalent, ~1%,
- *    about 30% smaller than Bloom), whole-key, and a memtable Bloom, so an
- *    absent key reads no data block;
- *  - params.absent_screened (the CLI sets it when a filter tier above the
- *    store is owned by this process): RocksDB's optimize_filters_for_hits,
- *    no filter in the bottom level's tables.  With a local filter in front
- *    that knows every key of the store (--rebuild-filter, or a store it
- *    has always fronted) the keys that reach the store are the filter's
- *    "maybe" answers: repeats, plus ~1% false positives.  A repeat found
- *    in the bottom level gains nothing from that level's filter (it would
- *    answer "maybe" and the block is read anyway), so the filter is a
- *    probe and ~1.25 B of memory per key wasted (125 MB per 100 M keys);
- *    the false positives pay one data block read each instead.  Upper
- *    levels and level 0 keep their filters (a repeat is usually in only
- *    one of them).  Without a filter in front (RocksDB alone) half of the
- *    lookups are absent keys, and every level keeps its filter;
- *  - filters and indexes held by the table readers (not in the block
- *    cache), so they are never evicted by data blocks; a block cache for
- *    data blocks (params.block_cache, default 32 MiB) serves the repeats:
- *    size it to the working set (`rocksdb:DIR,cache=1G`).  A scan of the
- *    store (dedup_store_foreach(), a filter's rebuild) fills the cache
- *    when the tables fit in three quarters of it, so the reads that follow
- *    find their blocks in memory;
- *  - leveled compaction with dynamic level bytes: the smallest space
- *    amplification (~1.1x) for data that is never overwritten.  Ingested
- *    files of random digests overlap every other file, so each lands in
- *    level 0 and a present-key read probes the filter of every level-0
- *    file before the one that holds it; the default trigger (4 files)
- *    merges them into the bottom level soon after;
- *  - two background jobs (compaction and flush) -- the machine's cores.
- * Lookups are MultiGet of a chunk (4096 keys), sorted here by key bytes
- * (RocksDB's sorted_input: it skips its own sort; a present-key read of an
- * in-cache store measured 2.7-2.9 us of CPU against 3.5-3.7 unsorted) and
- * walked file by file; with params.read_threads 2 the sorted keys are read
- * in two halves at once, on the caller's thread and a helper thread, so
- * both cores of a 2-core machine read (about the same CPU per key, half
- * the wall time when a core is free).
+ * ---- RocksDB options ----------------------------------------------------------
+ * The options are chosen for write-once keys whose costly operation is the
+ * point read of a present key (a repeat): 16 KiB LZ4 data blocks, a full
+ * ribbon filter per table and a memtable Bloom (an absent key reads no data
+ * block), filters and indexes held by the table readers, a block cache for
+ * data blocks (params.block_cache, default 32 MiB: size it to the working
+ * set), leveled compaction with dynamic level bytes, two background jobs.
+ * params.absent_screened (set when a filter tier above the store knows
+ * every key of the store) drops the bottom level's filters, since the keys
+ * that reach the store are then mostly repeats.  Lookups are one MultiGet
+ * of a chunk (4096 keys) sorted by key bytes; params.read_threads 2 reads
+ * the sorted keys in two halves at once.  backends/rocksdb/store.c gives
+ * the reasons.
  *
  * ---- How keys are written (params.sync) ---------------------------------------
  * Every mode answers from a pending table in memory first: the keys
@@ -105,8 +61,7 @@
  * keys are sorted, written as one table file and ingested by RocksDB whole
  * (IngestExternalFile), and a new log starts.  Why not the memtable:
  * random digests make each skiplist insert a walk over cold cache lines,
- * ~50k keys/s on the machines measured (bench/results/tiers.md), where the
- * sorted file is written sequentially.
+ * where the sorted file is written sequentially.
  *  - DEDUP_STORE_SYNC_BATCH (default): a kill -9 loses no committed key (the
  *    log is in the kernel and the next open replays it); a power loss may
  *    lose the keys since the last ingestion.

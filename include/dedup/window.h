@@ -73,13 +73,11 @@
  *
  * Exact mode: each generation is an ordered open-addressing table of
  * 24-byte entries (digest + kept time) at up to 85% load, compacted when the
- * generation stops being the newest; 29-37 bytes per key in the window at
- * G = 4, depending on where the clock is within a span
- * (bench/results/window.md).  With refresh a renewed key moves to the
- * newest generation and leaves its slot in an older table, which is
- * rebuilt at its size once it falls below 65% load: about 43 bytes per key
- * measured with 100,000 keys each back every half window on average (31
- * without refresh on the same stream).  A lookup probes each generation that
+ * generation stops being the newest; dedup_window_memory_usage() reports what
+ * it takes, which depends on where the clock is within a span.  With
+ * refresh a renewed key moves to the newest generation and leaves its slot
+ * in an older table, which is rebuilt at its size once it falls below 65%
+ * load.  A lookup probes each generation that
  * can hold a time within D of u: at most G + 1 in order, at most 2G + 1 out
  * of order.  Tables of 8 MB and more are advised to use huge pages
  * (madvise, Linux), which removes a TLB miss from each probe.
