@@ -6,6 +6,9 @@
 . "$(dirname "$0")/lib.sh"
 T=$1
 MOD=${2:-}
+# one seed for the whole test, printed; the test binary takes it too
+test_seed
+export DEDUP_TEST_SEED=$SEED
 if [ -n "$MOD" ]; then start_cluster --loadmodule "$MOD"; else start_cluster; fi
 set -- $CLUSTER_PORTS
 "$T" keys "$CLUSTER_URL" || fail "keys"
@@ -24,7 +27,7 @@ grep -q "is not a cluster node" "$RT_DIR/err2" || fail "no clear message: $(cat 
 if [ -n "${DEDUP:-}" ]; then
     python3 -c 'import random, sys
 r = random.Random(int(sys.argv[1]))
-for _ in range(100000): print("id-%d" % r.randrange(60000))' "${DEDUP_TEST_SEED:-$RANDOM}" > "$RT_DIR/in.txt"
+for _ in range(100000): print("id-%d" % r.randrange(60000))' "$SEED" > "$RT_DIR/in.txt"
     sort -u "$RT_DIR/in.txt" > "$RT_DIR/distinct.txt"
     split -n l/2 "$RT_DIR/in.txt" "$RT_DIR/half."
     D=$(wc -l < "$RT_DIR/distinct.txt")
