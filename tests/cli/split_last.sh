@@ -28,6 +28,10 @@ B=$((1 << 20))
     for last in 1 2; do
         for size in $last $((B + 1)); do echo "$size $last nul"; done
     done
+    # a first record of 2 MiB - 1 bytes whose terminator is the last byte of
+    # block 1: no record starts in that block (the next one starts exactly
+    # at block 2)
+    echo "$((2 * B + 500)) 1 nl-long"
 } | sort -u > "$T/cases"
 # each input: records of 0..40 bytes (seeded), the last one LASTLEN bytes
 # long and without terminator; beside it the same with its terminator
@@ -36,11 +40,15 @@ import random, sys
 seed, d = int(sys.argv[1]), sys.argv[2]
 for line in open(sys.argv[3]):
     size, last, term = line.split()
+    long_first = term.endswith("-long")
+    term = term.replace("-long", "")
     size, last = int(size), int(last)
     t = b"\n" if term == "nl" else b"\0"
     r = random.Random(seed * 1000003 + size * 131 + last)
     body = size - last  # bytes before the last record, ending with a terminator
     out = bytearray()
+    if long_first:
+        out += b"L" * ((2 << 20) - 1) + t
     while len(out) < body:
         room = body - len(out)
         n = min(room - 1, r.randint(0, 40))
@@ -55,6 +63,7 @@ PY
 cases=0
 : > "$T/routed"
 while read -r size last term; do
+    term=${term%-long}
     z=""
     [ "$term" = nul ] && z="-z"
     in="$T/in-$size-$last-$term"
