@@ -16,7 +16,7 @@ export DEDUP_TEST_SEED=$SEED
 # the EXIT trap)
 start_proxy() {
     Q=$(free_port)
-    rm -f "$RT_DIR/proxy.ready"
+    rm -f "$RT_DIR/proxy.ready" "$RT_DIR/proxy.ready.cut"
     python3 "$(dirname "$0")/proxy.py" "$Q" "$1" 3000 "$RT_DIR/proxy.ready" ${2:+"after=$2"} &
     RT_PIDS="$RT_PIDS $!"
     local i=0
@@ -45,6 +45,9 @@ done
 # the command line's filter operations on a Redis filter, through the proxy
 n=4000
 seq 1 $n | sed 's/^/f/' > "$RT_DIR/keys"
+lost_here() { # lost_here WHAT: the proxy did cut a reply (else the case tested nothing)
+    [ -e "$RT_DIR/proxy.ready.cut" ] || { echo "FAIL: $1: no reply was lost" >&2; failed="$failed $1"; }
+}
 filter_case() { # filter_case PORT NAME TYPE: add, query, del through a fresh proxy each,
     # cut in the replies of the command itself (the CLI's open sends others first)
     local port=$1 u="redis://127.0.0.1:$1/4/$2" out add=BITFIELD query=BITFIELD
@@ -53,12 +56,14 @@ filter_case() { # filter_case PORT NAME TYPE: add, query, del through a fresh pr
     start_proxy "$port" $add
     $DEDUP filter add "redis://127.0.0.1:$Q/4/$2" < "$RT_DIR/keys" 2> "$RT_DIR/err" ||
         echo "filter add ($3) through the proxy failed: $(cat "$RT_DIR/err")" >&2
+    lost_here "filter add ($3)"
     out=$($DEDUP filter query "$u" -c < "$RT_DIR/keys")
     [ "$out" = $n ] || { echo "FAIL: filter add ($3): $out of $n keys present" >&2; failed="$failed filter-add-$3"; }
     start_proxy "$port" $query
     out=$($DEDUP filter query "redis://127.0.0.1:$Q/4/$2" -c < "$RT_DIR/keys" 2> "$RT_DIR/err")
     [ "$out" = $n ] || { echo "FAIL: filter query ($3) through the proxy: $out of $n present: $(cat "$RT_DIR/err")" >&2
                          failed="$failed filter-query-$3"; }
+    lost_here "filter query ($3)"
     [ "$3" = cuckoo ] || return 0
     start_proxy "$port" CF.DEL
     if ! $DEDUP filter del "redis://127.0.0.1:$Q/4/$2" < "$RT_DIR/keys" 2> "$RT_DIR/err"; then
@@ -67,6 +72,7 @@ filter_case() { # filter_case PORT NAME TYPE: add, query, del through a fresh pr
             failed="$failed filter-del"
         fi
     fi
+    lost_here "filter del"
 }
 filter_case "$P" fb blocked
 [ -n "$MOD" ] && filter_case "$M" fc cuckoo

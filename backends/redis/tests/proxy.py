@@ -10,6 +10,7 @@ name such as CF.DEL, case-sensitive); from then on that connection's
 replies are forwarded for CUT more bytes only, then both sides are closed
 (once: later connections are relayed whole).  So the cut lands in the
 replies of the command under test, whatever the client sent before it.
+READY_FILE.cut is created when replies are cut.
 Usage: proxy.py LISTEN_PORT UPSTREAM_PORT CUT READY_FILE [gone] [after=TOKEN]
 (exits after 120 s)"""
 import socket
@@ -69,6 +70,7 @@ def replies(a, b, conn, done):
             limit = conn.limit
             if limit is not None and conn.sent + len(data) > limit:
                 b.sendall(data[: max(0, limit - conn.sent)])
+                open(sys.argv[4] + ".cut", "w").close()  # a reply was lost
                 time.sleep(0.2)  # let the server run every request
                 break
             b.sendall(data)
