@@ -653,10 +653,15 @@ dedup_status rd_module_delete(dedup_redis *r, const dedup_batch *b, bool *remove
                                                              : DEDUP_ERR_NOMEM;
     if (st == DEDUP_OK)
         st = per_key(r, b, "CF.DEL", true, ints, lost);
-    /* A delete resent after a lost reply that now finds nothing was most
-     * likely done by the first attempt. */
+    /* After a lost reply nothing is certainly absent: a resent delete that
+     * finds nothing was most likely done by its first attempt, and one that
+     * finds something may have taken the copy of another key of the batch
+     * sharing its fingerprint, whose own delete then finds nothing. */
+    bool any_lost = false;
     for (size_t i = 0; i < b->n && st == DEDUP_OK; i++)
-        removed[i] = ints[i] == 1 || (ints[i] == 0 && lost[i]);
+        any_lost |= lost[i];
+    for (size_t i = 0; i < b->n && st == DEDUP_OK; i++)
+        removed[i] = ints[i] == 1 || any_lost;
     free(count);
     free(first);
     free(last);

@@ -346,9 +346,13 @@ dedup_status dedup_redis_query(dedup_redis *r, const dedup_batch *batch, dedup_v
 dedup_status dedup_redis_add(dedup_redis *r, const dedup_batch *batch, dedup_verdict *out);
 
 /* Module scheme with the cuckoo filter: deletes one copy of each key of
- * 'batch' (CF.DEL, pipelined, one command per key); removed[i] is true when
- * it was found (a delete resent after a lost reply that finds nothing is
- * counted as removed: the first attempt most likely did it).  Delete only
+ * 'batch' (CF.DEL, pipelined, one command per key); removed[i] is false
+ * only when key i was certainly absent.  After a lost reply the deletes
+ * without a reply are sent again, and a resent delete may find its key gone
+ * (its first attempt did it) or remove a copy of another key of the batch
+ * with the same fingerprint (whose own delete then finds nothing): so when
+ * any reply of the call was lost, every key of it is reported removed
+ * (what was asked is done; which copy went where is unknown).  Delete only
  * keys that were added: a key never added may share a fingerprint with one
  * that was, and deleting it removes that one (a false negative for it).
  * DEDUP_ERR_UNSUPPORTED for other schemes and for the Bloom filter.

@@ -151,7 +151,11 @@ echo "lost: $u uncertain records written aside" >&2
 S=$(free_port)
 start_server "$S"
 mkfifo "$RT_DIR/fifo"
-( cat "$RT_DIR/distinct.txt"; sleep 5; sed 's/^/b/' "$RT_DIR/distinct.txt" ) > "$RT_DIR/fifo" &
+# the second part only once the server is stopped (an event, not a time)
+( cat "$RT_DIR/distinct.txt"
+  i=0
+  until [ -e "$RT_DIR/stopped" ]; do i=$((i + 1)); [ $i -gt 1200 ] && exit 1; sleep 0.05; done
+  sed 's/^/b/' "$RT_DIR/distinct.txt" ) > "$RT_DIR/fifo" &
 RT_PIDS="$RT_PIDS $!"
 "$DEDUP" --redis "redis://127.0.0.1:$S" -o "$RT_DIR/mid.out" "$RT_DIR/fifo" 2> "$RT_DIR/mid.err" &
 dp=$!
@@ -161,6 +165,7 @@ until [ "$("$REDIS_CLI" -p "$S" dbsize 2>/dev/null || echo 0)" -ge "$D" ]; do
     i=$((i + 1)); [ $i -gt 600 ] && fail "server stopped: the first part was never decided"; sleep 0.1
 done
 stop_server "$S"
+touch "$RT_DIR/stopped"
 wait $dp
 rc=$?
 [ $rc = 1 ] && grep -q "127.0.0.1:$S" "$RT_DIR/mid.err" || fail "server stopped: exit $rc: $(cat "$RT_DIR/mid.err")"

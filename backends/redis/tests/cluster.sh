@@ -6,6 +6,9 @@
 . "$(dirname "$0")/lib.sh"
 T=$1
 MOD=${2:-}
+# one seed for the whole test, printed; the test binary takes it too
+test_seed
+export DEDUP_TEST_SEED=$SEED
 if [ -n "$MOD" ]; then start_cluster --loadmodule "$MOD"; else start_cluster; fi
 set -- $CLUSTER_PORTS
 "$T" keys "$CLUSTER_URL" || fail "keys"

@@ -51,6 +51,15 @@ static uint64_t rnd(void)
     return z ^ (z >> 31);
 }
 
+/* A monotonic clock in milliseconds: a check that only holds within a time
+ * is judged only when the process did not stall past it. */
+static double mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
 /* A unique name per run so reruns against one server never meet old keys. */
 static char run_name[64];
 
@@ -327,9 +336,12 @@ static void test_ttl(const char *url)
     input in = make_input(200, 1000000000, o.seed);
     dedup_verdict v[200];
     dedup_batch b = slice(&in, 0, 100);
+    double t0 = mono_ms();
     CHECK(dedup_redis_decide(r, &b, v, NULL) == DEDUP_OK, "decide");
     long long t = pttl(url, name, in.d[0]);
-    CHECK(t > 0 && t <= 400, "reserved key's PTTL %lld, want (0, 400]", t);
+    /* (gone already only if this process stalled past the reservation) */
+    CHECK((t > 0 && t <= 400) || (t == -2 && mono_ms() - t0 > 400),
+          "reserved key's PTTL %lld, want (0, 400]", t);
     /* Commit the first 50 only: they get the TTL; the other 50 die. */
     b = slice(&in, 0, 50);
     CHECK(dedup_redis_commit(r, &b) == DEDUP_OK, "commit");
@@ -471,6 +483,7 @@ static void test_bitmap_ttl(const char *url)
     input in = make_input(2000, 1ull << 60, o.seed);
     dedup_verdict v[2000];
     dedup_batch b = slice(&in, 0, 2000);
+    double t0 = mono_ms();
     CHECK(dedup_redis_decide(r, &b, v, NULL) == DEDUP_OK, "decide: %s", dedup_redis_last_error(r));
     size_t news = 0;
     for (int i = 0; i < 2000; i++)
@@ -479,7 +492,11 @@ static void test_bitmap_ttl(const char *url)
     struct timespec ts = {0, 500 * 1000000L}; /* past at least one generation */
     nanosleep(&ts, NULL);
     CHECK(dedup_redis_decide(r, &b, v, NULL) == DEDUP_OK, "decide");
-    check_all(v, 2000, DEDUP_NEW, false, "forgotten within its TTL");
+    /* judged only when this process did not stall past the TTL meanwhile */
+    if (mono_ms() - t0 < 1200)
+        check_all(v, 2000, DEDUP_NEW, false, "forgotten within its TTL");
+    else
+        fprintf(stderr, "bitmap ttl: stalled past the TTL, 'remembered' not judged\n");
     struct timespec ts2 = {2, 200 * 1000000L}; /* past ttl * (1 + 1/G) */
     nanosleep(&ts2, NULL);
     CHECK(dedup_redis_query(r, &b, v) == DEDUP_OK, "query");
