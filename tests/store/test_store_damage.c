@@ -232,6 +232,53 @@ static bool skip_file(const char *name)
            strcmp(name, "dedup.lock") == 0;
 }
 
+/* The pending log's other damage, beyond one byte and a cut: a zeroed
+ * block (64 bytes at every 16th position past the header, as a disk that
+ * lost a sector or a file system that zero-fills after a crash leaves it)
+ * and a record repeated (each record appended again at the end, and the
+ * first record written twice in a row).  Each must be refused or leave
+ * every key there.  The layout (pending.c): a 32-byte header, then records
+ * of a 32-byte header whose first u32 is the payload's bytes. */
+static void log_damage_cases(size_t f, const char *work, tu_rng *r)
+{
+    const unsigned char *d = files[f].data;
+    size_t len = files[f].len, starts[64], nrec = 0;
+    for (size_t at = 32; at + 32 <= len && nrec < 64;) {
+        starts[nrec++] = at;
+        at += 32 + ((size_t)d[at] | (size_t)d[at + 1] << 8 | (size_t)d[at + 2] << 16 |
+                    (size_t)d[at + 3] << 24);
+    }
+    if (nrec < 2)
+        die("the pending log holds fewer than 2 records");
+    unsigned char *buf = malloc(2 * len);
+    if (!buf)
+        die("malloc");
+    uint64_t before = failures;
+    size_t phase = (size_t)tu_below(r, 16), zeroed = 0;
+    for (size_t pos = 32 + phase; pos < len; pos += 16, zeroed++) {
+        memcpy(buf, d, len);
+        memset(buf + pos, 0, len - pos < 64 ? len - pos : 64);
+        lay_out(work, f, buf, len);
+        check(work, "dedup-pending.log with 64 bytes zeroed", pos, false);
+    }
+    for (size_t i = 0; i < nrec; i++) {
+        size_t end = i + 1 < nrec ? starts[i + 1] : len;
+        memcpy(buf, d, len);
+        memcpy(buf + len, d + starts[i], end - starts[i]);
+        lay_out(work, f, buf, len + end - starts[i]);
+        check(work, "dedup-pending.log with a record repeated at its end", starts[i], false);
+    }
+    size_t end0 = starts[1];
+    memcpy(buf, d, end0);
+    memcpy(buf + end0, d + starts[0], end0 - starts[0]);
+    memcpy(buf + end0 + (end0 - starts[0]), d + end0, len - end0);
+    lay_out(work, f, buf, len + end0 - starts[0]);
+    check(work, "dedup-pending.log with its first record twice", starts[0], false);
+    printf("%-24s %zu zeroed blocks, %zu records repeated: %llu failure(s)\n",
+           "dedup-pending.log", zeroed, nrec + 1, (unsigned long long)(failures - before));
+    free(buf);
+}
+
 int main(void)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -289,6 +336,8 @@ int main(void)
         printf("%-24s %7zu bytes, %5zu positions%s: %llu failure(s)\n", files[f].name, len, npos,
                every ? " (every one)" : "", (unsigned long long)(failures - before));
         free(buf);
+        if (is_log)
+            log_damage_cases(f, work, &r);
     }
     printf("%llu cases: %llu refused, %llu torn log tails reported, %llu failures\n",
            (unsigned long long)cases, (unsigned long long)refused, (unsigned long long)torn,
