@@ -146,7 +146,10 @@ for t in $(seq 1 "$TRIALS"); do
     lost=$(( M - $(wc -l < "$o.all") ))
     echo "trial $t ($filter, kill ${delay} ms after the first output, run on: $on): exit $rc, $(wc -l < "$o.out") out, $(wc -l < "$o.unc") uncertain, $(wc -l < "$o.re") on rerun, $lost lost" >&2
     lost_total=$((lost_total + lost))
-    [ "$lost" = 0 ] || fail "trial $t ($filter): $lost keys neither output nor listed: $(head -3 "$o.err")"
+    if [ "$lost" != 0 ]; then
+        sort "$RT_DIR/big.txt" | comm -23 - "$o.all" | head -5 > "$o.lost"
+        fail "trial $t ($filter): $lost keys neither output nor listed (first ones: $(tr '\n' ' ' < "$o.lost")): $(head -3 "$o.err")"
+    fi
 done
 echo "cli_module: ok ($TRIALS kill trials, $hits while the run was on, $lost_total lost)" >&2
 [ "$TRIALS" = 0 ] || [ "$hits" -gt 0 ] || fail "no kill landed while a run was on"
