@@ -133,8 +133,9 @@ void dedup_bloom_clear(dedup_bloom *bf);
 /* ---- Set algebra -----------------------------------------------------------
  * dst becomes dst OR src (union: answers like a filter of both key sets) or
  * dst AND src (intersection: may answer yes for keys in only one set, never
- * no for a key in both).  DEDUP_ERR_INCOMPATIBLE unless kind, bits, k and
- * seed are equal. */
+ * no for a key in both).  DEDUP_ERR_INCOMPATIBLE unless kind, bits, k,
+ * seed and probe scheme (a classic filter loaded from a scheme-0 file) are
+ * equal. */
 dedup_status dedup_bloom_union(dedup_bloom *dst, const dedup_bloom *src);
 dedup_status dedup_bloom_intersect(dedup_bloom *dst, const dedup_bloom *src);
 
