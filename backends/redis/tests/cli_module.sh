@@ -95,7 +95,9 @@ stop_server "$P"
 # and goes on: lost replies), in even ones only after the run gave up (about
 # 7 s of retries: the run fails mid-batch); then a rerun.  The filters are
 # sized so a false drop is unlikely (-p 1e-7; the cuckoo's rate is the
-# module's CF_ERROR_RATE).
+# module's CF_ERROR_RATE): about 0.0002 expected per Bloom trial (8 shards
+# of 443,540 bits, k = 24, 12,500 keys each) and 0.0014 per cuckoo trial
+# (28-bit fingerprints, buckets of 4); a false drop is a key lost here.
 TRIALS=${TRIALS:-4}
 M=100000
 MODARGS=(--loadmodule "$DEDUP_MODULE" CF_ERROR_RATE 0.0000001 --appendonly yes --appendfsync always)
