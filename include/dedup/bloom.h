@@ -9,7 +9,10 @@
  *
  *  - DEDUP_BLOOM_CLASSIC: m bits, k probes spread over the whole array by
  *    enhanced double hashing of the digest (h1 = lo, h2 = hi; probe i at
- *    h1 + i*h2 + (i^3 - i)/6, mapped onto [0, m) by multiply-shift).  Sized by
+ *    h1 + i*h2 + (i^3 - i)/6, mapped onto [0, m) by multiply-shift, plus
+ *    i(i+1)/2 bits mod m, so the probes of every digest spread; a filter
+ *    loaded from a file of probe scheme 0 keeps that scheme's probes,
+ *    without the added term: see docs/FORMAT.md).  Sized by
  *    m = ceil(-n ln p / (ln 2)^2), k = round((m/n) ln 2), at least 1.  Each
  *    key touches up to k cache lines.
  *
@@ -130,8 +133,9 @@ void dedup_bloom_clear(dedup_bloom *bf);
 /* ---- Set algebra -----------------------------------------------------------
  * dst becomes dst OR src (union: answers like a filter of both key sets) or
  * dst AND src (intersection: may answer yes for keys in only one set, never
- * no for a key in both).  DEDUP_ERR_INCOMPATIBLE unless kind, bits, k and
- * seed are equal. */
+ * no for a key in both).  DEDUP_ERR_INCOMPATIBLE unless kind, bits, k,
+ * seed and probe scheme (a classic filter loaded from a scheme-0 file) are
+ * equal. */
 dedup_status dedup_bloom_union(dedup_bloom *dst, const dedup_bloom *src);
 dedup_status dedup_bloom_intersect(dedup_bloom *dst, const dedup_bloom *src);
 

@@ -4,10 +4,21 @@
  * Both layouts keep their bits in one array of 64-bit words, 64-byte
  * aligned, and derive every index from the key's 128-bit digest:
  *
- *  classic  probe i at reduce(lo + i*hi + (i^3 - i)/6, m), computed
- *           incrementally (x += y; y += i + 1), i.e. enhanced double hashing.
- *           m is used exactly as sized; the last word's bits at and above m
- *           are never set (and a loader rejects a file that sets them).
+ *  classic  enhanced double hashing, in one of two probe schemes kept in
+ *           the file (the params' last word; a loaded filter keeps its own):
+ *           0 (files written before scheme 1): probe i at
+ *             reduce(lo + i*hi + (i^3 - i)/6, m), the sums in 2^64, computed
+ *             incrementally (x += y; y += i + 1).  The increments are nothing
+ *             against 2^64 / m, so a digest whose step hi * m / 2^64 lies
+ *             within a bit of 0 (or of m*a/j for a small j) puts its k probes
+ *             on 1 (j) bits: a false-positive floor of about 1 / (m k), far
+ *             above a tiny p.
+ *           1 (every filter created now): probe i at
+ *             (reduce(lo + i*hi + (i^3 - i)/6, m) + i(i + 1)/2) mod m: the
+ *             triangular term, in whole bits, spreads the probes of any step.
+ *             (Reducing lo and hi to bits first and stepping mod m would
+ *             spread them too, but two keys would then share all k probes
+ *             with probability 1/m^2, another floor near n/m^2 per key.)
  *  blocked  block = reduce(lo, m/512); bit i of the key inside the block at
  *           (hi * SALT[i]) >> 55, i < k <= 16.
  *
@@ -35,6 +46,9 @@
 #define BLOCK_WORDS 8u
 #define BLOCKED_MAX_K 16u
 #define PARAMS_LEN 32u
+/* The classic probe schemes (the top of the file), the params' last word. */
+#define CLASSIC_PROBE_LEGACY 0u
+#define CLASSIC_PROBE_SPREAD 1u
 
 /* Odd multipliers for the in-block positions (splitmix64 outputs, low bit
  * forced).  Pinned: changing one changes every blocked filter file. */
@@ -56,6 +70,7 @@ struct dedup_bloom {
     double fpr;        /* p asked for */
     uint64_t seed;
     uint32_t k;
+    uint32_t probe;    /* classic: CLASSIC_PROBE_* (the params' last word) */
     dedup_bloom_kind kind;
     bool thread_safe;
     dedup_allocator alloc;
@@ -496,6 +511,7 @@ static dedup_status bloom_alloc(dedup_bloom_kind kind, uint64_t bits, uint32_t k
     bf->fpr = fpr;
     bf->seed = seed;
     bf->k = k;
+    bf->probe = kind == DEDUP_BLOOM_CLASSIC ? CLASSIC_PROBE_SPREAD : 0;
     bf->kind = kind;
     bf->thread_safe = thread_safe;
     *out = bf;
@@ -584,68 +600,97 @@ static inline uint64_t load_word(const uint64_t *w, bool ts)
 
 /* ---- classic ---- */
 
+/* One key's probe sequence (see the top of the file). */
+typedef struct cprobe {
+    uint64_t x, y, t, m;
+    bool spread;
+} cprobe;
+
+static inline cprobe cp_start(const dedup_bloom *bf, dedup_digest d)
+{
+    return (cprobe){d.lo, d.hi, 0, bf->bits, bf->probe == CLASSIC_PROBE_SPREAD};
+}
+
+static inline uint64_t cp_bit(const cprobe *p)
+{
+    uint64_t b = dedup_reduce(p->x, p->m);
+    if (p->spread) { /* b, t < m <= DEDUP_MAX_BITS: no wrap in 64 bits */
+        b += p->t;
+        if (b >= p->m)
+            b -= p->m;
+    }
+    return b;
+}
+
+/* To probe i + 1 after probe i. */
+static inline void cp_next(cprobe *p, uint32_t i)
+{
+    p->x += p->y;
+    p->y += i + 1;
+    if (p->spread) {
+        p->t += i + 1;
+        if (p->t >= p->m)
+            p->t %= p->m;
+    }
+}
+
 static inline void classic_add(dedup_bloom *bf, dedup_digest d)
 {
-    uint64_t x = d.lo, y = d.hi, m = bf->bits;
+    cprobe p = cp_start(bf, d);
     uint64_t *w = bf->words;
     uint32_t k = bf->k;
     if (bf->thread_safe) {
         for (uint32_t i = 0; i < k; i++) {
-            uint64_t b = dedup_reduce(x, m);
+            uint64_t b = cp_bit(&p);
             __atomic_fetch_or(&w[b >> 6], UINT64_C(1) << (b & 63), __ATOMIC_RELAXED);
-            x += y;
-            y += i + 1;
+            cp_next(&p, i);
         }
     } else {
         for (uint32_t i = 0; i < k; i++) {
-            uint64_t b = dedup_reduce(x, m);
+            uint64_t b = cp_bit(&p);
             w[b >> 6] |= UINT64_C(1) << (b & 63);
-            x += y;
-            y += i + 1;
+            cp_next(&p, i);
         }
     }
 }
 
 static inline bool classic_query(const dedup_bloom *bf, dedup_digest d)
 {
-    uint64_t x = d.lo, y = d.hi, m = bf->bits;
+    cprobe p = cp_start(bf, d);
     const uint64_t *w = bf->words;
     uint32_t k = bf->k;
     bool ts = bf->thread_safe;
     for (uint32_t i = 0; i < k; i++) {
-        uint64_t b = dedup_reduce(x, m);
+        uint64_t b = cp_bit(&p);
         if (!(load_word(&w[b >> 6], ts) >> (b & 63) & 1))
             return false;
-        x += y;
-        y += i + 1;
+        cp_next(&p, i);
     }
     return true;
 }
 
 static inline bool classic_test_and_add(dedup_bloom *bf, dedup_digest d)
 {
-    uint64_t x = d.lo, y = d.hi, m = bf->bits;
+    cprobe p = cp_start(bf, d);
     uint64_t *w = bf->words;
     uint32_t k = bf->k;
     uint64_t all = 1;
     if (bf->thread_safe) {
         for (uint32_t i = 0; i < k; i++) {
-            uint64_t b = dedup_reduce(x, m);
+            uint64_t b = cp_bit(&p);
             uint64_t bit = UINT64_C(1) << (b & 63);
             uint64_t old = __atomic_fetch_or(&w[b >> 6], bit, __ATOMIC_RELAXED);
             all &= (old & bit) != 0;
-            x += y;
-            y += i + 1;
+            cp_next(&p, i);
         }
     } else {
         for (uint32_t i = 0; i < k; i++) {
-            uint64_t b = dedup_reduce(x, m);
+            uint64_t b = cp_bit(&p);
             uint64_t bit = UINT64_C(1) << (b & 63);
             uint64_t old = w[b >> 6];
             all &= (old & bit) != 0;
             w[b >> 6] = old | bit;
-            x += y;
-            y += i + 1;
+            cp_next(&p, i);
         }
     }
     return all != 0;
@@ -796,18 +841,16 @@ static inline void prefetch_block(const dedup_bloom *bf, dedup_digest d, bool wr
 static inline void prefetch_classic(const dedup_bloom *bf, const dedup_digest *d, size_t n,
                                     bool write)
 {
-    uint64_t m = bf->bits;
     uint32_t k = bf->k;
     for (size_t i = 0; i < n; i++) {
-        uint64_t x = d[i].lo, y = d[i].hi;
+        cprobe pr = cp_start(bf, d[i]);
         for (uint32_t j = 0; j < k; j++) {
-            const uint64_t *p = &bf->words[dedup_reduce(x, m) >> 6];
+            const uint64_t *p = &bf->words[cp_bit(&pr) >> 6];
             if (write)
                 DD_PREFETCH_W(p);
             else
                 DD_PREFETCH(p);
-            x += y;
-            y += j + 1;
+            cp_next(&pr, j);
         }
     }
 }
@@ -942,7 +985,8 @@ void dedup_bloom_clear(dedup_bloom *bf)
 
 static bool same_shape(const dedup_bloom *a, const dedup_bloom *b)
 {
-    return a->kind == b->kind && a->bits == b->bits && a->k == b->k && a->seed == b->seed;
+    return a->kind == b->kind && a->bits == b->bits && a->k == b->k && a->seed == b->seed &&
+           a->probe == b->probe;
 }
 
 dedup_status dedup_bloom_union(dedup_bloom *dst, const dedup_bloom *src)
@@ -982,7 +1026,7 @@ static void encode_params(const dedup_bloom *bf, unsigned char p[PARAMS_LEN])
     dedup_put_f64(p + 8, bf->fpr);
     dedup_put_u64(p + 16, bf->bits);
     dedup_put_u32(p + 24, bf->k);
-    dedup_put_u32(p + 28, 0);
+    dedup_put_u32(p + 28, bf->probe);
 }
 
 dedup_status dedup_bloom_save(const dedup_bloom *bf, dedup_sink *sink)
@@ -1048,8 +1092,8 @@ dedup_status dedup_bloom_load(dedup_source src, const dedup_allocator *alloc, de
     double fpr = dedup_get_f64(p + 8);
     uint64_t bits = dedup_get_u64(p + 16);
     uint32_t k = dedup_get_u32(p + 24);
-    uint32_t reserved = dedup_get_u32(p + 28);
-    if (reserved != 0 || k == 0 || k > max_k(kind) ||
+    uint32_t probe = dedup_get_u32(p + 28);
+    if (probe > (kind == DEDUP_BLOOM_CLASSIC ? CLASSIC_PROBE_SPREAD : 0) || k == 0 || k > max_k(kind) ||
         !(fpr == 0.0 || (fpr >= DEDUP_MIN_FPR && fpr < 1.0)) || bits == 0 ||
         (kind == DEDUP_BLOOM_BLOCKED && bits % BLOCK_BITS != 0)) {
         s = DEDUP_ERR_CORRUPT;
@@ -1067,6 +1111,7 @@ dedup_status dedup_bloom_load(dedup_source src, const dedup_allocator *alloc, de
     s = bloom_alloc(kind, bits, k, capacity, fpr, dec->header.seed, false, &a, &bf);
     if (s)
         goto done;
+    bf->probe = probe;
     s = dedup_decoder_read_u64s(dec, bf->words, (size_t)nwords);
     if (!s)
         s = dedup_decoder_end(dec);

@@ -348,7 +348,8 @@ static dedup_status bloom_merge(void *dst, const void *src, char *why, size_t wh
         return DEDUP_ERR_INCOMPATIBLE;
     dedup_status st = dedup_bloom_union(d->st, s->st);
     if (st == DEDUP_ERR_INCOMPATIBLE)
-        ddi_seen_why(why, whycap, "the two filters differ in size, probes or seed");
+        ddi_seen_why(why, whycap, "the two filters differ in probe scheme (one file was written "
+                                 "before probe scheme 1): rebuild the older one");
     if (!st) {
         bool known;
         uint64_t e = round_estimate(dedup_bloom_estimate_count(d->st), &known);

@@ -618,7 +618,8 @@ static void test_load_validation(void **state)
         {2, 0, 0.0, cbits, 7, 0, cpay, DEDUP_OK},                /* fpr 0 allowed */
         {2, 1000, 0.01, cbits, 0, 0, cpay, DEDUP_ERR_CORRUPT},   /* k 0 */
         {2, 1000, 0.01, cbits, 33, 0, cpay, DEDUP_ERR_CORRUPT},  /* k too big */
-        {2, 1000, 0.01, cbits, 7, 1, cpay, DEDUP_ERR_CORRUPT},   /* reserved */
+        {2, 1000, 0.01, cbits, 7, 1, cpay, DEDUP_OK},            /* probe scheme 1 */
+        {2, 1000, 0.01, cbits, 7, 2, cpay, DEDUP_ERR_CORRUPT},   /* no scheme 2 */
         {2, 1000, 1.0, cbits, 7, 0, cpay, DEDUP_ERR_CORRUPT},    /* fpr */
         {2, 1000, NAN, cbits, 7, 0, cpay, DEDUP_ERR_CORRUPT},
         {2, 1000, 1e-13, cbits, 7, 0, cpay, DEDUP_ERR_CORRUPT},
@@ -628,6 +629,7 @@ static void test_load_validation(void **state)
         {2, 1000, 0.01, DEDUP_MAX_BITS + 64, 7, 0, cpay, DEDUP_ERR_LIMIT},
         {3, 1000, 0.01, bbits, 6, 0, bbits / 8, DEDUP_OK},
         {3, 1000, 0.01, bbits, 17, 0, bbits / 8, DEDUP_ERR_CORRUPT}, /* k > 16 */
+        {3, 1000, 0.01, bbits, 6, 1, bbits / 8, DEDUP_ERR_CORRUPT},  /* blocked: word 0 */
         {3, 1000, 0.01, bbits - 64, 6, 0, bbits / 8 - 8, DEDUP_ERR_CORRUPT}, /* not whole blocks */
         {3, 1000, 0.01, bbits, 6, 0, bbits / 8 - 64, DEDUP_ERR_CORRUPT},
         {3, 1000, 0.01, UINT64_MAX - 511, 6, 0, bbits / 8, DEDUP_ERR_LIMIT},
@@ -807,6 +809,67 @@ static void test_model_off_optimum(void **state)
     }
 }
 
+/* A classic filter spreads the k probes of every digest: scheme 0 (files
+ * written before) put a digest whose step hi * m / 2^64 is near 0 or near
+ * m*a/j on 1..j bits, a false-positive floor far above a tiny p. */
+static void test_probe_spread(void **state)
+{
+    (void)state;
+    dedup_bloom *bf = make(DEDUP_BLOOM_CLASSIC, 12964, 7.5e-8);
+    const uint32_t k = dedup_bloom_k(bf);
+    assert_true(k >= 20);
+    const uint64_t steps[] = {0, 1, UINT64_C(1) << 63, UINT64_MAX / 3, UINT64_MAX / 7 * 2,
+                              UINT64_MAX};
+    for (size_t i = 0; i < sizeof steps / sizeof *steps; i++) {
+        dedup_bloom_clear(bf);
+        dedup_digest d = {UINT64_C(0x0123456789ABCDEF) * (i + 1), steps[i]};
+        dedup_bloom_add(bf, d);
+        if (dedup_bloom_popcount(bf) != k)
+            fprintf(stderr, "step %#llx: %llu bits of k = %u\n", (unsigned long long)steps[i],
+                    (unsigned long long)dedup_bloom_popcount(bf), k);
+        assert_int_equal(dedup_bloom_popcount(bf), k);
+    }
+    dedup_bloom_free(bf);
+
+    /* A scheme-0 file keeps its probes: its bits, set by the old formula,
+     * are found; the same bits read as scheme 1 are not. */
+    dedup_bloom *c = make(DEDUP_BLOOM_CLASSIC, 1000, 0.01);
+    const uint64_t m = dedup_bloom_bits(c), pay = (m + 63) / 64 * 8;
+    const uint32_t ck = dedup_bloom_k(c);
+    dedup_digest d = {UINT64_C(0x9E3779B97F4A7C15), UINT64_C(0x0000000012345678)};
+    unsigned char *words = calloc(1, pay);
+    assert_non_null(words);
+    uint64_t x = d.lo, y = d.hi;
+    for (uint32_t i = 0; i < ck; i++) {
+        uint64_t b = dedup_reduce(x, m);
+        words[b / 8] |= (unsigned char)(1u << (b % 8)); /* little-endian words */
+        x += y;
+        y += i + 1;
+    }
+    for (uint32_t scheme = 0; scheme < 2; scheme++) {
+        unsigned char params[32];
+        dedup_put_u64(params, 1000);
+        dedup_put_f64(params + 8, 0.01);
+        dedup_put_u64(params + 16, m);
+        dedup_put_u32(params + 24, ck);
+        dedup_put_u32(params + 28, scheme);
+        size_t len;
+        unsigned char *f = tu_container(2, DEDUP_DEFAULT_SEED, params, 32, words, pay, &len);
+        dedup_bloom *out = NULL;
+        assert_int_equal(load_mem(f, len, NULL, &out), DEDUP_OK);
+        assert_int_equal(dedup_bloom_might_contain(out, d), scheme == 0);
+        /* saved again, it keeps its scheme */
+        size_t len2;
+        unsigned char *g = save_mem(out, &len2);
+        assert_int_equal(dedup_get_u32(g + 40 + 28), scheme);
+        free(g);
+        dedup_bloom_free(out);
+        free(f);
+    }
+    free(words);
+    dedup_bloom_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -823,6 +886,7 @@ int main(void)
         cmocka_unit_test(test_load_validation),
         cmocka_unit_test(test_files),
         cmocka_unit_test(test_oom),
+        cmocka_unit_test(test_probe_spread),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
