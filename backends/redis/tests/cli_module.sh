@@ -96,11 +96,12 @@ stop_server "$P"
 # 7 s of retries: the run fails mid-batch); then a rerun.  The filters are
 # sized so a false drop is unlikely (-p 1e-7; the cuckoo's rate is the
 # module's CF_ERROR_RATE): about 0.0002 expected per Bloom trial (8 shards
-# of 443,540 bits, k = 24, 12,500 keys each) and 0.0014 per cuckoo trial
-# (28-bit fingerprints, buckets of 4); a false drop is a key lost here.
+# of 443,540 bits, k = 24, 12,500 keys each) and, with CF_ERROR_RATE 1e-8
+# (30-bit fingerprints, buckets of 4), about 0.0002 per cuckoo trial; a
+# false drop is a key lost here.
 TRIALS=${TRIALS:-4}
 M=100000
-MODARGS=(--loadmodule "$DEDUP_MODULE" CF_ERROR_RATE 0.0000001 --appendonly yes --appendfsync always)
+MODARGS=(--loadmodule "$DEDUP_MODULE" CF_ERROR_RATE 0.00000001 --appendonly yes --appendfsync always)
 seq 1 "$M" | sed 's/^/u/' > "$RT_DIR/big.txt"
 lost_total=0
 hits=0
@@ -134,7 +135,10 @@ for t in $(seq 1 "$TRIALS"); do
     else
         wait $pd
         rc=$?
-        [ $rc = $on ] || fail "trial $t: exit $rc after the server was killed (run on: $on): $(cat "$o.err")"
+        # a run seen alive just before the kill may still have finished
+        # before the kill landed (exit 0); one that was not must exit 0
+        { [ $rc = 0 ] || { [ $rc = 1 ] && [ $on = 1 ]; }; } ||
+            fail "trial $t: exit $rc after the server was killed (run on: $on): $(cat "$o.err")"
         start_server "$P" "${MODARGS[@]}"
     fi
     "$DEDUP" --redis "$U" --redis-scheme module --name kt "$RT_DIR/big.txt" > "$o.re" 2> "$o.reerr" ||
