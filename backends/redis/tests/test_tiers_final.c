@@ -21,6 +21,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "dedup/redis.h"
+#include "rtest.h"
 #include "dedup/seen.h"
 #include "dedup/tiers.h"
 
@@ -37,25 +38,6 @@
 #define RESERVE_MS 30000u
 #define SEED UINT64_C(0x5EED5EED12345678)
 
-static int failures;
-#define CHECK(cond, ...)                                                                   \
-    do {                                                                                   \
-        if (!(cond)) {                                                                     \
-            fprintf(stderr, "%s:%d: FAILED %s: ", __FILE__, __LINE__, #cond);              \
-            fprintf(stderr, __VA_ARGS__);                                                  \
-            fprintf(stderr, "\n");                                                         \
-            failures++;                                                                    \
-        }                                                                                  \
-    } while (0)
-
-static uint64_t rng_s;
-static uint64_t rnd(void)
-{
-    uint64_t z = (rng_s += UINT64_C(0x9E3779B97F4A7C15));
-    z = (z ^ (z >> 30)) * UINT64_C(0xBF58476D1CE4E5B9);
-    z = (z ^ (z >> 27)) * UINT64_C(0x94D049BB133111EB);
-    return z ^ (z >> 31);
-}
 
 /* Keys "key<id>": ids drawn from [0, UNIVERSE) for the stream, the last
  * batch from [UNIVERSE, 2 * UNIVERSE) (fresh keys, never committed). */
