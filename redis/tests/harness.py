@@ -147,13 +147,6 @@ def seed():
     return random.Random(s)
 
 
-def binomial_upper(n, p):
-    """A 99.9% upper bound for a Binomial(n, p) count (normal approximation
-    plus a continuity margin)."""
-    import math
-    return n * p + 3.3 * math.sqrt(n * p * (1 - p)) + 3
-
-
 def count_interval(mean, tail=1e-6):
     """[lo, hi] around an expected count of rare independent events (a
     filter's false positives): P(X < lo) and P(X > hi) are each at most
