@@ -260,6 +260,11 @@ static bool process_batch(run *r, size_t n)
     dedup_batch b = {.n = n, .digests = r->dig, .keys = r->key, .lens = r->klen,
                      .records = r->rec, .rlens = r->rlen};
     size_t done = 0;
+    /* --redis bitmap/module: the batch goes to the journal before Redis. */
+    if (r->redis && !dd_redis_batch_start(r->redis, r->rec, r->rlen, n, o_term(r))) {
+        r->failed = true;
+        return false;
+    }
     dedup_status st = dedup_seen_decide(r->s, &b, r->verdict, &done);
     if (r->hll && !st)
         (void)dedup_hll_add_batch(r->hll, r->dig, n); /* dense from the start: cannot fail */
@@ -320,13 +325,14 @@ static bool process_batch(run *r, size_t n)
         else if (!r->w.error)
             cli_error("%s", st == DEDUP_ERR_NOMEM && r->spilled ? "out of memory" : dedup_strerror(st));
         if (r->redis && !r->w.error)
-            dd_redis_failed_batch(r->redis, &b, done, r->rec, r->rlen, o_term(r));
+            dd_redis_failed_batch(r->redis, &b, done, r->rec, r->rlen, o_term(r), &r->w);
         r->failed = true;
         return false;
     }
     if (!emit_decided(r, 0, n))
         return false;
-    if (r->redis && !dd_redis_after_batch(r->redis, r->s, &b, r->verdict, r->rec, r->rlen, o_term(r), &r->w)) {
+    if (r->redis && (!dd_redis_after_batch(r->redis, r->s, &b, r->verdict, r->rec, r->rlen, o_term(r), &r->w) ||
+                     !dd_redis_batch_done(r->redis, &r->w))) {
         r->failed = true;
         return false;
     }

@@ -35,7 +35,9 @@ enum {
     DD_OPT_REDIS_PIPELINE,
     DD_OPT_REDIS_RESERVE,
     DD_OPT_REDIS_FILTER,
-    DD_OPT_REDIS_RETRIES
+    DD_OPT_REDIS_RETRIES,
+    DD_OPT_REDIS_JOURNAL,
+    DD_OPT_REDIS_NO_JOURNAL
 };
 
 #define DD_REDIS_LONG_OPTIONS                                                 \
@@ -51,7 +53,9 @@ enum {
     {"pipeline", required_argument, NULL, DD_OPT_REDIS_PIPELINE},             \
     {"reserve", required_argument, NULL, DD_OPT_REDIS_RESERVE},               \
     {"redis-filter", required_argument, NULL, DD_OPT_REDIS_FILTER},           \
-    {"redis-retries", required_argument, NULL, DD_OPT_REDIS_RETRIES}
+    {"redis-retries", required_argument, NULL, DD_OPT_REDIS_RETRIES},         \
+    {"journal", required_argument, NULL, DD_OPT_REDIS_JOURNAL},               \
+    {"no-journal", no_argument, NULL, DD_OPT_REDIS_NO_JOURNAL}
 
 /* Keys the main job hands to Redis at once (each batch is then pipelined
  * --pipeline commands per round trip and node). */
@@ -73,6 +77,8 @@ typedef struct dd_redis_opts {
     uint32_t shards, segments, pipeline;
     int retries;                /* --redis-retries; -1 = the default (8) */
     bool retries_given;
+    const char *journal_dir;    /* --journal DIR; NULL = the per-user state dir */
+    bool no_journal;            /* --no-journal */
 } dd_redis_opts;
 
 /* Parses one option of DD_REDIS_LONG_OPTIONS into 'o': 1 = taken, 0 = not
@@ -102,18 +108,35 @@ typedef struct dd_redis_run dd_redis_run;
 int dd_redis_create(const dd_redis_opts *o, uint64_t items, double fpr, uint64_t seed,
                     bool seed_given, dd_redis_run **run, dedup_seen **out);
 
+struct dd_writer;
+/* Bitmap and module schemes (which record a key for good when it is
+ * sent): before a batch is decided, its records rec[i] (rlen[i] bytes) +
+ * term, i < n, go to the run's journal (cli/redis_journal.h).  True
+ * without a journal (keys scheme, --no-journal); false with an error
+ * printed when the journal cannot be written: the batch must not be
+ * sent. */
+bool dd_redis_batch_start(dd_redis_run *run, const unsigned char *const *rec, const size_t *rlen,
+                          size_t n, unsigned char term);
+
+/* After dd_redis_after_batch() of a whole batch: the writer and
+ * --uncertain are flushed, then the journal's batch is cleared.  False on
+ * an error (printed, or the writer's, for the caller to report). */
+bool dd_redis_batch_done(dd_redis_run *run, struct dd_writer *w);
+
 /* A decide that failed part way: out[0..done) were handled as a batch
  * (dd_redis_after_batch); the records [done, b->n) were not written out
- * and their keys may be recorded in Redis: each goes to --uncertain, and
- * one error line says how many and where they are. */
+ * and their keys may be recorded in Redis: each goes to --uncertain (then,
+ * with the writer 'w' flushed, the journal's batch is cleared), or without
+ * --uncertain stays in the journal for the next run; one error line says
+ * how many and where they are. */
 void dd_redis_failed_batch(dd_redis_run *run, const dedup_batch *b, size_t done,
-                           const unsigned char *const *rec, const size_t *rlen, unsigned char term);
+                           const unsigned char *const *rec, const size_t *rlen, unsigned char term,
+                           struct dd_writer *w);
 
 /* Writes a record answered DEDUP_UNCERTAIN to --uncertain (with its
  * terminator), if given.  False on a write error (printed). */
 bool dd_redis_uncertain(dd_redis_run *run, const void *rec, size_t len, int term);
 
-struct dd_writer;
 /* After a batch's records were handed to the writer: writes the UNCERTAIN
  * ones to --uncertain, and (keys scheme) flushes the writer and commits the
  * NEW keys, so a key is recorded (for good, or for --ttl) only once its
@@ -128,8 +151,10 @@ const char *dd_redis_error(const dd_redis_run *run);
 /* The --stats lines (text) or JSON members (json: ',"redis":{...}'). */
 void dd_redis_print_stats(const dd_redis_run *run, FILE *f, bool json);
 
-/* Closes --uncertain (false on a write error, printed) and frees the run
- * (not the seen-set, which the caller frees).  NULL is a no-op (true). */
+/* Closes --uncertain (false on a write error, printed) and the journal
+ * (removed, unless a batch is still in it: then kept for the next run,
+ * and said so), and frees the run (not the seen-set, which the caller
+ * frees).  NULL is a no-op (true). */
 bool dd_redis_close(dd_redis_run *run);
 
 /* `dedup filter ACTION redis://...` and `dedup filter copy SRC DST`:

@@ -11,6 +11,7 @@
 #include "cli.h"
 #include "cli_args.h"
 #include "io.h"
+#include "redis_journal.h"
 
 const char dd_redis_help[] =
     "Shared seen-set in Redis (many processes, many machines):\n"
@@ -35,7 +36,11 @@ const char dd_redis_help[] =
     "                         in NAME:meta, so later runs need neither -n nor this)\n"
     "      --segments=S       bitmap: split the filter into S keys (default: by size)\n"
     "      --pipeline=N       commands in flight per node (default 1024)\n"
-    "      --redis-retries=N  reconnect attempts per batch before failing (default 8)\n";
+    "      --redis-retries=N  reconnect attempts per batch before failing (default 8)\n"
+    "      --journal=DIR      bitmap, module: keep the journal of the batch in flight\n"
+    "                         (what a kill -9 would lose) under DIR (default\n"
+    "                         $XDG_STATE_HOME/dedup, else ~/.local/state/dedup)\n"
+    "      --no-journal       run without it: a kill -9 may lose up to one batch\n";
 
 #ifdef DEDUP_HAVE_REDIS
 #include "dedup/redis.h"
@@ -52,6 +57,7 @@ struct dd_redis_run {
     FILE *uncertain;
     const char *uncertain_path;
     bool write_failed;
+    dd_journal *journal; /* bitmap, module: the batch in flight */
 };
 #endif
 
@@ -91,6 +97,14 @@ int dd_redis_option(dd_redis_opts *o, int code, const char *arg)
         o->filter = arg;
         return 1;
     case DD_OPT_REDIS_UNCERTAIN: o->uncertain_path = arg; return 1;
+    case DD_OPT_REDIS_JOURNAL:
+        if (!*arg) {
+            cli_error("--journal '': give a directory");
+            return -1;
+        }
+        o->journal_dir = arg;
+        return 1;
+    case DD_OPT_REDIS_NO_JOURNAL: o->no_journal = true; return 1;
     case DD_OPT_REDIS_WAIT:
         if (!arg_uint(NULL, "--wait-replicas", arg, 0, 64, &v))
             return -1;
@@ -123,7 +137,7 @@ bool dd_redis_used(const dd_redis_opts *o)
 {
     return o->url || o->scheme || o->filter || o->name || o->uncertain_path || o->ttl_us || o->reserve_us ||
            o->wait_replicas || o->whole_keys || o->shards || o->segments || o->pipeline ||
-           o->retries_given;
+           o->retries_given || o->journal_dir || o->no_journal;
 }
 
 int dd_redis_check_args(const dd_redis_opts *o, bool mode_given, bool windowed, bool state,
@@ -131,8 +145,12 @@ int dd_redis_check_args(const dd_redis_opts *o, bool mode_given, bool windowed, 
 {
     if (!o->url) {
         cli_error("--redis-scheme, --redis-filter, --name, --ttl, --reserve, --uncertain, "
-                  "--wait-replicas, --shards, --segments, --pipeline and --redis-retries need "
-                  "--redis URL");
+                  "--wait-replicas, --shards, --segments, --pipeline, --redis-retries, "
+                  "--journal and --no-journal need --redis URL");
+        return -1;
+    }
+    if (o->journal_dir && o->no_journal) {
+        cli_error("--journal and --no-journal exclude each other");
         return -1;
     }
     const char *bad = mode_given ? "--mode (choose --redis-scheme keys|bitmap|module)"
@@ -180,6 +198,33 @@ bool dd_is_redis_url(const char *s)
 }
 
 #ifdef DEDUP_HAVE_REDIS
+
+/* The journals of the servers and name: those of dead runs recovered
+ * (any scheme), then, for the bitmap and module schemes, this run's
+ * created.  0, or the exit status with an error printed. */
+static int journal_start(dd_redis_run *rr, const dd_redis_opts *o, const dedup_redis_url *u,
+                         const char *name, bool journaled)
+{
+    if (o->no_journal)
+        return 0;
+    char key[4096];
+    size_t kl = (size_t)snprintf(key, sizeof key, "%s", u->cluster ? "redis-cluster://" : "redis://");
+    for (size_t i = 0; i < u->nseeds && kl < sizeof key; i++)
+        kl += (size_t)snprintf(key + kl, sizeof key - kl, "%s%s:%d", i ? "," : "",
+                               u->seeds[i].host, u->seeds[i].port);
+    if (kl < sizeof key)
+        snprintf(key + kl, sizeof key - kl, "/%d %s", u->db, name);
+    char dir[4096];
+    bool exists;
+    if (!dd_journal_dir(o->journal_dir, key, name, journaled, dir, sizeof dir, &exists))
+        return CLI_EXIT_FAIL;
+    uint64_t kh = dd_journal_key_hash(key);
+    if (exists && !dd_journal_recover(dir, kh, rr->uncertain, rr->uncertain_path))
+        return CLI_EXIT_FAIL;
+    if (journaled && !(rr->journal = dd_journal_open(dir, kh)))
+        return CLI_EXIT_FAIL;
+    return 0;
+}
 
 int dd_redis_create(const dd_redis_opts *o, uint64_t items, double fpr, uint64_t seed,
                     bool seed_given, dd_redis_run **run, dedup_seen **out)
@@ -241,6 +286,13 @@ int dd_redis_create(const dd_redis_opts *o, uint64_t items, double fpr, uint64_t
         }
         rr->uncertain_path = o->uncertain_path;
     }
+    int jrc = journal_start(rr, o, &u, ro.name, ro.scheme != DEDUP_REDIS_KEYS);
+    if (jrc) {
+        if (rr->uncertain)
+            fclose(rr->uncertain);
+        free(rr);
+        return jrc;
+    }
     char err[768];
     dedup_status st = dedup_redis_open(&ro, NULL, &rr->r, err, sizeof err);
     if (st == DEDUP_OK) {
@@ -254,6 +306,7 @@ int dd_redis_create(const dd_redis_opts *o, uint64_t items, double fpr, uint64_t
         cli_error("--redis %s: %s", o->url, err);
         if (rr->uncertain)
             fclose(rr->uncertain);
+        dd_journal_close(rr->journal, false);
         free(rr);
         return st == DEDUP_ERR_INVALID_ARG ? CLI_EXIT_USAGE : CLI_EXIT_FAIL;
     }
@@ -315,6 +368,33 @@ bool dd_redis_after_batch(dd_redis_run *run, dedup_seen *s, const dedup_batch *b
     return true;
 }
 
+bool dd_redis_batch_start(dd_redis_run *run, const unsigned char *const *rec, const size_t *rlen,
+                          size_t n, unsigned char term)
+{
+    return !run || !run->journal || dd_journal_write(run->journal, rec, rlen, n, term);
+}
+
+/* The batch's records are out of the process (the writer and --uncertain
+ * flushed): the journal lets go of them. */
+static bool journal_done(dd_redis_run *run, struct dd_writer *w)
+{
+    if (!dd_journal_pending(run->journal))
+        return true;
+    if (!dd_writer_flush(w))
+        return false;
+    if (run->uncertain && fflush(run->uncertain) != 0) {
+        cli_error("--uncertain '%s': %s", run->uncertain_path, strerror(errno));
+        run->write_failed = true;
+        return false;
+    }
+    return dd_journal_clear(run->journal);
+}
+
+bool dd_redis_batch_done(dd_redis_run *run, struct dd_writer *w)
+{
+    return !run || journal_done(run, w);
+}
+
 bool dd_redis_uncertain(dd_redis_run *run, const void *rec, size_t len, int term)
 {
     if (!run || !run->uncertain || run->write_failed)
@@ -328,13 +408,18 @@ bool dd_redis_uncertain(dd_redis_run *run, const void *rec, size_t len, int term
 }
 
 void dd_redis_failed_batch(dd_redis_run *run, const dedup_batch *b, size_t done,
-                           const unsigned char *const *rec, const size_t *rlen, unsigned char term)
+                           const unsigned char *const *rec, const size_t *rlen, unsigned char term,
+                           struct dd_writer *w)
 {
     if (!run || done >= b->n)
         return;
-    for (size_t i = done; i < b->n; i++)
-        if (!dd_redis_uncertain(run, rec[i], rlen[i], term))
-            break;
+    bool listed = run->uncertain != NULL;
+    for (size_t i = done; i < b->n && listed; i++)
+        listed = dd_redis_uncertain(run, rec[i], rlen[i], term);
+    /* Listed in --uncertain: the journal's copy is not needed (if the
+     * flushes fail it stays, for the next run). */
+    if (listed)
+        (void)journal_done(run, w);
     run->unwritten += b->n - done;
     dedup_redis_shape sh;
     dedup_redis_get_shape(run->r, &sh);
@@ -346,6 +431,11 @@ void dd_redis_failed_batch(dd_redis_run *run, const dedup_batch *b, size_t done,
         cli_error("--redis: %zu records of the batch in flight were not written out (their keys "
                   "may be in Redis under '%s': %s); they are listed in --uncertain '%s'",
                   b->n - done, run->name, fate, run->uncertain_path);
+    else if (dd_journal_pending(run->journal))
+        cli_error("--redis: %zu records of the batch in flight were not written out (their keys "
+                  "may be in Redis under '%s': %s); the journal '%s' keeps the whole batch, and "
+                  "the next run on this name recovers it",
+                  b->n - done, run->name, fate, dd_journal_path(run->journal));
     else
         cli_error("--redis: %zu records of the batch in flight were not written out (their keys "
                   "may be in Redis under '%s': %s); give --uncertain FILE to keep them",
@@ -400,6 +490,12 @@ bool dd_redis_close(dd_redis_run *run)
         cli_error("--uncertain '%s': %s", run->uncertain_path, strerror(errno));
         ok = false;
     }
+    bool keep = dd_journal_pending(run->journal);
+    if (keep && !run->unwritten) /* else dd_redis_failed_batch() said so */
+        cli_error("--redis: the records of the batch in flight may not all have been written "
+                  "out; the journal '%s' keeps them, and the next run on this name recovers them",
+                  dd_journal_path(run->journal));
+    dd_journal_close(run->journal, keep);
     free(run->cd);
     free(run->ck);
     free(run->cl);
@@ -441,9 +537,23 @@ const char *dd_redis_error(const dd_redis_run *run)
 }
 
 void dd_redis_failed_batch(dd_redis_run *run, const dedup_batch *b, size_t done,
-                           const unsigned char *const *rec, const size_t *rlen, unsigned char term)
+                           const unsigned char *const *rec, const size_t *rlen, unsigned char term,
+                           struct dd_writer *w)
 {
-    (void)run; (void)b; (void)done; (void)rec; (void)rlen; (void)term;
+    (void)run; (void)b; (void)done; (void)rec; (void)rlen; (void)term; (void)w;
+}
+
+bool dd_redis_batch_start(dd_redis_run *run, const unsigned char *const *rec, const size_t *rlen,
+                          size_t n, unsigned char term)
+{
+    (void)run; (void)rec; (void)rlen; (void)n; (void)term;
+    return true;
+}
+
+bool dd_redis_batch_done(dd_redis_run *run, struct dd_writer *w)
+{
+    (void)run; (void)w;
+    return true;
 }
 
 void dd_redis_print_stats(const dd_redis_run *run, FILE *f, bool json)
