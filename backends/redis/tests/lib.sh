@@ -6,6 +6,8 @@ set -u
 REDIS_SERVER=${REDIS_SERVER:-redis-server}
 REDIS_CLI=${REDIS_CLI:-redis-cli}
 RT_DIR=$(mktemp -d "${TMPDIR:-/tmp}/dedup-redis-test.XXXXXX")
+# dedup --redis keeps its journals under $XDG_STATE_HOME/dedup: the test's own
+export XDG_STATE_HOME="$RT_DIR/state"
 RT_PIDS=""
 rt_cleanup() {
     for p in $RT_PIDS; do kill "$p" 2>/dev/null; done
