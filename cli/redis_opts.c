@@ -411,8 +411,12 @@ void dd_redis_failed_batch(dd_redis_run *run, const dedup_batch *b, size_t done,
                            const unsigned char *const *rec, const size_t *rlen, unsigned char term,
                            struct dd_writer *w)
 {
-    if (!run || done >= b->n)
+    if (!run)
         return;
+    if (done >= b->n) { /* every record decided and handed to the writer */
+        (void)journal_done(run, w);
+        return;
+    }
     bool listed = run->uncertain != NULL;
     for (size_t i = done; i < b->n && listed; i++)
         listed = dd_redis_uncertain(run, rec[i], rlen[i], term);
