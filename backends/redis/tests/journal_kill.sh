@@ -15,7 +15,8 @@
 # bitmap also checks, once: a damaged journal (a flipped payload byte, a
 # flipped header byte) refused naming it with nothing output, a journal
 # cut inside its batch removed with a warning, a locked (live) journal left
-# alone, an unusable --journal refused before any output, --no-journal.
+# alone, an unusable --journal refused before any output, --no-journal, the
+# default directories.
 # Needs $DEDUP; module needs $DEDUP_MODULE (else skipped, 77).  Seeded
 # (DEDUP_TEST_SEED); the seed is printed.
 . "$(dirname "$0")/lib.sh"
@@ -164,4 +165,12 @@ grep -q "journal directory '/dev/null/x/" "$RT_DIR/e" || fail "unusable --journa
 HOME=/nonexistent XDG_STATE_HOME= run --name nj --no-journal "$RT_DIR/in.txt" > "$RT_DIR/o" 2> "$RT_DIR/e" ||
     fail "--no-journal: $(cat "$RT_DIR/e")"
 [ "$(wc -l < "$RT_DIR/o")" = "$D" ] || fail "--no-journal: $(wc -l < "$RT_DIR/o") of $D keys"
+# the default place: $XDG_STATE_HOME/dedup, else ~/.local/state/dedup
+XDG_STATE_HOME="$RT_DIR/xdg" run --name "n$SAMPLE" "$RT_DIR/in.txt" > /dev/null 2> "$RT_DIR/e" ||
+    fail "XDG_STATE_HOME: $(cat "$RT_DIR/e")"
+compgen -G "$RT_DIR/xdg/dedup/n$SAMPLE-????????????????" > /dev/null || fail "no journal directory under \$XDG_STATE_HOME/dedup"
+env -u XDG_STATE_HOME HOME="$RT_DIR/home" "${RUN[@]}" --name "n$SAMPLE" "$RT_DIR/in.txt" > /dev/null 2> "$RT_DIR/e" ||
+    fail "HOME: $(cat "$RT_DIR/e")"
+compgen -G "$RT_DIR/home/.local/state/dedup/n$SAMPLE-????????????????" > /dev/null ||
+    fail "no journal directory under ~/.local/state/dedup"
 echo "journal_kill bitmap: damaged journals refused, a torn one removed, a live one left alone" >&2
