@@ -334,8 +334,12 @@ bool dd_journal_recover(const char *dir, uint64_t key_hash, FILE *uncertain,
          * run recovered it first. */
         if (flock(fd, LOCK_EX | LOCK_NB) == 0 && fstat(fd, &a) == 0 && lstat(path, &b) == 0 &&
             a.st_ino == b.st_ino && a.st_dev == b.st_dev) {
-            if (tmp)
-                unlink(path); /* a run killed before its journal was in place */
+            if (tmp) {
+                /* A run killed before its journal was in place; a young
+                 * one may be a live run's between create and lock. */
+                if (time(NULL) - a.st_mtime > 60)
+                    unlink(path);
+            }
             else
                 ok = recover_one(fd, path, key_hash, uncertain, uncertain_path);
         }

@@ -11,7 +11,8 @@
  * host:port list, db) and the name.  In it each run owns one file,
  * PID-NANOS.journal, created as PID-NANOS.tmp, locked (flock, exclusive)
  * and only then renamed, and locked until the run ends; a journal whose lock
- * can be taken belongs to a run that died.
+ * can be taken belongs to a run that died (an unlocked .tmp older than a
+ * minute too: it is removed, it never held a batch).
  *
  * The file (little-endian): a 48-byte header -- magic "DDUPJRNL", u32
  * version (1), u32 type (1: record batches), u64 PID, u64 hash of the
