@@ -47,6 +47,13 @@ typedef struct dd_outfile {
 bool dd_outfile_check_inputs(const char *cmd, const char *output, char *const *files,
                              int nfiles);
 
+/* Refuses an output that is also the file of another option 'what'
+ * ("--state", "--uncertain": 'other', NULL when not given): the same device
+ * and inode, or the same name in the same directory when neither exists
+ * yet.  False after a message naming both, before anything is read or
+ * written.  A character device and standard output are never refused. */
+bool dd_outfile_check_other(const char *output, const char *other, const char *what);
+
 /* Opens the output 'output' (NULL or "-": standard output).  0, or
  * CLI_EXIT_USAGE after a message naming it (a directory, a directory that
  * does not take files): "OUTPUT: REASON", or with 'cmd' "CMD: cannot
