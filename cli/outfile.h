@@ -5,6 +5,9 @@
  * interrupted run leaves the previous file as it was and no temporary.
  *
  * The temporary is "TARGET.dedup-tmp-XXXXXX" in the target's directory
+ * (TARGET being, for a name too long to take the suffix within NAME_MAX,
+ * its first bytes, '~' and 8 hex digits of a hash of the whole name; the
+ * same for "TARGET.partial-XXXXXX" below)
  * (a symbolic link as target: beside the file it points to, which is
  * replaced; the link stays).  It is created with O_EXCL | O_NOFOLLOW, with
  * the mode of a new file (0666 less the umask), or the target's mode when
