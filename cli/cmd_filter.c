@@ -461,15 +461,14 @@ static int filter_items(const char *action, int argc, char **argv)
             return CLI_EXIT_USAGE;
         }
     }
-    /* A --state file changed here takes the lock a run on it holds. */
+    /* A file changed here, a --state file or a plain filter file, takes the
+     * lock (FILE.lock) a run on it holds: two changes at once would each
+     * save their own, the last one losing the other's items. */
     int state_lock = -1;
-    if (a != A_QUERY) {
-        dedup_header ih;
-        bool is_state = false;
-        if (dd_state_peek(j.path, &ih, &is_state, NULL, 0) == DEDUP_OK && is_state &&
-            (state_lock = dd_state_lock(j.path)) < 0)
-            return CLI_EXIT_USAGE;
-    }
+    struct stat fst;
+    if (a != A_QUERY && stat(j.path, &fst) == 0 && S_ISREG(fst.st_mode) &&
+        (state_lock = dd_state_lock(j.path)) < 0)
+        return CLI_EXIT_USAGE;
     if (!dd_filter_load(j.path, &j.t, &j.s)) {
         dd_state_unlock(state_lock);
         return CLI_EXIT_USAGE;

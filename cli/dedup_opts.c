@@ -34,6 +34,7 @@
 #include "redis_cli.h"
 #include "tier_spec.h"
 #include "dedup_opts.h"
+#include "outfile.h"
 
 static void usage(FILE *f)
 {
@@ -501,6 +502,10 @@ static int parse_args(int argc, char **argv, opts *o)
             return -1;
         }
     }
+    /* -o that is the state or the --uncertain file: one would replace the other */
+    if (!dd_outfile_check_other(o->output, o->state, "--state") ||
+        !dd_outfile_check_other(o->output, o->redis.uncertain_path, "--uncertain"))
+        return -1;
     if (o->sizing.tiers && o->redis.uncertain_path && !o->redis.url) { /* a redis:// tier's */
         dd_tiers_set_uncertain(o->sizing.tiers, o->redis.uncertain_path);
         o->redis.uncertain_path = NULL;

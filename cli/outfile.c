@@ -8,6 +8,7 @@
 #include <libgen.h>
 #include <limits.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +24,33 @@
 #define TMP_TAG ".dedup-tmp-"
 #define PARTIAL_TAG ".partial-"
 #define SUFFIX_LEN 6
+/* Room after the target's name for the longer tag and the suffix. */
+#define TAG_ROOM (sizeof TMP_TAG - 1 + SUFFIX_LEN)
+#define HASH_LEN 9 /* '~' and 8 hex digits */
+
+/* "DIR/NAME" + tag + suffix, NAME being the target's own name, or when it
+ * is too long for the tag and suffix to follow it within NAME_MAX, its
+ * first bytes, '~' and 8 hex digits of a hash of all of it (so two long
+ * names that share their first bytes still differ).  Malloc'd, or NULL. */
+static char *with_tag(const char *path, const char *tag, const char *suffix)
+{
+    const char *slash = strrchr(path, '/');
+    size_t dlen = slash ? (size_t)(slash - path) + 1 : 0, blen = strlen(path + dlen);
+    bool hashed = blen + TAG_ROOM > NAME_MAX;
+    size_t keep = hashed ? NAME_MAX - TAG_ROOM - HASH_LEN : blen;
+    size_t n = dlen + keep + HASH_LEN + strlen(tag) + strlen(suffix) + 1;
+    char *out = malloc(n);
+    if (!out)
+        return NULL;
+    uint32_t h = 2166136261u; /* FNV-1a */
+    for (const char *c = path + dlen; *c; c++)
+        h = (h ^ (unsigned char)*c) * 16777619u;
+    if (hashed)
+        snprintf(out, n, "%.*s~%08x%s%s", (int)(dlen + keep), path, (unsigned)h, tag, suffix);
+    else
+        snprintf(out, n, "%s%s%s", path, tag, suffix);
+    return out;
+}
 
 /* ---- The temporaries the signal handler removes ---------------------------
  * A few slots (the -o output, --late), set and cleared with the signals
@@ -109,15 +137,46 @@ bool dd_outfile_check_inputs(const char *cmd, const char *output, char *const *f
     return true;
 }
 
+/* Whether a and b name one file: the same device and inode, or, when
+ * neither exists yet, the same name in the same directory. */
+static bool same_file(const char *a, const char *b)
+{
+    struct stat sa, sb;
+    bool ea = stat(a, &sa) == 0, eb = stat(b, &sb) == 0;
+    if (ea || eb)
+        return ea && eb && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+    char *a1 = strdup(a), *a2 = strdup(a), *b1 = strdup(b), *b2 = strdup(b);
+    bool same = false;
+    if (a1 && a2 && b1 && b2 && strcmp(basename(a2), basename(b2)) == 0)
+        same = stat(dirname(a1), &sa) == 0 && stat(dirname(b1), &sb) == 0 &&
+               sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+    free(a1);
+    free(a2);
+    free(b1);
+    free(b2);
+    return same;
+}
+
+bool dd_outfile_check_other(const char *output, const char *other, const char *what)
+{
+    struct stat st;
+    if (!output || !other || strcmp(output, "-") == 0 ||
+        (stat(output, &st) == 0 && S_ISCHR(st.st_mode)) || !same_file(output, other))
+        return true;
+    cli_error("'%s' (-o) is also the %s file '%s': one would replace the other; write the "
+              "output elsewhere", output, what, other);
+    return false;
+}
+
 /* ---- Temporaries of runs that were killed ----------------------------------
  * A run holds an exclusive flock on its temporary for as long as it lives,
  * so a temporary beside the target that nobody holds was left by a run that
  * was killed (SIGKILL, a power loss).  Its records may have keys already
  * recorded in a store or in Redis, which would never be written out again:
  * it is kept as "TARGET.partial-XXXXXX" (its own suffix), and said. */
-static void keep_stale(const char *dir, const char *name, const char *path, size_t plen)
+static void keep_stale(const char *dir, const char *name, const char *path)
 {
-    char tmp[PATH_MAX], kept[PATH_MAX];
+    char tmp[PATH_MAX];
     if (snprintf(tmp, sizeof tmp, "%s/%s", dir, name) >= (int)sizeof tmp)
         return;
     int fd = open(tmp, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
@@ -128,40 +187,39 @@ static void keep_stale(const char *dir, const char *name, const char *path, size
         close(fd); /* held: a live run's */
         return;
     }
+    char *kept = NULL;
     if (st.st_size == 0) {
         (void)unlink(tmp);
-    } else if (snprintf(kept, sizeof kept, "%.*s%s%s", (int)plen, path, PARTIAL_TAG,
-                        name + strlen(name) - SUFFIX_LEN) < (int)sizeof kept &&
+    } else if ((kept = with_tag(path, PARTIAL_TAG, name + strlen(name) - SUFFIX_LEN)) &&
                link(tmp, kept) == 0) {
         (void)unlink(tmp);
         cli_warn("%s: kept %lld bytes that a run killed earlier had written for '%s' "
                  "(their keys may be recorded in a store or Redis, so they are not written "
                  "out again)", kept, (long long)st.st_size, path);
     }
+    free(kept);
     close(fd);
 }
 
 static void recover_stale(const char *path, const char *own)
 {
-    char *d1 = strdup(path), *d2 = strdup(path);
-    if (d1 && d2) {
-        const char *dir = dirname(d1), *base = basename(d2);
+    char *d1 = strdup(path), *stem = with_tag(path, TMP_TAG, "");
+    if (d1 && stem) {
+        const char *dir = dirname(d1), *base = strrchr(stem, '/') ? strrchr(stem, '/') + 1 : stem;
         size_t blen = strlen(base);
         const char *own_base = strrchr(own, '/') ? strrchr(own, '/') + 1 : own;
         DIR *dh = opendir(dir);
         struct dirent *e;
         while (dh && (e = readdir(dh)) != NULL) {
-            if (strlen(e->d_name) == blen + sizeof TMP_TAG - 1 + SUFFIX_LEN &&
-                memcmp(e->d_name, base, blen) == 0 &&
-                memcmp(e->d_name + blen, TMP_TAG, sizeof TMP_TAG - 1) == 0 &&
+            if (strlen(e->d_name) == blen + SUFFIX_LEN && memcmp(e->d_name, base, blen) == 0 &&
                 strcmp(e->d_name, own_base) != 0)
-                keep_stale(dir, e->d_name, path, strlen(path));
+                keep_stale(dir, e->d_name, path);
         }
         if (dh)
             closedir(dh);
     }
     free(d1);
-    free(d2);
+    free(stem);
 }
 
 /* ---- Opening, committing, aborting ----------------------------------------- */
@@ -236,19 +294,18 @@ int dd_outfile_open(dd_outfile *o, const char *cmd, const char *output)
         }
         return 0;
     }
-    size_t len = strlen(o->path);
-    o->tmp = malloc(len + sizeof TMP_TAG + SUFFIX_LEN);
-    if (!o->tmp) {
-        cli_error("out of memory");
-        goto fail;
-    }
     sigset_t old;
     block_signals(&old);
     int e = 0;
     for (int tries = 0; tries < 100; tries++) {
-        memcpy(o->tmp, o->path, len);
-        memcpy(o->tmp + len, TMP_TAG, sizeof TMP_TAG - 1);
-        random_suffix(o->tmp + len + sizeof TMP_TAG - 1);
+        char sfx[SUFFIX_LEN + 1];
+        random_suffix(sfx);
+        free(o->tmp);
+        o->tmp = with_tag(o->path, TMP_TAG, sfx);
+        if (!o->tmp) {
+            e = ENOMEM;
+            break;
+        }
         o->fd = open(o->tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
         e = errno;
         if (o->fd >= 0 || e != EEXIST)
@@ -339,15 +396,10 @@ const char *dd_outfile_keep_partial(dd_outfile *o)
         dd_outfile_abort(o);
         return NULL;
     }
-    size_t len = strlen(o->path);
-    const char *suffix = o->tmp + len + sizeof TMP_TAG - 1;
-    char *name = malloc(len + sizeof PARTIAL_TAG + SUFFIX_LEN);
+    char *name = with_tag(o->path, PARTIAL_TAG, o->tmp + strlen(o->tmp) - SUFFIX_LEN);
     sigset_t old;
     untrack(o, &old);
     if (name) {
-        memcpy(name, o->path, len);
-        memcpy(name + len, PARTIAL_TAG, sizeof PARTIAL_TAG - 1);
-        memcpy(name + len + sizeof PARTIAL_TAG - 1, suffix, SUFFIX_LEN + 1);
         if (link(o->tmp, name) == 0) { /* never over an existing file */
             (void)unlink(o->tmp);
             free(o->tmp);

@@ -5,6 +5,9 @@
  * interrupted run leaves the previous file as it was and no temporary.
  *
  * The temporary is "TARGET.dedup-tmp-XXXXXX" in the target's directory
+ * (TARGET being, for a name too long to take the suffix within NAME_MAX,
+ * its first bytes, '~' and 8 hex digits of a hash of the whole name; the
+ * same for "TARGET.partial-XXXXXX" below)
  * (a symbolic link as target: beside the file it points to, which is
  * replaced; the link stays).  It is created with O_EXCL | O_NOFOLLOW, with
  * the mode of a new file (0666 less the umask), or the target's mode when
@@ -46,6 +49,13 @@ typedef struct dd_outfile {
  * (standard output) is never refused either. */
 bool dd_outfile_check_inputs(const char *cmd, const char *output, char *const *files,
                              int nfiles);
+
+/* Refuses an output that is also the file of another option 'what'
+ * ("--state", "--uncertain": 'other', NULL when not given): the same device
+ * and inode, or the same name in the same directory when neither exists
+ * yet.  False after a message naming both, before anything is read or
+ * written.  A character device and standard output are never refused. */
+bool dd_outfile_check_other(const char *output, const char *other, const char *what);
 
 /* Opens the output 'output' (NULL or "-": standard output).  0, or
  * CLI_EXIT_USAGE after a message naming it (a directory, a directory that

@@ -46,7 +46,7 @@ int dd_state_lock(const char *path)
         struct flock q = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 0};
         if ((e == EAGAIN || e == EACCES) && fcntl(fd, F_GETLK, &q) == 0 && q.l_type != F_UNLCK)
             cli_error("%s: in use by PID %ld (another run holds %s; one run at a time per state "
-                      "file)", path, (long)q.l_pid, lp);
+                      "or filter file)", path, (long)q.l_pid, lp);
         else if (e == EAGAIN || e == EACCES)
             cli_error("%s: in use by another process (it holds %s)", path, lp);
         else
@@ -178,6 +178,47 @@ static dedup_status nested_write(void *ctx, const void *buf, size_t len)
     return DEDUP_OK;
 }
 
+/* An open state file: its source and, wrapped, its container's decoder. */
+typedef struct state_reader {
+    dedup_file_source f;
+    dedup_decoder d;
+    dedup_source src;
+} state_reader;
+
+/* Opens 'path'; 'wrapped': also begins its --state container and parses
+ * its identity into ident.  *out is NULL on failure. */
+static dedup_status reader_open(const char *path, bool wrapped, char *ident, size_t identcap,
+                                state_reader **out)
+{
+    *out = NULL;
+    state_reader *r = malloc(sizeof *r);
+    if (!r)
+        return DEDUP_ERR_NOMEM;
+    dedup_status st = dedup_file_source_open(&r->f, path, &r->src);
+    if (st) {
+        free(r);
+        return st;
+    }
+    if (wrapped) {
+        st = dedup_decoder_begin(&r->d, r->src, DEDUP_TYPE_STATE);
+        if (!st)
+            st = parse_identity(r->d.params, r->d.header.params_len, ident, identcap);
+    }
+    if (st) {
+        dedup_file_source_close(&r->f);
+        free(r);
+        return st;
+    }
+    *out = r;
+    return DEDUP_OK;
+}
+
+static void reader_close(state_reader *r)
+{
+    dedup_file_source_close(&r->f);
+    free(r);
+}
+
 dedup_status dd_state_peek(const char *path, dedup_header *inner, bool *has_ident, char *ident,
                            size_t identcap)
 {
@@ -187,46 +228,33 @@ dedup_status dd_state_peek(const char *path, dedup_header *inner, bool *has_iden
     dedup_status st = dedup_peek_file(path, inner);
     if (st || inner->type != DEDUP_TYPE_STATE)
         return st;
-    dedup_file_source *f = malloc(sizeof *f);
-    dedup_decoder *d = malloc(sizeof *d);
-    if (!f || !d) {
-        free(f);
-        free(d);
-        return DEDUP_ERR_NOMEM;
-    }
-    dedup_source src;
-    st = dedup_file_source_open(f, path, &src);
+    state_reader *r;
+    st = reader_open(path, true, ident, identcap, &r);
+    if (st)
+        return st;
+    unsigned char h[DEDUP_HEADER_SIZE];
+    st = r->d.header.payload_len < sizeof h ? DEDUP_ERR_TRUNCATED
+                                            : dedup_decoder_read(&r->d, h, sizeof h);
     if (!st) {
-        st = dedup_decoder_begin(d, src, DEDUP_TYPE_STATE);
-        if (!st)
-            st = parse_identity(d->params, d->header.params_len, ident, identcap);
-        unsigned char h[DEDUP_HEADER_SIZE];
-        if (!st)
-            st = d->header.payload_len < sizeof h ? DEDUP_ERR_TRUNCATED
-                                                  : dedup_decoder_read(d, h, sizeof h);
-        if (!st) {
-            /* The nested header, validated by the library's decoder over
-             * just these 40 bytes: it then stops at the params it lacks
-             * (TRUNCATED) with the header parsed. */
-            dedup_mem_source ms;
-            dedup_decoder *hd = malloc(sizeof *hd);
-            if (!hd)
-                st = DEDUP_ERR_NOMEM;
-            else {
-                st = dedup_decoder_begin(hd, dedup_mem_source_init(&ms, h, sizeof h), 0);
-                if (st == DEDUP_ERR_TRUNCATED || !st) { /* only the header is here */
-                    st = DEDUP_OK;
-                    *inner = hd->header;
-                }
-                free(hd);
+        /* The nested header, validated by the library's decoder over just
+         * these 40 bytes: it then stops at the params it lacks (TRUNCATED)
+         * with the header parsed. */
+        dedup_mem_source ms;
+        dedup_decoder *hd = malloc(sizeof *hd);
+        if (!hd)
+            st = DEDUP_ERR_NOMEM;
+        else {
+            st = dedup_decoder_begin(hd, dedup_mem_source_init(&ms, h, sizeof h), 0);
+            if (st == DEDUP_ERR_TRUNCATED || !st) { /* only the header is here */
+                st = DEDUP_OK;
+                *inner = hd->header;
             }
+            free(hd);
         }
-        dedup_file_source_close(f);
     }
+    reader_close(r);
     if (!st)
         *has_ident = true;
-    free(f);
-    free(d);
     return st;
 }
 
@@ -257,51 +285,39 @@ dedup_status dd_state_load(const char *path, const dedup_allocator *alloc, dedup
     dedup_status st = dd_state_peek(path, &inner, &wrapped, NULL, 0);
     if (st)
         return st;
-    dedup_file_source *f = malloc(sizeof *f);
-    dedup_decoder *d = malloc(sizeof *d);
-    if (!f || !d) {
-        free(f);
-        free(d);
-        return DEDUP_ERR_NOMEM;
-    }
-    dedup_source src;
-    st = dedup_file_source_open(f, path, &src);
+    state_reader *r;
+    st = reader_open(path, wrapped, ident, identcap, &r);
     if (st)
-        goto out;
+        return st;
     dedup_seen *s = NULL;
     if (!wrapped) {
-        st = load_seen(src, inner.type, alloc, &s);
+        st = load_seen(r->src, inner.type, alloc, &s);
     } else {
-        st = dedup_decoder_begin(d, src, DEDUP_TYPE_STATE);
-        if (!st)
-            st = parse_identity(d->params, d->header.params_len, ident, identcap);
-        if (!st) {
-            nested_in *ni = malloc(sizeof *ni);
-            if (!ni) {
-                st = DEDUP_ERR_NOMEM;
-            } else {
-                ni->d = d;
-                ni->pos = ni->len = 0;
-                dedup_source ns = {nested_read, nested_remaining, ni};
-                st = load_seen(ns, inner.type, alloc, &s);
-                if (!st && nested_remaining(ni) != 0)
-                    st = DEDUP_ERR_TRAILING;
-                free(ni);
-            }
-            if (!st)
-                st = dedup_decoder_end(d);
-            if (!st && dedup_seen_seed(s) != d->header.seed)
-                st = DEDUP_ERR_CORRUPT;
-            if (!st)
-                *has_ident = true;
+        nested_in *ni = malloc(sizeof *ni);
+        if (!ni) {
+            st = DEDUP_ERR_NOMEM;
+        } else {
+            ni->d = &r->d;
+            ni->pos = ni->len = 0;
+            dedup_source ns = {nested_read, nested_remaining, ni};
+            st = load_seen(ns, inner.type, alloc, &s);
+            if (!st && nested_remaining(ni) != 0)
+                st = DEDUP_ERR_TRAILING;
+            free(ni);
         }
+        if (!st)
+            st = dedup_decoder_end(&r->d);
+        if (!st && dedup_seen_seed(s) != r->d.header.seed)
+            st = DEDUP_ERR_CORRUPT;
+        if (!st)
+            *has_ident = true;
     }
     if (!st) {
         /* nothing may follow the structure */
-        uint64_t left = src.remaining(src.ctx);
+        uint64_t left = r->src.remaining(r->src.ctx);
         unsigned char extra;
         if (left == UINT64_MAX)
-            left = src.read(src.ctx, &extra, 1) == DEDUP_OK;
+            left = r->src.read(r->src.ctx, &extra, 1) == DEDUP_OK;
         if (left != 0)
             st = DEDUP_ERR_TRAILING;
     }
@@ -309,10 +325,7 @@ dedup_status dd_state_load(const char *path, const dedup_allocator *alloc, dedup
         dedup_seen_free(s);
     else
         *out = s;
-    dedup_file_source_close(f);
-out:
-    free(f);
-    free(d);
+    reader_close(r);
     return st;
 }
 

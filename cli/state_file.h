@@ -25,7 +25,8 @@
 #define DD_STATE_IDENT_MAX 1024u
 
 /* ---- Lock -----------------------------------------------------------------
- * One process at a time per state file: an exclusive fcntl() record lock on
+ * One process at a time per state file (and per filter file that `dedup
+ * filter add|del` changes): an exclusive fcntl() record lock on
  * "FILE.lock" beside it.  The lock file, not FILE, carries the lock because
  * every save replaces FILE by rename(): a lock on FILE's old inode would
  * not stop a process that opens the new one.  The lock file is never

@@ -36,6 +36,7 @@
     X(rocksdb_block_based_options_destroy) \
     X(rocksdb_block_based_options_set_block_cache) \
     X(rocksdb_block_based_options_set_block_size) \
+    X(rocksdb_block_based_options_set_checksum) \
     X(rocksdb_block_based_options_set_cache_index_and_filter_blocks) \
     X(rocksdb_block_based_options_set_filter_policy) \
     X(rocksdb_block_based_options_set_format_version) \
@@ -131,6 +132,7 @@ const char *ddr_rdb_load(void);
 #define rocksdb_block_based_options_destroy (ddr_rdb.rocksdb_block_based_options_destroy)
 #define rocksdb_block_based_options_set_block_cache (ddr_rdb.rocksdb_block_based_options_set_block_cache)
 #define rocksdb_block_based_options_set_block_size (ddr_rdb.rocksdb_block_based_options_set_block_size)
+#define rocksdb_block_based_options_set_checksum (ddr_rdb.rocksdb_block_based_options_set_checksum)
 #define rocksdb_block_based_options_set_cache_index_and_filter_blocks (ddr_rdb.rocksdb_block_based_options_set_cache_index_and_filter_blocks)
 #define rocksdb_block_based_options_set_filter_policy (ddr_rdb.rocksdb_block_based_options_set_filter_policy)
 #define rocksdb_block_based_options_set_format_version (ddr_rdb.rocksdb_block_based_options_set_format_version)

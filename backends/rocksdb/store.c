@@ -132,6 +132,8 @@ static void build_options(dedup_store *s, uint64_t block_cache, bool whole, bool
     rocksdb_block_based_options_set_whole_key_filtering(s->topt, 1);
     rocksdb_block_based_options_set_block_size(s->topt, DDR_BLOCK_SIZE);
     rocksdb_block_based_options_set_format_version(s->topt, 5);
+    /* the checksum sst_check.c verifies (RocksDB 7's default, named) */
+    rocksdb_block_based_options_set_checksum(s->topt, 4 /* kXXH3 */);
     rocksdb_block_based_options_set_cache_index_and_filter_blocks(s->topt, 0);
     s->cache = rocksdb_cache_create_lru((size_t)block_cache);
     rocksdb_block_based_options_set_block_cache(s->topt, s->cache);
@@ -519,7 +521,8 @@ dedup_status ddr_open_dir(const dedup_store_params *p, const dedup_allocator *al
         return st;
     }
     char *e = NULL;
-    if (!fresh && (st = read_marker(s, p, dir, why, cap)) != DEDUP_OK) {
+    if (!fresh && ((st = ddr_check_tables(dir, why, cap)) != DEDUP_OK ||
+                   (st = read_marker(s, p, dir, why, cap)) != DEDUP_OK)) {
         dedup_store_close(s);
         return st;
     }

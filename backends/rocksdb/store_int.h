@@ -217,6 +217,11 @@ dedup_status ddr_random_seed(uint64_t *seed, const char *dir, char *why, size_t 
 dedup_status ddr_create_store(const dedup_store_params *p, const dedup_allocator *alloc,
                               char *why, size_t cap);
 
+/* sst_check.c: checks, before RocksDB opens them, the blocks of DIR's table
+ * files that RocksDB parses before checking them (the metaindex and
+ * properties blocks); DEDUP_ERR_CORRUPT naming the file if one is damaged. */
+dedup_status ddr_check_tables(const char *dir, char *why, size_t cap);
+
 /* pending.c */
 dedup_status ddr_pending_open(dedup_store *s);
 void ddr_pending_free(dedup_store *s);

@@ -89,7 +89,12 @@
  * ---- Damage ---------------------------------------------------------------------
  * Refused, never read as fewer keys: a damaged marker, identity or pending
  * log record (DEDUP_ERR_CHECKSUM, DEDUP_ERR_CORRUPT, 'why' naming the file
- * and byte); what RocksDB's paranoid checks report (DEDUP_ERR_CORRUPT); and,
+ * and byte); a table file (NNNNNN.sst) whose metaindex or properties block
+ * fails its checksum, checked before RocksDB opens it since RocksDB parses
+ * the properties block before checking it (DEDUP_ERR_CORRUPT, 'why' naming
+ * the file; a table whose footer is not whole is left to RocksDB, which
+ * refuses it when the MANIFEST lists it); what RocksDB's paranoid checks
+ * report (DEDUP_ERR_CORRUPT); and,
  * without expiry, a store whose tables hold fewer keys than it counted (a
  * table file or the MANIFEST's record of one lost; RocksDB reads a
  * MANIFEST cut short as one that ended there).  record() of a key already

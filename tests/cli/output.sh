@@ -247,4 +247,47 @@ if "$DEDUP" --help | grep -q -- '--pipeline'; then
 fi
 "$DEDUP" count -P 99 /dev/null 2> "$T/err"
 check "a subcommand's option error keeps its name: $(cat "$T/err")" grep -q '^dedup: count: -P/--precision must' "$T/err"
+# ---- -o that is the --state or --uncertain file; -o on a 255-byte name ------------------
+# (review of issue 33 item 9) refused before anything is touched, as -o F F is.
+"$DEDUP" -o "$T/sf" --state "$T/sf" "$T/in" > /dev/null 2> "$T/err"
+rc=$?
+check "-o F --state F: exit 2 (got $rc)" test $rc -eq 2
+check "-o F --state F: nothing made" test ! -e "$T/sf"
+check "-o F --state F: named: $(head -c 200 "$T/err")" grep -q "$T/sf.*--state" "$T/err"
+"$DEDUP" --state "$T/st1" "$T/in" > /dev/null && cp "$T/st1" "$T/st1.before"
+ln "$T/st1" "$T/st1.link"
+"$DEDUP" -o "$T/st1.link" --state "$T/st1" "$T/in" > /dev/null 2> "$T/err"
+rc=$?
+check "-o (a hard link of the state) --state: exit 2 (got $rc)" test $rc -eq 2
+check "... the state unchanged" cmp -s "$T/st1" "$T/st1.before"
+echo old > "$T/uo"
+# no Redis answers on port 1: the refusal comes first, before --uncertain is opened
+"$DEDUP" --redis redis://127.0.0.1:1 --uncertain "$T/uo" -o "$T/uo" "$T/in" > /dev/null 2> "$T/err"
+rc=$?
+check "-o F --uncertain F: exit 2 (got $rc)" test $rc -eq 2
+check "-o F --uncertain F: F unchanged" test "$(cat "$T/uo")" = old
+check "-o F --uncertain F: named: $(head -c 200 "$T/err")" grep -q "$T/uo.*--uncertain" "$T/err"
+rm -f "$T/sf" "$T/st1" "$T/st1.before" "$T/st1.link" "$T/st1.lock" "$T/uo"
+# a name of NAME_MAX bytes: its temporary and kept names are shortened, not refused
+long=$(printf 'n%.0s' $(seq 255))
+"$DEDUP" -o "$T/$long" "$T/in" 2> "$T/err"
+check "-o on a 255-byte name: exit 0 ($(head -c 200 "$T/err"))" test $? -eq 0
+check "... the output written" test "$(tr '\n' , < "$T/$long")" = "b,a,c,"
+rm -f "$T/fifo" && mkfifo "$T/fifo"
+exec 3<> "$T/fifo"
+seq -f 'k%g' 1 1000 >&3
+"$DEDUP" --line-buffered -o "$T/$long" "$T/fifo" 2> /dev/null &
+pid=$!
+long_tmp_has_1000() { local f; for f in "$T/${long:0:229}"~*.dedup-tmp-*; do [ -e "$f" ] && has_lines "$f" 1000 && return 0; done; return 1; }
+check "-o on a 255-byte name, KILL: the run wrote 1000 records" wait_until 30 long_tmp_has_1000
+kill -KILL $pid; wait $pid 2> /dev/null
+exec 3>&-
+"$DEDUP" -o "$T/$long" "$T/in" 2> "$T/err"
+check "... the next run keeps the killed run's records: $(head -c 300 "$T/err")" \
+    grep -q "partial-.*killed" "$T/err"
+part=$(ls "$T" | grep "^${long:0:229}~.*\.partial-" | head -1)
+check "... in a kept file named after it" test -n "$part" -a "$(wc -l < "$T/$part" 2> /dev/null)" = 1000
+check "... no temporary left" test -z "$(ls "$T" | grep dedup-tmp)"
+rm -f "$T/$long" "$T"/n*partial-*
+
 finish

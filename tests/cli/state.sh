@@ -197,4 +197,25 @@ check "a kill -9 while saving leaves the old state (or the new one, whole)" test
 check "the next run loads it" test $? -eq 0 -a ! -s "$T/o"
 check "and leaves no temporary beside it" test -z "$(ls "$T/kd" | grep -v -x -e s -e s.lock)"
 
+# ---- dedup filter add|del on a plain filter file takes its lock too ---------------------
+# (review of issue 33 item 7) two changes at once would each save their own.
+"$DEDUP" filter create "$T/pf" -n 1000 > /dev/null
+rm -f "$T/fifo" && mkfifo "$T/fifo"
+exec 3<> "$T/fifo"
+"$DEDUP" filter add "$T/pf" < "$T/fifo" 3>&- &
+holder=$!
+wait_until 20 grep -qsx "$holder" "$T/pf.lock"
+check "dedup filter add on a plain filter file holds its lock" test $? -eq 0
+"$DEDUP" filter add "$T/pf" b 2> "$T/e"
+rc=$?
+check "a second dedup filter add on it exits 2 (got $rc)" test $rc -eq 2
+check "... naming the holder: $(head -c 200 "$T/e")" grep -q "$T/pf: in use by PID $holder" "$T/e"
+echo a >&3
+exec 3>&-
+wait $holder
+check "the first dedup filter add ends normally" test $? -eq 0
+"$DEDUP" filter add "$T/pf" b
+check "dedup filter add on it once free" test $? -eq 0
+check "both adds' items are in it" test "$("$DEDUP" filter query -c "$T/pf" a b)" = 2
+
 finish

@@ -128,6 +128,38 @@ timeout 10 sh -c ": > '$T/fifo'" # the holder reads an empty input and ends
 wait $holder
 check "the holder ends normally" test $? -eq 0
 
+# ---- a table file's damaged properties block: refused naming it, never a crash ---------
+# (issue 33: Debian's librocksdb parses that block before checking it and
+# aborted on the restart count's hash-index bit, so dedup died of SIGABRT)
+cp -r "$T/st_s" "$T/props"
+python3 - "$T/props" <<'PY'
+import glob, sys
+def varint(b, i):
+    v = s = 0
+    while True:
+        c = b[i]; i += 1; v |= (c & 0x7f) << s; s += 7
+        if c < 0x80:
+            return v, i
+for fn in sorted(glob.glob(sys.argv[1] + "/*.sst"))[-1:]:
+    d = bytearray(open(fn, "rb").read())
+    mo, i = varint(d, len(d) - 52); ms, _ = varint(d, i)    # the footer's metaindex handle
+    at, end = mo, mo + ms - 4 - 4 * int.from_bytes(d[mo + ms - 4:mo + ms], "little")
+    while at < end:                                         # its entries: the properties'
+        _, at = varint(d, at); kl, at = varint(d, at); vl, at = varint(d, at)
+        key, at = bytes(d[at:at + kl]), at + kl
+        if key == b"rocksdb.properties":
+            po, j = varint(d, at); ps, _ = varint(d, j)
+            d[po + ps - 1] ^= 0x80                          # the restart count's top bit
+        at += vl
+    open(fn, "wb").write(d)
+PY
+sst=$(ls "$T/props" | grep '\.sst$' | sort | tail -1)
+echo x | "$DEDUP" --store "$T/props" > "$T/out" 2> "$T/err"
+rc=$?
+check "a damaged properties block: exit 2, not a crash (got $rc)" test $rc -eq 2
+check "... naming the table file: $(head -c 300 "$T/err")" grep -q "$sst.*damaged" "$T/err"
+check "... writing nothing" test ! -s "$T/out"
+
 # kill -9 at random instants: tests/cli/store_kill_*.sh
 
 finish

@@ -12,11 +12,23 @@
  * file, the position and the count.
  *
  * Every position of the pending log and of files up to 24 bytes is tried;
- * larger files (RocksDB's tables, MANIFEST, WAL, OPTIONS) at 24 positions:
- * their first and last 4 bytes and 16 drawn from the seed (another seed,
- * other positions).  Under a sanitizer (DEDUP_SANITIZER set) every 4th
- * position of the pending log and 8 of each other file.  Each case
- * runs in a child: RocksDB aborts on some damage, a refusal too.  The pending log cut
+ * RocksDB's table files (NNNNNN.sst) at every class of position: every
+ * byte of the footer, and in each block (the data block, the index, the
+ * metaindex and each meta block it names: filter, properties) its first 4
+ * bytes, its last 8 (the restart array's end and the restart count, whose
+ * top bit also flags a hash index: changed by a seeded value and by 0x80),
+ * 2 drawn from the seed, and the 5 bytes of its trailer (the footer's zero
+ * padding: its first and last 2 bytes); and cut at 0, inside
+ * each block, in the footer and before the last byte.  Other large
+ * files (MANIFEST, WAL, OPTIONS) at 24 positions: their first and last 4
+ * bytes and 16 drawn from the seed (another seed, other positions).  Under
+ * a sanitizer (DEDUP_SANITIZER set) every 4th position of the pending log,
+ * 8 of each other file that is not a table, and in a table the footer
+ * but its padding, and each block's first byte, restart count, and the
+ * first 2 bytes of its trailer.  Each case runs in a
+ * child; the child dying of a signal fails the test (RocksDB's assertions
+ * once aborted on a damaged properties block: a crash is never a refusal),
+ * and a table file refused must be named by the error.  The pending log cut
  * inside a record cannot be told from a crash's torn last record (a
  * record is written after the output of its keys, so its keys' records
  * are written again by the next run, never lost): that case must report
@@ -30,8 +42,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "dedup/store.h"
@@ -50,6 +64,14 @@ static sfile files[MAXFILES];
 static size_t nfiles;
 static dedup_digest keys[NKEYS];
 static uint64_t failures, cases, refused, torn;
+static char *child_why; /* shared with the children: the refusal's message */
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
 
 static void die(const char *what)
 {
@@ -158,6 +180,8 @@ static void lay_out(const char *dir, size_t which, const unsigned char *data, si
     if (d)
         closedir(d);
     for (size_t i = 0; i < nfiles; i++) {
+        if (strncmp(files[i].name, "LOG", 3) == 0)
+            continue; /* RocksDB's text log: never read */
         snprintf(path, sizeof path, "%.300s/%.63s", dir, files[i].name);
         int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
         const unsigned char *p = i == which ? data : files[i].data;
@@ -168,11 +192,13 @@ static void lay_out(const char *dir, size_t which, const unsigned char *data, si
     }
 }
 
-/* In a child (RocksDB may abort on some damage: that is a refusal too):
+/* In a child (a crash there is told from a refusal):
  * opens the damaged copy read-only and asks every key.  Exit 0: every key
- * there; 1: refused (open or lookup failed, or the process died); 2: some
- * key answered new with the log's torn tail reported; 3: some key
- * answered new, silently. */
+ * there; C_REFUSED: refused (open or lookup failed, its message in
+ * child_why); C_TORN: some key answered new with the log's torn tail
+ * reported; C_SILENT: some key answered new, silently.  (Not 1: a
+ * sanitizer's report ends the child with 1, a failure here.) */
+enum { C_REFUSED = 10, C_TORN, C_SILENT };
 static int check_child(const char *dir)
 {
     dedup_store_params p;
@@ -182,23 +208,29 @@ static int check_child(const char *dir)
     p.read_threads = 1;
     dedup_store *s = NULL;
     char why[512];
-    if (dedup_store_open(&p, NULL, &s, why, sizeof why) != DEDUP_OK)
-        return 1;
+    if (dedup_store_open(&p, NULL, &s, why, sizeof why) != DEDUP_OK) {
+        snprintf(child_why, 512, "%s", why);
+        return C_REFUSED;
+    }
     dedup_verdict v[NKEYS];
     dedup_batch b = {.n = NKEYS, .digests = keys};
-    if (dedup_store_query(s, &b, v) != DEDUP_OK)
-        return 1;
+    if (dedup_store_query(s, &b, v) != DEDUP_OK) {
+        snprintf(child_why, 512, "%s", dedup_store_error(s));
+        return C_REFUSED;
+    }
     dedup_store_info in;
     dedup_store_get_info(s, &in);
     size_t absent = 0;
     for (size_t i = 0; i < NKEYS; i++)
         absent += v[i] != DEDUP_DUPLICATE;
-    return absent == 0 ? 0 : in.torn_bytes ? 2 : 3;
+    return absent == 0 ? 0 : in.torn_bytes ? C_TORN : C_SILENT;
 }
 
-static void check(const char *dir, const char *what, size_t pos, bool in_log)
+/* One case: 'name', when set, must be named by a refusal. */
+static void check(const char *dir, const char *what, size_t pos, bool in_log, const char *name)
 {
     cases++;
+    child_why[0] = '\0';
     fflush(NULL);
     pid_t pid = fork();
     if (pid < 0)
@@ -212,17 +244,30 @@ static void check(const char *dir, const char *what, size_t pos, bool in_log)
     int wst = 0;
     if (waitpid(pid, &wst, 0) != pid)
         die("waitpid");
-    int rc = WIFEXITED(wst) ? WEXITSTATUS(wst) : 1;
-    if (rc == 1) {
+    int rc = WIFEXITED(wst) ? WEXITSTATUS(wst) : -1;
+    if (rc == C_REFUSED && (!name || strstr(child_why, name))) {
         refused++;
-    } else if (rc == 2 && in_log) {
-        torn++;
-    } else if (rc != 0) {
-        failures++;
-        if (failures <= 20)
-            fprintf(stderr, "FAIL: %s at byte %zu: opened, some of the %u keys answered new%s\n",
-                    what, pos, NKEYS, rc == 2 ? " (a torn tail reported)" : "");
+        return;
     }
+    if (rc == 0 || (rc == C_TORN && in_log)) {
+        torn += rc == C_TORN;
+        return;
+    }
+    failures++;
+    if (failures > 20)
+        return;
+    if (rc == -1)
+        fprintf(stderr, "FAIL: %s at byte %zu: the process died of signal %d instead of "
+                "refusing the store\n", what, pos, WIFSIGNALED(wst) ? WTERMSIG(wst) : 0);
+    else if (rc == C_REFUSED)
+        fprintf(stderr, "FAIL: %s at byte %zu: refused without naming %s: %s\n", what, pos,
+                name, child_why);
+    else if (rc == C_TORN || rc == C_SILENT)
+        fprintf(stderr, "FAIL: %s at byte %zu: opened, some of the %u keys answered new%s\n",
+                what, pos, NKEYS, rc == C_TORN ? " (a torn tail reported)" : "");
+    else
+        fprintf(stderr, "FAIL: %s at byte %zu: the check exited %d (a sanitizer's report?)\n",
+                what, pos, rc);
 }
 
 static bool skip_file(const char *name)
@@ -259,23 +304,160 @@ static void log_damage_cases(size_t f, const char *work, tu_rng *r)
         memcpy(buf, d, len);
         memset(buf + pos, 0, len - pos < 64 ? len - pos : 64);
         lay_out(work, f, buf, len);
-        check(work, "dedup-pending.log with 64 bytes zeroed", pos, false);
+        check(work, "dedup-pending.log with 64 bytes zeroed", pos, false, NULL);
     }
     for (size_t i = 0; i < nrec; i++) {
         size_t end = i + 1 < nrec ? starts[i + 1] : len;
         memcpy(buf, d, len);
         memcpy(buf + len, d + starts[i], end - starts[i]);
         lay_out(work, f, buf, len + end - starts[i]);
-        check(work, "dedup-pending.log with a record repeated at its end", starts[i], false);
+        check(work, "dedup-pending.log with a record repeated at its end", starts[i], false,
+              NULL);
     }
     size_t end0 = starts[1];
     memcpy(buf, d, end0);
     memcpy(buf + end0, d + starts[0], end0 - starts[0]);
     memcpy(buf + end0 + (end0 - starts[0]), d + end0, len - end0);
     lay_out(work, f, buf, len + end0 - starts[0]);
-    check(work, "dedup-pending.log with its first record twice", starts[0], false);
+    check(work, "dedup-pending.log with its first record twice", starts[0], false, NULL);
     printf("%-24s %zu zeroed blocks, %zu records repeated: %llu failure(s)\n",
            "dedup-pending.log", zeroed, nrec + 1, (unsigned long long)(failures - before));
+    free(buf);
+}
+
+/* ---- table files: every class of position ------------------------------ */
+
+typedef struct blk {
+    size_t off, size; /* the block's bytes; its 5-byte trailer follows */
+} blk;
+
+static size_t get_varint(const unsigned char *d, size_t len, size_t *at)
+{
+    size_t v = 0;
+    for (int sh = 0; *at < len && sh < 64; sh += 7) {
+        unsigned char c = d[(*at)++];
+        v |= (size_t)(c & 0x7f) << sh;
+        if (!(c & 0x80))
+            return v;
+    }
+    die("a table file of the pristine store is not as expected");
+    return 0;
+}
+
+static blk get_handle(const unsigned char *d, size_t len, size_t *at)
+{
+    blk b;
+    b.off = get_varint(d, len, at);
+    b.size = get_varint(d, len, at);
+    return b;
+}
+
+/* The value of a block's first entry (meta blocks: one entry per key, no
+ * shared prefix), *at past it; false at the block's entries' end. */
+static bool next_entry(const unsigned char *d, blk b, size_t *at, size_t *vat)
+{
+    size_t n = b.off + b.size, nr = 0;
+    for (int i = 0; i < 4; i++)
+        nr |= (size_t)d[n - 4 + i] << (8 * i);
+    size_t end = n - 4 - 4 * (nr & 0x7fffffffu);
+    if (*at >= end)
+        return false;
+    (void)get_varint(d, end, at);
+    size_t ns = get_varint(d, end, at), vl = get_varint(d, end, at);
+    *vat = *at + ns;
+    *at = *vat + vl;
+    return true;
+}
+
+/* The blocks of a table file (RocksDB's block-based table, format_version
+ * 5, checked by the test store's own writer): the footer's metaindex and
+ * index, the meta blocks the metaindex names, the first data block the
+ * index names. */
+static size_t table_blocks(const sfile *f, blk *out, size_t cap)
+{
+    const unsigned char *d = f->data;
+    size_t len = f->len, at = len - 53, n = 0;
+    if (len < 53 + 5 || d[len - 8] != 0xf7 || d[len - 1] != 0x88)
+        die("a table file of the pristine store has no block-based footer");
+    at++;
+    out[n++] = get_handle(d, len, &at); /* metaindex */
+    out[n++] = get_handle(d, len, &at); /* index */
+    size_t vat;
+    at = out[0].off;
+    while (n < cap && next_entry(d, out[0], &at, &vat))
+        out[n++] = get_handle(d, len, &vat);
+    at = out[1].off;
+    if (n < cap && next_entry(d, out[1], &at, &vat))
+        out[n++] = get_handle(d, len, &vat);
+    for (size_t i = 0; i < n; i++)
+        if (out[i].off + out[i].size + 5 > len - 53)
+            die("a table file's block is outside it");
+    return n;
+}
+
+static bool is_table(const char *name)
+{
+    size_t l = strlen(name);
+    return l > 4 && strcmp(name + l - 4, ".sst") == 0;
+}
+
+/* One table file: the byte at each class of position changed, and cuts;
+ * each refused naming the file, or every key there. */
+static void table_cases(size_t f, const char *work, tu_rng *r, bool san)
+{
+    const sfile *t = &files[f];
+    blk b[8];
+    size_t nb = table_blocks(t, b, 8), len = t->len, pos[8 * 24 + 64], npos = 0;
+    size_t pad = len - 53 + 1, hb = 0;
+    while (hb < 4) /* the footer's two handles: four varints, then zero padding */
+        hb += !(t->data[pad++] & 0x80);
+    /* under a sanitizer: the footer's handles, version and magic, and in
+     * each block its first byte, its restart count, its trailer's type and
+     * first checksum byte */
+    for (size_t i = len - 53; i < len; i++)
+        if (i < pad + (san ? 0 : 2) || i >= len - 12 - (san ? 0 : 2))
+            pos[npos++] = i; /* the footer, but for its padding's middle */
+    for (size_t i = 0; i < nb; i++) {
+        for (size_t k = 0; k < (san ? 1u : 4u) && k < b[i].size; k++)
+            pos[npos++] = b[i].off + k;
+        for (size_t k = b[i].size < 8 ? b[i].size : san ? 4 : 8; k > 0; k--)
+            pos[npos++] = b[i].off + b[i].size - k;
+        for (size_t k = 0; k < (san ? 0u : 2u); k++)
+            pos[npos++] = b[i].off + (size_t)tu_below(r, b[i].size);
+        for (size_t k = 0; k < (san ? 2u : 5u); k++)
+            pos[npos++] = b[i].off + b[i].size + k; /* the trailer */
+    }
+    unsigned char *buf = malloc(len);
+    if (!buf)
+        die("malloc");
+    uint64_t before = failures, ncase = cases;
+    double t0 = now_s();
+    char what[128];
+    for (size_t k = 0; k < npos; k++) {
+        memcpy(buf, t->data, len);
+        buf[pos[k]] ^= (unsigned char)(1 + tu_below(r, 255));
+        lay_out(work, f, buf, len);
+        snprintf(what, sizeof what, "%.63s changed", t->name);
+        check(work, what, pos[k], false, t->name);
+    }
+    for (size_t i = 0; i < nb; i++) /* the restart count's top bit: a hash index */
+        if (b[i].size >= 4) {
+            memcpy(buf, t->data, len);
+            buf[b[i].off + b[i].size - 1] ^= 0x80;
+            lay_out(work, f, buf, len);
+            snprintf(what, sizeof what, "%.63s's hash-index flag set", t->name);
+            check(work, what, b[i].off + b[i].size - 1, false, t->name);
+        }
+    size_t cuts[16] = {0, len - 53, len - 8, len - 1}, ncut = 4;
+    for (size_t i = 0; i < nb; i++)
+        cuts[ncut++] = b[i].off + b[i].size / 2;
+    for (size_t i = 0; i < ncut; i++) {
+        lay_out(work, f, t->data, cuts[i]);
+        snprintf(what, sizeof what, "%.63s cut", t->name);
+        check(work, what, cuts[i], false, NULL);
+    }
+    printf("%-24s %7zu bytes, %zu blocks, %4zu cases: %llu failure(s), %.1f s\n", t->name, len,
+           nb, (size_t)(cases - ncase), (unsigned long long)(failures - before), now_s() - t0);
     free(buf);
 }
 
@@ -306,9 +488,16 @@ int main(void)
     read_all(pristine);
     if (mkdir(work, 0755) != 0)
         die("mkdir");
+    child_why = mmap(NULL, 512, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (child_why == MAP_FAILED)
+        die("mmap");
     for (size_t f = 0; f < nfiles; f++) {
         if (skip_file(files[f].name))
             continue;
+        if (is_table(files[f].name)) {
+            table_cases(f, work, &r, san);
+            continue;
+        }
         size_t len = files[f].len;
         bool is_log = strcmp(files[f].name, "dedup-pending.log") == 0;
         if (is_log && len <= 32 + 3 * 32)
@@ -320,6 +509,7 @@ int main(void)
         size_t phase = (size_t)tu_below(&r, 4);
         unsigned char *buf = malloc(len + 1);
         uint64_t before = failures;
+        double t0 = now_s();
         for (size_t k = 0; k < npos; k++) {
             size_t pos = every ? k : is_log ? (4 * k + phase) % len : k < 4 ? k
                                        : k < 8 ? len - 1 - (k - 4) : (size_t)tu_below(&r, len);
@@ -328,13 +518,14 @@ int main(void)
             buf[pos] ^= (unsigned char)(1 + tu_below(&r, 255));
             lay_out(work, f, buf, len);
             snprintf(what, sizeof what, "%.63s changed", files[f].name);
-            check(work, what, pos, false);
+            check(work, what, pos, false, NULL);
             lay_out(work, f, files[f].data, pos);
             snprintf(what, sizeof what, "%.63s cut", files[f].name);
-            check(work, what, pos, is_log && pos >= 32);
+            check(work, what, pos, is_log && pos >= 32, NULL);
         }
-        printf("%-24s %7zu bytes, %5zu positions%s: %llu failure(s)\n", files[f].name, len, npos,
-               every ? " (every one)" : "", (unsigned long long)(failures - before));
+        printf("%-24s %7zu bytes, %5zu positions%s: %llu failure(s), %.1f s\n", files[f].name, len,
+               npos, every ? " (every one)" : "", (unsigned long long)(failures - before),
+               now_s() - t0);
         free(buf);
         if (is_log)
             log_damage_cases(f, work, &r);
