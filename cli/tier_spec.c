@@ -508,8 +508,8 @@ static dedup_status open_store(dd_tiers_cli *t, const tier_def *d, uint64_t seed
 
 #ifdef DEDUP_HAVE_REDIS
 /* The keys scheme (exact), its TTL the "recent keys"; a NEW key is reserved
- * until its record is written out (dd_tiers_after_batch commits it). */
-/* 'seed' 0: the name's own seed (a new name takes a random one, kept in
+ * until its record is written out (dd_tiers_after_batch commits it).
+ * 'seed' 0: the name's own seed (a new name takes a random one, kept in
  * NAME:meta); else that one, which an existing name must hold. */
 static dedup_status open_redis(dd_tiers_cli *t, const tier_def *d, uint64_t seed,
                                dedup_seen **out, void **rout, char *err, size_t cap)
@@ -592,8 +592,8 @@ static bool persistent(const tier_def *d)
 }
 
 /* Opens one persistent def with 'seed' when 'fixed' (else its own; a new
- * one takes a random seed) into t->pre_seen[i] (and t->pre_store[i]: the store or Redis
- * object). */
+ * one takes a random seed) into t->pre_seen[i], and t->pre_store[i] (the
+ * store or Redis object, owned by that seen). */
 static dedup_status open_persistent(dd_tiers_cli *t, size_t i, uint64_t seed, bool fixed,
                                     char *err, size_t cap)
 {
