@@ -642,6 +642,7 @@ int cmd_dedup(int argc, char **argv)
     eo.term = o.term;
     eo.key = &o.key;
     eo.seed = o.sizing.seed;
+    eo.seed_given = o.seed_given;
     eo.stats = o.stats == STATS_JSON ? 2 : o.stats == STATS_TEXT ? 1 : 0;
     eo.line_buffered = o.line_buffered;
     eo.progress = o.progress == 1 || (o.progress == -1 && isatty(STDERR_FILENO) && cli_verbosity > 0);

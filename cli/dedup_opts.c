@@ -298,6 +298,7 @@ static int parse_args(int argc, char **argv, opts *o)
             if (!arg_seed(NULL, "--seed", optarg, &o->sizing.seed))
                 return -1;
             o->seed_given = true;
+            o->sizing.seed_given = true;
             break;
         case OPT_FORCE_KEYS: o->force_keys = true; break;
         case OPT_WINDOW:

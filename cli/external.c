@@ -347,7 +347,7 @@ int dd_run_external(const dd_external_opts *o, char **files, int nfiles)
      * seed of this run's own, unless --seed chose one, so that no input can
      * be made to collide on purpose.  The output does not depend on it. */
     dd_external_opts ro;
-    if (xr && o->seed == DEDUP_DEFAULT_SEED) {
+    if (xr && !o->seed_given) {
         ro = *o;
         ro.seed = cli_run_seed();
         o = &ro;

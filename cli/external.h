@@ -26,6 +26,7 @@ typedef struct dd_external_opts {
     unsigned char term;
     const dd_keyspec *key;
     uint64_t seed;
+    bool seed_given; /* --seed: 'seed' was chosen on purpose */
     int stats; /* 0 none, 1 text, 2 json */
     bool line_buffered;
     bool progress;

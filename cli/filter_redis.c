@@ -40,6 +40,7 @@ typedef struct fr_opts {
     uint64_t items, bits;
     double fpr;
     uint64_t seed;
+    bool seed_given; /* --seed */
     uint32_t shards, segments, k;
     dedup_redis_filter filter;
     bool typed; /* -t given; else the stored scheme is taken */
@@ -80,7 +81,9 @@ static dedup_redis *fr_open(fr_opts *f, bool create)
     if (f->fpr > 0)
         o.fpr = f->fpr;
     o.seed = f->seed;
-    o.secret_seed = !create && o.scheme != DEDUP_REDIS_MODULE;
+    /* A new name takes a secret seed unless --seed chose one; an existing
+     * one's is taken (a module filter's must match a --seed given). */
+    o.secret_seed = !f->seed_given || (!create && o.scheme != DEDUP_REDIS_MODULE);
     if (f->shards)
         o.shards = f->shards;
     o.segments = f->segments;
@@ -368,6 +371,7 @@ static int copy_to_redis(fr_opts *f, const char *path)
     f->bits = dedup_bloom_bits(bf);
     f->k = dedup_bloom_k(bf);
     f->seed = dedup_bloom_seed(bf);
+    f->seed_given = true; /* the file's bits are digests of its seed */
     f->items = dedup_bloom_capacity(bf);
     if (!f->items)
         f->items = dedup_seen_capacity_for_size(DEDUP_SEEN_BLOCKED, f->bits, dedup_bloom_target_fpr(bf));
@@ -482,7 +486,11 @@ int dd_filter_redis(int argc, char **argv)
             if (!arg_uint(cmd, "-k", optarg, 1, 16, &v)) return CLI_EXIT_USAGE;
             f.k = (uint32_t)v;
             break;
-        case O_SEED: if (!arg_seed(cmd, "--seed", optarg, &f.seed)) return CLI_EXIT_USAGE; break;
+        case O_SEED:
+            if (!arg_seed(cmd, "--seed", optarg, &f.seed))
+                return CLI_EXIT_USAGE;
+            f.seed_given = true;
+            break;
         case O_SHARDS:
         case O_SEGMENTS:
             if (!arg_uint(cmd, c == O_SHARDS ? "--shards" : "--segments", optarg, 1, 65536, &v))

@@ -256,9 +256,9 @@ int dd_redis_create(const dd_redis_opts *o, uint64_t items, double fpr, uint64_t
     if (fpr > 0)
         ro.fpr = fpr;
     ro.seed = seed;
-    /* Keys and bitmap: a new name takes a secret seed, kept in NAME:meta,
-     * and every later run takes the stored one (--seed: that one). */
-    ro.secret_seed = !seed_given && ro.scheme != DEDUP_REDIS_MODULE;
+    /* Every scheme: a new name takes a secret seed, kept in NAME:meta, and
+     * every later run takes the stored one (--seed: that one). */
+    ro.secret_seed = !seed_given;
     /* Keys: each NEW key is reserved until its record is written out. */
     ro.reserve = ro.scheme == DEDUP_REDIS_KEYS;
     if (ro.filter == DEDUP_REDIS_FILTER_CUCKOO && fpr > 0)

@@ -120,7 +120,7 @@ dedup_status dd_seen_create(const dd_seen_opts *o, dedup_seen **out, char *err, 
          * the stores first: every tier takes their seed. */
         dedup_seen *top = NULL;
         uint64_t seed = o->seed;
-        dedup_status sst = dd_tiers_open_stores(o->tiers, &seed, err, errcap);
+        dedup_status sst = dd_tiers_open_stores(o->tiers, &seed, o->seed_given, err, errcap);
         if (sst)
             return sst;
         if (o->windowed) {

@@ -22,6 +22,7 @@ typedef struct dd_seen_opts {
     double fpr;           /* -p, 0 = not given */
     uint64_t memory;      /* -m, 0 = not given */
     uint64_t seed;
+    bool seed_given;      /* --seed: 'seed' was chosen (else the sets' own, or a fresh one) */
     dedup_on_full on_full; /* --on-full: what a fixed-size filter does past -n */
     bool counts;          /* -c / -u: per-key counts */
     bool unique_only;     /* -u */

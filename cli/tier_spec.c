@@ -508,14 +508,17 @@ static dedup_status open_store(dd_tiers_cli *t, const tier_def *d, uint64_t seed
 
 #ifdef DEDUP_HAVE_REDIS
 /* The keys scheme (exact), its TTL the "recent keys"; a NEW key is reserved
- * until its record is written out (dd_tiers_after_batch commits it). */
-static dedup_status open_redis(dd_tiers_cli *t, const tier_def *d, uint64_t seed, size_t k,
-                               char *err, size_t cap)
+ * until its record is written out (dd_tiers_after_batch commits it).
+ * 'seed' 0: the name's own seed (a new name takes a random one, kept in
+ * NAME:meta); else that one, which an existing name must hold. */
+static dedup_status open_redis(dd_tiers_cli *t, const tier_def *d, uint64_t seed,
+                               dedup_seen **out, void **rout, char *err, size_t cap)
 {
     dedup_redis_options o;
     dedup_redis_options_init(&o);
     o.url = d->path;
     o.scheme = DEDUP_REDIS_KEYS;
+    o.secret_seed = seed == 0;
     if (seed)
         o.seed = seed;
     o.ttl_ms = d->ttl_ms;
@@ -535,89 +538,137 @@ static dedup_status open_redis(dd_tiers_cli *t, const tier_def *d, uint64_t seed
         snprintf(err, cap, "--tier %s: %s", d->path, why);
         return st;
     }
-    st = dedup_redis_seen(r, NULL, &t->seen[k]);
+    st = dedup_redis_seen(r, NULL, out);
     if (st) {
         dedup_redis_free(r);
         snprintf(err, cap, "--tier %s: %s", d->path, dedup_strerror(st));
         return st;
     }
-    t->redis[k] = r;
+    *rout = r;
     t->any_redis = true;
     t->commits = true;
     return DEDUP_OK;
 }
 #endif
 
+/* A filter file a tier reads (file:PATH, or FILTER,file=PATH when PATH
+ * exists): loaded before the rest, since its seed is the run's. */
+static dedup_status load_file_tier(const tier_def *d, dedup_seen **out, char *err, size_t cap)
+{
+    dedup_status st = dedup_seen_load_file(d->path, NULL, out);
+    if (st) {
+        if (d->type == T_FILE)
+            snprintf(err, cap, "--tier file:%s: %s", d->path,
+                     st == DEDUP_ERR_IO ? strerror(errno) : dedup_strerror(st));
+        else
+            snprintf(err, cap, "%s: %s", d->path,
+                     st == DEDUP_ERR_IO ? strerror(errno) : dedup_strerror(st));
+        return st;
+    }
+    dedup_seen_info in;
+    dedup_seen_get_info(*out, &in);
+    if (d->type == T_FILE && (!in.probabilistic || in.kind == DEDUP_SEEN_WINDOW)) {
+        snprintf(err, cap, "--tier file:%s holds a %s, not a filter", d->path,
+                 dedup_seen_kind_name(in.kind));
+        st = DEDUP_ERR_WRONG_TYPE;
+    } else if (d->type != T_FILE && in.kind != d->kind) {
+        snprintf(err, cap, "--tier %s,file=%s holds a %s", dedup_seen_kind_name(d->kind), d->path,
+                 dedup_seen_kind_name(in.kind));
+        st = DEDUP_ERR_WRONG_TYPE;
+    }
+    if (st) {
+        dedup_seen_free(*out);
+        *out = NULL;
+    }
+    return st;
+}
+
+/* Whether def 'd' is a set kept between runs, with a seed of its own: a
+ * store, a Redis name, a filter file that exists. */
+static bool persistent(const tier_def *d)
+{
+    return d->type == T_ROCKSDB || d->type == T_REDIS || d->type == T_FILE ||
+           (d->path && (d->type == T_FILTER || d->type == T_EXACT) && access(d->path, F_OK) == 0);
+}
+
+/* Opens one persistent def with 'seed' when 'fixed' (else its own; a new
+ * one takes a random seed) into t->pre_seen[i], and t->pre_store[i] (the
+ * store or Redis object, owned by that seen). */
+static dedup_status open_persistent(dd_tiers_cli *t, size_t i, uint64_t seed, bool fixed,
+                                    char *err, size_t cap)
+{
+    const tier_def *d = &t->def[i];
+    switch (d->type) {
+    case T_ROCKSDB:
+#ifdef DEDUP_HAVE_ROCKSDB
+        return open_store(t, d, seed, &t->pre_seen[i], &t->pre_store[i], err, cap);
+#else
+        return DEDUP_ERR_UNSUPPORTED;
+#endif
+    case T_REDIS:
+#ifdef DEDUP_HAVE_REDIS
+        return open_redis(t, d, seed, &t->pre_seen[i], &t->pre_store[i], err, cap);
+#else
+        return DEDUP_ERR_UNSUPPORTED;
+#endif
+    default: {
+        dedup_status st = load_file_tier(d, &t->pre_seen[i], err, cap);
+        if (!st && fixed && dedup_seen_seed(t->pre_seen[i]) != seed) {
+            snprintf(err, cap, "%s: was made with seed 0x%016llx, not 0x%016llx (the --seed given, "
+                     "or the run's other persistent tiers'): one run decides with one seed",
+                     d->path, (unsigned long long)dedup_seen_seed(t->pre_seen[i]),
+                     (unsigned long long)seed);
+            dedup_seen_free(t->pre_seen[i]);
+            t->pre_seen[i] = NULL;
+            st = DEDUP_ERR_INCOMPATIBLE;
+        }
+        return st;
+    }
+    }
+}
+
+static void tier_name(const tier_def *d, char *name, size_t cap)
+{
+    switch (d->type) {
+    case T_FILE: snprintf(name, cap, "file:%s", d->path); break;
+    case T_FILTER:
+    case T_EXACT: snprintf(name, cap, "%s", dedup_seen_kind_name(d->kind)); break;
+    case T_REDIS: snprintf(name, cap, "%.90s", d->path); break;
+    case T_ROCKSDB: snprintf(name, cap, "rocksdb:%s", d->path); break;
+    }
+}
+
+/* Tier k of def d: the one dd_tiers_open_stores() opened, or a new
+ * in-memory set with the run's seed. */
 static dedup_status make_tier(dd_tiers_cli *t, const tier_def *d, uint64_t seed, size_t k,
                               char *err, size_t cap)
 {
+    size_t i = (size_t)(d - t->def);
     dedup_status st = DEDUP_OK;
-    dedup_seen **out = &t->seen[k];
-    switch (d->type) {
-    case T_FILE:
-        st = dedup_seen_load_file(d->path, NULL, out);
-        if (st) {
-            snprintf(err, cap, "--tier file:%s: %s", d->path,
-                     st == DEDUP_ERR_IO ? strerror(errno) : dedup_strerror(st));
-        } else {
-            dedup_seen_info in;
-            dedup_seen_get_info(*out, &in);
-            if (!in.probabilistic || in.kind == DEDUP_SEEN_WINDOW) {
-                snprintf(err, cap, "--tier file:%s holds a %s, not a filter", d->path,
-                         dedup_seen_kind_name(in.kind));
-                st = DEDUP_ERR_WRONG_TYPE;
-            }
-        }
-        snprintf(t->name[k], sizeof t->name[k], "file:%s", d->path);
-        break;
-    case T_FILTER:
-    case T_EXACT:
-        if (d->path && access(d->path, F_OK) == 0) {
-            st = dedup_seen_load_file(d->path, NULL, out);
-            if (!st && dedup_seen_kind_of(*out) != d->kind) {
-                snprintf(err, cap, "--tier %s,file=%s holds a %s", dedup_seen_kind_name(d->kind),
-                         d->path, dedup_seen_kind_name(dedup_seen_kind_of(*out)));
-                st = DEDUP_ERR_WRONG_TYPE;
-            } else if (st) {
-                snprintf(err, cap, "%s: %s", d->path,
-                         st == DEDUP_ERR_IO ? strerror(errno) : dedup_strerror(st));
-            }
-        } else {
-            dd_seen_opts so;
-            memset(&so, 0, sizeof so);
-            so.kind = d->kind;
-            so.mode = dedup_seen_kind_name(d->kind);
-            so.items = d->items;
-            so.fpr = d->fpr;
-            so.memory = d->memory;
-            so.seed = seed;
-            st = dd_seen_create(&so, out, err, cap);
-        }
-        snprintf(t->name[k], sizeof t->name[k], "%s", dedup_seen_kind_name(d->kind));
-        break;
-    case T_REDIS:
-#ifdef DEDUP_HAVE_REDIS
-        st = open_redis(t, d, seed, k, err, cap);
-#else
-        st = DEDUP_ERR_UNSUPPORTED;
-#endif
-        snprintf(t->name[k], sizeof t->name[k], "%.90s", d->path);
-        break;
-    case T_ROCKSDB:
-#ifdef DEDUP_HAVE_ROCKSDB
-        if (t->pre_seen[d - t->def]) {
-            *out = t->pre_seen[d - t->def];
-            t->store[k] = t->pre_store[d - t->def];
-            t->pre_seen[d - t->def] = NULL;
-        } else {
-            st = open_store(t, d, seed, out, &t->store[k], err, cap);
-        }
-#else
-        st = DEDUP_ERR_UNSUPPORTED;
-#endif
-        snprintf(t->name[k], sizeof t->name[k], "rocksdb:%s", d->path);
-        break;
+    tier_name(d, t->name[k], sizeof t->name[k]);
+    if (t->pre_seen[i]) {
+        t->seen[k] = t->pre_seen[i];
+        if (d->type == T_ROCKSDB)
+            t->store[k] = t->pre_store[i];
+        else if (d->type == T_REDIS)
+            t->redis[k] = t->pre_store[i];
+        t->pre_seen[i] = NULL;
+        t->pre_store[i] = NULL;
+        return DEDUP_OK;
     }
+    if (persistent(d)) { /* a file that appeared since, or a store not opened */
+        st = open_persistent(t, i, seed, true, err, cap);
+        return st ? st : make_tier(t, d, seed, k, err, cap);
+    }
+    dd_seen_opts so;
+    memset(&so, 0, sizeof so);
+    so.kind = d->kind;
+    so.mode = dedup_seen_kind_name(d->kind);
+    so.items = d->items;
+    so.fpr = d->fpr;
+    so.memory = d->memory;
+    so.seed = seed;
+    st = dd_seen_create(&so, &t->seen[k], err, cap);
     return st;
 }
 
@@ -629,46 +680,56 @@ void dd_tiers_set_identity(dd_tiers_cli *t, const char *desc, bool force)
     t->force_keys = force;
 }
 
-dedup_status dd_tiers_open_stores(dd_tiers_cli *t, uint64_t *seed, char *err, size_t cap)
+dedup_status dd_tiers_open_stores(dd_tiers_cli *t, uint64_t *seed, bool seed_given, char *err,
+                                  size_t cap)
 {
     dedup_status st = DEDUP_OK;
-#ifdef DEDUP_HAVE_ROCKSDB
-    /* The public default means "not given": each store keeps its own seed
-     * (a new one takes a random seed); a seed given must be the stored one. */
-    uint64_t want = *seed == DEDUP_DEFAULT_SEED ? 0 : *seed, got = 0;
+    /* Each persistent set keeps its own seed (a new one takes a random seed
+     * from the OS); the first one opened fixes the run's, and every later
+     * one must hold it (a new one is made with it).  --seed fixes it first.
+     * Stores first, then filter files, then Redis names: those that cannot
+     * take another seed decide before a name that can still be made. */
+    uint64_t want = seed_given ? *seed : 0;
+    bool fixed = seed_given;
     const char *first = NULL;
-    for (size_t i = 0; i < t->n && !st; i++) {
-        if (t->def[i].type != T_ROCKSDB || t->pre_seen[i])
-            continue;
-        st = open_store(t, &t->def[i], want, &t->pre_seen[i], &t->pre_store[i], err, cap);
-        if (st)
-            break;
-        uint64_t sd = dedup_seen_seed(t->pre_seen[i]);
-        if (first && sd != got) {
-            snprintf(err, cap, "%s and %s were made with different seeds (0x%016llx, 0x%016llx): "
-                     "one run decides with one seed", first, t->def[i].path,
-                     (unsigned long long)got, (unsigned long long)sd);
-            st = DEDUP_ERR_INCOMPATIBLE;
-        }
-        if (!first) { /* the stores after it (a new one too) take its seed */
-            first = t->def[i].path;
-            got = sd;
-            want = sd;
+    static const enum tier_type order[] = {T_ROCKSDB, T_FILE, T_FILTER, T_EXACT, T_REDIS};
+    for (size_t o = 0; o < sizeof order / sizeof *order && !st; o++) {
+        for (size_t i = 0; i < t->n && !st; i++) {
+            const tier_def *d = &t->def[i];
+            if (d->type != order[o] || t->pre_seen[i] || !persistent(d))
+                continue;
+            st = open_persistent(t, i, fixed ? want : 0, fixed, err, cap);
+            if (st)
+                break;
+            uint64_t sd = dedup_seen_seed(t->pre_seen[i]);
+            if (fixed && sd != want) { /* a store or Redis name that answered otherwise */
+                snprintf(err, cap, "%s and %s were made with different seeds (0x%016llx, 0x%016llx): "
+                         "one run decides with one seed", first ? first : "--seed", d->path,
+                         (unsigned long long)want, (unsigned long long)sd);
+                st = DEDUP_ERR_INCOMPATIBLE;
+            }
+            if (!first) { /* the sets after it (a new one too) take its seed */
+                first = d->path;
+                want = sd;
+                fixed = true;
+            }
         }
     }
     if (st) {
         for (size_t i = 0; i < t->n; i++) {
             dedup_seen_free(t->pre_seen[i]);
             t->pre_seen[i] = NULL;
+            t->pre_store[i] = NULL;
         }
         return st;
     }
-    if (first)
-        *seed = got;
-#else
-    (void)t, (void)seed, (void)err, (void)cap;
-#endif
-    return st;
+    if (fixed) {
+        *seed = want;
+    } else if (!dd_fresh_seed(seed)) { /* new filter files and one-run tiers: a secret seed */
+        snprintf(err, cap, "no random seed from the system (%s): give --seed", strerror(errno));
+        return DEDUP_ERR_IO;
+    }
+    return DEDUP_OK;
 }
 
 static uint64_t store_keys(const void *store)

@@ -58,12 +58,16 @@ bool dd_tiers_check(dd_tiers_cli *t, dedup_seen_kind mode_kind, uint64_t items, 
  * it against its own, and refuses another one unless 'force'.  'desc' must
  * outlive the tiers. */
 void dd_tiers_set_identity(dd_tiers_cli *t, const char *desc, bool force);
-/* Opens the stores (rocksdb tiers) before anything else, so the run's seed
- * is theirs: *seed (the run's --seed; DEDUP_DEFAULT_SEED when not given)
- * receives the stores' seed -- a new store's is random -- and a store
- * made with another seed than one given is refused, naming both.  Called
- * before dd_tiers_create(), which takes them. */
-dedup_status dd_tiers_open_stores(dd_tiers_cli *t, uint64_t *seed, char *err, size_t cap);
+/* Opens the persistent tiers (stores, Redis names, filter files that
+ * exist) before anything else, so the run's seed is theirs: each keeps
+ * its own, a new store or Redis name takes a random seed from the OS, and
+ * the first one opened fixes the run's, which every later one must hold
+ * (else refused, naming both).  'seed_given' (--seed): *seed fixes it
+ * first.  Without any persistent set *seed receives a fresh random seed
+ * (new filter files and one-run tiers).  Called before dd_tiers_create(),
+ * which takes them. */
+dedup_status dd_tiers_open_stores(dd_tiers_cli *t, uint64_t *seed, bool seed_given, char *err,
+                                  size_t cap);
 dedup_status dd_tiers_create(dd_tiers_cli *t, dedup_seen *top, uint64_t seed, dedup_seen **out,
                              char *err, size_t errcap);
 

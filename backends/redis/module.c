@@ -196,9 +196,9 @@ static dedup_status reserve_shards(dedup_redis *r)
     return DEDUP_OK;
 }
 
-/* A client without a seed of its own (the public default) gets a secret
- * one for a new filter and adopts a stored one. */
-static bool seed_is_secret(const dedup_redis *r) { return r->o.seed == DEDUP_DEFAULT_SEED; }
+/* A client asking for a secret seed (secret_seed) gets a random one for a
+ * new filter and adopts a stored one; else its 'seed', whatever its value. */
+static bool seed_is_secret(const dedup_redis *r) { return r->o.secret_seed; }
 
 
 /* Runs the pipeline in r->b; its last command's reply must be HGET's: a

@@ -108,10 +108,10 @@
  *    when it sets them (0 = any): else DEDUP_ERR_INCOMPATIBLE naming both
  *    shapes.  A client giving items = 0 adopts the stored shape
  *    (DEDUP_ERR_NOT_FOUND when there is none); its ttl_ms, filter and
- *    shards must still match when set.  Seed: a client whose seed is
- *    DEDUP_DEFAULT_SEED creates a filter with a random seed from the OS and
- *    adopts a stored one (dedup_redis_get_shape() gives it: digest with
- *    it); a client with another seed creates with it and must match a
+ *    shards must still match when set.  Seed: a client with secret_seed
+ *    creates a filter with a random seed from the OS and adopts a stored
+ *    one (dedup_redis_get_shape() gives it: digest with it); a client
+ *    without it creates with 'seed' (whatever its value) and must match a
  *    stored one.  A damaged shape (the checksum, a field out of range) is
  *    DEDUP_ERR_CHECKSUM or DEDUP_ERR_CORRUPT naming the key; a shard
  *    missing or of another type, see dedup_redis_decide().
@@ -258,7 +258,7 @@ typedef struct dedup_redis_options {
     uint32_t backoff_ms;      /* first pause; doubles up to 2000; default 50 */
     uint32_t pipeline;        /* commands in flight per node, 1..65536; default 1024 */
     uint64_t seed;            /* hash seed of the digests; default DEDUP_DEFAULT_SEED */
-    bool secret_seed;         /* keys and bitmap: a new name gets a random seed from
+    bool secret_seed;         /* every scheme: a new name gets a random seed from
                                  the OS instead of 'seed', and an existing name's
                                  stored seed is taken whatever 'seed' says; the
                                  caller digests with dedup_redis_get_shape()'s seed.
