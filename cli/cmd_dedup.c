@@ -1030,6 +1030,15 @@ int cmd_dedup(int argc, char **argv)
                   o.state);
         status = CLI_EXIT_FAIL;
     }
+    /* The same for the sets kept in tiers (a store, filter files) and Redis:
+     * filter files are not saved, a store or a Redis name keeps the keys of
+     * the records written, which the reader may not all have taken. */
+    if (!o.state && r->w.broken_pipe && (dd_tiers_keep(o.sizing.tiers) || r->redis)) {
+        cli_error("the output was closed (broken pipe) before the input ended, so the records "
+                  "delivered are not known; filter files are left as they were, a store or Redis "
+                  "name keeps the keys of the records written");
+        status = CLI_EXIT_FAIL;
+    }
     /* Save the seen-set only after a complete run. */
     if (o.state && !stopped && status == CLI_EXIT_OK && !r->w.broken_pipe) {
         st = dd_state_save(s, o.state, ident);

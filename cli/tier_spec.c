@@ -832,6 +832,14 @@ dedup_status dd_tiers_create(dd_tiers_cli *t, dedup_seen *top, uint64_t seed, de
     return st;
 }
 
+bool dd_tiers_keep(const dd_tiers_cli *t)
+{
+    for (size_t i = 0; t && i < t->n; i++)
+        if (persistent(&t->def[i]) || t->def[i].path)
+            return true;
+    return false;
+}
+
 bool dd_tiers_finish(dd_tiers_cli *t, bool ok)
 {
     bool good = true;

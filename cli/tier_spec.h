@@ -84,6 +84,10 @@ bool dd_tiers_outside(const dd_tiers_cli *t);
  * dropped as uncertain.  False after an error message. */
 bool dd_tiers_finish(dd_tiers_cli *t, bool ok);
 
+/* True when some tier keeps keys for later runs (a store, a Redis name, a
+ * filter file to load or to save). */
+bool dd_tiers_keep(const dd_tiers_cli *t);
+
 /* --uncertain FILE with a redis:// tier (checked and opened by
  * dd_tiers_check, before any output). */
 void dd_tiers_set_uncertain(dd_tiers_cli *t, const char *path);

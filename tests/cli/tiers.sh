@@ -90,6 +90,22 @@ check "--trust-filter drops new keys as the filter's rate over the run predicts"
     $((n - kept)) "$mean"
 check "--stats says the stack is not exact" grep -q "not exact" "$T/err"
 
+# --- a reader that goes away (| head) -----------------------------------------------------
+# A run keeping keys for later (a filter file, a store) says so and exits 1;
+# a file tier is then not saved.  A run keeping nothing ends quietly (0).
+seq 1 300000 > "$T/pipe_in"
+for args in "--tier blocked:n=1M,file=$T/pipe.bf" "--store $T/pipe_store"; do
+    # shellcheck disable=SC2086
+    "$DEDUP" $args "$T/pipe_in" 2> "$T/err" | head -1 > /dev/null
+    rc=${PIPESTATUS[0]}
+    check "'$args' | head: exit 1 with a message" \
+        test "$rc" -eq 1 -a -n "$(grep 'broken pipe' "$T/err")"
+done
+check "a filter file is not saved when the reader went away" test ! -e "$T/pipe.bf"
+"$DEDUP" --tier blocked:n=1M "$T/pipe_in" 2> "$T/err" | head -1 > /dev/null
+rc=${PIPESTATUS[0]}
+check "a one-run tier | head ends quietly (exit 0, nothing said)" test "$rc" -eq 0 -a ! -s "$T/err"
+
 # --- usage errors ------------------------------------------------------------------------
 for bad in "--tier bogus" "--tier blocked" "--tier blocked:n=x" "--tier rocksdb:" \
            "--tier rocksdb:$T/x,sync=sometimes" "--rebuild-filter --store $T/x" \
