@@ -169,7 +169,7 @@ for t in $(seq 1 "$TRIALS"); do
         fail "trial $t ($filter): $lost keys neither output nor listed (first ones: $(tr '\n' ' ' < "$o.lost")): $(head -3 "$o.err")"
     fi
     gone
-    rm -rf "$o".* "$RT_DIR/$P"
+    rm -rf "$o".* "${RT_DIR:?}/$P"
 done
 ms=$(( ($(date +%s%N) - t0) / 1000000 ))
 echo "cli_module: ok ($TRIALS kill trials in $ms ms, $((ms / (TRIALS > 0 ? TRIALS : 1))) ms each, $hits while the run was on, $lost_total lost)" >&2
