@@ -19,7 +19,7 @@
 #   cluster  SCHEME TRIALS: keys, bitmap or module (skipped, 77, without
 #            the module); 3 masters + 3 replicas started once,
 #            --wait-replicas 1, the master of slot 0 killed mid-run and its
-#            replica promoted (TAKEOVER): exit 0 or 1 naming host:port; a
+#            replica promoted (FAILOVER FORCE): exit 0 or 1 naming host:port; a
 #            rerun completes the outputs as above.
 #   damage:  a bitmap segment deleted under its NAME:meta, a foreign key (other
 #            value, other type) at a record's key name, a damaged NAME:meta:
@@ -289,9 +289,11 @@ cluster)
     # 3 masters + 3 replicas started once for every trial (full syncs
     # without the diskless delay).  A trial: the master of slot 0 killed -9
     # once it ran a random number of the run's commands (--wait-replicas 1),
-    # its replica promoted at once (CLUSTER FAILOVER TAKEOVER: no election
-    # to wait for), the killed node started again (it rejoins as the new
-    # master's replica); the run, given no retries in odd trials and 8 in
+    # its replica promoted at once (CLUSTER FAILOVER FORCE: an election
+    # without waiting for the node timeout; with TAKEOVER, no election, a
+    # trial once found a segment on the killed master's slots gone after
+    # the restart), the killed node started again once every node sees the
+    # promotion (it rejoins as a replica); the run, given no retries in odd trials and 8 in
     # even ones, exits 1 naming host:port or completes after the failover; once the cluster is whole again a rerun completes
     # the outputs; then FLUSHALL on the masters.  The random count is
     # below 4/5 of what one unkilled run makes the master of slot 0 run.
@@ -349,13 +351,22 @@ cluster)
             i=$((i + 1)); [ $i -gt 5000 ] && fail "cluster trial $t: never reached $K"
         done
         stop_server "$master"
-        "$REDIS_CLI" -p "$replica" cluster failover takeover > /dev/null ||
-            fail "cluster trial $t: CLUSTER FAILOVER TAKEOVER on $replica"
         i=0 # the killed node released its port
         while "$REDIS_CLI" -p "$master" ping > /dev/null 2>&1; do
             i=$((i + 1)); [ $i -gt 100 ] && fail "the killed master did not die"; sleep 0.02
         done
-        await_takeover "$master" "$replica"
+        "$REDIS_CLI" -p "$replica" cluster failover force > /dev/null ||
+            fail "cluster trial $t: CLUSTER FAILOVER FORCE on $replica"
+        # every live node sees the replica serve slot 0 before the killed
+        # node comes back (with its old epoch it then rejoins as a replica)
+        for p in $CLUSTER_PORTS; do
+            [ "$p" = "$master" ] && continue
+            i=0
+            until [ "$(slot0_master "$p")" = "$replica" ]; do
+                i=$((i + 1)); [ $i -gt 500 ] && fail "cluster trial $t: node $p never saw $replica take over"; sleep 0.02
+            done
+        done
+        restart_node "$master"
         wait $dp; rc=$?
         touch "$RT_DIR/out1" "$RT_DIR/unc1"
         case $rc in
