@@ -289,10 +289,9 @@ cluster)
     # without the diskless delay).  A trial: the master of slot 0 killed -9
     # once it ran a random number of the run's commands (--wait-replicas 1;
     # module: at a random instant), its replica promoted at once (CLUSTER
-    # FAILOVER FORCE: an election without the node timeout; with TAKEOVER,
-    # no election, a bitmap trial found a segment on the killed master's
-    # slots gone after its restart), the killed node started again once
-    # every node sees the promotion (it rejoins as a replica).  The run,
+    # FAILOVER FORCE: an election, so a new epoch, without the node
+    # timeout), the killed node started again once every node sees the
+    # promotion (it rejoins as a replica).  The run,
     # given no retries in odd trials and 8 in even ones, exits 1 naming
     # host:port or completes after the failover; once the cluster is whole
     # again a rerun completes the outputs; then FLUSHALL on the masters.
