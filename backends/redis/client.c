@@ -38,6 +38,8 @@ typedef struct rc_node {
     bool wrote;      /* a command other than a read went out this round */
     bool failed;
     bool short_wait; /* WAIT answered fewer replicas than asked */
+    bool wait_lost;  /* the connection failed in a round with WAIT: the writes
+                        answered there this call are not known replicated */
 } rc_node;
 
 struct rc_client {
@@ -581,6 +583,10 @@ dedup_status rc_exec(rc_client *c, rc_batch *b)
                                    l1, n1, l2, n2);
     }
 again:
+    for (size_t j = 0; j < c->nnodes; j++) {
+        c->nodes[j].short_wait = false;
+        c->nodes[j].wait_lost = false;
+    }
     while (pending) {
         bool trouble = false;
         const char *trouble_node = NULL;
@@ -590,7 +596,6 @@ again:
             c->nodes[j].sent = 0;
             c->nodes[j].wrote = false;
             c->nodes[j].failed = false;
-            c->nodes[j].short_wait = false;
         }
         if (order_cap < b->n) {
             free(order);
@@ -731,11 +736,13 @@ again:
                     redisReply *r = rep;
                     long long got = r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
                     freeReplyObject(r);
-                    if (got < (long long)b->wait_replicas)
-                        nd->short_wait = true;
+                    /* this connection's writes, earlier rounds' too */
+                    nd->short_wait = got < (long long)b->wait_replicas;
                 }
             }
             if (nd->failed) {
+                if (waitlen)
+                    nd->wait_lost = true;
                 trouble = true;
                 trouble_node = nd->host;
                 trouble_port = nd->port;
@@ -765,6 +772,36 @@ again:
         }
     }
     if (result == DEDUP_OK && waitlen) {
+        /* A connection lost before its WAIT answered: the commands answered
+         * on it may die with their master (a failover), so they run again,
+         * marked lost, as when a later WAIT finds the node gone. */
+        bool again_lost = false;
+        for (size_t i = 0; i < b->n; i++) {
+            rc_cmd *cm = &b->cmds[i];
+            if (cm->done && cm->node >= 0 && (size_t)cm->node < c->nnodes &&
+                c->nodes[cm->node].wait_lost) {
+                freeReplyObject(cm->reply);
+                cm->reply = NULL;
+                cm->done = false;
+                cm->lost = true;
+                pending++;
+                again_lost = true;
+            }
+        }
+        if (again_lost) {
+            if (++failures > c->o.retries) {
+                char last[sizeof c->err];
+                snprintf(last, sizeof last, "%s", c->err);
+                rc_set_error(c, "%s (gave up after %u retries)", last, c->o.retries);
+                free(order);
+                return DEDUP_ERR_IO;
+            }
+            c->cnt.retries++;
+            sleep_ms(backoff);
+            if (c->cluster)
+                (void)load_slots(c);
+            goto again;
+        }
         int dropped;
         result = retry_waits(c, b->wait_replicas, &failures, backoff, &dropped);
         if (result != DEDUP_OK && dropped >= 0 && failures <= c->o.retries) {

@@ -175,6 +175,10 @@ static dedup_status reserve_shards(dedup_redis *r)
         if (!ok)
             return DEDUP_ERR_NOMEM;
     }
+    /* With --wait-replicas the shards reach the replicas before the meta
+     * is written: a failover between the two would leave a meta whose
+     * shards the new master never had (refused by every later run). */
+    r->b.wait_replicas = r->o.wait_replicas;
     dedup_status st = rd_exec(r);
     if (st != DEDUP_OK)
         return st;

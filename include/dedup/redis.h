@@ -176,7 +176,9 @@
  *    master lost before acknowledging has its commands sent again (to its
  *    successor), marked lost as above.  So a caller that writes its output
  *    only after decide returns never reports a key NEW that a failover
- *    could forget.
+ *    could forget.  Creating a filter waits the same way for its bitmap
+ *    segments' sentinels and its module shards before NAME:meta is
+ *    written, so a failover cannot leave a meta without them.
  *  - A cuckoo shard with no room left (CF.INSERTNX answered -1) fails the
  *    call with DEDUP_ERR_FULL; the keys before it in the batch may be
  *    recorded.

@@ -18,9 +18,14 @@ check "-m 32M output equals the reference" cmp -s "$T/keys" "$T/got"
 "$DEDUP" -m 32M -T "$T/tmp" --sort "$T/keys" "$T/keys" > "$T/got"
 sort -u "$T/keys" > "$T/exp"
 check "-m 32M --sort equals LC_ALL=C sort -u" cmp -s "$T/exp" "$T/got"
+# Under ThreadSanitizer (several times slower) the runs whose thread does
+# nothing another run's does not: -c only changes what the main thread
+# formats, -o on a full device fails as standard output does.
+if [ "${DEDUP_SANITIZER:-}" != thread ]; then
 "$DEDUP" -m 32M -T "$T/tmp" --sort -c "$T/keys" "$T/keys" > "$T/got"
 sort "$T/keys" "$T/keys" | uniq -c > "$T/exp"
 check "-m 32M --sort -c equals sort | uniq -c" cmp -s "$T/exp" "$T/got"
+fi
 
 "$DEDUP" -m 32M -T "$T/tmp" --sort "$T/keys" 2> "$T/err" | head -1 > /dev/null
 check "broken pipe: exit 0" [ "${PIPESTATUS[0]}" -eq 0 ]
@@ -29,10 +34,12 @@ check "broken pipe: no message" [ ! -s "$T/err" ]
 "$DEDUP" -m 32M -T "$T/tmp" --sort "$T/keys" > /dev/full 2> "$T/err"
 check "a full device exits 1" [ $? -eq 1 ]
 check "the message names standard output" grep -q "write error on (standard output): No space left" "$T/err"
+if [ "${DEDUP_SANITIZER:-}" != thread ]; then
 ln -s /dev/full "$T/full"
 "$DEDUP" -m 32M -T "$T/tmp" --sort -o "$T/full" "$T/keys" 2> "$T/err"
 check "-o on a full device exits 1" [ $? -eq 1 ]
 check "an -o that is not a regular file is never removed" test -L "$T/full" -a -c /dev/full
+fi
 
 # the reader of the pipe sleeps: the writing thread blocks in write(2)
 mkfifo "$T/fifo"

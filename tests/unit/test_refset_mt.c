@@ -238,7 +238,9 @@ static void test_refset_oom(void **state)
     tu_rng r = {tu_seed()};
     span s;
     make_span(&s, &r, 20000, 10000, '\n');
-    for (uint64_t k = 0; k < 400; k++) {
+    /* one thread: under ThreadSanitizer a quarter of the failure points,
+     * from an offset the seed picks (testutil.h) */
+    for (uint64_t k = (uint64_t)TU_TSAN_FIRST(4); k < 400; k += TU_TSAN_STEP(4)) {
         tu_failing_alloc fa;
         dedup_allocator a = tu_failing_allocator(&fa, k);
         dedup_refset *set = make_set(&s, '\n', 0, 0, &a);

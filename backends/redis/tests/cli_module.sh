@@ -89,36 +89,49 @@ n=$(run --name m "$RT_DIR/in.txt" | wc -l)
 stop_server "$P"
 
 # ---- the server killed mid-run ----
-# Each trial: a fresh server (AOF, fsync always), a run over 100,000 keys
-# with --uncertain, the server killed once the output reaches a random size
-# and, in odd trials, started again at once on its AOF (the run reconnects
-# and goes on: lost replies), in even ones only after the run gave up (about
-# 7 s of retries: the run fails mid-batch); then a rerun.  The filters are
-# sized so a false drop is unlikely (-p 1e-7; the cuckoo's rate is the
-# module's CF_ERROR_RATE): about 0.0002 expected per Bloom trial (8 shards
-# of 443,540 bits, k = 24, 12,500 keys each) and, with CF_ERROR_RATE 1e-8
-# (30-bit fingerprints, buckets of 4), about 0.0002 per cuckoo trial; a
+# Each trial: a fresh server (AOF, fsync always), a run over M keys (three
+# batches of 8 shard commands) with --uncertain, the server killed -9 once it
+# ran a random number of commands (the open's ~30, then the batches') and,
+# in odd trials, started
+# again at once on its AOF (the run reconnects and goes on: lost replies),
+# in even ones only after the run gave up (--redis-retries 1: it fails
+# mid-batch); then a rerun.  Trials alternate two by two between the Bloom
+# and the cuckoo filter.  The filters are sized so a false drop is unlikely
+# (-p 1e-7; the cuckoo's rate is the module's CF_ERROR_RATE): with M 20,000
+# over 8 shards, about 1e-5 expected per Bloom trial and, with CF_ERROR_RATE
+# 1e-8 (30-bit fingerprints, buckets of 4), about 2e-5 per cuckoo trial; a
 # false drop is a key lost here.
-TRIALS=${TRIALS:-4}
-M=100000
+TRIALS=${TRIALS:-50}
+M=${M:-20000}
 MODARGS=(--loadmodule "$DEDUP_MODULE" CF_ERROR_RATE 0.00000001 --appendonly yes --appendfsync always)
 seq 1 "$M" | sed 's/^/u/' > "$RT_DIR/big.txt"
+RANDOM=$((SEED % 32768))
 lost_total=0
 hits=0
+t0=$(date +%s%N)
+P=$(free_port) # one port, a fresh directory each trial
+gone() { # the killed server released its port
+    local i=0
+    while "$REDIS_CLI" -p "$P" ping > /dev/null 2>&1 && [ $i -lt 100 ]; do sleep 0.02; i=$((i + 1)); done
+}
 for t in $(seq 1 "$TRIALS"); do
-    P=$(free_port)
     start_server "$P" "${MODARGS[@]}"
     U="redis://127.0.0.1:$P"
     o="$RT_DIR/k$t"
-    delay=$(( (SEED * 31 + t * 37) % 80 )) # ms after the first output reaches the file
+    count() { "$REDIS_CLI" -p "$P" info stats 2>/dev/null | sed -n 's/^total_commands_processed:\([0-9]*\).*/\1/p' | tr -d '\r'; }
+    K=$(($(count) + 1 + RANDOM % 36)) # commands run before the kill
+    delay=$((RANDOM % 4))
     filter=bloom
     [ $(((t + 1) / 2 % 2)) = 0 ] && filter=cuckoo
+    retries=()
+    [ $((t % 2)) = 0 ] && retries=(--redis-retries 1)
     "$DEDUP" --redis "$U" --redis-scheme module --redis-filter $filter --name kt -n "$M" \
-        -p 1e-7 --shards 8 --uncertain "$o.unc" "$RT_DIR/big.txt" > "$o.out" 2> "$o.err" &
+        -p 1e-7 --shards 8 "${retries[@]}" --uncertain "$o.unc" "$RT_DIR/big.txt" > "$o.out" 2> "$o.err" &
     pd=$!
     i=0
-    while kill -0 $pd 2>/dev/null && [ ! -s "$o.out" ] && [ $i -lt 500 ]; do
-        sleep 0.01; i=$((i + 1))
+    while kill -0 $pd 2>/dev/null && [ $i -lt 3000 ]; do
+        n=$(count) && [ -n "$n" ] && [ "$n" -lt "$K" ] || break
+        i=$((i + 1))
     done
     sleep "$(printf '0.%03d' "$delay")"
     on=0
@@ -126,8 +139,7 @@ for t in $(seq 1 "$TRIALS"); do
     hits=$((hits + on))
     stop_server "$P"
     if [ $((t % 2)) = 1 ]; then
-        i=0 # the killed server must have released its port
-        while "$REDIS_CLI" -p "$P" ping > /dev/null 2>&1 && [ $i -lt 100 ]; do sleep 0.02; i=$((i + 1)); done
+        gone
         start_server "$P" "${MODARGS[@]}"
         wait $pd
         rc=$?
@@ -150,12 +162,15 @@ for t in $(seq 1 "$TRIALS"); do
     [ "$twice" = 0 ] || fail "trial $t ($filter): $twice keys output twice"
     sort -u "$o.outs" "$o.unc" > "$o.all"
     lost=$(( M - $(wc -l < "$o.all") ))
-    echo "trial $t ($filter, kill ${delay} ms after the first output, run on: $on): exit $rc, $(wc -l < "$o.out") out, $(wc -l < "$o.unc") uncertain, $(wc -l < "$o.re") on rerun, $lost lost" >&2
+    echo "trial $t ($filter, killed at command $K + $delay ms, run on: $on): exit $rc, $(wc -l < "$o.out") out, $(wc -l < "$o.unc") uncertain, $(wc -l < "$o.re") on rerun, $lost lost" >&2
     lost_total=$((lost_total + lost))
     if [ "$lost" != 0 ]; then
         sort "$RT_DIR/big.txt" | comm -23 - "$o.all" | head -5 > "$o.lost"
         fail "trial $t ($filter): $lost keys neither output nor listed (first ones: $(tr '\n' ' ' < "$o.lost")): $(head -3 "$o.err")"
     fi
+    gone
+    rm -rf "$o".* "${RT_DIR:?}/$P"
 done
-echo "cli_module: ok ($TRIALS kill trials, $hits while the run was on, $lost_total lost)" >&2
+ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+echo "cli_module: ok ($TRIALS kill trials in $ms ms, $((ms / (TRIALS > 0 ? TRIALS : 1))) ms each, $hits while the run was on, $lost_total lost)" >&2
 [ "$TRIALS" = 0 ] || [ "$hits" -gt 0 ] || fail "no kill landed while a run was on"
