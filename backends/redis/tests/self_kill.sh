@@ -21,8 +21,10 @@
 # one whose records were written but whose keys the kill left reserved
 # (within the last 8,192 lines of A's output).  At least a tenth of the
 # kills must have left reservations behind (the kills hit the window
-# between a batch's SET NX and its commit).  First, once: --reserve below
-# its minimum (100ms) refused with exit 2, nothing output, no key set.
+# between a batch's SET NX and its commit); with 30 kills or more, at least
+# one B must have dropped keys A held reserved that C then wrote.  First,
+# once: --reserve below its minimum (100ms) refused with exit 2, nothing
+# output, no key set.
 # Needs $DEDUP.  Seeded (DEDUP_TEST_SEED); the seed is printed.
 . "$(dirname "$0")/lib.sh"
 : "${DEDUP:?}"
@@ -176,4 +178,6 @@ done
 [ $kills -ge "$KILLS" ] || fail "only $kills kills landed"
 [ $left -ge $((KILLS / 10)) ] ||
     fail "only $left of $kills kills left reservations behind: the kills miss the batches"
+[ "$KILLS" -lt 30 ] || [ $rescued -gt 0 ] ||
+    fail "no concurrent run met keys the killed run held reserved: the second runs miss the window"
 echo "self_kill: $LANES lanes, $trials trials, $kills kills while dedup ran, $left left reservations, $again with a batch written again, $rescued where the concurrent run dropped keys of the killed one that the rerun wrote; nothing lost" >&2
