@@ -6,9 +6,12 @@
 # One server; LANES independent lanes (default 5) run at once, each on a
 # database of its own, each with its own run names, until KILLS kills in
 # all (split between the lanes) landed while dedup ran.  A trial:
-#   A   dedup --reserve $SK_RESERVE (default 1s) on a fresh name, killed -9
+#   A   dedup --reserve $SK_RESERVE (default 2s) on a fresh name, killed -9
 #       after a random delay within a lane's run duration (the last rerun's,
 #       so the kills land anywhere from the connect to the last batch);
+#       2s: a batch's 8,192 SET NX GET take up to ~1s on a loaded 2-core
+#       machine, and a reservation must outlive its batch (1s was seen to
+#       let a run write a key twice, as the man page warns);
 #   B   every third trial, a second run on the same name started with A and
 #       left to finish: it must exit 0 (a key A holds reserved is a
 #       duplicate for B, as the man page says);
@@ -30,10 +33,10 @@
 : "${DEDUP:?}"
 KILLS=${1:-50}
 LANES=${2:-5}
-RES=${SK_RESERVE:-1s}
+RES=${SK_RESERVE:-2s}
 BATCH=8192
 test_seed
-N=${NS:-24000}
+N=${NS:-16000}
 python3 - "$SEED" "$N" > "$RT_DIR/in.txt" <<'PY'
 import random, sys
 r = random.Random(int(sys.argv[1]))
