@@ -25,7 +25,7 @@ const char dd_redis_help[] =
     "                         expiring DEDUP.* filters of dedup_redis.so\n"
     "      --reserve=D        keys: a new key lives D until its record is written,\n"
     "                         then is recorded (for --ttl if given; default 60s,\n"
-    "                         at least 100ms)\n"
+    "                         at least 1s)\n"
     "      --uncertain=FILE   write records whose Redis reply was lost (dropped like\n"
     "                         duplicates) to FILE; also for --tier redis://\n"
     "      --wait-replicas=N  each batch waits for N replicas (WAIT) before its output\n"
@@ -82,10 +82,11 @@ int dd_redis_option(dd_redis_opts *o, int code, const char *arg)
         o->name = arg;
         return 1;
     case DD_OPT_REDIS_RESERVE:
-        /* Shorter than a pipeline takes, a reservation could run out
-         * between two occurrences of a key in one batch. */
-        if (!cli_parse_duration(arg, &v) || v < 100000) {
-            cli_error("--reserve '%s': a duration of at least 100ms (a new key must stay "
+        /* Shorter than a batch's pipeline can take on a loaded machine,
+         * a reservation runs out between two occurrences of a key in one
+         * batch, and the run writes the key twice. */
+        if (!cli_parse_duration(arg, &v) || v < 1000000) {
+            cli_error("--reserve '%s': a duration of at least 1s (a new key must stay "
                       "reserved while its batch is decided, written out and committed)", arg);
             return -1;
         }
