@@ -24,7 +24,8 @@ const char dd_redis_help[] =
     "      --ttl=D            forget a key D after it was seen (7d, 1h); module: the\n"
     "                         expiring DEDUP.* filters of dedup_redis.so\n"
     "      --reserve=D        keys: a new key lives D until its record is written,\n"
-    "                         then is recorded (for --ttl if given; default 60s)\n"
+    "                         then is recorded (for --ttl if given; default 60s,\n"
+    "                         at least 1s)\n"
     "      --uncertain=FILE   write records whose Redis reply was lost (dropped like\n"
     "                         duplicates) to FILE; also for --tier redis://\n"
     "      --wait-replicas=N  each batch waits for N replicas (WAIT) before its output\n"
@@ -80,14 +81,23 @@ int dd_redis_option(dd_redis_opts *o, int code, const char *arg)
         }
         o->name = arg;
         return 1;
-    case DD_OPT_REDIS_TTL:
     case DD_OPT_REDIS_RESERVE:
-        if (!cli_parse_duration(arg, &v) || v < 1000) {
-            cli_error("--%s '%s': a duration of at least 1ms (500ms, 10s, 1h, 7d)",
-                      code == DD_OPT_REDIS_TTL ? "ttl" : "reserve", arg);
+        /* Shorter than a batch's pipeline can take on a loaded machine,
+         * a reservation runs out between two occurrences of a key in one
+         * batch, and the run writes the key twice. */
+        if (!cli_parse_duration(arg, &v) || v < 1000000) {
+            cli_error("--reserve '%s': a duration of at least 1s (a new key must stay "
+                      "reserved while its batch is decided, written out and committed)", arg);
             return -1;
         }
-        *(code == DD_OPT_REDIS_TTL ? &o->ttl_us : &o->reserve_us) = v;
+        o->reserve_us = v;
+        return 1;
+    case DD_OPT_REDIS_TTL:
+        if (!cli_parse_duration(arg, &v) || v < 1000) {
+            cli_error("--ttl '%s': a duration of at least 1ms (500ms, 10s, 1h, 7d)", arg);
+            return -1;
+        }
+        o->ttl_us = v;
         return 1;
     case DD_OPT_REDIS_FILTER:
         if (strcmp(arg, "bloom") && strcmp(arg, "cuckoo")) {
