@@ -98,7 +98,7 @@ rm_value *value_new(void)
 {
     rm_value *v = hook_malloc(NULL, sizeof *v);
     if (v)
-        v->obj = NULL, v->partial = NULL;
+        v->obj = NULL, v->partial = NULL, v->dump = NULL, v->dump_tag = 0;
     return v;
 }
 
@@ -109,6 +109,8 @@ void value_free(void *p)
         return;
     rmf_free(v->obj);
     rmf_partial_free(v->partial);
+    if (v->dump)
+        RedisModule_Free(v->dump);
     RedisModule_Free(v);
 }
 

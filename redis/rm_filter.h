@@ -256,8 +256,11 @@ size_t rmf_partial_memory_usage(const rmf_partial *p);
 void rmf_partial_free(rmf_partial *p);
 
 /* Copies bytes [off, off+len) of the serialized form into 'buf' (len <=
- * RMF_CHUNK); returns the number copied (less at the end). */
+ * RMF_CHUNK); returns the number copied (less at the end).  'cursor' (may
+ * be NULL) is the range sink of the ranges read before from the same,
+ * unchanged value (dedup_range_sink_init() when a sequence starts): each
+ * range then costs its own length, not its offset. */
 dedup_status rmf_serialize_range(const rmf_obj *o, uint64_t off, void *buf, size_t len,
-                                 size_t *copied);
+                                 dedup_range_sink *cursor, size_t *copied);
 
 #endif /* DEDUP_RM_FILTER_H */
