@@ -1,7 +1,7 @@
 /*
  * cmd_dump.c - SCANDUMP and LOADCHUNK for every family.  A key in the
  * module's layout dumps as the envelope (rm_filter.h: the header chunk at
- * iterator 89, then pieces of at most 16 MiB); a key in RedisBloom's layout
+ * iterator 89, then pieces of at most RMF_CHUNK, 1 MiB); a key in RedisBloom's layout
  * dumps as RedisBloom does (header at iterator 1, then its arrays), so a
  * filter can move either way.  LOADCHUNK accepts both sequences.
  */

@@ -235,7 +235,10 @@ rmf_err rmf_load(dedup_source src, rmf_kind expect, const rmf_config *c,
  * (0, empty) when i-1 has reached the end.  So an iterator 'it' given with
  * 'data' to LOADCHUNK means the chunk covers [it-1-len, it-1).  Chunks must
  * arrive in order; the first one (offset 0) is exactly the envelope header. */
-#define RMF_CHUNK (16u << 20)
+/* 1 MiB: a chunk is copied twice (into the reply, out of the command) and
+ * its pages faulted, so its size is what one SCANDUMP blocks the server
+ * for; a dump's total cost does not depend on it (rmf_serialize_range). */
+#define RMF_CHUNK (1u << 20)
 
 typedef struct rmf_partial rmf_partial;
 
