@@ -42,7 +42,7 @@ static void exercise(rmf_obj *o, const uint8_t *data, size_t size)
     if (n <= size) {
         unsigned char *buf = malloc(n ? n : 1);
         size_t got = 0;
-        if (buf && rmf_serialize_range(o, 0, buf, n, &got) == DEDUP_OK && got == n) {
+        if (buf && rmf_serialize_range(o, 0, buf, n, NULL, &got) == DEDUP_OK && got == n) {
             bool canonical = data[5] == RMF_ENVELOPE_VERSION &&
                              (rmf_obj_kind(o) == RMF_BLOOM ||
                               (rmf_obj_kind(o) == RMF_DEDUP && !rmf_dd_exact(o)));

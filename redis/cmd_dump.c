@@ -1,7 +1,7 @@
 /*
  * cmd_dump.c - SCANDUMP and LOADCHUNK for every family.  A key in the
  * module's layout dumps as the envelope (rm_filter.h: the header chunk at
- * iterator 89, then pieces of at most 16 MiB); a key in RedisBloom's layout
+ * iterator 89, then pieces of at most RMF_CHUNK, 1 MiB); a key in RedisBloom's layout
  * dumps as RedisBloom does (header at iterator 1, then its arrays), so a
  * filter can move either way.  LOADCHUNK accepts both sequences.
  */
@@ -74,6 +74,7 @@ int scandump(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, const fami
         return RedisModule_ReplyWithError(ctx, "ERR Second argument must be numeric");
     RedisModuleKey *key;
     rmf_obj *o = open_obj(ctx, argv[1], f, REDISMODULE_READ, &key, 0, NULL);
+    rm_value *v = o ? RedisModule_ModuleTypeGetValue(key) : NULL;
     if (!o) {
         close_key(key);
         return REDISMODULE_OK;
@@ -107,8 +108,24 @@ int scandump(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, const fami
         close_key(key);
         return RedisModule_ReplyWithError(ctx, rmf_err_nomem());
     }
+    /* What the cursor kept holds for the value it was kept from: a dump
+     * starting at 0, or a value whose header (items, sizes) changed, starts
+     * it afresh.  (A change the header does not show makes the dump's
+     * checksum wrong: LOADCHUNK then refuses it, as it refuses a dump whose
+     * value changed between chunks without a cursor.) */
+    unsigned char h[RMF_ENVELOPE_SIZE];
+    size_t hn;
+    uint64_t tag = rmf_serialize_range(o, 0, h, sizeof h, NULL, &hn) == DEDUP_OK &&
+                           hn == sizeof h
+                       ? dedup_get_u64(h + 80)
+                       : 0;
+    if (v->dump && (it == 0 || tag != v->dump_tag))
+        dedup_range_sink_init(v->dump, 0, NULL, 0);
+    if (!v->dump && (v->dump = hook_malloc(NULL, sizeof *v->dump)) != NULL)
+        dedup_range_sink_init(v->dump, 0, NULL, 0);
+    v->dump_tag = tag;
     size_t got;
-    dedup_status s = rmf_serialize_range(o, off, buf, want, &got);
+    dedup_status s = rmf_serialize_range(o, off, buf, want, v->dump, &got);
     close_key(key);
     if (s != DEDUP_OK) {
         RedisModule_Free(buf);

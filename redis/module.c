@@ -16,6 +16,7 @@
 #include <string.h>
 #include <strings.h>
 
+#define CALLOC_FRESH ((size_t)1 << 20) /* from here the allocator maps fresh pages */
 #define MODULE_VERSION (DEDUP_VERSION_MAJOR * 10000 + DEDUP_VERSION_MINOR * 100 + DEDUP_VERSION_PATCH)
 
 family BF = {RMF_BLOOM, "BF.LOADCHUNK", NULL, NULL};
@@ -60,13 +61,44 @@ static void hook_free(void *ctx, void *p)
     (void)ctx;
     RedisModule_Free(p);
 }
-const dedup_allocator ALLOC = {hook_malloc, NULL, NULL, hook_free, NULL};
+/* Zeroed memory without writing it: for a large request the server's
+ * allocator hands out fresh pages that the kernel zeroes when first
+ * touched, so a filter of any size is created in constant time and its
+ * pages are paid for by the commands that use them.  RedisModule_TryCalloc
+ * (Redis 7.4+) fails with NULL; older servers have only RedisModule_Calloc,
+ * which aborts the server on failure, so the request is first tried with
+ * RedisModule_TryAlloc and released: what just succeeded is then taken
+ * again, from the extent the allocator has just got back.  Small requests
+ * are zeroed by hand. */
+static void *hook_calloc(void *ctx, size_t count, size_t size)
+{
+    (void)ctx;
+    if (size && count > SIZE_MAX / size)
+        return NULL;
+    size_t n = count * size;
+    if (!rmf_mem_allow(n))
+        return NULL;
+    if (RedisModule_TryCalloc)
+        return RedisModule_TryCalloc(count, size);
+    if (n >= CALLOC_FRESH && RedisModule_TryAlloc) {
+        void *probe = RedisModule_TryAlloc(n);
+        if (!probe)
+            return NULL;
+        RedisModule_Free(probe);
+        return RedisModule_Calloc(count, size);
+    }
+    void *p = RedisModule_TryAlloc ? RedisModule_TryAlloc(n) : RedisModule_Alloc(n);
+    if (p)
+        memset(p, 0, n);
+    return p;
+}
+const dedup_allocator ALLOC = {hook_malloc, hook_calloc, NULL, hook_free, NULL};
 
 rm_value *value_new(void)
 {
     rm_value *v = hook_malloc(NULL, sizeof *v);
     if (v)
-        v->obj = NULL, v->partial = NULL;
+        v->obj = NULL, v->partial = NULL, v->dump = NULL, v->dump_tag = 0;
     return v;
 }
 
@@ -77,6 +109,8 @@ void value_free(void *p)
         return;
     rmf_free(v->obj);
     rmf_partial_free(v->partial);
+    if (v->dump)
+        RedisModule_Free(v->dump);
     RedisModule_Free(v);
 }
 

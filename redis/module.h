@@ -27,6 +27,11 @@
 typedef struct rm_value {
     rmf_obj *obj;
     rmf_partial *partial;
+    /* SCANDUMP's cursor: the checksum state where the last chunk ended,
+     * taken up by the next chunk (reset by SCANDUMP key 0); NULL until the
+     * key is dumped, forgotten when the value's envelope header changes */
+    dedup_range_sink *dump;
+    uint64_t dump_tag; /* the checksum of that header */
 } rm_value;
 
 /* RDB encoding version of each data type.  BF and CF: the file format's

@@ -148,6 +148,7 @@ RM_API int (*RedisModule_GetApi)(const char *name, void *funcptr);
 RM_API void *(*RedisModule_Alloc)(size_t bytes);
 RM_API void *(*RedisModule_TryAlloc)(size_t bytes); /* 7.0+; NULL on failure */
 RM_API void *(*RedisModule_Calloc)(size_t nmemb, size_t size);
+RM_API void *(*RedisModule_TryCalloc)(size_t nmemb, size_t size); /* 7.4+; NULL on failure */
 RM_API void *(*RedisModule_Realloc)(void *ptr, size_t bytes);
 RM_API void (*RedisModule_Free)(void *ptr);
 

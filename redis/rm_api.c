@@ -32,6 +32,7 @@ int rm_api_fetch(RedisModuleCtx *ctx)
     RM_GET(Alloc);
     RM_GET_OPTIONAL(TryAlloc);
     RM_GET(Calloc);
+    RM_GET_OPTIONAL(TryCalloc);
     RM_GET(Realloc);
     RM_GET(Free);
     RM_GET(SetModuleAttribs);

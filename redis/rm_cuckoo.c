@@ -50,24 +50,6 @@ dedup_status rmf_cf_load_seen(rmf_obj *o, dedup_source src)
     return DEDUP_OK;
 }
 
-/* The seen-set holding (a copy of) 'cf'. */
-static dedup_status seen_from_cuckoo(rmf_obj *o, const dedup_cuckoo *cf)
-{
-    uint64_t n = dedup_cuckoo_serialized_size(cf);
-    unsigned char *buf = n <= SIZE_MAX ? rmf_alloc(rmf_obj_allocator(o), (size_t)n) : NULL;
-    if (!buf)
-        return DEDUP_ERR_NOMEM;
-    dedup_mem_sink ms;
-    dedup_sink sink = dedup_mem_sink_init(&ms, buf, (size_t)n);
-    dedup_status s = dedup_cuckoo_save(cf, &sink);
-    if (s == DEDUP_OK) {
-        dedup_mem_source m;
-        s = rmf_cf_load_seen(o, dedup_mem_source_init(&m, buf, ms.len));
-    }
-    rmf_dealloc(rmf_obj_allocator(o), buf);
-    return s;
-}
-
 static dedup_digest cf_digest(const rmf_obj *o, const void *item, size_t len)
 {
     return dedup_hash(item, len, o->cf_seed);
@@ -112,18 +94,24 @@ rmf_err rmf_cf_create(const rmf_cf_params *p, const rmf_config *c, const dedup_a
     o->error_rate = c->cf_error_rate;
     o->expansion = p->expansion;
     o->max_memory = c->max_memory;
-    dedup_cuckoo_params cp;
-    dedup_cuckoo_params_init(&cp);
-    cp.capacity = p->capacity;
-    cp.fpr = c->cf_error_rate;
-    cp.bucket_size = p->bucket_size;
-    cp.max_kicks = p->max_iterations;
-    cp.expansion = p->expansion;
-    dedup_cuckoo *made = NULL;
-    dedup_status s = dedup_cuckoo_create(&cp, rmf_obj_allocator(o), &made);
-    if (s == DEDUP_OK)
-        s = seen_from_cuckoo(o, made);
-    dedup_cuckoo_free(made);
+    /* The seen-set made directly (a cuckoo filter made apart and copied in
+     * through its serialized form wrote the whole table three times). */
+    dedup_cuckoo_params dflt;
+    dedup_cuckoo_params_init(&dflt);
+    dedup_seen_spec sp;
+    dedup_seen_spec_init(&sp);
+    sp.kind = DEDUP_SEEN_CUCKOO;
+    sp.items = p->capacity;
+    sp.fpr = c->cf_error_rate;
+    sp.seed = dflt.seed;
+    sp.bucket_size = p->bucket_size;
+    sp.max_kicks = p->max_iterations;
+    sp.expansion = p->expansion;
+    dedup_status s = dedup_seen_create(&sp, rmf_obj_allocator(o), &o->cfs);
+    if (s == DEDUP_OK) {
+        o->cf = dedup_seen_impl(o->cfs);
+        o->cf_seed = dedup_seen_seed(o->cfs);
+    }
     if (s != DEDUP_OK) {
         rmf_free(o);
         return rmf_status_err(s);

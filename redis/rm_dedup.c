@@ -68,7 +68,7 @@
  * included, and what MEMORY USAGE reports. */
 #define WA_HDR 16u
 
-static void *wa_malloc(void *ctx, size_t n)
+static void *wa_alloc(void *ctx, size_t n, bool zero)
 {
     rmf_obj *o = ctx;
     rmf_dd *dd = o->dd;
@@ -79,7 +79,8 @@ static void *wa_malloc(void *ctx, size_t n)
         dd->refused = true;
         return NULL;
     }
-    unsigned char *p = rmf_alloc(rmf_obj_allocator(o), n + WA_HDR);
+    unsigned char *p = zero ? rmf_calloc(rmf_obj_allocator(o), n + WA_HDR)
+                            : rmf_alloc(rmf_obj_allocator(o), n + WA_HDR);
     if (!p)
         return NULL;
     uint64_t sz = n;
@@ -88,14 +89,13 @@ static void *wa_malloc(void *ctx, size_t n)
     return p + WA_HDR;
 }
 
+static void *wa_malloc(void *ctx, size_t n) { return wa_alloc(ctx, n, false); }
+
 static void *wa_calloc(void *ctx, size_t count, size_t size)
 {
     if (size && count > SIZE_MAX / size)
         return NULL;
-    void *p = wa_malloc(ctx, count * size);
-    if (p)
-        memset(p, 0, count * size);
-    return p;
+    return wa_alloc(ctx, count * size, true);
 }
 
 static void wa_free(void *ctx, void *ptr)

@@ -84,33 +84,11 @@ dedup_status rmf_save(const rmf_obj *o, dedup_sink *sink)
     return s;
 }
 
-/* A sink that keeps only bytes [off, off+len) and stops the save once it
- * has them. */
-typedef struct range_sink {
-    uint64_t pos, off;
-    unsigned char *buf;
-    size_t len, copied;
-} range_sink;
-
-static dedup_status buf_sink_write(void *ctx, const void *data, size_t n)
-{
-    range_sink *r = ctx;
-    const unsigned char *p = data;
-    uint64_t end = r->pos + n;
-    if (end > r->off && r->pos < r->off + r->len) {
-        uint64_t from = r->pos > r->off ? r->pos : r->off;
-        uint64_t to = end < r->off + r->len ? end : r->off + r->len;
-        memcpy(r->buf + (from - r->off), p + (from - r->pos), (size_t)(to - from));
-        r->copied += (size_t)(to - from);
-    }
-    r->pos = end;
-    if (r->copied == r->len)
-        return DEDUP_ERR_CANCELLED;
-    return DEDUP_OK;
-}
-
+/* Bytes [off, off+len) through a range sink (dedup/format.h): 'cursor',
+ * when given, carries the checksum state from the range before, so a
+ * sequence of ranges costs the size of the value, not its square. */
 dedup_status rmf_serialize_range(const rmf_obj *o, uint64_t off, void *buf, size_t len,
-                                 size_t *copied)
+                                 dedup_range_sink *cursor, size_t *copied)
 {
     *copied = 0;
     uint64_t total = rmf_serialized_size(o);
@@ -118,13 +96,15 @@ dedup_status rmf_serialize_range(const rmf_obj *o, uint64_t off, void *buf, size
         return DEDUP_OK;
     if (len > total - off)
         len = (size_t)(total - off);
-    range_sink r = {0, off, buf, len, 0};
-    dedup_sink sink = {buf_sink_write, &r};
+    dedup_range_sink local;
+    dedup_sink sink = cursor ? dedup_range_sink_next(cursor, off, buf, len)
+                             : dedup_range_sink_init(&local, off, buf, len);
+    dedup_range_sink *r = cursor ? cursor : &local;
     dedup_status s = rmf_save(o, &sink);
     if (s != DEDUP_OK && s != DEDUP_ERR_CANCELLED)
         return s;
-    *copied = r.copied;
-    return r.copied == len ? DEDUP_OK : DEDUP_ERR_CORRUPT;
+    *copied = r->copied;
+    return r->copied == len ? DEDUP_OK : DEDUP_ERR_CORRUPT;
 }
 
 /* ---- loading ------------------------------------------------------------------- */

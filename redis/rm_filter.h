@@ -235,7 +235,10 @@ rmf_err rmf_load(dedup_source src, rmf_kind expect, const rmf_config *c,
  * (0, empty) when i-1 has reached the end.  So an iterator 'it' given with
  * 'data' to LOADCHUNK means the chunk covers [it-1-len, it-1).  Chunks must
  * arrive in order; the first one (offset 0) is exactly the envelope header. */
-#define RMF_CHUNK (16u << 20)
+/* 1 MiB: a chunk is copied twice (into the reply, out of the command) and
+ * its pages faulted, so its size is what one SCANDUMP blocks the server
+ * for; a dump's total cost does not depend on it (rmf_serialize_range). */
+#define RMF_CHUNK (1u << 20)
 
 typedef struct rmf_partial rmf_partial;
 
@@ -256,8 +259,11 @@ size_t rmf_partial_memory_usage(const rmf_partial *p);
 void rmf_partial_free(rmf_partial *p);
 
 /* Copies bytes [off, off+len) of the serialized form into 'buf' (len <=
- * RMF_CHUNK); returns the number copied (less at the end). */
+ * RMF_CHUNK); returns the number copied (less at the end).  'cursor' (may
+ * be NULL) is the range sink of the ranges read before from the same,
+ * unchanged value (dedup_range_sink_init() when a sequence starts): each
+ * range then costs its own length, not its offset. */
 dedup_status rmf_serialize_range(const rmf_obj *o, uint64_t off, void *buf, size_t len,
-                                 size_t *copied);
+                                 dedup_range_sink *cursor, size_t *copied);
 
 #endif /* DEDUP_RM_FILTER_H */

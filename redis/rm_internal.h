@@ -98,6 +98,9 @@ struct rmf_obj {
 };
 
 void *rmf_alloc(const dedup_allocator *a, size_t n);
+/* n zeroed bytes: the allocator's calloc_fn when it has one (which may hand
+ * out fresh pages without writing them), malloc and memset otherwise. */
+void *rmf_calloc(const dedup_allocator *a, size_t n);
 void rmf_dealloc(const dedup_allocator *a, void *p);
 /* A zeroed object of 'kind' (with its DEDUP state for RMF_DEDUP). */
 rmf_obj *rmf_obj_new(rmf_kind kind, const dedup_allocator *a);

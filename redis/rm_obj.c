@@ -33,6 +33,19 @@ void *rmf_alloc(const dedup_allocator *a, size_t n)
     return malloc(n);
 }
 
+void *rmf_calloc(const dedup_allocator *a, size_t n)
+{
+    if (a && a->malloc_fn && a->calloc_fn)
+        return a->calloc_fn(a->ctx, 1, n);
+    if (a && a->malloc_fn) {
+        void *p = a->malloc_fn(a->ctx, n);
+        if (p)
+            memset(p, 0, n);
+        return p;
+    }
+    return calloc(1, n);
+}
+
 void rmf_dealloc(const dedup_allocator *a, void *p)
 {
     if (!p)

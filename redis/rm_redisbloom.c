@@ -332,13 +332,12 @@ rmf_err rb_bloom_add(rb_bloom *b, const void *item, size_t len, int *added)
         if (b->total + nl.bytes > b->max_memory)
             return ERR_MAXMEM;
         rb_link *links = rmf_alloc(alloc_of(&b->alloc), (b->nfilters + 1) * sizeof *links);
-        nl.bf = rmf_alloc(alloc_of(&b->alloc), (size_t)nl.bytes);
+        nl.bf = rmf_calloc(alloc_of(&b->alloc), (size_t)nl.bytes);
         if (!links || !nl.bf) {
             rmf_dealloc(alloc_of(&b->alloc), links);
             rmf_dealloc(alloc_of(&b->alloc), nl.bf);
             return rmf_err_nomem();
         }
-        memset(nl.bf, 0, (size_t)nl.bytes);
         memcpy(links, b->links, b->nfilters * sizeof *links);
         links[b->nfilters] = nl;
         rmf_dealloc(alloc_of(&b->alloc), b->links);
@@ -722,13 +721,12 @@ static int cuckoo_grow(rb_cuckoo *c)
     if (c->total + bytes > c->max_memory)
         return -1;
     rb_sub *subs = rmf_alloc(alloc_of(&c->alloc), (c->nfilters + 1) * sizeof *subs);
-    unsigned char *data = rmf_alloc(alloc_of(&c->alloc), (size_t)bytes);
+    unsigned char *data = rmf_calloc(alloc_of(&c->alloc), (size_t)bytes);
     if (!subs || !data) {
         rmf_dealloc(alloc_of(&c->alloc), subs);
         rmf_dealloc(alloc_of(&c->alloc), data);
         return -2;
     }
-    memset(data, 0, (size_t)bytes);
     memcpy(subs, c->subs, c->nfilters * sizeof *subs);
     subs[c->nfilters].nb = nb;
     subs[c->nfilters].data = data;

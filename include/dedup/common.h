@@ -91,6 +91,10 @@ typedef enum dedup_verdict {
  * object holds goes through it.  NULL selects malloc/calloc/realloc/free.
  * The struct is copied; 'ctx' is passed back on every call.  'calloc' and
  * 'realloc' may be NULL, in which case malloc+memset / malloc+copy are used.
+ * Every zero-initialised array (filter bits and tables, set slots, window
+ * tables) is obtained with 'calloc', so a calloc that hands out pages the
+ * system zeroes on first touch creates a structure of any size without
+ * writing it; what dedup_X_memory_usage() reports does not depend on it.
  * Functions must be safe to call from any thread that uses the object. */
 typedef struct dedup_allocator {
     void *(*malloc_fn)(void *ctx, size_t size);

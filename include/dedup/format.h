@@ -98,6 +98,30 @@ dedup_sink dedup_mem_sink_init(dedup_mem_sink *m, void *buf, size_t cap);
 /* A sink that only counts: used to learn a structure's serialized size. */
 dedup_sink dedup_count_sink_init(uint64_t *counter);
 
+/* A sink that keeps bytes [off, off+len) of a save in 'buf' and stops the
+ * save with DEDUP_ERR_CANCELLED once it has them; 'copied' counts the bytes
+ * kept (fewer than 'len' when the save ends first).  It lets a save be
+ * read a range at a time without each range costing the whole prefix:
+ * when a range is complete, the checksum state of the container being
+ * written at its end is kept in the sink, and a save of the next range
+ * into the same sink takes it up instead of hashing that container's
+ * bytes again.  This holds only while the structure is unchanged between
+ * the ranges; dedup_range_sink_init() forgets the kept state (call it when
+ * a sequence of ranges starts or the structure may have changed), and
+ * dedup_range_sink_next() aims the sink at another range keeping it.  A
+ * range may be any, in any order: a kept state is taken up only by the
+ * container it belongs to, and one past a range's start only skips
+ * hashing bytes it already covers.  The struct is opaque storage. */
+typedef struct dedup_range_sink {
+    uint64_t pos, off;
+    unsigned char *buf;
+    size_t len, copied;
+    uint64_t kept_start, kept_at; /* UINT64_MAX: nothing kept */
+    _Alignas(64) unsigned char kept[640];
+} dedup_range_sink;
+dedup_sink dedup_range_sink_init(dedup_range_sink *r, uint64_t off, void *buf, size_t len);
+dedup_sink dedup_range_sink_next(dedup_range_sink *r, uint64_t off, void *buf, size_t len);
+
 /* ---- Header ------------------------------------------------------------ */
 typedef struct dedup_header {
     uint16_t version;
@@ -118,6 +142,8 @@ typedef struct dedup_encoder {
     uint64_t expected;
     uint64_t written;
     dedup_status error;
+    dedup_range_sink *range; /* the sink when it is a range sink, else NULL */
+    uint64_t start, hashed;  /* range sink positions: the header, hashed up to */
     _Alignas(64) unsigned char state[640];
 } dedup_encoder;
 

@@ -110,19 +110,74 @@ dedup_sink dedup_count_sink_init(uint64_t *counter)
     return s;
 }
 
+static dedup_status range_write(void *ctx, const void *data, size_t n)
+{
+    dedup_range_sink *r = ctx;
+    const unsigned char *p = data;
+    uint64_t end = r->pos + n;
+    if (end > r->off && r->pos < r->off + r->len) {
+        uint64_t from = r->pos > r->off ? r->pos : r->off;
+        uint64_t to = end < r->off + r->len ? end : r->off + r->len;
+        memcpy(r->buf + (from - r->off), p + (from - r->pos), (size_t)(to - from));
+        r->copied += (size_t)(to - from);
+    }
+    r->pos = end;
+    return r->copied == r->len ? DEDUP_ERR_CANCELLED : DEDUP_OK;
+}
+
+dedup_sink dedup_range_sink_next(dedup_range_sink *r, uint64_t off, void *buf, size_t len)
+{
+    r->pos = 0;
+    r->off = off;
+    r->buf = buf;
+    r->len = buf ? len : 0;
+    r->copied = 0;
+    dedup_sink s = {range_write, r};
+    return s;
+}
+
+dedup_sink dedup_range_sink_init(dedup_range_sink *r, uint64_t off, void *buf, size_t len)
+{
+    r->kept_start = r->kept_at = UINT64_MAX;
+    return dedup_range_sink_next(r, off, buf, len);
+}
+
 /* ---- encoder ------------------------------------------------------------- */
 
+/* Into a range sink only the bytes not yet covered by the state and not
+ * past the range's end are hashed (a save is stopped at the range's end,
+ * so the checksum is written only when every byte before it is hashed);
+ * when the sink stops the save, the state is kept in it for the next
+ * range. */
 static dedup_status enc_raw(dedup_encoder *e, const void *buf, size_t len)
 {
     if (e->error)
         return e->error;
+    dedup_range_sink *r = e->range;
+    uint64_t at = r ? r->pos : 0;
     dedup_status s = e->sink.write(e->sink.ctx, buf, len);
-    if (s) {
-        e->error = s;
-        return s;
+    if (!r) {
+        if (s)
+            return e->error = s;
+        XXH3_64bits_update(state_of(e->state), buf, len);
+        return DEDUP_OK;
     }
-    XXH3_64bits_update(state_of(e->state), buf, len);
-    return DEDUP_OK;
+    if (s && s != DEDUP_ERR_CANCELLED)
+        return e->error = s;
+    uint64_t lo = at > e->hashed ? at : e->hashed;
+    uint64_t hi = at + len < r->off + r->len ? at + len : r->off + r->len;
+    if (hi > lo) {
+        XXH3_64bits_update(state_of(e->state), (const unsigned char *)buf + (lo - at),
+                           (size_t)(hi - lo));
+        e->hashed = hi;
+    }
+    if (s) {
+        r->kept_start = e->start;
+        r->kept_at = e->hashed;
+        memcpy(r->kept, e->state, sizeof r->kept);
+        e->error = s;
+    }
+    return s;
 }
 
 dedup_status dedup_encoder_begin(dedup_encoder *e, dedup_sink sink, uint16_t type,
@@ -135,7 +190,14 @@ dedup_status dedup_encoder_begin(dedup_encoder *e, dedup_sink sink, uint16_t typ
     e->expected = payload_len;
     e->written = 0;
     e->error = DEDUP_OK;
-    XXH3_64bits_reset(state_of(e->state));
+    e->range = sink.write == range_write ? sink.ctx : NULL;
+    e->start = e->hashed = e->range ? e->range->pos : 0;
+    if (e->range && e->range->kept_start == e->start) {
+        memcpy(e->state, e->range->kept, sizeof e->state);
+        e->hashed = e->range->kept_at;
+    } else {
+        XXH3_64bits_reset(state_of(e->state));
+    }
 
     unsigned char h[DEDUP_HEADER_SIZE];
     memcpy(h, MAGIC, 8);
@@ -152,6 +214,23 @@ dedup_status dedup_encoder_begin(dedup_encoder *e, dedup_sink sink, uint16_t typ
     if (!s && params_len)
         s = enc_raw(e, params, params_len);
     return s;
+}
+
+bool ddi_encoder_can_skip(const dedup_encoder *e, uint64_t n)
+{
+    const dedup_range_sink *r = e->range;
+    if (!r || e->error || n > e->expected - e->written || n > UINT64_MAX - r->pos)
+        return false;
+    return r->pos + n <= r->off && r->pos + n <= e->hashed;
+}
+
+dedup_status ddi_encoder_skip(dedup_encoder *e, uint64_t n)
+{
+    if (!ddi_encoder_can_skip(e, n))
+        return e->error ? e->error : (e->error = DEDUP_ERR_INVALID_ARG);
+    e->written += n;
+    e->range->pos += n;
+    return DEDUP_OK;
 }
 
 dedup_status dedup_encoder_write(dedup_encoder *e, const void *buf, size_t len)

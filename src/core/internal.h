@@ -16,6 +16,14 @@
 /* Copies 'a' or, when NULL, the C library's allocator into 'out'. */
 void ddi_allocator_resolve(dedup_allocator *out, const dedup_allocator *a);
 
+/* Saving into a range sink (dedup/format.h): true when the encoder's next
+ * 'n' payload bytes lie before the range and are already covered by its
+ * kept checksum state, so that a save may pass them over with
+ * ddi_encoder_skip() instead of computing them. */
+struct dedup_encoder;
+bool ddi_encoder_can_skip(const struct dedup_encoder *e, uint64_t n);
+dedup_status ddi_encoder_skip(struct dedup_encoder *e, uint64_t n);
+
 void *ddi_malloc(const dedup_allocator *a, size_t size);
 void *ddi_calloc(const dedup_allocator *a, size_t count, size_t size);
 /* realloc through the hook; 'old_size' is needed when the hook has no realloc. */

@@ -93,6 +93,10 @@ static dedup_status save_approx(const dedup_window *w, dedup_encoder *e)
     for (uint64_t i0 = 0; !s && i0 < n; i0 += 8 * CHUNK) {
         uint64_t i1 = n - i0 < 8 * CHUNK ? n : i0 + 8 * CHUNK;
         size_t bytes = (size_t)(((i1 - i0) * w->sbits + 7) / 8);
+        if (ddi_encoder_can_skip(e, bytes)) {
+            s = ddi_encoder_skip(e, bytes);
+            continue;
+        }
         memset(buf, 0, bytes + TAB_SLACK);
         for (uint64_t i = i0; i < i1; i++) {
             uint64_t v = slot_get(w, w->tab, i);
@@ -135,6 +139,11 @@ dedup_status dedup_window_save(const dedup_window *w, dedup_sink *sink)
         const wgen *g = &w->gv[i];
         if (!g->count)
             continue;
+        if (w->p.mode == DEDUP_WINDOW_EXACT &&
+            ddi_encoder_can_skip(&e, GEN_HEADER_LEN + g->count * sizeof(wentry))) {
+            s = ddi_encoder_skip(&e, GEN_HEADER_LEN + g->count * sizeof(wentry));
+            continue;
+        }
         uint64_t h[2] = {(uint64_t)g->id, g->count};
         s = dedup_encoder_write_u64s(&e, h, 2);
         if (w->p.mode == DEDUP_WINDOW_EXACT) {
