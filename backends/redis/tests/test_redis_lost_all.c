@@ -160,11 +160,18 @@ static void run(const char *cas, const char *url, const char *proxy)
     if (pre) {
         dedup_batch b = slice(0, pre);
         CHECK(dedup_redis_decide(d, &b, v, NULL) == DEDUP_OK, "%s: setup", cas);
-        /* a filter's false positive was not recorded: keep the keys before it */
+        /* a filter's false positive was not recorded: keys [0, recorded)
+         * become those answered NEW (swapped to the front), so that an early
+         * false positive cannot leave too few replies for the proxy to cut */
+        recorded = 0;
         for (size_t i = 0; i < pre; i++)
-            if (v[i] != DEDUP_NEW) {
-                recorded = i;
-                break;
+            if (v[i] == DEDUP_NEW) {
+                const unsigned char *k = keys[i];
+                size_t l = lens[i];
+                dedup_digest g = dig[i];
+                keys[i] = keys[recorded], lens[i] = lens[recorded], dig[i] = dig[recorded];
+                keys[recorded] = k, lens[recorded] = l, dig[recorded] = g;
+                recorded++;
             }
     }
     dedup_redis_free(d);
