@@ -239,6 +239,46 @@ static dedup_status repeats_not_uncertain(const dedup_batch *b, dedup_verdict *o
     return DEDUP_OK;
 }
 
+/* first[i] = the index of key i's first occurrence in the batch (i itself
+ * for a first one): equal digests, and equal bytes for whole keys. */
+static size_t *first_occurrences(const dedup_redis *r, const dedup_batch *b)
+{
+    size_t *first = malloc((b->n ? b->n : 1) * sizeof *first);
+    occ *o = malloc((b->n ? b->n : 1) * sizeof *o);
+    if (!first || !o) {
+        free(first);
+        free(o);
+        return NULL;
+    }
+    for (size_t i = 0; i < b->n; i++) {
+        o[i] = (occ){b->digests[i].lo, b->digests[i].hi, i};
+        first[i] = i;
+    }
+    qsort(o, b->n, sizeof *o, occ_cmp);
+    /* each run of one digest, in input order: a member is a repeat of the
+     * run's earliest member with the same bytes (whole keys: distinct bytes
+     * under one digest stay apart; there is almost never more than one) */
+    for (size_t s = 0, e; s < b->n; s = e) {
+        for (e = s + 1; e < b->n && o[e].lo == o[s].lo && o[e].hi == o[s].hi; e++)
+            ;
+        for (size_t j = s + 1; j < e; j++) {
+            size_t c = o[j].i;
+            for (size_t k = s; k < j; k++) {
+                size_t a = o[k].i;
+                if (first[a] != a)
+                    continue;
+                if (!r->o.whole_keys || (b->lens[a] == b->lens[c] &&
+                                         memcmp(b->keys[a], b->keys[c], b->lens[a]) == 0)) {
+                    first[c] = a;
+                    break;
+                }
+            }
+        }
+    }
+    free(o);
+    return first;
+}
+
 dedup_status rd_finish(dedup_redis *r, const dedup_batch *b, dedup_verdict *out, size_t upto,
                        bool lost, dedup_verdict present, dedup_status failed)
 {
@@ -356,7 +396,8 @@ static dedup_status keys_commit_mset(dedup_redis *r, const dedup_batch *b)
     return st;
 }
 
-static dedup_status keys_run(dedup_redis *r, const dedup_batch *b, dedup_verdict *out, keys_op op)
+static dedup_status keys_exec(dedup_redis *r, const dedup_batch *b, dedup_verdict *out, keys_op op,
+                              const size_t *first)
 {
     if (op == KEYS_COMMIT && !r->o.ttl_ms && !r->url.cluster)
         return keys_commit_mset(r, b);
@@ -378,6 +419,8 @@ static dedup_status keys_run(dedup_redis *r, const dedup_batch *b, dedup_verdict
     const char *val = op == KEYS_DECIDE && res ? RD_KEY_RESERVED : RD_KEY_RECORDED;
     dedup_status st = DEDUP_OK;
     for (size_t i = 0; i < b->n && st == DEDUP_OK; i++) {
+        if (first && first[i] != i)
+            continue;
         size_t kl = key_name(r, b, i, kb);
         const char *argv[7];
         size_t lens[7];
@@ -458,7 +501,23 @@ static dedup_status keys_run(dedup_redis *r, const dedup_batch *b, dedup_verdict
         out[cm->tag] = v;
         lost |= v == DEDUP_UNCERTAIN;
     }
+    for (size_t i = 0; first && i < upto; i++)
+        if (first[i] != i)
+            out[i] = out[first[i]] == DEDUP_UNCERTAIN ? DEDUP_UNCERTAIN : DEDUP_DUPLICATE;
     return rd_finish(r, b, out, upto, lost, DEDUP_DUPLICATE, st);
+}
+
+static dedup_status keys_run(dedup_redis *r, const dedup_batch *b, dedup_verdict *out, keys_op op)
+{
+    /* A key repeated within the batch is decided here from its first
+     * occurrence, not asked again: a reservation that ran out between the
+     * two commands would answer NEW twice and write the record twice. */
+    size_t *first = NULL;
+    if (op == KEYS_DECIDE && b->n > 1 && b->digests && !(first = first_occurrences(r, b)))
+        return DEDUP_ERR_NOMEM;
+    dedup_status st = keys_exec(r, b, out, op, first);
+    free(first);
+    return st;
 }
 
 /* Reads "<name>:meta", creating it first (HSETNX: the first client's seed
