@@ -221,6 +221,9 @@ int cmd_count(int argc, char **argv)
     int pr = parse(argc, argv, &o);
     if (pr)
         return pr > 0 ? CLI_EXIT_OK : CLI_EXIT_USAGE;
+    if (!dd_keyspec_check(&o.key, "count") || !dd_keyspec_simple(&o.key, "count") ||
+        !dd_keyspec_compile(&o.key, NULL, 0, NULL))
+        return CLI_EXIT_USAGE;
     int nfiles = argc - optind;
     char **files = argv + optind;
     static char *stdin_only[] = {"-"};

@@ -168,7 +168,7 @@ static bool int_keys_of(run *r, size_t *n, size_t *m)
             snprintf(where, sizeof where, " in field %zu", o->key.field);
         if (o->bad_key == DD_BAD_KEY_FAIL) {
             cli_error("%s:%llu: %s%s: '%s'%s", r->file_name,
-                      (unsigned long long)(r->file_records + i + 1),
+                      (unsigned long long)(r->file_records + i + 1 + r->hdr_lines),
                       out ? "key outside --range" : "not an integer key", where, val,
                       " (--on-bad-key skip or keep lets the run go on)");
             *n = i;
@@ -225,7 +225,7 @@ static int spill_emit_piece(void *ctx, const void *piece, size_t len, bool first
 }
 
 /* Decides and writes one batch.  False to stop (error or broken pipe). */
-static bool process_batch(run *r, size_t n)
+static bool process_good(run *r, size_t n)
 {
     if (r->win)
         return dd_window_batch(r, n);
@@ -340,6 +340,132 @@ static bool process_batch(run *r, size_t n)
     return true;
 }
 
+/* Lines the records [0, n) of the batch take: one each, and in CSV the
+ * newlines inside their quoted fields. */
+static uint64_t batch_lines(const run *r, size_t n)
+{
+    uint64_t l = n;
+    if (r->o->key.csv)
+        for (size_t i = 0; i < n; i++)
+            for (const unsigned char *p = r->rec[i], *e = p + r->rlen[i];
+                 (p = memchr(p, r->o->term, (size_t)(e - p))) != NULL; p++)
+                l++;
+    return l;
+}
+
+/* A record without a key (dedup/key.h: malformed CSV, ...): false after an
+ * error naming its file and line when --on-bad-key is fail; else dropped
+ * or written undecided. */
+static bool bad_key_record(run *r, size_t i)
+{
+    opts *o = r->o;
+    r->bad_keys++;
+    if (o->bad_key == DD_BAD_KEY_FAIL) {
+        char val[80];
+        dd_key_for_message(r->rec[i], r->rlen[i], val, sizeof val);
+        cli_error("%s:%llu: %s: '%s' (--on-bad-key skip or keep lets the run go on)",
+                  r->file_name, (unsigned long long)(r->file_lines + batch_lines(r, i) + 1),
+                  dd_key_error_text(&o->key, (dedup_status)r->klen[i]), val);
+        r->failed = true;
+        return false;
+    }
+    r->records_in++;
+    if (o->bad_key == DD_BAD_KEY_KEEP) {
+        r->records_out++;
+        if (!dd_writer_record(&r->w, r->rec[i], r->rlen[i], o->term))
+            return false;
+    }
+    return true;
+}
+
+/* Decides records [0, n) of the batch: the ones with keys through the
+ * seen-set in runs, the ones without by --on-bad-key. */
+static bool process_batch(run *r, size_t n)
+{
+    if (!r->key_errs)
+        return process_good(r, n);
+    const unsigned char *const *rec = r->rec, *const *key = r->key;
+    const size_t *rlen = r->rlen, *klen = r->klen;
+    const dedup_digest *dig = r->dig;
+    bool ok = true;
+    size_t i = 0;
+    while (i < n && ok) {
+        size_t j = i;
+        while (j < n && key[j])
+            j++;
+        r->rec = rec + i;
+        r->rlen = rlen + i;
+        r->key = key + i;
+        r->klen = klen + i;
+        r->dig = dig + i;
+        uint64_t lines = r->o->key.csv ? batch_lines(r, j - i) : j - i;
+        if (j > i)
+            ok = process_good(r, j - i); /* adds its records to file_records */
+        if (ok && j < n) {
+            r->file_lines += lines;
+            ok = bad_key_record(r, 0);
+            r->file_records++;
+            r->file_lines += r->o->key.csv ? batch_lines(r, 1) : 1;
+            j++;
+        } else if (ok) {
+            r->file_lines += lines;
+        }
+        i = j;
+    }
+    r->rec = rec;
+    r->rlen = rlen;
+    r->key = key;
+    r->klen = klen;
+    r->dig = dig;
+    return ok;
+}
+
+/* The header callback of the feeder (--header): the first file's header
+ * compiles the key and is kept to be written once; every later file's
+ * must be the same. */
+static const dedup_key *on_header(void *ctx, const unsigned char *rec, size_t len)
+{
+    run *r = ctx;
+    uint64_t nl = 0;
+    for (size_t i = 0; i < len; i++)
+        nl += rec[i] == r->o->term;
+    r->file_lines = r->hdr_lines = 1 + nl;
+    if (!r->hdr_seen) {
+        r->hdr = malloc(len ? len : 1);
+        if (!r->hdr) {
+            cli_error("out of memory");
+            r->hdr_failed = true;
+            return NULL;
+        }
+        memcpy(r->hdr, rec, len);
+        r->hdr_len = len;
+        r->hdr_file = r->file_name;
+        r->hdr_seen = true;
+        if (!dd_keyspec_compile(&r->o->key, rec, len, r->file_name)) {
+            r->hdr_failed = true;
+            return NULL;
+        }
+        return r->o->key.compiled;
+    }
+    if (len != r->hdr_len || memcmp(rec, r->hdr, len) != 0) {
+        cli_error("%s: its header (line 1) differs from %s's: the fields would not be the same "
+                  "columns",
+                  r->file_name, r->hdr_file);
+        r->hdr_failed = true;
+        return NULL;
+    }
+    return r->o->key.compiled;
+}
+
+/* Writes the header once, before the first record. */
+static bool write_header(run *r)
+{
+    if (!r->hdr_seen || r->hdr_written || r->hdr_failed)
+        return true;
+    r->hdr_written = true;
+    return dd_writer_record(&r->w, r->hdr, r->hdr_len, r->o->term);
+}
+
 static dedup_batch block_batch(const dd_block *b)
 {
     return (dedup_batch){.n = b->n, .digests = b->dig, .keys = b->key, .lens = b->klen,
@@ -429,10 +555,17 @@ static bool write_counts(run *r)
                 return false;
             }
         }
-        size_t klen;
-        const unsigned char *key = r->identity_key ? rec : dd_key_of(&o->key, rec, len, scratch, &klen);
-        if (r->identity_key)
-            klen = len;
+        size_t klen = len;
+        const unsigned char *key = rec;
+        if (!r->identity_key &&
+            dd_key_get(&o->key, rec, len, &scratch, &scap, &key, &klen) == DEDUP_ERR_NOMEM) {
+            cli_error("out of memory");
+            r->failed = true;
+            free(scratch);
+            return false;
+        }
+        if (!key)
+            continue; /* a record without a key was never kept */
         uint64_t count = dedup_seen_count_of(r->s, key, klen, dedup_hash(key, klen, r->info.seed));
         if (o->out == OUT_COUNT) {
             char prefix[32];
@@ -465,6 +598,10 @@ static dd_byref *byref_choose(opts *o, char **files, int nfiles, uint64_t budget
 {
     const char *force = getenv("DEDUP_BYREF");
     if (o->int_keys || getenv("DEDUP_NO_BYREF"))
+        return NULL;
+    /* Mapped inputs are split by lines, with no header: the keys of CSV,
+     * JSON, URLs and field lists are read through the feeder's copies. */
+    if (o->key.csv || o->key.json || o->key.url || o->key.header || o->key.fields)
         return NULL;
     dd_byref *b = dd_byref_open(files, nfiles);
     if (b && !(force && *force) && dd_byref_span(b) < budget / 4) {
@@ -605,12 +742,9 @@ static bool state_identity_ok(const opts *o, bool has_ident, const char *saved, 
     return false;
 }
 
-int cmd_dedup(int argc, char **argv)
+static int dedup_main(int argc, char **argv, opts *op)
 {
-    opts o;
-    int pr = dd_dedup_parse_args(argc, argv, &o);
-    if (pr != 0)
-        return pr > 0 ? CLI_EXIT_OK : CLI_EXIT_USAGE;
+    opts o = *op;
 
     /* Inputs: all checked before any output is written. */
     int nfiles = argc - optind;
@@ -900,6 +1034,7 @@ int cmd_dedup(int argc, char **argv)
         }
     }
     r->identity_key = dd_keyspec_identity(&o.key);
+    r->key_errs = o.key.csv || o.key.json || o.key.url;
     if (byref) {
         r->ref_base = dd_byref_base(byref);
         r->ref_span = dd_byref_span(byref);
@@ -914,6 +1049,10 @@ int cmd_dedup(int argc, char **argv)
         dd_feeder *fd = NULL;
         dd_feeder_opts fo = {.term = o.term, .key = &o.key, .hash = !o.int_keys,
                              .seed = r->info.seed};
+        if (o.key.header) {
+            fo.header = on_header;
+            fo.header_ctx = r;
+        }
         if (byref) {
             fo.mapped = true;
             fo.map = dd_byref_file(byref, fi, &fo.map_len);
@@ -934,10 +1073,15 @@ int cmd_dedup(int argc, char **argv)
         uint64_t before = r->bytes_in;
         r->file_name = strcmp(files[fi], "-") == 0 ? "(standard input)" : files[fi];
         r->file_records = 0;
+        r->file_lines = 0;
         const dd_block *b;
         while (!stopped && (b = dd_feeder_next(fd)) != NULL) {
             r->blocks++;
             r->blocks_parted += b->work != 0;
+            if (!write_header(r)) {
+                stopped = true;
+                break;
+            }
             if (b->work && !process_parts(r, b))
                 stopped = true;
             for (size_t off = 0; off < b->n && !b->work; off += r->batch) {
@@ -953,7 +1097,10 @@ int cmd_dedup(int argc, char **argv)
         if (dd_stop_signal)
             stopped = true;
         e = dd_feeder_error(fd);
-        if (e && !stopped) {
+        if (e == -1 && !stopped) { /* the header callback said why */
+            status = CLI_EXIT_USAGE;
+            stopped = true;
+        } else if (e && !stopped) {
             cli_error("%s: read error: %s", dd_feeder_name(fd), strerror(e));
             status = CLI_EXIT_USAGE;
             stopped = true;
@@ -964,6 +1111,8 @@ int cmd_dedup(int argc, char **argv)
             stopped = true;
         }
     }
+    if (!stopped && !write_header(r)) /* an input of its header alone */
+        stopped = true;
     if (!stopped && (o.out == OUT_COUNT || o.out == OUT_UNIQUE))
         stopped = !write_counts(r);
     if (!stopped && r->spilled) {
@@ -991,7 +1140,14 @@ int cmd_dedup(int argc, char **argv)
     if (r->win)
         dd_window_warn_late(r);
     dd_progress_show(&r->prog, r->bytes_in, r->records_in, true, NULL);
-    if (r->bad_keys && o.bad_key != DD_BAD_KEY_FAIL)
+    if (r->bad_keys && o.bad_key != DD_BAD_KEY_FAIL && r->key_errs)
+        cli_warn("%llu record%s had no key (%s): %s", (unsigned long long)r->bad_keys,
+                 r->bad_keys == 1 ? "" : "s",
+                 o.key.json ? "invalid JSON or a path missing"
+                 : o.key.csv ? "malformed CSV"
+                             : "not a URL",
+                 o.bad_key == DD_BAD_KEY_SKIP ? "dropped" : "written undecided");
+    else if (r->bad_keys && o.bad_key != DD_BAD_KEY_FAIL)
         cli_warn("%llu record%s had a key that is not an integer%s: %s",
                  (unsigned long long)r->bad_keys, r->bad_keys == 1 ? "" : "s",
                  r->info.kind == DEDUP_SEEN_BITMAP ? " or is outside --range" : "",
@@ -1053,6 +1209,8 @@ int cmd_dedup(int argc, char **argv)
     dd_writer_free(&r->w);
     dedup_hll_free(r->hll);
     free(r->firsts);
+    free(r->hdr);
+    op->key.compiled = o.key.compiled; /* compiled from the header: the caller frees it */
     dd_window_free(r);
     if (r->verdict != r->verdict_buf)
         free(r->verdict);
@@ -1062,4 +1220,17 @@ int cmd_dedup(int argc, char **argv)
     dd_tiers_free(o.sizing.tiers);
     dd_state_unlock(state_lock);
     return status;
+}
+
+int cmd_dedup(int argc, char **argv)
+{
+    opts o;
+    int pr = dd_dedup_parse_args(argc, argv, &o);
+    if (pr != 0) {
+        dd_keyspec_release(&o.key);
+        return pr > 0 ? CLI_EXIT_OK : CLI_EXIT_USAGE;
+    }
+    int rc = dedup_main(argc, argv, &o);
+    dd_keyspec_release(&o.key);
+    return rc;
 }

@@ -495,6 +495,9 @@ int cmd_plan(int argc, char **argv)
     int pr = parse(argc, argv, &a);
     if (pr)
         return pr > 0 ? CLI_EXIT_OK : CLI_EXIT_USAGE;
+    if (!dd_keyspec_check(&a.key, "plan") || !dd_keyspec_simple(&a.key, "plan") ||
+        !dd_keyspec_compile(&a.key, NULL, 0, NULL))
+        return CLI_EXIT_USAGE;
     if (a.sample && !measure_sample(&a))
         return CLI_EXIT_USAGE;
     if (!a.items_given && !a.sample) {

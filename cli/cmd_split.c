@@ -237,6 +237,9 @@ static int parse_args(int argc, char **argv, split_opts *o)
                   "(got '%s')", CMD, o->pattern);
         return CLI_EXIT_USAGE;
     }
+    if (!dd_keyspec_check(&o->key, CMD) || !dd_keyspec_simple(&o->key, CMD) ||
+        !dd_keyspec_compile(&o->key, NULL, 0, NULL))
+        return CLI_EXIT_USAGE;
     return CLI_EXIT_OK;
 }
 

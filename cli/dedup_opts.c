@@ -454,8 +454,15 @@ static int parse_args(int argc, char **argv, opts *o)
         }
         }
     }
+    if (!dd_keyspec_check(&o->key, NULL))
+        return -1;
+    /* Keys from CSV, JSON or URLs may fail on a record: --on-bad-key says
+     * what then, as for integer keys. */
+    bool key_errs = o->key.csv || o->key.json || o->key.url;
+    if (!o->key.header && !dd_keyspec_compile(&o->key, NULL, 0, NULL))
+        return -1;
     dedup_seen_kind named = dedup_seen_kind_from_name(o->mode); /* a name, then the enum */
-    if (o->int_keys || o->range_given || o->bad_key_given || named == DEDUP_SEEN_BITMAP ||
+    if (o->int_keys || o->range_given || (o->bad_key_given && !key_errs) || named == DEDUP_SEEN_BITMAP ||
         named == DEDUP_SEEN_ROARING) {
         char msg[256];
         if (!dd_int_keys_check(o->int_keys, o->mode, o->range_given, o->bad_key_given, &o->sizing,

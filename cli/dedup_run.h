@@ -98,6 +98,15 @@ typedef struct run {
     uint64_t ikey[BATCH];
     unsigned char ikmark[BATCH];
     uint64_t bad_keys;
+    /* keys that may fail on a record (CSV, JSON, URLs): the file's lines
+     * before this batch (a CSV record may span several), and the header */
+    bool key_errs;
+    uint64_t file_lines;
+    unsigned char *hdr;
+    size_t hdr_len;
+    uint64_t hdr_lines;
+    bool hdr_seen, hdr_written, hdr_failed;
+    const char *hdr_file;
     /* --stats of a probabilistic method: distinct keys from a HyperLogLog
      * sketch of every key's digest (the filter's own count misses the keys
      * it took for duplicates) */
