@@ -836,7 +836,7 @@ static bool parse_comp(const char *spec, size_t len, size_t *i, dd_json_paths *p
         *i = j + 1;
     } else if (s[j] == '"') {
         sink k = {SINK_DECODE, p->names + *nn, len, 0, NULL};
-        if (str_scan(s, len, &j, &k) != DEDUP_OK || k.n == 0 || k.n > DD_JSON_MAX_NAME)
+        if (str_scan(s, len, &j, &k) != DEDUP_OK || k.n > DD_JSON_MAX_NAME)
             return false;
         c->name_off = *nn;
         c->name_len = k.n;

@@ -6,8 +6,8 @@
  * paths.  Each path starts with '.' and goes on with components:
  *   .name       a member; the name is any non-empty run of bytes other than
  *               '.', '[', ']', ',' and '"' (".user.id")
- *   ."name"     a member named by a JSON string, escapes included, for names
- *               with those bytes ('."a.b"', '."\u00e9"')
+ *   ."name"     a member named by a JSON string (escapes included, may be
+ *               empty), for names with those bytes ('."a.b"', '."\u00e9"')
  *   [N]         an element of an array, N decimal, 0 the first (".items[0]",
  *               ".[2]" on a top-level array)
  * A lone "." is the whole record.  Member names are at most
