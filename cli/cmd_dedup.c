@@ -403,6 +403,10 @@ static bool process_batch(run *r, size_t n)
             ok = process_good(r, j - i); /* adds its records to file_records */
         if (ok && j < n) {
             r->file_lines += lines;
+            r->rec = rec + j;
+            r->rlen = rlen + j;
+            r->key = key + j;
+            r->klen = klen + j;
             ok = bad_key_record(r, 0);
             r->file_records++;
             r->file_lines += r->o->key.csv ? batch_lines(r, 1) : 1;
