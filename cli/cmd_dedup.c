@@ -424,6 +424,9 @@ static bool process_batch(run *r, size_t n)
     return ok;
 }
 
+/* Whether a record's key may fail (dedup/key.h's per-record errors). */
+static bool r_key_errs(const opts *o) { return o->key.csv || o->key.json || o->key.url; }
+
 /* The header callback of the feeder (--header): the first file's header
  * compiles the key and is kept to be written once; every later file's
  * must be the same. */
@@ -800,6 +803,12 @@ static int dedup_main(int argc, char **argv, opts *op)
                      (o.external || !o.state);
     if (may_spill && !dd_tmpdir_usable(dd_external_tmpdir(o.tmpdir), o.tmpdir != NULL))
         return CLI_EXIT_USAGE;
+    if ((o.keep_last || o.external) && (o.key.header || r_key_errs(&o))) {
+        cli_error("--csv, --header, --json and --url are not supported yet with %s",
+                  o.keep_last ? "--keep last" : "-m/--memory, --sort, --tmpdir or -D/--duplicates "
+                                                "without --state (the external engine)");
+        return CLI_EXIT_USAGE;
+    }
     if (o.keep_last) {
         dd_keep_last_opts ko = {.kind = o.kind, .items = o.sizing.items, .seed = o.sizing.seed,
                                 .term = o.term, .key = &o.key, .output = o.output,
@@ -1038,7 +1047,7 @@ static int dedup_main(int argc, char **argv, opts *op)
         }
     }
     r->identity_key = dd_keyspec_identity(&o.key);
-    r->key_errs = o.key.csv || o.key.json || o.key.url;
+    r->key_errs = r_key_errs(&o);
     if (byref) {
         r->ref_base = dd_byref_base(byref);
         r->ref_span = dd_byref_span(byref);

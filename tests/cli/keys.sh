@@ -1,0 +1,142 @@
+#!/usr/bin/env bash
+# Keys the data carries (issue 36): -f lists, ranges and names, --csv
+# records (quoted fields, doubled quotes, delimiters and newlines inside
+# quotes, CRLF, NUL bytes), --header, --on-bad-key, through files and pipes,
+# against a reference model on Python's csv module (lib/ref_keys.py), byte
+# for byte; and the key options in a state's identity.
+. "$(dirname "$0")/lib/common.sh"
+export LC_ALL=C
+REF="$SRC/tests/cli/lib/ref_keys.py"
+
+# same DESC OPTS...: dedup's output and exit status equal the reference's,
+# from the file $T/in and from a pipe.
+same() {
+    local desc=$1; shift
+    python3 "$REF" ref "$@" "$T/in" > "$T/exp" 2>/dev/null
+    local erc=$?
+    "$DEDUP" "$@" "$T/in" > "$T/got" 2> "$T/err"
+    local grc=$?
+    if ! cmp -s "$T/exp" "$T/got" || [ "$erc" != "$grc" ]; then
+        fail "$desc (file, options $*): exit $grc, reference $erc; $(head -c 300 "$T/err")"
+        cp "$T/in" "$T/exp" "$T/got" /tmp/ 2>/dev/null
+        return
+    fi
+    pass
+    "$DEDUP" "$@" - < "$T/in" > "$T/got" 2> "$T/err"
+    grc=$?
+    if ! cmp -s "$T/exp" "$T/got" || [ "$erc" != "$grc" ]; then
+        fail "$desc (pipe, options $*): exit $grc, reference $erc"
+    else
+        pass
+    fi
+}
+
+# --- seeded random CSV, well-formed and hostile -------------------------------------------
+R=$(rounds 4)
+for ((round = 0; round < R; round++)); do
+    s=$((SEED + round))
+    python3 "$REF" gen "$s" 400 > "$T/in"
+    same "round $round" --csv
+    same "round $round" --csv --header -f user,ad
+    same "round $round" --csv --header -f ad,user -i --trim
+    same "round $round" --csv -f 2-
+    same "round $round" --csv -f 1,3-4
+    same "round $round" --csv -f 4 --trim
+    same "round $round" --csv --header -f note
+    same "round $round" -d , -f 1,2
+    same "round $round" -d , --header -f user,ad
+    python3 "$REF" gen "$s" 400 hostile > "$T/in"
+    same "hostile round $round" --csv -f 1,2 --on-bad-key skip
+    same "hostile round $round" --csv -f 2 --on-bad-key keep
+    same "hostile round $round" --csv --header -f ad --on-bad-key keep
+    same "hostile round $round" --csv -f 1,2
+done
+
+# --- records cross the reader's 1 MiB blocks: quoted newlines at every cut ----------------
+python3 "$REF" gen "$SEED" 100000 > "$T/in"
+check "the large input is larger than one read block" test "$(stat -c %s "$T/in")" -gt 1100000
+same "large" --csv --header -f user,ad
+same "large" --csv -f 4,2 -i
+
+# --- a tuple is unambiguous: a field holding the delimiter never joins another ------------
+printf '"a,b",c\na,"b,c"\na,b,c\n"a,b",c\n' > "$T/in"
+"$DEDUP" --csv -f 1,2 "$T/in" > "$T/got"
+check "fields holding the delimiter make different tuples" \
+    test "$(cat "$T/got")" = "$(printf '"a,b",c\na,"b,c"\na,b,c')"
+printf 'a,b\tc\na\tb,c\na,b\tc\n' > "$T/in"
+"$DEDUP" -f 1,2 "$T/in" > "$T/got"
+check "plain fields holding a comma make different tuples" test "$(wc -l < "$T/got")" -eq 2
+
+# --- a single field keeps its bytes: a quoted and an unquoted value are one key ------------
+printf '"x",1\nx,2\n"x""y",3\n"x""y",4\n' > "$T/in"
+"$DEDUP" --csv -f 1 "$T/in" > "$T/got"
+check "a quoted value equals the unquoted one" test "$(cat "$T/got")" = "$(printf '"x",1\n"x""y",3')"
+
+# --- the header: written once, names resolved, a missing column refused before output ------
+printf 'user,ad\n1,a\n1,a\n' > "$T/h1"
+printf 'user,ad\n1,a\n2,a\n' > "$T/h2"
+"$DEDUP" --csv --header -f user,ad "$T/h1" "$T/h2" > "$T/got"
+check "the header is written once for two inputs" \
+    test "$(cat "$T/got")" = "$(printf 'user,ad\n1,a\n2,a')"
+"$DEDUP" --csv --header -f user,nope "$T/h1" > "$T/got" 2> "$T/err"
+rc=$?
+check "a missing column exits 2 (got $rc)" test $rc -eq 2
+check "a missing column writes nothing" test ! -s "$T/got"
+check "a missing column is named with the file" grep -q "h1: the header has no column 'nope'" "$T/err"
+"$DEDUP" --csv -f user "$T/h1" > "$T/got" 2> "$T/err"
+check "a name without --header is refused" test $? -eq 2 -a ! -s "$T/got"
+printf 'ad,user\n1,a\n' > "$T/h3"
+"$DEDUP" --csv --header -f user "$T/h1" "$T/h3" > /dev/null 2> "$T/err"
+check "inputs with different headers are refused" grep -q "differs" "$T/err"
+printf 'user,ad\n' > "$T/h4"
+check "an input of its header alone gives the header" \
+    test "$("$DEDUP" --csv --header -f ad "$T/h4")" = "user,ad"
+
+# --- --on-bad-key fail names file and line; a record spanning lines counts them -------------
+printf 'a,1\n"b\nc",2\n"d"x,3\ne,4\n' > "$T/in"
+"$DEDUP" --csv -f 1 "$T/in" > "$T/got" 2> "$T/err"
+rc=$?
+check "a malformed record fails the run (got $rc)" test $rc -eq 1
+check "the failure names file and line 4" grep -q "in:4: malformed CSV" "$T/err"
+check "the records before it are written" test "$(cat "$T/got")" = "$(printf 'a,1\n"b\nc",2')"
+printf 'a,1\n"open\n' > "$T/in"
+"$DEDUP" --csv -f 1 "$T/in" > /dev/null 2> "$T/err"
+check "a quote open at the end of the input is named" grep -q "in:2: malformed CSV" "$T/err"
+
+# --- the key options are part of a state's identity -----------------------------------------
+printf 'a,b\na,c\n' > "$T/in"
+"$DEDUP" --csv -f 1,2 --state "$T/st" "$T/in" > /dev/null
+check "a state with --csv -f 1,2 is made" test -s "$T/st"
+"$DEDUP" --csv -f 1,2 --state "$T/st" "$T/in" > "$T/got" 2> "$T/err"
+check "the same key options resume it (all seen)" test $? -eq 0 -a ! -s "$T/got"
+"$DEDUP" -d , -f 1,2 --state "$T/st" "$T/in" > /dev/null 2> "$T/err"
+check "plain fields are refused on a CSV state" test $? -eq 2
+"$DEDUP" --csv -f 2,1 --state "$T/st" "$T/in" > /dev/null 2> "$T/err"
+check "another field list is refused" test $? -eq 2
+"$DEDUP" -f 1 -d , --state "$T/st1" "$T/in" > /dev/null
+"$DEDUP" -f 1 -d , --state "$T/st1" "$T/in" > "$T/got"
+check "a single-field state still resumes" test $? -eq 0 -a ! -s "$T/got"
+
+# --- every exact road and the filters decide on the same keys -------------------------------
+python3 "$REF" gen "$SEED" 2000 > "$T/in"
+python3 "$REF" ref --csv --header -f user,ad "$T/in" > "$T/exp"
+for mode in exact fingerprint blocked cuckoo scalable; do
+    "$DEDUP" --mode "$mode" -n 100000 -p 0.000001 --csv --header -f user,ad "$T/in" > "$T/got" 2> "$T/err"
+    check "--mode $mode with --csv --header -f user,ad matches the reference" cmp -s "$T/exp" "$T/got"
+done
+
+# --- JSON Lines and URLs go through the same key -------------------------------------------
+printf '{"user":7,"ad":"a3","ts":1}\n{"ad":"a3","user":7,"ts":2}\n{"user":"7","ad":"a3"}\n{"user":7}\nnot json\n' > "$T/in"
+"$DEDUP" --json .user,.ad --on-bad-key skip "$T/in" > "$T/got" 2> "$T/err"
+check "--json keeps the first of each (user, ad), members in any order" \
+    test "$(cat "$T/got")" = "$(printf '{"user":7,"ad":"a3","ts":1}\n{"user":"7","ad":"a3"}')"
+"$DEDUP" --json .user,.ad "$T/in" > /dev/null 2> "$T/err"
+check "--json: a missing path fails naming line 4" grep -q "in:4: a --json path is missing" "$T/err"
+printf 'HTTP://Example.COM:80/a/../b?utm_source=x#top\nhttp://example.com/b\nhttp://example.com/b?b=1&a=2\nhttp://example.com/b?a=2&b=1\n' > "$T/in"
+"$DEDUP" --url --url-drop-params='utm_*' --url-sort-params "$T/in" > "$T/got"
+check "--url: one page, one line" \
+    test "$(cat "$T/got")" = "$(printf 'HTTP://Example.COM:80/a/../b?utm_source=x#top\nhttp://example.com/b?b=1&a=2')"
+printf 'u1,"HTTP://X.org/p"\nu2,http://x.org/p\n' > "$T/in"
+check "--url on a CSV field" test "$("$DEDUP" --csv -f 2 --url "$T/in" | wc -l)" -eq 1
+
+finish
