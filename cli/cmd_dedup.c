@@ -1074,6 +1074,10 @@ static int dedup_main(int argc, char **argv, opts *op)
                 fo.work_ctx = r;
             }
         }
+        /* Named before the feeder starts: its header callback says it. */
+        r->file_name = strcmp(files[fi], "-") == 0 ? "(standard input)" : files[fi];
+        r->file_records = 0;
+        r->file_lines = 0;
         int e = dd_feeder_open(&fd, files[fi], &fo);
         if (e) {
             if (!dd_stop_signal) { /* else a FIFO's open was interrupted */
@@ -1084,9 +1088,6 @@ static int dedup_main(int argc, char **argv, opts *op)
             break;
         }
         uint64_t before = r->bytes_in;
-        r->file_name = strcmp(files[fi], "-") == 0 ? "(standard input)" : files[fi];
-        r->file_records = 0;
-        r->file_lines = 0;
         const dd_block *b;
         while (!stopped && (b = dd_feeder_next(fd)) != NULL) {
             r->blocks++;

@@ -81,7 +81,9 @@ DD_KEY_HELP
 "                         (compressed bitmaps, for sparse IDs)\n"
 "      --range=LO..HI     the IDs a bitmap holds (refused when it needs more than -m)\n"
 "      --on-bad-key=fail|skip|keep  a key that is not an integer (or is outside\n"
-"                         --range) stops the run naming file, line and value\n"
+"                         --range), or a record with no key (malformed CSV,\n"
+"                         bad JSON, not a URL) stops the run naming file, line\n"
+"                         and value\n"
 "                         (default, exit 1), or its record is dropped, or written\n", hb, src);
     fputs(
 "Windows (streams: a record is a duplicate only within a window of time):\n"
