@@ -475,8 +475,47 @@ static bool count_fn(void *ctx, size_t idx, const dedup_csv_field *f)
     return true;
 }
 
+#define CSV_FAST_FIELDS 128 /* fields parsed in one pass on the stack */
+
+/* The tuple of a record of at most CSV_FAST_FIELDS fields, from one pass;
+ * DEDUP_ERR_RANGE when it has more (the caller walks it again). */
+static dedup_status csv_tuple_fast(const dedup_key *k, const unsigned char *rec, size_t len,
+                                   tuple *t)
+{
+    dedup_csv_field f[CSV_FAST_FIELDS];
+    size_t nf = 0, pos = 0;
+    for (;;) {
+        dedup_csv_field x;
+        dedup_status st = dedup_csv_field_next(rec, len, k->delim, &pos, &x);
+        if (st == DEDUP_ERR_RANGE)
+            break;
+        if (st)
+            return st;
+        if (nf == CSV_FAST_FIELDS)
+            return DEDUP_ERR_RANGE;
+        f[nf++] = x;
+    }
+    size_t n_items = k->whole ? 1 : k->n_items;
+    for (size_t i = 0; i < n_items; i++) {
+        item it = k->whole ? (item){1, SIZE_MAX} : k->items[i];
+        size_t hi = it.hi == SIZE_MAX ? nf : it.hi;
+        for (size_t j = it.lo; j <= hi; j++) {
+            dedup_status st = j <= nf ? put_elem(k, t, f[j - 1].p, f[j - 1].len, f[j - 1].quoted)
+                                      : put_elem(k, t, NULL, 0, false);
+            if (st)
+                return st;
+        }
+    }
+    return DEDUP_OK;
+}
+
 static dedup_status csv_tuple(const dedup_key *k, const unsigned char *rec, size_t len, tuple *t)
 {
+    dedup_status fast = csv_tuple_fast(k, rec, len, t);
+    if (fast != DEDUP_ERR_RANGE)
+        return fast;
+    t->pos = 0;
+    t->over = false;
     size_t nf = 0;
     dedup_status st = csv_each(k, rec, len, count_fn, &nf); /* validates the whole record */
     if (st)
