@@ -257,7 +257,19 @@ static int parse(int argc, char **argv, plan_args *a)
 }
 
 /* Distinct keys (sketch), records and mean lengths of the sample. */
+static bool measure_sample_keyed(plan_args *a);
+
+/* Measures the sample with the key spec compiled for it. */
 static bool measure_sample(plan_args *a)
+{
+    if (!dd_keyspec_compile(&a->key, NULL, 0, NULL))
+        return false;
+    bool ok = measure_sample_keyed(a);
+    dd_keyspec_release(&a->key);
+    return ok;
+}
+
+static bool measure_sample_keyed(plan_args *a)
 {
     dedup_hll_params hp;
     dedup_hll_params_init(&hp);
@@ -495,8 +507,7 @@ int cmd_plan(int argc, char **argv)
     int pr = parse(argc, argv, &a);
     if (pr)
         return pr > 0 ? CLI_EXIT_OK : CLI_EXIT_USAGE;
-    if (!dd_keyspec_check(&a.key, "plan") || !dd_keyspec_simple(&a.key, "plan") ||
-        !dd_keyspec_compile(&a.key, NULL, 0, NULL))
+    if (!dd_keyspec_check(&a.key, "plan") || !dd_keyspec_simple(&a.key, "plan"))
         return CLI_EXIT_USAGE;
     if (a.sample && !measure_sample(&a))
         return CLI_EXIT_USAGE;

@@ -49,6 +49,7 @@ enum {
     {"zero-terminated", no_argument, NULL, 'z'}, {"csv", no_argument, NULL, DD_KEY_OPT_CSV},      \
     {"header", no_argument, NULL, DD_KEY_OPT_HEADER},                                           \
     {"json", required_argument, NULL, DD_KEY_OPT_JSON},                                         \
+    {"json-paths", required_argument, NULL, DD_KEY_OPT_JSON},                                   \
     {"url", no_argument, NULL, DD_KEY_OPT_URL},                                                 \
     {"url-drop-params", required_argument, NULL, DD_KEY_OPT_URL_DROP},                          \
     {"url-sort-params", no_argument, NULL, DD_KEY_OPT_URL_SORT}
@@ -65,7 +66,8 @@ enum {
     "                         delimiter, quotes and newlines)\n"                      \
     "      --header           the first record names the fields; written out once\n"  \
     "      --json=PATHS       records are JSON Lines; key is the values at PATHS\n"    \
-    "                         (.user.id,.items[0].sku)\n"                              \
+    "                         (.user.id,.items[0].sku); also --json-paths, which\n"     \
+    "                         count and plan take (their --json is their output)\n"    \
     "      --url              key is a canonical URL (RFC 3986 6.2.2)\n"               \
     "      --url-drop-params=GLOBS  with --url: drop these query parameters\n"        \
     "      --url-sort-params  with --url: sort the query parameters\n"                 \

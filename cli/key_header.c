@@ -1,0 +1,68 @@
+/* key_header.c - --header and keyless records for split and count (see
+ * key_header.h). */
+#include "key_header.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "intkeys.h" /* dd_key_for_message */
+
+static uint64_t lines_of(const unsigned char *p, size_t n, unsigned char term)
+{
+    uint64_t l = 1;
+    for (const unsigned char *e = p + n; (p = memchr(p, term, (size_t)(e - p))) != NULL; p++)
+        l++;
+    return l;
+}
+
+const dedup_key *dd_key_header_cb(void *ctx, const unsigned char *rec, size_t len)
+{
+    dd_key_header *h = ctx;
+    h->lines = h->key->csv ? lines_of(rec, len, '\n') : 1;
+    if (!h->seen) {
+        h->seen = true;
+        h->hdr = malloc(len ? len : 1);
+        if (!h->hdr) {
+            cli_error("%s: out of memory", h->cmd);
+            h->failed = true;
+            return NULL;
+        }
+        memcpy(h->hdr, rec, len);
+        h->len = len;
+        h->first = h->file;
+        if (!dd_keyspec_compile(h->key, rec, len, h->file)) {
+            h->failed = true;
+            return NULL;
+        }
+        return h->key->compiled;
+    }
+    if (len != h->len || memcmp(rec, h->hdr, len) != 0) {
+        cli_error("%s: %s: its header (line 1) differs from %s's", h->cmd, h->file, h->first);
+        h->failed = true;
+        return NULL;
+    }
+    return h->key->compiled;
+}
+
+bool dd_key_header_block_ok(dd_key_header *h, const dd_block *b, unsigned char term)
+{
+    for (size_t i = 0; i < b->n; i++) {
+        if (!b->key[i]) {
+            char val[80];
+            dd_key_for_message(b->rec[i], b->rlen[i], val, sizeof val);
+            cli_error("%s: %s:%llu: %s: '%s'", h->cmd, h->file,
+                      (unsigned long long)(h->lines + 1),
+                      dd_key_error_text(h->key, (dedup_status)b->klen[i]), val);
+            return false;
+        }
+        h->lines += h->key->csv ? lines_of(b->rec[i], b->rlen[i], term) : 1;
+    }
+    return true;
+}
+
+void dd_key_header_free(dd_key_header *h)
+{
+    free(h->hdr);
+    h->hdr = NULL;
+}
