@@ -448,7 +448,10 @@ static const dedup_key *on_header(void *ctx, const unsigned char *rec, size_t le
         r->hdr_len = len;
         r->hdr_file = r->file_name;
         r->hdr_seen = true;
-        if (!dd_keyspec_compile(&r->o->key, rec, len, r->file_name)) {
+        if (!dd_keyspec_compile(&r->o->key, rec, len, r->file_name) ||
+            (r->o->time_field && (r->o->key.csv || r->o->time_field == SIZE_MAX) &&
+             !dd_time_key_compile(&r->o->key, r->o->time_spec, rec, len, r->file_name,
+                                  &r->o->time_key))) {
             r->hdr_failed = true;
             return NULL;
         }
@@ -1224,7 +1227,8 @@ static int dedup_main(int argc, char **argv, opts *op)
     dedup_hll_free(r->hll);
     free(r->firsts);
     free(r->hdr);
-    op->key.compiled = o.key.compiled; /* compiled from the header: the caller frees it */
+    op->key.compiled = o.key.compiled; /* compiled from the header: the caller frees them */
+    op->time_key = o.time_key;
     dd_window_free(r);
     if (r->verdict != r->verdict_buf)
         free(r->verdict);
@@ -1242,9 +1246,11 @@ int cmd_dedup(int argc, char **argv)
     int pr = dd_dedup_parse_args(argc, argv, &o);
     if (pr != 0) {
         dd_keyspec_release(&o.key);
+        dedup_key_free(o.time_key);
         return pr > 0 ? CLI_EXIT_OK : CLI_EXIT_USAGE;
     }
     int rc = dedup_main(argc, argv, &o);
     dd_keyspec_release(&o.key);
+    dedup_key_free(o.time_key);
     return rc;
 }

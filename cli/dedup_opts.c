@@ -328,11 +328,17 @@ static int parse_args(int argc, char **argv, opts *o)
             break;
         case OPT_TIME_FIELD: {
             uint64_t f;
-            if (!cli_parse_count(optarg, &f) || f > 1000000) {
-                cli_error("--time-field must be a field number from 1 (got '%s')", optarg);
+            o->time_spec = optarg;
+            if (cli_parse_count(optarg, &f) && f >= 1 && f <= 1000000)
+                o->time_field = (size_t)f;
+            else if (*optarg && !strchr(optarg, ','))
+                o->time_field = SIZE_MAX; /* a name or a JSON path: dd_time_key_compile */
+            else {
+                cli_error("--time-field must be a field number from 1, a column name (with "
+                          "--header) or a JSON path (with --json) (got '%s')",
+                          optarg);
                 return -1;
             }
-            o->time_field = (size_t)f;
             o->window_opts = true;
             break;
         }
@@ -457,6 +463,17 @@ static int parse_args(int argc, char **argv, opts *o)
         }
     }
     if (!dd_keyspec_check(&o->key, NULL))
+        return -1;
+    if (o->time_field && o->key.json && o->time_spec[0] != '.') {
+        cli_error("with --json, --time-field is a JSON path such as .ts (got '%s')", o->time_spec);
+        return -1;
+    }
+    if (o->time_field == SIZE_MAX && !o->key.json && !o->key.header) {
+        cli_error("--time-field %s names a column: it needs --header", o->time_spec);
+        return -1;
+    }
+    if (o->time_field && !o->key.header && (o->key.csv || o->key.json) &&
+        !dd_time_key_compile(&o->key, o->time_spec, NULL, 0, NULL, &o->time_key))
         return -1;
     /* Keys from CSV, JSON or URLs may fail on a record: --on-bad-key says
      * what then, as for integer keys. */

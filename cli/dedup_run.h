@@ -101,6 +101,7 @@ typedef struct run {
     /* keys that may fail on a record (CSV, JSON, URLs): the file's lines
      * before this batch (a CSV record may span several), and the header */
     bool key_errs;
+    unsigned char tbuf[256];    /* the time field's value through o->time_key */
     uint64_t file_lines;
     unsigned char *hdr;
     size_t hdr_len;

@@ -222,6 +222,28 @@ bool dd_keyspec_compile(dd_keyspec *k, const unsigned char *hdr, size_t hlen, co
     return false;
 }
 
+bool dd_time_key_compile(const dd_keyspec *k, const char *spec, const unsigned char *hdr,
+                         size_t hlen, const char *file, dedup_key **out)
+{
+    dedup_key_params p;
+    dedup_key_params_init(&p);
+    p.format = k->json ? DEDUP_KEY_JSON : k->csv ? DEDUP_KEY_CSV : DEDUP_KEY_PLAIN;
+    p.delim = k->delim;
+    if (k->json)
+        p.json_paths = spec;
+    else
+        p.fields = spec;
+    dedup_status st = dedup_key_create(&p, hdr, hlen, NULL, out, NULL);
+    if (st == DEDUP_OK)
+        return true;
+    if (st == DEDUP_ERR_NOT_FOUND)
+        cli_error("%s: the header has no column '%s' (--time-field)", file, spec);
+    else
+        cli_error("--time-field %s: %s", spec,
+                  k->json ? "not a JSON path" : "not a field number or column name");
+    return false;
+}
+
 void dd_keyspec_release(dd_keyspec *k)
 {
     dedup_key_free(k->compiled);

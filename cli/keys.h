@@ -116,6 +116,12 @@ bool dd_keyspec_check(dd_keyspec *k, const char *cmd);
  * the field or path, the file and the header. */
 bool dd_keyspec_compile(dd_keyspec *k, const unsigned char *hdr, size_t hlen, const char *file);
 
+/* Compiles into *out the key spec of a time field 'spec' (a number, a
+ * column name of hdr, or with --json a path) in k's record format, without
+ * normalisation.  False after an error naming it. */
+bool dd_time_key_compile(const dd_keyspec *k, const char *spec, const unsigned char *hdr,
+                         size_t hlen, const char *file, dedup_key **out);
+
 /* Frees k->compiled. */
 void dd_keyspec_release(dd_keyspec *k);
 

@@ -139,6 +139,17 @@ check "--url: one page, one line" \
 printf 'u1,"HTTP://X.org/p"\nu2,http://x.org/p\n' > "$T/in"
 check "--url on a CSV field" test "$("$DEDUP" --csv -f 2 --url "$T/in" | wc -l)" -eq 1
 
+# --- windows: the time field by column name (CSV) and by JSON path ---------------------------
+printf 'user,ad,ts\n1,a,2026-01-01T00:00:00Z\n1,a,2026-01-01T00:05:00Z\n"1",a,"2026-01-01T00:20:00Z"\n2,a,2026-01-01T00:21:00Z\n' > "$T/in"
+"$DEDUP" --csv --header -f user,ad --window 10m --time-field ts "$T/in" > "$T/got" 2> "$T/err"
+check "--window with --time-field ts (a column name) keeps a click again after 10 minutes" \
+    test "$(cat "$T/got")" = "$(printf 'user,ad,ts\n1,a,2026-01-01T00:00:00Z\n"1",a,"2026-01-01T00:20:00Z"\n2,a,2026-01-01T00:21:00Z')"
+printf '{"u":1,"ts":"2026-01-01T00:00:00Z"}\n{"ts":"2026-01-01T00:05:00Z","u":1}\n{"u":1,"ts":"2026-01-01T00:20:00Z"}\n' > "$T/in"
+"$DEDUP" --json .u --window 10m --time-field .ts "$T/in" > "$T/got" 2> "$T/err"
+check "--window with --time-field .ts (a JSON path)" test "$(wc -l < "$T/got")" -eq 2
+"$DEDUP" --csv -f 1 --window 10m --time-field ts "$T/in" > /dev/null 2> "$T/err"
+check "a named time field without --header is refused" test $? -eq 2
+
 # --- split: a record's owner depends on its key only; the header tops every part -------------
 python3 "$REF" gen "$SEED" 3000 > "$T/in"
 mkdir -p "$T/sp"
