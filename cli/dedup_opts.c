@@ -464,6 +464,11 @@ static int parse_args(int argc, char **argv, opts *o)
     }
     if (!dd_keyspec_check(&o->key, NULL))
         return -1;
+    if (o->int_keys && (o->key.fields || o->key.csv || o->key.json || o->key.url)) {
+        cli_error("--keys int takes one field of plain records as the integer: not with a "
+                  "field list, --csv, --json or --url");
+        return -1;
+    }
     if (o->time_field && o->key.json && o->time_spec[0] != '.') {
         cli_error("with --json, --time-field is a JSON path such as .ts (got '%s')", o->time_spec);
         return -1;
