@@ -779,6 +779,7 @@ static int dedup_main(int argc, char **argv, opts *op)
     eo.out = o.out == OUT_DUPLICATES ? 1 : o.out == OUT_COUNT ? 2 : o.out == OUT_UNIQUE ? 3 : 0;
     eo.term = o.term;
     eo.key = &o.key;
+    eo.bad_key = o.bad_key == DD_BAD_KEY_SKIP ? 1 : 0;
     eo.seed = o.sizing.seed;
     eo.stats = o.stats == STATS_JSON ? 2 : o.stats == STATS_TEXT ? 1 : 0;
     eo.line_buffered = o.line_buffered;
@@ -806,10 +807,14 @@ static int dedup_main(int argc, char **argv, opts *op)
                      (o.external || !o.state);
     if (may_spill && !dd_tmpdir_usable(dd_external_tmpdir(o.tmpdir), o.tmpdir != NULL))
         return CLI_EXIT_USAGE;
-    if ((o.keep_last || o.external) && (o.key.header || r_key_errs(&o))) {
-        cli_error("--csv, --header, --json and --url are not supported yet with %s",
-                  o.keep_last ? "--keep last" : "-m/--memory, --sort, --tmpdir or -D/--duplicates "
-                                                "without --state (the external engine)");
+    if (o.keep_last && (o.key.header || r_key_errs(&o))) {
+        cli_error("--csv, --header, --json and --url are not supported yet with --keep last");
+        return CLI_EXIT_USAGE;
+    }
+    if (o.external && r_key_errs(&o) && o.bad_key == DD_BAD_KEY_KEEP) {
+        cli_error("--on-bad-key keep cannot place a record without a key among the external "
+                  "engine's output (-m/--memory, --sort, --tmpdir, -D without --state): use "
+                  "fail or skip");
         return CLI_EXIT_USAGE;
     }
     if (o.keep_last) {
@@ -826,7 +831,9 @@ static int dedup_main(int argc, char **argv, opts *op)
          * the engine's finishing phase can run for minutes without reading
          * or writing, and its own temporary files have no name. */
         dd_out_signals(true);
-        return dd_run_external(&eo, files, nfiles);
+        int xrc = dd_run_external(&eo, files, nfiles);
+        op->key.compiled = o.key.compiled; /* compiled from the header: the caller frees it */
+        return xrc;
     }
     /* The signals stop the run at its next batch (a state is then left as
      * it was, a store flushed). */

@@ -13,6 +13,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "external.h"
+#include "key_header.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -320,6 +321,68 @@ static void dd_spill_free(dd_spill *s)
     free(s);
 }
 
+/* A block's records that have keys, compacted (dedup/key.h's per-record
+ * errors leave some without). */
+typedef struct keyed_block {
+    dd_block b;
+    size_t cap, *good;
+    bool nomem;
+} keyed_block;
+
+static void keyed_free(keyed_block *k)
+{
+    free(k->good);
+    free(k->b.dig); /* the arrays' one allocation starts with the digests */
+}
+
+/* blk itself when every record has a key; else its keyed records in *k's
+ * arrays; NULL after an error (a record without a key and no skip: named
+ * by key_header.c; or no memory). */
+static const dd_block *keyed_only(keyed_block *k, dd_key_header *kh, const dd_block *blk,
+                                  unsigned char term, bool skip)
+{
+    if (blk->piece)
+        return blk;
+    if (k->cap < blk->n) {
+        keyed_free(k);
+        size_t c = blk->n;
+        k->good = malloc(c * sizeof *k->good);
+        unsigned char *a = malloc(c * (2 * sizeof(void *) + 2 * sizeof(size_t) + sizeof(dedup_digest)));
+        if (!k->good || !a) {
+            free(a);
+            free(k->good);
+            k->good = NULL;
+            k->b.dig = NULL;
+            k->cap = 0;
+            k->nomem = true;
+            return NULL;
+        }
+        k->cap = c;
+        k->b.dig = (dedup_digest *)(void *)a;
+        k->b.rec = (const unsigned char **)(void *)(a + c * sizeof(dedup_digest));
+        k->b.key = k->b.rec + c;
+        k->b.rlen = (size_t *)(void *)(k->b.key + c);
+        k->b.klen = k->b.rlen + c;
+    }
+    size_t m = dd_key_header_filter(kh, blk, term, skip, k->good);
+    if (m == SIZE_MAX)
+        return NULL;
+    if (m == blk->n)
+        return blk;
+    for (size_t j = 0; j < m; j++) {
+        size_t i = k->good[j];
+        k->b.rec[j] = blk->rec[i];
+        k->b.rlen[j] = blk->rlen[i];
+        k->b.key[j] = blk->key[i];
+        k->b.klen[j] = blk->klen[i];
+        k->b.dig[j] = blk->dig[i];
+    }
+    k->b.n = m;
+    k->b.piece = 0;
+    k->b.bytes_read = blk->bytes_read;
+    return &k->b;
+}
+
 int dd_run_external(const dd_external_opts *o, char **files, int nfiles)
 {
     uint64_t budget = o->memory ? o->memory : dd_external_default_memory(NULL);
@@ -342,7 +405,9 @@ int dd_run_external(const dd_external_opts *o, char **files, int nfiles)
 
     /* Records by reference (extref.h) when every input is a regular file
      * and the records are long; never for sorted order. */
-    dd_extref *xr = o->sorted ? NULL : dd_extref_open(files, nfiles, o->term);
+    const bool plain = !o->key->csv && !o->key->json && !o->key->url && !o->key->header &&
+                       !o->key->fields;
+    dd_extref *xr = o->sorted || !plain ? NULL : dd_extref_open(files, nfiles, o->term);
     /* By reference, two keys are one when their digests are (extref.h): a
      * seed of this run's own, unless --seed chose one, so that no input can
      * be made to collide on purpose.  The output does not depend on it. */
@@ -374,12 +439,23 @@ int dd_run_external(const dd_external_opts *o, char **files, int nfiles)
     uint64_t bytes_in = 0, records_in = 0;
     int status = CLI_EXIT_OK;
     bool input_error = false, input_changed = false;
+    /* --header, and records without a key (CSV, JSON, URLs): key_header.h */
+    const bool key_errs = o->key->csv || o->key->json || o->key->url;
+    dd_key_header kh = {.key = o->key};
+    bool hdr_written = false;
+    keyed_block kb = {0};
     for (int fi = 0; fi < nfiles && st == DEDUP_OK && !dd_stop_signal; fi++) {
         dd_feeder *fd = NULL;
         /* Records longer than the feeder's buffer come in pieces and go to
          * the engine that way, never whole (when they are their own key). */
         dd_feeder_opts fo = {.term = o->term, .key = o->key, .hash = true, .seed = o->seed,
                              .pieces = dd_keyspec_identity(o->key)};
+        if (o->key->header) {
+            fo.header = dd_key_header_cb;
+            fo.header_ctx = &kh;
+        }
+        kh.file = strcmp(files[fi], "-") == 0 ? "(standard input)" : files[fi];
+        kh.lines = 0;
         int e = dd_feeder_open(&fd, files[fi], &fo);
         if (e) {
             cli_error("%s: %s", files[fi], strerror(e));
@@ -390,6 +466,20 @@ int dd_run_external(const dd_external_opts *o, char **files, int nfiles)
         uint64_t before = bytes_in, got = 0;
         const dd_block *blk;
         while (st == DEDUP_OK && !dd_stop_signal && (blk = dd_feeder_next(fd)) != NULL) {
+            if (kh.seen && !hdr_written) { /* the header, once, before any record */
+                hdr_written = true;
+                (void)dd_writer_record(&w, kh.hdr, kh.len, o->term);
+            }
+            if (key_errs) {
+                blk = keyed_only(&kb, &kh, blk, o->term, o->bad_key == 1);
+                if (!blk) {
+                    status = CLI_EXIT_FAIL;
+                    input_error = true;
+                    if (kb.nomem)
+                        cli_error("out of memory");
+                    break;
+                }
+            }
             if (blk->piece) {
                 if (xr)
                     dd_extref_piece(xr, fi, blk);
@@ -409,7 +499,10 @@ int dd_run_external(const dd_external_opts *o, char **files, int nfiles)
         }
         bytes_in = before + got;
         e = dd_feeder_error(fd);
-        if (e && !dd_stop_signal) {
+        if (e == -1 && !input_error) { /* the header callback said why */
+            status = CLI_EXIT_USAGE;
+            input_error = true;
+        } else if (e && !dd_stop_signal && !input_error) {
             cli_error("%s: read error: %s", dd_feeder_name(fd), strerror(e));
             status = CLI_EXIT_USAGE;
             input_error = true;
@@ -420,6 +513,16 @@ int dd_run_external(const dd_external_opts *o, char **files, int nfiles)
         if (input_error)
             break;
     }
+    if (kh.seen && !hdr_written && !input_error) /* an input of its header alone */
+        (void)dd_writer_record(&w, kh.hdr, kh.len, o->term);
+    if (kh.skipped)
+        cli_warn("%llu record%s had no key (%s): dropped", (unsigned long long)kh.skipped,
+                 kh.skipped == 1 ? "" : "s",
+                 o->key->json ? "invalid JSON or a path missing"
+                 : o->key->csv ? "malformed CSV"
+                               : "not a URL");
+    dd_key_header_free(&kh);
+    keyed_free(&kb);
     if (st == DEDUP_OK && !input_error && !dd_stop_signal) {
         /* What finish() emits comes from the final merge (or the table),
          * on this thread alone while the other core waits: the output's

@@ -24,7 +24,7 @@ const dedup_key *dd_key_header_cb(void *ctx, const unsigned char *rec, size_t le
         h->seen = true;
         h->hdr = malloc(len ? len : 1);
         if (!h->hdr) {
-            cli_error("%s: out of memory", h->cmd);
+            cli_error("%s%sout of memory", h->cmd ? h->cmd : "", h->cmd ? ": " : "");
             h->failed = true;
             return NULL;
         }
@@ -38,7 +38,8 @@ const dedup_key *dd_key_header_cb(void *ctx, const unsigned char *rec, size_t le
         return h->key->compiled;
     }
     if (len != h->len || memcmp(rec, h->hdr, len) != 0) {
-        cli_error("%s: %s: its header (line 1) differs from %s's", h->cmd, h->file, h->first);
+        cli_error("%s%s%s: its header (line 1) differs from %s's", h->cmd ? h->cmd : "",
+                  h->cmd ? ": " : "", h->file, h->first);
         h->failed = true;
         return NULL;
     }
@@ -47,18 +48,33 @@ const dedup_key *dd_key_header_cb(void *ctx, const unsigned char *rec, size_t le
 
 bool dd_key_header_block_ok(dd_key_header *h, const dd_block *b, unsigned char term)
 {
+    return dd_key_header_filter(h, b, term, false, NULL) == b->n;
+}
+
+size_t dd_key_header_filter(dd_key_header *h, const dd_block *b, unsigned char term, bool skip,
+                            size_t *good)
+{
+    size_t m = 0;
     for (size_t i = 0; i < b->n; i++) {
-        if (!b->key[i]) {
+        if (!b->key[i] && !skip) {
             char val[80];
             dd_key_for_message(b->rec[i], b->rlen[i], val, sizeof val);
-            cli_error("%s: %s:%llu: %s: '%s'", h->cmd, h->file,
-                      (unsigned long long)(h->lines + 1),
-                      dd_key_error_text(h->key, (dedup_status)b->klen[i]), val);
-            return false;
+            cli_error("%s%s%s:%llu: %s: '%s'%s", h->cmd ? h->cmd : "", h->cmd ? ": " : "",
+                      h->file, (unsigned long long)(h->lines + 1),
+                      dd_key_error_text(h->key, (dedup_status)b->klen[i]), val,
+                      h->cmd ? "" : " (--on-bad-key skip lets the run go on)");
+            return SIZE_MAX;
         }
         h->lines += h->key->csv ? lines_of(b->rec[i], b->rlen[i], term) : 1;
+        if (!b->key[i]) {
+            h->skipped++;
+            continue;
+        }
+        if (good)
+            good[m] = i;
+        m++;
     }
-    return true;
+    return m;
 }
 
 void dd_key_header_free(dd_key_header *h)

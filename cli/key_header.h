@@ -22,6 +22,7 @@ typedef struct dd_key_header {
     const char *first;     /* the input it came from */
     bool seen, failed;
     uint64_t lines;        /* lines of the current input before its next block */
+    uint64_t skipped;      /* records without a key skipped */
 } dd_key_header;
 
 /* The feeder's header callback (dd_feeder_opts.header) with ctx a
@@ -31,6 +32,12 @@ const dedup_key *dd_key_header_cb(void *ctx, const unsigned char *rec, size_t le
 /* Says which record of block b has no key (file and line) and returns
  * false; true when every record has one.  Counts b's lines into h->lines. */
 bool dd_key_header_block_ok(dd_key_header *h, const dd_block *b, unsigned char term);
+
+/* The same, except that with 'skip' a record without a key is counted in
+ * h->skipped instead: returns how many records have keys (their indexes in
+ * good[], when not NULL), or SIZE_MAX after the error. */
+size_t dd_key_header_filter(dd_key_header *h, const dd_block *b, unsigned char term, bool skip,
+                            size_t *good);
 
 void dd_key_header_free(dd_key_header *h);
 

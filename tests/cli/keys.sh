@@ -52,6 +52,17 @@ for ((round = 0; round < R; round++)); do
     same "hostile round $round" --csv -f 1,2
 done
 
+# --- the external engine (-m, -D without --state) reads the same keys ---------------------
+python3 "$REF" gen "$SEED" 2000 hostile > "$T/in"
+same "external" --csv --header -f user,ad --on-bad-key skip -m 64M
+same "external" --csv --header -f ad -D --on-bad-key skip
+printf 'a,1\n"b"x,2\n' > "$T/bad"
+"$DEDUP" --csv -f 1,2 -m 64M "$T/bad" > "$T/got" 2> "$T/err"
+rc=$?
+check "the external engine fails on a malformed record (exit $rc), writing nothing" \
+    test $rc -eq 1 -a ! -s "$T/got"
+check "the external engine names the malformed record's line" grep -q "bad:2: malformed CSV" "$T/err"
+
 # --- records cross the reader's 1 MiB blocks: quoted newlines at every cut ----------------
 python3 "$REF" gen "$SEED" 80000 > "$T/in"
 check "the large input is larger than one read block" test "$(stat -c %s "$T/in")" -gt 1100000

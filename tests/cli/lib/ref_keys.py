@@ -6,7 +6,8 @@ keeps the first occurrence of every key.
   ref_keys.py gen SEED N [hostile]    a random CSV file on stdout
   ref_keys.py ref [OPTIONS] FILE...   the expected output on stdout, exit
                                       status 1 where dedup fails (fail mode)
-OPTIONS: --csv --header -f SPEC -d C -i --trim --on-bad-key MODE
+OPTIONS: --csv --header -f SPEC -d C -i --trim --on-bad-key MODE -D (repeats),
+-m SIZE (no effect on the output)
 """
 import csv, random, sys
 
@@ -141,7 +142,7 @@ def key_of(fields, o, items, csvfmt):
 
 def ref(argv):
     o = {"csv": False, "header": False, "spec": None, "delim": None, "icase": False,
-         "trim": False, "bad": "fail"}
+         "trim": False, "bad": "fail", "dups": False}
     files = []
     i = 0
     while i < len(argv):
@@ -153,6 +154,8 @@ def ref(argv):
         elif a == "-i": o["icase"] = True
         elif a == "--trim": o["trim"] = True
         elif a == "--on-bad-key": i += 1; o["bad"] = argv[i]
+        elif a == "-D": o["dups"] = True
+        elif a == "-m": i += 1
         else: files.append(a)
         i += 1
     delim = o["delim"] or ("," if o["csv"] else "\t")
@@ -197,6 +200,9 @@ def ref(argv):
             k = key_of(fields, o, items, o["csv"]) if (o["spec"] or o["csv"]) else ("R", raw[:-1] if complete else raw)
             if k not in seen:
                 seen.add(k)
+                if not o["dups"]:
+                    out.append(text)
+            elif o["dups"]:
                 out.append(text)
     sys.stdout.buffer.write("".join(out).encode("latin-1"))
     return rc
