@@ -49,6 +49,14 @@ static unsigned char upper(unsigned char c)
     return (c >= 'a' && c <= 'z') ? (unsigned char)(c & ~0x20) : c;
 }
 
+/* Whether a hex digit written at out[w] would complete an escape with a
+ * stray '%' before it ("%4" then a decoded "%41"): such an escape stays
+ * encoded, or the canonical form would change when canonicalised again. */
+static bool makes_escape(const unsigned char *out, size_t w)
+{
+    return (w >= 1 && out[w - 1] == '%') || (w >= 2 && out[w - 2] == '%' && (cls(out[w - 1]) & C_HEX));
+}
+
 /* Copies in[i..end) to out[w..) with the escape rule; 'fold' lower-cases
  * the bytes that are not escapes (the host).  Returns the new w. */
 static size_t copy_norm(const unsigned char *in, size_t i, size_t end, unsigned char *out,
@@ -58,7 +66,7 @@ static size_t copy_norm(const unsigned char *in, size_t i, size_t end, unsigned 
         unsigned char c = in[i];
         if (c == '%' && end - i >= 3 && (cls(in[i + 1]) & C_HEX) && (cls(in[i + 2]) & C_HEX)) {
             unsigned char d = (unsigned char)(hexval(in[i + 1]) * 16 + hexval(in[i + 2]));
-            if (cls(d) & C_UNRESERVED) {
+            if ((cls(d) & C_UNRESERVED) && !((cls(d) & C_HEX) && makes_escape(out, w))) {
                 out[w++] = fold ? lower(d) : d;
             } else {
                 out[w++] = '%';
@@ -190,10 +198,11 @@ static bool put_query(const dd_url_opts *o, const unsigned char *in, size_t q, s
         const unsigned char *amp = memchr(in + i, '&', end - i);
         size_t e = amp ? (size_t)(amp - in) : end;
         if (e > i) {
-            size_t at = w + 1; /* after the separator */
+            size_t at = w + 1; /* after the separator, written first: the
+                                  escape rule looks at the bytes before */
+            out[w] = w == start ? '?' : '&';
             size_t after = copy_norm(in, i, e, out, at, false);
             if (!dropped(o, out + at, after - at)) {
-                out[w] = w == start ? '?' : '&';
                 if (o->sort_params) {
                     if (np == DD_URL_MAX_SORT_PARAMS)
                         return false;
