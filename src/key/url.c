@@ -15,16 +15,16 @@
 
 #include <string.h>
 
-enum { C_UNRESERVED = 1, C_HEX = 2, C_SCHEME = 4 };
+enum { C_UNRESERVED = 1, C_HEX = 2, C_SCHEME = 4, C_QUERY_STOP = 8 };
 
 /* Character classes of RFC 3986 for the bytes that matter here: unreserved
  * (ALPHA DIGIT "-" "." "_" "~"), hex digits, scheme characters (ALPHA DIGIT
- * "+" "-" "."). */
+ * "+" "-" "."), and the bytes a query parameter's scan stops at ("%&="). */
 static const unsigned char CLS[256] = {
     0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
     0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 4, 0, 5, 5, 0,
-    7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 8, 8, 0, 0, 0, 0, 4, 0, 5, 5, 0,
+    7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 0, 0, 0, 8, 0, 0,
     0, 7, 7, 7, 7, 7, 7, 5, 5, 5, 5, 5, 5, 5, 5, 5,
     5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 0, 0, 0, 0, 1,
     0, 7, 7, 7, 7, 7, 7, 5, 5, 5, 5, 5, 5, 5, 5, 5,
@@ -202,9 +202,13 @@ typedef struct param {
 
 static bool dropped(const dd_url_opts *o, const unsigned char *name, size_t nl)
 {
-    for (size_t k = 0; k < o->n_drop; k++)
+    for (size_t k = 0; k < o->n_drop; k++) {
+        unsigned char p0 = (unsigned char)o->drop[k][0];
+        if (p0 != '*' && p0 != '?' && (nl == 0 ? p0 != 0 : p0 != name[0]))
+            continue; /* the first byte differs: the usual case, decided here */
         if (dd_url_glob_match(o->drop[k], name, nl))
             return true;
+    }
     return false;
 }
 
@@ -218,10 +222,15 @@ static size_t put_param(const unsigned char *in, size_t i, size_t end, unsigned 
 {
     size_t j = i, eq = SIZE_MAX;
     bool pct = false;
-    for (; j < end && in[j] != '&'; j++) {
-        if (in[j] == '%')
+    for (; j < end; j++) {
+        unsigned char c = in[j];
+        if (!(cls(c) & C_QUERY_STOP))
+            continue;
+        if (c == '&')
+            break;
+        if (c == '%')
             pct = true;
-        else if (in[j] == '=' && eq == SIZE_MAX)
+        else if (eq == SIZE_MAX)
             eq = j;
     }
     *e = j;
