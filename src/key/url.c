@@ -58,7 +58,8 @@ static unsigned char upper(unsigned char c)
  * encoded, or the canonical form would change when canonicalised again. */
 static bool makes_escape(const unsigned char *out, size_t w)
 {
-    return (w >= 1 && out[w - 1] == '%') || (w >= 2 && out[w - 2] == '%' && (cls(out[w - 1]) & C_HEX));
+    return (w >= 1 && out[w - 1] == '%') ||
+           (w >= 2 && out[w - 2] == '%' && (cls(out[w - 1]) & C_HEX));
 }
 
 /* Copies in[i..end) to out[w..) with the escape rule; 'fold' lower-cases
