@@ -5,26 +5,27 @@
  * and host lower-cased through a table, escapes normalised as they are
  * copied, dot segments then removed in place over the path just written
  * (the result only shrinks, so a read and a write index over the same bytes
- * suffice).  Query parameters are normalised into 'out' one by one; one the
- * drop patterns name is taken back.  Sorting needs the parameters' places
- * only: their normalised text is compared where it lies in 'out', and once
- * the order is known each one is normalised again from the input into its
- * new place, so no copy of the query is kept anywhere.
+ * suffice).  Without sorting, the query is normalised whole and then
+ * filtered in place.  With sorting, parameters are normalised into 'out' one
+ * by one (one the drop patterns name is taken back), and sorting needs
+ * their places only: their normalised text is compared where it lies in
+ * 'out', and once the order is known each one is normalised again from the
+ * input into its new place, so no copy of the query is kept anywhere.
  */
 #include "url.h"
 
 #include <string.h>
 
-enum { C_UNRESERVED = 1, C_HEX = 2, C_SCHEME = 4, C_QUERY_STOP = 8 };
+enum { C_UNRESERVED = 1, C_HEX = 2, C_SCHEME = 4 };
 
 /* Character classes of RFC 3986 for the bytes that matter here: unreserved
  * (ALPHA DIGIT "-" "." "_" "~"), hex digits, scheme characters (ALPHA DIGIT
- * "+" "-" "."), and the bytes a query parameter's scan stops at ("%&="). */
+ * "+" "-" "."). */
 static const unsigned char CLS[256] = {
     0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
     0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-    0, 0, 0, 0, 0, 8, 8, 0, 0, 0, 0, 4, 0, 5, 5, 0,
-    7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 0, 0, 0, 8, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 4, 0, 5, 5, 0,
+    7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 0, 0, 0, 0, 0, 0,
     0, 7, 7, 7, 7, 7, 7, 5, 5, 5, 5, 5, 5, 5, 5, 5,
     5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 0, 0, 0, 0, 1,
     0, 7, 7, 7, 7, 7, 7, 5, 5, 5, 5, 5, 5, 5, 5, 5,
@@ -201,49 +202,60 @@ typedef struct param {
     bool escaped;            /* holds a '%' (else raw and normalised agree) */
 } param;
 
-static bool dropped(const dd_url_opts *o, const unsigned char *name, size_t nl)
+/* Whether a drop pattern names the normalised parameter t[0..n).  A
+ * pattern whose first byte is literal and differs from the parameter's is
+ * passed over before the name's length is even known (the usual case). */
+static bool dropped(const dd_url_opts *o, const unsigned char *t, size_t n)
 {
+    size_t nl = SIZE_MAX;
     for (size_t k = 0; k < o->n_drop; k++) {
         unsigned char p0 = (unsigned char)o->drop[k][0];
-        if (p0 != '*' && p0 != '?' && (nl == 0 ? p0 != 0 : p0 != name[0]))
-            continue; /* the first byte differs: the usual case, decided here */
-        if (dd_url_glob_match(o->drop[k], name, nl))
+        if (p0 != '*' && p0 != '?' && (n == 0 ? p0 != 0 : p0 != t[0]))
+            continue;
+        if (nl == SIZE_MAX)
+            nl = name_len(t, n);
+        if (dd_url_glob_match(o->drop[k], t, nl))
             return true;
     }
     return false;
 }
 
-/* Normalises the parameter starting at in[i] (it ends at the next '&' or
- * at 'end') into out[at..).  Sets *e to its end in the input, *nl to its
- * name's normalised length, *escaped; returns its end in 'out'.  One pass
- * finds the end, the '=' and any '%'; a parameter without '%' is copied
- * whole. */
-static size_t put_param(const unsigned char *in, size_t i, size_t end, unsigned char *out,
-                        size_t at, size_t *e, size_t *nl, bool *escaped)
+/* Drops from the normalised query out[q..end) (out[q] == '?') the empty
+ * parameters and those the patterns name, moving the others down; returns
+ * the new end (q when none is left). */
+static size_t drop_params(const dd_url_opts *o, unsigned char *out, size_t q, size_t end)
 {
-    size_t j = i, eq = SIZE_MAX;
-    bool pct = false;
-    for (; j < end; j++) {
-        unsigned char c = in[j];
-        if (!(cls(c) & C_QUERY_STOP))
-            continue;
-        if (c == '&')
-            break;
-        if (c == '%')
-            pct = true;
-        else if (eq == SIZE_MAX)
-            eq = j;
+    size_t w = q;
+    for (size_t i = q + 1;;) {
+        const unsigned char *amp = memchr(out + i, '&', end - i);
+        size_t e = amp ? (size_t)(amp - out) : end;
+        if (e > i && !dropped(o, out + i, e - i)) {
+            out[w] = w == q ? '?' : '&';
+            if (w + 1 != i)
+                memmove(out + w + 1, out + i, e - i);
+            w += 1 + (e - i);
+        }
+        if (!amp)
+            return w;
+        i = e + 1;
     }
+}
+
+/* Normalises the parameter starting at in[i] (it ends at the next '&' or
+ * at 'end') into out[at..).  Sets *e to its end in the input and *escaped;
+ * returns its end in 'out'.  A parameter without '%' is copied whole. */
+static size_t put_param(const unsigned char *in, size_t i, size_t end, unsigned char *out,
+                        size_t at, size_t *e, bool *escaped)
+{
+    const unsigned char *amp = memchr(in + i, '&', end - i);
+    size_t j = amp ? (size_t)(amp - in) : end;
     *e = j;
-    *escaped = pct;
-    if (!pct) {
+    *escaped = memchr(in + i, '%', j - i) != NULL;
+    if (!*escaped) {
         memcpy(out + at, in + i, j - i);
-        *nl = (eq == SIZE_MAX ? j : eq) - i;
         return at + (j - i);
     }
-    size_t after = copy_norm(in, i, j, out, at, false);
-    *nl = name_len(out + at, after - at);
-    return after;
+    return copy_norm(in, i, j, out, at, false);
 }
 
 /* The sorted query: the kept parameters ps[0..np), whose normalised text
@@ -291,15 +303,24 @@ static bool put_query(const dd_url_opts *o, const unsigned char *in, size_t q, s
         *wp = w;
         return true;
     }
+    if (!o->sort_params) {
+        /* normalised whole, then filtered in place: the escape rule gives
+         * each parameter the same text either way, as it looks back no
+         * further than the '?' or '&' before it */
+        out[w] = '?';
+        size_t e = copy_norm(in, q, end, out, w + 1, false);
+        *wp = drop_params(o, out, w, e);
+        return true;
+    }
     param ps[DD_URL_MAX_SORT_PARAMS];
     size_t np = 0, start = w;
     for (size_t i = q; i < end;) {
         /* the separator is written first: the escape rule looks back */
-        size_t at = w + 1, e, nl;
+        size_t at = w + 1, e;
         bool escaped;
         out[w] = w == start ? '?' : '&';
-        size_t after = put_param(in, i, end, out, at, &e, &nl, &escaped);
-        if (e > i && !dropped(o, out + at, nl)) {
+        size_t after = put_param(in, i, end, out, at, &e, &escaped);
+        if (e > i && !dropped(o, out + at, after - at)) {
             if (o->sort_params) {
                 if (np == DD_URL_MAX_SORT_PARAMS)
                     return false;
