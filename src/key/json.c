@@ -892,8 +892,11 @@ dedup_status dd_json_paths_compile(const char *spec, const dedup_allocator *allo
     *out = NULL;
     *err_pos = 0;
     size_t len = strlen(spec), size;
-    /* at most one component per byte, decoded names no longer than the spec */
-    if (!ddi_mul_size(len + 1, sizeof(comp), &size) ||
+    /* at most one component per byte and DD_JSON_MAX_DEPTH per path (the
+     * loop below checks it), decoded names no longer than the spec */
+    size_t maxc = len + 1 < DD_JSON_MAX_PATHS * DD_JSON_MAX_DEPTH ? len + 1
+                                                                   : DD_JSON_MAX_PATHS * DD_JSON_MAX_DEPTH;
+    if (!ddi_mul_size(maxc, sizeof(comp), &size) ||
         !ddi_add_size(size, sizeof(dd_json_paths) + len + 1, &size))
         return DEDUP_ERR_NOMEM;
     dd_json_paths *p = ddi_malloc(&a, size);
@@ -902,7 +905,7 @@ dedup_status dd_json_paths_compile(const char *spec, const dedup_allocator *allo
     memset(p, 0, sizeof *p);
     p->alloc = a;
     p->comps = (comp *)(p + 1);
-    p->names = (unsigned char *)(p->comps + len + 1);
+    p->names = (unsigned char *)(p->comps + maxc);
     size_t i = 0, nc = 0, nn = 0;
     for (;;) {
         if (spec[i] != '.' || p->n == DD_JSON_MAX_PATHS)

@@ -116,6 +116,23 @@ static void test_paths(void **state)
     assert_int_equal(dd_json_paths_count(p), DD_JSON_MAX_PATHS);
     dd_json_paths_free(p);
     dd_json_paths_free(NULL);
+    /* DD_JSON_MAX_DEPTH components reach the deepest value; one more is
+     * refused where it starts */
+    char deep[8 * DD_JSON_MAX_DEPTH + 8] = "", doc[8 * DD_JSON_MAX_DEPTH + 8] = "";
+    size_t n = 0;
+    for (int i = 0; i < DD_JSON_MAX_DEPTH; i++) {
+        strcat(deep, i % 2 ? "[0]" : ".k");
+        n += (size_t)sprintf(doc + n, "%s", i % 2 ? "[" : "{\"k\":");
+    }
+    n += (size_t)sprintf(doc + n, "7");
+    for (int i = DD_JSON_MAX_DEPTH - 1; i >= 0; i--)
+        doc[n++] = i % 2 ? ']' : '}';
+    doc[n] = 0;
+    ok(deep, doc, "7");
+    size_t cut = strlen(deep);
+    strcat(deep, ".k");
+    assert_int_equal(dd_json_paths_compile(deep, NULL, &p, &ep), DEDUP_ERR_INVALID_ARG);
+    assert_int_equal(ep, cut + 1);
 }
 
 static void test_canonical(void **state)
