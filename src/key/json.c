@@ -187,13 +187,38 @@ static size_t utf8_len(const unsigned char *s, size_t n)
 
 /* The JSON string at s[*pos] (a '"') into 'k'.  DEDUP_OK with *pos after
  * the closing quote, or DEDUP_ERR_CORRUPT with *pos at the bad byte. */
+/* The end of the run of plain bytes (0x20..0x7f but '"' and '\\', which a
+ * canonical string holds as they are) at s[i..len): eight bytes at a time
+ * where the host is little-endian. */
+static inline size_t plain_run(const unsigned char *s, size_t i, size_t len)
+{
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    const uint64_t ones = UINT64_C(0x0101010101010101), highs = UINT64_C(0x8080808080808080);
+    while (len - i >= 8) {
+        uint64_t x, q, b;
+        memcpy(&x, s + i, 8);
+        q = x ^ (ones * '"');
+        b = x ^ (ones * '\\');
+        /* per byte: below 0x20, equal to '"' or '\\', or >= 0x80; the lowest
+         * flagged byte is a true one (a borrow only runs upwards) */
+        uint64_t m = ((x - ones * 0x20) & ~x) | ((q - ones) & ~q) | ((b - ones) & ~b) | x;
+        m &= highs;
+        if (m)
+            return i + ((unsigned)__builtin_ctzll(m) >> 3);
+        i += 8;
+    }
+#endif
+    while (i < len && s[i] >= 0x20 && s[i] < 0x80 && s[i] != '"' && s[i] != '\\')
+        i++;
+    return i;
+}
+
 static dedup_status str_scan(const unsigned char *s, size_t len, size_t *pos, sink *k)
 {
     size_t i = *pos + 1;
     for (;;) {
         size_t r = i;
-        while (i < len && s[i] >= 0x20 && s[i] < 0x80 && s[i] != '"' && s[i] != '\\')
-            i++;
+        i = plain_run(s, i, len);
         if (i > r)
             sink_raw(k, s + r, i - r);
         if (i >= len) {
@@ -419,7 +444,8 @@ static void child_masks(const dd_json_paths *p, uint64_t dm, size_t k, const uns
         bool hit = nlen == SIZE_MAX
                        ? (c->is_index && c->index == index)
                        : (!c->is_index && c->name_len == nlen &&
-                          memcmp(p->names + c->name_off, name, nlen) == 0);
+                          (nlen == 0 || (p->names[c->name_off] == name[0] &&
+                                         memcmp(p->names + c->name_off, name, nlen) == 0)));
         if (!hit)
             continue;
         if (p->ncomp[b] == k + 1)
@@ -866,8 +892,12 @@ dedup_status dd_json_paths_compile(const char *spec, const dedup_allocator *allo
     *out = NULL;
     *err_pos = 0;
     size_t len = strlen(spec), size;
-    /* at most one component per byte, decoded names no longer than the spec */
-    if (!ddi_mul_size(len + 1, sizeof(comp), &size) || !ddi_add_size(size, sizeof(dd_json_paths) + len + 1, &size))
+    /* at most one component per byte and DD_JSON_MAX_DEPTH per path (the
+     * loop below checks it), decoded names no longer than the spec */
+    size_t maxc = len + 1 < DD_JSON_MAX_PATHS * DD_JSON_MAX_DEPTH ? len + 1
+                                                                   : DD_JSON_MAX_PATHS * DD_JSON_MAX_DEPTH;
+    if (!ddi_mul_size(maxc, sizeof(comp), &size) ||
+        !ddi_add_size(size, sizeof(dd_json_paths) + len + 1, &size))
         return DEDUP_ERR_NOMEM;
     dd_json_paths *p = ddi_malloc(&a, size);
     if (!p)
@@ -875,7 +905,7 @@ dedup_status dd_json_paths_compile(const char *spec, const dedup_allocator *allo
     memset(p, 0, sizeof *p);
     p->alloc = a;
     p->comps = (comp *)(p + 1);
-    p->names = (unsigned char *)(p->comps + len + 1);
+    p->names = (unsigned char *)(p->comps + maxc);
     size_t i = 0, nc = 0, nn = 0;
     for (;;) {
         if (spec[i] != '.' || p->n == DD_JSON_MAX_PATHS)
@@ -890,7 +920,8 @@ dedup_status dd_json_paths_compile(const char *spec, const dedup_allocator *allo
                     i++;
                 else if (spec[i] != '[')
                     goto bad;
-                if (nc - p->first[p->n] == DD_JSON_MAX_DEPTH || !parse_comp(spec, len, &i, p, &nc, &nn))
+                if (nc - p->first[p->n] == DD_JSON_MAX_DEPTH ||
+                    !parse_comp(spec, len, &i, p, &nc, &nn))
                     goto bad;
             }
         }

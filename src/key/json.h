@@ -32,8 +32,9 @@
  *     trailing zeros is written as a plain integer ("100", "-7",
  *     "1000000000000000000000"); any other one in scientific form with one
  *     digit before the point and no trailing zeros: "1.5e0", "-2.5e-3",
- *     "1e22", "1.23456789012345678901e30".  An exponent beyond +-10^18 is
- *     DEDUP_ERR_LIMIT;
+ *     "1e22", "1.23456789012345678901e30".  A selected value holding a
+ *     number whose written exponent is beyond +-10^18 is DEDUP_ERR_LIMIT
+ *     (elsewhere in the record such a number is only checked);
  *   - true, false, null: as they are;
  *   - arrays: "[" elements "," "]" in their order;
  *   - objects: "{" "name":value "," "}" with the members sorted bytewise by
@@ -64,7 +65,8 @@ typedef struct dd_json_paths dd_json_paths;
 /* Compiles 'spec' (NUL-terminated, see above).  DEDUP_ERR_INVALID_ARG with
  * *err_pos = byte offset of the problem (a path not starting with '.', an
  * empty or too long name, a bad index, a bad quoted name, too many paths or
- * components); DEDUP_ERR_NOMEM.  'alloc' may be NULL (malloc). */
+ * components; the offset of the component, or of the '.' starting the path);
+ * DEDUP_ERR_NOMEM.  'alloc' may be NULL (malloc). */
 dedup_status dd_json_paths_compile(const char *spec, const dedup_allocator *alloc,
                                    dd_json_paths **out, size_t *err_pos);
 void dd_json_paths_free(dd_json_paths *p); /* accepts NULL */
@@ -78,13 +80,15 @@ size_t dd_json_paths_count(const dd_json_paths *p);
  * Returns DEDUP_OK with *olen the bytes written; DEDUP_ERR_CORRUPT (not
  * valid JSON or invalid UTF-8; *bad_pos = byte offset of the first bad
  * byte); DEDUP_ERR_LIMIT (nesting deeper than DD_JSON_MAX_DEPTH, *bad_pos =
- * the offset of the bracket; or a number exponent beyond +-10^18, or a
- * value's text over 4 GiB); DEDUP_ERR_NOT_FOUND (a path missing, *bad_path
- * = the index of the first one missing); DEDUP_ERR_FULL when 'cap' is too
+ * the offset of the bracket; or, in a selected value, a number exponent
+ * beyond +-10^18, or a value's canonical text over 4 GiB);
+ * DEDUP_ERR_NOT_FOUND (a path missing, *bad_path = the index of the first
+ * one missing); DEDUP_ERR_FULL when 'cap' is too
  * small: *olen = a size that is enough (it may exceed the final length, as
  * sorting object members borrows room after the text), call again.  Errors
- * are reported in this order: CORRUPT or LIMIT (whichever comes first in
- * the line), NOT_FOUND, then FULL.  'bad_path' and 'bad_pos' may be NULL.
+ * are reported in this order: CORRUPT or the depth LIMIT (whichever comes
+ * first in the line), NOT_FOUND, then the exponent or 4 GiB LIMIT (*bad_pos
+ * not set) or FULL.  'bad_path' and 'bad_pos' may be NULL.
  * No allocation, thread-safe for distinct out buffers ('p' is only read). */
 dedup_status dd_json_extract(const dd_json_paths *p, const unsigned char *line, size_t len,
                              unsigned char *out, size_t cap, size_t *olen, size_t *bad_path,

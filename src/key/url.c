@@ -5,11 +5,12 @@
  * and host lower-cased through a table, escapes normalised as they are
  * copied, dot segments then removed in place over the path just written
  * (the result only shrinks, so a read and a write index over the same bytes
- * suffice).  Query parameters are normalised into 'out' one by one; one the
- * drop patterns name is taken back.  Sorting needs the parameters' places
- * only: their normalised text is compared where it lies in 'out', and once
- * the order is known each one is normalised again from the input into its
- * new place, so no copy of the query is kept anywhere.
+ * suffice).  Without sorting, the query is normalised whole and then
+ * filtered in place.  With sorting, parameters are normalised into 'out' one
+ * by one (one the drop patterns name is taken back), and sorting needs
+ * their places only: their normalised text is compared where it lies in
+ * 'out', and once the order is known each one is normalised again from the
+ * input into its new place, so no copy of the query is kept anywhere.
  */
 #include "url.h"
 
@@ -17,19 +18,23 @@
 
 enum { C_UNRESERVED = 1, C_HEX = 2, C_SCHEME = 4 };
 
-/* Character classes of RFC 3986 for the bytes that matter here. */
-static unsigned char cls(unsigned char c)
+/* Character classes of RFC 3986 for the bytes that matter here: unreserved
+ * (ALPHA DIGIT "-" "." "_" "~"), hex digits, scheme characters (ALPHA DIGIT
+ * "+" "-" "."). */
+static const unsigned char CLS[256] = {
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 4, 0, 5, 5, 0,
+    7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 0, 0, 0, 0, 0, 0,
+    0, 7, 7, 7, 7, 7, 7, 5, 5, 5, 5, 5, 5, 5, 5, 5,
+    5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 0, 0, 0, 0, 1,
+    0, 7, 7, 7, 7, 7, 7, 5, 5, 5, 5, 5, 5, 5, 5, 5,
+    5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 0, 0, 0, 1, 0,
+};
+
+static inline unsigned char cls(unsigned char c)
 {
-    unsigned char k = 0;
-    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'))
-        k |= C_UNRESERVED | C_SCHEME;
-    if (c == '-' || c == '.' || c == '_' || c == '~')
-        k |= C_UNRESERVED;
-    if (c == '+' || c == '-' || c == '.')
-        k |= C_SCHEME;
-    if ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'))
-        k |= C_HEX;
-    return k;
+    return CLS[c];
 }
 
 static int hexval(unsigned char c)
@@ -49,16 +54,38 @@ static unsigned char upper(unsigned char c)
     return (c >= 'a' && c <= 'z') ? (unsigned char)(c & ~0x20) : c;
 }
 
+/* Whether a hex digit written at out[w] would complete an escape with a
+ * stray '%' before it ("%4" then a decoded "%41"): such an escape stays
+ * encoded, or the canonical form would change when canonicalised again. */
+static bool makes_escape(const unsigned char *out, size_t w)
+{
+    return (w >= 1 && out[w - 1] == '%') ||
+           (w >= 2 && out[w - 2] == '%' && (cls(out[w - 1]) & C_HEX));
+}
+
 /* Copies in[i..end) to out[w..) with the escape rule; 'fold' lower-cases
- * the bytes that are not escapes (the host).  Returns the new w. */
+ * the bytes that are not escapes (the host).  Returns the new w.  Runs
+ * without '%' are copied whole. */
 static size_t copy_norm(const unsigned char *in, size_t i, size_t end, unsigned char *out,
                         size_t w, bool fold)
 {
     while (i < end) {
-        unsigned char c = in[i];
-        if (c == '%' && end - i >= 3 && (cls(in[i + 1]) & C_HEX) && (cls(in[i + 2]) & C_HEX)) {
+        if (fold) {
+            while (i < end && in[i] != '%')
+                out[w++] = lower(in[i++]);
+        } else {
+            const unsigned char *pct = memchr(in + i, '%', end - i);
+            size_t e = pct ? (size_t)(pct - in) : end;
+            memcpy(out + w, in + i, e - i);
+            w += e - i;
+            i = e;
+        }
+        if (i >= end)
+            break;
+        /* in[i] == '%' */
+        if (end - i >= 3 && (cls(in[i + 1]) & C_HEX) && (cls(in[i + 2]) & C_HEX)) {
             unsigned char d = (unsigned char)(hexval(in[i + 1]) * 16 + hexval(in[i + 2]));
-            if (cls(d) & C_UNRESERVED) {
+            if ((cls(d) & C_UNRESERVED) && !((cls(d) & C_HEX) && makes_escape(out, w))) {
                 out[w++] = fold ? lower(d) : d;
             } else {
                 out[w++] = '%';
@@ -66,10 +93,10 @@ static size_t copy_norm(const unsigned char *in, size_t i, size_t end, unsigned 
                 out[w++] = upper(in[i + 2]);
             }
             i += 3;
-            continue;
+        } else {
+            out[w++] = '%';
+            i++;
         }
-        out[w++] = fold ? lower(c) : c;
-        i++;
     }
     return w;
 }
@@ -79,7 +106,21 @@ static size_t copy_norm(const unsigned char *in, size_t i, size_t end, unsigned 
  * escape normalisation, which already happened. */
 static size_t remove_dots(unsigned char *p, size_t start, size_t end)
 {
-    size_t r = start, w = start;
+    /* Most paths hold no "." or ".." segment: find the first one, if any. */
+    size_t r = start;
+    for (;;) {
+        const unsigned char *dot = memchr(p + r, '.', end - r);
+        if (!dot)
+            return end;
+        size_t d = (size_t)(dot - p);
+        size_t e = d + 1 < end && p[d + 1] == '.' ? d + 2 : d + 1;
+        if (p[d - 1] == '/' && (e == end || p[e] == '/')) {
+            r = d - 1;
+            break;
+        }
+        r = d + 1;
+    }
+    size_t w = r;
     while (r < end) {
         size_t s = r + 1, e = s; /* p[r] == '/' */
         while (e < end && p[e] != '/')
@@ -158,15 +199,93 @@ static int cmp_param(const unsigned char *a, size_t an, const unsigned char *b, 
 typedef struct param {
     size_t in_off, in_len;   /* raw text in the input */
     size_t out_off, out_len; /* normalised text in 'out' */
+    bool escaped;            /* holds a '%' (else raw and normalised agree) */
 } param;
 
+/* Whether a drop pattern names the normalised parameter t[0..n).  A
+ * pattern whose first byte is literal and differs from the parameter's is
+ * passed over before the name's length is even known (the usual case). */
 static bool dropped(const dd_url_opts *o, const unsigned char *t, size_t n)
 {
-    size_t nl = name_len(t, n);
-    for (size_t k = 0; k < o->n_drop; k++)
+    size_t nl = SIZE_MAX;
+    for (size_t k = 0; k < o->n_drop; k++) {
+        unsigned char p0 = (unsigned char)o->drop[k][0];
+        if (p0 != '*' && p0 != '?' && (n == 0 ? p0 != 0 : p0 != t[0]))
+            continue;
+        if (nl == SIZE_MAX)
+            nl = name_len(t, n);
         if (dd_url_glob_match(o->drop[k], t, nl))
             return true;
+    }
     return false;
+}
+
+/* Drops from the normalised query out[q..end) (out[q] == '?') the empty
+ * parameters and those the patterns name, moving the others down; returns
+ * the new end (q when none is left). */
+static size_t drop_params(const dd_url_opts *o, unsigned char *out, size_t q, size_t end)
+{
+    size_t w = q;
+    for (size_t i = q + 1;;) {
+        const unsigned char *amp = memchr(out + i, '&', end - i);
+        size_t e = amp ? (size_t)(amp - out) : end;
+        if (e > i && !dropped(o, out + i, e - i)) {
+            out[w] = w == q ? '?' : '&';
+            if (w + 1 != i)
+                memmove(out + w + 1, out + i, e - i);
+            w += 1 + (e - i);
+        }
+        if (!amp)
+            return w;
+        i = e + 1;
+    }
+}
+
+/* Normalises the parameter starting at in[i] (it ends at the next '&' or
+ * at 'end') into out[at..).  Sets *e to its end in the input and *escaped;
+ * returns its end in 'out'.  A parameter without '%' is copied whole. */
+static size_t put_param(const unsigned char *in, size_t i, size_t end, unsigned char *out,
+                        size_t at, size_t *e, bool *escaped)
+{
+    const unsigned char *amp = memchr(in + i, '&', end - i);
+    size_t j = amp ? (size_t)(amp - in) : end;
+    *e = j;
+    *escaped = memchr(in + i, '%', j - i) != NULL;
+    if (!*escaped) {
+        memcpy(out + at, in + i, j - i);
+        return at + (j - i);
+    }
+    return copy_norm(in, i, j, out, at, false);
+}
+
+/* The sorted query: the kept parameters ps[0..np), whose normalised text
+ * lies in 'out', are ordered, then written again from the input at
+ * out[start..); returns the end. */
+static size_t sort_params(const unsigned char *in, param *ps, size_t np, unsigned char *out,
+                          size_t start)
+{
+    /* Insertion sort: stable, and np is small in any real URL. */
+    for (size_t k = 1; k < np; k++) {
+        param x = ps[k];
+        size_t j = k;
+        while (j > 0 && cmp_param(out + ps[j - 1].out_off, ps[j - 1].out_len, out + x.out_off,
+                                  x.out_len) > 0) {
+            ps[j] = ps[j - 1];
+            j--;
+        }
+        ps[j] = x;
+    }
+    size_t w = start;
+    for (size_t k = 0; k < np; k++) {
+        out[w++] = k ? '&' : '?';
+        if (ps[k].escaped) {
+            w = copy_norm(in, ps[k].in_off, ps[k].in_off + ps[k].in_len, out, w, false);
+        } else {
+            memcpy(out + w, in + ps[k].in_off, ps[k].in_len);
+            w += ps[k].in_len;
+        }
+    }
+    return w;
 }
 
 /* Writes the query in[q..end) (after its '?') at out[w..), returns the new
@@ -184,44 +303,35 @@ static bool put_query(const dd_url_opts *o, const unsigned char *in, size_t q, s
         *wp = w;
         return true;
     }
+    if (!o->sort_params) {
+        /* normalised whole, then filtered in place: the escape rule gives
+         * each parameter the same text either way, as it looks back no
+         * further than the '?' or '&' before it */
+        out[w] = '?';
+        size_t e = copy_norm(in, q, end, out, w + 1, false);
+        *wp = drop_params(o, out, w, e);
+        return true;
+    }
     param ps[DD_URL_MAX_SORT_PARAMS];
     size_t np = 0, start = w;
     for (size_t i = q; i < end;) {
-        const unsigned char *amp = memchr(in + i, '&', end - i);
-        size_t e = amp ? (size_t)(amp - in) : end;
-        if (e > i) {
-            size_t at = w + 1; /* after the separator */
-            size_t after = copy_norm(in, i, e, out, at, false);
-            if (!dropped(o, out + at, after - at)) {
-                out[w] = w == start ? '?' : '&';
-                if (o->sort_params) {
-                    if (np == DD_URL_MAX_SORT_PARAMS)
-                        return false;
-                    ps[np++] = (param){i, e - i, at, after - at};
-                }
-                w = after;
+        /* the separator is written first: the escape rule looks back */
+        size_t at = w + 1, e;
+        bool escaped;
+        out[w] = w == start ? '?' : '&';
+        size_t after = put_param(in, i, end, out, at, &e, &escaped);
+        if (e > i && !dropped(o, out + at, after - at)) {
+            if (o->sort_params) {
+                if (np == DD_URL_MAX_SORT_PARAMS)
+                    return false;
+                ps[np++] = (param){i, e - i, at, after - at, escaped};
             }
+            w = after;
         }
         i = e + 1;
     }
-    if (o->sort_params && np > 1) {
-        /* Insertion sort: stable, and np is small in any real URL. */
-        for (size_t k = 1; k < np; k++) {
-            param x = ps[k];
-            size_t j = k;
-            while (j > 0 && cmp_param(out + ps[j - 1].out_off, ps[j - 1].out_len,
-                                      out + x.out_off, x.out_len) > 0) {
-                ps[j] = ps[j - 1];
-                j--;
-            }
-            ps[j] = x;
-        }
-        w = start;
-        for (size_t k = 0; k < np; k++) {
-            out[w++] = k ? '&' : '?';
-            w = copy_norm(in, ps[k].in_off, ps[k].in_off + ps[k].in_len, out, w, false);
-        }
-    }
+    if (np > 1)
+        w = sort_params(in, ps, np, out, start);
     *wp = w;
     return true;
 }
@@ -273,10 +383,18 @@ dedup_status dd_url_canon(const dd_url_opts *o, const unsigned char *in, size_t 
     size_t scheme_len = w;
     memcpy(out + w, "://", 3);
     w += 3;
-    /* authority: up to '/', '?', '#' or the end */
-    size_t a = i + 3, b = a;
-    while (b < len && in[b] != '/' && in[b] != '?' && in[b] != '#')
-        b++;
+    /* The fragment starts at the first '#'; before it, the authority ends
+     * at the first '/' or '?', the path at the first '?' after it.  (memchr
+     * over the whole URL beats a loop testing every byte for three.) */
+    size_t a = i + 3;
+    const unsigned char *hash = memchr(in + a, '#', len - a);
+    size_t fe = hash ? (size_t)(hash - in) : len;
+    const unsigned char *slash = memchr(in + a, '/', fe - a);
+    size_t b = slash ? (size_t)(slash - in) : fe;
+    const unsigned char *qm = memchr(in + a, '?', fe - a);
+    size_t pe = qm ? (size_t)(qm - in) : fe;
+    if (pe < b)
+        b = pe;
     size_t h = a;
     for (size_t k = b; k > a; k--) {
         if (in[k - 1] == '@') {
@@ -312,9 +430,6 @@ dedup_status dd_url_canon(const dd_url_opts *o, const unsigned char *in, size_t 
         }
     }
     /* path */
-    size_t pe = b;
-    while (pe < len && in[pe] != '?' && in[pe] != '#')
-        pe++;
     size_t ps = w;
     w = copy_norm(in, b, pe, out, w, false);
     if (w == ps)
@@ -322,12 +437,8 @@ dedup_status dd_url_canon(const dd_url_opts *o, const unsigned char *in, size_t 
     else
         w = remove_dots(out, ps, w);
     /* query, fragment dropped */
-    if (pe < len && in[pe] == '?') {
-        const unsigned char *hash = memchr(in + pe, '#', len - pe);
-        size_t qe = hash ? (size_t)(hash - in) : len;
-        if (!put_query(o, in, pe + 1, qe, out, &w))
-            return DEDUP_ERR_INVALID_ARG;
-    }
+    if (pe < fe && !put_query(o, in, pe + 1, fe, out, &w))
+        return DEDUP_ERR_INVALID_ARG;
     *olen = w;
     return DEDUP_OK;
 }

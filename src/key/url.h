@@ -15,8 +15,10 @@
  *   - path, query, host: percent-escapes "%xy" get upper-case hex, and those
  *     of unreserved characters (ALPHA DIGIT "-" "." "_" "~") are decoded;
  *     escapes of other characters are kept (so "%2F" and "/" differ); a '%'
- *     not followed by two hex digits is kept verbatim; '+' and "%20" are not
- *     touched;
+ *     not followed by two hex digits is kept verbatim, and so is the escape
+ *     of a hex digit that would complete an escape with it ("%4%41" stays,
+ *     so that canonicalising a canonical form changes nothing); '+' and
+ *     "%20" are not touched;
  *   - path: dot segments removed (RFC 3986 5.2.4, after decoding, so
  *     "%2E%2E" is ".."); an empty path becomes "/";
  *   - query: parameters are separated by '&' (not ';'); a parameter's name
@@ -38,7 +40,7 @@
 
 #include "dedup/common.h"
 
-/* Parameters a sorted query may hold; 16 KiB of stack in dd_url_canon. */
+/* Parameters a sorted query may hold; 20 KiB of stack in dd_url_canon. */
 #define DD_URL_MAX_SORT_PARAMS 512
 
 typedef struct dd_url_opts {

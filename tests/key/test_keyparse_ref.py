@@ -48,17 +48,23 @@ ESC = re.compile(r"%[0-9A-Fa-f]{2}")
 UNRESERVED = set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
 
 
+HEX = set("0123456789abcdefABCDEF")
+
+
 def norm_escapes(s, fold=False):
+    """The contract's escape rule; an escape of a hex digit that would make
+    an escape with a stray '%' before it stays encoded."""
     out = []
     i = 0
     while i < len(s):
         m = ESC.match(s, i)
         if m:
             ch = chr(int(s[i + 1:i + 3], 16))
-            if ch in UNRESERVED:
+            stray = (out[-1:] == ["%"]) or (len(out) >= 2 and out[-2] == "%" and out[-1] in HEX)
+            if ch in UNRESERVED and not (ch in HEX and stray):
                 out.append(ch.lower() if fold else ch)
             else:
-                out.append(s[i:i + 3].upper())
+                out.extend(s[i:i + 3].upper())
             i += 3
         else:
             c = s[i]

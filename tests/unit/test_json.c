@@ -116,6 +116,23 @@ static void test_paths(void **state)
     assert_int_equal(dd_json_paths_count(p), DD_JSON_MAX_PATHS);
     dd_json_paths_free(p);
     dd_json_paths_free(NULL);
+    /* DD_JSON_MAX_DEPTH components reach the deepest value; one more is
+     * refused where it starts */
+    char deep[8 * DD_JSON_MAX_DEPTH + 8] = "", doc[8 * DD_JSON_MAX_DEPTH + 8] = "";
+    size_t n = 0;
+    for (int i = 0; i < DD_JSON_MAX_DEPTH; i++) {
+        strcat(deep, i % 2 ? "[0]" : ".k");
+        n += (size_t)sprintf(doc + n, "%s", i % 2 ? "[" : "{\"k\":");
+    }
+    n += (size_t)sprintf(doc + n, "7");
+    for (int i = DD_JSON_MAX_DEPTH - 1; i >= 0; i--)
+        doc[n++] = i % 2 ? ']' : '}';
+    doc[n] = 0;
+    ok(deep, doc, "7");
+    size_t cut = strlen(deep);
+    strcat(deep, ".k");
+    assert_int_equal(dd_json_paths_compile(deep, NULL, &p, &ep), DEDUP_ERR_INVALID_ARG);
+    assert_int_equal(ep, cut + 1);
 }
 
 static void test_canonical(void **state)
@@ -276,6 +293,37 @@ static void test_shuffled(void **state)
     dd_json_paths_free(p);
 }
 
+/* Strings are scanned eight bytes at a time: a byte that ends the plain
+ * run (quote, backslash, control, >= 0x80) at every offset of a word. */
+static void test_string_runs(void **state)
+{
+    (void)state;
+    for (int k = 0; k < 24; k++) {
+        char line[64], want[64], where[32];
+        sprintf(line, "\"%.*s\\\"%.*s\"", k, "aaaaaaaaaaaaaaaaaaaaaaaa", 23 - k,
+                "bbbbbbbbbbbbbbbbbbbbbbbb");
+        ok(".", line, line);
+        sprintf(line, "\"%.*s\xc3\xa9%.*s\"", k, "aaaaaaaaaaaaaaaaaaaaaaaa", 23 - k,
+                "bbbbbbbbbbbbbbbbbbbbbbbb");
+        ok(".", line, line);
+        sprintf(line, "\"%.*s\\u0041%.*s\"", k, "aaaaaaaaaaaaaaaaaaaaaaaa", 23 - k,
+                "bbbbbbbbbbbbbbbbbbbbbbbb");
+        sprintf(want, "\"%.*sA%.*s\"", k, "aaaaaaaaaaaaaaaaaaaaaaaa", 23 - k,
+                "bbbbbbbbbbbbbbbbbbbbbbbb");
+        ok(".", line, want);
+        sprintf(line, "\"%.*s\"", k, "aaaaaaaaaaaaaaaaaaaaaaaa");
+        ok(".", line, line);
+        sprintf(where, "at %d", k + 1);
+        static const char stops[] = {0x1f, 0x01, (char)0xff, (char)0x80};
+        for (size_t b = 0; b < sizeof stops; b++) {
+            sprintf(line, "\"%.*sX%.*s\"", k, "aaaaaaaaaaaaaaaaaaaaaaaa", 23 - k,
+                    "bbbbbbbbbbbbbbbbbbbbbbbb");
+            line[k + 1] = stops[b];
+            err(".", line, strlen(line), DEDUP_ERR_CORRUPT, where);
+        }
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -285,6 +333,7 @@ int main(void)
         cmocka_unit_test(test_depth),
         cmocka_unit_test(test_full),
         cmocka_unit_test(test_shuffled),
+        cmocka_unit_test(test_string_runs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
