@@ -406,7 +406,7 @@ static dedup_status put_elem(const dedup_key *k, tuple *t, const unsigned char *
     dedup_status st = normalise(k, &p, &n, area, t->cap - t->pos - 4);
     if (st)
         return st;
-    if (p != area)
+    if (n && p != area)
         memmove(area, p, n);
     uint32_t l = (uint32_t)n;
     unsigned char le[4] = {(unsigned char)l, (unsigned char)(l >> 8), (unsigned char)(l >> 16),
