@@ -807,14 +807,12 @@ static int dedup_main(int argc, char **argv, opts *op)
                      (o.external || !o.state);
     if (may_spill && !dd_tmpdir_usable(dd_external_tmpdir(o.tmpdir), o.tmpdir != NULL))
         return CLI_EXIT_USAGE;
-    if (o.keep_last && (o.key.header || r_key_errs(&o))) {
-        cli_error("--csv, --header, --json and --url are not supported yet with --keep last");
-        return CLI_EXIT_USAGE;
-    }
-    if (o.external && r_key_errs(&o) && o.bad_key == DD_BAD_KEY_KEEP) {
-        cli_error("--on-bad-key keep cannot place a record without a key among the external "
-                  "engine's output (-m/--memory, --sort, --tmpdir, -D without --state): use "
-                  "fail or skip");
+    if ((o.external || o.keep_last) && r_key_errs(&o) && o.bad_key == DD_BAD_KEY_KEEP) {
+        cli_error("--on-bad-key keep cannot place a record without a key among the output of "
+                  "%s: use fail or skip",
+                  o.keep_last ? "--keep last"
+                              : "the external engine (-m/--memory, --sort, --tmpdir, -D without "
+                                "--state)");
         return CLI_EXIT_USAGE;
     }
     if (o.keep_last) {
@@ -822,8 +820,11 @@ static int dedup_main(int argc, char **argv, opts *op)
                                 .term = o.term, .key = &o.key, .output = o.output,
                                 .tmpdir = dd_external_tmpdir(o.tmpdir),
                                 .line_buffered = o.line_buffered, .stats = o.stats != STATS_NONE};
+        ko.bad_key = o.bad_key == DD_BAD_KEY_SKIP ? 1 : 0;
         dd_out_signals(true); /* two passes that do not stop between records */
-        return dd_run_keep_last(&ko, files, nfiles);
+        int krc = dd_run_keep_last(&ko, files, nfiles);
+        op->key.compiled = o.key.compiled; /* compiled from the header: the caller frees it */
+        return krc;
     }
     if (o.external) {
         /* Exact mode under a memory budget.  SIGINT, SIGTERM and SIGHUP

@@ -321,68 +321,6 @@ static void dd_spill_free(dd_spill *s)
     free(s);
 }
 
-/* A block's records that have keys, compacted (dedup/key.h's per-record
- * errors leave some without). */
-typedef struct keyed_block {
-    dd_block b;
-    size_t cap, *good;
-    bool nomem;
-} keyed_block;
-
-static void keyed_free(keyed_block *k)
-{
-    free(k->good);
-    free(k->b.dig); /* the arrays' one allocation starts with the digests */
-}
-
-/* blk itself when every record has a key; else its keyed records in *k's
- * arrays; NULL after an error (a record without a key and no skip: named
- * by key_header.c; or no memory). */
-static const dd_block *keyed_only(keyed_block *k, dd_key_header *kh, const dd_block *blk,
-                                  unsigned char term, bool skip)
-{
-    if (blk->piece)
-        return blk;
-    if (k->cap < blk->n) {
-        keyed_free(k);
-        size_t c = blk->n;
-        k->good = malloc(c * sizeof *k->good);
-        unsigned char *a = malloc(c * (2 * sizeof(void *) + 2 * sizeof(size_t) + sizeof(dedup_digest)));
-        if (!k->good || !a) {
-            free(a);
-            free(k->good);
-            k->good = NULL;
-            k->b.dig = NULL;
-            k->cap = 0;
-            k->nomem = true;
-            return NULL;
-        }
-        k->cap = c;
-        k->b.dig = (dedup_digest *)(void *)a;
-        k->b.rec = (const unsigned char **)(void *)(a + c * sizeof(dedup_digest));
-        k->b.key = k->b.rec + c;
-        k->b.rlen = (size_t *)(void *)(k->b.key + c);
-        k->b.klen = k->b.rlen + c;
-    }
-    size_t m = dd_key_header_filter(kh, blk, term, skip, k->good);
-    if (m == SIZE_MAX)
-        return NULL;
-    if (m == blk->n)
-        return blk;
-    for (size_t j = 0; j < m; j++) {
-        size_t i = k->good[j];
-        k->b.rec[j] = blk->rec[i];
-        k->b.rlen[j] = blk->rlen[i];
-        k->b.key[j] = blk->key[i];
-        k->b.klen[j] = blk->klen[i];
-        k->b.dig[j] = blk->dig[i];
-    }
-    k->b.n = m;
-    k->b.piece = 0;
-    k->b.bytes_read = blk->bytes_read;
-    return &k->b;
-}
-
 int dd_run_external(const dd_external_opts *o, char **files, int nfiles)
 {
     uint64_t budget = o->memory ? o->memory : dd_external_default_memory(NULL);
@@ -443,7 +381,7 @@ int dd_run_external(const dd_external_opts *o, char **files, int nfiles)
     const bool key_errs = o->key->csv || o->key->json || o->key->url;
     dd_key_header kh = {.key = o->key};
     bool hdr_written = false;
-    keyed_block kb = {0};
+    dd_keyed_block kb = {0};
     for (int fi = 0; fi < nfiles && st == DEDUP_OK && !dd_stop_signal; fi++) {
         dd_feeder *fd = NULL;
         /* Records longer than the feeder's buffer come in pieces and go to
@@ -471,7 +409,7 @@ int dd_run_external(const dd_external_opts *o, char **files, int nfiles)
                 (void)dd_writer_record(&w, kh.hdr, kh.len, o->term);
             }
             if (key_errs) {
-                blk = keyed_only(&kb, &kh, blk, o->term, o->bad_key == 1);
+                blk = dd_keyed_only(&kb, &kh, blk, o->term, o->bad_key == 1);
                 if (!blk) {
                     status = CLI_EXIT_FAIL;
                     input_error = true;
@@ -522,7 +460,7 @@ int dd_run_external(const dd_external_opts *o, char **files, int nfiles)
                  : o->key->csv ? "malformed CSV"
                                : "not a URL");
     dd_key_header_free(&kh);
-    keyed_free(&kb);
+    dd_keyed_free(&kb);
     if (st == DEDUP_OK && !input_error && !dd_stop_signal) {
         /* What finish() emits comes from the final merge (or the table),
          * on this thread alone while the other core waits: the output's

@@ -82,3 +82,59 @@ void dd_key_header_free(dd_key_header *h)
     free(h->hdr);
     h->hdr = NULL;
 }
+
+
+void dd_keyed_free(dd_keyed_block *k)
+{
+    free(k->good);
+    free(k->b.dig); /* the arrays' one allocation starts with the digests */
+}
+
+/* blk itself when every record has a key; else its keyed records in *k's
+ * arrays; NULL after an error (a record without a key and no skip: named
+ * by key_header.c; or no memory). */
+const dd_block *dd_keyed_only(dd_keyed_block *k, dd_key_header *kh, const dd_block *blk,
+                                  unsigned char term, bool skip)
+{
+    if (blk->piece)
+        return blk;
+    if (k->cap < blk->n) {
+        dd_keyed_free(k);
+        size_t c = blk->n;
+        k->good = malloc(c * sizeof *k->good);
+        unsigned char *a = malloc(c * (2 * sizeof(void *) + 2 * sizeof(size_t) + sizeof(dedup_digest)));
+        if (!k->good || !a) {
+            free(a);
+            free(k->good);
+            k->good = NULL;
+            k->b.dig = NULL;
+            k->cap = 0;
+            k->nomem = true;
+            return NULL;
+        }
+        k->cap = c;
+        k->b.dig = (dedup_digest *)(void *)a;
+        k->b.rec = (const unsigned char **)(void *)(a + c * sizeof(dedup_digest));
+        k->b.key = k->b.rec + c;
+        k->b.rlen = (size_t *)(void *)(k->b.key + c);
+        k->b.klen = k->b.rlen + c;
+    }
+    size_t m = dd_key_header_filter(kh, blk, term, skip, k->good);
+    if (m == SIZE_MAX)
+        return NULL;
+    if (m == blk->n)
+        return blk;
+    for (size_t j = 0; j < m; j++) {
+        size_t i = k->good[j];
+        k->b.rec[j] = blk->rec[i];
+        k->b.rlen[j] = blk->rlen[i];
+        k->b.key[j] = blk->key[i];
+        k->b.klen[j] = blk->klen[i];
+        k->b.dig[j] = blk->dig[i];
+    }
+    k->b.n = m;
+    k->b.piece = 0;
+    k->b.bytes_read = blk->bytes_read;
+    return &k->b;
+}
+

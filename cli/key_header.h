@@ -41,4 +41,19 @@ size_t dd_key_header_filter(dd_key_header *h, const dd_block *b, unsigned char t
 
 void dd_key_header_free(dd_key_header *h);
 
+/* A block's records that have keys, compacted (dedup/key.h's per-record
+ * errors leave some without). */
+typedef struct dd_keyed_block {
+    dd_block b;
+    size_t cap, *good;
+    bool nomem;
+} dd_keyed_block;
+
+/* The block's records that have keys: blk itself when all have, else
+ * compacted into *k's arrays (valid until the next call); NULL after an
+ * error (a record without a key and no 'skip': named; or k->nomem). */
+const dd_block *dd_keyed_only(dd_keyed_block *k, dd_key_header *kh, const dd_block *blk,
+                              unsigned char term, bool skip);
+void dd_keyed_free(dd_keyed_block *k);
+
 #endif

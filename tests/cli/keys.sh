@@ -56,6 +56,7 @@ done
 python3 "$REF" gen "$SEED" 2000 hostile > "$T/in"
 same "external" --csv --header -f user,ad --on-bad-key skip -m 64M
 same "external" --csv --header -f ad -D --on-bad-key skip
+same "keep last" --csv --header -f user,ad --on-bad-key skip --keep last
 printf 'a,1\n"b"x,2\n' > "$T/bad"
 "$DEDUP" --csv -f 1,2 -m 64M "$T/bad" > "$T/got" 2> "$T/err"
 rc=$?

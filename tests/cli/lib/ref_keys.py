@@ -7,7 +7,7 @@ keeps the first occurrence of every key.
   ref_keys.py ref [OPTIONS] FILE...   the expected output on stdout, exit
                                       status 1 where dedup fails (fail mode)
 OPTIONS: --csv --header -f SPEC -d C -i --trim --on-bad-key MODE -D (repeats),
--m SIZE (no effect on the output)
+-m SIZE (no effect on the output), --keep last
 """
 import csv, random, sys
 
@@ -142,7 +142,7 @@ def key_of(fields, o, items, csvfmt):
 
 def ref(argv):
     o = {"csv": False, "header": False, "spec": None, "delim": None, "icase": False,
-         "trim": False, "bad": "fail", "dups": False}
+         "trim": False, "bad": "fail", "dups": False, "last": False}
     files = []
     i = 0
     while i < len(argv):
@@ -155,6 +155,7 @@ def ref(argv):
         elif a == "--trim": o["trim"] = True
         elif a == "--on-bad-key": i += 1; o["bad"] = argv[i]
         elif a == "-D": o["dups"] = True
+        elif a == "--keep": i += 1; o["last"] = argv[i] == "last"
         elif a == "-m": i += 1
         else: files.append(a)
         i += 1
@@ -164,6 +165,7 @@ def ref(argv):
     items = None
     header = None
     rc = 0
+    lasts = []
     for fn in files:
         data = open(fn, "rb").read().decode("latin-1")
         recs = (records_csv if o["csv"] else records_plain)(data, delim)
@@ -198,12 +200,18 @@ def ref(argv):
             if o["csv"] and not fields:
                 fields = []
             k = key_of(fields, o, items, o["csv"]) if (o["spec"] or o["csv"]) else ("R", raw[:-1] if complete else raw)
+            if o["last"]:
+                lasts.append((k, text))
+                continue
             if k not in seen:
                 seen.add(k)
                 if not o["dups"]:
                     out.append(text)
             elif o["dups"]:
                 out.append(text)
+    if o["last"]:
+        final = {k: i for i, (k, _) in enumerate(lasts)}
+        out += [t for i, (k, t) in enumerate(lasts) if final[k] == i]
     sys.stdout.buffer.write("".join(out).encode("latin-1"))
     return rc
 
