@@ -137,16 +137,6 @@ bool dd_keyspec_identity(const dd_keyspec *k)
            !k->trim && !k->squeeze && !k->fold_case && k->prefix_len == 0;
 }
 
-bool dd_keyspec_simple(const dd_keyspec *k, const char *cmd)
-{
-    if (!k->fields && !k->csv && !k->json && !k->url && !k->header)
-        return true;
-    cli_error("%s: --csv, --header, --json, --url and -f with several fields are not "
-              "supported by this command yet",
-              cmd);
-    return false;
-}
-
 bool dd_keyspec_check(dd_keyspec *k, const char *cmd)
 {
     const char *pre = cmd ? cmd : "", *sep = cmd ? ": " : "";

@@ -101,12 +101,6 @@ size_t dd_keyspec_describe(const dd_keyspec *k, unsigned char term, bool int_key
 /* True when keys are whole records (no copy needed). */
 bool dd_keyspec_identity(const dd_keyspec *k);
 
-/* True when the key options are those every command takes: plain records,
- * no header, one field or the whole record, no URL.  A key of such a spec
- * is never longer than its record.  Otherwise (a command not reading the
- * new formats yet) says so, naming 'cmd', and returns false. */
-bool dd_keyspec_simple(const dd_keyspec *k, const char *cmd);
-
 /* Checks the key options together (--header with names, --url-* with
  * --url, --json with -f, ...); false after an error naming them. */
 bool dd_keyspec_check(dd_keyspec *k, const char *cmd);
@@ -125,7 +119,8 @@ bool dd_time_key_compile(const dd_keyspec *k, const char *spec, const unsigned c
 /* Frees k->compiled. */
 void dd_keyspec_release(dd_keyspec *k);
 
-/* Computes the key of rec with a simple spec (dd_keyspec_simple): a pointer
+/* Computes the key of rec with a simple spec (plain records, one field or
+ * the whole record, no URL: a key never longer than its record): a pointer
  * into rec or into 'scratch' (at least 'len' bytes); *klen its length. */
 const unsigned char *dd_key_of(const dd_keyspec *k, const unsigned char *rec, size_t len,
                                unsigned char *scratch, size_t *klen);

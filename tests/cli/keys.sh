@@ -196,4 +196,8 @@ printf 'a,1\n"b"x,2\n' > "$T/bad"
 "$DEDUP" count --exact --csv -f 1 "$T/bad" > /dev/null 2> "$T/err"
 check "count names a malformed record's line" grep -q "bad:2: malformed CSV" "$T/err"
 
+# --- plan --sample reads the same keys ------------------------------------------------------
+"$DEDUP" plan --sample "$T/bad" --csv -f 1 > /dev/null 2> "$T/err"
+check "plan --sample leaves a malformed record out, and says so" grep -q "1 record with no key left out" "$T/err"
+
 finish
