@@ -543,31 +543,61 @@ static dedup_status csv_tuple(const dedup_key *k, const unsigned char *rec, size
     return DEDUP_OK;
 }
 
+/* A cursor over the fields of a plain record: field 'idx' is p[0..n);
+ * past the last field, fields are empty ('past'). */
+typedef struct fcur {
+    const unsigned char *p, *end;
+    size_t idx, n;
+    bool last, past;
+} fcur;
+
+static void fcur_start(fcur *c, const unsigned char *rec, size_t len, unsigned char delim)
+{
+    const unsigned char *d = memchr(rec, delim, len);
+    c->p = rec;
+    c->end = rec + len;
+    c->idx = 1;
+    c->n = d ? (size_t)(d - rec) : len;
+    c->last = !d;
+    c->past = false;
+}
+
+static void fcur_next(fcur *c, unsigned char delim)
+{
+    c->idx++;
+    if (c->last) {
+        c->past = true;
+        c->p = c->end;
+        c->n = 0;
+        return;
+    }
+    c->p += c->n + 1;
+    const unsigned char *d = memchr(c->p, delim, (size_t)(c->end - c->p));
+    c->n = d ? (size_t)(d - c->p) : (size_t)(c->end - c->p);
+    c->last = !d;
+}
+
+/* A plain record's tuple: one pass over its fields when the items are in
+ * increasing order, else one from the start for each item. */
 static dedup_status plain_tuple(const dedup_key *k, const unsigned char *rec, size_t len, tuple *t)
 {
-    size_t nf = 1;
-    for (const unsigned char *q = rec, *e = rec + len; (q = memchr(q, k->delim, (size_t)(e - q)));
-         q++)
-        nf++;
+    fcur c;
+    fcur_start(&c, rec, len, k->delim);
     for (size_t i = 0; i < k->n_items; i++) {
         item it = k->items[i];
-        size_t hi = it.hi == SIZE_MAX ? nf : it.hi;
-        const unsigned char *p;
-        size_t n;
-        /* One scan to the item's first field, then field by field. */
-        plain_field(k, rec, len, it.lo, &p, &n);
-        for (size_t f = it.lo; f <= hi; f++) {
-            dedup_status st = put_elem(k, t, p, n, false);
+        if (c.idx > it.lo)
+            fcur_start(&c, rec, len, k->delim);
+        while (c.idx < it.lo)
+            fcur_next(&c, k->delim);
+        for (;;) {
+            if (it.hi == SIZE_MAX && c.past)
+                break; /* an open range ends at the last field */
+            dedup_status st = put_elem(k, t, c.p, c.n, false);
             if (st)
                 return st;
-            if (f >= nf) {
-                p = rec + len;
-                n = 0;
-            } else if (f < hi) {
-                p += n + 1;
-                const unsigned char *d = memchr(p, k->delim, (size_t)(rec + len - p));
-                n = d ? (size_t)(d - p) : (size_t)(rec + len - p);
-            }
+            if (c.idx == it.hi)
+                break;
+            fcur_next(&c, k->delim);
         }
     }
     return DEDUP_OK;
