@@ -340,44 +340,6 @@ static bool process_good(run *r, size_t n)
     return true;
 }
 
-/* Lines the records [0, n) of the batch take: one each, and in CSV the
- * newlines inside their quoted fields. */
-static uint64_t batch_lines(const run *r, size_t n)
-{
-    uint64_t l = n;
-    if (r->o->key.csv)
-        for (size_t i = 0; i < n; i++)
-            for (const unsigned char *p = r->rec[i], *e = p + r->rlen[i];
-                 (p = memchr(p, r->o->term, (size_t)(e - p))) != NULL; p++)
-                l++;
-    return l;
-}
-
-/* A record without a key (dedup/key.h: malformed CSV, ...): false after an
- * error naming its file and line when --on-bad-key is fail; else dropped
- * or written undecided. */
-static bool bad_key_record(run *r, size_t i)
-{
-    opts *o = r->o;
-    r->bad_keys++;
-    if (o->bad_key == DD_BAD_KEY_FAIL) {
-        char val[80];
-        dd_key_for_message(r->rec[i], r->rlen[i], val, sizeof val);
-        cli_error("%s:%llu: %s: '%s' (--on-bad-key skip or keep lets the run go on)",
-                  r->file_name, (unsigned long long)(r->file_lines + batch_lines(r, i) + 1),
-                  dd_key_error_text(&o->key, (dedup_status)r->klen[i]), val);
-        r->failed = true;
-        return false;
-    }
-    r->records_in++;
-    if (o->bad_key == DD_BAD_KEY_KEEP) {
-        r->records_out++;
-        if (!dd_writer_record(&r->w, r->rec[i], r->rlen[i], o->term))
-            return false;
-    }
-    return true;
-}
-
 /* Decides records [0, n) of the batch: the ones with keys through the
  * seen-set in runs, the ones without by --on-bad-key. */
 static bool process_batch(run *r, size_t n)
@@ -398,7 +360,7 @@ static bool process_batch(run *r, size_t n)
         r->key = key + i;
         r->klen = klen + i;
         r->dig = dig + i;
-        uint64_t lines = r->o->key.csv ? batch_lines(r, j - i) : j - i;
+        uint64_t lines = r->o->key.csv ? dd_run_batch_lines(r, j - i) : j - i;
         if (j > i)
             ok = process_good(r, j - i); /* adds its records to file_records */
         if (ok && j < n) {
@@ -407,9 +369,9 @@ static bool process_batch(run *r, size_t n)
             r->rlen = rlen + j;
             r->key = key + j;
             r->klen = klen + j;
-            ok = bad_key_record(r, 0);
+            ok = dd_run_bad_key(r, 0);
             r->file_records++;
-            r->file_lines += r->o->key.csv ? batch_lines(r, 1) : 1;
+            r->file_lines += r->o->key.csv ? dd_run_batch_lines(r, 1) : 1;
             j++;
         } else if (ok) {
             r->file_lines += lines;
@@ -422,58 +384,6 @@ static bool process_batch(run *r, size_t n)
     r->klen = klen;
     r->dig = dig;
     return ok;
-}
-
-/* Whether a record's key may fail (dedup/key.h's per-record errors). */
-static bool r_key_errs(const opts *o) { return o->key.csv || o->key.json || o->key.url; }
-
-/* The header callback of the feeder (--header): the first file's header
- * compiles the key and is kept to be written once; every later file's
- * must be the same. */
-static const dedup_key *on_header(void *ctx, const unsigned char *rec, size_t len)
-{
-    run *r = ctx;
-    uint64_t nl = 0;
-    for (size_t i = 0; i < len; i++)
-        nl += rec[i] == r->o->term;
-    r->file_lines = r->hdr_lines = 1 + nl;
-    if (!r->hdr_seen) {
-        r->hdr = malloc(len ? len : 1);
-        if (!r->hdr) {
-            cli_error("out of memory");
-            r->hdr_failed = true;
-            return NULL;
-        }
-        memcpy(r->hdr, rec, len);
-        r->hdr_len = len;
-        r->hdr_file = r->file_name;
-        r->hdr_seen = true;
-        if (!dd_keyspec_compile(&r->o->key, rec, len, r->file_name) ||
-            (r->o->time_field && (r->o->key.csv || r->o->time_field == SIZE_MAX) &&
-             !dd_time_key_compile(&r->o->key, r->o->time_spec, rec, len, r->file_name,
-                                  &r->o->time_key))) {
-            r->hdr_failed = true;
-            return NULL;
-        }
-        return r->o->key.compiled;
-    }
-    if (len != r->hdr_len || memcmp(rec, r->hdr, len) != 0) {
-        cli_error("%s: its header (line 1) differs from %s's: the fields would not be the same "
-                  "columns",
-                  r->file_name, r->hdr_file);
-        r->hdr_failed = true;
-        return NULL;
-    }
-    return r->o->key.compiled;
-}
-
-/* Writes the header once, before the first record. */
-static bool write_header(run *r)
-{
-    if (!r->hdr_seen || r->hdr_written || r->hdr_failed)
-        return true;
-    r->hdr_written = true;
-    return dd_writer_record(&r->w, r->hdr, r->hdr_len, r->o->term);
 }
 
 static dedup_batch block_batch(const dd_block *b)
@@ -807,7 +717,7 @@ static int dedup_main(int argc, char **argv, opts *op)
                      (o.external || !o.state);
     if (may_spill && !dd_tmpdir_usable(dd_external_tmpdir(o.tmpdir), o.tmpdir != NULL))
         return CLI_EXIT_USAGE;
-    if ((o.external || o.keep_last) && r_key_errs(&o) && o.bad_key == DD_BAD_KEY_KEEP) {
+    if ((o.external || o.keep_last) && dd_run_key_errs(&o) && o.bad_key == DD_BAD_KEY_KEEP) {
         cli_error("--on-bad-key keep cannot place a record without a key among the output of "
                   "%s: use fail or skip",
                   o.keep_last ? "--keep last"
@@ -1058,7 +968,7 @@ static int dedup_main(int argc, char **argv, opts *op)
         }
     }
     r->identity_key = dd_keyspec_identity(&o.key);
-    r->key_errs = r_key_errs(&o);
+    r->key_errs = dd_run_key_errs(&o);
     if (byref) {
         r->ref_base = dd_byref_base(byref);
         r->ref_span = dd_byref_span(byref);
@@ -1074,7 +984,7 @@ static int dedup_main(int argc, char **argv, opts *op)
         dd_feeder_opts fo = {.term = o.term, .key = &o.key, .hash = !o.int_keys,
                              .seed = r->info.seed};
         if (o.key.header) {
-            fo.header = on_header;
+            fo.header = dd_run_on_header;
             fo.header_ctx = r;
         }
         if (byref) {
@@ -1103,7 +1013,7 @@ static int dedup_main(int argc, char **argv, opts *op)
         while (!stopped && (b = dd_feeder_next(fd)) != NULL) {
             r->blocks++;
             r->blocks_parted += b->work != 0;
-            if (!write_header(r)) {
+            if (!dd_run_write_header(r)) {
                 stopped = true;
                 break;
             }
@@ -1136,7 +1046,7 @@ static int dedup_main(int argc, char **argv, opts *op)
             stopped = true;
         }
     }
-    if (!stopped && !write_header(r)) /* an input of its header alone */
+    if (!stopped && !dd_run_write_header(r)) /* an input of its header alone */
         stopped = true;
     if (!stopped && (o.out == OUT_COUNT || o.out == OUT_UNIQUE))
         stopped = !write_counts(r);
