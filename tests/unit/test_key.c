@@ -227,6 +227,43 @@ static void test_csv_scan(void **state)
     }
 }
 
+static void test_json_and_url(void **state)
+{
+    (void)state;
+    dedup_key_params p;
+    dedup_key_params_init(&p);
+    p.format = DEDUP_KEY_JSON;
+    p.json_paths = ".a,.b";
+    dedup_key *k = NULL;
+    assert_int_equal(dedup_key_create(&p, NULL, 0, NULL, &k, NULL), DEDUP_OK);
+    key_is(k, "{\"b\":\"x\",\"a\":1}", "\1\0\0\0" "1" "\3\0\0\0\"x\"", 12);
+    unsigned char out[64];
+    const unsigned char *key;
+    size_t klen;
+    const char *bad = "{\"a\":1}";
+    assert_int_equal(dedup_key_of(k, (const unsigned char *)bad, strlen(bad), out, sizeof out,
+                                  &key, &klen),
+                     DEDUP_ERR_NOT_FOUND);
+    assert_int_equal(dedup_key_of(k, (const unsigned char *)"nope", 4, out, sizeof out, &key, &klen),
+                     DEDUP_ERR_CORRUPT);
+    dedup_key_free(k);
+    p.trim = true; /* JSON values take no normalisation */
+    assert_int_equal(dedup_key_create(&p, NULL, 0, NULL, &k, NULL), DEDUP_ERR_INVALID_ARG);
+
+    dedup_key_params_init(&p);
+    p.fields = "2";
+    p.url = true;
+    p.url_drop = "utm_*";
+    assert_int_equal(dedup_key_create(&p, NULL, 0, NULL, &k, NULL), DEDUP_OK);
+    key_is(k, "x\tHTTP://A.com:80/a/../b?utm_source=z#top", "http://a.com/b", 14);
+    assert_int_equal(dedup_key_of(k, (const unsigned char *)"x\tnope", 6, out, sizeof out, &key,
+                                  &klen),
+                     DEDUP_ERR_INVALID_ARG);
+    dedup_key_free(k);
+    p.url = false; /* drop globs need --url */
+    assert_int_equal(dedup_key_create(&p, NULL, 0, NULL, &k, NULL), DEDUP_ERR_INVALID_ARG);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -234,6 +271,7 @@ int main(void)
         cmocka_unit_test(test_tuples),        cmocka_unit_test(test_csv_keys),
         cmocka_unit_test(test_full_and_batch), cmocka_unit_test(test_normalise),
         cmocka_unit_test(test_allocator),     cmocka_unit_test(test_csv_scan),
+        cmocka_unit_test(test_json_and_url),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
