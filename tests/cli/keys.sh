@@ -125,6 +125,13 @@ check "the same key options resume it (all seen)" test $? -eq 0 -a ! -s "$T/got"
 check "plain fields are refused on a CSV state" test $? -eq 2
 "$DEDUP" --csv -f 2,1 --state "$T/st" "$T/in" > /dev/null 2> "$T/err"
 check "another field list is refused" test $? -eq 2
+"$DEDUP" --csv --header -f ad --store "$T/db" "$T/h1" > "$T/got" 2> "$T/err"
+check "--store with CSV keys by name keeps the first of each" \
+    test "$(cat "$T/got")" = "$(printf 'user,ad\n1,a')"
+"$DEDUP" --csv --header -f ad --store "$T/db" "$T/h2" > "$T/got" 2> "$T/err"
+check "the store remembers CSV keys across runs (only the header again)" test "$(cat "$T/got")" = "user,ad"
+"$DEDUP" --csv --header -f user --store "$T/db" "$T/h2" > /dev/null 2> "$T/err"
+check "a store made with -f ad refuses -f user" test $? -eq 2
 "$DEDUP" -f 1 -d , --state "$T/st1" "$T/in" > /dev/null
 "$DEDUP" -f 1 -d , --state "$T/st1" "$T/in" > "$T/got"
 check "a single-field state still resumes" test $? -eq 0 -a ! -s "$T/got"
