@@ -205,8 +205,8 @@ bool dd_keyspec_compile(dd_keyspec *k, const unsigned char *hdr, size_t hlen, co
         cli_error("-f %s: column '%.*s' is a name, which needs --header", spec, nl, rest);
     else if (st == DEDUP_ERR_INVALID_ARG && k->url_drop)
         cli_error("--url-drop-params: '%s' is not a list of globs", k->url_drop);
-    else if (st == DEDUP_ERR_UNSUPPORTED)
-        cli_error("%s is not built into this libdedup", k->json ? "--json" : "--url");
+    else if (st == DEDUP_ERR_LIMIT)
+        cli_error("%s: too many fields or paths (the problem is at '%s')", spec, rest);
     else
         cli_error("key options: %s", dedup_strerror(st));
     return false;

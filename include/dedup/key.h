@@ -28,14 +28,17 @@
  *     text after a closing quote, or a quote still open at the end of the
  *     record (DEDUP_ERR_CORRUPT for that record).
  *   - DEDUP_KEY_JSON: the record is one JSON text; the key is the tuple of
- *     the canonical JSON texts of the values at the given paths.
+ *     the canonical JSON texts of the values at the given paths (strings
+ *     decoded and written with one escaping, so "\u00e9" is "é"; numbers by
+ *     value, so 1, 1.0 and 10e-1 are one number and 1 differs from "1";
+ *     object members sorted by name; of repeated names the last wins).
+ *     Nesting is limited to 64 levels.
  *
  * Normalisation, applied to each element (or to the whole record) in this
  * order: trim (leading and trailing space, \t, \r, \n, \v, \f) -> squeeze
  * (every run of those becomes one space) -> canonical URL -> strip prefix ->
- * ASCII case fold (bytes >= 0x80 unchanged, so locale-independent).  With
- * JSON paths, the normalisations other than the URL's apply to the
- * canonical value texts.
+ * ASCII case fold (bytes >= 0x80 unchanged, so locale-independent).  JSON
+ * values are compared by their canonical texts and take no normalisation.
  *
  * Canonical URL (RFC 3986 section 6.2.2): scheme and host lower-cased,
  * percent-escapes in upper-case hex, escaped unreserved characters decoded,
@@ -97,12 +100,13 @@ typedef struct dedup_key dedup_key;
  * selection may use; the first of two equal names is the one found.
  * Errors: DEDUP_ERR_INVALID_ARG (a malformed selection, JSON path or glob,
  * a name with no header, a field number of 0 or past DEDUP_KEY_MAX_FIELD,
- * a delimiter that is '"' or the newline in CSV, JSON with fields), with
+ * a delimiter that is '"' or the newline in CSV, JSON with fields or with
+ * a normalisation, URL drop globs or sorting without url), with
  * *err_pos (when not NULL) the byte offset of the problem in p->fields (or
  * p->json_paths); DEDUP_ERR_NOT_FOUND (a name absent from the header,
  * *err_pos at it); DEDUP_ERR_CORRUPT (a malformed CSV header);
- * DEDUP_ERR_UNSUPPORTED (JSON or URLs in a library built without them);
- * DEDUP_ERR_LIMIT (more than DEDUP_KEY_MAX_ITEMS items); DEDUP_ERR_NOMEM.
+ * DEDUP_ERR_LIMIT (more than DEDUP_KEY_MAX_ITEMS items, or JSON paths past
+ * their limits); DEDUP_ERR_NOMEM.
  * *out is NULL on error. */
 dedup_status dedup_key_create(const dedup_key_params *p, const unsigned char *header,
                               size_t header_len, const dedup_allocator *alloc, dedup_key **out,
