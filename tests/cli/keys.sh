@@ -144,6 +144,24 @@ for mode in exact fingerprint blocked cuckoo scalable; do
     check "--mode $mode with --csv --header -f user,ad matches the reference" cmp -s "$T/exp" "$T/got"
 done
 
+# --- JSON Lines against a json-module model: members in any order, the last of a repeated
+# name, 1 == 1.0 == 10e-1 != "1", escapes decoded; invalid JSON, invalid UTF-8, nesting past
+# the limit and a missing path have no key --------------------------------------------------
+JREF="$SRC/tests/cli/lib/ref_json_keys.py"
+for ((round = 0; round < R; round++)); do
+    python3 "$JREF" gen "$((SEED + round))" 2000 > "$T/in"
+    for mode in skip keep fail; do
+        python3 "$JREF" ref .user,.ad "$mode" "$T/in" > "$T/exp"
+        erc=$?
+        "$DEDUP" --json .user,.ad --on-bad-key "$mode" "$T/in" > "$T/got" 2> /dev/null
+        grc=$?
+        check "--json .user,.ad --on-bad-key $mode, round $round: file (exit $grc, reference $erc)" \
+            test "$erc" = "$grc" -a "$(cmp -s "$T/exp" "$T/got" && echo same)" = same
+        "$DEDUP" --json .user,.ad --on-bad-key "$mode" < "$T/in" > "$T/got" 2> /dev/null
+        check "--json .user,.ad --on-bad-key $mode, round $round: pipe" cmp -s "$T/exp" "$T/got"
+    done
+done
+
 # --- JSON Lines and URLs go through the same key -------------------------------------------
 printf '{"user":7,"ad":"a3","ts":1}\n{"ad":"a3","user":7,"ts":2}\n{"user":"7","ad":"a3"}\n{"user":7}\nnot json\n' > "$T/in"
 "$DEDUP" --json .user,.ad --on-bad-key skip "$T/in" > "$T/got" 2> "$T/err"
