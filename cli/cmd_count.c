@@ -21,6 +21,7 @@
 
 #include "cli.h"
 #include "cli_args.h"
+#include "key_header.h"
 #include "dedup/hll.h"
 #include "dedup/set.h"
 #include "feeder.h"
@@ -48,7 +49,8 @@ static const char count_help[] =
     "                        relative_std_error, precision, records, sketches\n"
     "\n"
     "Keys (as in the main job):\n"
-    "  -f, --field N         key is field N (1-based) of each record\n"
+    "  -f, --field LIST      key is these fields (N, N,M, N-M, N-, names with --header)\n"
+    "      --csv, --header, --json-paths PATHS, --url: as in the main job\n"
     "  -d, --delimiter C     field delimiter (default TAB; \\t and \\0 accepted)\n"
     "  -i, --ignore-case     ASCII case-insensitive keys\n"
     "      --trim            strip leading/trailing whitespace from keys\n"
@@ -215,12 +217,27 @@ static int do_merge(const count_opts_t *o, int n, char **files)
     return rc;
 }
 
+static int count_main(int argc, char **argv, count_opts_t *op);
+
 int cmd_count(int argc, char **argv)
 {
     count_opts_t o;
-    int pr = parse(argc, argv, &o);
+    int rc = count_main(argc, argv, &o);
+    dd_keyspec_release(&o.key);
+    return rc;
+}
+
+static int count_main(int argc, char **argv, count_opts_t *op)
+{
+    count_opts_t o;
+    int pr = parse(argc, argv, op);
+    o = *op;
     if (pr)
         return pr > 0 ? CLI_EXIT_OK : CLI_EXIT_USAGE;
+    if (!dd_keyspec_check(&op->key, "count") ||
+        (!op->key.header && !dd_keyspec_compile(&op->key, NULL, 0, NULL)))
+        return CLI_EXIT_USAGE;
+    o = *op;
     int nfiles = argc - optind;
     char **files = argv + optind;
     static char *stdin_only[] = {"-"};
@@ -259,9 +276,17 @@ int cmd_count(int argc, char **argv)
 
     int rc = CLI_EXIT_OK;
     uint64_t records = 0;
+    const bool key_errs = o.key.csv || o.key.json || o.key.url;
+    dd_key_header kh = {.key = &op->key, .cmd = "count"};
     for (int fi = 0; fi < nfiles && rc == CLI_EXIT_OK; fi++) {
         dd_feeder *fd = NULL;
         dd_feeder_opts fo = {.term = o.term, .key = &o.key, .hash = true, .seed = o.seed};
+        if (o.key.header) {
+            fo.header = dd_key_header_cb;
+            fo.header_ctx = &kh;
+        }
+        kh.file = strcmp(files[fi], "-") == 0 ? "(standard input)" : files[fi];
+        kh.lines = 0;
         int e = dd_feeder_open(&fd, files[fi], &fo);
         if (e) {
             cli_error("count: %s: %s", files[fi], strerror(e));
@@ -270,6 +295,10 @@ int cmd_count(int argc, char **argv)
         }
         const dd_block *b;
         while (rc == CLI_EXIT_OK && (b = dd_feeder_next(fd)) != NULL) {
+            if (key_errs && !dd_key_header_block_ok(&kh, b, o.term)) {
+                rc = CLI_EXIT_FAIL;
+                break;
+            }
             records += b->n;
             if (h) {
                 s = dedup_hll_add_batch(h, b->dig, b->n);
@@ -290,12 +319,15 @@ int cmd_count(int argc, char **argv)
         e = dd_feeder_error(fd);
         if (rc == CLI_EXIT_OK && dd_stop_signal)
             rc = 128 + dd_stop_signal;
+        else if (rc == CLI_EXIT_OK && e == -1) /* the header callback said why */
+            rc = CLI_EXIT_USAGE;
         else if (rc == CLI_EXIT_OK && e) {
             cli_error("count: %s: read error: %s", dd_feeder_name(fd), strerror(e));
             rc = CLI_EXIT_USAGE;
         }
         dd_feeder_close(fd);
     }
+    dd_key_header_free(&kh);
     if (rc == CLI_EXIT_OK && h && o.output) {
         s = dedup_hll_save_file(h, o.output);
         if (s) {

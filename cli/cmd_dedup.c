@@ -168,7 +168,7 @@ static bool int_keys_of(run *r, size_t *n, size_t *m)
             snprintf(where, sizeof where, " in field %zu", o->key.field);
         if (o->bad_key == DD_BAD_KEY_FAIL) {
             cli_error("%s:%llu: %s%s: '%s'%s", r->file_name,
-                      (unsigned long long)(r->file_records + i + 1),
+                      (unsigned long long)(r->file_records + i + 1 + r->hdr_lines),
                       out ? "key outside --range" : "not an integer key", where, val,
                       " (--on-bad-key skip or keep lets the run go on)");
             *n = i;
@@ -225,7 +225,7 @@ static int spill_emit_piece(void *ctx, const void *piece, size_t len, bool first
 }
 
 /* Decides and writes one batch.  False to stop (error or broken pipe). */
-static bool process_batch(run *r, size_t n)
+static bool process_good(run *r, size_t n)
 {
     if (r->win)
         return dd_window_batch(r, n);
@@ -346,6 +346,52 @@ static bool process_batch(run *r, size_t n)
     return true;
 }
 
+/* Decides records [0, n) of the batch: the ones with keys through the
+ * seen-set in runs, the ones without by --on-bad-key. */
+static bool process_batch(run *r, size_t n)
+{
+    if (!r->key_errs)
+        return process_good(r, n);
+    const unsigned char *const *rec = r->rec, *const *key = r->key;
+    const size_t *rlen = r->rlen, *klen = r->klen;
+    const dedup_digest *dig = r->dig;
+    bool ok = true;
+    size_t i = 0;
+    while (i < n && ok) {
+        size_t j = i;
+        while (j < n && key[j])
+            j++;
+        r->rec = rec + i;
+        r->rlen = rlen + i;
+        r->key = key + i;
+        r->klen = klen + i;
+        r->dig = dig + i;
+        uint64_t lines = r->o->key.csv ? dd_run_batch_lines(r, j - i) : j - i;
+        if (j > i)
+            ok = process_good(r, j - i); /* adds its records to file_records */
+        if (ok && j < n) {
+            r->file_lines += lines;
+            r->rec = rec + j;
+            r->rlen = rlen + j;
+            r->key = key + j;
+            r->klen = klen + j;
+            ok = dd_run_bad_key(r, 0);
+            r->file_records++;
+            r->file_lines += r->o->key.csv ? dd_run_batch_lines(r, 1) : 1;
+            j++;
+        } else if (ok) {
+            r->file_lines += lines;
+        }
+        i = j;
+    }
+    r->rec = rec;
+    r->rlen = rlen;
+    r->key = key;
+    r->klen = klen;
+    r->dig = dig;
+    return ok;
+}
+
 static dedup_batch block_batch(const dd_block *b)
 {
     return (dedup_batch){.n = b->n, .digests = b->dig, .keys = b->key, .lens = b->klen,
@@ -435,10 +481,17 @@ static bool write_counts(run *r)
                 return false;
             }
         }
-        size_t klen;
-        const unsigned char *key = r->identity_key ? rec : dd_key_of(&o->key, rec, len, scratch, &klen);
-        if (r->identity_key)
-            klen = len;
+        size_t klen = len;
+        const unsigned char *key = rec;
+        if (!r->identity_key &&
+            dd_key_get(&o->key, rec, len, &scratch, &scap, &key, &klen) == DEDUP_ERR_NOMEM) {
+            cli_error("out of memory");
+            r->failed = true;
+            free(scratch);
+            return false;
+        }
+        if (!key)
+            continue; /* a record without a key was never kept */
         uint64_t count = dedup_seen_count_of(r->s, key, klen, dedup_hash(key, klen, r->info.seed));
         if (o->out == OUT_COUNT) {
             char prefix[32];
@@ -471,6 +524,10 @@ static dd_byref *byref_choose(opts *o, char **files, int nfiles, uint64_t budget
 {
     const char *force = getenv("DEDUP_BYREF");
     if (o->int_keys || getenv("DEDUP_NO_BYREF"))
+        return NULL;
+    /* Mapped inputs are split by lines, with no header: the keys of CSV,
+     * JSON, URLs and field lists are read through the feeder's copies. */
+    if (o->key.csv || o->key.json || o->key.url || o->key.header || o->key.fields)
         return NULL;
     dd_byref *b = dd_byref_open(files, nfiles);
     if (b && !(force && *force) && dd_byref_span(b) < budget / 4) {
@@ -611,12 +668,9 @@ static bool state_identity_ok(const opts *o, bool has_ident, const char *saved, 
     return false;
 }
 
-int cmd_dedup(int argc, char **argv)
+static int dedup_main(int argc, char **argv, opts *op)
 {
-    opts o;
-    int pr = dd_dedup_parse_args(argc, argv, &o);
-    if (pr != 0)
-        return pr > 0 ? CLI_EXIT_OK : CLI_EXIT_USAGE;
+    opts o = *op;
 
     /* Inputs: all checked before any output is written. */
     int nfiles = argc - optind;
@@ -641,6 +695,7 @@ int cmd_dedup(int argc, char **argv)
     eo.out = o.out == OUT_DUPLICATES ? 1 : o.out == OUT_COUNT ? 2 : o.out == OUT_UNIQUE ? 3 : 0;
     eo.term = o.term;
     eo.key = &o.key;
+    eo.bad_key = o.bad_key == DD_BAD_KEY_SKIP ? 1 : 0;
     eo.seed = o.sizing.seed;
     eo.seed_given = o.seed_given;
     eo.stats = o.stats == STATS_JSON ? 2 : o.stats == STATS_TEXT ? 1 : 0;
@@ -669,13 +724,24 @@ int cmd_dedup(int argc, char **argv)
                      (o.external || !o.state);
     if (may_spill && !dd_tmpdir_usable(dd_external_tmpdir(o.tmpdir), o.tmpdir != NULL))
         return CLI_EXIT_USAGE;
+    if ((o.external || o.keep_last) && dd_run_key_errs(&o) && o.bad_key == DD_BAD_KEY_KEEP) {
+        cli_error("--on-bad-key keep cannot place a record without a key among the output of "
+                  "%s: use fail or skip",
+                  o.keep_last ? "--keep last"
+                              : "the external engine (-m/--memory, --sort, --tmpdir, -D without "
+                                "--state)");
+        return CLI_EXIT_USAGE;
+    }
     if (o.keep_last) {
         dd_keep_last_opts ko = {.kind = o.kind, .items = o.sizing.items, .seed = o.sizing.seed,
                                 .term = o.term, .key = &o.key, .output = o.output,
                                 .tmpdir = dd_external_tmpdir(o.tmpdir),
                                 .line_buffered = o.line_buffered, .stats = o.stats != STATS_NONE};
+        ko.bad_key = o.bad_key == DD_BAD_KEY_SKIP ? 1 : 0;
         dd_out_signals(true); /* two passes that do not stop between records */
-        return dd_run_keep_last(&ko, files, nfiles);
+        int krc = dd_run_keep_last(&ko, files, nfiles);
+        op->key.compiled = o.key.compiled; /* compiled from the header: the caller frees it */
+        return krc;
     }
     if (o.external) {
         /* Exact mode under a memory budget.  SIGINT, SIGTERM and SIGHUP
@@ -683,7 +749,9 @@ int cmd_dedup(int argc, char **argv)
          * the engine's finishing phase can run for minutes without reading
          * or writing, and its own temporary files have no name. */
         dd_out_signals(true);
-        return dd_run_external(&eo, files, nfiles);
+        int xrc = dd_run_external(&eo, files, nfiles);
+        op->key.compiled = o.key.compiled; /* compiled from the header: the caller frees it */
+        return xrc;
     }
     /* The signals stop the run at its next batch (a state is then left as
      * it was, a store flushed). */
@@ -907,6 +975,7 @@ int cmd_dedup(int argc, char **argv)
         }
     }
     r->identity_key = dd_keyspec_identity(&o.key);
+    r->key_errs = dd_run_key_errs(&o);
     if (byref) {
         r->ref_base = dd_byref_base(byref);
         r->ref_span = dd_byref_span(byref);
@@ -921,6 +990,10 @@ int cmd_dedup(int argc, char **argv)
         dd_feeder *fd = NULL;
         dd_feeder_opts fo = {.term = o.term, .key = &o.key, .hash = !o.int_keys,
                              .seed = r->info.seed};
+        if (o.key.header) {
+            fo.header = dd_run_on_header;
+            fo.header_ctx = r;
+        }
         if (byref) {
             fo.mapped = true;
             fo.map = dd_byref_file(byref, fi, &fo.map_len);
@@ -929,6 +1002,10 @@ int cmd_dedup(int argc, char **argv)
                 fo.work_ctx = r;
             }
         }
+        /* Named before the feeder starts: its header callback says it. */
+        r->file_name = strcmp(files[fi], "-") == 0 ? "(standard input)" : files[fi];
+        r->file_records = 0;
+        r->file_lines = 0;
         int e = dd_feeder_open(&fd, files[fi], &fo);
         if (e) {
             if (!dd_stop_signal) { /* else a FIFO's open was interrupted */
@@ -939,12 +1016,14 @@ int cmd_dedup(int argc, char **argv)
             break;
         }
         uint64_t before = r->bytes_in;
-        r->file_name = strcmp(files[fi], "-") == 0 ? "(standard input)" : files[fi];
-        r->file_records = 0;
         const dd_block *b;
         while (!stopped && (b = dd_feeder_next(fd)) != NULL) {
             r->blocks++;
             r->blocks_parted += b->work != 0;
+            if (!dd_run_write_header(r)) {
+                stopped = true;
+                break;
+            }
             if (b->work && !process_parts(r, b))
                 stopped = true;
             for (size_t off = 0; off < b->n && !b->work; off += r->batch) {
@@ -960,7 +1039,10 @@ int cmd_dedup(int argc, char **argv)
         if (dd_stop_signal)
             stopped = true;
         e = dd_feeder_error(fd);
-        if (e && !stopped) {
+        if (e == -1 && !stopped) { /* the header callback said why */
+            status = CLI_EXIT_USAGE;
+            stopped = true;
+        } else if (e && !stopped) {
             cli_error("%s: read error: %s", dd_feeder_name(fd), strerror(e));
             status = CLI_EXIT_USAGE;
             stopped = true;
@@ -971,6 +1053,8 @@ int cmd_dedup(int argc, char **argv)
             stopped = true;
         }
     }
+    if (!stopped && !dd_run_write_header(r)) /* an input of its header alone */
+        stopped = true;
     if (!stopped && (o.out == OUT_COUNT || o.out == OUT_UNIQUE))
         stopped = !write_counts(r);
     if (!stopped && r->spilled) {
@@ -998,7 +1082,14 @@ int cmd_dedup(int argc, char **argv)
     if (r->win)
         dd_window_warn_late(r);
     dd_progress_show(&r->prog, r->bytes_in, r->records_in, true, NULL);
-    if (r->bad_keys && o.bad_key != DD_BAD_KEY_FAIL)
+    if (r->bad_keys && o.bad_key != DD_BAD_KEY_FAIL && r->key_errs)
+        cli_warn("%llu record%s had no key (%s): %s", (unsigned long long)r->bad_keys,
+                 r->bad_keys == 1 ? "" : "s",
+                 o.key.json ? "invalid JSON or a path missing"
+                 : o.key.csv ? "malformed CSV"
+                             : "not a URL",
+                 o.bad_key == DD_BAD_KEY_SKIP ? "dropped" : "written undecided");
+    else if (r->bad_keys && o.bad_key != DD_BAD_KEY_FAIL)
         cli_warn("%llu record%s had a key that is not an integer%s: %s",
                  (unsigned long long)r->bad_keys, r->bad_keys == 1 ? "" : "s",
                  r->info.kind == DEDUP_SEEN_BITMAP ? " or is outside --range" : "",
@@ -1069,6 +1160,9 @@ int cmd_dedup(int argc, char **argv)
     dd_writer_free(&r->w);
     dedup_hll_free(r->hll);
     free(r->firsts);
+    free(r->hdr);
+    op->key.compiled = o.key.compiled; /* compiled from the header: the caller frees them */
+    op->time_key = o.time_key;
     dd_window_free(r);
     if (r->verdict != r->verdict_buf)
         free(r->verdict);
@@ -1078,4 +1172,19 @@ int cmd_dedup(int argc, char **argv)
     dd_tiers_free(o.sizing.tiers);
     dd_state_unlock(state_lock);
     return status;
+}
+
+int cmd_dedup(int argc, char **argv)
+{
+    opts o;
+    int pr = dd_dedup_parse_args(argc, argv, &o);
+    if (pr != 0) {
+        dd_keyspec_release(&o.key);
+        dedup_key_free(o.time_key);
+        return pr > 0 ? CLI_EXIT_OK : CLI_EXIT_USAGE;
+    }
+    int rc = dedup_main(argc, argv, &o);
+    dd_keyspec_release(&o.key);
+    dedup_key_free(o.time_key);
+    return rc;
 }

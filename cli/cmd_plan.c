@@ -23,6 +23,7 @@
 #include "dedup/hll.h"
 #include "dedup/plan.h"
 #include "feeder.h"
+#include "key_header.h"
 
 static const char plan_help[] =
     "Usage: dedup plan [QUESTIONS] [--json]\n"
@@ -57,8 +58,9 @@ static const char plan_help[] =
     "      --nodes N         machines available (default: as many as needed)\n"
     "Output:\n"
     "      --json            one JSON object: question, recommended, alternatives\n"
-    "  -f, --field N, -d, --delimiter C, -i, --ignore-case, --trim, --squeeze,\n"
-    "  --strip-prefix S, -z: keys of --sample (as dedup takes them)\n"
+    "  -f, --field LIST, -d, --delimiter C, -i, --ignore-case, --trim, --squeeze,\n"
+    "  --strip-prefix S, -z, --csv, --header, --json-paths P, --url: keys of --sample\n"
+    "  (as dedup takes them)\n"
     "  -h, --help            this help\n"
     "\n"
     "Examples:\n"
@@ -257,7 +259,19 @@ static int parse(int argc, char **argv, plan_args *a)
 }
 
 /* Distinct keys (sketch), records and mean lengths of the sample. */
+static bool measure_sample_keyed(plan_args *a);
+
+/* Measures the sample with the key spec compiled for it. */
 static bool measure_sample(plan_args *a)
+{
+    if (!a->key.header && !dd_keyspec_compile(&a->key, NULL, 0, NULL))
+        return false;
+    bool ok = measure_sample_keyed(a);
+    dd_keyspec_release(&a->key);
+    return ok;
+}
+
+static bool measure_sample_keyed(plan_args *a)
 {
     dedup_hll_params hp;
     dedup_hll_params_init(&hp);
@@ -266,6 +280,15 @@ static bool measure_sample(plan_args *a)
         return false;
     dd_feeder *fd = NULL;
     dd_feeder_opts fo = {.term = a->term, .key = &a->key, .hash = true, .seed = hp.seed};
+    /* --header, and records without a key (malformed CSV, ...): left out
+     * of the sample's figures, and counted. */
+    dd_key_header kh = {.key = &a->key, .cmd = "plan", .file = a->sample};
+    dd_keyed_block kb = {0};
+    const bool key_errs = a->key.csv || a->key.json || a->key.url;
+    if (a->key.header) {
+        fo.header = dd_key_header_cb;
+        fo.header_ctx = &kh;
+    }
     int e = dd_feeder_open(&fd, a->sample, &fo);
     if (e) {
         cli_error("plan: --sample %s: %s", a->sample, strerror(e));
@@ -277,6 +300,10 @@ static bool measure_sample(plan_args *a)
     const dd_block *b;
     bool okay = true;
     while (okay && (b = dd_feeder_next(fd)) != NULL) {
+        if (key_errs && (b = dd_keyed_only(&kb, &kh, b, a->term, true)) == NULL) {
+            okay = false;
+            break;
+        }
         okay = dedup_hll_add_batch(h, b->dig, b->n) == DEDUP_OK;
         for (size_t i = 0; i < b->n; i++) {
             kbytes += (double)b->klen[i];
@@ -286,6 +313,15 @@ static bool measure_sample(plan_args *a)
     }
     e = dd_feeder_error(fd);
     dd_feeder_close(fd);
+    dd_keyed_free(&kb);
+    dd_key_header_free(&kh);
+    if (kh.skipped)
+        cli_warn("plan: --sample %s: %llu record%s with no key left out", a->sample,
+                 (unsigned long long)kh.skipped, kh.skipped == 1 ? "" : "s");
+    if (e == -1) { /* the header callback said why */
+        dedup_hll_free(h);
+        return false;
+    }
     if (e || !okay) {
         cli_error("plan: --sample %s: %s", a->sample, e ? strerror(e) : "out of memory");
         dedup_hll_free(h);
@@ -495,6 +531,8 @@ int cmd_plan(int argc, char **argv)
     int pr = parse(argc, argv, &a);
     if (pr)
         return pr > 0 ? CLI_EXIT_OK : CLI_EXIT_USAGE;
+    if (!dd_keyspec_check(&a.key, "plan"))
+        return CLI_EXIT_USAGE;
     if (a.sample && !measure_sample(&a))
         return CLI_EXIT_USAGE;
     if (!a.items_given && !a.sample) {

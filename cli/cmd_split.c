@@ -44,6 +44,7 @@
 #include "dedup/ring.h"
 #include "feeder.h"
 #include "io.h"
+#include "key_header.h"
 #include "keys.h"
 #include "nodes.h"
 #include "split.h"
@@ -237,6 +238,9 @@ static int parse_args(int argc, char **argv, split_opts *o)
                   "(got '%s')", CMD, o->pattern);
         return CLI_EXIT_USAGE;
     }
+    if (!dd_keyspec_check(&o->key, CMD) ||
+        (!o->key.header && !dd_keyspec_compile(&o->key, NULL, 0, NULL)))
+        return CLI_EXIT_USAGE;
     return CLI_EXIT_OK;
 }
 
@@ -376,6 +380,18 @@ static void print_stats(const split_opts *o, const part *parts, size_t n, double
 
 /* ---- The run ------------------------------------------------------------------------ */
 
+/* Writes the header record at the top of every part. */
+static bool write_header_parts(part *parts, size_t n, const dd_key_header *kh, unsigned char term)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!parts[i].eof_early && !dd_writer_record(&parts[i].w, kh->hdr, kh->len, term) &&
+            parts[i].w.error) {
+            cli_error("%s: write error on %s: %s", CMD, parts[i].path, strerror(parts[i].w.error));
+            return false;
+        }
+    return true;
+}
+
 static double now_sec(void)
 {
     struct timespec ts;
@@ -505,8 +521,14 @@ int cmd_split(int argc, char **argv)
     double t0 = now_sec();
     bool failed = false;
     int filter_rc = 0;
+    /* CSV, JSON, URLs, headers and field lists go through the feeder,
+     * which reads them; split_file.c cuts lines only. */
+    const bool plain = !o.key.csv && !o.key.json && !o.key.url && !o.key.header && !o.key.fields;
+    const bool key_errs = o.key.csv || o.key.json || o.key.url;
+    dd_key_header kh = {.key = &o.key, .cmd = CMD};
+    bool hdr_written = false;
     for (int fi = 0; fi < nfiles && !failed; fi++) {
-        if (strcmp(files[fi], "-") != 0) {
+        if (plain && strcmp(files[fi], "-") != 0) {
             split_route route = {.parts = parts, .n = n, .ring = ring, .key = &o.key,
                                  .term = o.term};
             int read_errno = 0;
@@ -551,6 +573,12 @@ int cmd_split(int argc, char **argv)
         }
         dd_feeder *fd = NULL;
         dd_feeder_opts fo = {.term = o.term, .key = &o.key, .hash = true, .seed = DEDUP_DEFAULT_SEED};
+        if (o.key.header) {
+            fo.header = dd_key_header_cb;
+            fo.header_ctx = &kh;
+        }
+        kh.file = strcmp(files[fi], "-") == 0 ? "(standard input)" : files[fi];
+        kh.lines = 0;
         int e = dd_feeder_open(&fd, files[fi], &fo);
         if (e) {
             cli_error("%s: %s: %s", CMD, files[fi], strerror(e));
@@ -560,6 +588,19 @@ int cmd_split(int argc, char **argv)
         }
         const dd_block *b;
         while (!failed && (b = dd_feeder_next(fd)) != NULL) {
+            if (kh.seen && !hdr_written) { /* the header, once at the top of every part */
+                hdr_written = true;
+                if (!write_header_parts(parts, n, &kh, o.term)) {
+                    rc = CLI_EXIT_FAIL;
+                    failed = true;
+                    break;
+                }
+            }
+            if (key_errs && !dd_key_header_block_ok(&kh, b, o.term)) {
+                rc = CLI_EXIT_FAIL;
+                failed = true;
+                break;
+            }
             if (b->n > owner_cap) {
                 free(owner);
                 owner_cap = b->n * 2;
@@ -610,13 +651,21 @@ int cmd_split(int argc, char **argv)
                 failed = true;
         }
         e = dd_feeder_error(fd);
-        if (e && !failed) {
+        if (e == -1 && !failed) { /* the header callback said why */
+            rc = CLI_EXIT_USAGE;
+            failed = true;
+        } else if (e && !failed) {
             cli_error("%s: %s: read error: %s", CMD, dd_feeder_name(fd), strerror(e));
             rc = CLI_EXIT_USAGE;
             failed = true;
         }
         dd_feeder_close(fd);
     }
+    if (!failed && kh.seen && !hdr_written && !write_header_parts(parts, n, &kh, o.term)) {
+        rc = CLI_EXIT_FAIL; /* an input of its header alone */
+        failed = true;
+    }
+    dd_key_header_free(&kh);
     if (dd_stop_signal)
         failed = true; /* no part is finished: not even a filter's */
     /* Flush and close every part; then the filters' verdicts. */
@@ -699,5 +748,6 @@ out_ring:
     dedup_ring_free(ring);
 out_opts:
     dd_nodes_free(&o.nodes);
+    dd_keyspec_release(&o.key);
     return rc < 0 ? CLI_EXIT_OK : rc;
 }

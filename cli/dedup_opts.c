@@ -82,7 +82,9 @@ DD_KEY_HELP
 "                         (compressed bitmaps, for sparse IDs)\n"
 "      --range=LO..HI     the IDs a bitmap holds (refused when it needs more than -m)\n"
 "      --on-bad-key=fail|skip|keep  a key that is not an integer (or is outside\n"
-"                         --range) stops the run naming file, line and value\n"
+"                         --range), or a record with no key (malformed CSV,\n"
+"                         bad JSON, not a URL) stops the run naming file, line\n"
+"                         and value\n"
 "                         (default, exit 1), or its record is dropped, or written\n", hb, src);
     fputs(
 "Windows (streams: a record is a duplicate only within a window of time):\n"
@@ -96,7 +98,8 @@ DD_KEY_HELP
 "                         is kept once and suppressed while it keeps coming\n"
 "                         (sliding windows and --last; --lateness below DURATION)\n"
 "      --last=N           duplicate when the same key was kept in the previous N records\n"
-"      --time-field=N     event time is field N (-d delimiter); default: arrival time\n"
+"      --time-field=N     event time is field N (-d delimiter), a column name\n"
+"                         (--header) or a JSON path (--json); default: arrival time\n"
 "      --time-format=F    epoch | epoch_ms | epoch_us | iso8601 (default: detect\n"
 "                         epoch seconds or milliseconds on the first record)\n"
 "      --lateness=DURATION  records up to DURATION behind the newest event time are\n"
@@ -328,11 +331,17 @@ static int parse_args(int argc, char **argv, opts *o)
             break;
         case OPT_TIME_FIELD: {
             uint64_t f;
-            if (!cli_parse_count(optarg, &f) || f > 1000000) {
-                cli_error("--time-field must be a field number from 1 (got '%s')", optarg);
+            o->time_spec = optarg;
+            if (cli_parse_count(optarg, &f) && f >= 1 && f <= 1000000)
+                o->time_field = (size_t)f;
+            else if (*optarg && !strchr(optarg, ','))
+                o->time_field = SIZE_MAX; /* a name or a JSON path: dd_time_key_compile */
+            else {
+                cli_error("--time-field must be a field number from 1, a column name (with "
+                          "--header) or a JSON path (with --json) (got '%s')",
+                          optarg);
                 return -1;
             }
-            o->time_field = (size_t)f;
             o->window_opts = true;
             break;
         }
@@ -456,8 +465,31 @@ static int parse_args(int argc, char **argv, opts *o)
         }
         }
     }
+    if (!dd_keyspec_check(&o->key, NULL))
+        return -1;
+    if (o->int_keys && (o->key.fields || o->key.csv || o->key.json || o->key.url)) {
+        cli_error("--keys int takes one field of plain records as the integer: not with a "
+                  "field list, --csv, --json or --url");
+        return -1;
+    }
+    if (o->time_field && o->key.json && o->time_spec[0] != '.') {
+        cli_error("with --json, --time-field is a JSON path such as .ts (got '%s')", o->time_spec);
+        return -1;
+    }
+    if (o->time_field == SIZE_MAX && !o->key.json && !o->key.header) {
+        cli_error("--time-field %s names a column: it needs --header", o->time_spec);
+        return -1;
+    }
+    if (o->time_field && !o->key.header && (o->key.csv || o->key.json) &&
+        !dd_time_key_compile(&o->key, o->time_spec, NULL, 0, NULL, &o->time_key))
+        return -1;
+    /* Keys from CSV, JSON or URLs may fail on a record: --on-bad-key says
+     * what then, as for integer keys. */
+    bool key_errs = o->key.csv || o->key.json || o->key.url;
+    if (!o->key.header && !dd_keyspec_compile(&o->key, NULL, 0, NULL))
+        return -1;
     dedup_seen_kind named = dedup_seen_kind_from_name(o->mode); /* a name, then the enum */
-    if (o->int_keys || o->range_given || o->bad_key_given || named == DEDUP_SEEN_BITMAP ||
+    if (o->int_keys || o->range_given || (o->bad_key_given && !key_errs) || named == DEDUP_SEEN_BITMAP ||
         named == DEDUP_SEEN_ROARING) {
         char msg[256];
         if (!dd_int_keys_check(o->int_keys, o->mode, o->range_given, o->bad_key_given, &o->sizing,

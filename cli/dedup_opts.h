@@ -43,6 +43,9 @@ typedef struct opts {
     bool refresh_on_dup;         /* --refresh-on-dup: a repeat renews its key */
     uint64_t lateness_us;        /* --lateness */
     size_t time_field;           /* --time-field, 0 = arrival time */
+    const char *time_spec;       /* --time-field as given: a number, a column name
+                                    (--header) or a JSON path (--json) */
+    dedup_key *time_key;         /* its key spec, for CSV, JSON and names */
     dedup_time_format time_format; /* --time-format; AUTO = detect on the first value */
     enum late_policy late;       /* --late */
     const char *late_file;

@@ -98,6 +98,16 @@ typedef struct run {
     uint64_t ikey[BATCH];
     unsigned char ikmark[BATCH];
     uint64_t bad_keys;
+    /* keys that may fail on a record (CSV, JSON, URLs): the file's lines
+     * before this batch (a CSV record may span several), and the header */
+    bool key_errs;
+    unsigned char tbuf[256];    /* the time field's value through o->time_key */
+    uint64_t file_lines;
+    unsigned char *hdr;
+    size_t hdr_len;
+    uint64_t hdr_lines;
+    bool hdr_seen, hdr_written, hdr_failed;
+    const char *hdr_file;
     /* --stats of a probabilistic method: distinct keys from a HyperLogLog
      * sketch of every key's digest (the filter's own count misses the keys
      * it took for duplicates) */
@@ -105,6 +115,21 @@ typedef struct run {
 } run;
 
 /* ---- dedup_window.c: windowed runs ---------------------------------------- */
+
+
+/* dedup_keys.c: keys that a record may lack (CSV, JSON, URLs) and --header. */
+/* Whether o's keys may fail on a record. */
+bool dd_run_key_errs(const opts *o);
+/* Lines the batch's records [0, n) take (CSV records may span several). */
+uint64_t dd_run_batch_lines(const run *r, size_t n);
+/* Record i of the batch has no key: false after an error naming its file
+ * and line (--on-bad-key fail); else dropped or written undecided. */
+bool dd_run_bad_key(run *r, size_t i);
+/* The feeder's header callback (ctx: the run): the first input's header
+ * compiles the key (and the time field's), later ones must be the same. */
+const dedup_key *dd_run_on_header(void *ctx, const unsigned char *rec, size_t len);
+/* Writes the header once, before the first record; false on a write error. */
+bool dd_run_write_header(run *r);
 
 /* Decides and writes one batch of 'n' records of a windowed run (event
  * times from --time-field, arrival time or record count), with the late and

@@ -21,6 +21,30 @@ static int64_t realtime_us(void)
     return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
+/* The time field of record i through the compiled time key (a CSV field,
+ * a named column, a JSON path: a JSON string's quotes are not part of the
+ * time); false when the record has none. */
+static bool time_of(run *r, size_t i, const unsigned char **f, size_t *flen)
+{
+    const unsigned char *k = NULL;
+    size_t kl = 0;
+    if (dedup_key_of(r->o->time_key, r->rec[i], r->rlen[i], r->tbuf, sizeof r->tbuf, &k, &kl) != DEDUP_OK)
+        return false;
+    if (r->o->key.json) { /* one path: its length, then its canonical text */
+        if (kl < 4)
+            return false;
+        k += 4;
+        kl -= 4;
+        if (kl >= 2 && k[0] == '"' && k[kl - 1] == '"') {
+            k++;
+            kl -= 2;
+        }
+    }
+    *f = k;
+    *flen = kl;
+    return true;
+}
+
 /* Field 'n' (1-based) of rec split by 'delim'; false if it has fewer fields. */
 static bool field_of(const unsigned char *rec, size_t len, size_t n, unsigned char delim,
                      const unsigned char **f, size_t *flen)
@@ -145,11 +169,11 @@ static void report_bad_time(run *r, size_t i, const unsigned char *f, size_t fle
     unsigned long long line = (unsigned long long)(r->file_records + i + 1);
     char what[160];
     if (have)
-        snprintf(what, sizeof what, "bad time in field %zu: '%s' (%s)", r->o->time_field, val,
+        snprintf(what, sizeof what, "bad time in field %s: '%s' (%s)", r->o->time_spec, val,
                  r->tfmt_detected || r->o->time_format ? dedup_time_format_name(r->tfmt)
                                                        : "not a time");
     else
-        snprintf(what, sizeof what, "no field %zu for the time", r->o->time_field);
+        snprintf(what, sizeof what, "no field %s for the time", r->o->time_spec);
     if (fatal)
         cli_error("%s:%llu: %s", r->file_name, line, what);
     else if (r->bad_times <= 10)
@@ -220,7 +244,8 @@ bool dd_window_batch(run *r, size_t n)
         if (o->time_field) {
             const unsigned char *f = NULL;
             size_t flen = 0;
-            bool have = field_of(r->rec[i], r->rlen[i], o->time_field, o->key.delim, &f, &flen);
+            bool have = r->o->time_key ? time_of(r, i, &f, &flen)
+                                : field_of(r->rec[i], r->rlen[i], o->time_field, o->key.delim, &f, &flen);
             dedup_status ts = DEDUP_ERR_INVALID_ARG;
             if (have) {
                 if (!r->tfmt_detected && !o->time_format) {
@@ -363,7 +388,7 @@ void dd_window_print_stats(run *r, double seconds)
     else {
         char tdesc[96];
         if (o->time_field)
-            snprintf(tdesc, sizeof tdesc, "event time from field %zu (%s%s)", o->time_field, tfmt,
+            snprintf(tdesc, sizeof tdesc, "event time from field %s (%s%s)", o->time_spec, tfmt,
                      detected ? ", detected" : "");
         else
             snprintf(tdesc, sizeof tdesc, "arrival time");

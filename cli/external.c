@@ -13,6 +13,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "external.h"
+#include "key_header.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -342,7 +343,9 @@ int dd_run_external(const dd_external_opts *o, char **files, int nfiles)
 
     /* Records by reference (extref.h) when every input is a regular file
      * and the records are long; never for sorted order. */
-    dd_extref *xr = o->sorted ? NULL : dd_extref_open(files, nfiles, o->term);
+    const bool plain = !o->key->csv && !o->key->json && !o->key->url && !o->key->header &&
+                       !o->key->fields;
+    dd_extref *xr = o->sorted || !plain ? NULL : dd_extref_open(files, nfiles, o->term);
     /* By reference, two keys are one when their digests are (extref.h): a
      * seed of this run's own, unless --seed chose one, so that no input can
      * be made to collide on purpose.  The output does not depend on it. */
@@ -374,12 +377,23 @@ int dd_run_external(const dd_external_opts *o, char **files, int nfiles)
     uint64_t bytes_in = 0, records_in = 0;
     int status = CLI_EXIT_OK;
     bool input_error = false, input_changed = false;
+    /* --header, and records without a key (CSV, JSON, URLs): key_header.h */
+    const bool key_errs = o->key->csv || o->key->json || o->key->url;
+    dd_key_header kh = {.key = o->key};
+    bool hdr_written = false;
+    dd_keyed_block kb = {0};
     for (int fi = 0; fi < nfiles && st == DEDUP_OK && !dd_stop_signal; fi++) {
         dd_feeder *fd = NULL;
         /* Records longer than the feeder's buffer come in pieces and go to
          * the engine that way, never whole (when they are their own key). */
         dd_feeder_opts fo = {.term = o->term, .key = o->key, .hash = true, .seed = o->seed,
                              .pieces = dd_keyspec_identity(o->key)};
+        if (o->key->header) {
+            fo.header = dd_key_header_cb;
+            fo.header_ctx = &kh;
+        }
+        kh.file = strcmp(files[fi], "-") == 0 ? "(standard input)" : files[fi];
+        kh.lines = 0;
         int e = dd_feeder_open(&fd, files[fi], &fo);
         if (e) {
             cli_error("%s: %s", files[fi], strerror(e));
@@ -390,6 +404,20 @@ int dd_run_external(const dd_external_opts *o, char **files, int nfiles)
         uint64_t before = bytes_in, got = 0;
         const dd_block *blk;
         while (st == DEDUP_OK && !dd_stop_signal && (blk = dd_feeder_next(fd)) != NULL) {
+            if (kh.seen && !hdr_written) { /* the header, once, before any record */
+                hdr_written = true;
+                (void)dd_writer_record(&w, kh.hdr, kh.len, o->term);
+            }
+            if (key_errs) {
+                blk = dd_keyed_only(&kb, &kh, blk, o->term, o->bad_key == 1);
+                if (!blk) {
+                    status = CLI_EXIT_FAIL;
+                    input_error = true;
+                    if (kb.nomem)
+                        cli_error("out of memory");
+                    break;
+                }
+            }
             if (blk->piece) {
                 if (xr)
                     dd_extref_piece(xr, fi, blk);
@@ -409,7 +437,10 @@ int dd_run_external(const dd_external_opts *o, char **files, int nfiles)
         }
         bytes_in = before + got;
         e = dd_feeder_error(fd);
-        if (e && !dd_stop_signal) {
+        if (e == -1 && !input_error) { /* the header callback said why */
+            status = CLI_EXIT_USAGE;
+            input_error = true;
+        } else if (e && !dd_stop_signal && !input_error) {
             cli_error("%s: read error: %s", dd_feeder_name(fd), strerror(e));
             status = CLI_EXIT_USAGE;
             input_error = true;
@@ -420,6 +451,16 @@ int dd_run_external(const dd_external_opts *o, char **files, int nfiles)
         if (input_error)
             break;
     }
+    if (kh.seen && !hdr_written && !input_error) /* an input of its header alone */
+        (void)dd_writer_record(&w, kh.hdr, kh.len, o->term);
+    if (kh.skipped)
+        cli_warn("%llu record%s had no key (%s): dropped", (unsigned long long)kh.skipped,
+                 kh.skipped == 1 ? "" : "s",
+                 o->key->json ? "invalid JSON or a path missing"
+                 : o->key->csv ? "malformed CSV"
+                               : "not a URL");
+    dd_key_header_free(&kh);
+    dd_keyed_free(&kb);
     if (st == DEDUP_OK && !input_error && !dd_stop_signal) {
         /* What finish() emits comes from the final merge (or the table),
          * on this thread alone while the other core waits: the output's

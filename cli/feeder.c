@@ -40,6 +40,10 @@ typedef struct slot {
     size_t next;         /* where the next part's records start (REC_CAP) */
     bool tail_done;      /* the tail is in a part already */
     bool more;           /* records past the part handed over remain */
+    dedup_csv_scan scan; /* CSV: the splitter's state at 'scanned' */
+    size_t scanned;      /* CSV: bytes of buf scanned for record ends */
+    unsigned char **old_scratch; /* scratch chunks outgrown during this block */
+    size_t n_old;
 } slot;
 
 struct dd_feeder {
@@ -48,7 +52,9 @@ struct dd_feeder {
     const char *name;
     dd_feeder_opts o;
     dd_keyspec key;
-    bool identity;
+    const dedup_key *kc; /* the compiled key */
+    bool identity, csv;
+    bool header_done;
     pthread_t th;
     bool started;
     pthread_mutex_t mu;
@@ -97,6 +103,47 @@ static bool grow_records(slot *s, size_t need, size_t keep)
     return true;
 }
 
+/* The key of record p[0..len) as record n of the slot, written at
+ * scratch + *off when it is not a range of the record; a new scratch chunk
+ * when the key does not fit (the old one stays until the slot is split
+ * again: earlier keys point into it).  A record without a key gets key NULL
+ * and its dedup_status in klen.  False when out of memory. */
+static bool key_into(dd_feeder *f, slot *s, const unsigned char *p, size_t len, size_t *off,
+                     size_t n)
+{
+    for (;;) {
+        const unsigned char *k = NULL;
+        size_t kl = 0;
+        dedup_status st = dedup_key_of(f->kc, p, len, s->scratch + *off, s->scratch_cap - *off,
+                                       &k, &kl);
+        if (st == DEDUP_ERR_FULL) {
+            unsigned char **no = realloc(s->old_scratch, (s->n_old + 1) * sizeof *no);
+            if (!no)
+                return false;
+            s->old_scratch = no;
+            size_t nc = kl > BLOCK ? kl : BLOCK;
+            unsigned char *ns = malloc(nc);
+            if (!ns)
+                return false;
+            s->old_scratch[s->n_old++] = s->scratch;
+            s->scratch = ns;
+            s->scratch_cap = nc;
+            *off = 0;
+            continue;
+        }
+        if (st) {
+            s->b.key[n] = NULL;
+            s->b.klen[n] = (size_t)st;
+        } else {
+            s->b.key[n] = k;
+            s->b.klen[n] = kl;
+            if (k >= s->scratch && k < s->scratch + s->scratch_cap)
+                *off = (size_t)(k - s->scratch) + kl;
+        }
+        return true;
+    }
+}
+
 /* Splits s->buf[0, used) (plus a last unterminated record of 'tail' bytes
  * when the input ended) into records and keys, and digests them when
  * 'hash' (otherwise the caller's thread does, see dd_feeder_next). */
@@ -109,6 +156,9 @@ static bool split(dd_feeder *f, slot *s, bool hash)
     unsigned char *p = s->buf + s->next, *end = s->buf + s->used;
     size_t tail = s->tail_done ? 0 : s->tail;
     size_t n = 0;
+    for (size_t i = 0; i < s->n_old; i++)
+        free(s->old_scratch[i]);
+    s->n_old = 0;
     if (!f->identity && s->scratch_cap < s->used + tail) {
         unsigned char *ns = realloc(s->scratch, s->used + tail);
         if (!ns)
@@ -117,11 +167,19 @@ static bool split(dd_feeder *f, slot *s, bool hash)
         s->scratch_cap = s->used + tail;
     }
     size_t off = 0;
+    dedup_csv_scan cs;
+    dedup_csv_scan_init(&cs);
     for (;;) {
         unsigned char *q;
         size_t len;
         if (n == REC_CAP) {
             break;
+        } else if (p < end && f->csv) {
+            size_t e, ne;
+            (void)dedup_csv_scan_block(&cs, p, (size_t)(end - p), f->key.delim, f->o.term, &e, 1,
+                                       &ne);
+            q = p + e - 1; /* 'used' ends after a record: there is one */
+            len = (size_t)(q - p);
         } else if (p < end) {
             q = memchr(p, f->o.term, (size_t)(end - p));
             len = (size_t)(q - p);
@@ -140,11 +198,10 @@ static bool split(dd_feeder *f, slot *s, bool hash)
         if (f->identity) {
             s->b.key[n] = p;
             s->b.klen[n] = len;
-        } else {
-            s->b.key[n] = dd_key_of(&f->key, p, len, s->scratch + off, &s->b.klen[n]);
-            off += len;
+        } else if (!key_into(f, s, p, len, &off, n)) {
+            return false;
         }
-        if (hash)
+        if (hash && s->b.key[n])
             s->b.dig[n] = dedup_hash(s->b.key[n], s->b.klen[n], f->o.seed);
         n++;
         p = q + 1;
@@ -243,6 +300,36 @@ static void *mapped_main(dd_feeder *f)
     }
 }
 
+/* The input's first record, s->buf's first: given to the header callback
+ * and skipped.  False when the callback refuses it. */
+static bool take_header(dd_feeder *f, slot *s)
+{
+    f->header_done = true;
+    size_t end, next;
+    if (s->used) {
+        size_t e = 0, ne;
+        if (f->csv) {
+            dedup_csv_scan cs;
+            dedup_csv_scan_init(&cs);
+            (void)dedup_csv_scan_block(&cs, s->buf, s->used, f->key.delim, f->o.term, &e, 1, &ne);
+        } else {
+            e = (size_t)((unsigned char *)memchr(s->buf, f->o.term, s->used) - s->buf) + 1;
+        }
+        end = e - 1;
+        next = e;
+    } else {
+        end = next = s->tail; /* the input is the header alone */
+        s->tail_done = true;
+    }
+    const dedup_key *k = f->o.header(f->o.header_ctx, s->buf, end);
+    if (!k)
+        return false;
+    f->kc = k;
+    f->identity = dedup_key_is_identity(k);
+    s->next = next;
+    return true;
+}
+
 static void *feeder_main(void *arg)
 {
     dd_feeder *f = arg;
@@ -286,6 +373,8 @@ static void *feeder_main(void *arg)
         }
         if (carry)
             memcpy(s->buf, prev->buf + prev->used, carry);
+        dedup_csv_scan_init(&s->scan);
+        s->scanned = 0;
         s->len = carry;
         s->used = 0;
         s->b.piece = 0;
@@ -331,9 +420,20 @@ static void *feeder_main(void *arg)
                 break;
             }
             /* In a long record only its end matters: the first terminator. */
-            unsigned char *t = in_giant ? memchr(s->buf + s->len, f->o.term, (size_t)r)
+            unsigned char *t = f->csv ? NULL
+                             : in_giant ? memchr(s->buf + s->len, f->o.term, (size_t)r)
                                         : memrchr(s->buf + s->len, f->o.term, (size_t)r);
             s->len += (size_t)r;
+            if (f->csv) {
+                /* Record ends are terminators outside quotes: the splitter
+                 * goes on over the new bytes (and a carried record's). */
+                size_t e = dedup_csv_scan_block(&s->scan, s->buf + s->scanned,
+                                                s->len - s->scanned, f->key.delim, f->o.term,
+                                                NULL, 0, NULL);
+                if (e)
+                    t = s->buf + s->scanned + e - 1;
+                s->scanned = s->len;
+            }
             f->bytes_read += (uint64_t)r;
             if (t)
                 s->used = (size_t)(t - s->buf) + 1;
@@ -365,6 +465,13 @@ static void *feeder_main(void *arg)
         }
         /* After a read error the complete records before it still count. */
         s->tail = eof ? s->len - s->used : 0;
+        if (!err && !f->header_done && f->o.header && (s->used || s->tail) && !take_header(f, s)) {
+            s->used = s->tail = 0;
+            s->b.n = 0;
+            s->split_done = true;
+            publish(f, s, true, -1);
+            return NULL;
+        }
         /* Splitting and hashing are done by whichever thread has time: here
          * when the caller still has blocks queued (it is the slower side),
          * by the caller when it is waiting for this one. */
@@ -394,7 +501,9 @@ int dd_feeder_open(dd_feeder **out, const char *path, const dd_feeder_opts *o)
         return ENOMEM;
     f->o = *o;
     f->key = *o->key;
-    f->identity = dd_keyspec_identity(o->key);
+    f->kc = o->key->compiled;
+    f->csv = o->key->csv && !o->mapped;
+    f->identity = !o->key->header && dd_keyspec_identity(o->key);
     f->name = path;
     if (o->mapped) {
         f->fd = -1;
@@ -470,7 +579,8 @@ const dd_block *dd_feeder_next(dd_feeder *f)
         }
     } else if (!s->hashed) {
         for (size_t i = 0; i < s->b.n; i++)
-            s->b.dig[i] = dedup_hash(s->b.key[i], s->b.klen[i], f->o.seed);
+            if (s->b.key[i])
+                s->b.dig[i] = dedup_hash(s->b.key[i], s->b.klen[i], f->o.seed);
         s->hashed = true;
     }
     return &s->b;
@@ -511,6 +621,9 @@ void dd_feeder_close(dd_feeder *f)
         if (!f->o.mapped)
             free(s->buf);
         free(s->scratch);
+        for (size_t j = 0; j < s->n_old; j++)
+            free(s->old_scratch[j]);
+        free(s->old_scratch);
         free(s->arrays);
     }
     free(f);

@@ -23,6 +23,11 @@
  * record without a terminator is still a record.  The caller takes blocks in
  * input order; a block stays valid until the next dd_feeder_next() call.
  *
+ * CSV (key->csv): records end at a terminator outside quotes, so a record
+ * may span lines; the cut after the last record is found by the CSV record
+ * splitter (dedup/key.h) over the bytes as they are read.  The plain path
+ * is unchanged.
+ *
  * Long records: a record longer than a buffer makes the buffer grow, so it
  * is handed over whole, unless opts.pieces asks for it in pieces (blocks
  * of one piece each), as the external engine takes records larger than
@@ -61,7 +66,10 @@ typedef struct dd_block {
     size_t n;                       /* records in the block */
     const unsigned char **rec;      /* record i, without its terminator */
     size_t *rlen;
-    const unsigned char **key;      /* its key (== rec when keys are whole records) */
+    const unsigned char **key;      /* its key (== rec when keys are whole records);
+                                       NULL when the record has none (malformed CSV,
+                                       ...: dedup/key.h), klen then holds the
+                                       dedup_status */
     size_t *klen;
     dedup_digest *dig;              /* dedup_hash(key, seed); NULL when not asked */
     dedup_verdict *verdict;         /* room for a verdict per record (for opts.work) */
@@ -91,6 +99,13 @@ typedef struct dd_feeder_opts {
      * decided on two threads: cmd_dedup.c).  NULL: none. */
     int (*work)(void *ctx, dd_block *b);
     void *work_ctx;
+    /* Not mapped, key->header set: called on the feeder's thread with the
+     * input's first record (the header, never handed over as a record)
+     * before any key is computed; returns the compiled key to use from
+     * there, or NULL to stop (dd_feeder_error() then gives -1: the callback
+     * said why).  Not called for an empty input. */
+    const dedup_key *(*header)(void *ctx, const unsigned char *rec, size_t len);
+    void *header_ctx;
 } dd_feeder_opts;
 
 typedef struct dd_feeder dd_feeder;
@@ -103,7 +118,8 @@ int dd_feeder_open(dd_feeder **out, const char *path, const dd_feeder_opts *o);
  * error (dd_feeder_error() != 0) or when dd_stop_signal is set. */
 const dd_block *dd_feeder_next(dd_feeder *f);
 
-/* errno of a failed read (ENOMEM if a buffer could not grow), 0 if none. */
+/* errno of a failed read (ENOMEM if a buffer could not grow), -1 when the
+ * header callback refused the input, 0 if none. */
 int dd_feeder_error(const dd_feeder *f);
 
 /* Name for messages: the path, or "(standard input)". */

@@ -1,6 +1,7 @@
 /* keep_last.c - see keep_last.h. */
 #define _GNU_SOURCE /* O_TMPFILE */
 #include "keep_last.h"
+#include "key_header.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -91,9 +92,18 @@ static int make_rereadable(const char *file, const char *tmpdir, reread *r)
 /* One pass: every record's key into 'set' (with counts); in the second
  * pass ('total' not NULL) a record is written when its key's count in
  * 'set' reaches its count in 'total'. */
+/* --header and records without keys, over both passes. */
+typedef struct keying {
+    dd_key_header kh;
+    dd_keyed_block kb;
+    bool hdr_written;
+} keying;
+
 static int pass(const dd_keep_last_opts *o, reread *in, int nfiles, dedup_seen *set,
-                const dedup_seen *total, dd_writer *w, uint64_t *records, uint64_t *written)
+                const dedup_seen *total, dd_writer *w, uint64_t *records, uint64_t *written,
+                keying *ky)
 {
+    const bool key_errs = o->key->csv || o->key->json || o->key->url;
     enum { B = 256 };
     dedup_verdict v[B];
     for (int fi = 0; fi < nfiles; fi++) {
@@ -101,6 +111,12 @@ static int pass(const dd_keep_last_opts *o, reread *in, int nfiles, dedup_seen *
         dd_feeder *fd = NULL;
         dd_feeder_opts fo = {.term = o->term, .key = o->key, .hash = true,
                              .seed = dedup_seen_seed(set)};
+        if (o->key->header) {
+            fo.header = dd_key_header_cb;
+            fo.header_ctx = &ky->kh;
+        }
+        ky->kh.file = in[fi].name;
+        ky->kh.lines = 0;
         int e = dd_feeder_open(&fd, path, &fo);
         if (e) {
             cli_error("%s: %s", in[fi].name, strerror(e));
@@ -110,6 +126,16 @@ static int pass(const dd_keep_last_opts *o, reread *in, int nfiles, dedup_seen *
             (void)lseek(in[fi].fd, 0, SEEK_SET);
         const dd_block *b;
         while ((b = dd_feeder_next(fd)) != NULL) {
+            if (w && ky->kh.seen && !ky->hdr_written) { /* the header, once, on top */
+                ky->hdr_written = true;
+                (void)dd_writer_record(w, ky->kh.hdr, ky->kh.len, o->term);
+            }
+            if (key_errs && (b = dd_keyed_only(&ky->kb, &ky->kh, b, o->term, o->bad_key == 1)) == NULL) {
+                if (ky->kb.nomem)
+                    cli_error("out of memory");
+                dd_feeder_close(fd);
+                return CLI_EXIT_FAIL;
+            }
             for (size_t off = 0; off < b->n; off += B) {
                 size_t n = b->n - off < B ? b->n - off : B;
                 dedup_batch bt = {.n = n, .digests = b->dig + off, .keys = b->key + off,
@@ -149,6 +175,8 @@ static int pass(const dd_keep_last_opts *o, reread *in, int nfiles, dedup_seen *
         }
         e = dd_feeder_error(fd);
         dd_feeder_close(fd);
+        if (e == -1) /* the header callback said why */
+            return CLI_EXIT_USAGE;
         if (e) {
             cli_error("%s: read error: %s", in[fi].name, strerror(e));
             return CLI_EXIT_USAGE;
@@ -198,10 +226,19 @@ int dd_run_keep_last(const dd_keep_last_opts *o, char **files, int nfiles)
         }
     }
     uint64_t records = 0, second = 0, written = 0;
+    keying ky = {.kh = {.key = o->key}};
     if (!rc)
-        rc = pass(o, in, nfiles, all, NULL, NULL, &records, &written);
+        rc = pass(o, in, nfiles, all, NULL, NULL, &records, &written, &ky);
+    ky.kh.skipped = 0; /* counted again by the second pass */
     if (!rc)
-        rc = pass(o, in, nfiles, now, all, &w, &second, &written);
+        rc = pass(o, in, nfiles, now, all, &w, &second, &written, &ky);
+    if (!rc && ky.kh.seen && !ky.hdr_written) /* an input of its header alone */
+        (void)dd_writer_record(&w, ky.kh.hdr, ky.kh.len, o->term);
+    if (ky.kh.skipped)
+        cli_warn("%llu record%s had no key: dropped", (unsigned long long)ky.kh.skipped,
+                 ky.kh.skipped == 1 ? "" : "s");
+    dd_key_header_free(&ky.kh);
+    dd_keyed_free(&ky.kb);
     if (rc == -1)
         rc = CLI_EXIT_OK; /* the reader went away: a quiet end */
     else if (writer && !w.error)

@@ -1,10 +1,6 @@
 /*
- * keys.h - from a record to its key: field selection and normalisation.
- *
- * Normalisation changes only the key, never the record written out.  Order
- * of steps: select field -> trim -> squeeze -> strip prefix -> fold case.
- * Case folding is ASCII only (bytes >= 0x80 are kept as they are), so it is
- * locale-independent and never changes a key's length.
+ * keys.h - the key options of every subcommand, turned into a library key
+ * spec (dedup/key.h, which says what a key is).
  */
 #ifndef DEDUP_CLI_KEYS_H
 #define DEDUP_CLI_KEYS_H
@@ -13,8 +9,21 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "dedup/key.h"
+
 typedef struct dd_keyspec {
-    size_t field;         /* 0 = whole record, else 1-based field number */
+    size_t field;         /* 0 = whole record or a selection in 'fields', else the
+                             one 1-based field number -f gave */
+    const char *fields;   /* -f as given when it is not one number: a list, ranges,
+                             names */
+    bool delim_given;     /* -d was given (else TAB, or ',' with --csv) */
+    bool csv;             /* --csv */
+    bool header;          /* --header: the first record names the fields */
+    const char *json;     /* --json PATHS */
+    bool url;             /* --url */
+    const char *url_drop; /* --url-drop-params GLOBS */
+    bool url_sort;        /* --url-sort-params */
+    dedup_key *compiled;  /* dd_keyspec_compile()'s result (not owned by copies) */
     unsigned char delim;  /* field delimiter (default TAB) */
     bool trim;            /* strip leading/trailing whitespace (space \t \r \n \v \f) */
     bool squeeze;         /* runs of whitespace count as one space */
@@ -27,22 +36,41 @@ typedef struct dd_keyspec {
  * job, split, count): one table fragment for getopt_long, their short
  * letters, their --help lines, and dd_key_option() to apply one.  The codes
  * of the long-only ones sit far above the 256.. a caller numbers its own. */
-enum { DD_KEY_OPT_TRIM = 0x4b00, DD_KEY_OPT_SQUEEZE, DD_KEY_OPT_PREFIX };
+enum {
+    DD_KEY_OPT_TRIM = 0x4b00, DD_KEY_OPT_SQUEEZE, DD_KEY_OPT_PREFIX, DD_KEY_OPT_CSV,
+    DD_KEY_OPT_HEADER, DD_KEY_OPT_JSON, DD_KEY_OPT_URL, DD_KEY_OPT_URL_DROP, DD_KEY_OPT_URL_SORT
+};
 
 #define DD_KEY_LONG_OPTIONS                                                                     \
     {"field", required_argument, NULL, 'f'}, {"delimiter", required_argument, NULL, 'd'},       \
     {"ignore-case", no_argument, NULL, 'i'}, {"trim", no_argument, NULL, DD_KEY_OPT_TRIM},      \
     {"squeeze", no_argument, NULL, DD_KEY_OPT_SQUEEZE},                                         \
     {"strip-prefix", required_argument, NULL, DD_KEY_OPT_PREFIX},                               \
-    {"zero-terminated", no_argument, NULL, 'z'}
+    {"zero-terminated", no_argument, NULL, 'z'}, {"csv", no_argument, NULL, DD_KEY_OPT_CSV},      \
+    {"header", no_argument, NULL, DD_KEY_OPT_HEADER},                                           \
+    {"json", required_argument, NULL, DD_KEY_OPT_JSON},                                         \
+    {"json-paths", required_argument, NULL, DD_KEY_OPT_JSON},                                   \
+    {"url", no_argument, NULL, DD_KEY_OPT_URL},                                                 \
+    {"url-drop-params", required_argument, NULL, DD_KEY_OPT_URL_DROP},                          \
+    {"url-sort-params", no_argument, NULL, DD_KEY_OPT_URL_SORT}
 
 /* The short letters of DD_KEY_LONG_OPTIONS, for getopt_long's optstring. */
 #define DD_KEY_SHORT_OPTIONS "f:d:iz"
 
 /* The --help lines of the key options (-z is said with the records). */
 #define DD_KEY_HELP                                                                  \
-    "  -f, --field=N          key is field N (1-based) instead of the whole record\n" \
-    "  -d, --delimiter=C      field delimiter (default TAB)\n"                         \
+    "  -f, --field=LIST       key is these fields, not the whole record: N, N,M, N-M,\n" \
+    "                         N- (as cut -f), or column names with --header\n"        \
+    "  -d, --delimiter=C      field delimiter (default TAB; ',' with --csv)\n"         \
+    "      --csv              records are CSV (RFC 4180: quoted fields may hold the\n" \
+    "                         delimiter, quotes and newlines)\n"                      \
+    "      --header           the first record names the fields; written out once\n"  \
+    "      --json=PATHS       records are JSON Lines; key is the values at PATHS\n"    \
+    "                         (.user.id,.items[0].sku); also --json-paths, which\n"     \
+    "                         count and plan take (their --json is their output)\n"    \
+    "      --url              key is a canonical URL (RFC 3986 6.2.2)\n"               \
+    "      --url-drop-params=GLOBS  with --url: drop these query parameters\n"        \
+    "      --url-sort-params  with --url: sort the query parameters\n"                 \
     "  -i, --ignore-case      ASCII case-insensitive keys\n"                           \
     "      --trim             ignore leading and trailing whitespace (including \\r)\n" \
     "      --squeeze          runs of whitespace compare as one space\n"               \
@@ -73,9 +101,38 @@ size_t dd_keyspec_describe(const dd_keyspec *k, unsigned char term, bool int_key
 /* True when keys are whole records (no copy needed). */
 bool dd_keyspec_identity(const dd_keyspec *k);
 
-/* Computes the key of rec.  Returns a pointer either into rec or into
- * 'scratch' (which must hold at least 'len' bytes); *klen gets its length. */
+/* Checks the key options together (--header with names, --url-* with
+ * --url, --json with -f, ...); false after an error naming them. */
+bool dd_keyspec_check(dd_keyspec *k, const char *cmd);
+
+/* Compiles k into k->compiled, with the header record hdr[0..hlen) when k
+ * names fields ('file' names it in messages).  False after an error naming
+ * the field or path, the file and the header. */
+bool dd_keyspec_compile(dd_keyspec *k, const unsigned char *hdr, size_t hlen, const char *file);
+
+/* Compiles into *out the key spec of a time field 'spec' (a number, a
+ * column name of hdr, or with --json a path) in k's record format, without
+ * normalisation.  False after an error naming it. */
+bool dd_time_key_compile(const dd_keyspec *k, const char *spec, const unsigned char *hdr,
+                         size_t hlen, const char *file, dedup_key **out);
+
+/* Frees k->compiled. */
+void dd_keyspec_release(dd_keyspec *k);
+
+/* Computes the key of rec with a simple spec (plain records, one field or
+ * the whole record, no URL: a key never longer than its record): a pointer
+ * into rec or into 'scratch' (at least 'len' bytes); *klen its length. */
 const unsigned char *dd_key_of(const dd_keyspec *k, const unsigned char *rec, size_t len,
                                unsigned char *scratch, size_t *klen);
+
+/* The key of rec with any spec: into *scratch (grown as needed, *cap its
+ * size) when not a range of rec.  A per-record error (dedup/key.h) is
+ * returned with *key NULL; DEDUP_ERR_NOMEM when scratch cannot grow. */
+dedup_status dd_key_get(const dd_keyspec *k, const unsigned char *rec, size_t len,
+                        unsigned char **scratch, size_t *cap, const unsigned char **key,
+                        size_t *klen);
+
+/* Words for a per-record key error, for messages. */
+const char *dd_key_error_text(const dd_keyspec *k, dedup_status st);
 
 #endif

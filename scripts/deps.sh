@@ -19,6 +19,8 @@ TEST_PKGS="libcmocka-dev clang mawk perl python3 groff-base time redis-server re
 # the cache-penetration example (examples/cache_guard) runs a real SQLite
 TEST_PKGS="$TEST_PKGS libsqlite3-dev"
 BENCH_PKGS="libbloom-dev time mawk perl"
+# bench/bench_keys.sh compares CSV and JSON Lines keys against Miller
+BENCH_PKGS="$BENCH_PKGS miller bc"
 case $MODE in
 build) PKGS="$BUILD_PKGS" ;;
 test) PKGS="$BUILD_PKGS $TEST_PKGS" ;;

@@ -1,0 +1,715 @@
+/* key.c - key specs: compiling a selection, applying it to records (see
+ * dedup/key.h).
+ *
+ * A single field or the whole record takes the pointer path: the key stays
+ * a byte range of the record unless a normalisation changes it (so callers
+ * may keep it by reference); a tuple is written element by element into the
+ * caller's buffer, each element normalised in place there. */
+#include "dedup/key.h"
+
+#include <limits.h>
+#include <string.h>
+
+#include "internal.h"
+#include "key_parsers.h"
+
+typedef struct item {
+    size_t lo, hi; /* 1-based, inclusive; hi == SIZE_MAX: open range */
+} item;
+
+struct dedup_key {
+    dedup_allocator a;
+    dedup_key_format fmt;
+    unsigned char delim;
+    bool whole;     /* no selection */
+    bool single;    /* exactly one field: its bytes, no framing */
+    bool ordered;   /* items increasing and disjoint: one pass over the fields */
+    bool identity;
+    bool trim, squeeze, fold;
+    unsigned char *prefix;
+    size_t prefix_len;
+    size_t n_items;
+    item *items;
+    ddi_key_parsers parsers; /* URL and JSON (key_parsers.h) */
+    size_t mem;
+};
+
+static inline bool is_space(unsigned char c)
+{
+    return c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\v' || c == '\f';
+}
+
+void dedup_key_params_init(dedup_key_params *p)
+{
+    memset(p, 0, sizeof *p);
+    p->delim = -1;
+}
+
+/* ---- compiling ------------------------------------------------------- */
+
+/* Parses the decimal p[0..n) into *v (1..DEDUP_KEY_MAX_FIELD). */
+static bool parse_num(const char *p, size_t n, size_t *v)
+{
+    if (n == 0 || n > 7)
+        return false;
+    size_t x = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (p[i] < '0' || p[i] > '9')
+            return false;
+        x = x * 10 + (size_t)(p[i] - '0');
+    }
+    if (x == 0 || x > DEDUP_KEY_MAX_FIELD)
+        return false;
+    *v = x;
+    return true;
+}
+
+/* Whether p[0..n) has the shape of a number or range (digits and '-'). */
+static bool numeric_shape(const char *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!((p[i] >= '0' && p[i] <= '9') || p[i] == '-'))
+            return false;
+    return true;
+}
+
+/* The 1-based number of the header field named p[0..n), or 0. */
+static size_t find_name(const dedup_key *k, const unsigned char *h, size_t hlen, const char *p,
+                        size_t n, dedup_status *st)
+{
+    size_t pos = 0, idx = 0;
+    unsigned char tmp[256];
+    *st = DEDUP_OK;
+    if (hlen && h[hlen - 1] == '\r')
+        hlen--; /* a CRLF header */
+    for (;;) {
+        idx++;
+        const unsigned char *fp;
+        size_t fl;
+        if (k->fmt == DEDUP_KEY_CSV) {
+            dedup_csv_field f;
+            dedup_status s = dedup_csv_field_next(h, hlen, k->delim, &pos, &f);
+            if (s == DEDUP_ERR_RANGE)
+                return 0;
+            if (s) {
+                *st = s;
+                return 0;
+            }
+            if (f.len > sizeof tmp) {
+                if (pos > hlen)
+                    return 0;
+                continue;
+            }
+            fl = dedup_csv_unquote(&f, tmp);
+            fp = tmp;
+        } else {
+            if (pos > hlen)
+                return 0;
+            const unsigned char *d = memchr(h + pos, k->delim, hlen - pos);
+            size_t end = d ? (size_t)(d - h) : hlen;
+            fp = h + pos;
+            fl = end - pos;
+            pos = d ? end + 1 : hlen + 1;
+        }
+        if (fl == n && memcmp(fp, p, n) == 0)
+            return idx;
+        if (pos > hlen)
+            return 0;
+    }
+}
+
+static dedup_status parse_fields(dedup_key *k, const char *spec, const unsigned char *h,
+                                 size_t hlen, size_t *err_pos)
+{
+    size_t n = 1;
+    for (const char *c = spec; *c; c++)
+        n += *c == ',';
+    if (n > DEDUP_KEY_MAX_ITEMS)
+        return DEDUP_ERR_LIMIT;
+    k->items = ddi_calloc(&k->a, n, sizeof *k->items);
+    if (!k->items)
+        return DEDUP_ERR_NOMEM;
+    k->mem += n * sizeof *k->items;
+    const char *p = spec;
+    for (size_t i = 0; i < n; i++) {
+        const char *e = strchr(p, ',');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        *err_pos = (size_t)(p - spec);
+        item it;
+        const char *dash = memchr(p, '-', len);
+        if (len == 0)
+            return DEDUP_ERR_INVALID_ARG;
+        if (numeric_shape(p, len)) {
+            if (!dash) {
+                if (!parse_num(p, len, &it.lo))
+                    return DEDUP_ERR_INVALID_ARG;
+                it.hi = it.lo;
+            } else {
+                size_t a = (size_t)(dash - p);
+                if (a == 0)
+                    it.lo = 1; /* "-M" as cut: 1-M */
+                else if (!parse_num(p, a, &it.lo))
+                    return DEDUP_ERR_INVALID_ARG;
+                if (a + 1 == len)
+                    it.hi = SIZE_MAX;
+                else if (!parse_num(dash + 1, len - a - 1, &it.hi) || it.hi < it.lo)
+                    return DEDUP_ERR_INVALID_ARG;
+                if (a == 0 && a + 1 == len)
+                    return DEDUP_ERR_INVALID_ARG; /* "-" alone */
+            }
+        } else {
+            if (!h)
+                return DEDUP_ERR_INVALID_ARG; /* a name needs a header */
+            dedup_status st;
+            size_t f = find_name(k, h, hlen, p, len, &st);
+            if (st)
+                return st;
+            if (!f)
+                return DEDUP_ERR_NOT_FOUND;
+            it.lo = it.hi = f;
+        }
+        k->items[i] = it;
+        p = e ? e + 1 : p + len;
+    }
+    k->n_items = n;
+    k->single = n == 1 && k->items[0].lo == k->items[0].hi;
+    k->ordered = true;
+    for (size_t i = 1; i < n; i++)
+        if (k->items[i].lo <= k->items[i - 1].hi)
+            k->ordered = false;
+    return DEDUP_OK;
+}
+
+dedup_status dedup_key_create(const dedup_key_params *p, const unsigned char *header,
+                              size_t header_len, const dedup_allocator *alloc, dedup_key **out,
+                              size_t *err_pos)
+{
+    size_t dummy;
+    if (!err_pos)
+        err_pos = &dummy;
+    *err_pos = 0;
+    *out = NULL;
+    if (!p || p->format > DEDUP_KEY_JSON || p->delim < -1 || p->delim > 255 ||
+        (p->prefix_len && !p->prefix))
+        return DEDUP_ERR_INVALID_ARG;
+    dedup_allocator a;
+    ddi_allocator_resolve(&a, alloc);
+    dedup_key *k = ddi_calloc(&a, 1, sizeof *k);
+    if (!k)
+        return DEDUP_ERR_NOMEM;
+    k->a = a;
+    k->mem = sizeof *k;
+    k->fmt = p->format;
+    k->delim = p->delim >= 0 ? (unsigned char)p->delim : p->format == DEDUP_KEY_CSV ? ',' : '\t';
+    k->trim = p->trim;
+    k->squeeze = p->squeeze;
+    k->fold = p->fold_case;
+    dedup_status st = DEDUP_OK;
+    bool has_fields = p->fields && *p->fields;
+    if (p->format == DEDUP_KEY_CSV && (k->delim == '"' || k->delim == '\n' || k->delim == '\r'))
+        st = DEDUP_ERR_INVALID_ARG;
+    else if (p->format == DEDUP_KEY_JSON &&
+             (has_fields || !p->json_paths || p->trim || p->squeeze || p->fold_case ||
+              p->prefix_len || p->url))
+        st = DEDUP_ERR_INVALID_ARG;
+    else if (p->format != DEDUP_KEY_JSON && p->json_paths)
+        st = DEDUP_ERR_INVALID_ARG;
+    if (!st && has_fields)
+        st = parse_fields(k, p->fields, header, header_len, err_pos);
+    k->whole = !has_fields;
+    if (!st && p->prefix_len) {
+        k->prefix = ddi_malloc(&a, p->prefix_len);
+        if (!k->prefix)
+            st = DEDUP_ERR_NOMEM;
+        else {
+            memcpy(k->prefix, p->prefix, p->prefix_len);
+            k->prefix_len = p->prefix_len;
+            k->mem += p->prefix_len;
+        }
+    }
+    if (!st)
+        st = ddi_key_parsers_init(&k->parsers, p, &a, err_pos);
+    if (st) {
+        dedup_key_free(k);
+        return st;
+    }
+    k->mem += k->parsers.mem;
+    k->identity = k->fmt == DEDUP_KEY_PLAIN && k->whole && !k->trim && !k->squeeze && !k->fold &&
+                  !k->prefix_len && !k->parsers.url;
+    *out = k;
+    return DEDUP_OK;
+}
+
+void dedup_key_free(dedup_key *k)
+{
+    if (!k)
+        return;
+    ddi_key_parsers_free(&k->parsers, &k->a);
+    ddi_free(&k->a, k->items);
+    ddi_free(&k->a, k->prefix);
+    dedup_allocator a = k->a;
+    ddi_free(&a, k);
+}
+
+size_t dedup_key_memory_usage(const dedup_key *k) { return k ? k->mem : 0; }
+
+bool dedup_key_is_identity(const dedup_key *k) { return k->identity; }
+
+static size_t sat_add(size_t a, size_t b) { return a > SIZE_MAX - b ? SIZE_MAX : a + b; }
+static size_t sat_mul(size_t a, size_t b) { return b && a > SIZE_MAX / b ? SIZE_MAX : a * b; }
+
+size_t dedup_key_bound(const dedup_key *k, size_t len)
+{
+    size_t temp = k->parsers.url ? sat_add(len, 1) : 0;
+    if (k->single || (k->whole && k->fmt == DEDUP_KEY_PLAIN))
+        return sat_add(sat_add(len, temp), 1);
+    if (k->fmt == DEDUP_KEY_JSON)
+        return sat_add(sat_mul(len, 2), 64);
+    /* Elements: every closed item's width, and up to one per field (len + 1)
+     * for an open range or the whole CSV record; each element's bytes come
+     * from at most one field, and no item covers more than the record. */
+    size_t elems = 0, items = k->whole ? 1 : k->n_items;
+    if (k->whole)
+        elems = sat_add(len, 1);
+    for (size_t i = 0; i < k->n_items; i++)
+        elems = sat_add(elems, k->items[i].hi == SIZE_MAX ? sat_add(len, 1)
+                                                          : k->items[i].hi - k->items[i].lo + 1);
+    return sat_add(sat_add(sat_mul(elems, 4), sat_mul(items, len)), sat_add(temp, 1));
+}
+
+/* ---- applying ---------------------------------------------------------- */
+
+/* Whether --squeeze changes p[0..n). */
+static bool squeeze_changes(const unsigned char *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (is_space(p[i]) && (p[i] != ' ' || (i + 1 < n && is_space(p[i + 1]))))
+            return true;
+    return false;
+}
+
+static bool has_upper(const unsigned char *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (p[i] >= 'A' && p[i] <= 'Z')
+            return true;
+    return false;
+}
+
+/* Normalises the element *p[0..*n), which lies in the record or at the
+ * start of 'area' (cap bytes, room for *n bytes and, with URLs, *n + 1
+ * more), leaving it in the record or in the area. */
+static dedup_status normalise(const dedup_key *k, const unsigned char **pp, size_t *np,
+                              unsigned char *area, size_t cap)
+{
+    const unsigned char *p = *pp;
+    size_t n = *np;
+    if (k->trim) {
+        while (n && is_space(*p)) {
+            p++;
+            n--;
+        }
+        while (n && is_space(p[n - 1]))
+            n--;
+    }
+    if (k->squeeze && squeeze_changes(p, n)) {
+        size_t o = 0;
+        bool in_space = false;
+        for (size_t i = 0; i < n; i++) { /* in place when p is in the area: o <= i */
+            if (is_space(p[i])) {
+                if (!in_space)
+                    area[o++] = ' ';
+                in_space = true;
+            } else {
+                area[o++] = p[i];
+                in_space = false;
+            }
+        }
+        p = area;
+        n = o;
+    }
+    if (k->parsers.url) {
+        /* The canonical form goes after the element when the element is in
+         * the area already, else to the area's start. */
+        unsigned char *dst = (p >= area && p < area + cap) ? area + (p - area) + n : area;
+        size_t olen = 0;
+        if ((size_t)(dst - area) + n + 1 > cap)
+            return DEDUP_ERR_FULL;
+        dedup_status st = ddi_key_url(&k->parsers, p, n, dst, &olen);
+        if (st)
+            return st;
+        p = dst;
+        n = olen;
+    }
+    if (k->prefix_len && n >= k->prefix_len && memcmp(p, k->prefix, k->prefix_len) == 0) {
+        p += k->prefix_len;
+        n -= k->prefix_len;
+    }
+    if (k->fold && has_upper(p, n)) {
+        for (size_t i = 0; i < n; i++) { /* forward: p >= area when in it */
+            unsigned char c = p[i];
+            area[i] = (c >= 'A' && c <= 'Z') ? (unsigned char)(c + 32) : c;
+        }
+        p = area;
+    }
+    *pp = p;
+    *np = n;
+    return DEDUP_OK;
+}
+
+/* Field f (1-based) of a plain record: *p and *n, or empty past the last. */
+static void plain_field(const dedup_key *k, const unsigned char *rec, size_t len, size_t f,
+                        const unsigned char **p, size_t *n)
+{
+    const unsigned char *q = rec;
+    size_t m = len;
+    for (size_t i = 1; i < f; i++) {
+        const unsigned char *d = memchr(q, k->delim, m);
+        if (!d) {
+            *p = q + m;
+            *n = 0;
+            return;
+        }
+        m -= (size_t)(d - q) + 1;
+        q = d + 1;
+    }
+    const unsigned char *d = memchr(q, k->delim, m);
+    *p = q;
+    *n = d ? (size_t)(d - q) : m;
+}
+
+/* Output of a tuple: elements appended while they fit; past the room only
+ * the size needed is counted. */
+typedef struct tuple {
+    unsigned char *out;
+    size_t cap, pos;
+    bool over;
+} tuple;
+
+/* Appends one element, the field p[0..n) (quoted: a CSV field still to be
+ * unquoted). */
+static dedup_status put_elem(const dedup_key *k, tuple *t, const unsigned char *p, size_t n,
+                             bool quoted)
+{
+    size_t room = sat_add(sat_add(4, n), k->parsers.url ? sat_add(n, 1) : 0);
+    if (t->over || room > t->cap - t->pos) {
+        t->over = true;
+        t->pos = sat_add(t->pos, room);
+        return DEDUP_OK;
+    }
+    unsigned char *area = t->out + t->pos + 4;
+    if (quoted) {
+        dedup_csv_field f = {.p = p, .len = n, .quoted = true};
+        n = dedup_csv_unquote(&f, area);
+        p = area;
+    }
+    dedup_status st = normalise(k, &p, &n, area, t->cap - t->pos - 4);
+    if (st)
+        return st;
+    if (n && p != area)
+        memmove(area, p, n);
+    uint32_t l = (uint32_t)n;
+    unsigned char le[4] = {(unsigned char)l, (unsigned char)(l >> 8), (unsigned char)(l >> 16),
+                           (unsigned char)(l >> 24)};
+    memcpy(t->out + t->pos, le, 4);
+    t->pos += 4 + n;
+    return DEDUP_OK;
+}
+
+/* The fields of a CSV record, in order, through 'fn' with their 1-based
+ * numbers; stops early when fn returns false. */
+static dedup_status csv_each(const dedup_key *k, const unsigned char *rec, size_t len,
+                             bool (*fn)(void *ctx, size_t idx, const dedup_csv_field *f),
+                             void *ctx)
+{
+    size_t pos = 0, idx = 0;
+    for (;;) {
+        dedup_csv_field f;
+        dedup_status st = dedup_csv_field_next(rec, len, k->delim, &pos, &f);
+        if (st == DEDUP_ERR_RANGE)
+            return DEDUP_OK;
+        if (st)
+            return st;
+        if (!fn(ctx, ++idx, &f))
+            return DEDUP_OK;
+    }
+}
+
+typedef struct csv_pick {
+    size_t want, got;
+    dedup_csv_field f;
+} csv_pick;
+
+static bool pick_fn(void *ctx, size_t idx, const dedup_csv_field *f)
+{
+    csv_pick *c = ctx;
+    if (idx != c->want)
+        return true;
+    c->f = *f;
+    c->got = idx;
+    return true; /* go on: a malformed field further on is still an error */
+}
+
+/* Puts the fields lo..hi of a CSV record into the tuple. */
+typedef struct csv_all {
+    const dedup_key *k;
+    tuple *t;
+    size_t lo, hi; /* the fields taken */
+    dedup_status st;
+} csv_all;
+
+static bool all_fn(void *ctx, size_t idx, const dedup_csv_field *f)
+{
+    csv_all *c = ctx;
+    if (idx < c->lo || idx > c->hi || c->st)
+        return !c->st;
+    c->st = put_elem(c->k, c->t, f->p, f->len, f->quoted);
+    return !c->st;
+}
+
+/* Counts the fields of a CSV record (the walk also checks it is well formed). */
+static bool count_fn(void *ctx, size_t idx, const dedup_csv_field *f)
+{
+    (void)f;
+    *(size_t *)ctx = idx;
+    return true;
+}
+
+#define CSV_FAST_FIELDS 128 /* fields parsed in one pass on the stack */
+
+/* The tuple of a record of at most CSV_FAST_FIELDS fields, from one pass;
+ * DEDUP_ERR_RANGE when it has more (the caller walks it again). */
+static dedup_status csv_tuple_fast(const dedup_key *k, const unsigned char *rec, size_t len,
+                                   tuple *t)
+{
+    dedup_csv_field f[CSV_FAST_FIELDS];
+    size_t nf = 0, pos = 0;
+    for (;;) {
+        dedup_csv_field x;
+        dedup_status st = dedup_csv_field_next(rec, len, k->delim, &pos, &x);
+        if (st == DEDUP_ERR_RANGE)
+            break;
+        if (st)
+            return st;
+        if (nf == CSV_FAST_FIELDS)
+            return DEDUP_ERR_RANGE;
+        f[nf++] = x;
+    }
+    size_t n_items = k->whole ? 1 : k->n_items;
+    for (size_t i = 0; i < n_items; i++) {
+        item it = k->whole ? (item){1, SIZE_MAX} : k->items[i];
+        size_t hi = it.hi == SIZE_MAX ? nf : it.hi;
+        for (size_t j = it.lo; j <= hi; j++) {
+            dedup_status st = j <= nf ? put_elem(k, t, f[j - 1].p, f[j - 1].len, f[j - 1].quoted)
+                                      : put_elem(k, t, NULL, 0, false);
+            if (st)
+                return st;
+        }
+    }
+    return DEDUP_OK;
+}
+
+static dedup_status csv_tuple(const dedup_key *k, const unsigned char *rec, size_t len, tuple *t)
+{
+    dedup_status fast = csv_tuple_fast(k, rec, len, t);
+    if (fast != DEDUP_ERR_RANGE)
+        return fast;
+    t->pos = 0;
+    t->over = false;
+    size_t nf = 0;
+    dedup_status st = csv_each(k, rec, len, count_fn, &nf); /* validates the whole record */
+    if (st)
+        return st;
+    if (k->whole) {
+        csv_all c = {.k = k, .t = t, .lo = 1, .hi = SIZE_MAX};
+        st = csv_each(k, rec, len, all_fn, &c);
+        return st ? st : c.st;
+    }
+    for (size_t i = 0; i < k->n_items; i++) {
+        item it = k->items[i];
+        size_t hi = it.hi == SIZE_MAX ? nf : it.hi;
+        if (it.lo <= nf) {
+            csv_all c = {.k = k, .t = t, .lo = it.lo, .hi = hi};
+            st = csv_each(k, rec, len, all_fn, &c);
+            if (st || c.st)
+                return st ? st : c.st;
+        }
+        for (size_t f = it.lo > nf ? it.lo : nf + 1; f <= hi && it.hi != SIZE_MAX; f++) {
+            st = put_elem(k, t, NULL, 0, false); /* past the last field: empty */
+            if (st)
+                return st;
+        }
+    }
+    return DEDUP_OK;
+}
+
+/* A cursor over the fields of a plain record: field 'idx' is p[0..n);
+ * past the last field, fields are empty ('past'). */
+typedef struct fcur {
+    const unsigned char *p, *end;
+    size_t idx, n;
+    bool last, past;
+} fcur;
+
+static void fcur_start(fcur *c, const unsigned char *rec, size_t len, unsigned char delim)
+{
+    const unsigned char *d = memchr(rec, delim, len);
+    c->p = rec;
+    c->end = rec + len;
+    c->idx = 1;
+    c->n = d ? (size_t)(d - rec) : len;
+    c->last = !d;
+    c->past = false;
+}
+
+static void fcur_next(fcur *c, unsigned char delim)
+{
+    c->idx++;
+    if (c->last) {
+        c->past = true;
+        c->p = c->end;
+        c->n = 0;
+        return;
+    }
+    c->p += c->n + 1;
+    const unsigned char *d = memchr(c->p, delim, (size_t)(c->end - c->p));
+    c->n = d ? (size_t)(d - c->p) : (size_t)(c->end - c->p);
+    c->last = !d;
+}
+
+/* A plain record's tuple: one pass over its fields when the items are in
+ * increasing order, else one from the start for each item. */
+static dedup_status plain_tuple(const dedup_key *k, const unsigned char *rec, size_t len, tuple *t)
+{
+    fcur c;
+    fcur_start(&c, rec, len, k->delim);
+    for (size_t i = 0; i < k->n_items; i++) {
+        item it = k->items[i];
+        if (c.idx > it.lo)
+            fcur_start(&c, rec, len, k->delim);
+        while (c.idx < it.lo)
+            fcur_next(&c, k->delim);
+        for (;;) {
+            if (it.hi == SIZE_MAX && c.past)
+                break; /* an open range ends at the last field */
+            dedup_status st = put_elem(k, t, c.p, c.n, false);
+            if (st)
+                return st;
+            if (c.idx == it.hi)
+                break;
+            fcur_next(&c, k->delim);
+        }
+    }
+    return DEDUP_OK;
+}
+
+/* The pointer path: one field or the whole record, unframed. */
+static dedup_status single(const dedup_key *k, const unsigned char *rec, size_t len,
+                           unsigned char *out, size_t cap, const unsigned char **key, size_t *klen)
+{
+    const unsigned char *p = rec;
+    size_t n = len;
+    bool quoted = false;
+    if (k->fmt == DEDUP_KEY_CSV) {
+        if (len && rec[len - 1] == '\r')
+            len--;
+        csv_pick c = {.want = k->items[0].lo};
+        dedup_status st = csv_each(k, rec, len, pick_fn, &c);
+        if (st)
+            return st;
+        if (c.got) {
+            p = c.f.p;
+            n = c.f.len;
+            quoted = c.f.quoted && memchr(p, '"', n) != NULL;
+        } else {
+            p = rec;
+            n = 0;
+        }
+    } else if (!k->whole) {
+        plain_field(k, rec, len, k->items[0].lo, &p, &n);
+    }
+    size_t need = sat_add(sat_add(n, k->parsers.url ? sat_add(n, 1) : 0), 0);
+    if ((quoted || k->squeeze || k->fold || k->parsers.url) && need > cap) {
+        *klen = need;
+        return DEDUP_ERR_FULL;
+    }
+    if (quoted) {
+        dedup_csv_field f = {.p = p, .len = n, .quoted = true};
+        n = dedup_csv_unquote(&f, out);
+        p = out;
+    }
+    dedup_status st = normalise(k, &p, &n, out, cap);
+    if (st)
+        return st;
+    *key = p;
+    *klen = n;
+    return DEDUP_OK;
+}
+
+dedup_status dedup_key_of(const dedup_key *k, const unsigned char *rec, size_t len,
+                          unsigned char *out, size_t cap, const unsigned char **key,
+                          size_t *klen)
+{
+    if (k->identity) {
+        *key = rec;
+        *klen = len;
+        return DEDUP_OK;
+    }
+    if (k->single || (k->whole && k->fmt == DEDUP_KEY_PLAIN))
+        return single(k, rec, len, out, cap, key, klen);
+    tuple t = {.out = out, .cap = cap};
+    dedup_status st;
+    if (k->fmt == DEDUP_KEY_JSON) {
+        st = ddi_key_json(&k->parsers, rec, len, out, cap, &t.pos);
+        if (st == DEDUP_ERR_FULL) {
+            *klen = t.pos;
+            return st;
+        }
+    } else if (k->fmt == DEDUP_KEY_CSV) {
+        if (len && rec[len - 1] == '\r')
+            len--;
+        st = csv_tuple(k, rec, len, &t);
+    } else {
+        st = plain_tuple(k, rec, len, &t);
+    }
+    if (st) {
+        *key = NULL;
+        *klen = 0;
+        return st;
+    }
+    if (t.over) {
+        *klen = t.pos;
+        return DEDUP_ERR_FULL;
+    }
+    *key = out;
+    *klen = t.pos;
+    return DEDUP_OK;
+}
+
+dedup_status dedup_key_batch(const dedup_key *k, size_t n, const unsigned char *const *rec,
+                             const size_t *len, unsigned char *arena, size_t cap,
+                             const unsigned char **key, size_t *klen, dedup_status *st,
+                             size_t *done, size_t *need, size_t *used)
+{
+    size_t u = 0;
+    *need = 0;
+    for (size_t i = 0; i < n; i++) {
+        dedup_status s = dedup_key_of(k, rec[i], len[i], arena + u, cap - u, &key[i], &klen[i]);
+        if (s == DEDUP_ERR_FULL) {
+            *done = i;
+            *need = klen[i];
+            *used = u;
+            return DEDUP_ERR_FULL;
+        }
+        st[i] = s;
+        if (s) {
+            key[i] = NULL;
+            klen[i] = 0;
+        } else if (key[i] >= arena + u && key[i] < arena + cap) {
+            u = (size_t)(key[i] - arena) + klen[i];
+        }
+    }
+    *done = n;
+    *used = u;
+    return DEDUP_OK;
+}

@@ -1,0 +1,100 @@
+/* key_parsers.c - the URL and JSON parsers behind a key spec (see
+ * key_parsers.h): the spec's strings turned into their options once. */
+#include "key_parsers.h"
+
+#include <string.h>
+
+#include "internal.h"
+#include "json.h"
+#include "url.h"
+
+/* The URL options and the storage of their globs, one allocation. */
+typedef struct url_box {
+    dd_url_opts o;
+    const char **globs;
+    char *text; /* the glob list, its commas made NULs */
+} url_box;
+
+static dedup_status url_init(ddi_key_parsers *kp, const dedup_key_params *p,
+                             const dedup_allocator *a)
+{
+    size_t tl = p->url_drop ? strlen(p->url_drop) : 0, n = 0;
+    if (p->url_drop) {
+        n = 1;
+        for (size_t i = 0; i < tl; i++)
+            n += p->url_drop[i] == ',';
+    }
+    size_t size = sizeof(url_box) + n * sizeof(char *) + tl + 1;
+    url_box *b = ddi_calloc(a, 1, size);
+    if (!b)
+        return DEDUP_ERR_NOMEM;
+    b->globs = (const char **)(void *)(b + 1);
+    b->text = (char *)(b->globs + n);
+    if (tl)
+        memcpy(b->text, p->url_drop, tl);
+    char *s = b->text;
+    for (size_t i = 0; i < n; i++) {
+        char *c = strchr(s, ',');
+        if (c)
+            *c = '\0';
+        if (!*s) {
+            ddi_free(a, b);
+            return DEDUP_ERR_INVALID_ARG; /* an empty glob */
+        }
+        b->globs[i] = s;
+        s = c ? c + 1 : s + strlen(s);
+    }
+    b->o.drop = b->globs;
+    b->o.n_drop = n;
+    b->o.sort_params = p->url_sort_params;
+    kp->url_opts = b;
+    kp->mem += size;
+    return DEDUP_OK;
+}
+
+dedup_status ddi_key_parsers_init(ddi_key_parsers *kp, const dedup_key_params *p,
+                                  const dedup_allocator *a, size_t *err_pos)
+{
+    kp->url = p->url;
+    kp->url_opts = kp->json = NULL;
+    kp->mem = 0;
+    if ((p->url_drop || p->url_sort_params) && !p->url)
+        return DEDUP_ERR_INVALID_ARG;
+    if (p->url) {
+        dedup_status st = url_init(kp, p, a);
+        if (st)
+            return st;
+    }
+    if (p->json_paths) {
+        dd_json_paths *j = NULL;
+        dedup_status st = dd_json_paths_compile(p->json_paths, a, &j, err_pos);
+        if (st) {
+            ddi_key_parsers_free(kp, a);
+            return st;
+        }
+        kp->json = j;
+        kp->mem += 64 + strlen(p->json_paths) * 2; /* the compiled paths, about */
+    }
+    return DEDUP_OK;
+}
+
+void ddi_key_parsers_free(ddi_key_parsers *kp, const dedup_allocator *a)
+{
+    ddi_free(a, kp->url_opts);
+    dd_json_paths_free(kp->json);
+    kp->url_opts = kp->json = NULL;
+}
+
+dedup_status ddi_key_url(const ddi_key_parsers *kp, const unsigned char *in, size_t n,
+                         unsigned char *out, size_t *olen)
+{
+    const url_box *b = kp->url_opts;
+    return dd_url_canon(&b->o, in, n, out, olen);
+}
+
+dedup_status ddi_key_json(const ddi_key_parsers *kp, const unsigned char *line, size_t n,
+                          unsigned char *out, size_t cap, size_t *olen)
+{
+    size_t bad_path = 0, bad_pos = 0;
+    return dd_json_extract(kp->json, line, n, out, cap, olen, &bad_path, &bad_pos);
+}
