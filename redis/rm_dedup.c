@@ -207,6 +207,8 @@ rmf_err rmf_dd_window_new(rmf_obj *o, bool exact, uint32_t g, uint32_t k)
         dedup_status s = dedup_window_create(&wp, &o->dd->walloc, &o->dd->parts[i]);
         if (s != DEDUP_OK)
             e = window_err(o, s);
+        else if (exact) /* a new generation's table grows from there too */
+            dedup_window_limit_first_table(o->dd->parts[i], wp.capacity);
     }
     if (e)
         return e;
@@ -241,6 +243,8 @@ rmf_err rmf_dd_load_window(rmf_obj *o, dedup_source src, uint32_t g, uint32_t k)
             got.lateness != 0 || got.generations != g || !got.refresh || got.seed != want.seed ||
             (!o->exact && (got.capacity != want.capacity || got.fpr != want.fpr)))
             return "ERR corrupted dump (window differs from its header)";
+        if (o->exact) /* not saved with the window */
+            dedup_window_limit_first_table(o->dd->parts[i], want.capacity);
         note_time(o, o->dd->parts[i]);
     }
     o->dd->win = o->dd->parts[0];

@@ -306,6 +306,16 @@ dedup_status dedup_window_seen_key(dedup_window *w, const void *key, size_t len,
  * (COUNT windows). */
 dedup_status dedup_window_advance_watermark(dedup_window *w, int64_t watermark);
 
+/* EXACT windows: sizes each new generation's first table for at most
+ * 'max_entries' entries (0, the default: for as many as the generation
+ * before it held).  A generation then grows its table by half at a time as
+ * keys come, so no generation's start allocates a large table at once: for
+ * a caller that must answer every call within a few milliseconds (a
+ * server) at the cost of more rebuilds.  Not saved with the window: set it
+ * again after dedup_window_load().  No effect on APPROX windows.
+ * Errors: DEDUP_ERR_INVALID_ARG (w NULL). */
+dedup_status dedup_window_limit_first_table(dedup_window *w, uint64_t max_entries);
+
 /* ---- State ------------------------------------------------------------------ */
 typedef struct dedup_window_stats {
     uint64_t records;     /* seen() calls that returned DEDUP_OK */

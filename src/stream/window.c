@@ -297,7 +297,7 @@ static wgen *gen_get(dedup_window *w, int64_t id)
         wgen *prev = &w->gv[w->gn - 1];
         /* The next span probably holds as many keys as the last one. */
         if (prev->count)
-            w->hint = prev->count;
+            w->hint = w->hint_max && prev->count > w->hint_max ? w->hint_max : prev->count;
         gen_close(w, prev);
     }
     if (!newest)
@@ -305,6 +305,16 @@ static wgen *gen_get(dedup_window *w, int64_t id)
     w->gv[i] = g;
     w->gn++;
     return &w->gv[i];
+}
+
+dedup_status dedup_window_limit_first_table(dedup_window *w, uint64_t max_entries)
+{
+    if (!w)
+        return DEDUP_ERR_INVALID_ARG;
+    w->hint_max = max_entries;
+    if (max_entries && w->hint > max_entries)
+        w->hint = max_entries;
+    return DEDUP_OK;
 }
 
 /* ---- the verb ----------------------------------------------------------------- */

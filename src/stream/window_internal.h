@@ -71,6 +71,7 @@ struct dedup_window {
     size_t gn, gcap;
 
     uint64_t hint;     /* exact: expected entries of a new newest generation */
+    uint64_t hint_max; /* exact: at most this hint (0: no limit) */
     size_t slot_bytes; /* exact: bytes held by all tables */
 
     /* approximate: tagged fingerprint tables */

@@ -818,6 +818,47 @@ static void test_memory_flat(void **state)
     flat_run(DEDUP_WINDOW_APPROX, DEDUP_WINDOW_SLIDING, 100000000);
 }
 
+/* ---- a new generation's first table ------------------------------------------------- */
+
+/* The memory one key opening a new generation takes, after 'n' keys in the
+ * generation before, with the first table limited to 'limit' entries (0:
+ * none). */
+static size_t opening_cost(size_t n, uint64_t limit)
+{
+    dedup_window *w = make(DEDUP_WINDOW_SLIDING, DEDUP_WINDOW_EXACT, 4000, 0, 4, 0, 0.01);
+    if (limit)
+        assert_int_equal(dedup_window_limit_first_table(w, limit), DEDUP_OK);
+    dedup_verdict v;
+    for (size_t i = 0; i < n; i++) {
+        dedup_digest d = {i * 0x9E3779B97F4A7C15u + 1, i};
+        assert_int_equal(dedup_window_seen(w, d, 0, &v), DEDUP_OK);
+        assert_int_equal(v, DEDUP_NEW);
+    }
+    size_t before = dedup_window_memory_usage(w);
+    dedup_digest d = {7, 0xFFFFFFFFu};
+    assert_int_equal(dedup_window_seen(w, d, 1500, &v), DEDUP_OK); /* a later generation */
+    assert_int_equal(v, DEDUP_NEW);
+    size_t after = dedup_window_memory_usage(w);
+    /* the earlier keys are still answered */
+    dedup_digest e = {5 * 0x9E3779B97F4A7C15u + 1, 5};
+    assert_int_equal(dedup_window_seen(w, e, 1501, &v), DEDUP_OK);
+    assert_int_equal(v, DEDUP_DUPLICATE);
+    dedup_window_free(w);
+    return after > before ? after - before : 0;
+}
+
+static void test_first_table_limit(void **state)
+{
+    (void)state;
+    const size_t n = 100000;
+    size_t learned = opening_cost(n, 0), limited = opening_cost(n, 1000);
+    /* learned: a table for as many keys as the generation before held */
+    assert_true(learned >= n * 16);
+    /* limited: a table for at most 1,000 entries */
+    assert_true(limited <= 1000 * 64);
+    assert_int_equal(dedup_window_limit_first_table(NULL, 1), DEDUP_ERR_INVALID_ARG);
+}
+
 /* ---- save / load ------------------------------------------------------------------- */
 
 static void resume_run(tu_rng *r, dedup_window_type type, dedup_window_mode mode,
@@ -1203,6 +1244,7 @@ int main(void)
         cmocka_unit_test(test_corrupt_stash),
         cmocka_unit_test(test_oom),
         cmocka_unit_test(test_memory_flat),
+        cmocka_unit_test(test_first_table_limit),
     };
     const char *only = getenv("DEDUP_TEST_ONLY"); /* run one test: its name */
     if (only && *only)
