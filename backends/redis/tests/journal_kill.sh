@@ -30,14 +30,7 @@ fi
 test_seed
 RANDOM=$((SEED % 32768))
 N=${N:-10000}
-python3 - "$SEED" "$N" > "$RT_DIR/in.txt" <<'PY'
-import random, sys
-r = random.Random(int(sys.argv[1]))
-n = int(sys.argv[2])
-for _ in range(n):
-    print("rec-%d" % r.randrange(n * 3 // 4))
-PY
-sort -u "$RT_DIR/in.txt" > "$RT_DIR/distinct.txt"
+make_input "$N"
 D=$(wc -l < "$RT_DIR/distinct.txt")
 P=$(free_port)
 if [ "$scheme" = module ]; then

@@ -122,6 +122,19 @@ await_takeover() {
 }
 
 # test_seed: SEED from $DEDUP_TEST_SEED or random, printed for a replay.
+# make_input N: N seeded records "rec-K" (K below 3N/4, so about half
+# repeat) in $RT_DIR/in.txt, their distinct lines sorted in distinct.txt
+make_input() {
+    python3 - "$SEED" "$1" > "$RT_DIR/in.txt" <<'PY'
+import random, sys
+r = random.Random(int(sys.argv[1]))
+n = int(sys.argv[2])
+for _ in range(n):
+    print("rec-%d" % r.randrange(n * 3 // 4))
+PY
+    sort -u "$RT_DIR/in.txt" > "$RT_DIR/distinct.txt"
+}
+
 test_seed() {
     SEED=${DEDUP_TEST_SEED:-$RANDOM$RANDOM}
     echo "seed $SEED (DEDUP_TEST_SEED to replay)" >&2

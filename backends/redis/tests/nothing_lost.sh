@@ -43,14 +43,7 @@ N=${N:-8000}
 BP=0.001
 { [ "$what" = kill ] || [ "$what" = cluster ]; } && BP=0.05
 [ "$what" = self ] && N=${NS:-40000}
-python3 - "$SEED" "$N" > "$RT_DIR/in.txt" <<'PY'
-import random, sys
-r = random.Random(int(sys.argv[1]))
-n = int(sys.argv[2])
-for _ in range(n):
-    print("rec-%d" % r.randrange(n * 3 // 4))
-PY
-sort -u "$RT_DIR/in.txt" > "$RT_DIR/distinct.txt"
+make_input "$N"
 D=$(wc -l < "$RT_DIR/distinct.txt")
 AOF_DIR=$RT_DIR
 [ -d /dev/shm ] && [ -w /dev/shm ] && AOF_DIR=$(mktemp -d /dev/shm/dedup-redis-test.XXXXXX)

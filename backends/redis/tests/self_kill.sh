@@ -37,14 +37,7 @@ RES=${SK_RESERVE:-2s}
 BATCH=8192
 test_seed
 N=${NS:-16000}
-python3 - "$SEED" "$N" > "$RT_DIR/in.txt" <<'PY'
-import random, sys
-r = random.Random(int(sys.argv[1]))
-n = int(sys.argv[2])
-for _ in range(n):
-    print("rec-%d" % r.randrange(n * 3 // 4))
-PY
-sort -u "$RT_DIR/in.txt" > "$RT_DIR/distinct.txt"
+make_input "$N"
 P=$(free_port)
 start_server "$P"
 # a reservation shorter than a batch takes is refused, before any output
