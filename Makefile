@@ -49,7 +49,7 @@ test-asan: deps-test
 
 test-tsan: deps-test
 	@cmake -S . -B $(BUILD_TSAN) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDEDUP_TSAN=ON -DDEDUP_BENCH=OFF >/dev/null
-	@cmake --build $(BUILD_TSAN) -j $(JOBS)
+	@cmake --build $(BUILD_TSAN) -j $(JOBS) --target threads_tests
 	@cd $(BUILD_TSAN) && TSAN_OPTIONS=suppressions=$(CURDIR)/tests/tsan.supp \
 		ctest --output-on-failure -j $(JOBS) -L threads
 

@@ -7,13 +7,7 @@
 # public seed on purpose, the digest-only modes drop the second line: what
 # the man page says a known --seed exposes.
 . "$(dirname "$0")/lib/common.sh"
-COLLIDE=${DEDUP_BUILD:?DEDUP_BUILD must point at the build tree}/tests/xxh3_collide
-[ -x "$COLLIDE" ] || { echo "missing $COLLIDE" >&2; exit 1; }
-export LC_ALL=C
-PUBLIC=0x9E3779B97F4A7C15
-
-"$COLLIDE" pair > "$T/pair" || { echo "xxh3_collide failed" >&2; exit 1; }
-check "the pair is two different lines" [ "$(sort -u "$T/pair" | wc -l)" -eq 2 ]
+. "$(dirname "$0")/lib/collide.sh"
 # the pair among other lines, each line three times
 { echo first; cat "$T/pair"; echo middle; cat "$T/pair" "$T/pair"; echo last; echo first; } > "$T/in"
 awk '!s[$0]++' "$T/in" > "$T/exp"

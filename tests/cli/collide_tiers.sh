@@ -9,13 +9,7 @@
 # when it is the public value (then the filter takes the pair for one key).
 # The Redis tier's half is backends/redis/tests/tier_seed.sh.
 . "$(dirname "$0")/lib/common.sh"
-COLLIDE=${DEDUP_BUILD:?DEDUP_BUILD must point at the build tree}/tests/xxh3_collide
-[ -x "$COLLIDE" ] || { echo "missing $COLLIDE" >&2; exit 1; }
-export LC_ALL=C
-PUBLIC=0x9e3779b97f4a7c15
-
-"$COLLIDE" pair > "$T/pair" || { echo "xxh3_collide failed" >&2; exit 1; }
-check "the pair is two different lines" [ "$(sort -u "$T/pair" | wc -l)" -eq 2 ]
+. "$(dirname "$0")/lib/collide.sh"
 { echo first; cat "$T/pair"; echo middle; cat "$T/pair" "$T/pair"; echo last; } > "$T/in"
 awk '!s[$0]++' "$T/in" > "$T/exp"
 file_seed() { "$DEDUP" filter info "$1" | sed -n 's/^seed  *//p'; }

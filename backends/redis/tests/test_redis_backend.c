@@ -138,19 +138,6 @@ static size_t false_drops(const input *in, const dedup_verdict *v, uint64_t dist
     return fp;
 }
 
-/* The Redis key of the keys scheme's entry for digest d: "<name>:" and the
- * 16 digest bytes, little-endian lo then hi.  Returns its length. */
-static size_t entry_key(char *key, const char *name, dedup_digest d)
-{
-    size_t nl = strlen(name);
-    memcpy(key, name, nl);
-    key[nl] = ':';
-    for (int i = 0; i < 8; i++) {
-        key[nl + 1 + i] = (char)(d.lo >> (8 * i));
-        key[nl + 9 + i] = (char)(d.hi >> (8 * i));
-    }
-    return nl + 17;
-}
 
 /* ---- url ---- */
 static void test_url(void)
@@ -298,7 +285,7 @@ static redisContext *raw(const char *url, const char *key, size_t klen)
 static long long pttl(const char *url, const char *name, dedup_digest d)
 {
     char key[256];
-    size_t kl = entry_key(key, name, d);
+    size_t kl = rtest_entry_key(key, name, d);
     redisContext *c = raw(url, key, kl);
     redisReply *x = redisCommand(c, "PTTL %b", key, kl);
     long long t = x && x->type == REDIS_REPLY_INTEGER ? x->integer : -100;
@@ -1069,7 +1056,7 @@ static void test_redirect(const char *url)
     dedup_redis *r = open_or_die(&o);
     input in = make_input(200, 1ull << 60, o.seed);
     char key[256];
-    size_t kl = entry_key(key, name, in.d[0]);
+    size_t kl = rtest_entry_key(key, name, in.d[0]);
     redisContext *src = NULL, *dst = NULL;
     char sid[64] = "", did[64] = "";
     if (!two_masters(url, key, kl, &src, &dst, sid, did)) {
@@ -1143,10 +1130,7 @@ static void test_redirect(const char *url)
 
 int main(int argc, char **argv)
 {
-    const char *env = getenv("DEDUP_TEST_SEED");
-    uint64_t seed = env ? strtoull(env, NULL, 10) : (uint64_t)time(NULL) ^ ((uint64_t)clock() << 20);
-    fprintf(stderr, "seed %llu (DEDUP_TEST_SEED to replay)\n", (unsigned long long)seed);
-    rng_s = seed;
+    rtest_seed();
     snprintf(run_name, sizeof run_name, "t%llu", (unsigned long long)(rnd() % 1000000000));
     if (argc < 2) {
         fprintf(stderr, "usage: %s url|keys|ttl|bitmap|bitmap-ttl|module|errors|lost [URL [PROXY]]\n", argv[0]);

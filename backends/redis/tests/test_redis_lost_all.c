@@ -66,14 +66,8 @@ static long long pttl(const char *url, const char *name, dedup_digest d)
     redisReply *x = redisCommand(c, "SELECT %d", u.db);
     freeReplyObject(x);
     char key[256];
-    size_t nl = strlen(name);
-    memcpy(key, name, nl);
-    key[nl] = ':';
-    for (int i = 0; i < 8; i++) {
-        key[nl + 1 + i] = (char)(d.lo >> (8 * i));
-        key[nl + 9 + i] = (char)(d.hi >> (8 * i));
-    }
-    x = redisCommand(c, "PTTL %b", key, nl + 17);
+    size_t kl = rtest_entry_key(key, name, d);
+    x = redisCommand(c, "PTTL %b", key, kl);
     long long t = x && x->type == REDIS_REPLY_INTEGER ? x->integer : -100;
     freeReplyObject(x);
     redisFree(c);
@@ -254,10 +248,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: %s SCHEME-OP DIRECT_URL PROXY_URL\n", argv[0]);
         return 2;
     }
-    const char *env = getenv("DEDUP_TEST_SEED");
-    uint64_t seed = env && *env ? strtoull(env, NULL, 0) : (uint64_t)time(NULL) ^ (uint64_t)clock();
-    fprintf(stderr, "seed %" PRIu64 " (DEDUP_TEST_SEED to replay)\n", seed);
-    rng_s = seed;
+    uint64_t seed = rtest_seed();
     run(argv[1], argv[2], argv[3]);
     if (failures) {
         fprintf(stderr, "%s: %d failure(s) (seed %" PRIu64 ")\n", argv[1], failures, seed);

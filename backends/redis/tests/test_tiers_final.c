@@ -90,18 +90,6 @@ static dedup_batch slice(const stream *s, size_t from, size_t n)
     return b;
 }
 
-/* The keys scheme's entry for d: "<name>:" and the 16 digest bytes. */
-static size_t entry_key(char *key, const char *name, dedup_digest d)
-{
-    size_t nl = strlen(name);
-    memcpy(key, name, nl);
-    key[nl] = ':';
-    for (int i = 0; i < 8; i++) {
-        key[nl + 1 + i] = (char)(d.lo >> (8 * i));
-        key[nl + 9 + i] = (char)(d.hi >> (8 * i));
-    }
-    return nl + 17;
-}
 
 static redisContext *connect_db(const dedup_redis_url *u)
 {
@@ -146,7 +134,7 @@ static void check_redis(const dedup_redis_url *u, const char *name, const stream
             continue;
         done[id] = 1;
         char key[256];
-        size_t kl = entry_key(key, name, s->d[i]);
+        size_t kl = rtest_entry_key(key, name, s->d[i]);
         long long t = integer_reply(c, "PTTL %b", key, kl);
         if (state[id] == 1 && !(t > (long long)TTL_MS - 600000 && t <= (long long)TTL_MS)) {
             CHECK(0, "%s: committed %s has PTTL %lld ms, want the %u ms TTL", when, s->text[i],
@@ -300,10 +288,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: %s redis://HOST:PORT/DB (an empty db of its own)\n", argv[0]);
         return 2;
     }
-    const char *env = getenv("DEDUP_TEST_SEED");
-    uint64_t seed = env && *env ? strtoull(env, NULL, 0) : (uint64_t)time(NULL) ^ (uint64_t)clock();
-    fprintf(stderr, "seed %" PRIu64 " (DEDUP_TEST_SEED to replay)\n", seed);
-    rng_s = seed;
+    uint64_t seed = rtest_seed();
     dedup_redis_url u;
     char why[256];
     if (dedup_redis_url_parse(argv[1], &u, why, sizeof why) != DEDUP_OK || u.cluster) {
