@@ -535,9 +535,14 @@ static int parse_args(int argc, char **argv, opts *o)
             return -1;
         }
     }
-    /* -o that is the state or the --uncertain file: one would replace the other */
-    if (!dd_outfile_check_other(o->output, o->state, "--state") ||
-        !dd_outfile_check_other(o->output, o->redis.uncertain_path, "--uncertain"))
+    /* two of the files the run writes that are one: one would replace the other */
+    const char *late = o->late == LATE_FILE ? o->late_file : NULL;
+    if (!dd_outfile_check_other(o->output, "-o", o->state, "--state") ||
+        !dd_outfile_check_other(o->output, "-o", o->redis.uncertain_path, "--uncertain") ||
+        !dd_outfile_check_other(o->output, "-o", late, "--late") ||
+        !dd_outfile_check_other(late, "--late", o->state, "--state") ||
+        !dd_outfile_check_other(late, "--late", o->redis.uncertain_path, "--uncertain") ||
+        !dd_outfile_check_other(o->state, "--state", o->redis.uncertain_path, "--uncertain"))
         return -1;
     if (o->sizing.tiers && o->redis.uncertain_path && !o->redis.url) { /* a redis:// tier's */
         dd_tiers_set_uncertain(o->sizing.tiers, o->redis.uncertain_path);

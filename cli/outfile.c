@@ -157,14 +157,18 @@ static bool same_file(const char *a, const char *b)
     return same;
 }
 
-bool dd_outfile_check_other(const char *output, const char *other, const char *what)
+static bool is_stream(const char *path)
 {
     struct stat st;
-    if (!output || !other || strcmp(output, "-") == 0 ||
-        (stat(output, &st) == 0 && S_ISCHR(st.st_mode)) || !same_file(output, other))
+    return strcmp(path, "-") == 0 || (stat(path, &st) == 0 && S_ISCHR(st.st_mode));
+}
+
+bool dd_outfile_check_other(const char *a, const char *a_what, const char *b, const char *b_what)
+{
+    if (!a || !b || is_stream(a) || is_stream(b) || !same_file(a, b))
         return true;
-    cli_error("'%s' (-o) is also the %s file '%s': one would replace the other; write the "
-              "output elsewhere", output, what, other);
+    cli_error("'%s' (%s) is also the %s file '%s': one would replace the other; write "
+              "one of them elsewhere", a, a_what, b_what, b);
     return false;
 }
 

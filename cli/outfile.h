@@ -50,12 +50,13 @@ typedef struct dd_outfile {
 bool dd_outfile_check_inputs(const char *cmd, const char *output, char *const *files,
                              int nfiles);
 
-/* Refuses an output that is also the file of another option 'what'
- * ("--state", "--uncertain": 'other', NULL when not given): the same device
- * and inode, or the same name in the same directory when neither exists
- * yet.  False after a message naming both, before anything is read or
- * written.  A character device and standard output are never refused. */
-bool dd_outfile_check_other(const char *output, const char *other, const char *what);
+/* Refuses two files a run writes that are one file: 'a', given as option
+ * 'a_what' ("-o", "--late"), and 'b', given as 'b_what' ("--state",
+ * "--uncertain"); either NULL when not given.  One file means the same
+ * device and inode, or the same name in the same directory when neither
+ * exists yet.  False after a message naming both, before anything is read
+ * or written.  A character device and "-" are never refused. */
+bool dd_outfile_check_other(const char *a, const char *a_what, const char *b, const char *b_what);
 
 /* Opens the output 'output' (NULL or "-": standard output).  0, or
  * CLI_EXIT_USAGE after a message naming it (a directory, a directory that

@@ -267,7 +267,21 @@ rc=$?
 check "-o F --uncertain F: exit 2 (got $rc)" test $rc -eq 2
 check "-o F --uncertain F: F unchanged" test "$(cat "$T/uo")" = old
 check "-o F --uncertain F: named: $(head -c 200 "$T/err")" grep -q "$T/uo.*--uncertain" "$T/err"
-rm -f "$T/sf" "$T/st1" "$T/st1.before" "$T/st1.link" "$T/st1.lock" "$T/uo"
+# --late FILE is written too: the same as -o, --state or --uncertain is refused
+printf '1\ta\n2\tb\n' > "$T/tin"
+for other in "-o" "--state" "--uncertain"; do
+    echo old > "$T/lf"
+    extra=""; [ "$other" = --uncertain ] && extra="--redis redis://127.0.0.1:1"
+    # shellcheck disable=SC2086
+    "$DEDUP" $extra --window 1m --time-field 1 -f 2 --late "$T/lf" "$other" "$T/lf" "$T/tin" > /dev/null 2> "$T/err"
+    rc=$?
+    check "--late F $other F: exit 2 (got $rc)" test $rc -eq 2
+    check "--late F $other F: F unchanged" test "$(cat "$T/lf")" = old
+    check "--late F $other F: named: $(head -c 200 "$T/err")" grep -q -- "--late.*$T/lf\|$T/lf.*--late" "$T/err"
+done
+"$DEDUP" --window 1m --time-field 1 -f 2 --late /dev/null -o /dev/null "$T/tin" 2> "$T/err"
+check "--late /dev/null -o /dev/null: a character device is never refused ($(head -c 200 "$T/err"))" test $? -eq 0
+rm -f "$T/sf" "$T/st1" "$T/st1.before" "$T/st1.link" "$T/st1.lock" "$T/uo" "$T/lf" "$T/tin"
 # a name of NAME_MAX bytes: its temporary and kept names are shortened, not refused
 long=$(printf 'n%.0s' $(seq 255))
 "$DEDUP" -o "$T/$long" "$T/in" 2> "$T/err"
