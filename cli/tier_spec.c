@@ -172,7 +172,9 @@ static bool parse_redis_opts(tier_def *d, char *spec_copy, const char *spec)
             d->ttl_ms = us / 1000;
             continue;
         }
-        if (strcmp(kv, "reserve") == 0 && cli_parse_duration(v, &us) && us >= 1000) {
+        /* at least 1s, as --reserve: a new key stays reserved while its
+         * batch is decided, written out and committed */
+        if (strcmp(kv, "reserve") == 0 && cli_parse_duration(v, &us) && us >= 1000000) {
             d->reserve_ms = us / 1000;
             continue;
         }
@@ -184,7 +186,7 @@ static bool parse_redis_opts(tier_def *d, char *spec_copy, const char *spec)
             d->retries = (int)n;
             continue;
         }
-        cli_error("--tier %s: bad setting '%s%s%s' (ttl=DURATION, reserve=DURATION, name=PREFIX, "
+        cli_error("--tier %s: bad setting '%s%s%s' (ttl=DURATION, reserve=DURATION of at least 1s, name=PREFIX, "
                   "retries=N of at most 100)", spec, kv, eq ? "=" : "", v);
         return false;
     }

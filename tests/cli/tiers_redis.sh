@@ -187,6 +187,9 @@ check "an unknown redis tier setting is a usage error (exit $rc)" test $rc -eq 2
 check "... naming the setting" grep -q "bogus" "$T/e"
 "$DEDUP" --tier "$R,reserve=2h,ttl=1h" --tier "rocksdb:$T/x" "$T/p1" > /dev/null 2> "$T/e"; rc=$?
 check "reserve= longer than ttl= is a usage error (exit $rc)" test $rc -eq 2
+"$DEDUP" --tier "$R,ttl=1h,reserve=10ms" --tier "rocksdb:$T/x" "$T/p1" > /dev/null 2> "$T/e"; rc=$?
+check "reserve= below 1s is a usage error, as --reserve (exit $rc)" test $rc -eq 2
+check "... saying so: $(cat "$T/e")" grep -q "at least 1s" "$T/e"
 "$DEDUP" --tier blocked:n=100,p=1% --tier "rocksdb:$T/x" --uncertain "$T/u" "$T/p1" > /dev/null 2> "$T/e"
 rc=$?
 check "--uncertain without a Redis tier is a usage error (exit $rc)" test $rc -eq 2
