@@ -6,10 +6,6 @@
 #            again on its AOF and the run repeated: the two outputs plus the
 #            first run's --uncertain hold every distinct key, and no key is
 #            output by both runs (nor twice by one).
-#   self     TRIALS: keys, dedup itself killed -9 at a random output size;
-#            after the reservations ran out a rerun: nothing lost, a key
-#            written by both runs only from the one batch written but not
-#            committed.
 #   maxmem   SCHEME: maxmemory with noeviction reached mid-run: exit 1 naming
 #            host:port and OOM; after raising the limit a rerun completes the
 #            outputs as above.
@@ -24,8 +20,8 @@
 #   damage:  a bitmap segment deleted under its NAME:meta, a foreign key (other
 #            value, other type) at a record's key name, a damaged NAME:meta:
 #            each an error naming the key, never a silent "new" or "seen".
-#   seed:    a new name gets a secret seed in NAME:meta, kept by later runs;
-#            --seed must match it.
+# dedup itself killed -9 is self_kill.sh (keys) and journal_kill.sh (bitmap,
+# module).
 # Outputs go to a redirected stdout: what a killed or failed run wrote
 # stays, whatever -o does with a temporary file.
 # Needs $DEDUP.  Seeded (DEDUP_TEST_SEED); the seed is printed.
@@ -33,7 +29,7 @@
 : "${DEDUP:?}"
 test_seed
 RANDOM=$((SEED % 32768))
-what=${1:?kill SCHEME TRIALS | maxmem SCHEME | damage}
+what=${1:?kill SCHEME TRIALS | maxmem SCHEME | wait SCHEME TRIALS | cluster SCHEME TRIALS | damage}
 N=${N:-8000}
 # the bitmap kill loop: two batches (8,192 keys each), 16 segments each
 [ "$what" = kill ] && [ "$2" = bitmap ] && N=${NB:-9000}
@@ -42,7 +38,6 @@ N=${N:-8000}
 # BITFIELDs cost Redis half the time; at 2% load false drops stay ~0.02)
 BP=0.001
 { [ "$what" = kill ] || [ "$what" = cluster ]; } && BP=0.05
-[ "$what" = self ] && N=${NS:-40000}
 make_input "$N"
 D=$(wc -l < "$RT_DIR/distinct.txt")
 AOF_DIR=$RT_DIR
@@ -223,59 +218,6 @@ wait)
         done
         start_server "$R" --replicaof 127.0.0.1 "$P"
     done
-    ;;
-self)
-    # keys: dedup itself killed -9 once its output holds a random number of
-    # bytes; once the server holds no reservation any more (--reserve 1s,
-    # longer than a batch takes), a rerun: every distinct key written by one of the two runs (a
-    # torn last line counts as not written); a key in both only from the
-    # batch whose records were written but whose commit the kill prevented
-    # (at most one batch, 8,192).
-    scheme=keys; T=${2:-20}
-    start_server "$P"
-    reserved() {
-        cli eval "local c, n = '0', 0
-repeat
-  local r = redis.call('SCAN', c, 'COUNT', 1000)
-  c = r[1]
-  for _, k in ipairs(r[2]) do
-    if redis.call('TYPE', k).ok == 'string' and redis.call('GET', k) == '4217' then n = n + 1 end
-  end
-until c == '0'
-return n" 0
-    }
-    size=$(wc -c < "$RT_DIR/in.txt")
-    t=0; killed=0
-    while [ $t -lt "$T" ]; do
-        t=$((t + 1))
-        K=$((1 + RANDOM * 32768 % (size / 2) + RANDOM % 1000))
-        "$DEDUP" --redis "$U" --name "s$t" --reserve 1s "$RT_DIR/in.txt" > "$RT_DIR/out1" 2> "$RT_DIR/err1" &
-        dp=$!
-        i=0
-        while kill -0 $dp 2>/dev/null; do
-            [ "$(stat -c %s "$RT_DIR/out1")" -ge "$K" ] && break
-            i=$((i + 1)); [ $i -gt 20000 ] && fail "self trial $t: the output never reached $K bytes"
-        done
-        kill -9 $dp 2>/dev/null && killed=$((killed + 1))
-        wait $dp 2>/dev/null
-        # a torn last line was not written
-        [ -s "$RT_DIR/out1" ] && [ "$(tail -c 1 "$RT_DIR/out1" | od -An -c | tr -d ' ')" != '\n' ] &&
-            sed -i '$d' "$RT_DIR/out1"
-        i=0
-        until [ "$(reserved)" = 0 ]; do
-            i=$((i + 1)); [ $i -gt 200 ] && fail "self trial $t: reservations never ran out"; sleep 0.05
-        done
-        "$DEDUP" --redis "$U" --name "s$t" --reserve 1s "$RT_DIR/in.txt" > "$RT_DIR/out2" 2> "$RT_DIR/err2" ||
-            fail "self trial $t: rerun: $(cat "$RT_DIR/err2")"
-        [ -z "$(sort "$RT_DIR/out1" | uniq -d)$(sort "$RT_DIR/out2" | uniq -d)" ] || fail "self trial $t: a run wrote a key twice"
-        missing=$(sort -u "$RT_DIR/out1" "$RT_DIR/out2" | comm -13 - "$RT_DIR/distinct.txt" | wc -l)
-        [ "$missing" = 0 ] || fail "self trial $t (killed at $K bytes): $missing distinct keys lost"
-        both=$(sort -u "$RT_DIR/out1" | comm -12 - <(sort -u "$RT_DIR/out2") | wc -l)
-        [ "$both" -le 8192 ] || fail "self trial $t: $both keys written again, more than one batch"
-        echo "self trial $t: killed at $K bytes, $(wc -l < "$RT_DIR/out1") written, $both written again" >&2
-    done
-    [ $killed -gt 0 ] || fail "no trial killed dedup mid-run"
-    echo "nothing_lost self: $T trials, $killed killed mid-run, nothing lost" >&2
     ;;
 cluster)
     # 3 masters + 3 replicas started once for every trial (full syncs
