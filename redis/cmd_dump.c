@@ -7,6 +7,8 @@
  */
 #include "module.h"
 
+#include <string.h>
+
 
 /* SCANDUMP of a key in RedisBloom's layout, in RedisBloom's numbering. */
 static int scandump_rb(RedisModuleCtx *ctx, RedisModuleKey *key, const rmf_obj *o, long long it,
@@ -138,13 +140,37 @@ int scandump(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, const fami
     return REDISMODULE_OK;
 }
 
+/* The reply to a chunk LOADCHUNK does not take outside a load of ours in
+ * progress ('ours' otherwise).  RedisBloom checks the key first ("not
+ * found"), then the chunk: "Couldn't load chunk!" (CF), "received bad
+ * data" (BF).  Where RedisBloom would write the bytes into a live filter
+ * at the position given, this module refuses them all the same: arbitrary
+ * bytes would corrupt the filter. */
+static const char *loadchunk_refusal(const family *f, key_status ks, const rm_value *v,
+                                     const char *ours)
+{
+    if (!f->rb_type)
+        return ours;
+    if (ks == K_EMPTY)
+        return ERR_NOT_FOUND;
+    if (v && v->partial)
+        return ours;
+    return f->kind == RMF_CUCKOO ? "ERR Couldn't load chunk!"
+           : strcmp(ours, "ERR invalid iterator") == 0 ? "ERR received bad data"
+                                                      : ours;
+}
+
 int loadchunk(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, const family *f)
 {
     if (argc != 4)
         return RedisModule_WrongArity(ctx);
+    /* RedisBloom's texts for CF.LOADCHUNK: a position that is not a number
+     * or is 0 is "Invalid position" (BF.LOADCHUNK: "must be numeric"). */
+    bool cf = f->rb_type && f->kind == RMF_CUCKOO;
     long long it;
-    if (!arg_ll(argv[2], &it))
-        return RedisModule_ReplyWithError(ctx, "ERR Second argument must be numeric");
+    if (!arg_ll(argv[2], &it) || (cf && it == 0))
+        return RedisModule_ReplyWithError(ctx, cf ? "ERR Invalid position"
+                                                  : "ERR Second argument must be numeric");
     size_t len;
     const char *data = RedisModule_StringPtrLen(argv[3], &len);
     RedisModuleKey *key = RedisModule_OpenKey(ctx, argv[1], REDISMODULE_READ | REDISMODULE_WRITE);
@@ -160,7 +186,7 @@ int loadchunk(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, const fam
         return loadchunk_rb(ctx, key, f, ks, v, it, data, len);
     if (it < 1 || (uint64_t)it - 1 < len) {
         close_key(key);
-        return RedisModule_ReplyWithError(ctx, "ERR invalid iterator");
+        return RedisModule_ReplyWithError(ctx, loadchunk_refusal(f, ks, v, "ERR invalid iterator"));
     }
     uint64_t off = (uint64_t)it - 1 - len;
     rmf_err e = NULL;
@@ -197,7 +223,9 @@ int loadchunk(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, const fam
     } else if (ks == K_EMPTY) {
         e = ERR_NOT_FOUND;
     } else if (!v->partial) {
-        e = "ERR no LOADCHUNK in progress for this key (send the first chunk of the dump first)";
+        e = loadchunk_refusal(f, ks, v,
+                              "ERR no LOADCHUNK in progress for this key (send the first chunk "
+                              "of the dump first)");
     } else {
         e = rmf_partial_append(v->partial, off, data, len);
     }

@@ -210,7 +210,8 @@ double rmf_dd_current_fpr(rmf_obj *o, uint64_t now_ms);
 /* A value kept in RedisBloom's layout (rm_redisbloom.h): migrated by
  * LOADCHUNK of RedisBloom's SCANDUMP chunks or read from its RDB types. */
 bool rmf_is_redisbloom(const rmf_obj *o);
-/* A RedisBloom-layout value whose chunks have not all arrived. */
+/* A RedisBloom-layout Bloom value whose chunks have not all arrived (a
+ * cuckoo value is usable from its header on). */
 bool rmf_loading(const rmf_obj *o);
 rmf_kind rmf_obj_kind(const rmf_obj *o);
 uint64_t rmf_items(const rmf_obj *o);
