@@ -247,14 +247,6 @@ uint32_t rmf_bf_expansion(const rmf_obj *o)
     return o->rbf ? rb_bloom_expansion(o->rbf) : o->expansion;
 }
 
-double rmf_bf_bound(const rmf_obj *o)
-{
-    double s = 0;
-    for (uint32_t i = 0; i < o->bl_n; i++)
-        s += dedup_bloom_target_fpr(o->bl[i]);
-    return s;
-}
-
 size_t rmf_bf_debug(const rmf_obj *o, uint32_t line, char *buf, size_t cap)
 {
     if (o->rbf)

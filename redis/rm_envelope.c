@@ -426,7 +426,6 @@ rmf_err rmf_partial_append(rmf_partial *p, uint64_t offset, const void *data, si
 
 uint64_t rmf_partial_received(const rmf_partial *p) { return p->received; }
 uint64_t rmf_partial_total(const rmf_partial *p) { return p->total; }
-rmf_kind rmf_partial_kind(const rmf_partial *p) { return p->kind; }
 const unsigned char *rmf_partial_data(const rmf_partial *p) { return p->data; }
 
 rmf_err rmf_partial_finish(const rmf_partial *p, const rmf_config *c, rmf_obj **out)

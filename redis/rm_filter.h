@@ -132,8 +132,6 @@ uint64_t rmf_bf_capacity(const rmf_obj *o);
 uint32_t rmf_bf_filters(const rmf_obj *o);
 bool rmf_bf_nonscaling(const rmf_obj *o);
 uint32_t rmf_bf_expansion(const rmf_obj *o);
-/* The bound in force: the sum of the links' rates (<= the error rate). */
-double rmf_bf_bound(const rmf_obj *o);
 /* Line 'line' of BF.DEBUG (0: "size:N"; i >= 1: link i, RedisBloom's
  * fields) into buf; 0 past the last line.  Returns the length (snprintf). */
 size_t rmf_bf_debug(const rmf_obj *o, uint32_t line, char *buf, size_t cap);
@@ -251,7 +249,6 @@ rmf_err rmf_partial_begin(const void *hdr, size_t len, rmf_kind expect, const rm
 rmf_err rmf_partial_append(rmf_partial *p, uint64_t offset, const void *data, size_t len);
 uint64_t rmf_partial_received(const rmf_partial *p);
 uint64_t rmf_partial_total(const rmf_partial *p);
-rmf_kind rmf_partial_kind(const rmf_partial *p);
 const unsigned char *rmf_partial_data(const rmf_partial *p);
 /* When complete: validates and builds the object.  The partial is left
  * unchanged (free it in any case). */
