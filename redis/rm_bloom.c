@@ -41,7 +41,7 @@
  * p by a percent or two.
  */
 #include "rm_internal.h"
-#include "rm_redisbloom.h"
+#include "legacy/rm_redisbloom.h"
 
 #include "dedup/limits.h"
 

@@ -10,10 +10,10 @@
  * dedup_cuckoo_create() and handed to the seen-set through its serialized
  * form (dedup_seen_load dispatches on the container's type), once, at
  * creation.  A key migrated from RedisBloom keeps RedisBloom's layout
- * instead (rm_redisbloom.c) and every call here hands it over.
+ * instead (legacy/rm_redisbloom.c) and every call here hands it over.
  */
 #include "rm_internal.h"
-#include "rm_redisbloom.h"
+#include "legacy/rm_redisbloom.h"
 
 #include "dedup/limits.h"
 

@@ -32,7 +32,7 @@
  * value in one command; the parts share the seed and the newest time.
  *
  * Values saved before the port (envelope version 2) load through
- * rm_dedup_legacy.c: EXACT tables become exact windows there, approximate
+ * legacy/rm_dedup_legacy.c: EXACT tables become exact windows there, approximate
  * ones keep their own engine.
  *
  * Memory, measured (bench/results/redis.md): DEDUP.RESERVE events 60000

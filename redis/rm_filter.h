@@ -13,7 +13,7 @@
  *   5      1    envelope version: 3 for DEDUP values on the library
  *               window, 2 for every other value (1 is still read: see
  *               below; a DEDUP value in version 2 is one saved before the
- *               window, read by rm_dedup_legacy.c)
+ *               window, read by legacy/rm_dedup_legacy.c)
  *   6      2    flags: bit 0 NONSCALING (Bloom), bit 1 EXACT (dedup); others zero
  *   8      8    items inserted
  *   16     8    items deleted (cuckoo), else 0
@@ -40,7 +40,7 @@
  *               its duration, EXACT as its mode, the generations above;
  *               the value's seed, the same in every part) per part: an
  *               item lives in part reduce(digest.hi, N);
- *               dedup v2 (rm_dedup_legacy.c): approximate, one scalable
+ *               dedup v2 (legacy/rm_dedup_legacy.c): approximate, one scalable
  *               chain of blocked Bloom (type 6) per generation, in slot
  *               order; EXACT, the table blob (magic "DDEX", entries, XXH3-64)
  *
@@ -205,7 +205,7 @@ uint64_t rmf_dd_live(const rmf_obj *o, uint64_t now_ms);
 double rmf_dd_current_fpr(rmf_obj *o, uint64_t now_ms);
 
 /* ---- Common -------------------------------------------------------------- */
-/* A value kept in RedisBloom's layout (rm_redisbloom.h): migrated by
+/* A value kept in RedisBloom's layout (legacy/rm_redisbloom.h): migrated by
  * LOADCHUNK of RedisBloom's SCANDUMP chunks or read from its RDB types. */
 bool rmf_is_redisbloom(const rmf_obj *o);
 /* A RedisBloom-layout Bloom value whose chunks have not all arrived (a

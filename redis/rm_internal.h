@@ -7,9 +7,9 @@
  *   rm_bloom.c     BF values: a chain of classic Bloom links (the split of p)
  *   rm_cuckoo.c    CF values: the library's cuckoo filter
  *   rm_dedup.c     DEDUP values: the library's time window (EXACT or not)
- *   rm_dedup_legacy.c  DEDUP values saved before the window: read path
+ *   legacy/rm_dedup_legacy.c  DEDUP values saved before the window: read path
  *   rm_envelope.c  the serialized form, its loader and the chunk loader
- *   rm_redisbloom.c  values kept in RedisBloom's own layout (migrated keys)
+ *   legacy/rm_redisbloom.c  values kept in RedisBloom's own layout (migrated keys)
  */
 #ifndef DEDUP_RM_INTERNAL_H
 #define DEDUP_RM_INTERNAL_H
@@ -30,7 +30,7 @@
 /* The DEDUP state, allocated only for DEDUP values (so BF and CF keys do
  * not carry it).  A value runs on the library's window (dedup/window.h),
  * except an approximate value saved before the port (envelope version 2),
- * which keeps its generations of Bloom chains (rm_dedup_legacy.c). */
+ * which keeps its generations of Bloom chains (legacy/rm_dedup_legacy.c). */
 typedef struct rmf_dd {
     dedup_window *win;      /* NULL for a legacy value; parts[0] */
     dedup_window **parts;   /* EXACT: the value's windows, an item in part
@@ -137,7 +137,7 @@ rmf_err rmf_dd_window_put(rmf_obj *o, dedup_digest d, int64_t ms);
 void rmf_dd_free_state(rmf_obj *o);
 size_t rmf_dd_memory(const rmf_obj *o);
 
-/* rm_dedup_legacy.c: values saved before the port (envelope version 2) */
+/* legacy/rm_dedup_legacy.c: values saved before the port (envelope version 2) */
 void rmf_ddl_gen_params(dedup_scalable_params *sp, uint64_t n0, double p);
 /* Loads an approximate value's generations, or converts an EXACT table to
  * an exact window. */

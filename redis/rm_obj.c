@@ -4,7 +4,7 @@
  * common accessors and the deep copy.
  */
 #include "rm_internal.h"
-#include "rm_redisbloom.h"
+#include "legacy/rm_redisbloom.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -4,7 +4,7 @@
  * probe and bucket formulas, the sizes and the growth rule are what a
  * value must follow for the items RedisBloom stored in it to be found.
  */
-#include "rm_internal.h"
+#include "../rm_internal.h"
 #include "rm_redisbloom.h"
 
 #include "dedup/format.h"

@@ -20,7 +20,7 @@
  * window.  Times before the newest slot (a clock that went back) are taken
  * as the newest slot: nothing is cleared and nothing is forgotten early.
  */
-#include "rm_internal.h"
+#include "../rm_internal.h"
 
 #include "dedup/hash.h"
 #include "dedup/limits.h"

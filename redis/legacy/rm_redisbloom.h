@@ -50,7 +50,7 @@
 #ifndef DEDUP_RM_REDISBLOOM_H
 #define DEDUP_RM_REDISBLOOM_H
 
-#include "rm_filter.h"
+#include "../rm_filter.h"
 
 #include <stdbool.h>
 #include <stddef.h>
