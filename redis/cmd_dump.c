@@ -7,8 +7,6 @@
  */
 #include "module.h"
 
-#include <string.h>
-
 
 /* SCANDUMP of a key in RedisBloom's layout, in RedisBloom's numbering. */
 static int scandump_rb(RedisModuleCtx *ctx, RedisModuleKey *key, const rmf_obj *o, long long it,
@@ -43,6 +41,24 @@ static int scandump_rb(RedisModuleCtx *ctx, RedisModuleKey *key, const rmf_obj *
     return REDISMODULE_OK;
 }
 
+/* The reply to a chunk LOADCHUNK does not take outside a load of ours in
+ * progress ('ours' otherwise).  RedisBloom checks the key first ("not
+ * found"), then the chunk: "Couldn't load chunk!" (CF), "received bad
+ * data" (BF).  Where RedisBloom would write the bytes into a live filter
+ * at the position given, this module refuses them all the same: arbitrary
+ * bytes would corrupt the filter. */
+static const char *loadchunk_refusal(const family *f, key_status ks, const rm_value *v,
+                                     const char *ours)
+{
+    if (!f->rb_type)
+        return ours;
+    if (ks == K_EMPTY)
+        return ERR_NOT_FOUND;
+    if (v && v->partial)
+        return ours;
+    return f->kind == RMF_CUCKOO ? "ERR Couldn't load chunk!" : "ERR received bad data";
+}
+
 /* LOADCHUNK of RedisBloom's chunk sequence: iterator 1 carries its header
  * (to an empty key); later chunks fill the arrays in order. */
 static int loadchunk_rb(RedisModuleCtx *ctx, RedisModuleKey *key, const family *f,
@@ -51,8 +67,10 @@ static int loadchunk_rb(RedisModuleCtx *ctx, RedisModuleKey *key, const family *
     rmf_err e = NULL;
     if (it == 1) {
         rmf_obj *o;
+        /* RedisBloom: a header for an existing CF key is "item exists"; for
+         * a BF key it is taken as a chunk, which it refuses */
         if (ks != K_EMPTY)
-            e = ERR_EXISTS;
+            e = f->kind == RMF_CUCKOO ? ERR_EXISTS : loadchunk_refusal(f, ks, v, ERR_EXISTS);
         else if ((e = rmf_rb_begin(f->kind, data, len, &config, &ALLOC, &o)) == NULL &&
                  store_new(key, f, o) != 0)
             e = rmf_err_nomem();
@@ -138,26 +156,6 @@ int scandump(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, const fami
     RedisModule_ReplyWithStringBuffer(ctx, buf, got);
     RedisModule_Free(buf);
     return REDISMODULE_OK;
-}
-
-/* The reply to a chunk LOADCHUNK does not take outside a load of ours in
- * progress ('ours' otherwise).  RedisBloom checks the key first ("not
- * found"), then the chunk: "Couldn't load chunk!" (CF), "received bad
- * data" (BF).  Where RedisBloom would write the bytes into a live filter
- * at the position given, this module refuses them all the same: arbitrary
- * bytes would corrupt the filter. */
-static const char *loadchunk_refusal(const family *f, key_status ks, const rm_value *v,
-                                     const char *ours)
-{
-    if (!f->rb_type)
-        return ours;
-    if (ks == K_EMPTY)
-        return ERR_NOT_FOUND;
-    if (v && v->partial)
-        return ours;
-    return f->kind == RMF_CUCKOO ? "ERR Couldn't load chunk!"
-           : strcmp(ours, "ERR invalid iterator") == 0 ? "ERR received bad data"
-                                                      : ours;
 }
 
 int loadchunk(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, const family *f)
