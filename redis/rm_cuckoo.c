@@ -35,7 +35,7 @@ static uint64_t cf_link_bytes(uint64_t nb0, uint32_t exp, uint32_t b, uint32_t f
 }
 
 
-dedup_status rmf_cf_load_seen(rmf_obj *o, dedup_source src)
+static dedup_status cf_load_seen(rmf_obj *o, dedup_source src)
 {
     dedup_status s = dedup_seen_load(src, rmf_obj_allocator(o), &o->cfs);
     if (s != DEDUP_OK)
@@ -349,3 +349,56 @@ void rmf_cf_compact(rmf_obj *o)
     dedup_cuckoo_get_info(o->cf, &ci);
     o->deleted = ci.deleted;
 }
+
+/* ---- the envelope's operations (rm_internal.h) ------------------------------ */
+
+static uint64_t cf_blobs_size(const rmf_obj *o) { return dedup_cuckoo_serialized_size(o->cf); }
+
+static void cf_encode(const rmf_obj *o, unsigned char h[RMF_ENVELOPE_SIZE])
+{
+    dedup_cuckoo_info ci;
+    dedup_cuckoo_get_info(o->cf, &ci);
+    dedup_put_u64(h + 8, ci.inserted);
+    dedup_put_u64(h + 16, ci.deleted);
+    dedup_put_u32(h + 44, ci.bucket_size);
+    dedup_put_u32(h + 48, ci.max_kicks);
+    dedup_put_u32(h + 52, 1);
+}
+
+static dedup_status cf_save_blobs(const rmf_obj *o, dedup_sink *sink)
+{
+    return dedup_seen_save(o->cfs, sink);
+}
+
+static rmf_err cf_check(const rmf_envelope *e)
+{
+    if (e->flags || e->window_ms || e->cur_slot || e->nblobs != 1)
+        return "ERR corrupted dump header";
+    if (e->bucket_size < 1 || e->bucket_size > DEDUP_CUCKOO_MAX_BUCKET_SIZE ||
+        e->aux > DEDUP_CUCKOO_MAX_KICKS || e->expansion > DEDUP_CUCKOO_MAX_EXPANSION ||
+        !(e->error_rate >= DEDUP_MIN_FPR && e->error_rate < 1))
+        return "ERR corrupted dump header (cuckoo shape)";
+    return NULL;
+}
+
+/* Loads the cuckoo blob and checks it against the envelope. */
+static rmf_err cf_load(dedup_source src, const rmf_envelope *e, const rmf_config *c,
+                           rmf_obj *o)
+{
+    dedup_status s = cf_load_seen(o, src);
+    if (s != DEDUP_OK)
+        return s == DEDUP_ERR_NOMEM ? rmf_err_nomem() : "ERR corrupted filter in dump";
+    dedup_cuckoo_info ci;
+    dedup_cuckoo_get_info(o->cf, &ci);
+    if (ci.bucket_size != e->bucket_size || ci.max_kicks != e->aux ||
+        ci.expansion != e->expansion || ci.capacity != e->capacity ||
+        ci.inserted != e->items || ci.deleted != e->deleted)
+        return "ERR corrupted dump (cuckoo filter differs from its header)";
+    if (rmf_memory_usage(o) > c->max_memory)
+        return "ERR dump larger than the per-key memory limit (module argument MAX_MEMORY)";
+    o->deleted = 0; /* the CF.COMPACT base starts over */
+    rmf_cf_set_max_links(o, c);
+    return NULL;
+}
+
+const rmf_family_ops rmf_cf_ops = {cf_blobs_size, cf_encode, cf_save_blobs, cf_check, cf_load};
