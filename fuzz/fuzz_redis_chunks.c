@@ -10,7 +10,7 @@
  * bytes it was loaded from (for kinds whose state is all in the dump, in
  * the current envelope version) and free cleanly.
  *
- * RedisBloom's layouts (rm_redisbloom.h) come in a framing of this file's:
+ * RedisBloom's layouts (legacy/rm_redisbloom.h) come in a framing of this file's:
  *   "RBBF" / "RBCF", u32 header length L, the SCANDUMP header (L bytes),
  *     then the arrays, fed as LOADCHUNK chunks sized from the input;
  *   "RBRB" / "RBRC", u8 encoding, then an RDB value read as a stream of
@@ -22,10 +22,10 @@
 #include "../redis/rm_bloom.c"
 #include "../redis/rm_cuckoo.c"
 #include "../redis/rm_dedup.c"
-#include "../redis/rm_dedup_legacy.c"
+#include "../redis/legacy/rm_dedup_legacy.c"
 #include "../redis/rm_envelope.c"
 #include "../redis/rm_obj.c"
-#include "../redis/rm_redisbloom.c"
+#include "../redis/legacy/rm_redisbloom.c"
 #include "../redis/rm_mem.c"
 
 #include <stdint.h>

@@ -41,6 +41,24 @@ static int scandump_rb(RedisModuleCtx *ctx, RedisModuleKey *key, const rmf_obj *
     return REDISMODULE_OK;
 }
 
+/* The reply to a chunk LOADCHUNK does not take outside a load of ours in
+ * progress ('ours' otherwise).  RedisBloom checks the key first ("not
+ * found"), then the chunk: "Couldn't load chunk!" (CF), "received bad
+ * data" (BF).  Where RedisBloom would write the bytes into a live filter
+ * at the position given, this module refuses them all the same: arbitrary
+ * bytes would corrupt the filter. */
+static const char *loadchunk_refusal(const family *f, key_status ks, const rm_value *v,
+                                     const char *ours)
+{
+    if (!f->rb_type)
+        return ours;
+    if (ks == K_EMPTY)
+        return ERR_NOT_FOUND;
+    if (v && v->partial)
+        return ours;
+    return f->kind == RMF_CUCKOO ? "ERR Couldn't load chunk!" : "ERR received bad data";
+}
+
 /* LOADCHUNK of RedisBloom's chunk sequence: iterator 1 carries its header
  * (to an empty key); later chunks fill the arrays in order. */
 static int loadchunk_rb(RedisModuleCtx *ctx, RedisModuleKey *key, const family *f,
@@ -49,8 +67,10 @@ static int loadchunk_rb(RedisModuleCtx *ctx, RedisModuleKey *key, const family *
     rmf_err e = NULL;
     if (it == 1) {
         rmf_obj *o;
+        /* RedisBloom: a header for an existing CF key is "item exists"; for
+         * a BF key it is taken as a chunk, which it refuses */
         if (ks != K_EMPTY)
-            e = ERR_EXISTS;
+            e = f->kind == RMF_CUCKOO ? ERR_EXISTS : loadchunk_refusal(f, ks, v, ERR_EXISTS);
         else if ((e = rmf_rb_begin(f->kind, data, len, &config, &ALLOC, &o)) == NULL &&
                  store_new(key, f, o) != 0)
             e = rmf_err_nomem();
@@ -142,9 +162,13 @@ int loadchunk(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, const fam
 {
     if (argc != 4)
         return RedisModule_WrongArity(ctx);
+    /* RedisBloom's texts for CF.LOADCHUNK: a position that is not a number
+     * or is 0 is "Invalid position" (BF.LOADCHUNK: "must be numeric"). */
+    bool cf = f->rb_type && f->kind == RMF_CUCKOO;
     long long it;
-    if (!arg_ll(argv[2], &it))
-        return RedisModule_ReplyWithError(ctx, "ERR Second argument must be numeric");
+    if (!arg_ll(argv[2], &it) || (cf && it == 0))
+        return RedisModule_ReplyWithError(ctx, cf ? "ERR Invalid position"
+                                                  : "ERR Second argument must be numeric");
     size_t len;
     const char *data = RedisModule_StringPtrLen(argv[3], &len);
     RedisModuleKey *key = RedisModule_OpenKey(ctx, argv[1], REDISMODULE_READ | REDISMODULE_WRITE);
@@ -160,7 +184,7 @@ int loadchunk(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, const fam
         return loadchunk_rb(ctx, key, f, ks, v, it, data, len);
     if (it < 1 || (uint64_t)it - 1 < len) {
         close_key(key);
-        return RedisModule_ReplyWithError(ctx, "ERR invalid iterator");
+        return RedisModule_ReplyWithError(ctx, loadchunk_refusal(f, ks, v, "ERR invalid iterator"));
     }
     uint64_t off = (uint64_t)it - 1 - len;
     rmf_err e = NULL;
@@ -197,7 +221,9 @@ int loadchunk(RedisModuleCtx *ctx, RedisModuleString **argv, int argc, const fam
     } else if (ks == K_EMPTY) {
         e = ERR_NOT_FOUND;
     } else if (!v->partial) {
-        e = "ERR no LOADCHUNK in progress for this key (send the first chunk of the dump first)";
+        e = loadchunk_refusal(f, ks, v,
+                              "ERR no LOADCHUNK in progress for this key (send the first chunk "
+                              "of the dump first)");
     } else {
         e = rmf_partial_append(v->partial, off, data, len);
     }

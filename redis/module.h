@@ -22,7 +22,7 @@
 
 #include "redismodule_api.h"
 #include "rm_filter.h"
-#include "rm_redisbloom.h"
+#include "legacy/rm_redisbloom.h"
 
 typedef struct rm_value {
     rmf_obj *obj;
@@ -37,7 +37,7 @@ typedef struct rm_value {
 /* RDB encoding version of each data type.  BF and CF: the file format's
  * (DEDUP_FORMAT_VERSION, 1).  DEDUP: 2 since its values are library windows
  * (envelope version 3); an encver-1 value (generations of Bloom chains, or
- * an EXACT table) still loads (rm_dedup_legacy.c), and a server with an
+ * an EXACT table) still loads (legacy/rm_dedup_legacy.c), and a server with an
  * older module refuses an encver-2 value instead of misreading it. */
 #define RM_DD_ENCVER 2
 

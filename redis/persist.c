@@ -300,7 +300,7 @@ void *copy_value(RedisModuleString *from, RedisModuleString *to, const void *val
 
 
 /* ---- RedisBloom's types ("MBbloom--", "MBbloomCF") --------------------------------
- * Values in RedisBloom's RDB encodings (rm_redisbloom.h), read and written
+ * Values in RedisBloom's RDB encodings (legacy/rm_redisbloom.h), read and written
  * through these adapters. */
 static uint64_t io_load_u64(void *ctx) { return RedisModule_LoadUnsigned(ctx); }
 static double io_load_double(void *ctx) { return RedisModule_LoadDouble(ctx); }

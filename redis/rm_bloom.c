@@ -41,7 +41,7 @@
  * p by a percent or two.
  */
 #include "rm_internal.h"
-#include "rm_redisbloom.h"
+#include "legacy/rm_redisbloom.h"
 
 #include "dedup/limits.h"
 
@@ -247,14 +247,6 @@ uint32_t rmf_bf_expansion(const rmf_obj *o)
     return o->rbf ? rb_bloom_expansion(o->rbf) : o->expansion;
 }
 
-double rmf_bf_bound(const rmf_obj *o)
-{
-    double s = 0;
-    for (uint32_t i = 0; i < o->bl_n; i++)
-        s += dedup_bloom_target_fpr(o->bl[i]);
-    return s;
-}
-
 size_t rmf_bf_debug(const rmf_obj *o, uint32_t line, char *buf, size_t cap)
 {
     if (o->rbf)
@@ -275,7 +267,7 @@ size_t rmf_bf_debug(const rmf_obj *o, uint32_t line, char *buf, size_t cap)
                             dedup_bloom_target_fpr(b));
 }
 
-uint64_t rmf_bf_blobs_size(const rmf_obj *o)
+static uint64_t bf_blobs_size(const rmf_obj *o)
 {
     uint64_t n = 0;
     for (uint32_t i = 0; i < o->bl_n; i++)
@@ -283,10 +275,137 @@ uint64_t rmf_bf_blobs_size(const rmf_obj *o)
     return n;
 }
 
-dedup_status rmf_bf_save_blobs(const rmf_obj *o, dedup_sink *sink)
+static dedup_status bf_save_blobs(const rmf_obj *o, dedup_sink *sink)
 {
     dedup_status s = DEDUP_OK;
     for (uint32_t i = 0; s == DEDUP_OK && i < o->bl_n; i++)
         s = dedup_bloom_save(o->bl[i], sink);
     return s;
 }
+
+/* ---- the envelope's operations (rm_internal.h) ------------------------------ */
+
+static void bf_encode(const rmf_obj *o, unsigned char h[RMF_ENVELOPE_SIZE])
+{
+    dedup_put_u32(h + 48, o->schedule);
+    dedup_put_u32(h + 52, o->bl_n);
+    dedup_put_u64(h + 56, o->bl_last_items);
+}
+
+static rmf_err bf_check(const rmf_envelope *e)
+{
+    bool ns = e->flags & 1;
+    if (e->version == 1) {
+        if ((e->flags & ~1u) || e->deleted || e->bucket_size || e->aux || e->window_ms ||
+            e->cur_slot)
+            return "ERR corrupted dump header";
+        if (!(e->error_rate >= DEDUP_MIN_FPR && e->error_rate < 1))
+            return "ERR corrupted dump header (error rate)";
+        if (e->nblobs != 1 ||
+            (ns ? e->expansion != 0
+                : (e->expansion < 1 || e->expansion > DEDUP_SCALABLE_MAX_GROWTH)))
+            return "ERR corrupted dump header (links)";
+        return NULL;
+    }
+    if ((e->flags & ~1u) || e->deleted || e->bucket_size || e->cur_slot)
+        return "ERR corrupted dump header";
+    if (!(e->error_rate > 0 && e->error_rate < 1))
+        return "ERR corrupted dump header (error rate)";
+    if ((e->aux != BF_SCHEDULE_V1 && e->aux != BF_SCHEDULE_V2) || e->nblobs < 1 ||
+        e->nblobs > BF_MAX_LINKS || (ns ? (e->expansion != 0 || e->nblobs != 1) : e->expansion < 1))
+        return "ERR corrupted dump header (links)";
+    return NULL;
+}
+
+/* Envelope v1: the library's scalable chain (r = 0.9 over 64 links), whose
+ * links become the module's (each through its own validated container). */
+static rmf_err load_bloom_v1(dedup_source src, const rmf_envelope *e, const rmf_config *c,
+                             rmf_obj *o)
+{
+    dedup_scalable *sb;
+    dedup_status s = dedup_scalable_load(src, rmf_obj_allocator(o), &sb);
+    if (s != DEDUP_OK)
+        return s == DEDUP_ERR_NOMEM ? rmf_err_nomem() : "ERR corrupted filter in dump";
+    dedup_scalable_info si;
+    dedup_scalable_get_info(sb, &si);
+    bool ns = e->flags & 1;
+    rmf_err err = NULL;
+    if (si.kind != DEDUP_BLOOM_CLASSIC || si.max_links != (ns ? 1u : DEDUP_MAX_CHAIN) ||
+        si.growth != (ns ? 1u : e->expansion) ||
+        si.tightening != DEDUP_SCALABLE_DEFAULT_TIGHTENING || si.fpr != e->error_rate ||
+        si.initial_capacity != e->capacity || si.items != e->items)
+        err = "ERR corrupted dump (Bloom filter differs from its header)";
+    o->schedule = BF_SCHEDULE_V1;
+    for (uint32_t i = 0; !err && i < si.links; i++) {
+        const dedup_bloom *l = dedup_scalable_link(sb, i);
+        dedup_scalable_link_info li;
+        uint64_t n = dedup_bloom_serialized_size(l);
+        unsigned char *buf = n <= SIZE_MAX ? rmf_alloc(rmf_obj_allocator(o), (size_t)n) : NULL;
+        if (!buf || dedup_scalable_get_link_info(sb, i, &li) != DEDUP_OK) {
+            rmf_dealloc(rmf_obj_allocator(o), buf);
+            err = rmf_err_nomem();
+            break;
+        }
+        dedup_mem_sink ms;
+        dedup_sink sink = dedup_mem_sink_init(&ms, buf, (size_t)n);
+        dedup_bloom *b = NULL;
+        dedup_mem_source m;
+        if (dedup_bloom_save(l, &sink) != DEDUP_OK ||
+            dedup_bloom_load(dedup_mem_source_init(&m, buf, ms.len), rmf_obj_allocator(o), &b) !=
+                DEDUP_OK)
+            err = rmf_err_nomem();
+        rmf_dealloc(rmf_obj_allocator(o), buf);
+        if (!err)
+            err = rmf_bf_push_link(o, b);
+        o->bl_last_items = li.items;
+    }
+    dedup_scalable_free(sb);
+    if (!err && rmf_memory_usage(o) > c->max_memory)
+        err = "ERR dump larger than the per-key memory limit (module argument MAX_MEMORY)";
+    return err;
+}
+
+/* Envelope v2: one classic Bloom container per link; each must be the link
+ * the module would have made (capacity, rate, bits, seed), the older links
+ * full, and the counts add up. */
+static rmf_err load_bloom_v2(dedup_source src, const rmf_envelope *e, const rmf_config *c,
+                             rmf_obj *o)
+{
+    o->schedule = (uint8_t)e->aux; /* a value first saved as v1 keeps its split */
+    uint64_t n = e->capacity, full = 0;
+    for (uint32_t i = 0; i < e->nblobs; i++) {
+        if (i > 0 && __builtin_mul_overflow(n, (uint64_t)e->expansion, &n))
+            return "ERR corrupted dump (link capacity)";
+        double p = rmf_bf_link_fpr(o->schedule, e->error_rate, o->nonscaling, i);
+        uint64_t m = p >= DEDUP_MIN_FPR ? rmf_bf_link_bits(n, p) : 0;
+        if (m == 0)
+            return "ERR corrupted dump (link shape)";
+        if (rmf_memory_usage(o) + m / 8 > c->max_memory)
+            return "ERR dump larger than the per-key memory limit (module argument MAX_MEMORY)";
+        dedup_bloom *b;
+        dedup_status s = dedup_bloom_load(src, rmf_obj_allocator(o), &b);
+        if (s != DEDUP_OK)
+            return s == DEDUP_ERR_NOMEM ? rmf_err_nomem() : "ERR corrupted filter in dump";
+        if (dedup_bloom_capacity(b) != n || dedup_bloom_target_fpr(b) != p ||
+            dedup_bloom_bits(b) != m || dedup_bloom_seed(b) != DEDUP_DEFAULT_SEED) {
+            dedup_bloom_free(b);
+            return "ERR corrupted dump (link shape)";
+        }
+        rmf_err err = rmf_bf_push_link(o, b);
+        if (err)
+            return err;
+        if (i + 1 < e->nblobs)
+            full += n;
+    }
+    if (e->window_ms > n || e->items != full + e->window_ms)
+        return "ERR corrupted dump (item counts)";
+    o->bl_last_items = e->window_ms;
+    return NULL;
+}
+
+static rmf_err bf_load(dedup_source src, const rmf_envelope *e, const rmf_config *c, rmf_obj *o)
+{
+    return e->version == 1 ? load_bloom_v1(src, e, c, o) : load_bloom_v2(src, e, c, o);
+}
+
+const rmf_family_ops rmf_bf_ops = {bf_blobs_size, bf_encode, bf_save_blobs, bf_check, bf_load};

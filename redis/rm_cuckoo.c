@@ -10,10 +10,10 @@
  * dedup_cuckoo_create() and handed to the seen-set through its serialized
  * form (dedup_seen_load dispatches on the container's type), once, at
  * creation.  A key migrated from RedisBloom keeps RedisBloom's layout
- * instead (rm_redisbloom.c) and every call here hands it over.
+ * instead (legacy/rm_redisbloom.c) and every call here hands it over.
  */
 #include "rm_internal.h"
-#include "rm_redisbloom.h"
+#include "legacy/rm_redisbloom.h"
 
 #include "dedup/limits.h"
 
@@ -35,7 +35,7 @@ static uint64_t cf_link_bytes(uint64_t nb0, uint32_t exp, uint32_t b, uint32_t f
 }
 
 
-dedup_status rmf_cf_load_seen(rmf_obj *o, dedup_source src)
+static dedup_status cf_load_seen(rmf_obj *o, dedup_source src)
 {
     dedup_status s = dedup_seen_load(src, rmf_obj_allocator(o), &o->cfs);
     if (s != DEDUP_OK)
@@ -80,11 +80,12 @@ rmf_err rmf_cf_create(const rmf_cf_params *p, const rmf_config *c, const dedup_a
         return "ERR capacity above the module's limit (module argument MAX_CAPACITY)";
     uint32_t f = dedup_cuckoo_fingerprint_bits_for(c->cf_error_rate, p->bucket_size);
     uint64_t nb0 = dedup_cuckoo_buckets_for(p->capacity, p->bucket_size);
+    /* RedisBloom's text for a filter it cannot make */
     if (f == 0 || nb0 == 0)
-        return "ERR invalid filter parameters";
+        return "ERR Couldn't create Cuckoo Filter";
     uint64_t first = cf_link_bytes(nb0, p->expansion, p->bucket_size, f, 0);
     if (first == UINT64_MAX || first > DEDUP_MAX_BITS / 8)
-        return "ERR capacity too large for one filter";
+        return "ERR Couldn't create Cuckoo Filter";
     if (first > c->max_memory)
         return "ERR filter would exceed the per-key memory limit (module argument MAX_MEMORY)";
     rmf_obj *o = rmf_obj_new(RMF_CUCKOO, a);
@@ -159,6 +160,25 @@ void rmf_cf_set_max_links(rmf_obj *o, const rmf_config *c)
     }
 }
 
+/* Items a fixed filter (EXPANSION 0) may still take.  RedisBloom's fixed
+ * filter for the same CF.RESERVE has nextpow2(capacity / bucket size)
+ * buckets of that size and refuses once they are taken (or earlier, when
+ * its relocations fail); ours refuses at that count too, or earlier when
+ * its own table is full, so a filter never holds more than RedisBloom's
+ * would.  UINT64_MAX for a growing filter. */
+static uint64_t cf_fixed_room(const rmf_obj *o)
+{
+    dedup_cuckoo_info ci;
+    dedup_cuckoo_get_info(o->cf, &ci);
+    if (ci.expansion != 0 || ci.bucket_size == 0)
+        return UINT64_MAX;
+    uint64_t nb = o->capacity / ci.bucket_size, p = 1;
+    while (p < nb && p < (UINT64_C(1) << 56))
+        p <<= 1;
+    uint64_t slots = p * ci.bucket_size;
+    return ci.items < slots ? slots - ci.items : 0;
+}
+
 int rmf_cf_add(rmf_obj *o, const void *item, size_t len, bool nx, rmf_err *err)
 {
     *err = NULL;
@@ -167,6 +187,13 @@ int rmf_cf_add(rmf_obj *o, const void *item, size_t len, bool nx, rmf_err *err)
     dedup_digest d = cf_digest(o, item, len);
     dedup_status s;
     dedup_verdict v = DEDUP_NEW;
+    if (cf_fixed_room(o) == 0) {
+        /* full: CF.ADDNX still answers 0 for a key it holds */
+        dedup_batch b = one(&d);
+        if (nx && dedup_seen_query(o->cfs, &b, &v) == DEDUP_OK && v != DEDUP_NEW)
+            return 0;
+        return -1;
+    }
     if (nx) {
         dedup_batch b = one(&d);
         s = dedup_seen_decide(o->cfs, &b, &v, NULL);
@@ -250,6 +277,12 @@ void rmf_cf_add_many(rmf_obj *o, const void *const *items, const size_t *lens, s
                 size_t room = ci.links < o->cf_max_links ? o->cf_max_links - ci.links : 0;
                 if (k > room)
                     k = room;
+            } else if (cf_fixed_room(o) < k) {
+                k = (size_t)cf_fixed_room(o);
+                if (k == 0) {
+                    rc[i++] = -1;
+                    continue;
+                }
             }
         }
         if (o->rcf || k <= 1) {
@@ -316,3 +349,56 @@ void rmf_cf_compact(rmf_obj *o)
     dedup_cuckoo_get_info(o->cf, &ci);
     o->deleted = ci.deleted;
 }
+
+/* ---- the envelope's operations (rm_internal.h) ------------------------------ */
+
+static uint64_t cf_blobs_size(const rmf_obj *o) { return dedup_cuckoo_serialized_size(o->cf); }
+
+static void cf_encode(const rmf_obj *o, unsigned char h[RMF_ENVELOPE_SIZE])
+{
+    dedup_cuckoo_info ci;
+    dedup_cuckoo_get_info(o->cf, &ci);
+    dedup_put_u64(h + 8, ci.inserted);
+    dedup_put_u64(h + 16, ci.deleted);
+    dedup_put_u32(h + 44, ci.bucket_size);
+    dedup_put_u32(h + 48, ci.max_kicks);
+    dedup_put_u32(h + 52, 1);
+}
+
+static dedup_status cf_save_blobs(const rmf_obj *o, dedup_sink *sink)
+{
+    return dedup_seen_save(o->cfs, sink);
+}
+
+static rmf_err cf_check(const rmf_envelope *e)
+{
+    if (e->flags || e->window_ms || e->cur_slot || e->nblobs != 1)
+        return "ERR corrupted dump header";
+    if (e->bucket_size < 1 || e->bucket_size > DEDUP_CUCKOO_MAX_BUCKET_SIZE ||
+        e->aux > DEDUP_CUCKOO_MAX_KICKS || e->expansion > DEDUP_CUCKOO_MAX_EXPANSION ||
+        !(e->error_rate >= DEDUP_MIN_FPR && e->error_rate < 1))
+        return "ERR corrupted dump header (cuckoo shape)";
+    return NULL;
+}
+
+/* Loads the cuckoo blob and checks it against the envelope. */
+static rmf_err cf_load(dedup_source src, const rmf_envelope *e, const rmf_config *c,
+                           rmf_obj *o)
+{
+    dedup_status s = cf_load_seen(o, src);
+    if (s != DEDUP_OK)
+        return s == DEDUP_ERR_NOMEM ? rmf_err_nomem() : "ERR corrupted filter in dump";
+    dedup_cuckoo_info ci;
+    dedup_cuckoo_get_info(o->cf, &ci);
+    if (ci.bucket_size != e->bucket_size || ci.max_kicks != e->aux ||
+        ci.expansion != e->expansion || ci.capacity != e->capacity ||
+        ci.inserted != e->items || ci.deleted != e->deleted)
+        return "ERR corrupted dump (cuckoo filter differs from its header)";
+    if (rmf_memory_usage(o) > c->max_memory)
+        return "ERR dump larger than the per-key memory limit (module argument MAX_MEMORY)";
+    o->deleted = 0; /* the CF.COMPACT base starts over */
+    rmf_cf_set_max_links(o, c);
+    return NULL;
+}
+
+const rmf_family_ops rmf_cf_ops = {cf_blobs_size, cf_encode, cf_save_blobs, cf_check, cf_load};

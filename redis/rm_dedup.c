@@ -32,7 +32,7 @@
  * value in one command; the parts share the seed and the newest time.
  *
  * Values saved before the port (envelope version 2) load through
- * rm_dedup_legacy.c: EXACT tables become exact windows there, approximate
+ * legacy/rm_dedup_legacy.c: EXACT tables become exact windows there, approximate
  * ones keep their own engine.
  *
  * Memory, measured (bench/results/redis.md): DEDUP.RESERVE events 60000
@@ -413,3 +413,69 @@ size_t rmf_dd_memory(const rmf_obj *o)
         return 0;
     return sizeof *o->dd + (o->dd->legacy ? rmf_ddl_memory(o) : (size_t)o->dd->win_bytes);
 }
+
+/* ---- the envelope's operations (rm_internal.h) ------------------------------
+ * A value on the library's window is envelope version 3; a value saved
+ * before it (version 2) is read and written by legacy/rm_dedup_legacy.c. */
+
+static uint64_t dd_blobs_size(const rmf_obj *o)
+{
+    if (o->dd->legacy)
+        return rmf_ddl_blobs_size(o);
+    uint64_t n = 0;
+    for (uint32_t i = 0; i < o->dd->nparts; i++)
+        n += dedup_window_serialized_size(o->dd->parts[i]);
+    return n;
+}
+
+static void dd_encode(const rmf_obj *o, unsigned char h[RMF_ENVELOPE_SIZE])
+{
+    if (o->dd->legacy) {
+        rmf_ddl_encode(o, h);
+        return;
+    }
+    h[5] = RMF_ENVELOPE_DD_WINDOW;
+    h[6] = o->exact ? 2 : 0;
+    dedup_put_u32(h + 48, o->dd->generations);
+    dedup_put_u32(h + 52, o->dd->nparts); /* EXACT: its parts, one window each */
+    dedup_put_u64(h + 56, o->dd->window_ms);
+}
+
+static dedup_status dd_save_blobs(const rmf_obj *o, dedup_sink *sink)
+{
+    if (o->dd->legacy)
+        return rmf_ddl_save(o, sink);
+    dedup_status s = DEDUP_OK;
+    for (uint32_t i = 0; s == DEDUP_OK && i < o->dd->nparts; i++)
+        s = dedup_window_save(o->dd->parts[i], sink);
+    return s;
+}
+
+static rmf_err dd_check(const rmf_envelope *e)
+{
+    if (e->version != RMF_ENVELOPE_DD_WINDOW)
+        return rmf_ddl_check(e);
+    if ((e->flags != 0 && e->flags != 2) || e->deleted || e->bucket_size || e->expansion ||
+        e->cur_slot || e->nblobs < 1 || e->nblobs > RMF_DD_MAX_PARTS ||
+        (e->flags == 0 && e->nblobs != 1))
+        return "ERR corrupted dump header";
+    if (e->aux > DD_MAX_GEN || e->aux < 1 || (e->flags == 0 && e->aux < DD_MIN_GEN))
+        return "ERR corrupted dump header (generations)";
+    if (!(e->error_rate >= DEDUP_MIN_FPR && e->error_rate < 1))
+        return "ERR corrupted dump header (error rate)";
+    if (e->window_ms < 1 || e->window_ms > UINT64_C(1) << 50)
+        return "ERR corrupted dump header (window)";
+    return NULL;
+}
+
+static rmf_err dd_load(dedup_source src, const rmf_envelope *e, const rmf_config *c, rmf_obj *o)
+{
+    (void)c;
+    o->exact = e->flags == 2;
+    if (e->version == RMF_ENVELOPE_DD_WINDOW)
+        return rmf_dd_load_window(o, src, e->aux, e->nblobs);
+    return o->exact ? rmf_ddl_load_exact(src, e->blobs_len, o)
+                    : rmf_ddl_load(src, e->nblobs, e->cur_slot, o);
+}
+
+const rmf_family_ops rmf_dd_ops = {dd_blobs_size, dd_encode, dd_save_blobs, dd_check, dd_load};

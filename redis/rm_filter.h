@@ -13,7 +13,7 @@
  *   5      1    envelope version: 3 for DEDUP values on the library
  *               window, 2 for every other value (1 is still read: see
  *               below; a DEDUP value in version 2 is one saved before the
- *               window, read by rm_dedup_legacy.c)
+ *               window, read by legacy/rm_dedup_legacy.c)
  *   6      2    flags: bit 0 NONSCALING (Bloom), bit 1 EXACT (dedup); others zero
  *   8      8    items inserted
  *   16     8    items deleted (cuckoo), else 0
@@ -40,7 +40,7 @@
  *               its duration, EXACT as its mode, the generations above;
  *               the value's seed, the same in every part) per part: an
  *               item lives in part reduce(digest.hi, N);
- *               dedup v2 (rm_dedup_legacy.c): approximate, one scalable
+ *               dedup v2 (legacy/rm_dedup_legacy.c): approximate, one scalable
  *               chain of blocked Bloom (type 6) per generation, in slot
  *               order; EXACT, the table blob (magic "DDEX", entries, XXH3-64)
  *
@@ -132,8 +132,6 @@ uint64_t rmf_bf_capacity(const rmf_obj *o);
 uint32_t rmf_bf_filters(const rmf_obj *o);
 bool rmf_bf_nonscaling(const rmf_obj *o);
 uint32_t rmf_bf_expansion(const rmf_obj *o);
-/* The bound in force: the sum of the links' rates (<= the error rate). */
-double rmf_bf_bound(const rmf_obj *o);
 /* Line 'line' of BF.DEBUG (0: "size:N"; i >= 1: link i, RedisBloom's
  * fields) into buf; 0 past the last line.  Returns the length (snprintf). */
 size_t rmf_bf_debug(const rmf_obj *o, uint32_t line, char *buf, size_t cap);
@@ -207,10 +205,11 @@ uint64_t rmf_dd_live(const rmf_obj *o, uint64_t now_ms);
 double rmf_dd_current_fpr(rmf_obj *o, uint64_t now_ms);
 
 /* ---- Common -------------------------------------------------------------- */
-/* A value kept in RedisBloom's layout (rm_redisbloom.h): migrated by
+/* A value kept in RedisBloom's layout (legacy/rm_redisbloom.h): migrated by
  * LOADCHUNK of RedisBloom's SCANDUMP chunks or read from its RDB types. */
 bool rmf_is_redisbloom(const rmf_obj *o);
-/* A RedisBloom-layout value whose chunks have not all arrived. */
+/* A RedisBloom-layout Bloom value whose chunks have not all arrived (a
+ * cuckoo value is usable from its header on). */
 bool rmf_loading(const rmf_obj *o);
 rmf_kind rmf_obj_kind(const rmf_obj *o);
 uint64_t rmf_items(const rmf_obj *o);
@@ -250,7 +249,6 @@ rmf_err rmf_partial_begin(const void *hdr, size_t len, rmf_kind expect, const rm
 rmf_err rmf_partial_append(rmf_partial *p, uint64_t offset, const void *data, size_t len);
 uint64_t rmf_partial_received(const rmf_partial *p);
 uint64_t rmf_partial_total(const rmf_partial *p);
-rmf_kind rmf_partial_kind(const rmf_partial *p);
 const unsigned char *rmf_partial_data(const rmf_partial *p);
 /* When complete: validates and builds the object.  The partial is left
  * unchanged (free it in any case). */

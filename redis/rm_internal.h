@@ -7,9 +7,9 @@
  *   rm_bloom.c     BF values: a chain of classic Bloom links (the split of p)
  *   rm_cuckoo.c    CF values: the library's cuckoo filter
  *   rm_dedup.c     DEDUP values: the library's time window (EXACT or not)
- *   rm_dedup_legacy.c  DEDUP values saved before the window: read path
+ *   legacy/rm_dedup_legacy.c  DEDUP values saved before the window: read path
  *   rm_envelope.c  the serialized form, its loader and the chunk loader
- *   rm_redisbloom.c  values kept in RedisBloom's own layout (migrated keys)
+ *   legacy/rm_redisbloom.c  values kept in RedisBloom's own layout (migrated keys)
  */
 #ifndef DEDUP_RM_INTERNAL_H
 #define DEDUP_RM_INTERNAL_H
@@ -30,7 +30,7 @@
 /* The DEDUP state, allocated only for DEDUP values (so BF and CF keys do
  * not carry it).  A value runs on the library's window (dedup/window.h),
  * except an approximate value saved before the port (envelope version 2),
- * which keeps its generations of Bloom chains (rm_dedup_legacy.c). */
+ * which keeps its generations of Bloom chains (legacy/rm_dedup_legacy.c). */
 typedef struct rmf_dd {
     dedup_window *win;      /* NULL for a legacy value; parts[0] */
     dedup_window **parts;   /* EXACT: the value's windows, an item in part
@@ -97,6 +97,39 @@ struct rmf_obj {
     struct rb_cuckoo *rcf;
 };
 
+/* An envelope header (rm_filter.h), decoded; the common fields checked. */
+typedef struct rmf_envelope {
+    unsigned version;
+    rmf_kind kind;
+    uint32_t flags;
+    uint64_t items, deleted, capacity;
+    double error_rate;
+    uint32_t expansion, bucket_size, aux, nblobs;
+    uint64_t window_ms, cur_slot, blobs_len;
+} rmf_envelope;
+
+/* What the envelope (rm_envelope.c) asks of each kind: one table per
+ * family, in the family's file, so the envelope never looks inside one.
+ *   blobs_size  bytes of the blobs after the header
+ *   encode      the kind's header fields (after the common ones: items,
+ *               deleted, capacity, error rate, expansion); may set the
+ *               version byte and the flags
+ *   save_blobs  writes the blobs
+ *   check       the kind's header fields against their ranges
+ *   load        reads the blobs into 'o' (common fields set) and checks
+ *               them against the header */
+typedef struct rmf_family_ops {
+    uint64_t (*blobs_size)(const rmf_obj *o);
+    void (*encode)(const rmf_obj *o, unsigned char h[RMF_ENVELOPE_SIZE]);
+    dedup_status (*save_blobs)(const rmf_obj *o, dedup_sink *sink);
+    rmf_err (*check)(const rmf_envelope *e);
+    rmf_err (*load)(dedup_source src, const rmf_envelope *e, const rmf_config *c, rmf_obj *o);
+} rmf_family_ops;
+
+extern const rmf_family_ops rmf_bf_ops; /* rm_bloom.c */
+extern const rmf_family_ops rmf_cf_ops; /* rm_cuckoo.c */
+extern const rmf_family_ops rmf_dd_ops; /* rm_dedup.c */
+
 void *rmf_alloc(const dedup_allocator *a, size_t n);
 /* n zeroed bytes: the allocator's calloc_fn when it has one (which may hand
  * out fresh pages without writing them), malloc and memset otherwise. */
@@ -117,13 +150,9 @@ void rmf_bf_free_links(rmf_obj *o);
 size_t rmf_bf_memory(const rmf_obj *o);
 /* Appends a loaded link (takes ownership, frees it on failure). */
 rmf_err rmf_bf_push_link(rmf_obj *o, dedup_bloom *b);
-uint64_t rmf_bf_blobs_size(const rmf_obj *o);
-dedup_status rmf_bf_save_blobs(const rmf_obj *o, dedup_sink *sink);
 
 /* rm_cuckoo.c */
 void rmf_cf_set_max_links(rmf_obj *o, const rmf_config *c);
-/* Loads the cuckoo container at 'src' as the object's seen-set. */
-dedup_status rmf_cf_load_seen(rmf_obj *o, dedup_source src);
 
 /* rm_dedup.c */
 /* A library window for the object (its o->dd->walloc budget): EXACT or
@@ -137,13 +166,15 @@ rmf_err rmf_dd_window_put(rmf_obj *o, dedup_digest d, int64_t ms);
 void rmf_dd_free_state(rmf_obj *o);
 size_t rmf_dd_memory(const rmf_obj *o);
 
-/* rm_dedup_legacy.c: values saved before the port (envelope version 2) */
+/* legacy/rm_dedup_legacy.c: values saved before the port (envelope version 2) */
 void rmf_ddl_gen_params(dedup_scalable_params *sp, uint64_t n0, double p);
 /* Loads an approximate value's generations, or converts an EXACT table to
  * an exact window. */
 rmf_err rmf_ddl_load(dedup_source src, uint32_t nblobs, uint64_t cur_slot, rmf_obj *o);
 rmf_err rmf_ddl_load_exact(dedup_source src, uint64_t blob_len, rmf_obj *o);
 uint64_t rmf_ddl_blobs_size(const rmf_obj *o);
+void rmf_ddl_encode(const rmf_obj *o, unsigned char h[RMF_ENVELOPE_SIZE]);
+rmf_err rmf_ddl_check(const rmf_envelope *e);
 dedup_status rmf_ddl_save(const rmf_obj *o, dedup_sink *sink);
 rmf_err rmf_ddl_add(rmf_obj *o, const void *item, size_t len, uint64_t now_ms, int *is_new);
 bool rmf_ddl_exists(const rmf_obj *o, const void *item, size_t len, uint64_t now_ms);

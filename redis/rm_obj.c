@@ -4,7 +4,7 @@
  * common accessors and the deep copy.
  */
 #include "rm_internal.h"
-#include "rm_redisbloom.h"
+#include "legacy/rm_redisbloom.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -144,7 +144,8 @@ uint64_t rmf_capacity_asked(const rmf_obj *o) { return o->capacity; }
 bool rmf_is_redisbloom(const rmf_obj *o) { return o->rbf || o->rcf; }
 bool rmf_loading(const rmf_obj *o)
 {
-    return (o->rbf && !rb_bloom_complete(o->rbf)) || (o->rcf && !rb_cuckoo_complete(o->rcf));
+    /* a cuckoo filter is usable from its header on, as in RedisBloom */
+    return o->rbf && !rb_bloom_complete(o->rbf);
 }
 
 rmf_obj *rmf_copy(const rmf_obj *o)

@@ -309,5 +309,40 @@ def test_command_docs(srv):
                         if c.decode().upper().startswith("BF.")]
 
 
+# ---- RedisBloom 2.4's flow tests (tests/flow/test_bloom.py) ----
+
+def test_rb_loadchunk_replies(srv):
+    """test_scandump_invalid_header and test_scandump_load_small: a header
+    BF.LOADCHUNK cannot use at iterator 1 is "received bad data"; arbitrary
+    bytes at arbitrary iterators into a live filter get one of RedisBloom's
+    three texts, and never change the filter."""
+    r = srv.client()
+    r.execute_command("BF.RESERVE", "bf", 0.01, 5)
+    for x in range(50):
+        r.execute_command("BF.ADD", "bf", "foo%d" % x)
+    hdr = r.execute_command("BF.SCANDUMP", "bf", 0)[1]
+    r.delete("bf")
+    for lo, hi in ((0, 4), (36, 44), (27, 36)):
+        h = bytearray(hdr)
+        h[lo:hi] = b"\xff" * (hi - lo)
+        text = expect_error(r.execute_command, "BF.LOADCHUNK", "bf", 1, bytes(h))
+        assert text == "received bad data", text
+        assert r.exists("bf") == 0
+    r.execute_command("BF.RESERVE", "live", 0.01, 10)
+    xs = items("live", 3000)
+    r.execute_command("BF.MADD", "live", *xs)
+    before = r.execute_command("BF.DEBUG", "live")
+    size = r.execute_command("BF.INFO", "live")[1]
+    ok = {"invalid offset - no link found", "invalid chunk - Too big for current filter",
+          "received bad data"}
+    for _ in range(100):
+        b = bytes(RNG.randrange(256) for _ in range(RNG.randrange(0, 4096)))
+        text = expect_error(r.execute_command, "BF.LOADCHUNK", "live",
+                            RNG.randrange(0, 2 * size + 1), b)
+        assert text in ok, text
+    assert r.execute_command("BF.DEBUG", "live") == before
+    assert all(mexists_all(r, "live", xs)), "a stray chunk changed the filter"
+
+
 if __name__ == "__main__":
     run(globals())

@@ -270,5 +270,70 @@ def test_python_client_unchanged(srv):
     assert cf.mexists("pycopy", "bar", "baz", "qux", "foo") == [1, 1, 1, 0]
 
 
+# ---- RedisBloom 2.4's flow tests (tests/flow/test_cuckoo.py), as this module answers them ----
+
+def test_rb_expansion_0_refuses_at_redisbloom_fill(srv):
+    """test_expansion_0: CF.RESERVE a 4 EXPANSION 0 takes 4 items, then
+    CF.INSERT answers -1 per item.  A fixed filter never holds more than
+    RedisBloom's (nextpow2(capacity / bucket size) buckets of that size)."""
+    r = srv.client()
+    r.execute_command("CF.RESERVE", "a", 4, "EXPANSION", 0)
+    assert [r.execute_command("CF.ADD", "a", x) for x in "1234"] == [1, 1, 1, 1]
+    assert r.execute_command("CF.INSERT", "a", "ITEMS", "5", "6") == [-1, -1]
+    expect_error(r.execute_command, "CF.ADD", "a", "7", match="Filter is full")
+    assert r.execute_command("CF.ADDNX", "a", "1") == 0          # held: still 0
+    assert r.execute_command("CF.INSERTNX", "a", "ITEMS", "1", "9") == [0, -1]
+    assert all(r.execute_command("CF.MEXISTS", "a", *"1234"))
+    for cap, bs, slots in ((1000, 4, 1024), (100, 2, 128), (5, 2, 4)):
+        key = "f%d" % cap
+        r.execute_command("CF.RESERVE", key, cap, "BUCKETSIZE", bs, "EXPANSION", 0)
+        out = insert_all(r, key, items(key, 2 * slots))
+        assert out.count(1) <= slots and set(out) <= {1, -1}, (cap, out.count(1))
+        assert out[:slots // 2] == [1] * (slots // 2), cap
+
+
+def test_rb_loadchunk_replies(srv):
+    """test_scandump_invalid, test_scandump_invalid_header(_alloc) and
+    test_scandump_load_small: CF.LOADCHUNK answers RedisBloom's texts, and
+    arbitrary bytes never change a live filter."""
+    r = srv.client()
+    r.execute_command("CF.RESERVE", "cf", 4)
+    for pos, data in ((-9223372036854775808, "1"), (922337203685477588, "1"),
+                      (4, "kdoasdksaodsadsadsadsadsadadsadadsdad"), (4, "abcd")):
+        expect_error(r.execute_command, "CF.LOADCHUNK", "cf", pos, data,
+                     match="Couldn't load chunk!")
+    expect_error(r.execute_command, "CF.LOADCHUNK", "cf", 0, "x", match="Invalid position")
+    expect_error(r.execute_command, "CF.LOADCHUNK", "cf", "str", "x", match="Invalid position")
+    expect_error(r.execute_command, "CF.LOADCHUNK", "cf", 1, "x", match="item exists")
+    expect_error(r.execute_command, "CF.LOADCHUNK", "none", 5, "ab", match="not found")
+    expect_error(r.execute_command, "CF.LOADCHUNK", "none", 1, b"x" * 37, match="Invalid header")
+    # a header whose first bytes are zeroed, or whose sizes are absurd
+    r.execute_command("CF.RESERVE", "src", 100)
+    for x in range(50):
+        r.execute_command("CF.ADD", "src", "foo%d" % x)
+    hdr = bytearray(r.execute_command("CF.SCANDUMP", "src", 0)[1])
+    h1 = bytearray(hdr)
+    h1[:9] = bytes(9)
+    h2 = bytearray(hdr)
+    h2[8:13] = bytes(5)
+    h2[14] = 1
+    for h in (h1, h2):
+        text = expect_error(r.execute_command, "CF.LOADCHUNK", "new", 1, bytes(h))
+        assert text == "Couldn't create filter!", text
+        assert r.exists("new") == 0
+    # random bytes at random positions into a live filter
+    r.execute_command("CF.RESERVE", "live", 200, "EXPANSION", 2)
+    xs = items("live", 2000)
+    insert_all(r, "live", xs)
+    before = r.execute_command("CF.DEBUG", "live")
+    ok = {"Couldn't load chunk!", "Invalid position", "item exists"}
+    for _ in range(300):
+        b = bytes(RNG.randrange(256) for _ in range(RNG.randrange(0, 100)))
+        text = expect_error(r.execute_command, "CF.LOADCHUNK", "live", RNG.randrange(0, 10001), b)
+        assert text in ok, text
+    assert r.execute_command("CF.DEBUG", "live") == before
+    assert all(mexists_all(r, "live", xs)), "a stray chunk changed the filter"
+
+
 if __name__ == "__main__":
     run(globals())

@@ -5,6 +5,7 @@ RedisBloom's layout; every item added to them must still be present, the
 replies (INFO, DEBUG, SCANDUMP) must be what RedisBloom gives for that
 state, and malformed ones must be refused with the server still up."""
 import os
+import struct
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -256,7 +257,7 @@ def test_malformed_dumps_refused(srv):
     bad = rbmodel.Cuckoo(100)
     h = bytearray(bad.header())
     h[8] = 3  # 3 buckets: not a power of two
-    expect_error(r.execute_command, "CF.LOADCHUNK", "c", 1, bytes(h), match="bad data")
+    expect_error(r.execute_command, "CF.LOADCHUNK", "c", 1, bytes(h), match="Couldn't create filter!")
     # RDB payloads: byte flips and truncations, resealed
     cuckoo = rbmodel.Cuckoo(256)
     for y in items("bad-cf", 100):
@@ -288,6 +289,34 @@ def test_types_can_be_left_out(srv):
     finally:
         s.stop()
         s.cleanup()
+
+
+# ---- RedisBloom 2.4's flow tests (tests/flow/test_cuckoo.py) ----
+
+def test_cf_header_only_loadchunk_is_usable(srv):
+    """test_number_of_buckets_does_not_overflow: a key made from a CF
+    header alone takes commands at once (its buckets empty), as in
+    RedisBloom; it persists, and its chunks may still follow in order."""
+    r = srv.client()
+    hdr = struct.pack("<QQQQHHH", 0, 1 << 10, 0, 1, 1, 1, 1)
+    assert r.execute_command("CF.LOADCHUNK", "cf", 1, hdr) == b"OK"
+    assert r.execute_command("CF.INSERT", "cf", "ITEMS", *["1"] * 10) == [1] * 10
+    assert r.execute_command("CF.COUNT", "cf", "1") == 10
+    assert r.execute_command("CF.EXISTS", "cf", "2") == 0
+    r.execute_command("DEBUG", "RELOAD")
+    assert r.execute_command("CF.COUNT", "cf", "1") == 10
+    # a RedisBloom dump: after its header the key answers; the chunks then load
+    model = rbmodel.Cuckoo(256, bucket_size=2, max_iterations=20, expansion=2)
+    xs = items("hdr", 400)
+    for x in xs:
+        model.add(x)
+    chunks = model.scandump(limit=100)
+    r.execute_command("CF.LOADCHUNK", "m", *chunks[0])
+    assert r.execute_command("CF.EXISTS", "m", xs[0]) == 0
+    assert r.execute_command("CF.INFO", "m")[7] == model.items
+    load_chunks(r, "CF.LOADCHUNK", "m", chunks[1:])
+    assert all(mexists(r, "CF.MEXISTS", "m", xs))
+    expect_error(r.execute_command, "CF.LOADCHUNK", "m", *chunks[1], match="Couldn't load chunk!")
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@
  * probe and bucket formulas, the sizes and the growth rule are what a
  * value must follow for the items RedisBloom stored in it to be found.
  */
-#include "rm_internal.h"
+#include "../rm_internal.h"
 #include "rm_redisbloom.h"
 
 #include "dedup/format.h"
@@ -495,7 +495,6 @@ size_t rb_cuckoo_memory(const rb_cuckoo *c)
 {
     return sizeof *c + (size_t)c->nfilters * sizeof *c->subs + (size_t)c->total;
 }
-bool rb_cuckoo_complete(const rb_cuckoo *c) { return c->received == c->total; }
 uint64_t rb_cuckoo_items(const rb_cuckoo *c) { return c->items; }
 uint32_t rb_cuckoo_filters(const rb_cuckoo *c) { return c->nfilters; }
 
@@ -546,12 +545,14 @@ static rmf_err cuckoo_check(rb_cuckoo *c)
     return NULL;
 }
 
-/* As alloc_arrays(): not zeroed, the chunks fill them. */
+/* Zeroed, unlike alloc_arrays(): as in RedisBloom, a cuckoo filter is
+ * usable from its header on (its buckets empty until the chunks fill
+ * them), so commands may add to it before the chunks arrive. */
 static rmf_err cuckoo_alloc_data(rb_cuckoo *c)
 {
     for (uint32_t i = 0; i < c->nfilters; i++) {
         size_t n = (size_t)(c->subs[i].nb * c->bucket_size);
-        c->subs[i].data = rmf_alloc(alloc_of(&c->alloc), n);
+        c->subs[i].data = rmf_calloc(alloc_of(&c->alloc), n);
         if (!c->subs[i].data)
             return rmf_err_nomem();
     }
@@ -811,8 +812,11 @@ static rmf_err cuckoo_from_header(const unsigned char *h, size_t len, uint64_t m
                                   const dedup_allocator *a, rb_cuckoo **out)
 {
     *out = NULL;
+    /* a header of this module's layout sent at RedisBloom's iterator 1 is
+     * a header of the right kind that makes no filter here */
     if (len != RB_CF_HEADER_SIZE)
-        return "ERR Invalid header";
+        return len == RMF_ENVELOPE_SIZE ? "ERR received bad data (module header at iterator 1)"
+                                        : "ERR Invalid header";
     uint64_t nf = dedup_get_u64(h + 24);
     if (nf < 1 || nf > RB_CF_MAX_FILTERS)
         return "ERR received bad data (sub-filters)";
@@ -890,6 +894,19 @@ static unsigned char *locate(const rmf_obj *o, uint64_t off, uint64_t *left)
     return NULL;
 }
 
+/* RedisBloom's replies to a header it cannot use: BF.LOADCHUNK "received
+ * bad data" for any fault; CF.LOADCHUNK "Invalid header" for a wrong length
+ * and "Couldn't create filter!" for the rest.  A refusal of this module's
+ * own (MAX_MEMORY, out of memory) keeps its text: it names the limit. */
+static rmf_err rb_header_reply(rmf_kind kind, rmf_err e)
+{
+    if (strncmp(e, "ERR received bad data", 21) != 0 && strcmp(e, "ERR Invalid header") != 0)
+        return e;
+    if (kind == RMF_BLOOM)
+        return "ERR received bad data";
+    return strcmp(e, "ERR Invalid header") == 0 ? e : "ERR Couldn't create filter!";
+}
+
 rmf_err rmf_rb_begin(rmf_kind kind, const void *hdr, size_t len, const rmf_config *c,
                      const dedup_allocator *a, rmf_obj **out)
 {
@@ -904,13 +921,24 @@ rmf_err rmf_rb_begin(rmf_kind kind, const void *hdr, size_t len, const rmf_confi
                                      : "ERR not a RedisBloom filter kind";
     if (e) {
         rmf_free(o);
-        return e;
+        return rb_header_reply(kind, e);
     }
     *out = o;
     return NULL;
 }
 
+static rmf_err rb_load_chunk(rmf_obj *o, long long iter, const void *data, size_t len);
+
+/* CF.LOADCHUNK answers RedisBloom's one text for any chunk it refuses
+ * (RedisBloom writes a chunk wherever its position lands; this module takes
+ * chunks only in order, so a stray one cannot overwrite a filter). */
 rmf_err rmf_rb_load_chunk(rmf_obj *o, long long iter, const void *data, size_t len)
+{
+    rmf_err e = rb_load_chunk(o, iter, data, len);
+    return e && o->rcf ? "ERR Couldn't load chunk!" : e;
+}
+
+static rmf_err rb_load_chunk(rmf_obj *o, long long iter, const void *data, size_t len)
 {
     uint64_t *received = o->rbf ? &o->rbf->received : &o->rcf->received;
     uint64_t total = o->rbf ? o->rbf->total : o->rcf->total;
@@ -935,8 +963,10 @@ rmf_err rmf_rb_load_chunk(rmf_obj *o, long long iter, const void *data, size_t l
  * it writes zeros there, as RedisBloom's zero-filled arrays would). */
 static void rb_zero_rest(const rmf_obj *o)
 {
-    uint64_t received = o->rbf ? o->rbf->received : o->rcf->received;
-    uint64_t total = o->rbf ? o->rbf->total : o->rcf->total;
+    if (!o->rbf)
+        return; /* a cuckoo filter's buckets start zeroed and may hold adds */
+    uint64_t received = o->rbf->received;
+    uint64_t total = o->rbf->total;
     while (received < total) {
         uint64_t left;
         unsigned char *p = locate(o, received, &left);

@@ -50,7 +50,7 @@
 #ifndef DEDUP_RM_REDISBLOOM_H
 #define DEDUP_RM_REDISBLOOM_H
 
-#include "rm_filter.h"
+#include "../rm_filter.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -84,11 +84,17 @@ typedef struct rb_cuckoo rb_cuckoo;
 /* ---- Values wrapped as module objects (rmf_obj) --------------------------- */
 
 /* Starts a migration from the header chunk of RedisBloom's SCANDUMP (kind
- * RMF_BLOOM or RMF_CUCKOO): the object is loading (rmf_loading) until every
- * byte of its arrays has arrived through rmf_rb_load_chunk, in order. */
+ * RMF_BLOOM or RMF_CUCKOO).  A Bloom object is loading (rmf_loading) until
+ * every byte of its arrays has arrived through rmf_rb_load_chunk, in order;
+ * a cuckoo object, as in RedisBloom, is usable at once with empty buckets
+ * (the chunks, in order, then fill them).  Errors are RedisBloom's texts:
+ * "ERR received bad data" (Bloom), "ERR Invalid header" / "ERR Couldn't
+ * create filter!" (cuckoo), except a MAX_MEMORY or out-of-memory refusal. */
 rmf_err rmf_rb_begin(rmf_kind kind, const void *hdr, size_t len, const rmf_config *c,
                      const dedup_allocator *a, rmf_obj **out);
-/* A LOADCHUNK after the header: 'iter' and 'data' as SCANDUMP returned them. */
+/* A LOADCHUNK after the header: 'iter' and 'data' as SCANDUMP returned them.
+ * A cuckoo object refuses a chunk out of order with "ERR Couldn't load
+ * chunk!", RedisBloom's text. */
 rmf_err rmf_rb_load_chunk(rmf_obj *o, long long iter, const void *data, size_t len);
 /* SCANDUMP in RedisBloom's numbering: iter 0 gives the header (copied into
  * buf, at most cap bytes; returns its length, or the length needed when
@@ -119,7 +125,6 @@ size_t rb_bloom_debug(const rb_bloom *b, uint32_t line, char *buf, size_t cap);
 void rb_cuckoo_free(rb_cuckoo *c);
 rb_cuckoo *rb_cuckoo_copy(const rb_cuckoo *c, const dedup_allocator *a);
 size_t rb_cuckoo_memory(const rb_cuckoo *c);
-bool rb_cuckoo_complete(const rb_cuckoo *c);
 /* 1 added, 0 present (nx), -1 no room, -2 allocation failure. */
 int rb_cuckoo_add(rb_cuckoo *c, const void *item, size_t len, bool nx);
 bool rb_cuckoo_exists(const rb_cuckoo *c, const void *item, size_t len);

@@ -20,7 +20,7 @@
  * window.  Times before the newest slot (a clock that went back) are taken
  * as the newest slot: nothing is cleared and nothing is forgotten early.
  */
-#include "rm_internal.h"
+#include "../rm_internal.h"
 
 #include "dedup/hash.h"
 #include "dedup/limits.h"
@@ -300,4 +300,34 @@ size_t rmf_ddl_memory(const rmf_obj *o)
     for (uint32_t i = 0; i < o->dd->nlinks; i++)
         n += dedup_scalable_memory_usage(o->dd->links[i]);
     return n;
+}
+
+/* The envelope header fields of a value saved before the window. */
+void rmf_ddl_encode(const rmf_obj *o, unsigned char h[RMF_ENVELOPE_SIZE])
+{
+    dedup_put_u32(h + 48, o->dd->nlinks);
+    dedup_put_u32(h + 52, o->dd->nlinks);
+    dedup_put_u64(h + 56, o->dd->window_ms);
+    dedup_put_u64(h + 64, o->dd->cur_slot);
+}
+
+rmf_err rmf_ddl_check(const rmf_envelope *e)
+{
+    if (e->flags == 2) { /* EXACT: one table blob */
+        if (e->deleted || e->bucket_size || e->expansion || e->aux || e->cur_slot ||
+            e->nblobs != 1)
+            return "ERR corrupted dump header";
+        if (!(e->error_rate > 0 && e->error_rate < 1))
+            return "ERR corrupted dump header (error rate)";
+    } else {
+        if (e->flags || e->deleted || e->bucket_size || e->expansion)
+            return "ERR corrupted dump header";
+        if (e->aux < DD_MIN_GEN || e->aux > DD_MAX_GEN || e->nblobs != e->aux)
+            return "ERR corrupted dump header (generations)";
+        if (!(e->error_rate > 0 && e->error_rate < 1) || e->error_rate / e->aux < DEDUP_MIN_FPR)
+            return "ERR corrupted dump header (error rate)";
+    }
+    if (e->window_ms < 1 || e->window_ms > UINT64_C(1) << 50)
+        return "ERR corrupted dump header (window)";
+    return NULL;
 }
