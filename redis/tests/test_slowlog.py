@@ -11,7 +11,8 @@ keys in the window) and DEDUP.EXISTS.  The longest execution of any
 DEDUP.* command must stay under a generous bound: 25 ms, or twice the
 longest BF.MEXISTS of the same items on a small filter sent between the
 batches (a command that never grows: what the machine's load alone costs
-one command).  Growing a part takes a few ms at most; a table grown in one
+one command); a fill over it is repeated once on a new key, since a
+blocking growth recurs and a preemption seldom does.  Growing a part takes a few ms at most; a table grown in one
 allocation and rehash of the whole value (parts_for() planted to return
 1) took 33 ms at 460,000 items on a loaded machine, and longer here.  All of the module's
 commands are measured by bench/bench_redis_slowlog.py."""
@@ -29,22 +30,19 @@ BOUND_US = (250 if SANITIZED else 25) * 1000
 BATCH = 500
 
 
-def test_exact_growth_blocks_no_command(srv):
-    r = srv.client()
-    r.execute_command("CONFIG", "SET", "slowlog-log-slower-than", 0)
-    r.execute_command("CONFIG", "SET", "slowlog-max-len", 1 << 20)
-    expect_error(r.execute_command, "DEDUP.RESERVE", "x", 3600000, 0.01, 1 << 40, "EXACT",
-                 match="capacity cannot fit")
+def fill(r, key):
+    """Fills a new EXACT window 'key' until maxmemory refuses an item; the
+    longest DEDUP.* execution in the SLOWLOG, the longest BF.MEXISTS, the
+    bound they give and the items added."""
     cap = (MAXMEM - r.info("memory")["used_memory"] - (2 << 20)) // 24
-    assert r.execute_command("DEDUP.RESERVE", "x", 3600000, 0.01, cap, "EXACT") == b"OK"
-    assert r.execute_command("BF.RESERVE", "noise", 0.01, 10000, "NONSCALING") == b"OK"
+    assert r.execute_command("DEDUP.RESERVE", key, 3600000, 0.01, cap, "EXACT") == b"OK"
     r.execute_command("SLOWLOG", "RESET")
     n, err = 0, None
     tag = RNG.randrange(1 << 30)
     end = time.monotonic() + (60 if SANITIZED else 25)
     while err is None and time.monotonic() < end:
         items = [b"%d:%d" % (tag, n + i) for i in range(BATCH)]
-        for x in r.execute_command("DEDUP.MADD", "x", *items):
+        for x in r.execute_command("DEDUP.MADD", key, *items):
             if isinstance(x, int):
                 assert x == 1
                 n += 1
@@ -53,8 +51,8 @@ def test_exact_growth_blocks_no_command(srv):
                 break
         r.execute_command("BF.MEXISTS", "noise", *items)
     assert err is not None and "maxmemory" in err, "no refusal after %d items: %s" % (n, err)
-    info = r.execute_command("DEDUP.INFO", "x")
-    assert r.execute_command("DEDUP.EXISTS", "x", b"%d:%d" % (tag, 7)) == 1
+    info = r.execute_command("DEDUP.INFO", key)
+    assert r.execute_command("DEDUP.EXISTS", key, b"%d:%d" % (tag, 7)) == 1
     log = r.execute_command("SLOWLOG", "GET", -1)
     worst, noise = (0, b""), 0
     count = 0
@@ -68,11 +66,29 @@ def test_exact_growth_blocks_no_command(srv):
             noise = max(noise, e[2])
     assert count >= n // BATCH, "the SLOWLOG holds %d DEDUP commands of %d" % (count, n // BATCH)
     bound = max(BOUND_US, 2 * noise)
-    print("EXACT: %d items under maxmemory %d (%s); longest DEDUP command %.1f ms (%s), "
+    print("EXACT %s: %d items under maxmemory %d (%s); longest DEDUP command %.1f ms (%s), "
           "longest BF.MEXISTS %.1f ms, bound %.1f ms" % (
-              n, MAXMEM, info[info.index(b"Keys in window") + 1] if b"Keys in window" in info else "?",
+              key, n, MAXMEM, info[info.index(b"Keys in window") + 1] if b"Keys in window" in info else "?",
               worst[0] / 1000, worst[1].decode(), noise / 1000, bound / 1000))
-    assert worst[0] < bound, "%s blocked the server %.1f ms (bound %.1f ms)" % (
+    return worst, bound
+
+
+def test_exact_growth_blocks_no_command(srv):
+    r = srv.client()
+    r.execute_command("CONFIG", "SET", "slowlog-log-slower-than", 0)
+    r.execute_command("CONFIG", "SET", "slowlog-max-len", 1 << 20)
+    expect_error(r.execute_command, "DEDUP.RESERVE", "x", 3600000, 0.01, 1 << 40, "EXACT",
+                 match="capacity cannot fit")
+    assert r.execute_command("BF.RESERVE", "noise", 0.01, 10000, "NONSCALING") == b"OK"
+    # A growth that blocks comes back at every fill; the scheduler taking
+    # the server away from one command on a loaded machine seldom does: a
+    # fill over the bound is repeated once on a new key before it fails.
+    for attempt in range(2):
+        worst, bound = fill(r, "x%d" % attempt)
+        if worst[0] < bound:
+            return
+        r.delete("x%d" % attempt)
+    assert worst[0] < bound, "%s blocked the server %.1f ms (bound %.1f ms) in two fills" % (
         worst[1].decode(), worst[0] / 1000, bound / 1000)
 
 
