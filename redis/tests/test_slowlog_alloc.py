@@ -139,6 +139,13 @@ def test_dump_chunks_block_no_command(srv):
         times, noise = dump_times(r, kind, "k", "copy", probe)
         assert len(times) >= 100, len(times)
         bound = max(BOUND_US, 2 * noise)
+        if max(times) >= bound:
+            # a chunk slow by design is slow in every dump; one the loaded
+            # machine stopped seldom is twice: each chunk's faster of two
+            again, noise2 = dump_times(r, kind, "k", "copy2", probe)
+            r.delete("copy2")
+            times = [min(a, b) for a, b in zip(times, again)]
+            bound = max(BOUND_US, 2 * min(noise, noise2))
         print("%s: %d chunks of SCANDUMP: median %.1f ms, longest %.1f ms (chunk %d); "
               "BF.MEXISTS %.1f ms; bound %.1f ms" % (
                   kind, len(times), sorted(times)[len(times) // 2] / 1000, max(times) / 1000,
