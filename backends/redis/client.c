@@ -764,6 +764,18 @@ again:
                     cm->ask_node = to; /* cm->node stays: this round read it from j */
                     continue;
                 }
+                if (reply_is(r, "NOPERM")) {
+                    /* The ACL user lacks the command (or key): it was not
+                     * carried out, so it is neither answered nor lost; the
+                     * call fails naming it, and the command stays without
+                     * a reply (the caller's records not decided). */
+                    rc_set_error(c, "Redis at %s:%d refused a command to this ACL user: %s "
+                                    "(each scheme's commands: redis/README.md, \"ACL\")",
+                                 nd->host, nd->port, r->str);
+                    freeReplyObject(r);
+                    result = DEDUP_ERR_IO;
+                    continue;
+                }
                 if (retryable(r)) {
                     trouble = true;
                     trouble_node = nd->host;
