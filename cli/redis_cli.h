@@ -177,8 +177,6 @@ bool dd_redis_close(dd_redis_run *run);
 /* ---- Connection (redis_conn.c) ----
  * One option of DD_REDIS_CONN_LONG_OPTIONS: 1 taken, 0 not one of them. */
 int dd_redis_conn_option(int code, const char *arg);
-/* Whether any of them was given. */
-bool dd_redis_conn_used(void);
 struct dedup_redis_options;
 /* Fills o's credentials (--redis-auth-file, else the URL's own, else
  * DEDUP_REDIS_PASSWORD, else REDISCLI_AUTH) and TLS files from the options

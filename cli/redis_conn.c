@@ -6,7 +6,8 @@
  * of the same run and `dedup filter ... rediss://` read it through
  * dd_redis_conn_apply().  The password comes from --redis-auth-file, else
  * the URL, else DEDUP_REDIS_PASSWORD, else REDISCLI_AUTH (redis-cli's
- * variable); it is never printed.
+ * variable); it is never printed, and a process holding one is not
+ * dumpable (no core file).
  */
 #define _POSIX_C_SOURCE 200809L
 #include "redis_cli.h"
@@ -15,6 +16,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -27,7 +29,7 @@
 
 static struct {
     const char *cacert, *cert, *key, *auth_file;
-    bool insecure, warned, warned_insecure, loaded;
+    bool insecure, warned, warned_insecure, warned_plain, loaded;
     char user[AUTH_MAX], pass[AUTH_MAX];
 } conn;
 
@@ -41,11 +43,6 @@ int dd_redis_conn_option(int code, const char *arg)
     case DD_OPT_REDIS_AUTH_FILE: conn.auth_file = arg; return 1;
     default: return 0;
     }
-}
-
-bool dd_redis_conn_used(void)
-{
-    return conn.cacert || conn.cert || conn.key || conn.insecure || conn.auth_file;
 }
 
 void dd_redis_url_shown(const char *url, char *buf, size_t cap)
@@ -163,10 +160,21 @@ int dd_redis_conn_apply(dedup_redis_options *o)
         if (env && *env)
             o->password = env;
     }
+    /* A process holding a password writes no core file (and other
+     * processes of the user cannot read its memory or environment). */
+    if ((o->password && *o->password) || url_pass)
+        (void)prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
     o->tls_cacert = conn.cacert;
     o->tls_cert = conn.cert;
     o->tls_key = conn.key;
     o->tls_insecure = conn.insecure;
+    if (!tls && o->url && (conn.cacert || conn.cert || conn.key || conn.insecure) &&
+        !conn.warned_plain) {
+        char shown[512];
+        dd_redis_url_shown(o->url, shown, sizeof shown);
+        cli_warn("--tls-* options have no effect on '%s' (plain TCP): TLS is rediss://", shown);
+        conn.warned_plain = true;
+    }
     if (tls && conn.insecure && !conn.warned_insecure) {
         cli_warn("--tls-insecure: the Redis server's certificate and name are not checked; "
                  "anyone on the path can read and change what dedup sends and receives");

@@ -168,7 +168,7 @@ bool dd_redis_used(const dd_redis_opts *o)
 {
     return o->url || o->scheme || o->filter || o->name || o->uncertain_path || o->ttl_us || o->reserve_us ||
            o->wait_replicas || o->whole_keys || o->shards || o->segments || o->pipeline ||
-           o->retries_given || o->journal_dir || o->no_journal || dd_redis_conn_used();
+           o->retries_given || o->journal_dir || o->no_journal;
 }
 
 int dd_redis_check_args(const dd_redis_opts *o, bool mode_given, bool windowed, bool state,
@@ -177,7 +177,7 @@ int dd_redis_check_args(const dd_redis_opts *o, bool mode_given, bool windowed, 
     if (!o->url) {
         cli_error("--redis-scheme, --redis-filter, --name, --ttl, --reserve, --uncertain, "
                   "--wait-replicas, --shards, --segments, --pipeline, --redis-retries, "
-                  "--journal, --no-journal, --tls-* and --redis-auth-file need --redis URL");
+                  "--journal and --no-journal need --redis URL");
         return -1;
     }
     if (o->journal_dir && o->no_journal) {

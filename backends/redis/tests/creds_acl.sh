@@ -9,7 +9,8 @@
 #    never both);
 #  - an auth file group or others can read is refused (exit 2);
 #  - the password never shows in /proc/PID/cmdline (a URL's is masked
-#    while dedup runs), stderr or --stats.
+#    while dedup runs), stderr or --stats; dedup holding it is not dumpable
+#    (no core file).
 # Seeded input; the seed is printed.
 . "$(dirname "$0")/lib.sh"
 : "${DEDUP:?}"
@@ -114,6 +115,9 @@ until [ "$(cli -a "$PW" --no-auth-warning CLIENT LIST 2>/dev/null | grep -c '^id
     i=$((i + 1)); [ $i -gt 200 ] && fail "dedup never connected"; sleep 0.05
 done
 tr '\0' ' ' < "/proc/$D/cmdline" > "$RT_DIR/cmdline"
+# not dumpable (no core file holds the password): /proc/PID/environ is
+# then root's, unreadable here
+[ "$(stat -c %u "/proc/$D/environ")" = 0 ] || fail "dedup holding a password is dumpable (a core file would hold it)"
 cat "$RT_DIR/in.txt" >&9
 exec 9>&-
 wait $D || fail "URL password run failed: $(cat "$RT_DIR/p.err")"

@@ -1,8 +1,8 @@
 #!/bin/bash
 # rediss:// (issue 40): a test CA and certificates made by openssl at test
 # time, redis-server on a TLS port only (--port 0).
-#  - every scheme (keys, bitmap; module with the project's module loaded)
-#    and `dedup filter` over TLS give the plain run's answer (a second run
+#  - every scheme (keys, bitmap; module with the project's module loaded),
+#    a rediss:// tier and `dedup filter` over TLS give the plain run's answer (a second run
 #    outputs nothing: the set lives in the server);
 #  - the server's certificate from another CA, for another host, or
 #    expired, and a server requiring client certificates given none, each
@@ -39,6 +39,12 @@ for s in $schemes; do
     # the keys are in the server (read back over TLS by redis-cli)
     [ "$(tls_cli "$P" --scan --pattern "t$s:*" | head -1)" ] || fail "$s: no key t$s:* in the server"
 done
+
+# ---- a rediss:// tier (its keys reserved, then committed) ----
+"$DEDUP" --tier exact --tier "rediss://127.0.0.1:$P,name=tier" "${CA[@]}" "$RT_DIR/in.txt" \
+    > "$RT_DIR/tier.out" 2> "$RT_DIR/tier.err" || fail "rediss:// tier: $(cat "$RT_DIR/tier.err")"
+sort "$RT_DIR/tier.out" | cmp -s - "$RT_DIR/distinct.txt" || fail "rediss:// tier: wrong output"
+[ "$(tls_cli "$P" --scan --pattern 'tier:*' | wc -l)" -gt 1000 ] || fail "rediss:// tier: no keys in the server"
 
 # ---- dedup filter over TLS ----
 F="rediss://127.0.0.1:$P/tf"
