@@ -323,9 +323,12 @@ typedef struct dedup_redis dedup_redis;
  * authenticates, selects the db, and prepares the scheme: bitmap reads or
  * creates its metadata (HSETNX, so concurrent first clients agree) and
  * loads its script; module does the same with its metadata, then reserves
- * its shards.  Errors: INVALID_ARG (bad URL or option; 'err' says which),
- * IO (unreachable, refused AUTH, not a cluster / a cluster, slots not
- * covered), UNSUPPORTED (no module), INCOMPATIBLE (metadata differs: both
+ * its shards.  Errors: INVALID_ARG (bad URL or option, a TLS file that
+ * cannot be read or a key not matching its certificate; 'err' says which),
+ * IO (unreachable, refused AUTH, a TLS handshake failed or a certificate
+ * refused on either side (naming host:port and why; not retried), a command
+ * refused to the ACL user (NOPERM, naming it), not a cluster / a cluster,
+ * slots not covered), UNSUPPORTED (no module), INCOMPATIBLE (metadata differs: both
  * values named), NOT_FOUND (items 0 and no metadata), WRONG_TYPE (the
  * metadata key or a shard holds another type, or the metadata is another
  * scheme's), VERSION / CORRUPT (metadata this version cannot read), NOMEM.

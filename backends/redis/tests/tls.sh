@@ -84,6 +84,13 @@ sort "$RT_DIR/c.out" | cmp -s - "$RT_DIR/distinct.txt" || fail "client certifica
 "$DEDUP" --redis "redis://127.0.0.1:$P" --redis-retries 0 "$RT_DIR/in.txt" > /dev/null 2>&1 &&
     fail "plain TCP to a TLS port succeeded"
 
+# ---- a CA file that cannot be read: a usage error naming it ----
+"$DEDUP" --redis "rediss://127.0.0.1:$P" --tls-cacert "$RT_DIR/no-such-ca.pem" "$RT_DIR/in.txt" \
+    > "$RT_DIR/n.out" 2> "$RT_DIR/n.err"
+rc=$?
+[ $rc = 2 ] || fail "unreadable CA file: exit $rc, 2 expected"
+grep -q "no-such-ca.pem" "$RT_DIR/n.err" || fail "unreadable CA file not named: $(cat "$RT_DIR/n.err")"
+
 # ---- --tls-insecure: the wrong host accepted, with a warning ----
 "$DEDUP" --redis "rediss://127.0.0.1:$W" --tls-insecure "$RT_DIR/in.txt" > "$RT_DIR/i.out" \
     2> "$RT_DIR/i.err" || fail "--tls-insecure: refused: $(cat "$RT_DIR/i.err")"

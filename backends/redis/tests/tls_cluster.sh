@@ -1,7 +1,8 @@
 #!/bin/bash
 # rediss-cluster:// (issue 40): a Redis Cluster of three masters on TLS
 # ports only (cluster bus on TLS too), a test CA made by openssl here.
-#  - the keys scheme over TLS through one seed: every master holds keys (the
+#  - the keys scheme over TLS through one seed (then bitmap, and module
+#    when the project's module is built): every master holds keys (the
 #    nodes learnt from CLUSTER SLOTS are reached over TLS and their
 #    certificates checked), the output is the input's distinct lines;
 #  - 2000 slots resharded after dedup loaded its slot map and before it
@@ -14,12 +15,14 @@
 : "${DEDUP:?}"
 test_seed
 make_certs
-make_input 20000
+make_input 10000
+MOD=${DEDUP_MODULE:-}
+[ -n "$MOD" ] && [ -f "$MOD" ] || MOD=""
 PORTS=""
 for n in 1 2 3; do
     p=$(free_port)
     start_tls_server "$p" server --cluster-enabled yes --cluster-config-file "$RT_DIR/nodes-$p.conf" \
-        --cluster-node-timeout 1000 --tls-cluster yes
+        --cluster-node-timeout 1000 --tls-cluster yes ${MOD:+--loadmodule "$MOD"}
     PORTS="$PORTS $p"
 done
 set -- $PORTS
@@ -40,6 +43,13 @@ U="rediss-cluster://127.0.0.1:$1"
 sort "$RT_DIR/c1.out" | cmp -s - "$RT_DIR/distinct.txt" || fail "TLS cluster: wrong output"
 for p in $PORTS; do
     [ "$(tls_cli "$p" dbsize)" -gt 1000 ] || fail "master $p holds $(tls_cli "$p" dbsize) keys"
+done
+# the filters too (their segments and shards spread over the masters)
+for s in bitmap ${MOD:+module}; do
+    "$DEDUP" --redis "$U" "${CA[@]}" --name "f$s" --redis-scheme "$s" -n 20000 -p 1e-7 \
+        "$RT_DIR/in.txt" > "$RT_DIR/$s.out" 2> "$RT_DIR/$s.err" ||
+        fail "$s over a TLS cluster: $(cat "$RT_DIR/$s.err")"
+    sort "$RT_DIR/$s.out" | cmp -s - "$RT_DIR/distinct.txt" || fail "$s over a TLS cluster: wrong output"
 done
 
 # ---- MOVED over TLS: reshard while dedup waits for its input ----
