@@ -82,7 +82,7 @@ extern const char dd_redis_help[];
 
 typedef struct dd_redis_opts {
     const char *url;            /* --redis; NULL = not used */
-    char *url_copy;             /* its copy (the argument's password is masked) */
+    char url_copy[4096];        /* its copy (the argument's password is masked) */
     const char *scheme;         /* keys (default), bitmap, module */
     const char *filter;         /* --redis-filter: module's bloom or cuckoo */
     const char *name;           /* --name; default "dedup" */

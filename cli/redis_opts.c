@@ -76,18 +76,16 @@ int dd_redis_option(dd_redis_opts *o, int code, const char *arg)
 {
     uint64_t v;
     switch (code) {
-    case DD_OPT_REDIS: {
+    case DD_OPT_REDIS:
         /* A copy, so the password is masked on the command line (ps). */
-        char *copy = strdup(arg);
-        if (!copy) {
-            cli_error("out of memory");
+        if (strlen(arg) >= sizeof o->url_copy) {
+            cli_error("--redis: a URL of more than %zu bytes", sizeof o->url_copy - 1);
             return -1;
         }
-        free(o->url_copy);
-        o->url = o->url_copy = copy;
+        memcpy(o->url_copy, arg, strlen(arg) + 1);
+        o->url = o->url_copy;
         dd_redis_hide_url_password((char *)arg);
         return 1;
-    }
     case DD_OPT_REDIS_SCHEME:
         if (strcmp(arg, "keys") && strcmp(arg, "bitmap") && strcmp(arg, "module")) {
             cli_error("--redis-scheme '%s': choose keys, bitmap or module", arg);
