@@ -58,6 +58,14 @@ if [ -n "$MOD" ]; then
         fail "module under ACL: $(cat "$RT_DIR/m.err")"
     check_all "$RT_DIR/m.out"
 fi
+# dedup filter takes the auth file too (a user with the bitmap commands)
+echo "fu $PW" > "$RT_DIR/fauth"
+user fu $BITMAP_CMDS
+F="redis://127.0.0.1:$P/fu"
+"$DEDUP" filter create "$F" -n 1000 --redis-auth-file "$RT_DIR/fauth" || fail "filter create as fu"
+printf 'a\nb\n' | "$DEDUP" filter add "$F" --redis-auth-file "$RT_DIR/fauth" - || fail "filter add as fu"
+got=$(printf 'a\nc\n' | "$DEDUP" filter query "$F" --redis-auth-file "$RT_DIR/fauth" -)
+[ "$got" = a ] || fail "filter query as fu answered '$got'"
 for f in k b ${MOD:+m}; do
     ! grep -q "$PW" "$RT_DIR/$f.err" || fail "the password is in stderr ($f)"
 done
