@@ -35,6 +35,7 @@
 
 typedef struct fr_opts {
     char base[1024];
+    char shown[1024]; /* base for messages: its password as "***" */
     char name[256];
     dedup_redis_scheme scheme;
     uint64_t items, bits;
@@ -56,11 +57,14 @@ static bool split_url(const char *s, fr_opts *o)
     const char *last = slash ? strrchr(slash, '/') : NULL;
     if (!last || !last[1] || strlen(last + 1) >= sizeof o->name ||
         (size_t)(last - s) >= sizeof o->base) {
-        cli_error("filter: '%s' names no filter: use redis://host:port[/db]/NAME", s);
+        char shown[1024];
+        dd_redis_url_shown(s, shown, sizeof shown);
+        cli_error("filter: '%s' names no filter: use redis[s]://host:port[/db]/NAME", shown);
         return false;
     }
     memcpy(o->base, s, (size_t)(last - s));
     o->base[last - s] = 0;
+    dd_redis_url_shown(o->base, o->shown, sizeof o->shown);
     snprintf(o->name, sizeof o->name, "%s", last + 1);
     return true;
 }
@@ -89,13 +93,15 @@ static dedup_redis *fr_open(fr_opts *f, bool create)
     o.segments = f->segments;
     dedup_redis *r = NULL;
     char err[768];
+    if (dd_redis_conn_apply(&o))
+        return NULL;
     dedup_status st = dedup_redis_open(&o, NULL, &r, err, sizeof err);
     if (st == DEDUP_ERR_WRONG_TYPE && !f->typed && !create && o.scheme == DEDUP_REDIS_BITMAP) {
         o.scheme = DEDUP_REDIS_MODULE; /* NAME:meta holds the module scheme's shape */
         st = dedup_redis_open(&o, NULL, &r, err, sizeof err);
     }
     if (st != DEDUP_OK) {
-        cli_error("filter: %s/%s: %s", f->base, f->name, err);
+        cli_error("filter: %s/%s: %s", f->shown, f->name, err);
         return NULL;
     }
     dedup_redis_shape sh;
@@ -132,12 +138,12 @@ static bool feed_flush(feed *q)
                                           : dedup_redis_query(q->r, &b, q->v);
     bool ok = st == DEDUP_OK;
     if (!ok)
-        cli_error("filter: %s/%s: %s", q->f->base, q->f->name, dedup_redis_last_error(q->r));
+        cli_error("filter: %s/%s: %s", q->f->shown, q->f->name, dedup_redis_last_error(q->r));
     for (size_t i = 0; i < q->n; i++) {
         if (ok && q->op == FEED_DEL && !q->removed[i]) {
             q->absent++;
             cli_warn("filter del: '%.*s' is not in %s/%s (certainly absent); nothing deleted",
-                     (int)q->lens[i], q->keep[i], q->f->base, q->f->name);
+                     (int)q->lens[i], q->keep[i], q->f->shown, q->f->name);
         }
         bool present = q->v[i] != DEDUP_NEW;
         if (ok && q->op == FEED_QUERY && present != q->f->invert) {
@@ -226,12 +232,12 @@ static int do_info(dedup_redis *r, const fr_opts *f)
     dedup_redis_get_shape(r, &sh);
     uint64_t mem = 0;
     if (dedup_redis_remote_memory(r, &mem) != DEDUP_OK) {
-        cli_error("filter: %s/%s: %s", f->base, f->name, dedup_redis_last_error(r));
+        cli_error("filter: %s/%s: %s", f->shown, f->name, dedup_redis_last_error(r));
         return CLI_EXIT_FAIL;
     }
     if (f->json) {
         printf("{\"url\":");
-        cli_json_string(stdout, f->base);
+        cli_json_string(stdout, f->shown);
         printf(",\"name\":");
         cli_json_string(stdout, f->name);
         printf(",\"scheme\":\"%s\",\"cluster\":%s,\"bits\":%llu,\"k\":%u,\"segments\":%u,"
@@ -249,7 +255,7 @@ static int do_info(dedup_redis *r, const fr_opts *f)
         printf("}\n");
     } else {
         char hb[32];
-        printf("filter:     %s/%s\n", f->base, f->name);
+        printf("filter:     %s/%s\n", f->shown, f->name);
         printf("scheme:     %s%s\n", dedup_redis_scheme_name(sh.scheme), sh.cluster ? " (cluster)" : "");
         if (sh.scheme == DEDUP_REDIS_BITMAP)
             printf("bits:       %llu (k=%u, %u segment(s))\n", (unsigned long long)sh.bits, sh.k,
@@ -329,13 +335,13 @@ static int copy_from_redis(fr_opts *f, const char *path)
         cli_error("filter copy: cannot build a %llu-bit blocked filter", (unsigned long long)sh.bits);
         rc = CLI_EXIT_FAIL;
     } else if (dedup_redis_bitmap_read(r, bytes, sh.bits / 8) != DEDUP_OK) {
-        cli_error("filter copy: %s/%s: %s", f->base, f->name, dedup_redis_last_error(r));
+        cli_error("filter copy: %s/%s: %s", f->shown, f->name, dedup_redis_last_error(r));
         rc = CLI_EXIT_FAIL;
     } else {
         if (sh.generations)
             cli_info(1, "filter copy: %s/%s expires keys (%u generations): '%s' is the union of "
                         "its live generations, every key recorded within the window until now, "
-                        "and as a file it never forgets them", f->base, f->name, sh.generations, path);
+                        "and as a file it never forgets them", f->shown, f->name, sh.generations, path);
         enc_ctx e = {dec.params, dec.header.params_len, dec.header.type, sh.seed, bytes, sh.bits / 8};
         dedup_status st = dedup_save_file(path, write_bloom_file, &e);
         dedup_bloom *check = NULL;
@@ -387,9 +393,12 @@ static int copy_to_redis(fr_opts *f, const char *path)
     o.scheme = DEDUP_REDIS_BITMAP;
     o.seed = f->seed;
     char err[768];
+    int crc = dd_redis_conn_apply(&o);
+    if (crc)
+        return crc;
     st = dedup_redis_open(&o, NULL, &r, err, sizeof err);
     if (st != DEDUP_OK && st != DEDUP_ERR_NOT_FOUND) {
-        cli_error("filter copy: %s/%s: %s", f->base, f->name, err);
+        cli_error("filter copy: %s/%s: %s", f->shown, f->name, err);
         return CLI_EXIT_FAIL;
     }
     dedup_redis_shape sh = {0};
@@ -397,14 +406,14 @@ static int copy_to_redis(fr_opts *f, const char *path)
         dedup_redis_get_shape(r, &sh);
     if (r && sh.generations && (sh.bits != f->bits || sh.k != f->k)) {
         cli_error("filter copy: the bitmap filter %s/%s has bits=%llu k=%u; '%s' has bits=%llu "
-                  "k=%u (the same shape is needed)", f->base, f->name,
+                  "k=%u (the same shape is needed)", f->shown, f->name,
                   (unsigned long long)sh.bits, sh.k, path, (unsigned long long)f->bits, f->k);
         dedup_redis_free(r);
         return CLI_EXIT_FAIL;
     }
     if (r && sh.generations) {
         cli_info(1, "filter copy: %s/%s expires keys (%u generations): the keys of '%s' count as "
-                    "seen now, and are forgotten one TTL from now", f->base, f->name,
+                    "seen now, and are forgotten one TTL from now", f->shown, f->name,
                  sh.generations, path);
     } else {
         dedup_redis_free(r);
@@ -431,7 +440,7 @@ static int copy_to_redis(fr_opts *f, const char *path)
         cli_error("filter copy: '%s': %s", path, dedup_strerror(st));
         rc = CLI_EXIT_USAGE;
     } else if (dedup_redis_bitmap_write(r, bytes, f->bits / 8) != DEDUP_OK) {
-        cli_error("filter copy: %s/%s: %s", f->base, f->name, dedup_redis_last_error(r));
+        cli_error("filter copy: %s/%s: %s", f->shown, f->name, dedup_redis_last_error(r));
         rc = CLI_EXIT_FAIL;
     }
     free(bytes);
@@ -450,7 +459,7 @@ int dd_filter_redis(int argc, char **argv)
         {"segments", required_argument, NULL, O_SEGMENTS}, {"json", no_argument, NULL, O_JSON},
         {"count", no_argument, NULL, 'c'},        {"invert", no_argument, NULL, 'v'},
         {"quiet", no_argument, NULL, 'q'},        {"zero-terminated", no_argument, NULL, 'z'},
-        {NULL, 0, NULL, 0}};
+        DD_REDIS_CONN_LONG_OPTIONS,               {NULL, 0, NULL, 0}};
     fr_opts f;
     memset(&f, 0, sizeof f);
     f.scheme = DEDUP_REDIS_BITMAP;
@@ -502,7 +511,11 @@ int dd_filter_redis(int argc, char **argv)
         case 'v': f.invert = true; break;
         case 'q': f.quiet = true; break;
         case 'z': f.term = 0; break;
-        default: arg_bad_option(cmd, c, argv, "dedup filter"); return CLI_EXIT_USAGE;
+        default:
+            if (dd_redis_conn_option(c, optarg))
+                break;
+            arg_bad_option(cmd, c, argv, "dedup filter");
+            return CLI_EXIT_USAGE;
         }
     }
     int nargs = argc - optind;
@@ -519,10 +532,12 @@ int dd_filter_redis(int argc, char **argv)
         }
         if (!split_url(sr ? args[0] : args[1], &f))
             return CLI_EXIT_USAGE;
+        dd_redis_hide_url_password(sr ? args[0] : args[1]);
         return sr ? copy_from_redis(&f, args[1]) : copy_to_redis(&f, args[0]);
     }
     if (nargs < 1 || !split_url(args[0], &f))
         return CLI_EXIT_USAGE;
+    dd_redis_hide_url_password(args[0]);
     bool create = strcmp(action, "create") == 0;
     if (create && !f.items && !(f.scheme == DEDUP_REDIS_BITMAP && f.bits)) {
         cli_error("filter create: -n/--items is needed (the keys planned, with -p)");

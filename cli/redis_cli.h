@@ -37,8 +37,23 @@ enum {
     DD_OPT_REDIS_FILTER,
     DD_OPT_REDIS_RETRIES,
     DD_OPT_REDIS_JOURNAL,
-    DD_OPT_REDIS_NO_JOURNAL
+    DD_OPT_REDIS_NO_JOURNAL,
+    /* Connection (redis_conn.c) */
+    DD_OPT_REDIS_TLS_CACERT = 0x5280,
+    DD_OPT_REDIS_TLS_CERT,
+    DD_OPT_REDIS_TLS_KEY,
+    DD_OPT_REDIS_TLS_INSECURE,
+    DD_OPT_REDIS_AUTH_FILE
 };
+
+/* How every Redis connection of the process is made: TLS files and the
+ * password's file; `dedup` and `dedup filter` both take them. */
+#define DD_REDIS_CONN_LONG_OPTIONS                                            \
+    {"tls-cacert", required_argument, NULL, DD_OPT_REDIS_TLS_CACERT},         \
+    {"tls-cert", required_argument, NULL, DD_OPT_REDIS_TLS_CERT},             \
+    {"tls-key", required_argument, NULL, DD_OPT_REDIS_TLS_KEY},               \
+    {"tls-insecure", no_argument, NULL, DD_OPT_REDIS_TLS_INSECURE},           \
+    {"redis-auth-file", required_argument, NULL, DD_OPT_REDIS_AUTH_FILE}
 
 #define DD_REDIS_LONG_OPTIONS                                                 \
     {"redis", required_argument, NULL, DD_OPT_REDIS},                         \
@@ -55,7 +70,8 @@ enum {
     {"redis-filter", required_argument, NULL, DD_OPT_REDIS_FILTER},           \
     {"redis-retries", required_argument, NULL, DD_OPT_REDIS_RETRIES},         \
     {"journal", required_argument, NULL, DD_OPT_REDIS_JOURNAL},               \
-    {"no-journal", no_argument, NULL, DD_OPT_REDIS_NO_JOURNAL}
+    {"no-journal", no_argument, NULL, DD_OPT_REDIS_NO_JOURNAL},               \
+    DD_REDIS_CONN_LONG_OPTIONS
 
 /* Keys the main job hands to Redis at once (each batch is then pipelined
  * --pipeline commands per round trip and node). */
@@ -66,6 +82,7 @@ extern const char dd_redis_help[];
 
 typedef struct dd_redis_opts {
     const char *url;            /* --redis; NULL = not used */
+    char url_copy[4096];        /* its copy (the argument's password is masked) */
     const char *scheme;         /* keys (default), bitmap, module */
     const char *filter;         /* --redis-filter: module's bloom or cuckoo */
     const char *name;           /* --name; default "dedup" */
@@ -156,6 +173,22 @@ void dd_redis_print_stats(const dd_redis_run *run, FILE *f, bool json);
  * and said so), and frees the run (not the seen-set, which the caller
  * frees).  NULL is a no-op (true). */
 bool dd_redis_close(dd_redis_run *run);
+
+/* ---- Connection (redis_conn.c) ----
+ * One option of DD_REDIS_CONN_LONG_OPTIONS: 1 taken, 0 not one of them. */
+int dd_redis_conn_option(int code, const char *arg);
+struct dedup_redis_options;
+/* Fills o's credentials (--redis-auth-file, else the URL's own, else
+ * DEDUP_REDIS_PASSWORD, else REDISCLI_AUTH) and TLS files from the options
+ * above; warns once about a password in the URL and about --tls-insecure.
+ * 0, or the exit status with an error printed (an auth file unreadable,
+ * readable by group or others, or empty). */
+int dd_redis_conn_apply(struct dedup_redis_options *o);
+/* 'url' for a message: its password, if any, shown as "***". */
+void dd_redis_url_shown(const char *url, char *buf, size_t cap);
+/* Overwrites the password of a URL given on the command line with '*', so
+ * ps no longer shows it (the caller keeps a copy). */
+void dd_redis_hide_url_password(char *arg);
 
 /* `dedup filter ACTION redis://...` and `dedup filter copy SRC DST`:
  * argv[0] is the action. */

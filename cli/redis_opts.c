@@ -2,6 +2,7 @@
  * redis_opts.c - `dedup --redis URL ...`: options, the seen-set, records
  * answered UNCERTAIN, --stats (redis_cli.h).
  */
+#define _POSIX_C_SOURCE 200809L
 #include "redis_cli.h"
 
 #include <errno.h>
@@ -15,8 +16,17 @@
 
 const char dd_redis_help[] =
     "Shared seen-set in Redis (many processes, many machines):\n"
-    "      --redis=URL        keep the seen-set in Redis: redis://[user:pass@]host:port[/db]\n"
-    "                         or redis-cluster://host:port[,host:port...] (a Redis Cluster)\n"
+    "      --redis=URL        keep the seen-set in Redis: redis://[user@]host:port[/db]\n"
+    "                         or redis-cluster://host:port[,host:port...] (a Redis Cluster);\n"
+    "                         rediss:// and rediss-cluster:// over TLS.  The password:\n"
+    "                         DEDUP_REDIS_PASSWORD or REDISCLI_AUTH in the environment,\n"
+    "                         or --redis-auth-file (never in the URL: ps shows it)\n"
+    "      --redis-auth-file=FILE  'PASSWORD' or 'USER PASSWORD'; FILE must be readable\n"
+    "                         by its owner only (chmod 600)\n"
+    "      --tls-cacert=FILE  rediss: the CAs (PEM) the server's certificate is checked\n"
+    "                         against (default: the system's); its name is checked too\n"
+    "      --tls-cert=FILE, --tls-key=FILE  rediss: a client certificate and its key\n"
+    "      --tls-insecure     rediss: do not check the server's certificate (warned)\n"
     "      --redis-scheme=S   keys (default: exact, one Redis key per key), bitmap (a\n"
     "                         blocked Bloom filter on plain strings, sized by -n/-p), or\n"
     "                         module (BF.*/CF.* of dedup_redis.so or RedisBloom, -n/-p)\n"
@@ -66,7 +76,16 @@ int dd_redis_option(dd_redis_opts *o, int code, const char *arg)
 {
     uint64_t v;
     switch (code) {
-    case DD_OPT_REDIS: o->url = arg; return 1;
+    case DD_OPT_REDIS:
+        /* A copy, so the password is masked on the command line (ps). */
+        if (strlen(arg) >= sizeof o->url_copy) {
+            cli_error("--redis: a URL of more than %zu bytes", sizeof o->url_copy - 1);
+            return -1;
+        }
+        memcpy(o->url_copy, arg, strlen(arg) + 1);
+        o->url = o->url_copy;
+        dd_redis_hide_url_password((char *)arg);
+        return 1;
     case DD_OPT_REDIS_SCHEME:
         if (strcmp(arg, "keys") && strcmp(arg, "bitmap") && strcmp(arg, "module")) {
             cli_error("--redis-scheme '%s': choose keys, bitmap or module", arg);
@@ -139,7 +158,7 @@ int dd_redis_option(dd_redis_opts *o, int code, const char *arg)
             return -1;
         o->pipeline = (uint32_t)v;
         return 1;
-    default: return 0;
+    default: return dd_redis_conn_option(code, arg);
     }
 }
 
@@ -204,7 +223,8 @@ int dd_redis_check_args(const dd_redis_opts *o, bool mode_given, bool windowed, 
 
 bool dd_is_redis_url(const char *s)
 {
-    return s && (strncmp(s, "redis://", 8) == 0 || strncmp(s, "redis-cluster://", 16) == 0);
+    return s && (strncmp(s, "redis://", 8) == 0 || strncmp(s, "redis-cluster://", 16) == 0 ||
+                 strncmp(s, "rediss://", 9) == 0 || strncmp(s, "rediss-cluster://", 17) == 0);
 }
 
 #ifdef DEDUP_HAVE_REDIS
@@ -276,6 +296,11 @@ int dd_redis_create(const dd_redis_opts *o, uint64_t items, double fpr, uint64_t
                  "cuckoo filter's rate (dedup_redis.so: its CF_ERROR_RATE argument)");
     if (ro.scheme == DEDUP_REDIS_KEYS && (items || fpr > 0))
         cli_warn("-n/-p have no effect with --redis-scheme keys (it never errs)");
+    int crc = dd_redis_conn_apply(&ro);
+    if (crc)
+        return crc;
+    char shown[1024];
+    dd_redis_url_shown(o->url, shown, sizeof shown);
     dedup_redis_url u;
     char why[512];
     if (dedup_redis_url_parse(o->url, &u, why, sizeof why) != DEDUP_OK) {
@@ -313,7 +338,7 @@ int dd_redis_create(const dd_redis_opts *o, uint64_t items, double fpr, uint64_t
         }
     }
     if (st != DEDUP_OK) {
-        cli_error("--redis %s: %s", o->url, err);
+        cli_error("--redis %s: %s", shown, err);
         if (rr->uncertain)
             fclose(rr->uncertain);
         dd_journal_close(rr->journal, false);

@@ -17,6 +17,7 @@
 #endif
 #ifdef DEDUP_HAVE_REDIS
 #include "dedup/redis.h"
+#include "redis_cli.h"
 #endif
 
 enum tier_type { T_FILTER, T_EXACT, T_FILE, T_ROCKSDB, T_REDIS };
@@ -208,7 +209,7 @@ static bool add_def(dd_tiers_cli *t, const char *spec, char *s)
     d->sync = -1;
     char *colon = strchr(s, ':');
     char *rest = NULL;
-    if (strncmp(s, "redis://", 8) == 0) {
+    if (strncmp(s, "redis://", 8) == 0 || strncmp(s, "rediss://", 9) == 0) {
         d->type = T_REDIS;
         if (!parse_redis_opts(d, s, spec))
             return false;
@@ -534,10 +535,15 @@ static dedup_status open_redis(dd_tiers_cli *t, const tier_def *d, uint64_t seed
     if (d->retries >= 0)
         o.retries = (uint32_t)d->retries;
     dedup_redis *r = NULL;
-    char why[512];
+    char why[512], shown[512];
+    dd_redis_url_shown(d->path, shown, sizeof shown);
+    if (dd_redis_conn_apply(&o)) { /* its error printed */
+        snprintf(err, cap, "--tier %s: no credentials", shown);
+        return DEDUP_ERR_INVALID_ARG;
+    }
     dedup_status st = dedup_redis_open(&o, NULL, &r, why, sizeof why);
     if (st) {
-        snprintf(err, cap, "--tier %s: %s", d->path, why);
+        snprintf(err, cap, "--tier %s: %s", shown, why);
         return st;
     }
     st = dedup_redis_seen(r, NULL, out);

@@ -17,6 +17,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "client.h"
+#include "tls.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -34,6 +35,9 @@ typedef struct rc_node {
     char host[DEDUP_REDIS_MAX_HOST + 1];
     int port;
     redisContext *ctx;
+    struct ssl_st *ssl; /* rediss: the TLS session over ctx's socket */
+    bool tls_fatal;     /* the last connection failed in TLS itself */
+    char lost_why[160]; /* why the last connection was dropped */
     size_t sent;     /* commands appended this round */
     bool wrote;      /* a command other than a read went out this round */
     bool failed;
@@ -50,6 +54,7 @@ struct rc_client {
     size_t nnodes;
     uint16_t *slots; /* cluster: slot -> node */
     rc_counters cnt;
+    struct ssl_ctx_st *tls; /* rediss: every node, redirections too */
     char err[512];
 };
 
@@ -242,9 +247,34 @@ static bool reply_is(const redisReply *r, const char *prefix)
 
 static void drop_conn(rc_node *nd)
 {
-    if (nd->ctx)
+    if (nd->ctx) {
+        nd->tls_fatal = nd->ssl && rc_tls_fatal(nd->ctx);
+        snprintf(nd->lost_why, sizeof nd->lost_why, "%s",
+                 nd->ctx->err && nd->ctx->errstr[0] ? nd->ctx->errstr : "connection lost");
         redisFree(nd->ctx);
+    }
+    rc_tls_free(nd->ssl);
+    nd->ssl = NULL;
     nd->ctx = NULL;
+}
+
+/* The transport: hiredis' own socket IO, or TLS (tls.h) under its reader
+ * and output buffer. */
+static int node_get_reply(rc_node *nd, void **rep)
+{
+    return nd->ssl ? rc_tls_get_reply(nd->ssl, nd->ctx, rep) : redisGetReply(nd->ctx, rep);
+}
+
+static void flush_node(rc_node *nd)
+{
+    if (nd->ssl && nd->ctx) {
+        (void)rc_tls_flush(nd->ssl, nd->ctx); /* the read below sees the error */
+        return;
+    }
+    int done = 0;
+    while (nd->ctx && !done)
+        if (redisBufferWrite(nd->ctx, &done) != REDIS_OK)
+            break; /* the read below sees the error */
 }
 
 static int node_find(rc_client *c, const char *host, size_t hlen, int port, bool add)
@@ -266,9 +296,14 @@ static int node_find(rc_client *c, const char *host, size_t hlen, int port, bool
 /* Runs one command on a connected node (setup only, not the hot path). */
 static redisReply *node_cmd(rc_node *nd, int argc, const char **argv, const size_t *lens)
 {
-    redisReply *r = redisCommandArgv(nd->ctx, argc, argv, lens);
-    if (!r)
+    void *r = NULL;
+    if (!nd->ctx)
+        return NULL;
+    if (redisAppendCommandArgv(nd->ctx, argc, argv, lens) != REDIS_OK ||
+        node_get_reply(nd, &r) != REDIS_OK) {
         drop_conn(nd);
+        return NULL;
+    }
     return r;
 }
 
@@ -294,6 +329,13 @@ static dedup_status node_connect(rc_client *c, size_t i, bool *fatal)
     }
     redisSetTimeout(ctx, it);
     redisEnableKeepAlive(ctx);
+    if (c->tls && rc_tls_start(c->tls, ctx, nd->host, c->o.tls_insecure, &nd->ssl) != REDIS_OK) {
+        rc_set_error(c, "TLS with Redis at %s:%d: %s", nd->host, nd->port, ctx->errstr);
+        *fatal = rc_tls_fatal(ctx);
+        nd->tls_fatal = *fatal;
+        redisFree(ctx);
+        return DEDUP_ERR_IO;
+    }
     nd->ctx = ctx;
     if (c->url.pass[0]) {
         const char *argv[3] = {"AUTH", c->url.user, c->url.pass};
@@ -302,9 +344,12 @@ static dedup_status node_connect(rc_client *c, size_t i, bool *fatal)
                                        : node_cmd(nd, 2, (const char *[]){"AUTH", c->url.pass},
                                                   (size_t[]){4, lens[2]});
         if (!r || r->type == REDIS_REPLY_ERROR) {
-            rc_set_error(c, "Redis at %s:%d refused AUTH: %s", nd->host, nd->port,
-                         r ? r->str : "connection lost");
-            *fatal = r != NULL;
+            if (r)
+                rc_set_error(c, "Redis at %s:%d refused AUTH: %s", nd->host, nd->port, r->str);
+            else
+                rc_set_error(c, "Redis at %s:%d: %s (sending AUTH)", nd->host, nd->port,
+                             nd->lost_why);
+            *fatal = r != NULL || nd->tls_fatal;
             if (r)
                 freeReplyObject(r);
             drop_conn(nd);
@@ -320,8 +365,8 @@ static dedup_status node_connect(rc_client *c, size_t i, bool *fatal)
         redisReply *r = node_cmd(nd, 2, argv, lens);
         if (!r || r->type == REDIS_REPLY_ERROR) {
             rc_set_error(c, "Redis at %s:%d refused SELECT %d: %s", nd->host, nd->port,
-                         c->url.db, r ? r->str : "connection lost");
-            *fatal = r != NULL;
+                         c->url.db, r ? r->str : nd->lost_why);
+            *fatal = r != NULL || nd->tls_fatal;
             if (r)
                 freeReplyObject(r);
             drop_conn(nd);
@@ -346,8 +391,8 @@ static dedup_status load_slots_from(rc_client *c, size_t i)
     size_t lens[2] = {7, 5};
     redisReply *r = node_cmd(nd, 2, argv, lens);
     if (!r) {
-        rc_set_error(c, "Redis at %s:%d: connection lost reading CLUSTER SLOTS", nd->host,
-                     nd->port);
+        rc_set_error(c, "Redis at %s:%d: %s (reading CLUSTER SLOTS)", nd->host, nd->port,
+                     nd->lost_why);
         return DEDUP_ERR_IO;
     }
     if (r->type == REDIS_REPLY_ERROR) {
@@ -431,6 +476,16 @@ dedup_status rc_open(const dedup_redis_url *url, const dedup_redis_options *o, r
         rc_free(c);
         return DEDUP_ERR_NOMEM;
     }
+    if (url->tls) {
+        char why[400];
+        dedup_status ts = rc_tls_ctx_new(o, &c->tls, why, sizeof why);
+        if (ts != DEDUP_OK) {
+            if (err && errcap)
+                snprintf(err, errcap, "%s", ts == DEDUP_ERR_NOMEM ? "out of memory" : why);
+            rc_free(c);
+            return ts;
+        }
+    }
     for (size_t i = 0; i < url->nseeds; i++)
         node_find(c, url->seeds[i].host, strlen(url->seeds[i].host), url->seeds[i].port, true);
     dedup_status st;
@@ -445,8 +500,8 @@ dedup_status rc_open(const dedup_redis_url *url, const dedup_redis_options *o, r
             size_t lens[2] = {4, 7};
             redisReply *r = node_cmd(&c->nodes[0], 2, argv, lens);
             if (!r) {
-                rc_set_error(c, "Redis at %s:%d: connection lost", c->nodes[0].host,
-                             c->nodes[0].port);
+                rc_set_error(c, "Redis at %s:%d: %s", c->nodes[0].host, c->nodes[0].port,
+                             c->nodes[0].lost_why);
                 st = DEDUP_ERR_IO;
             } else {
                 if (r->type == REDIS_REPLY_STRING && strstr(r->str, "cluster_enabled:1")) {
@@ -479,6 +534,7 @@ void rc_free(rc_client *c)
             drop_conn(&c->nodes[i]);
     free(c->nodes);
     free(c->slots);
+    rc_tls_ctx_free(c->tls);
     free(c);
 }
 
@@ -508,14 +564,6 @@ static bool retryable(const redisReply *r)
            reply_is(r, "MASTERDOWN") || reply_is(r, "READONLY");
 }
 
-static void flush_node(rc_node *nd)
-{
-    int done = 0;
-    while (nd->ctx && !done)
-        if (redisBufferWrite(nd->ctx, &done) != REDIS_OK)
-            break; /* the read below sees the error */
-}
-
 /* WAIT answered short on some node (a replica resyncing, or none since a
  * failover): ask again, with the same bounded backoff, until it is enough.
  * WAIT counts the replicas that hold every write of this connection, so a
@@ -540,7 +588,7 @@ static dedup_status retry_waits(rc_client *c, uint32_t want, uint32_t *failures,
             c->cnt.retries++;
             const char *argv[3] = {"WAIT", n1, n2};
             size_t lens[3] = {4, strlen(n1), strlen(n2)};
-            redisReply *r = nd->ctx ? redisCommandArgv(nd->ctx, 3, argv, lens) : NULL;
+            redisReply *r = node_cmd(nd, 3, argv, lens);
             if (!r) {
                 rc_set_error(c, "Redis at %s:%d: connection lost waiting for %u replica(s): "
                                 "whether the last writes are replicated is unknown",
@@ -671,7 +719,7 @@ again:
                 }
                 void *rep = NULL;
                 if (cm->asking) {
-                    if (redisGetReply(nd->ctx, &rep) != REDIS_OK) {
+                    if (node_get_reply(nd, &rep) != REDIS_OK) {
                         nd->failed = true;
                         cm->lost = true;
                         cm->asking = false;
@@ -681,7 +729,7 @@ again:
                     rep = NULL;
                     cm->asking = false;
                 }
-                if (redisGetReply(nd->ctx, &rep) != REDIS_OK) {
+                if (node_get_reply(nd, &rep) != REDIS_OK) {
                     nd->failed = true;
                     cm->lost = true;
                     continue;
@@ -716,6 +764,18 @@ again:
                     cm->ask_node = to; /* cm->node stays: this round read it from j */
                     continue;
                 }
+                if (reply_is(r, "NOPERM")) {
+                    /* The ACL user lacks the command (or key): it was not
+                     * carried out, so it is neither answered nor lost; the
+                     * call fails naming it, and the command stays without
+                     * a reply (the caller's records not decided). */
+                    rc_set_error(c, "Redis at %s:%d refused a command to this ACL user: %s "
+                                    "(each scheme's commands: redis/README.md, \"ACL\")",
+                                 nd->host, nd->port, r->str);
+                    freeReplyObject(r);
+                    result = DEDUP_ERR_IO;
+                    continue;
+                }
                 if (retryable(r)) {
                     trouble = true;
                     trouble_node = nd->host;
@@ -730,7 +790,7 @@ again:
             }
             if (!nd->failed && waitlen) {
                 void *rep = NULL;
-                if (redisGetReply(nd->ctx, &rep) != REDIS_OK) {
+                if (node_get_reply(nd, &rep) != REDIS_OK) {
                     nd->failed = true;
                 } else {
                     redisReply *r = rep;
@@ -749,6 +809,8 @@ again:
                 rc_set_error(c, "Redis at %s:%d: %s", nd->host, nd->port,
                              nd->ctx && nd->ctx->errstr[0] ? nd->ctx->errstr : "connection lost");
                 drop_conn(nd);
+                if (nd->tls_fatal) /* a certificate refused: retrying cannot help */
+                    result = DEDUP_ERR_IO;
             }
         }
         if (result != DEDUP_OK)
@@ -847,10 +909,10 @@ dedup_status rc_each_master(rc_client *c, int argc, const char *const *argv, con
         bool fatal;
         if (node_connect(c, i, &fatal) != DEDUP_OK)
             return DEDUP_ERR_IO;
-        redisReply *r = redisCommandArgv(c->nodes[i].ctx, argc, (const char **)argv, lens);
+        redisReply *r = node_cmd(&c->nodes[i], argc, (const char **)argv, lens);
         if (!r) {
-            rc_set_error(c, "Redis at %s:%d: connection lost", c->nodes[i].host, c->nodes[i].port);
-            drop_conn(&c->nodes[i]);
+            rc_set_error(c, "Redis at %s:%d: %s", c->nodes[i].host, c->nodes[i].port,
+                         c->nodes[i].lost_why);
             return DEDUP_ERR_IO;
         }
         replies[(*n)++] = r;

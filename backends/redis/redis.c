@@ -602,6 +602,15 @@ dedup_status dedup_redis_open(const dedup_redis_options *o, const dedup_allocato
     rc_batch_init(&r->b);
     dedup_status st = dedup_redis_url_parse(o->url, &r->url, r->err, sizeof r->err);
     const char *name = o->name ? o->name : "dedup";
+    if (st == DEDUP_OK && ((o->user && strlen(o->user) > DEDUP_REDIS_MAX_CRED) ||
+                           (o->password && strlen(o->password) > DEDUP_REDIS_MAX_CRED))) {
+        rd_error(r, "the user name or password is longer than %d bytes", DEDUP_REDIS_MAX_CRED);
+        st = DEDUP_ERR_INVALID_ARG;
+    }
+    if (st == DEDUP_OK && o->user)
+        snprintf(r->url.user, sizeof r->url.user, "%s", o->user);
+    if (st == DEDUP_OK && o->password)
+        snprintf(r->url.pass, sizeof r->url.pass, "%s", o->password);
     if (st == DEDUP_OK) {
         r->namelen = strlen(name);
         if (r->namelen == 0 || r->namelen > RD_MAX_NAME || strpbrk(name, "{}")) {

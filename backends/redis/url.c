@@ -83,12 +83,24 @@ dedup_status dedup_redis_url_parse(const char *text, dedup_redis_url *out, char 
     } else if (strncmp(text, "redis-cluster://", 16) == 0) {
         p = text + 16;
         out->cluster = true;
+    } else if (strncmp(text, "rediss://", 9) == 0) {
+        p = text + 9;
+        out->tls = true;
+    } else if (strncmp(text, "rediss-cluster://", 17) == 0) {
+        p = text + 17;
+        out->cluster = true;
+        out->tls = true;
     } else {
+        char shown[256];
+        dedup_redis_url_redact(text, shown, sizeof shown);
         return fail(why, whycap,
-                    "'%s' is not a Redis URL (redis://[user:pass@]host:port[/db] or "
-                    "redis-cluster://host:port[,host:port...])",
-                    text);
+                    "'%s' is not a Redis URL (redis[s]://[user@]host:port[/db] or "
+                    "redis[s]-cluster://host:port[,host:port...])",
+                    shown);
     }
+    char shown[512]; /* what the messages below show: the password replaced */
+    dedup_redis_url_redact(text, shown, sizeof shown);
+    text = shown;
     const char *end = p + strlen(p);
     const char *slash = memchr(p, '/', (size_t)(end - p));
     const char *auth_end = NULL;
@@ -180,4 +192,32 @@ dedup_redis_scheme dedup_redis_scheme_from_name(const char *name)
     if (strcmp(name, "module") == 0)
         return DEDUP_REDIS_MODULE;
     return 0;
+}
+
+size_t dedup_redis_url_redact(const char *text, char *buf, size_t cap)
+{
+    if (!cap)
+        return 0;
+    if (!text) {
+        buf[0] = 0;
+        return 0;
+    }
+    const char *sep = strstr(text, "://");
+    const char *p = sep ? sep + 3 : text;
+    const char *end = p + strcspn(p, "/");
+    const char *at = NULL, *colon = NULL;
+    for (const char *q = p; q < end; q++)
+        if (*q == '@')
+            at = q;
+    if (at)
+        colon = memchr(p, ':', (size_t)(at - p));
+    /* "user:pass@" -> "user:***@"; "pass@" (no colon) is a password too. */
+    int n;
+    if (at && colon)
+        n = snprintf(buf, cap, "%.*s***%s", (int)(colon + 1 - text), text, at);
+    else if (at)
+        n = snprintf(buf, cap, "%.*s***%s", (int)(p - text), text, at);
+    else
+        n = snprintf(buf, cap, "%s", text);
+    return n < 0 ? 0 : (size_t)n;
 }

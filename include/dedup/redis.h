@@ -24,6 +24,11 @@
  * IPv4 address; port 1..65535 (default 6379); db 0..(2^31-1).  A redis://
  * URL naming a cluster node, or a redis-cluster:// URL naming a server
  * without cluster support, is refused at open with a sentence saying so.
+ * "rediss://" and "rediss-cluster://" are the same over TLS (OpenSSL):
+ * every node, those MOVED and ASK name and every reconnection included;
+ * see the tls_* options.  A password is better given in the options'
+ * 'password' than in the URL, which other users may see (ps); messages
+ * show a URL's password as "***" (dedup_redis_url_redact()).
  *
  * Schemes (the layout of the remote set):
  *  - DEDUP_REDIS_KEYS: exact.  One Redis string per seen key, named
@@ -224,7 +229,8 @@ dedup_redis_scheme dedup_redis_scheme_from_name(const char *name);
 #define DEDUP_REDIS_MAX_CRED 255
 
 typedef struct dedup_redis_url {
-    bool cluster;                  /* redis-cluster:// */
+    bool cluster;                  /* redis-cluster:// or rediss-cluster:// */
+    bool tls;                      /* rediss:// or rediss-cluster:// */
     char user[DEDUP_REDIS_MAX_CRED + 1]; /* "" = the default user */
     char pass[DEDUP_REDIS_MAX_CRED + 1]; /* "" = no AUTH */
     int db;                        /* 0 unless given */
@@ -242,6 +248,11 @@ typedef struct dedup_redis_url {
  * cluster URL, more than DEDUP_REDIS_MAX_SEEDS seeds, trailing text. */
 dedup_status dedup_redis_url_parse(const char *text, dedup_redis_url *out, char *why,
                                    size_t whycap);
+
+/* Copies 'text' (a URL as above, or any text) into buf (cap bytes with the
+ * NUL, truncated to fit) with its password, if any, replaced by "***", for
+ * messages.  Returns the length the whole copy needs.  Pure. */
+size_t dedup_redis_url_redact(const char *text, char *buf, size_t cap);
 
 /* ---- Options ----------------------------------------------------------------- */
 typedef struct dedup_redis_options {
@@ -281,6 +292,19 @@ typedef struct dedup_redis_options {
                                  65536; 0 (default) = from the filter's size
                                  when creating it, else as stored */
     dedup_redis_filter filter;/* module: bloom or cuckoo; default: see the enum */
+    /* Credentials and TLS.  user/password, when not NULL, replace the URL's
+     * (password "" = no AUTH).  The TLS fields are read for rediss:// and
+     * rediss-cluster:// only: tls_cacert (PEM; NULL = the system's CAs),
+     * tls_cert and tls_key (PEM client certificate and its key, both or
+     * neither), tls_insecure (the server's certificate and name are not
+     * checked; default false: checked against the CAs and against the host
+     * of every node, redirections included). */
+    const char *user;
+    const char *password;
+    const char *tls_cacert;
+    const char *tls_cert;
+    const char *tls_key;
+    bool tls_insecure;
 } dedup_redis_options;
 
 void dedup_redis_options_init(dedup_redis_options *o);
@@ -299,9 +323,12 @@ typedef struct dedup_redis dedup_redis;
  * authenticates, selects the db, and prepares the scheme: bitmap reads or
  * creates its metadata (HSETNX, so concurrent first clients agree) and
  * loads its script; module does the same with its metadata, then reserves
- * its shards.  Errors: INVALID_ARG (bad URL or option; 'err' says which),
- * IO (unreachable, refused AUTH, not a cluster / a cluster, slots not
- * covered), UNSUPPORTED (no module), INCOMPATIBLE (metadata differs: both
+ * its shards.  Errors: INVALID_ARG (bad URL or option, a TLS file that
+ * cannot be read or a key not matching its certificate; 'err' says which),
+ * IO (unreachable, refused AUTH, a TLS handshake failed or a certificate
+ * refused on either side (naming host:port and why; not retried), a command
+ * refused to the ACL user (NOPERM, naming it), not a cluster / a cluster,
+ * slots not covered), UNSUPPORTED (no module), INCOMPATIBLE (metadata differs: both
  * values named), NOT_FOUND (items 0 and no metadata), WRONG_TYPE (the
  * metadata key or a shard holds another type, or the metadata is another
  * scheme's), VERSION / CORRUPT (metadata this version cannot read), NOMEM.

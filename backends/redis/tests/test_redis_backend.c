@@ -161,6 +161,26 @@ static void test_url(void)
         CHECK(dedup_redis_url_parse(bad[i], &u, why, sizeof why) == DEDUP_ERR_INVALID_ARG && why[0],
               "'%s' accepted", bad[i]);
     }
+    /* TLS URLs (issue 40) */
+    CHECK(dedup_redis_url_parse("rediss://h:1/2", &u, why, sizeof why) == DEDUP_OK && u.tls &&
+              !u.cluster && u.db == 2, "rediss");
+    CHECK(dedup_redis_url_parse("rediss-cluster://a:1,b:2", &u, why, sizeof why) == DEDUP_OK &&
+              u.tls && u.cluster && u.nseeds == 2, "rediss-cluster");
+    CHECK(dedup_redis_url_parse("redis://h:1", &u, why, sizeof why) == DEDUP_OK && !u.tls, "plain");
+    /* a password never in a message: redacted, and out of the parser's errors */
+    char shown[128];
+    const char *red[][2] = {{"redis://bob:s3cret@h:1/2", "redis://bob:***@h:1/2"},
+                            {"rediss://:s3cret@h", "rediss://:***@h"},
+                            {"redis://s3cret@h", "redis://***@h"},
+                            {"redis-cluster://h:1,g:2", "redis-cluster://h:1,g:2"},
+                            {"redis://u:s3cret@h/x@y", "redis://u:***@h/x@y"}};
+    for (size_t i = 0; i < sizeof red / sizeof red[0]; i++) {
+        dedup_redis_url_redact(red[i][0], shown, sizeof shown);
+        CHECK(strcmp(shown, red[i][1]) == 0, "redact '%s' -> '%s'", red[i][0], shown);
+    }
+    why[0] = 0;
+    CHECK(dedup_redis_url_parse("redis://bob:s3cret@h:99999", &u, why, sizeof why) != DEDUP_OK &&
+              why[0] && !strstr(why, "s3cret"), "the password in a parse error: %s", why);
 }
 
 /* ---- keys: every distinct key NEW exactly once, in order ---- */
