@@ -121,6 +121,17 @@ static PyObject *strset_adds(dd_obj *o, PyObject *it, bool verdicts)
 static PyObject *StrSet_update(dd_obj *o, PyObject *it) { return strset_adds(o, it, false); }
 static PyObject *StrSet_add_many(dd_obj *o, PyObject *it) { return strset_adds(o, it, true); }
 
+static PyObject *StrSet_contains_many(dd_obj *o, PyObject *it)
+{
+    dd_batch b;
+    if (dd_batch_begin(&b, o, it, strset_digest, true) < 0)
+        return NULL;
+    for (Py_ssize_t i = 0; i < b.n; i++)
+        b.found[i] = dedup_strset_contains(o->p, b.keys[i].p, (size_t)b.keys[i].n, b.d[i]);
+    dd_batch_end(&b, o);
+    return dd_bool_list(b.found, b.n, false);
+}
+
 static Py_ssize_t StrSet_len(dd_obj *o)
 {
     if (dd_enter(o) < 0)
@@ -202,6 +213,8 @@ static PyMethodDef StrSet_methods[] = {
      "update(iterable): insert every key (prefetched ahead; GIL released for long batches)."},
     {"add_many", (PyCFunction)StrSet_add_many, METH_O,
      "add_many(keys) -> list of bool (True = new), in order."},
+    {"contains_many", (PyCFunction)StrSet_contains_many, METH_O,
+     "contains_many(keys) -> list of bool."},
     {"remove", (PyCFunction)set_no_remove, METH_O, "Always raises dedup.Error (no delete)."},
     {"clear", (PyCFunction)StrSet_clear, METH_NOARGS, "Remove every key."},
     DD_COMMON_METHODS(StrSet)
@@ -383,6 +396,30 @@ static PyObject *intset_adds(dd_obj *o, PyObject *it, bool verdicts)
 static PyObject *IntSet_update(dd_obj *o, PyObject *it) { return intset_adds(o, it, false); }
 static PyObject *IntSet_add_many(dd_obj *o, PyObject *it) { return intset_adds(o, it, true); }
 
+static PyObject *IntSet_contains_many(dd_obj *o, PyObject *it)
+{
+    Py_ssize_t n = 0;
+    uint64_t *k = int_keys(it, &n);
+    if (!k)
+        return NULL;
+    bool *found = PyMem_Malloc(sizeof *found * (size_t)(n ? n : 1));
+    if (!found) {
+        PyMem_Free(k);
+        return PyErr_NoMemory();
+    }
+    if (dd_enter(o) < 0) {
+        PyMem_Free(k);
+        PyMem_Free(found);
+        return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    dedup_u64set_contains_batch(o->p, k, (size_t)n, found);
+    Py_END_ALLOW_THREADS
+    dd_leave(o);
+    PyMem_Free(k);
+    return dd_bool_list(found, n, false);
+}
+
 static Py_ssize_t IntSet_len(dd_obj *o)
 {
     if (dd_enter(o) < 0)
@@ -416,6 +453,8 @@ static PyMethodDef IntSet_methods[] = {
      "update(iterable): the library's batch insert (GIL released for long batches)."},
     {"add_many", (PyCFunction)IntSet_add_many, METH_O,
      "add_many(keys) -> list of bool (True = new), the library's batch insert."},
+    {"contains_many", (PyCFunction)IntSet_contains_many, METH_O,
+     "contains_many(keys) -> list of bool (the library's batch query)."},
     {"remove", (PyCFunction)set_no_remove, METH_O, "Always raises dedup.Error (no delete)."},
     DD_COMMON_METHODS(IntSet)
     DD_CTX_METHODS(IntSet)
