@@ -1,0 +1,113 @@
+"""A Scrapy duplicate filter over libdedup (Debian's python3-scrapy, 2.8).
+
+    # settings.py
+    DUPEFILTER_CLASS = "dedup.scrapy.DupeFilter"
+    DEDUP_MODE = "exact"            # or "bloom"
+    DEDUP_STATE_FILE = "seen.dedup" # optional; default JOBDIR/requests.dedup
+    DEDUP_BLOOM_CAPACITY = 10_000_000
+    DEDUP_BLOOM_ERROR_RATE = 0.001
+
+It keeps Scrapy's request fingerprints (crawler.request_fingerprinter, 20
+bytes each) in a dedup.StrSet ("exact": certain, about 50 bytes a request
+where Scrapy's own filter keeps a 40-character hex str in a Python set) or
+in a dedup.Bloom ("bloom": fixed memory, ~1.44*log2(1/p) bits a request;
+a false positive drops a request never seen, at about the rate asked).
+
+State: when DEDUP_STATE_FILE (or JOBDIR) is set, the filter loads the file
+when the spider opens and saves it atomically when it closes (temporary
+file, fsync, rename: a crash leaves the previous state).  The file is the
+CLI's format (`dedup filter info`, `dedup filter query` read it).  A state
+file of the other mode, or a damaged one, stops the crawl with dedup.Error
+rather than starting from nothing.
+
+Like Scrapy's RFPDupeFilter it counts dupefilter/filtered in the stats and
+logs the first filtered request (every one with DUPEFILTER_DEBUG).  A
+RocksDB store and a Redis seen-set are not offered by this package yet.
+"""
+import logging
+import os
+
+from scrapy.utils.job import job_dir
+from scrapy.utils.request import RequestFingerprinter, referer_str
+
+import dedup
+
+try:  # Scrapy >= 2.7
+    from scrapy.dupefilters import BaseDupeFilter
+except ImportError:  # pragma: no cover
+    BaseDupeFilter = object
+
+MODES = ("exact", "bloom")
+
+
+class DupeFilter(BaseDupeFilter):
+    """Request fingerprint duplicate filter kept in libdedup."""
+
+    def __init__(self, path=None, debug=False, *, mode="exact", capacity=10_000_000,
+                 error_rate=0.001, fingerprinter=None):
+        if mode not in MODES:
+            raise ValueError("DEDUP_MODE must be one of %s (got %r)" % (", ".join(MODES), mode))
+        self.path = path
+        self.mode = mode
+        self.debug = debug
+        self.logdupes = True
+        self.fingerprinter = fingerprinter or RequestFingerprinter()
+        self.logger = logging.getLogger(__name__)
+        self.seen = None
+        if path and os.path.exists(path):
+            self.seen = dedup.load(path)
+            want = dedup.StrSet if mode == "exact" else dedup.Bloom
+            if not isinstance(self.seen, want):
+                raise dedup.Error("%s: holds a %s, not the state of DEDUP_MODE %r"
+                                  % (path, type(self.seen).__name__, mode))
+            self.logger.info("Resuming from %s (%s, %d requests seen)", path, mode, len(self.seen))
+        elif mode == "exact":
+            self.seen = dedup.StrSet()
+        else:
+            self.seen = dedup.Bloom(capacity, error_rate)
+
+    @classmethod
+    def from_settings(cls, settings, *, fingerprinter=None):
+        path = settings.get("DEDUP_STATE_FILE")
+        if not path:
+            jobdir = job_dir(settings)
+            path = os.path.join(jobdir, "requests.dedup") if jobdir else None
+        return cls(path, settings.getbool("DUPEFILTER_DEBUG"),
+                   mode=settings.get("DEDUP_MODE", "exact"),
+                   capacity=settings.getint("DEDUP_BLOOM_CAPACITY", 10_000_000),
+                   error_rate=settings.getfloat("DEDUP_BLOOM_ERROR_RATE", 0.001),
+                   fingerprinter=fingerprinter)
+
+    @classmethod
+    def from_crawler(cls, crawler):
+        return cls.from_settings(crawler.settings, fingerprinter=crawler.request_fingerprinter)
+
+    def request_fingerprint(self, request):
+        return self.fingerprinter.fingerprint(request)
+
+    def request_seen(self, request):
+        # add() is the library's test-and-add: one call, no race between
+        # "is it there?" and "record it".
+        return not self.seen.add(self.request_fingerprint(request))
+
+    def open(self):
+        pass
+
+    def close(self, reason):
+        if self.path:
+            self.seen.save(self.path)
+            self.logger.info("Saved %d request fingerprints (%s) to %s", len(self.seen),
+                             self.mode, self.path)
+
+    def log(self, request, spider):
+        if self.debug:
+            msg = "Filtered duplicate request: %(request)s (referer: %(referer)s)"
+            args = {"request": request, "referer": referer_str(request)}
+            self.logger.debug(msg, args, extra={"spider": spider})
+        elif self.logdupes:
+            msg = ("Filtered duplicate request: %(request)s"
+                   " - no more duplicates will be shown"
+                   " (see DUPEFILTER_DEBUG to show all duplicates)")
+            self.logger.debug(msg, {"request": request}, extra={"spider": spider})
+            self.logdupes = False
+        spider.crawler.stats.inc_value("dupefilter/filtered", spider=spider)
