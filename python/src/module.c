@@ -237,6 +237,10 @@ static const dd_kind *kind_for_type(uint32_t t)
     case DEDUP_TYPE_SET_STRING: return &dd_strset_kind;
     case DEDUP_TYPE_SET_U64: return &dd_intset_kind;
     case DEDUP_TYPE_HLL: return &dd_hll_kind;
+    /* kept by the seen-set only */
+    case DEDUP_TYPE_WINDOW:
+    case DEDUP_TYPE_SET_DIGEST:
+    case DEDUP_TYPE_BITMAP: return &dd_seen_kind;
     default: return NULL;
     }
 }
@@ -406,7 +410,8 @@ PyMODINIT_FUNC PyInit__dedup(void)
         PyModule_AddIntConstant(m, "MAYBE_DUPLICATE", DEDUP_MAYBE_DUPLICATE) < 0 ||
         PyModule_AddStringConstant(m, "library_version", dedup_version_string()) < 0)
         goto fail;
-    if (dd_filters_ready(m) < 0 || dd_filters2_ready(m) < 0 || dd_sets_ready(m) < 0)
+    if (dd_filters_ready(m) < 0 || dd_filters2_ready(m) < 0 || dd_sets_ready(m) < 0 ||
+        dd_seen_ready(m) < 0)
         goto fail;
     return m;
 fail:
