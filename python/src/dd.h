@@ -80,11 +80,12 @@ PyObject *dd_load_path(const char *path, const dd_kind *want);
 
 /* The class families (filters.c, sets.c). */
 extern dd_kind dd_bloom_kind, dd_counting_kind, dd_cuckoo_kind, dd_scalable_kind;
-extern dd_kind dd_strset_kind, dd_intset_kind, dd_hll_kind, dd_seen_kind;
+extern dd_kind dd_strset_kind, dd_intset_kind, dd_hll_kind, dd_seen_kind, dd_ring_kind;
 int dd_filters_ready(PyObject *m);
 int dd_filters2_ready(PyObject *m);
 int dd_sets_ready(PyObject *m);
 int dd_seen_ready(PyObject *m);
+int dd_ring_ready(PyObject *m);
 
 /* A dict item setter that steals 'v'; -1 on error. */
 int dd_dict_put(PyObject *d, const char *key, PyObject *v);

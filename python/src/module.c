@@ -241,6 +241,7 @@ static const dd_kind *kind_for_type(uint32_t t)
     case DEDUP_TYPE_WINDOW:
     case DEDUP_TYPE_SET_DIGEST:
     case DEDUP_TYPE_BITMAP: return &dd_seen_kind;
+    case DEDUP_TYPE_RING: return &dd_ring_kind;
     default: return NULL;
     }
 }
@@ -411,7 +412,7 @@ PyMODINIT_FUNC PyInit__dedup(void)
         PyModule_AddStringConstant(m, "library_version", dedup_version_string()) < 0)
         goto fail;
     if (dd_filters_ready(m) < 0 || dd_filters2_ready(m) < 0 || dd_sets_ready(m) < 0 ||
-        dd_seen_ready(m) < 0)
+        dd_seen_ready(m) < 0 || dd_ring_ready(m) < 0)
         goto fail;
     return m;
 fail:
