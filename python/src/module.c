@@ -55,26 +55,30 @@ int dd_key_of(PyObject *o, dd_key *k)
 
 PyObject *dd_key_list(PyObject *iterable, dd_key **keys, Py_ssize_t *n)
 {
-    PyObject *list = PySequence_List(iterable);
-    if (!list)
+    /* A tuple of the keys (a tuple given is used as it is): the returned
+     * reference keeps every key alive while the GIL is released, even if
+     * another thread changes the list the caller passed. */
+    PyObject *seq = PySequence_Tuple(iterable);
+    if (!seq)
         return NULL;
-    Py_ssize_t len = PyList_GET_SIZE(list);
+    Py_ssize_t len = PySequence_Fast_GET_SIZE(seq);
+    PyObject **items = PySequence_Fast_ITEMS(seq);
     dd_key *k = PyMem_Malloc(sizeof *k * (size_t)(len ? len : 1));
     if (!k) {
-        Py_DECREF(list);
+        Py_DECREF(seq);
         PyErr_NoMemory();
         return NULL;
     }
     for (Py_ssize_t i = 0; i < len; i++) {
-        if (dd_key_of(PyList_GET_ITEM(list, i), &k[i]) < 0) {
+        if (dd_key_of(items[i], &k[i]) < 0) {
             PyMem_Free(k);
-            Py_DECREF(list);
+            Py_DECREF(seq);
             return NULL;
         }
     }
     *keys = k;
     *n = len;
-    return list;
+    return seq;
 }
 
 int dd_init_lock(dd_obj *o)
