@@ -55,27 +55,39 @@ int dd_key_of(PyObject *o, dd_key *k)
 
 PyObject *dd_key_list(PyObject *iterable, dd_key **keys, Py_ssize_t *n)
 {
-    /* A tuple of the keys (a tuple given is used as it is): the returned
-     * reference keeps every key alive while the GIL is released, even if
-     * another thread changes the list the caller passed. */
-    PyObject *seq = PySequence_Tuple(iterable);
-    if (!seq)
+    /* The keys end up in a tuple the caller keeps: it holds every key alive
+     * while the GIL is released, even if another thread changes the list
+     * the caller passed.  A list is copied in the same pass that reads the
+     * keys (one visit of each key object); a tuple is used as it is. */
+    PyObject *src = PyList_CheckExact(iterable) || PyTuple_CheckExact(iterable)
+                        ? (Py_INCREF(iterable), iterable)
+                        : PySequence_Tuple(iterable);
+    if (!src)
         return NULL;
-    Py_ssize_t len = PySequence_Fast_GET_SIZE(seq);
-    PyObject **items = PySequence_Fast_ITEMS(seq);
-    dd_key *k = PyMem_Malloc(sizeof *k * (size_t)(len ? len : 1));
+    bool copy = PyList_CheckExact(src);
+    Py_ssize_t len = PySequence_Fast_GET_SIZE(src);
+    PyObject *seq = copy ? PyTuple_New(len) : (Py_INCREF(src), src);
+    dd_key *k = seq ? PyMem_Malloc(sizeof *k * (size_t)(len ? len : 1)) : NULL;
     if (!k) {
-        Py_DECREF(seq);
-        PyErr_NoMemory();
-        return NULL;
+        Py_XDECREF(seq);
+        Py_DECREF(src);
+        return seq ? PyErr_NoMemory() : NULL;
     }
+    PyObject **items = PySequence_Fast_ITEMS(src);
     for (Py_ssize_t i = 0; i < len; i++) {
-        if (dd_key_of(items[i], &k[i]) < 0) {
+        PyObject *o = items[i];
+        if (dd_key_of(o, &k[i]) < 0) {
             PyMem_Free(k);
             Py_DECREF(seq);
+            Py_DECREF(src);
             return NULL;
         }
+        if (copy) {
+            Py_INCREF(o);
+            PyTuple_SET_ITEM(seq, i, o);
+        }
     }
+    Py_DECREF(src);
     *keys = k;
     *n = len;
     return seq;
