@@ -15,7 +15,7 @@ GIL while the library works.  See docs/python.md.
 """
 from ._dedup import (  # noqa: F401
     Bloom, CountingBloom, Cuckoo, ScalableBloom, StrSet, IntSet, HyperLogLog,
-    SeenSet, Ring, Error, load, from_bytes, strerror, library_version,
+    SeenSet, Ring, Key, Error, load, from_bytes, strerror, library_version,
     NEW, DUPLICATE, MAYBE_DUPLICATE, LATE, DEFERRED, UNCERTAIN,
 )
 
@@ -30,6 +30,6 @@ def BlockedBloom(capacity=0, error_rate=0.01, **kw):
 
 __all__ = [
     "Bloom", "BlockedBloom", "CountingBloom", "Cuckoo", "ScalableBloom",
-    "StrSet", "IntSet", "HyperLogLog", "SeenSet", "Ring", "Error", "load", "from_bytes",
+    "StrSet", "IntSet", "HyperLogLog", "SeenSet", "Ring", "Key", "Error", "load", "from_bytes",
     "strerror", "NEW", "DUPLICATE", "MAYBE_DUPLICATE", "LATE", "DEFERRED", "UNCERTAIN",
 ]

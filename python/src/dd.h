@@ -86,6 +86,7 @@ int dd_filters2_ready(PyObject *m);
 int dd_sets_ready(PyObject *m);
 int dd_seen_ready(PyObject *m);
 int dd_ring_ready(PyObject *m);
+int dd_key_ready(PyObject *m);
 
 /* A dict item setter that steals 'v'; -1 on error. */
 int dd_dict_put(PyObject *d, const char *key, PyObject *v);

@@ -428,7 +428,8 @@ PyMODINIT_FUNC PyInit__dedup(void)
         PyModule_AddStringConstant(m, "library_version", dedup_version_string()) < 0)
         goto fail;
     if (dd_filters_ready(m) < 0 || dd_filters2_ready(m) < 0 || dd_sets_ready(m) < 0 ||
-        dd_seen_ready(m) < 0 || dd_ring_ready(m) < 0)
+        dd_seen_ready(m) < 0 || dd_ring_ready(m) < 0 ||
+        dd_key_ready(m) < 0)
         goto fail;
     return m;
 fail:
