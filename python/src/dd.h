@@ -63,6 +63,8 @@ PyObject *dd_key_list(PyObject *iterable, dd_key **keys, Py_ssize_t *n);
  * when the object was closed. */
 int dd_enter(dd_obj *o);
 void dd_leave(dd_obj *o);
+/* Both locks of two distinct objects (in a fixed order); 0 / -1. */
+int dd_enter2(dd_obj *a, dd_obj *b);
 
 /* Shared methods, given the kind. */
 PyObject *dd_to_bytes(dd_obj *o, const dd_kind *k);

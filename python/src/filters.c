@@ -144,12 +144,8 @@ static PyObject *Bloom_union(dd_obj *o, PyObject *other)
         Py_INCREF(o);
         return (PyObject *)o;
     }
-    if (dd_enter(o) < 0)
+    if (dd_enter2(o, src) < 0)
         return NULL;
-    if (dd_enter(src) < 0) {
-        dd_leave(o);
-        return NULL;
-    }
     dedup_status s = dedup_bloom_union(o->p, src->p);
     dd_leave(src);
     dd_leave(o);
@@ -414,12 +410,8 @@ static PyObject *Counting_union(dd_obj *o, PyObject *other)
         PyErr_SetString(PyExc_ValueError, "union of a CountingBloom with itself");
         return NULL;
     }
-    if (dd_enter(o) < 0)
+    if (dd_enter2(o, src) < 0)
         return NULL;
-    if (dd_enter(src) < 0) {
-        dd_leave(o);
-        return NULL;
-    }
     dedup_status s = dedup_counting_merge(o->p, src->p);
     dd_leave(src);
     dd_leave(o);

@@ -127,6 +127,20 @@ void dd_leave(dd_obj *o)
     PyThread_release_lock(o->lock);
 }
 
+int dd_enter2(dd_obj *a, dd_obj *b)
+{
+    /* always in address order, so a.union(b) and b.union(a) on two threads
+     * cannot each hold one lock and wait for the other */
+    dd_obj *first = a < b ? a : b, *second = a < b ? b : a;
+    if (dd_enter(first) < 0)
+        return -1;
+    if (dd_enter(second) < 0) {
+        dd_leave(first);
+        return -1;
+    }
+    return 0;
+}
+
 PyObject *dd_to_bytes(dd_obj *o, const dd_kind *k)
 {
     if (dd_enter(o) < 0)

@@ -581,12 +581,8 @@ static PyObject *HLL_merge(dd_obj *o, PyObject *other)
         Py_INCREF(o);
         return (PyObject *)o;
     }
-    if (dd_enter(o) < 0)
+    if (dd_enter2(o, src) < 0)
         return NULL;
-    if (dd_enter(src) < 0) {
-        dd_leave(o);
-        return NULL;
-    }
     char why[160] = "";
     dedup_status s = dedup_hll_merge(o->p, src->p, why, sizeof why);
     dd_leave(src);

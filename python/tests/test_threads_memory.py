@@ -136,3 +136,19 @@ def test_no_leak_over_a_million_calls(rng):
     print("calls", calls, "RSS grew by", grown, "KiB")
     assert calls >= 1_000_000
     assert grown < 2048, grown
+
+
+def test_crossed_unions_do_not_deadlock():
+    a, b = dedup.Bloom(100000), dedup.Bloom(100000)
+    a.update(["a%d" % i for i in range(1000)])
+    b.update(["b%d" % i for i in range(1000)])
+    big = ["k%d" % i for i in range(5000)]
+
+    def work(i):
+        x, y = (a, b) if i % 2 else (b, a)
+        for _ in range(200):
+            x.union(y)
+            x.update(big)  # releases the GIL while holding x's lock
+
+    run_threads(work, 4)
+    assert "a1" in b and "b1" in a
