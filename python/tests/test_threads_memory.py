@@ -18,11 +18,11 @@ def run_threads(target, n):
         except BaseException as e:  # noqa: B902 - reported below
             errors.append(e)
 
-    ts = [threading.Thread(target=wrap, args=(i,)) for i in range(n)]
+    ts = [threading.Thread(target=wrap, args=(i,), daemon=True) for i in range(n)]
     for t in ts:
         t.start()
     for t in ts:
-        t.join(60)
+        t.join(30)
     assert not any(t.is_alive() for t in ts), "a thread hung"
     assert not errors, errors
 
