@@ -88,11 +88,19 @@ def exact_sets(keys):
     t_ours, _ = timed(lambda: ours.update(keys))
     assert len(ours) == len(s) == n
     ours_bytes = ours.info["memory"]
+    ours.close()
+    fp = dedup.SeenSet("fingerprint")
+    t_fp, _ = timed(lambda: fp.decide(keys))
+    fp_bytes = fp.info["memory"]
+    fp.close()
     print("exact set, %d keys of 20-60 bytes (mean %.1f):" % (n, sum(map(len, keys)) / n))
     print("  Python set:   %6.1f bytes/key  update %6.2f M keys/s" % (set_bytes / n, rate(n, t_set) / 1e6))
     print("  dedup.StrSet: %6.1f bytes/key  update %6.2f M keys/s" % (ours_bytes / n, rate(n, t_ours) / 1e6))
-    print("  memory ratio StrSet/set %.2f (target <= 0.33); speed ratio %.2f (target >= 1)"
-          % (ours_bytes / set_bytes, t_set / t_ours))
+    print("  SeenSet('fingerprint'), 128-bit digests only: %6.1f bytes/key  decide %6.2f M keys/s"
+          % (fp_bytes / n, rate(n, t_fp) / 1e6))
+    print("  memory ratio StrSet/set %.2f, fingerprint/set %.2f (target <= 0.33); "
+          "speed ratio StrSet/set %.2f, fingerprint/set %.2f (target >= 1)"
+          % (ours_bytes / set_bytes, fp_bytes / set_bytes, t_set / t_ours, t_set / t_fp))
 
 
 def filters(keys, fresh, p=0.01):
