@@ -2,8 +2,9 @@
 
     # settings.py
     DUPEFILTER_CLASS = "dedup.scrapy.DupeFilter"
-    DEDUP_MODE = "exact"            # or "bloom"
+    DEDUP_MODE = "exact"            # or "bloom", or "store"
     DEDUP_STATE_FILE = "seen.dedup" # optional; default JOBDIR/requests.dedup
+    DEDUP_STORE_DIR = "seen.store"  # "store": default JOBDIR/requests.store
     DEDUP_BLOOM_CAPACITY = 10_000_000
     DEDUP_BLOOM_ERROR_RATE = 0.001
 
@@ -11,7 +12,9 @@ It keeps Scrapy's request fingerprints (crawler.request_fingerprinter, 20
 bytes each) in a dedup.StrSet ("exact": certain, about 50 bytes a request
 where Scrapy's own filter keeps a 40-character hex str in a Python set) or
 in a dedup.Bloom ("bloom": fixed memory, ~1.44*log2(1/p) bits a request;
-a false positive drops a request never seen, at about the rate asked).
+a false positive drops a request never seen, at about the rate asked), or
+in the RocksDB store ("store": dedup.SeenSet.open_store, exact, on disk,
+every decision durable when the call returns; when this build has it).
 
 State: when DEDUP_STATE_FILE (or JOBDIR) is set, the filter loads the file
 when the spider opens and saves it atomically when it closes (temporary
@@ -22,7 +25,7 @@ rather than starting from nothing.
 
 Like Scrapy's RFPDupeFilter it counts dupefilter/filtered in the stats and
 logs the first filtered request (every one with DUPEFILTER_DEBUG).  A
-RocksDB store and a Redis seen-set are not offered by this package yet.
+shared Redis seen-set is not offered by this package yet.
 """
 import logging
 import os
@@ -37,7 +40,7 @@ try:  # Scrapy >= 2.7
 except ImportError:  # pragma: no cover
     BaseDupeFilter = object
 
-MODES = ("exact", "bloom")
+MODES = ("exact", "bloom", "store")
 
 
 class DupeFilter(BaseDupeFilter):
@@ -54,7 +57,14 @@ class DupeFilter(BaseDupeFilter):
         self.fingerprinter = fingerprinter or RequestFingerprinter()
         self.logger = logging.getLogger(__name__)
         self.seen = None
-        if path and os.path.exists(path):
+        if mode == "store":
+            if not path:
+                raise ValueError("DEDUP_MODE 'store' needs DEDUP_STORE_DIR or JOBDIR")
+            if not hasattr(dedup.SeenSet, "open_store"):
+                raise ValueError("this dedup package was built without the RocksDB store")
+            self.seen = dedup.SeenSet.open_store(path)
+            self.logger.info("Using the store %s (%d requests seen)", path, len(self.seen))
+        elif path and os.path.exists(path):
             self.seen = dedup.load(path)
             want = dedup.StrSet if mode == "exact" else dedup.Bloom
             if not isinstance(self.seen, want):
@@ -68,12 +78,14 @@ class DupeFilter(BaseDupeFilter):
 
     @classmethod
     def from_settings(cls, settings, *, fingerprinter=None):
-        path = settings.get("DEDUP_STATE_FILE")
+        mode = settings.get("DEDUP_MODE", "exact")
+        store = mode == "store"
+        path = settings.get("DEDUP_STORE_DIR" if store else "DEDUP_STATE_FILE")
         if not path:
             jobdir = job_dir(settings)
-            path = os.path.join(jobdir, "requests.dedup") if jobdir else None
-        return cls(path, settings.getbool("DUPEFILTER_DEBUG"),
-                   mode=settings.get("DEDUP_MODE", "exact"),
+            name = "requests.store" if store else "requests.dedup"
+            path = os.path.join(jobdir, name) if jobdir else None
+        return cls(path, settings.getbool("DUPEFILTER_DEBUG"), mode=mode,
                    capacity=settings.getint("DEDUP_BLOOM_CAPACITY", 10_000_000),
                    error_rate=settings.getfloat("DEDUP_BLOOM_ERROR_RATE", 0.001),
                    fingerprinter=fingerprinter)
@@ -86,15 +98,22 @@ class DupeFilter(BaseDupeFilter):
         return self.fingerprinter.fingerprint(request)
 
     def request_seen(self, request):
-        # add() is the library's test-and-add: one call, no race between
-        # "is it there?" and "record it".
-        return not self.seen.add(self.request_fingerprint(request))
+        # add() and decide() are the library's test-and-add: one call, no
+        # race between "is it there?" and "record it".
+        fp = self.request_fingerprint(request)
+        if self.mode == "store":
+            return self.seen.decide(fp) != dedup.NEW
+        return not self.seen.add(fp)
 
     def open(self):
         pass
 
     def close(self, reason):
-        if self.path:
+        if self.mode == "store":
+            n = len(self.seen)
+            self.seen.close()  # durable, and the store's lock released
+            self.logger.info("Closed the store %s (%d requests seen)", self.path, n)
+        elif self.path:
             self.seen.save(self.path)
             self.logger.info("Saved %d request fingerprints (%s) to %s", len(self.seen),
                              self.mode, self.path)

@@ -6,6 +6,9 @@
 
 #include "dedup/seen.h"
 #include "dedup/window.h"
+#ifdef DEDUP_PY_HAVE_STORE
+#include "dedup/store.h"
+#endif
 
 #include <math.h>
 #include <string.h>
@@ -344,7 +347,65 @@ static PyObject *Seen_info(dd_obj *o, void *unused)
     return d;
 }
 
+#ifdef DEDUP_PY_HAVE_STORE
+/* SeenSet.open_store(dir, ...): the RocksDB store (dedup/store.h) as a
+ * seen-set, exact, on disk, shared with `dedup --store DIR`. */
+static PyObject *Seen_open_store(PyObject *cls, PyObject *args, PyObject *kw)
+{
+    (void)cls;
+    static char *names[] = {"dir", "create", "read_only", "expire", "whole_keys", "sync", NULL};
+    PyObject *dir = NULL;
+    int create = 1, read_only = 0, whole = 0;
+    unsigned long long expire = 0;
+    const char *sync = "batch";
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&|$ppKps:open_store", names,
+                                     PyUnicode_FSConverter, &dir, &create, &read_only, &expire,
+                                     &whole, &sync))
+        return NULL;
+    static const char *const syncs[] = {"batch", "always", "none"};
+    int sy = name_to("sync", sync, syncs, 3);
+    if (sy < 0) {
+        Py_DECREF(dir);
+        return NULL;
+    }
+    dedup_store_params p;
+    dedup_store_params_init(&p);
+    p.dir = PyBytes_AS_STRING(dir);
+    p.create = create;
+    p.read_only = read_only;
+    p.expire = expire;
+    p.keys = whole ? DEDUP_STORE_KEYS_WHOLE : DEDUP_STORE_KEYS_AUTO;
+    p.sync = (dedup_store_sync)sy;
+    char why[512] = "";
+    dedup_store *st = NULL;
+    dedup_seen *s = NULL;
+    dedup_status rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = dedup_store_open(&p, NULL, &st, why, sizeof why);
+    if (!rc) {
+        rc = dedup_store_as_seen(st, NULL, &s);
+        if (rc)
+            dedup_store_close(st);
+    }
+    Py_END_ALLOW_THREADS
+    if (rc) {
+        PyObject *r = dd_raise(rc, why[0] ? why : PyBytes_AS_STRING(dir));
+        Py_DECREF(dir);
+        return r;
+    }
+    Py_DECREF(dir);
+    return dd_wrap(&dd_seen_kind, s);
+}
+#endif
+
 static PyMethodDef Seen_methods[] = {
+#ifdef DEDUP_PY_HAVE_STORE
+    {"open_store", (PyCFunction)(void (*)(void))Seen_open_store,
+     METH_VARARGS | METH_KEYWORDS | METH_CLASS,
+     "open_store(dir, *, create=True, read_only=False, expire=0, whole_keys=False, "
+     "sync='batch') -> SeenSet: the persistent RocksDB store (dedup/store.h, the CLI's "
+     "--store DIR) as an exact seen-set; close() makes it durable and releases its lock."},
+#endif
     {"decide", (PyCFunction)(void (*)(void))Seen_decide, METH_VARARGS | METH_KEYWORDS,
      "decide(keys, times=None) -> verdicts: test-and-add in order (a repeat inside the "
      "batch is a duplicate of its first occurrence).  One key gives one verdict, an "

@@ -23,16 +23,26 @@ def crawler(**settings):
     return get_crawler(scrapy.Spider, settings)
 
 
-@pytest.mark.parametrize("mode", ["exact", "bloom"])
-def test_same_answers_as_scrapys_filter(mode, rng):
-    c = crawler(DEDUP_MODE=mode, DEDUP_BLOOM_CAPACITY=10000, DEDUP_BLOOM_ERROR_RATE=1e-6)
+HAVE_STORE = hasattr(dedup.SeenSet, "open_store")
+
+
+@pytest.mark.parametrize("mode", ["exact", "bloom"] + (["store"] if HAVE_STORE else []))
+def test_same_answers_as_scrapys_filter(mode, rng, tmp_path):
+    c = crawler(DEDUP_MODE=mode, DEDUP_BLOOM_CAPACITY=10000, DEDUP_BLOOM_ERROR_RATE=1e-6,
+                JOBDIR=str(tmp_path))
     ours = DupeFilter.from_crawler(c)
     theirs = RFPDupeFilter.from_crawler(c)
     urls = ["http://example.com/p%d?x=%d" % (rng.randrange(500), rng.randrange(3))
             for _ in range(3000)]
-    for u in urls:
-        r = Request(u, method=rng.choice(["GET", "POST"]))
-        assert ours.request_seen(r) == theirs.request_seen(r), u
+    reqs = [Request(u, method=rng.choice(["GET", "POST"])) for u in urls]
+    for r in reqs:
+        assert ours.request_seen(r) == theirs.request_seen(r), r
+    ours.close("finished")
+    if mode == "store":  # a second run remembers every request, from disk
+        again = DupeFilter.from_crawler(c)
+        assert all(again.request_seen(r) for r in reqs[:200])
+        assert not again.request_seen(Request("http://example.com/never"))
+        again.close("finished")
 
 
 def test_from_settings_state_file_and_stats(tmp_path, caplog):

@@ -84,3 +84,29 @@ def test_seen_files(tmp_path, rng):
             assert all(v != dedup.NEW for v in again[-50:])
     with pytest.raises(ValueError, match="kind"):
         dedup.SeenSet("redis")
+
+
+@pytest.mark.skipif(not hasattr(dedup.SeenSet, "open_store"), reason="built without RocksDB")
+def test_store_against_set_and_the_cli(tmp_path, rng, dedup_bin):
+    import subprocess
+    d = str(tmp_path / "store")
+    keys = random_keys(rng, 2000)
+    stream = [rng.choice(keys) for _ in range(4000)]
+    s = dedup.SeenSet.open_store(d)
+    model = set()
+    for k, v in zip(stream, s.decide(stream[:3000]) + [s.decide(k) for k in stream[3000:]]):
+        assert v == (dedup.DUPLICATE if k in model else dedup.NEW)
+        model.add(k)
+    with pytest.raises(dedup.Error, match="in use"):
+        dedup.SeenSet.open_store(d)  # one writer at a time: the store's lock
+    s.close()
+    # the CLI's --store continues the same history
+    fresh = random_keys(rng, 50, 30, 40)
+    some = rng.sample(sorted(model), 50)
+    r = subprocess.run([dedup_bin, "--store", d], input="\n".join(some + fresh) + "\n",
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == fresh
+    again = dedup.SeenSet.open_store(d)
+    assert again.query(fresh + some) == [dedup.DUPLICATE] * 100
+    again.close()
