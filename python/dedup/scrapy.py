@@ -2,9 +2,12 @@
 
     # settings.py
     DUPEFILTER_CLASS = "dedup.scrapy.DupeFilter"
-    DEDUP_MODE = "exact"            # or "bloom", or "store"
+    DEDUP_MODE = "exact"            # or "bloom", "store", "redis"
     DEDUP_STATE_FILE = "seen.dedup" # optional; default JOBDIR/requests.dedup
     DEDUP_STORE_DIR = "seen.store"  # "store": default JOBDIR/requests.store
+    DEDUP_REDIS_URL = "redis://127.0.0.1:6379"   # "redis": shared by every crawler
+    DEDUP_REDIS_NAME = "scrapy"     # key prefix: one seen-set per name
+    DEDUP_REDIS_TTL = 0             # seconds a request stays seen; 0 = forever
     DEDUP_BLOOM_CAPACITY = 10_000_000
     DEDUP_BLOOM_ERROR_RATE = 0.001
 
@@ -14,7 +17,11 @@ where Scrapy's own filter keeps a 40-character hex str in a Python set) or
 in a dedup.Bloom ("bloom": fixed memory, ~1.44*log2(1/p) bits a request;
 a false positive drops a request never seen, at about the rate asked), or
 in the RocksDB store ("store": dedup.SeenSet.open_store, exact, on disk,
-every decision durable when the call returns; when this build has it).
+every decision durable when the call returns; when this build has it), or
+in Redis ("redis": dedup.SeenSet.open_redis, shared by every crawler that
+names the same URL and name, with a TTL if asked; a request whose reply was
+lost (dedup.UNCERTAIN) is dropped and counted like a duplicate, as the
+library says callers must).
 
 State: when DEDUP_STATE_FILE (or JOBDIR) is set, the filter loads the file
 when the spider opens and saves it atomically when it closes (temporary
@@ -24,8 +31,7 @@ file of the other mode, or a damaged one, stops the crawl with dedup.Error
 rather than starting from nothing.
 
 Like Scrapy's RFPDupeFilter it counts dupefilter/filtered in the stats and
-logs the first filtered request (every one with DUPEFILTER_DEBUG).  A
-shared Redis seen-set is not offered by this package yet.
+logs the first filtered request (every one with DUPEFILTER_DEBUG).
 """
 import logging
 import os
@@ -40,14 +46,14 @@ try:  # Scrapy >= 2.7
 except ImportError:  # pragma: no cover
     BaseDupeFilter = object
 
-MODES = ("exact", "bloom", "store")
+MODES = ("exact", "bloom", "store", "redis")
 
 
 class DupeFilter(BaseDupeFilter):
     """Request fingerprint duplicate filter kept in libdedup."""
 
     def __init__(self, path=None, debug=False, *, mode="exact", capacity=10_000_000,
-                 error_rate=0.001, fingerprinter=None):
+                 error_rate=0.001, fingerprinter=None, redis_name="scrapy", redis_ttl=0):
         if mode not in MODES:
             raise ValueError("DEDUP_MODE must be one of %s (got %r)" % (", ".join(MODES), mode))
         self.path = path
@@ -57,7 +63,15 @@ class DupeFilter(BaseDupeFilter):
         self.fingerprinter = fingerprinter or RequestFingerprinter()
         self.logger = logging.getLogger(__name__)
         self.seen = None
-        if mode == "store":
+        if mode == "redis":
+            if not path:
+                raise ValueError("DEDUP_MODE 'redis' needs DEDUP_REDIS_URL")
+            if not hasattr(dedup.SeenSet, "open_redis"):
+                raise ValueError("this dedup package was built without the Redis seen-set")
+            self.seen = dedup.SeenSet.open_redis(path, name=redis_name, ttl=redis_ttl)
+            self.logger.info("Using the Redis seen-set %r at %s (ttl %s s)", redis_name, path,
+                             redis_ttl or "none")
+        elif mode == "store":
             if not path:
                 raise ValueError("DEDUP_MODE 'store' needs DEDUP_STORE_DIR or JOBDIR")
             if not hasattr(dedup.SeenSet, "open_store"):
@@ -80,15 +94,18 @@ class DupeFilter(BaseDupeFilter):
     def from_settings(cls, settings, *, fingerprinter=None):
         mode = settings.get("DEDUP_MODE", "exact")
         store = mode == "store"
-        path = settings.get("DEDUP_STORE_DIR" if store else "DEDUP_STATE_FILE")
-        if not path:
+        path = settings.get({"store": "DEDUP_STORE_DIR", "redis": "DEDUP_REDIS_URL"}.get(
+            mode, "DEDUP_STATE_FILE"))
+        if not path and mode != "redis":
             jobdir = job_dir(settings)
             name = "requests.store" if store else "requests.dedup"
             path = os.path.join(jobdir, name) if jobdir else None
         return cls(path, settings.getbool("DUPEFILTER_DEBUG"), mode=mode,
                    capacity=settings.getint("DEDUP_BLOOM_CAPACITY", 10_000_000),
                    error_rate=settings.getfloat("DEDUP_BLOOM_ERROR_RATE", 0.001),
-                   fingerprinter=fingerprinter)
+                   fingerprinter=fingerprinter,
+                   redis_name=settings.get("DEDUP_REDIS_NAME", "scrapy"),
+                   redis_ttl=settings.getfloat("DEDUP_REDIS_TTL", 0))
 
     @classmethod
     def from_crawler(cls, crawler):
@@ -103,13 +120,22 @@ class DupeFilter(BaseDupeFilter):
         fp = self.request_fingerprint(request)
         if self.mode == "store":
             return self.seen.decide(fp) != dedup.NEW
+        if self.mode == "redis":
+            if self.seen.decide(fp) != dedup.NEW:
+                return True
+            # the request is now in Scrapy's queue: make the key permanent
+            # (with a TTL it was only reserved; see dedup/redis.h)
+            self.seen.commit(fp)
+            return False
         return not self.seen.add(fp)
 
     def open(self):
         pass
 
     def close(self, reason):
-        if self.mode == "store":
+        if self.mode == "redis":
+            self.seen.close()
+        elif self.mode == "store":
             n = len(self.seen)
             self.seen.close()  # durable, and the store's lock released
             self.logger.info("Closed the store %s (%d requests seen)", self.path, n)

@@ -9,6 +9,9 @@
 #ifdef DEDUP_PY_HAVE_STORE
 #include "dedup/store.h"
 #endif
+#ifdef DEDUP_PY_HAVE_REDIS
+#include "dedup/redis.h"
+#endif
 
 #include <math.h>
 #include <string.h>
@@ -288,6 +291,28 @@ static PyObject *Seen_delete(dd_obj *o, PyObject *keys)
     return dd_bool_list(removed, n, false);
 }
 
+static PyObject *Seen_commit(dd_obj *o, PyObject *keys)
+{
+    if (dd_enter(o) < 0)
+        return NULL;
+    seen_batch sb;
+    bool single;
+    if (seen_batch_make(&sb, o->p, keys, NULL, &single) < 0) {
+        dd_leave(o);
+        seen_batch_free(&sb);
+        return NULL;
+    }
+    dedup_status s;
+    Py_BEGIN_ALLOW_THREADS
+    s = dedup_seen_commit(o->p, &sb.b);
+    Py_END_ALLOW_THREADS
+    dd_leave(o);
+    seen_batch_free(&sb);
+    if (s)
+        return dd_raise(s, NULL);
+    Py_RETURN_NONE;
+}
+
 static PyObject *Seen_advance(dd_obj *o, PyObject *arg)
 {
     double t = PyFloat_AsDouble(arg);
@@ -398,7 +423,67 @@ static PyObject *Seen_open_store(PyObject *cls, PyObject *args, PyObject *kw)
 }
 #endif
 
+#ifdef DEDUP_PY_HAVE_REDIS
+/* SeenSet.open_redis(url, ...): a seen-set kept in Redis (dedup/redis.h),
+ * shared by every process that opens the same URL and name. */
+static PyObject *Seen_open_redis(PyObject *cls, PyObject *args, PyObject *kw)
+{
+    (void)cls;
+    static char *names[] = {"url",   "name",       "scheme",     "ttl", "items",
+                            "error_rate", "whole_keys", NULL};
+    const char *url, *name = "dedup", *scheme = "keys";
+    double ttl = 0, rate = 0.01;
+    unsigned long long items = 0;
+    int whole = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "s|$ssdKdp:open_redis", names, &url, &name,
+                                     &scheme, &ttl, &items, &rate, &whole))
+        return NULL;
+    dedup_redis_options o;
+    dedup_redis_options_init(&o);
+    o.url = url;
+    o.name = name;
+    o.scheme = dedup_redis_scheme_from_name(scheme);
+    if (!o.scheme) {
+        PyErr_Format(PyExc_ValueError, "scheme must be keys, bitmap or module (got '%s')", scheme);
+        return NULL;
+    }
+    if (ttl < 0) {
+        PyErr_SetString(PyExc_ValueError, "ttl must be >= 0 seconds");
+        return NULL;
+    }
+    o.ttl_ms = (uint64_t)llround(ttl * 1000.0);
+    if (o.ttl_ms && o.reserve_ms > o.ttl_ms)
+        o.reserve_ms = o.ttl_ms;
+    o.items = items;
+    o.fpr = rate;
+    o.whole_keys = whole;
+    char err[512] = "";
+    dedup_redis *r = NULL;
+    dedup_seen *s = NULL;
+    dedup_status rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = dedup_redis_open(&o, NULL, &r, err, sizeof err);
+    if (!rc) {
+        rc = dedup_redis_seen(r, NULL, &s);
+        if (rc)
+            dedup_redis_free(r);
+    }
+    Py_END_ALLOW_THREADS
+    if (rc)
+        return dd_raise(rc, err[0] ? err : url);
+    return dd_wrap(&dd_seen_kind, s);
+}
+#endif
+
 static PyMethodDef Seen_methods[] = {
+#ifdef DEDUP_PY_HAVE_REDIS
+    {"open_redis", (PyCFunction)(void (*)(void))Seen_open_redis,
+     METH_VARARGS | METH_KEYWORDS | METH_CLASS,
+     "open_redis(url, *, name='dedup', scheme='keys', ttl=0, items=0, error_rate=0.01, "
+     "whole_keys=False) -> SeenSet: a seen-set kept in Redis (dedup/redis.h, the CLI's "
+     "--redis URL), shared by every client of the same name; ttl in seconds (0: keys "
+     "never expire).  decide() may answer dedup.UNCERTAIN when a reply was lost."},
+#endif
 #ifdef DEDUP_PY_HAVE_STORE
     {"open_store", (PyCFunction)(void (*)(void))Seen_open_store,
      METH_VARARGS | METH_KEYWORDS | METH_CLASS,
@@ -417,6 +502,10 @@ static PyMethodDef Seen_methods[] = {
     {"delete", (PyCFunction)Seen_delete, METH_O,
      "delete(keys) -> bool or list: False where a key was certainly absent; dedup.Error "
      "for kinds that cannot delete (info['can_delete'])."},
+    {"commit", (PyCFunction)Seen_commit, METH_O,
+     "commit(keys): the records of these keys (answered NEW) were delivered: a Redis "
+     "seen-set with a ttl makes their reservation permanent (see dedup/redis.h, "
+     "'Reserve, then commit'); a no-op for local kinds."},
     {"advance", (PyCFunction)Seen_advance, METH_O,
      "advance(watermark): windows: raise the watermark (seconds)."},
     DD_COMMON_METHODS(Seen)

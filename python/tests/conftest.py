@@ -35,3 +35,41 @@ def random_keys(rng, n, lo=4, hi=24):
     while len(out) < n:
         out.add("".join(rng.choice(alphabet) for _ in range(rng.randint(lo, hi))))
     return list(out)
+
+
+@pytest.fixture
+def redis_url(tmp_path):
+    """A redis-server of our own on a free 127.0.0.1 port, stopped after
+    the test; skips when Redis or this build's Redis seen-set is missing."""
+    import socket
+    import subprocess
+    import time
+
+    import dedup
+
+    if not hasattr(dedup.SeenSet, "open_redis") or not shutil.which("redis-server"):
+        pytest.skip("no redis-server, or built without the Redis seen-set")
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    proc = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1",
+                             "--save", "", "--appendonly", "no", "--dir", str(tmp_path)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 10
+        while True:  # until it answers PING (bounded)
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=1) as c:
+                    c.sendall(b"PING\r\n")
+                    if c.recv(16).startswith(b"+PONG"):
+                        break
+            except OSError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                pytest.fail("redis-server did not answer on port %d" % port)
+            time.sleep(0.02)
+        yield "redis://127.0.0.1:%d" % port
+    finally:
+        proc.terminate()
+        proc.wait(10)

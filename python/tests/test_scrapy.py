@@ -93,3 +93,20 @@ def test_example_crawl_and_resume():
     assert r.returncode == 0
     assert "OK: the second run resumed; no page was fetched twice" in r.stdout
     assert "Resuming from" in r.stdout
+
+
+def test_redis_mode_shared_by_two_crawlers(redis_url, rng):
+    c = crawler(DEDUP_MODE="redis", DEDUP_REDIS_URL=redis_url, DEDUP_REDIS_NAME="crawl",
+                DEDUP_REDIS_TTL=60)
+    a, b = DupeFilter.from_crawler(c), DupeFilter.from_settings(
+        c.settings, fingerprinter=c.request_fingerprinter)
+    theirs = RFPDupeFilter.from_crawler(c)
+    reqs = [Request("http://example.com/%d" % rng.randrange(300)) for _ in range(1000)]
+    for i, r in enumerate(reqs):
+        ours = (a if i % 2 else b).request_seen(r)  # two crawlers, one history
+        assert ours == theirs.request_seen(r), r
+    a.close("finished")
+    b.close("finished")
+    again = DupeFilter.from_crawler(c)
+    assert all(again.request_seen(r) for r in reqs)
+    again.close("finished")

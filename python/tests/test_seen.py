@@ -110,3 +110,40 @@ def test_store_against_set_and_the_cli(tmp_path, rng, dedup_bin):
     again = dedup.SeenSet.open_store(d)
     assert again.query(fresh + some) == [dedup.DUPLICATE] * 100
     again.close()
+
+
+def test_redis_seen_set_shared_by_two_clients(redis_url, rng):
+    a = dedup.SeenSet.open_redis(redis_url, name="py")
+    b = dedup.SeenSet.open_redis(redis_url, name="py")
+    keys = random_keys(rng, 1500)
+    stream = [rng.choice(keys) for _ in range(3000)]
+    model = set()
+    for i in range(0, len(stream), 500):
+        part = stream[i:i + 500]
+        who = a if (i // 500) % 2 else b  # two clients, one history
+        for k, v in zip(part, who.decide(part)):
+            assert v == (dedup.DUPLICATE if k in model else dedup.NEW), k
+            model.add(k)
+    assert a.query(sorted(model)) == [dedup.DUPLICATE] * len(model)
+    other = dedup.SeenSet.open_redis(redis_url, name="other")
+    assert other.decide(keys[0]) == dedup.NEW  # names are separate sets
+    with pytest.raises(dedup.Error, match="cannot connect"):
+        dedup.SeenSet.open_redis("redis://127.0.0.1:1")
+
+
+def test_redis_ttl(redis_url):
+    import time
+    s = dedup.SeenSet.open_redis(redis_url, name="ttl", ttl=0.3)
+    assert s.decide(["x", "x"]) == [dedup.NEW, dedup.DUPLICATE]
+    s.commit(["x"])
+    deadline = time.monotonic() + 10
+    while s.query("x") != dedup.NEW:  # the key expires (bounded wait)
+        assert time.monotonic() < deadline, "the key never expired"
+        time.sleep(0.05)
+    assert s.decide("x") == dedup.NEW
+    # a reserved key not committed comes back after the reservation; a
+    # committed one stays for its ttl
+    long = dedup.SeenSet.open_redis(redis_url, name="long", ttl=60)
+    assert long.decide(["kept", "lost"]) == [dedup.NEW, dedup.NEW]
+    long.commit("kept")
+    assert long.query(["kept", "lost"]) == [dedup.DUPLICATE, dedup.DUPLICATE]
