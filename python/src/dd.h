@@ -33,6 +33,7 @@ typedef struct dd_obj {
     PyObject_HEAD
     void *p;                 /* the library object; NULL once closed */
     PyThread_type_lock lock; /* taken by every method */
+    unsigned long owner;     /* the thread holding it, 0 when none */
 } dd_obj;
 
 /* How a structure is saved, loaded and freed: one per Python class. */

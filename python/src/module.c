@@ -109,6 +109,14 @@ int dd_enter(dd_obj *o)
         PyErr_SetString(PyExc_ValueError, "the object is not initialised");
         return -1;
     }
+    unsigned long me = PyThread_get_thread_ident();
+    if (o->owner == me) {
+        /* a finalizer run by an allocation inside one of this object's
+         * methods, calling the object again: refused, not a deadlock */
+        PyErr_Format(PyExc_RuntimeError, "re-entrant call on a %.200s already in use by this thread",
+                     Py_TYPE(o)->tp_name);
+        return -1;
+    }
     if (!PyThread_acquire_lock(o->lock, NOWAIT_LOCK)) {
         Py_BEGIN_ALLOW_THREADS
         PyThread_acquire_lock(o->lock, WAIT_LOCK);
@@ -119,11 +127,13 @@ int dd_enter(dd_obj *o)
         PyErr_Format(PyExc_ValueError, "operation on a closed %.200s", Py_TYPE(o)->tp_name);
         return -1;
     }
+    o->owner = me;
     return 0;
 }
 
 void dd_leave(dd_obj *o)
 {
+    o->owner = 0;
     PyThread_release_lock(o->lock);
 }
 
@@ -217,6 +227,11 @@ PyObject *dd_reduce(dd_obj *o, const dd_kind *k)
 
 PyObject *dd_close(dd_obj *o, const dd_kind *k)
 {
+    if (o->lock && o->owner == PyThread_get_thread_ident()) {
+        PyErr_Format(PyExc_RuntimeError, "re-entrant close of a %.200s in use by this thread",
+                     Py_TYPE(o)->tp_name);
+        return NULL;
+    }
     if (o->lock) {
         Py_BEGIN_ALLOW_THREADS
         PyThread_acquire_lock(o->lock, WAIT_LOCK);
