@@ -17,11 +17,15 @@ BUILD_PKGS="build-essential cmake pkg-config libxxhash-dev liblz4-dev"
 BUILD_PKGS="$BUILD_PKGS libhiredis-dev librocksdb-dev libroaring-dev"
 # the Redis backend's rediss:// (TLS under hiredis 0.14, which has none)
 BUILD_PKGS="$BUILD_PKGS libssl-dev"
+# the Python package (python/): its headers and setuptools for pip
+BUILD_PKGS="$BUILD_PKGS python3-dev python3-setuptools"
 TEST_PKGS="libcmocka-dev clang mawk perl python3 groff-base time redis-server redis-tools python3-redis"
 # the cache-penetration example (examples/cache_guard) runs a real SQLite
 TEST_PKGS="$TEST_PKGS libsqlite3-dev"
 # the Redis TLS tests make their CA and certificates with openssl(1)
 TEST_PKGS="$TEST_PKGS openssl"
+# the Python package's tests and its Scrapy duplicate filter (python/)
+TEST_PKGS="$TEST_PKGS python3-pytest python3-scrapy"
 BENCH_PKGS="libbloom-dev time mawk perl"
 # bench/bench_keys.sh compares CSV and JSON Lines keys against Miller
 BENCH_PKGS="$BENCH_PKGS miller bc"
