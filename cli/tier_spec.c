@@ -48,10 +48,7 @@ struct dd_tiers_cli {
     const dedup_tiers *view;
     size_t first;                       /* tiers above def[0]: 1 with a window */
     dedup_seen *seen[DEDUP_TIERS_MAX];  /* by tier index, owned by the stack */
-    void *store[DEDUP_TIERS_MAX];       /* dedup_store * of rocksdb tiers */
-    void *redis[DEDUP_TIERS_MAX];       /* dedup_redis * of redis tiers */
     dedup_seen *pre_seen[DEDUP_TIERS_MAX]; /* stores opened by dd_tiers_open_stores, by def */
-    void *pre_store[DEDUP_TIERS_MAX];
     bool commits;                       /* a redis tier: reserve, then commit */
     bool stores;                        /* a rocksdb tier: its keys are committed per batch */
     const char *identity;               /* the run's key options (dd_tiers_set_identity) */
@@ -444,17 +441,27 @@ const void *dd_tiers_window(const dd_tiers_cli *t)
     return t ? t->window : NULL;
 }
 
+/* What tier k's seen-set is beyond the local kinds (zero for none). */
+static dedup_seen_stats tier_stats(const dd_tiers_cli *t, size_t k)
+{
+    dedup_seen_stats ss;
+    dedup_seen_get_stats(t->seen[k], &ss);
+    return ss;
+}
+
 bool dd_tiers_outside(const dd_tiers_cli *t)
 {
-    for (size_t k = 0; t && k < DEDUP_TIERS_MAX; k++)
-        if (t->store[k] || t->redis[k])
+    for (size_t k = 0; t && k < DEDUP_TIERS_MAX; k++) {
+        dedup_seen_stats ss = tier_stats(t, k);
+        if (ss.remote || ss.persistent)
             return true;
+    }
     return false;
 }
 
 #ifdef DEDUP_HAVE_ROCKSDB
 static dedup_status open_store(dd_tiers_cli *t, const tier_def *d, uint64_t seed, dedup_seen **out,
-                               void **store, char *err, size_t cap)
+                               char *err, size_t cap)
 {
     dedup_store_params p;
     dedup_store_params_init(&p);
@@ -499,7 +506,6 @@ static dedup_status open_store(dd_tiers_cli *t, const tier_def *d, uint64_t seed
         cli_info(1, "%s: the pending log's last record was cut by a crash (%llu bytes): ignored; "
                  "its records, if they were written out, are written again",
                  d->path, (unsigned long long)in.torn_bytes);
-    *store = s;
     t->stores = true;
     t->sync_out |= p.sync == DEDUP_STORE_SYNC_ALWAYS;
     return DEDUP_OK;
@@ -512,7 +518,7 @@ static dedup_status open_store(dd_tiers_cli *t, const tier_def *d, uint64_t seed
  * 'seed' 0: the name's own seed (a new name takes a random one, kept in
  * NAME:meta); else that one, which an existing name must hold. */
 static dedup_status open_redis(dd_tiers_cli *t, const tier_def *d, uint64_t seed,
-                               dedup_seen **out, void **rout, char *err, size_t cap)
+                               dedup_seen **out, char *err, size_t cap)
 {
     dedup_redis_options o;
     dedup_redis_options_init(&o);
@@ -544,7 +550,6 @@ static dedup_status open_redis(dd_tiers_cli *t, const tier_def *d, uint64_t seed
         snprintf(err, cap, "--tier %s: %s", d->path, dedup_strerror(st));
         return st;
     }
-    *rout = r;
     t->any_redis = true;
     t->commits = true;
     return DEDUP_OK;
@@ -592,8 +597,7 @@ static bool persistent(const tier_def *d)
 }
 
 /* Opens one persistent def with 'seed' when 'fixed' (else its own; a new
- * one takes a random seed) into t->pre_seen[i], and t->pre_store[i] (the
- * store or Redis object, owned by that seen). */
+ * one takes a random seed) into t->pre_seen[i]. */
 static dedup_status open_persistent(dd_tiers_cli *t, size_t i, uint64_t seed, bool fixed,
                                     char *err, size_t cap)
 {
@@ -601,13 +605,13 @@ static dedup_status open_persistent(dd_tiers_cli *t, size_t i, uint64_t seed, bo
     switch (d->type) {
     case T_ROCKSDB:
 #ifdef DEDUP_HAVE_ROCKSDB
-        return open_store(t, d, seed, &t->pre_seen[i], &t->pre_store[i], err, cap);
+        return open_store(t, d, seed, &t->pre_seen[i], err, cap);
 #else
         return DEDUP_ERR_UNSUPPORTED;
 #endif
     case T_REDIS:
 #ifdef DEDUP_HAVE_REDIS
-        return open_redis(t, d, seed, &t->pre_seen[i], &t->pre_store[i], err, cap);
+        return open_redis(t, d, seed, &t->pre_seen[i], err, cap);
 #else
         return DEDUP_ERR_UNSUPPORTED;
 #endif
@@ -648,12 +652,7 @@ static dedup_status make_tier(dd_tiers_cli *t, const tier_def *d, uint64_t seed,
     tier_name(d, t->name[k], sizeof t->name[k]);
     if (t->pre_seen[i]) {
         t->seen[k] = t->pre_seen[i];
-        if (d->type == T_ROCKSDB)
-            t->store[k] = t->pre_store[i];
-        else if (d->type == T_REDIS)
-            t->redis[k] = t->pre_store[i];
         t->pre_seen[i] = NULL;
-        t->pre_store[i] = NULL;
         return DEDUP_OK;
     }
     if (persistent(d)) { /* a file that appeared since, or a store not opened */
@@ -719,7 +718,6 @@ dedup_status dd_tiers_open_stores(dd_tiers_cli *t, uint64_t *seed, bool seed_giv
         for (size_t i = 0; i < t->n; i++) {
             dedup_seen_free(t->pre_seen[i]);
             t->pre_seen[i] = NULL;
-            t->pre_store[i] = NULL;
         }
         return st;
     }
@@ -732,16 +730,10 @@ dedup_status dd_tiers_open_stores(dd_tiers_cli *t, uint64_t *seed, bool seed_giv
     return DEDUP_OK;
 }
 
-static uint64_t store_keys(const void *store)
+/* A store tier's record callback (dedup/tiers.h): a blind write. */
+static dedup_status record_add(void *ctx, const dedup_batch *b)
 {
-#ifdef DEDUP_HAVE_ROCKSDB
-    dedup_store_info in;
-    if (dedup_store_get_info(store, &in) == DEDUP_OK)
-        return in.keys;
-#else
-    (void)store;
-#endif
-    return 0;
+    return dedup_seen_add(ctx, b, NULL);
 }
 
 dedup_status dd_tiers_create(dd_tiers_cli *t, dedup_seen *top, uint64_t seed, dedup_seen **out,
@@ -769,10 +761,8 @@ dedup_status dd_tiers_create(dd_tiers_cli *t, dedup_seen *top, uint64_t seed, de
             continue;
         }
         if (d->type == T_ROCKSDB) {
-#ifdef DEDUP_HAVE_ROCKSDB
-            tiers[k].record = dedup_store_record;
-            tiers[k].record_ctx = t->store[k];
-#endif
+            tiers[k].record = record_add;
+            tiers[k].record_ctx = t->seen[k];
             continue;
         }
         if (d->type != T_FILTER && d->type != T_FILE)
@@ -780,20 +770,19 @@ dedup_status dd_tiers_create(dd_tiers_cli *t, dedup_seen *top, uint64_t seed, de
         bool covers = true;
         uint64_t held = 0;
         for (size_t u = k + 1; u < n && !st; u++) {
-            if (!t->store[u])
+            dedup_seen_stats ss = tier_stats(t, u);
+            if (!ss.persistent)
                 continue;
-            uint64_t keys = store_keys(t->store[u]);
+            uint64_t keys = ss.stored_keys;
             if (t->rebuild && keys) {
-#ifdef DEDUP_HAVE_ROCKSDB
                 uint64_t c = 0;
-                st = dedup_store_fill(t->store[u], t->seen[k], &c);
+                st = dedup_seen_fill(t->seen[u], t->seen[k], &c);
                 if (st)
                     snprintf(err, cap, "--rebuild-filter: %s from %s: %s", t->name[k],
-                             t->name[u], st == DEDUP_ERR_IO ? dedup_store_error(t->store[u])
+                             t->name[u], st == DEDUP_ERR_IO ? dedup_seen_error(t->seen[u])
                                                             : dedup_strerror(st));
                 cli_info(2, "%s: rebuilt from %s (%llu keys)", t->name[k], t->name[u],
                          (unsigned long long)c);
-#endif
             } else if (keys) {
                 covers = false;
                 held += keys;
@@ -824,8 +813,6 @@ dedup_status dd_tiers_create(dd_tiers_cli *t, dedup_seen *top, uint64_t seed, de
         for (size_t k = 0; k < n; k++) {
             dedup_seen_free(t->seen[k]);
             t->seen[k] = NULL;
-            t->store[k] = NULL;
-            t->redis[k] = NULL;
         }
         t->window = NULL;
     }
@@ -856,19 +843,20 @@ bool dd_tiers_finish(dd_tiers_cli *t, bool ok)
                 good = false;
             }
         }
-#ifdef DEDUP_HAVE_ROCKSDB
         /* A complete run commits what is left (records written by paths
          * without a per-batch commit); after a failure, keys whose records
          * were not confirmed written are forgotten by the flush. */
-        if (t->store[k] && ok && dedup_store_commit(t->store[k]) != DEDUP_OK) {
-            cli_error("%s", dedup_store_error(t->store[k]));
-            good = false;
+        if (tier_stats(t, k).persistent) {
+            dedup_batch none = {.n = 0};
+            if (ok && dedup_seen_commit(t->seen[k], &none) != DEDUP_OK) {
+                cli_error("%s", dedup_seen_error(t->seen[k]));
+                good = false;
+            }
+            if (dedup_seen_flush(t->seen[k]) != DEDUP_OK) {
+                cli_error("%s", dedup_seen_error(t->seen[k]));
+                good = false;
+            }
         }
-        if (t->store[k] && dedup_store_flush(t->store[k]) != DEDUP_OK) {
-            cli_error("%s", dedup_store_error(t->store[k]));
-            good = false;
-        }
-#endif
     }
     /* Nothing lost without a word: the records a lost reply made uncertain. */
     if (t->unc) {
@@ -959,31 +947,14 @@ bool dd_tiers_after_batch(dd_tiers_cli *t, dedup_seen *s, const dedup_batch *b,
 const char *dd_tiers_error(const dd_tiers_cli *t)
 {
     size_t n = t ? t->first + t->n : 0;
-#ifdef DEDUP_HAVE_REDIS
-    for (size_t k = 0; k < n; k++)
-        if (t->redis[k] && *dedup_redis_last_error(t->redis[k]))
-            return dedup_redis_last_error(t->redis[k]);
-#endif
-#ifdef DEDUP_HAVE_ROCKSDB
-    for (size_t k = 0; k < n; k++)
-        if (t->store[k] && *dedup_store_error(t->store[k]))
-            return dedup_store_error(t->store[k]);
-#endif
-    (void)n;
+    /* Remote tiers' messages first, then the stores'. */
+    for (int pass = 0; pass < 2; pass++)
+        for (size_t k = 0; k < n; k++) {
+            dedup_seen_stats ss = tier_stats(t, k);
+            if ((pass ? ss.persistent : ss.remote) && *dedup_seen_error(t->seen[k]))
+                return dedup_seen_error(t->seen[k]);
+        }
     return "";
-}
-
-/* Keys the redis tier k answered UNCERTAIN (a lost reply). */
-static uint64_t redis_uncertain(const dd_tiers_cli *t, size_t k)
-{
-#ifdef DEDUP_HAVE_REDIS
-    dedup_redis_stats rs;
-    dedup_redis_get_stats(t->redis[k], &rs);
-    return rs.uncertain;
-#else
-    (void)t, (void)k;
-    return 0;
-#endif
 }
 
 void dd_tiers_print_stats(const dd_tiers_cli *t, FILE *f, bool json)
@@ -1005,14 +976,12 @@ void dd_tiers_print_stats(const dd_tiers_cli *t, FILE *f, bool json)
                     (unsigned long long)s->hits, (unsigned long long)s->ended_new,
                     (unsigned long long)s->passed_down, (unsigned long long)s->records,
                     (unsigned long long)s->trusted, (double)s->ns / 1e9);
-            if (t->redis[k])
-                fprintf(f, ",\"uncertain\":%llu", (unsigned long long)redis_uncertain(t, k));
-#ifdef DEDUP_HAVE_ROCKSDB
-            dedup_store_info si;
-            if (t->store[k] && dedup_store_get_info(t->store[k], &si) == DEDUP_OK)
+            dedup_seen_stats ss = tier_stats(t, k);
+            if (ss.remote)
+                fprintf(f, ",\"uncertain\":%llu", (unsigned long long)ss.uncertain);
+            if (ss.persistent)
                 fprintf(f, ",\"store_keys\":%llu,\"bytes_on_disk\":%llu",
-                        (unsigned long long)si.keys, (unsigned long long)si.bytes_on_disk);
-#endif
+                        (unsigned long long)ss.stored_keys, (unsigned long long)ss.bytes_on_disk);
             fputc('}', f);
         }
         fprintf(f, "],\"exact\":%s,\"trust_filter\":%s,\"shared\":%s,\"new_keys\":%llu,"
@@ -1036,18 +1005,17 @@ void dd_tiers_print_stats(const dd_tiers_cli *t, FILE *f, bool json)
                 (unsigned long long)s->records);
         if (st.trust_filter && s->probabilistic)
             fprintf(f, ", trusted maybes %llu", (unsigned long long)s->trusted);
-        if (t->redis[k])
-            fprintf(f, ", uncertain %llu", (unsigned long long)redis_uncertain(t, k));
+        dedup_seen_stats ss = tier_stats(t, k);
+        if (ss.remote)
+            fprintf(f, ", uncertain %llu", (unsigned long long)ss.uncertain);
         fprintf(f, ", %.3f s\n", (double)s->ns / 1e9);
-#ifdef DEDUP_HAVE_ROCKSDB
-        dedup_store_info si;
-        if (t->store[k] && dedup_store_get_info(t->store[k], &si) == DEDUP_OK) {
+        if (ss.persistent) {
             char hb[32];
             fprintf(f, "dedup:     store: %llu keys, %s on disk (%.1f bytes/key)\n",
-                    (unsigned long long)si.keys, cli_human_size(si.bytes_on_disk, hb, sizeof hb),
-                    si.keys ? (double)si.bytes_on_disk / (double)si.keys : 0.0);
+                    (unsigned long long)ss.stored_keys,
+                    cli_human_size(ss.bytes_on_disk, hb, sizeof hb),
+                    ss.stored_keys ? (double)ss.bytes_on_disk / (double)ss.stored_keys : 0.0);
         }
-#endif
     }
     if (st.contradicted)
         fprintf(f, "dedup:   %llu 'new' answers of a filter were duplicates in a tier below\n",

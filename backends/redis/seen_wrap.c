@@ -49,6 +49,16 @@ static void w_info(const void *impl, dedup_seen_info *out)
     out->can_delete = r->o.scheme == DEDUP_REDIS_MODULE && r->o.filter == DEDUP_REDIS_FILTER_CUCKOO;
 }
 
+static const char *w_error(const void *impl) { return dedup_redis_last_error(impl); }
+
+static void w_stats(const void *impl, dedup_seen_stats *out)
+{
+    dedup_redis_stats rs;
+    dedup_redis_get_stats(impl, &rs);
+    out->remote = true;
+    out->uncertain = rs.uncertain;
+}
+
 static void w_free(void *impl) { dedup_redis_free(impl); }
 
 static const dedup_seen_ops OPS = {
@@ -59,6 +69,8 @@ static const dedup_seen_ops OPS = {
     .commit = w_commit,
     .info = w_info,
     .free = w_free,
+    .error = w_error,
+    .stats = w_stats,
 };
 
 dedup_status dedup_redis_seen(dedup_redis *r, const dedup_allocator *alloc, dedup_seen **out)
