@@ -821,7 +821,7 @@ static int dedup_main(int argc, char **argv, opts *op)
             }
         }
         if (windowed) {
-            if (!dd_window_matches_saved(&o.sizing, dedup_seen_impl(s), o.state)) {
+            if (!dd_window_matches_saved(&o.sizing, dedup_window_of_seen(s), o.state)) {
                 dedup_seen_free(s);
                 free(r);
                 return CLI_EXIT_USAGE;
@@ -936,7 +936,7 @@ static int dedup_main(int argc, char **argv, opts *op)
         }
     }
     dedup_seen_get_info(s, &r->info);
-    r->win = r->info.kind == DEDUP_SEEN_WINDOW ? dedup_seen_impl(s)
+    r->win = r->info.kind == DEDUP_SEEN_WINDOW ? dedup_window_of_seen(s)
                                                : dd_tiers_window(o.sizing.tiers);
     r->fd_rate = r->info.probabilistic ? r->info.fpr_bound : 0;
     r->can_spill = spill_budget != 0;
