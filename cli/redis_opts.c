@@ -12,6 +12,7 @@
 #include "cli_args.h"
 #include "io.h"
 #include "redis_journal.h"
+#include "tier_spec.h"
 
 const char dd_redis_help[] =
     "Shared seen-set in Redis (many processes, many machines):\n"
@@ -46,15 +47,19 @@ const char dd_redis_help[] =
 #ifdef DEDUP_HAVE_REDIS
 #include "dedup/redis.h"
 
+_Static_assert((int)DD_REDIS_KEYS == (int)DEDUP_REDIS_KEYS &&
+                   (int)DD_REDIS_BITMAP == (int)DEDUP_REDIS_BITMAP &&
+                   (int)DD_REDIS_MODULE == (int)DEDUP_REDIS_MODULE &&
+                   (int)DD_REDIS_BLOOM == (int)DEDUP_REDIS_FILTER_BLOOM &&
+                   (int)DD_REDIS_CUCKOO == (int)DEDUP_REDIS_FILTER_CUCKOO,
+               "the parsed --redis-scheme and --redis-filter are the library's values");
+
 struct dd_redis_run {
     dedup_redis *r; /* owned by the seen-set */
     bool commits;   /* keys scheme: reserve, then commit */
     const char *name;
     uint64_t unwritten; /* records of a failed batch left unwritten */
-    dedup_digest *cd; /* the NEW keys of a batch, for commit */
-    const unsigned char **ck;
-    size_t *cl;
-    size_t ccap;
+    dd_commit commit; /* the NEW keys of a batch */
     FILE *uncertain;
     const char *uncertain_path;
     bool write_failed;
@@ -62,17 +67,27 @@ struct dd_redis_run {
 };
 #endif
 
+/* The position + 1 of 'arg' in names[0..n), or 0. */
+static int name_index(const char *arg, const char *const *names, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (strcmp(arg, names[i]) == 0)
+            return i + 1;
+    return 0;
+}
+
 int dd_redis_option(dd_redis_opts *o, int code, const char *arg)
 {
+    static const char *const schemes[] = {"keys", "bitmap", "module"}; /* DD_REDIS_KEYS.. */
+    static const char *const filters[] = {"bloom", "cuckoo"};          /* DD_REDIS_BLOOM.. */
     uint64_t v;
     switch (code) {
     case DD_OPT_REDIS: o->url = arg; return 1;
     case DD_OPT_REDIS_SCHEME:
-        if (strcmp(arg, "keys") && strcmp(arg, "bitmap") && strcmp(arg, "module")) {
+        if (!(o->scheme = name_index(arg, schemes, 3))) {
             cli_error("--redis-scheme '%s': choose keys, bitmap or module", arg);
             return -1;
         }
-        o->scheme = arg;
         return 1;
     case DD_OPT_REDIS_NAME:
         if (!*arg || strlen(arg) > 200 || strpbrk(arg, "{}")) {
@@ -100,11 +115,10 @@ int dd_redis_option(dd_redis_opts *o, int code, const char *arg)
         o->ttl_us = v;
         return 1;
     case DD_OPT_REDIS_FILTER:
-        if (strcmp(arg, "bloom") && strcmp(arg, "cuckoo")) {
+        if (!(o->filter = name_index(arg, filters, 2))) {
             cli_error("--redis-filter '%s': choose bloom or cuckoo", arg);
             return -1;
         }
-        o->filter = arg;
         return 1;
     case DD_OPT_REDIS_UNCERTAIN: o->uncertain_path = arg; return 1;
     case DD_OPT_REDIS_JOURNAL:
@@ -173,29 +187,29 @@ int dd_redis_check_args(const dd_redis_opts *o, bool mode_given, bool windowed, 
         cli_error("--redis cannot be combined with %s", bad);
         return -1;
     }
-    const char *sch = o->scheme ? o->scheme : "keys";
-    if (o->whole_keys && strcmp(sch, "keys") != 0) {
+    int sch = o->scheme ? o->scheme : DD_REDIS_KEYS;
+    if (o->whole_keys && sch != DD_REDIS_KEYS) {
         cli_error("--redis-whole-keys is for --redis-scheme keys");
         return -1;
     }
-    if (o->reserve_us && strcmp(sch, "keys") != 0) {
+    if (o->reserve_us && sch != DD_REDIS_KEYS) {
         cli_error("--reserve is for --redis-scheme keys");
         return -1;
     }
-    if (o->shards && strcmp(sch, "module") != 0) {
+    if (o->shards && sch != DD_REDIS_MODULE) {
         cli_error("--shards is for --redis-scheme module");
         return -1;
     }
-    if (o->filter && strcmp(sch, "module") != 0) {
+    if (o->filter && sch != DD_REDIS_MODULE) {
         cli_error("--redis-filter is for --redis-scheme module");
         return -1;
     }
-    if (o->filter && strcmp(o->filter, "cuckoo") == 0 && o->ttl_us) {
+    if (o->filter == DD_REDIS_CUCKOO && o->ttl_us) {
         cli_error("--redis-filter cuckoo cannot expire keys: with --ttl the module scheme uses "
                   "the expiring DEDUP.* filters (bloom)");
         return -1;
     }
-    if (o->segments && strcmp(sch, "bitmap") != 0) {
+    if (o->segments && sch != DD_REDIS_BITMAP) {
         cli_error("--segments is for --redis-scheme bitmap");
         return -1;
     }
@@ -244,7 +258,7 @@ int dd_redis_create(const dd_redis_opts *o, uint64_t items, double fpr, uint64_t
     dedup_redis_options ro;
     dedup_redis_options_init(&ro);
     ro.url = o->url;
-    ro.scheme = o->scheme ? dedup_redis_scheme_from_name(o->scheme) : DEDUP_REDIS_KEYS;
+    ro.scheme = o->scheme ? (dedup_redis_scheme)o->scheme : DEDUP_REDIS_KEYS;
     if (o->name)
         ro.name = o->name;
     ro.whole_keys = o->whole_keys;
@@ -260,8 +274,7 @@ int dd_redis_create(const dd_redis_opts *o, uint64_t items, double fpr, uint64_t
         ro.shards = o->shards;
     ro.segments = o->segments;
     if (o->filter)
-        ro.filter = strcmp(o->filter, "cuckoo") == 0 ? DEDUP_REDIS_FILTER_CUCKOO
-                                                     : DEDUP_REDIS_FILTER_BLOOM;
+        ro.filter = (dedup_redis_filter)o->filter;
     ro.items = items;
     if (fpr > 0)
         ro.fpr = fpr;
@@ -331,51 +344,17 @@ const char *dd_redis_error(const dd_redis_run *run)
     return run ? dedup_redis_last_error(run->r) : "";
 }
 
+static const char *seen_error(const void *s) { return dedup_seen_error(s); }
+
 bool dd_redis_after_batch(dd_redis_run *run, dedup_seen *s, const dedup_batch *b,
                           const dedup_verdict *v, const unsigned char *const *rec,
                           const size_t *rlen, unsigned char term, struct dd_writer *w)
 {
-    size_t news = 0;
-    for (size_t i = 0; i < b->n; i++) {
+    for (size_t i = 0; i < b->n; i++)
         if (v[i] == DEDUP_UNCERTAIN && !dd_redis_uncertain(run, rec[i], rlen[i], term))
             return false;
-        news += v[i] == DEDUP_NEW;
-    }
-    if (!run->commits || !news)
-        return true;
-    /* "Written out": past this process, in the kernel's hands. */
-    if (!dd_writer_flush(w))
-        return false; /* the caller reports the writer's error */
-    if (news > run->ccap) {
-        free(run->cd);
-        free(run->ck);
-        free(run->cl);
-        run->cd = malloc(news * sizeof *run->cd);
-        run->ck = malloc(news * sizeof *run->ck);
-        run->cl = malloc(news * sizeof *run->cl);
-        run->ccap = news;
-        if (!run->cd || !run->ck || !run->cl) {
-            run->ccap = 0;
-            cli_error("out of memory");
-            return false;
-        }
-    }
-    size_t k = 0;
-    for (size_t i = 0; i < b->n; i++)
-        if (v[i] == DEDUP_NEW) {
-            run->cd[k] = b->digests[i];
-            run->ck[k] = b->keys ? b->keys[i] : NULL;
-            run->cl[k] = b->lens ? b->lens[i] : 0;
-            k++;
-        }
-    dedup_batch cb = {.n = k, .digests = run->cd, .keys = b->keys ? run->ck : NULL,
-                      .lens = b->lens ? run->cl : NULL};
-    dedup_status st = dedup_seen_commit(s, &cb);
-    if (st != DEDUP_OK) {
-        cli_error("--redis: committing %zu keys: %s", k, dedup_redis_last_error(run->r));
-        return false;
-    }
-    return true;
+    return !run->commits ||
+           dd_commit_new(&run->commit, s, b, v, w, false, "--redis: committing", "", seen_error, s);
 }
 
 bool dd_redis_batch_start(dd_redis_run *run, const unsigned char *const *rec, const size_t *rlen,
@@ -510,9 +489,7 @@ bool dd_redis_close(dd_redis_run *run)
                   "out; the journal '%s' keeps them, and the next run on this name recovers them",
                   dd_journal_path(run->journal));
     dd_journal_close(run->journal, keep);
-    free(run->cd);
-    free(run->ck);
-    free(run->cl);
+    dd_commit_free(&run->commit);
     free(run);
     return ok;
 }

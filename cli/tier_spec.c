@@ -10,6 +10,7 @@
 
 #include "cli.h"
 #include "dedup/tiers.h"
+#include "dedup/window.h"
 #include "seen_spec.h"
 #include "io.h"
 #ifdef DEDUP_HAVE_ROCKSDB
@@ -55,9 +56,7 @@ struct dd_tiers_cli {
     bool force_keys;
     bool sync_out;                      /* a rocksdb tier with sync always: fsync the output */
     bool any_redis;                     /* a redis tier: its keys may be UNCERTAIN */
-    dedup_digest *cd;                   /* a batch's NEW keys, for the commit */
-    const unsigned char **ck;
-    size_t *cl, ccap;
+    dd_commit commit;                   /* a batch's NEW keys */
     char name[DEDUP_TIERS_MAX][96];
     const void *window;
     /* --uncertain FILE: records a Redis tier answered UNCERTAIN */
@@ -744,7 +743,7 @@ dedup_status dd_tiers_create(dd_tiers_cli *t, dedup_seen *top, uint64_t seed, de
     t->first = top ? 1 : 0;
     if (top) {
         t->seen[0] = top;
-        t->window = dedup_seen_kind_of(top) == DEDUP_SEEN_WINDOW ? dedup_seen_impl(top) : NULL;
+        t->window = dedup_window_of_seen(top);
         snprintf(t->name[0], sizeof t->name[0], "window");
     }
     size_t n = t->first + t->n;
@@ -890,15 +889,11 @@ static bool sync_output(dd_writer *w)
     return false;
 }
 
-bool dd_tiers_after_batch(dd_tiers_cli *t, dedup_seen *s, const dedup_batch *b,
-                          const dedup_verdict *v, const unsigned char *const *rec,
-                          const size_t *rlen, unsigned char term, dd_writer *w)
+bool dd_commit_new(dd_commit *c, dedup_seen *s, const dedup_batch *b, const dedup_verdict *v,
+                   dd_writer *w, bool sync_out, const char *what, const char *where,
+                   const char *(*errfn)(const void *), const void *errctx)
 {
     size_t news = 0;
-    if (t->any_redis && !write_uncertain(t, v, b->n, rec, rlen, term))
-        return false;
-    if (!t->commits && !t->stores)
-        return true;
     for (size_t i = 0; i < b->n; i++)
         news += v[i] == DEDUP_NEW;
     if (!news)
@@ -909,18 +904,16 @@ bool dd_tiers_after_batch(dd_tiers_cli *t, dedup_seen *s, const dedup_batch *b,
      * run write these records again, never lose them. */
     if (!dd_writer_flush(w))
         return false; /* the caller reports the writer's error */
-    if (t->sync_out && !sync_output(w))
+    if (sync_out && !sync_output(w))
         return false;
-    if (news > t->ccap) {
-        free(t->cd);
-        free(t->ck);
-        free(t->cl);
-        t->cd = malloc(news * sizeof *t->cd);
-        t->ck = malloc(news * sizeof *t->ck);
-        t->cl = malloc(news * sizeof *t->cl);
-        t->ccap = news;
-        if (!t->cd || !t->ck || !t->cl) {
-            t->ccap = 0;
+    if (news > c->cap) {
+        dd_commit_free(c);
+        c->d = malloc(news * sizeof *c->d);
+        c->k = malloc(news * sizeof *c->k);
+        c->l = malloc(news * sizeof *c->l);
+        c->cap = news;
+        if (!c->d || !c->k || !c->l) {
+            dd_commit_free(c);
             cli_error("out of memory");
             return false;
         }
@@ -928,20 +921,40 @@ bool dd_tiers_after_batch(dd_tiers_cli *t, dedup_seen *s, const dedup_batch *b,
     size_t k = 0;
     for (size_t i = 0; i < b->n; i++)
         if (v[i] == DEDUP_NEW) {
-            t->cd[k] = b->digests[i];
-            t->ck[k] = b->keys ? b->keys[i] : NULL;
-            t->cl[k] = b->lens ? b->lens[i] : 0;
+            c->d[k] = b->digests[i];
+            c->k[k] = b->keys ? b->keys[i] : NULL;
+            c->l[k] = b->lens ? b->lens[i] : 0;
             k++;
         }
-    dedup_batch cb = {.n = k, .digests = t->cd, .keys = b->keys ? t->ck : NULL,
-                      .lens = b->lens ? t->cl : NULL};
-    dedup_status st = dedup_seen_commit(s, &cb);
-    if (st != DEDUP_OK) {
-        cli_error("committing %zu keys to the %s tier: %s", k, t->commits ? "Redis" : "store",
-                  dd_tiers_error(t));
+    dedup_batch cb = {.n = k, .digests = c->d, .keys = b->keys ? c->k : NULL,
+                      .lens = b->lens ? c->l : NULL};
+    if (dedup_seen_commit(s, &cb) != DEDUP_OK) {
+        cli_error("%s %zu keys%s: %s", what, k, where, errfn(errctx));
         return false;
     }
     return true;
+}
+
+void dd_commit_free(dd_commit *c)
+{
+    free(c->d);
+    free(c->k);
+    free(c->l);
+    memset(c, 0, sizeof *c);
+}
+
+static const char *tiers_error(const void *t) { return dd_tiers_error(t); }
+
+bool dd_tiers_after_batch(dd_tiers_cli *t, dedup_seen *s, const dedup_batch *b,
+                          const dedup_verdict *v, const unsigned char *const *rec,
+                          const size_t *rlen, unsigned char term, dd_writer *w)
+{
+    if (t->any_redis && !write_uncertain(t, v, b->n, rec, rlen, term))
+        return false;
+    if (!t->commits && !t->stores)
+        return true;
+    return dd_commit_new(&t->commit, s, b, v, w, t->sync_out, "committing",
+                         t->commits ? " to the Redis tier" : " to the store tier", tiers_error, t);
 }
 
 const char *dd_tiers_error(const dd_tiers_cli *t)
@@ -1030,12 +1043,8 @@ void dd_tiers_free(dd_tiers_cli *t)
         dedup_seen_free(t->pre_seen[i]);
         t->pre_seen[i] = NULL;
     }
-    free(t->cd);
-    free(t->ck);
-    free(t->cl);
-    t->cd = NULL, t->ck = NULL, t->cl = NULL;
+    dd_commit_free(&t->commit);
     if (t->unc) /* a run that ended before dd_tiers_finish() */
         fclose(t->unc);
     t->unc = NULL;
-    t->ccap = 0;
 }

@@ -102,6 +102,26 @@ bool dd_tiers_after_batch(dd_tiers_cli *t, dedup_seen *s, const dedup_batch *b,
                           const dedup_verdict *v, const unsigned char *const *rec,
                           const size_t *rlen, unsigned char term, struct dd_writer *w);
 
+/* The NEW keys of a batch, gathered for the commit (reused between
+ * batches; zero-initialised, freed by dd_commit_free). */
+typedef struct dd_commit {
+    dedup_digest *d;
+    const unsigned char **k;
+    size_t *l, cap;
+} dd_commit;
+
+/* The one commit path of every shared or layered set (--redis, --tier,
+ * --store): when the batch 'b' has NEW keys (verdicts 'v'), flushes the
+ * writer (with 'sync_out', fdatasync()s it when it is a regular file), so
+ * their records are out of the process, then commits those keys to 's'.
+ * A failed commit prints "WHAT N keys WHERE: ERR" with ERR from
+ * errfn(errctx).  False on an error (printed, or the writer's, which the
+ * caller reports). */
+bool dd_commit_new(dd_commit *c, dedup_seen *s, const dedup_batch *b, const dedup_verdict *v,
+                   struct dd_writer *w, bool sync_out, const char *what, const char *where,
+                   const char *(*errfn)(const void *), const void *errctx);
+void dd_commit_free(dd_commit *c);
+
 /* The message of the tier that failed last (Redis, then stores), or "". */
 const char *dd_tiers_error(const dd_tiers_cli *t);
 
