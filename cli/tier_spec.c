@@ -20,10 +20,10 @@
 #include "dedup/redis.h"
 #endif
 
-enum tier_type { T_FILTER, T_EXACT, T_FILE, T_ROCKSDB, T_REDIS };
-
+/* A tier is named by the kind of its seen-set: a filter kind, EXACT or
+ * FINGERPRINT in memory, STORE (rocksdb:DIR), REDIS (redis://...), or 0 for
+ * file:PATH, a filter of whatever kind its file holds. */
 typedef struct tier_def {
-    enum tier_type type;
     dedup_seen_kind kind;
     uint64_t items, memory, expire_s;
     uint64_t cache; /* rocksdb: block cache bytes, 0 = the store's default */
@@ -71,6 +71,14 @@ static bool is_filter_kind(dedup_seen_kind k)
     return k == DEDUP_SEEN_BLOOM || k == DEDUP_SEEN_BLOCKED || k == DEDUP_SEEN_CUCKOO ||
            k == DEDUP_SEEN_SCALABLE;
 }
+
+static bool is_file(const tier_def *d) { return d->kind == 0; }
+static bool is_exact(const tier_def *d)
+{
+    return d->kind == DEDUP_SEEN_EXACT || d->kind == DEDUP_SEEN_FINGERPRINT;
+}
+/* A filter: in memory, or file:PATH. */
+static bool is_filter(const tier_def *d) { return is_file(d) || is_filter_kind(d->kind); }
 
 static bool parse_sync(const char *v, int *out)
 {
@@ -203,7 +211,7 @@ static bool add_def(dd_tiers_cli *t, const char *spec, char *s)
     char *colon = strchr(s, ':');
     char *rest = NULL;
     if (strncmp(s, "redis://", 8) == 0) {
-        d->type = T_REDIS;
+        d->kind = DEDUP_SEEN_REDIS;
         if (!parse_redis_opts(d, s, spec))
             return false;
 #ifndef DEDUP_HAVE_REDIS
@@ -218,23 +226,21 @@ static bool add_def(dd_tiers_cli *t, const char *spec, char *s)
         rest = colon + 1;
     }
     if (strcmp(s, "rocksdb") == 0) {
-        d->type = T_ROCKSDB;
+        d->kind = DEDUP_SEEN_STORE;
         if (!rest || !parse_store_opts(d, rest, spec))
             return rest ? false : (cli_error("--tier %s: give rocksdb:DIR", spec), false);
     } else if (strcmp(s, "file") == 0) {
-        d->type = T_FILE;
+        d->kind = 0;
         if (!rest || !*rest) {
             cli_error("--tier %s: give file:PATH", spec);
             return false;
         }
         d->path = rest;
     } else if (strcmp(s, "exact") == 0 || strcmp(s, "fingerprint") == 0) {
-        d->type = T_EXACT;
         d->kind = dedup_seen_kind_from_name(s);
         if (rest && !parse_filter_opts(d, rest, spec))
             return false;
     } else if (is_filter_kind(dedup_seen_kind_from_name(s))) {
-        d->type = T_FILTER;
         d->kind = dedup_seen_kind_from_name(s);
         if (rest && !parse_filter_opts(d, rest, spec))
             return false;
@@ -244,7 +250,7 @@ static bool add_def(dd_tiers_cli *t, const char *spec, char *s)
         return false;
     }
 #ifndef DEDUP_HAVE_ROCKSDB
-    if (d->type == T_ROCKSDB) {
+    if (d->kind == DEDUP_SEEN_STORE) {
         cli_error("--tier %s: this dedup was built without RocksDB (librocksdb-dev)", spec);
         return false;
     }
@@ -325,7 +331,6 @@ bool dd_tiers_check(dd_tiers_cli *t, dedup_seen_kind mode_kind, uint64_t items, 
         if (is_filter_kind(mode_kind)) { /* --mode's filter in front of the store */
             tier_def *d = &t->def[t->n++];
             memset(d, 0, sizeof *d);
-            d->type = T_FILTER;
             d->kind = mode_kind;
             d->items = items;
             d->fpr = fpr;
@@ -334,7 +339,7 @@ bool dd_tiers_check(dd_tiers_cli *t, dedup_seen_kind mode_kind, uint64_t items, 
         }
         tier_def *d = &t->def[t->n++];
         memset(d, 0, sizeof *d);
-        d->type = T_ROCKSDB;
+        d->kind = DEDUP_SEEN_STORE;
         d->path = t->store_dir;
         d->sync = -1;
     } else if (t->n && mode_kind != DEDUP_SEEN_EXACT) {
@@ -354,9 +359,9 @@ bool dd_tiers_check(dd_tiers_cli *t, dedup_seen_kind mode_kind, uint64_t items, 
     bool filter_above_store = false, any_filter = false, any_store = false;
     for (size_t i = 0; i < t->n; i++) {
         tier_def *d = &t->def[i];
-        if (d->type == T_FILTER || d->type == T_FILE)
+        if (is_filter(d))
             any_filter = true;
-        if (d->type == T_ROCKSDB) {
+        if (d->kind == DEDUP_SEEN_STORE) {
             filter_above_store |= any_filter;
             any_store = true;
             if (d->sync < 0)
@@ -367,14 +372,14 @@ bool dd_tiers_check(dd_tiers_cli *t, dedup_seen_kind mode_kind, uint64_t items, 
                 return false;
             }
         }
-        if (d->type == T_FILTER && !d->items && !d->memory &&
+        if (!d->items && !d->memory &&
             (d->kind == DEDUP_SEEN_BLOOM || d->kind == DEDUP_SEEN_BLOCKED)) {
             cli_error("the %s tier needs its size: n=N (and p=P) or m=SIZE, e.g. %s:n=10M,p=1%% "
                       "(with --store: -n/-p/-m)", dedup_seen_kind_name(d->kind),
                       dedup_seen_kind_name(d->kind));
             return false;
         }
-        if (d->type == T_EXACT && windowed) {
+        if (is_exact(d) && windowed) {
             cli_error("an exact tier under --window/--last: the window is exact already; put a "
                       "filter or a store behind it");
             return false;
@@ -396,7 +401,7 @@ bool dd_tiers_check(dd_tiers_cli *t, dedup_seen_kind mode_kind, uint64_t items, 
     if (t->unc_path) {
         bool any_redis = false;
         for (size_t i = 0; i < t->n; i++)
-            any_redis |= t->def[i].type == T_REDIS;
+            any_redis |= t->def[i].kind == DEDUP_SEEN_REDIS;
         if (!any_redis) {
             cli_error("--uncertain keeps the records whose Redis reply was lost: give a "
                       "redis:// tier (or --redis)");
@@ -476,9 +481,7 @@ static dedup_status open_store(dd_tiers_cli *t, const tier_def *d, uint64_t seed
         p.block_cache = d->cache;
     /* A filter above (one process owns its keys) screens the absent keys. */
     for (const tier_def *f = t->def; f < d && !t->shared; f++)
-        p.absent_screened |= f->type == T_FILE ||
-                             (f->type == T_FILTER && f->kind >= DEDUP_SEEN_BLOOM &&
-                              f->kind <= DEDUP_SEEN_SCALABLE);
+        p.absent_screened |= is_filter(f);
     dedup_store *s = NULL;
     dedup_status st = dedup_store_open(&p, NULL, &s, err, cap);
     if (st == DEDUP_ERR_INCOMPATIBLE && strstr(err, "seed"))
@@ -561,7 +564,7 @@ static dedup_status load_file_tier(const tier_def *d, dedup_seen **out, char *er
 {
     dedup_status st = dedup_seen_load_file(d->path, NULL, out);
     if (st) {
-        if (d->type == T_FILE)
+        if (is_file(d))
             snprintf(err, cap, "--tier file:%s: %s", d->path,
                      st == DEDUP_ERR_IO ? strerror(errno) : dedup_strerror(st));
         else
@@ -571,11 +574,11 @@ static dedup_status load_file_tier(const tier_def *d, dedup_seen **out, char *er
     }
     dedup_seen_info in;
     dedup_seen_get_info(*out, &in);
-    if (d->type == T_FILE && (!in.probabilistic || in.kind == DEDUP_SEEN_WINDOW)) {
+    if (is_file(d) && (!in.probabilistic || in.kind == DEDUP_SEEN_WINDOW)) {
         snprintf(err, cap, "--tier file:%s holds a %s, not a filter", d->path,
                  dedup_seen_kind_name(in.kind));
         st = DEDUP_ERR_WRONG_TYPE;
-    } else if (d->type != T_FILE && in.kind != d->kind) {
+    } else if (!is_file(d) && in.kind != d->kind) {
         snprintf(err, cap, "--tier %s,file=%s holds a %s", dedup_seen_kind_name(d->kind), d->path,
                  dedup_seen_kind_name(in.kind));
         st = DEDUP_ERR_WRONG_TYPE;
@@ -591,8 +594,8 @@ static dedup_status load_file_tier(const tier_def *d, dedup_seen **out, char *er
  * store, a Redis name, a filter file that exists. */
 static bool persistent(const tier_def *d)
 {
-    return d->type == T_ROCKSDB || d->type == T_REDIS || d->type == T_FILE ||
-           (d->path && (d->type == T_FILTER || d->type == T_EXACT) && access(d->path, F_OK) == 0);
+    return d->kind == DEDUP_SEEN_STORE || d->kind == DEDUP_SEEN_REDIS || is_file(d) ||
+           (d->path && access(d->path, F_OK) == 0);
 }
 
 /* Opens one persistent def with 'seed' when 'fixed' (else its own; a new
@@ -601,14 +604,14 @@ static dedup_status open_persistent(dd_tiers_cli *t, size_t i, uint64_t seed, bo
                                     char *err, size_t cap)
 {
     const tier_def *d = &t->def[i];
-    switch (d->type) {
-    case T_ROCKSDB:
+    switch (d->kind) {
+    case DEDUP_SEEN_STORE:
 #ifdef DEDUP_HAVE_ROCKSDB
         return open_store(t, d, seed, &t->pre_seen[i], err, cap);
 #else
         return DEDUP_ERR_UNSUPPORTED;
 #endif
-    case T_REDIS:
+    case DEDUP_SEEN_REDIS:
 #ifdef DEDUP_HAVE_REDIS
         return open_redis(t, d, seed, &t->pre_seen[i], err, cap);
 #else
@@ -630,15 +633,23 @@ static dedup_status open_persistent(dd_tiers_cli *t, size_t i, uint64_t seed, bo
     }
 }
 
+/* The order in which dd_tiers_open_stores() opens the persistent tiers:
+ * stores, filter files, filters, exact sets, Redis names. */
+static int open_rank(const tier_def *d)
+{
+    return d->kind == DEDUP_SEEN_STORE ? 0 : is_file(d) ? 1 : is_filter(d) ? 2 : is_exact(d) ? 3 : 4;
+}
+
 static void tier_name(const tier_def *d, char *name, size_t cap)
 {
-    switch (d->type) {
-    case T_FILE: snprintf(name, cap, "file:%s", d->path); break;
-    case T_FILTER:
-    case T_EXACT: snprintf(name, cap, "%s", dedup_seen_kind_name(d->kind)); break;
-    case T_REDIS: snprintf(name, cap, "%.90s", d->path); break;
-    case T_ROCKSDB: snprintf(name, cap, "rocksdb:%s", d->path); break;
-    }
+    if (is_file(d))
+        snprintf(name, cap, "file:%s", d->path);
+    else if (d->kind == DEDUP_SEEN_REDIS)
+        snprintf(name, cap, "%.90s", d->path);
+    else if (d->kind == DEDUP_SEEN_STORE)
+        snprintf(name, cap, "rocksdb:%s", d->path);
+    else
+        snprintf(name, cap, "%s", dedup_seen_kind_name(d->kind));
 }
 
 /* Tier k of def d: the one dd_tiers_open_stores() opened, or a new
@@ -690,11 +701,10 @@ dedup_status dd_tiers_open_stores(dd_tiers_cli *t, uint64_t *seed, bool seed_giv
     uint64_t want = seed_given ? *seed : 0;
     bool fixed = seed_given;
     const char *first = NULL;
-    static const enum tier_type order[] = {T_ROCKSDB, T_FILE, T_FILTER, T_EXACT, T_REDIS};
-    for (size_t o = 0; o < sizeof order / sizeof *order && !st; o++) {
+    for (int o = 0; o < 5 && !st; o++) {
         for (size_t i = 0; i < t->n && !st; i++) {
             const tier_def *d = &t->def[i];
-            if (d->type != order[o] || t->pre_seen[i] || !persistent(d))
+            if (open_rank(d) != o || t->pre_seen[i] || !persistent(d))
                 continue;
             st = open_persistent(t, i, fixed ? want : 0, fixed, err, cap);
             if (st)
@@ -755,16 +765,16 @@ dedup_status dd_tiers_create(dd_tiers_cli *t, dedup_seen *top, uint64_t seed, de
         const tier_def *d = &t->def[k - t->first];
         tiers[k].seen = t->seen[k];
         tiers[k].name = t->name[k];
-        if (d->type == T_REDIS) { /* decide() records; with a TTL it holds the recent keys */
+        if (d->kind == DEDUP_SEEN_REDIS) { /* decide() records; with a TTL it holds the recent keys */
             tiers[k].forgets = d->ttl_ms != 0;
             continue;
         }
-        if (d->type == T_ROCKSDB) {
+        if (d->kind == DEDUP_SEEN_STORE) {
             tiers[k].record = record_add;
             tiers[k].record_ctx = t->seen[k];
             continue;
         }
-        if (d->type != T_FILTER && d->type != T_FILE)
+        if (!is_filter(d))
             continue;
         bool covers = true;
         uint64_t held = 0;
@@ -834,7 +844,7 @@ bool dd_tiers_finish(dd_tiers_cli *t, bool ok)
         const tier_def *d = &t->def[i];
         if (!t->seen[k])
             continue;
-        if (ok && d->path && (d->type == T_FILE || d->type == T_FILTER || d->type == T_EXACT)) {
+        if (ok && d->path && (is_filter(d) || is_exact(d))) {
             dedup_status st = dedup_seen_save_file(t->seen[k], d->path);
             if (st) {
                 cli_error("%s: cannot save the %s tier: %s", d->path, t->name[k],
