@@ -56,13 +56,10 @@ _Static_assert((int)DD_REDIS_KEYS == (int)DEDUP_REDIS_KEYS &&
 
 struct dd_redis_run {
     dedup_redis *r; /* owned by the seen-set */
-    bool commits;   /* keys scheme: reserve, then commit */
     const char *name;
     uint64_t unwritten; /* records of a failed batch left unwritten */
-    dd_commit commit; /* the NEW keys of a batch */
-    FILE *uncertain;
-    const char *uncertain_path;
-    bool write_failed;
+    dd_after after;   /* uncertain records, the keys scheme's commits */
+    dd_uncertain unc; /* --uncertain FILE */
     dd_journal *journal; /* bitmap, module: the batch in flight */
 };
 #endif
@@ -243,12 +240,14 @@ static int journal_start(dd_redis_run *rr, const dd_redis_opts *o, const dedup_r
     if (!dd_journal_dir(o->journal_dir, key, name, journaled, dir, sizeof dir, &exists))
         return CLI_EXIT_FAIL;
     uint64_t kh = dd_journal_key_hash(key);
-    if (exists && !dd_journal_recover(dir, kh, rr->uncertain, rr->uncertain_path))
+    if (exists && !dd_journal_recover(dir, kh, rr->unc.f, rr->unc.path))
         return CLI_EXIT_FAIL;
     if (journaled && !(rr->journal = dd_journal_open(dir, kh)))
         return CLI_EXIT_FAIL;
     return 0;
 }
+
+static const char *seen_error(const void *s) { return dedup_seen_error(s); }
 
 int dd_redis_create(const dd_redis_opts *o, uint64_t items, double fpr, uint64_t seed,
                     bool seed_given, dd_redis_run **run, dedup_seen **out)
@@ -301,18 +300,18 @@ int dd_redis_create(const dd_redis_opts *o, uint64_t items, double fpr, uint64_t
         return CLI_EXIT_FAIL;
     }
     if (o->uncertain_path) {
-        rr->uncertain = fopen(o->uncertain_path, "w");
-        if (!rr->uncertain) {
+        rr->unc.f = fopen(o->uncertain_path, "w");
+        if (!rr->unc.f) {
             cli_error("--uncertain '%s': %s", o->uncertain_path, strerror(errno));
             free(rr);
             return CLI_EXIT_USAGE;
         }
-        rr->uncertain_path = o->uncertain_path;
+        rr->unc.path = o->uncertain_path;
     }
     int jrc = journal_start(rr, o, &u, ro.name, ro.scheme != DEDUP_REDIS_KEYS);
     if (jrc) {
-        if (rr->uncertain)
-            fclose(rr->uncertain);
+        if (rr->unc.f)
+            fclose(rr->unc.f);
         free(rr);
         return jrc;
     }
@@ -327,13 +326,16 @@ int dd_redis_create(const dd_redis_opts *o, uint64_t items, double fpr, uint64_t
     }
     if (st != DEDUP_OK) {
         cli_error("--redis %s: %s", o->url, err);
-        if (rr->uncertain)
-            fclose(rr->uncertain);
+        if (rr->unc.f)
+            fclose(rr->unc.f);
         dd_journal_close(rr->journal, false);
         free(rr);
         return st == DEDUP_ERR_INVALID_ARG ? CLI_EXIT_USAGE : CLI_EXIT_FAIL;
     }
-    rr->commits = ro.scheme == DEDUP_REDIS_KEYS;
+    /* Keys scheme: a NEW key stays reserved until its record is out. */
+    rr->after = (dd_after){.unc = &rr->unc, .commits = ro.scheme == DEDUP_REDIS_KEYS,
+                           .what = "--redis: committing", .where = "", .errfn = seen_error,
+                           .errctx = *out};
     rr->name = ro.name;
     *run = rr;
     return 0;
@@ -344,17 +346,11 @@ const char *dd_redis_error(const dd_redis_run *run)
     return run ? dedup_redis_last_error(run->r) : "";
 }
 
-static const char *seen_error(const void *s) { return dedup_seen_error(s); }
-
 bool dd_redis_after_batch(dd_redis_run *run, dedup_seen *s, const dedup_batch *b,
                           const dedup_verdict *v, const unsigned char *const *rec,
                           const size_t *rlen, unsigned char term, struct dd_writer *w)
 {
-    for (size_t i = 0; i < b->n; i++)
-        if (v[i] == DEDUP_UNCERTAIN && !dd_redis_uncertain(run, rec[i], rlen[i], term))
-            return false;
-    return !run->commits ||
-           dd_commit_new(&run->commit, s, b, v, w, false, "--redis: committing", "", seen_error, s);
+    return dd_after_batch(&run->after, s, b, v, rec, rlen, term, w);
 }
 
 bool dd_redis_batch_start(dd_redis_run *run, const unsigned char *const *rec, const size_t *rlen,
@@ -371,9 +367,9 @@ static bool journal_done(dd_redis_run *run, struct dd_writer *w)
         return true;
     if (!dd_writer_flush(w))
         return false;
-    if (run->uncertain && fflush(run->uncertain) != 0) {
-        cli_error("--uncertain '%s': %s", run->uncertain_path, strerror(errno));
-        run->write_failed = true;
+    if (run->unc.f && fflush(run->unc.f) != 0) {
+        cli_error("--uncertain '%s': %s", run->unc.path, strerror(errno));
+        run->unc.failed = true;
         return false;
     }
     return dd_journal_clear(run->journal);
@@ -386,14 +382,7 @@ bool dd_redis_batch_done(dd_redis_run *run, struct dd_writer *w)
 
 bool dd_redis_uncertain(dd_redis_run *run, const void *rec, size_t len, int term)
 {
-    if (!run || !run->uncertain || run->write_failed)
-        return !run || !run->write_failed;
-    if (fwrite(rec, 1, len, run->uncertain) != len || putc(term, run->uncertain) == EOF) {
-        cli_error("--uncertain '%s': %s", run->uncertain_path, strerror(errno));
-        run->write_failed = true;
-        return false;
-    }
-    return true;
+    return !run || dd_uncertain_put(&run->unc, rec, len, term);
 }
 
 void dd_redis_failed_batch(dd_redis_run *run, const dedup_batch *b, size_t done,
@@ -406,7 +395,7 @@ void dd_redis_failed_batch(dd_redis_run *run, const dedup_batch *b, size_t done,
         (void)journal_done(run, w);
         return;
     }
-    bool listed = run->uncertain != NULL;
+    bool listed = run->unc.f != NULL;
     for (size_t i = done; i < b->n && listed; i++)
         listed = dd_redis_uncertain(run, rec[i], rlen[i], term);
     /* Listed in --uncertain: the journal's copy is not needed (if the
@@ -420,10 +409,10 @@ void dd_redis_failed_batch(dd_redis_run *run, const dedup_batch *b, size_t done,
                            ? "the keys Redis recorded stay reserved, not recorded, until --reserve "
                              "runs out"
                            : "a later run drops the keys whose bits Redis set";
-    if (run->uncertain)
+    if (run->unc.f)
         cli_error("--redis: %zu records of the batch in flight were not written out (their keys "
                   "may be in Redis under '%s': %s); they are listed in --uncertain '%s'",
-                  b->n - done, run->name, fate, run->uncertain_path);
+                  b->n - done, run->name, fate, run->unc.path);
     else if (dd_journal_pending(run->journal))
         cli_error("--redis: %zu records of the batch in flight were not written out (their keys "
                   "may be in Redis under '%s': %s); the journal '%s' keeps the whole batch, and "
@@ -478,9 +467,9 @@ bool dd_redis_close(dd_redis_run *run)
 {
     if (!run)
         return true;
-    bool ok = !run->write_failed;
-    if (run->uncertain && fclose(run->uncertain) != 0 && ok) {
-        cli_error("--uncertain '%s': %s", run->uncertain_path, strerror(errno));
+    bool ok = !run->unc.failed;
+    if (run->unc.f && fclose(run->unc.f) != 0 && ok) {
+        cli_error("--uncertain '%s': %s", run->unc.path, strerror(errno));
         ok = false;
     }
     bool keep = dd_journal_pending(run->journal);
@@ -489,7 +478,7 @@ bool dd_redis_close(dd_redis_run *run)
                   "out; the journal '%s' keeps them, and the next run on this name recovers them",
                   dd_journal_path(run->journal));
     dd_journal_close(run->journal, keep);
-    dd_commit_free(&run->commit);
+    dd_after_free(&run->after);
     free(run);
     return ok;
 }

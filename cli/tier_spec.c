@@ -56,14 +56,10 @@ struct dd_tiers_cli {
     bool force_keys;
     bool sync_out;                      /* a rocksdb tier with sync always: fsync the output */
     bool any_redis;                     /* a redis tier: its keys may be UNCERTAIN */
-    dd_commit commit;                   /* a batch's NEW keys */
+    dd_after after;                     /* uncertain records, commits */
     char name[DEDUP_TIERS_MAX][96];
     const void *window;
-    /* --uncertain FILE: records a Redis tier answered UNCERTAIN */
-    const char *unc_path;
-    FILE *unc;
-    uint64_t uncertain;
-    bool unc_failed;
+    dd_uncertain unc;                   /* --uncertain FILE: a Redis tier's lost replies */
 };
 
 static bool is_filter_kind(dedup_seen_kind k)
@@ -398,7 +394,7 @@ bool dd_tiers_check(dd_tiers_cli *t, dedup_seen_kind mode_kind, uint64_t items, 
                   "above a rocksdb: tier");
         return false;
     }
-    if (t->unc_path) {
+    if (t->unc.path) {
         bool any_redis = false;
         for (size_t i = 0; i < t->n; i++)
             any_redis |= t->def[i].kind == DEDUP_SEEN_REDIS;
@@ -407,9 +403,9 @@ bool dd_tiers_check(dd_tiers_cli *t, dedup_seen_kind mode_kind, uint64_t items, 
                       "redis:// tier (or --redis)");
             return false;
         }
-        t->unc = fopen(t->unc_path, "w"); /* before any output */
-        if (!t->unc) {
-            cli_error("--uncertain '%s': %s", t->unc_path, strerror(errno));
+        t->unc.f = fopen(t->unc.path, "w"); /* before any output */
+        if (!t->unc.f) {
+            cli_error("--uncertain '%s': %s", t->unc.path, strerror(errno));
             return false;
         }
     }
@@ -418,26 +414,7 @@ bool dd_tiers_check(dd_tiers_cli *t, dedup_seen_kind mode_kind, uint64_t items, 
 
 void dd_tiers_set_uncertain(dd_tiers_cli *t, const char *path)
 {
-    t->unc_path = path;
-}
-
-/* Writes the batch's UNCERTAIN records to --uncertain and counts them. */
-static bool write_uncertain(dd_tiers_cli *t, const dedup_verdict *v, size_t n,
-                            const unsigned char *const *rec, const size_t *rlen, unsigned char term)
-{
-    for (size_t i = 0; i < n; i++) {
-        if (v[i] != DEDUP_UNCERTAIN)
-            continue;
-        t->uncertain++;
-        if (!t->unc || t->unc_failed)
-            continue;
-        if (fwrite(rec[i], 1, rlen[i], t->unc) != rlen[i] || putc(term, t->unc) == EOF) {
-            cli_error("--uncertain '%s': %s", t->unc_path, strerror(errno));
-            t->unc_failed = true;
-            return false;
-        }
-    }
-    return true;
+    t->unc.path = path;
 }
 
 const void *dd_tiers_window(const dd_tiers_cli *t)
@@ -868,21 +845,21 @@ bool dd_tiers_finish(dd_tiers_cli *t, bool ok)
         }
     }
     /* Nothing lost without a word: the records a lost reply made uncertain. */
-    if (t->unc) {
-        if (fclose(t->unc) != 0 && !t->unc_failed) {
-            cli_error("--uncertain '%s': %s", t->unc_path, strerror(errno));
-            t->unc_failed = true;
+    if (t->unc.f) {
+        if (fclose(t->unc.f) != 0 && !t->unc.failed) {
+            cli_error("--uncertain '%s': %s", t->unc.path, strerror(errno));
+            t->unc.failed = true;
         }
-        t->unc = NULL;
-        good &= !t->unc_failed;
+        t->unc.f = NULL;
+        good &= !t->unc.failed;
     }
-    if (t->uncertain)
+    if (t->unc.count)
         cli_warn("%llu record(s) dropped as uncertain: a Redis tier's reply was lost, so whether "
                  "their keys were recorded is unknown (dropped like duplicates, not recorded in "
                  "the tiers below)%s%s%s",
-                 (unsigned long long)t->uncertain, t->unc_path ? "; written to '" : "; give "
-                 "--uncertain FILE to keep them", t->unc_path ? t->unc_path : "",
-                 t->unc_path ? "'" : "");
+                 (unsigned long long)t->unc.count, t->unc.path ? "; written to '" : "; give "
+                 "--uncertain FILE to keep them", t->unc.path ? t->unc.path : "",
+                 t->unc.path ? "'" : "");
     return good;
 }
 
@@ -899,14 +876,30 @@ static bool sync_output(dd_writer *w)
     return false;
 }
 
-bool dd_commit_new(dd_commit *c, dedup_seen *s, const dedup_batch *b, const dedup_verdict *v,
-                   dd_writer *w, bool sync_out, const char *what, const char *where,
-                   const char *(*errfn)(const void *), const void *errctx)
+bool dd_uncertain_put(dd_uncertain *u, const void *rec, size_t len, int term)
+{
+    u->count++;
+    if (u->failed || !u->f)
+        return !u->failed;
+    if (fwrite(rec, 1, len, u->f) != len || putc(term, u->f) == EOF) {
+        cli_error("--uncertain '%s': %s", u->path, strerror(errno));
+        u->failed = true;
+        return false;
+    }
+    return true;
+}
+
+bool dd_after_batch(dd_after *a, dedup_seen *s, const dedup_batch *b, const dedup_verdict *v,
+                    const unsigned char *const *rec, const size_t *rlen, unsigned char term,
+                    dd_writer *w)
 {
     size_t news = 0;
-    for (size_t i = 0; i < b->n; i++)
+    for (size_t i = 0; i < b->n; i++) {
+        if (a->unc && v[i] == DEDUP_UNCERTAIN && !dd_uncertain_put(a->unc, rec[i], rlen[i], term))
+            return false;
         news += v[i] == DEDUP_NEW;
-    if (!news)
+    }
+    if (!a->commits || !news)
         return true;
     /* "Written out": past this process, in the kernel's hands -- and with
      * a store's sync always, on the disk when the output is a file -- before
@@ -914,16 +907,16 @@ bool dd_commit_new(dd_commit *c, dedup_seen *s, const dedup_batch *b, const dedu
      * run write these records again, never lose them. */
     if (!dd_writer_flush(w))
         return false; /* the caller reports the writer's error */
-    if (sync_out && !sync_output(w))
+    if (a->sync_out && !sync_output(w))
         return false;
-    if (news > c->cap) {
-        dd_commit_free(c);
-        c->d = malloc(news * sizeof *c->d);
-        c->k = malloc(news * sizeof *c->k);
-        c->l = malloc(news * sizeof *c->l);
-        c->cap = news;
-        if (!c->d || !c->k || !c->l) {
-            dd_commit_free(c);
+    if (news > a->cap) {
+        dd_after_free(a);
+        a->d = malloc(news * sizeof *a->d);
+        a->k = malloc(news * sizeof *a->k);
+        a->l = malloc(news * sizeof *a->l);
+        a->cap = news;
+        if (!a->d || !a->k || !a->l) {
+            dd_after_free(a);
             cli_error("out of memory");
             return false;
         }
@@ -931,26 +924,26 @@ bool dd_commit_new(dd_commit *c, dedup_seen *s, const dedup_batch *b, const dedu
     size_t k = 0;
     for (size_t i = 0; i < b->n; i++)
         if (v[i] == DEDUP_NEW) {
-            c->d[k] = b->digests[i];
-            c->k[k] = b->keys ? b->keys[i] : NULL;
-            c->l[k] = b->lens ? b->lens[i] : 0;
+            a->d[k] = b->digests[i];
+            a->k[k] = b->keys ? b->keys[i] : NULL;
+            a->l[k] = b->lens ? b->lens[i] : 0;
             k++;
         }
-    dedup_batch cb = {.n = k, .digests = c->d, .keys = b->keys ? c->k : NULL,
-                      .lens = b->lens ? c->l : NULL};
+    dedup_batch cb = {.n = k, .digests = a->d, .keys = b->keys ? a->k : NULL,
+                      .lens = b->lens ? a->l : NULL};
     if (dedup_seen_commit(s, &cb) != DEDUP_OK) {
-        cli_error("%s %zu keys%s: %s", what, k, where, errfn(errctx));
+        cli_error("%s %zu keys%s: %s", a->what, k, a->where, a->errfn(a->errctx));
         return false;
     }
     return true;
 }
 
-void dd_commit_free(dd_commit *c)
+void dd_after_free(dd_after *a)
 {
-    free(c->d);
-    free(c->k);
-    free(c->l);
-    memset(c, 0, sizeof *c);
+    free(a->d);
+    free(a->k);
+    free(a->l);
+    a->d = NULL, a->k = NULL, a->l = NULL, a->cap = 0;
 }
 
 static const char *tiers_error(const void *t) { return dd_tiers_error(t); }
@@ -959,12 +952,15 @@ bool dd_tiers_after_batch(dd_tiers_cli *t, dedup_seen *s, const dedup_batch *b,
                           const dedup_verdict *v, const unsigned char *const *rec,
                           const size_t *rlen, unsigned char term, dd_writer *w)
 {
-    if (t->any_redis && !write_uncertain(t, v, b->n, rec, rlen, term))
-        return false;
-    if (!t->commits && !t->stores)
-        return true;
-    return dd_commit_new(&t->commit, s, b, v, w, t->sync_out, "committing",
-                         t->commits ? " to the Redis tier" : " to the store tier", tiers_error, t);
+    dd_after *a = &t->after;
+    a->unc = t->any_redis ? &t->unc : NULL;
+    a->commits = t->commits || t->stores;
+    a->sync_out = t->sync_out;
+    a->what = "committing";
+    a->where = t->commits ? " to the Redis tier" : " to the store tier";
+    a->errfn = tiers_error;
+    a->errctx = t;
+    return dd_after_batch(a, s, b, v, rec, rlen, term, w);
 }
 
 const char *dd_tiers_error(const dd_tiers_cli *t)
@@ -1053,8 +1049,8 @@ void dd_tiers_free(dd_tiers_cli *t)
         dedup_seen_free(t->pre_seen[i]);
         t->pre_seen[i] = NULL;
     }
-    dd_commit_free(&t->commit);
-    if (t->unc) /* a run that ended before dd_tiers_finish() */
-        fclose(t->unc);
-    t->unc = NULL;
+    dd_after_free(&t->after);
+    if (t->unc.f) /* a run that ended before dd_tiers_finish() */
+        fclose(t->unc.f);
+    t->unc.f = NULL;
 }
