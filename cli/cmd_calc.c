@@ -44,6 +44,7 @@ static const char calc_help[] =
     "Example: dedup calc -n 1e8 -p 0.01%\n";
 
 typedef struct calc_row {
+    bool blocked;
     const char *type;
     uint64_t n;
     double p;
@@ -63,6 +64,7 @@ static bool size_one(bool blocked, bool has_n, bool has_p, bool has_m, uint64_t 
     char hb[32];
 
     memset(r, 0, sizeof *r);
+    r->blocked = blocked;
     r->type = blocked ? "blocked" : "bloom";
     uint64_t bits = 0;
     if (has_m) {
@@ -104,8 +106,7 @@ static bool size_one(bool blocked, bool has_n, bool has_p, bool has_m, uint64_t 
 static void print_text(const calc_row *r, const char *given)
 {
     char h1[32], h2[32];
-    bool blocked = strcmp(r->type, "blocked") == 0;
-    printf("%s (--type %s)\n", blocked ? "blocked Bloom" : "classic Bloom", r->type);
+    printf("%s (--type %s)\n", r->blocked ? "blocked Bloom" : "classic Bloom", r->type);
     printf("  items (n):         %" PRIu64 "%s\n", r->n, strchr(given, 'n') ? "" : "  (fits)");
     printf("  target rate (p):   %.6g (%.4g%%)%s\n", r->p, r->p * 100,
            strchr(given, 'p') ? "" : "  (reached)");

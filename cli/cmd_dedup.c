@@ -510,12 +510,10 @@ static bool write_counts(run *r)
 /* The exact set by reference (byref.h): when every input is a regular
  * file that is large against 'budget' -- a quarter of it or more, where
  * the copies would crowd it and spill -- the set keeps references into the
- * mapped files.  Below that the copying road stays: references win when
- * about half the keys repeat (20M URL lines, 1.2 GB: 1.10-1.29x the
- * copies' speed) but lose when a few keys repeat many times (50K distinct
- * in 20M lines: 2.59 s against 1.32 s), because each repeat reads its
- * key's first line in the file, spread over the whole file, while copies
- * sit together (bench/results/byref.md); DEDUP_BYREF=1 forces references,
+ * mapped files.  Below that the copying road stays: references lose when a
+ * few keys repeat many times, because each repeat reads its key's first
+ * line in the file, spread over the whole file, while copies sit together
+ * (bench/results/byref.md has the figures); DEDUP_BYREF=1 forces references,
  * DEDUP_NO_BYREF=1 refuses them.  Keys that are fields or trimmed records
  * are references with their lengths; a normalised key whose bytes differ
  * from the file's (-i, --squeeze) is copied into the set.  NULL: the
@@ -823,7 +821,7 @@ static int dedup_main(int argc, char **argv, opts *op)
             }
         }
         if (windowed) {
-            if (!dd_window_matches_saved(&o.sizing, dedup_seen_impl(s), o.state)) {
+            if (!dd_window_matches_saved(&o.sizing, dedup_window_of_seen(s), o.state)) {
                 dedup_seen_free(s);
                 free(r);
                 return CLI_EXIT_USAGE;
@@ -938,7 +936,7 @@ static int dedup_main(int argc, char **argv, opts *op)
         }
     }
     dedup_seen_get_info(s, &r->info);
-    r->win = r->info.kind == DEDUP_SEEN_WINDOW ? dedup_seen_impl(s)
+    r->win = r->info.kind == DEDUP_SEEN_WINDOW ? dedup_window_of_seen(s)
                                                : dd_tiers_window(o.sizing.tiers);
     r->fd_rate = r->info.probabilistic ? r->info.fpr_bound : 0;
     r->can_spill = spill_budget != 0;

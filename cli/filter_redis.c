@@ -114,7 +114,7 @@ static dedup_redis *fr_open(fr_opts *f, bool create)
 typedef enum { FEED_QUERY, FEED_ADD, FEED_DEL } feed_op;
 
 typedef struct feed {
-    dedup_redis *r;
+    dedup_seen *s;
     const fr_opts *f;
     feed_op op;
     bool removed[BATCH];
@@ -133,12 +133,12 @@ static bool feed_flush(feed *q)
         return true;
     dedup_batch b = {.n = q->n, .digests = q->d, .keys = (const unsigned char *const *)q->keep,
                      .lens = q->lens};
-    dedup_status st = q->op == FEED_ADD ? dedup_redis_add(q->r, &b, q->v)
-                      : q->op == FEED_DEL ? dedup_redis_delete(q->r, &b, q->removed)
-                                          : dedup_redis_query(q->r, &b, q->v);
+    dedup_status st = q->op == FEED_ADD ? dedup_seen_add(q->s, &b, NULL)
+                      : q->op == FEED_DEL ? dedup_seen_delete(q->s, &b, q->removed)
+                                          : dedup_seen_query(q->s, &b, q->v);
     bool ok = st == DEDUP_OK;
     if (!ok)
-        cli_error("filter: %s/%s: %s", q->f->shown, q->f->name, dedup_redis_last_error(q->r));
+        cli_error("filter: %s/%s: %s", q->f->shown, q->f->name, dedup_seen_error(q->s));
     for (size_t i = 0; i < q->n; i++) {
         if (ok && q->op == FEED_DEL && !q->removed[i]) {
             q->absent++;
@@ -194,7 +194,7 @@ static bool feed_stdin(feed *q)
     return ok;
 }
 
-static int run_items(dedup_redis *r, const fr_opts *f, feed_op op, int nargs, char **args)
+static int run_items(dedup_seen *s, const fr_opts *f, feed_op op, int nargs, char **args)
 {
     bool add = op != FEED_QUERY;
     feed *q = calloc(1, sizeof *q);
@@ -202,7 +202,7 @@ static int run_items(dedup_redis *r, const fr_opts *f, feed_op op, int nargs, ch
         cli_error("out of memory");
         return CLI_EXIT_FAIL;
     }
-    q->r = r;
+    q->s = s;
     q->f = f;
     q->op = op;
     bool ok = true;
@@ -448,9 +448,24 @@ static int copy_to_redis(fr_opts *f, const char *path)
     return rc;
 }
 
+/* The actions on a Redis filter, parsed once from argv[0]. */
+enum fr_action { FR_OTHER, FR_CREATE, FR_ADD, FR_QUERY, FR_DEL, FR_INFO, FR_COPY };
+
+static enum fr_action fr_action_of(const char *a)
+{
+    static const struct { const char *name; enum fr_action act; } acts[] = {
+        {"create", FR_CREATE}, {"add", FR_ADD},   {"query", FR_QUERY}, {"del", FR_DEL},
+        {"delete", FR_DEL},    {"info", FR_INFO}, {"copy", FR_COPY}};
+    for (size_t i = 0; i < sizeof acts / sizeof *acts; i++)
+        if (strcmp(a, acts[i].name) == 0)
+            return acts[i].act;
+    return FR_OTHER;
+}
+
 int dd_filter_redis(int argc, char **argv)
 {
     const char *action = argv[0];
+    const enum fr_action act = fr_action_of(action);
     enum { O_SEED = 0x5300, O_SHARDS, O_SEGMENTS, O_JSON };
     static const struct option lo[] = {
         {"type", required_argument, NULL, 't'},   {"items", required_argument, NULL, 'n'},
@@ -520,7 +535,7 @@ int dd_filter_redis(int argc, char **argv)
     }
     int nargs = argc - optind;
     char **args = argv + optind;
-    if (strcmp(action, "copy") == 0) {
+    if (act == FR_COPY) {
         if (nargs != 2) {
             cli_error("filter copy: give SRC and DST (a filter file and redis://host:port/NAME)");
             return CLI_EXIT_USAGE;
@@ -538,13 +553,13 @@ int dd_filter_redis(int argc, char **argv)
     if (nargs < 1 || !split_url(args[0], &f))
         return CLI_EXIT_USAGE;
     dd_redis_hide_url_password(args[0]);
-    bool create = strcmp(action, "create") == 0;
+    bool create = act == FR_CREATE;
     if (create && !f.items && !(f.scheme == DEDUP_REDIS_BITMAP && f.bits)) {
         cli_error("filter create: -n/--items is needed (the keys planned, with -p)");
         return CLI_EXIT_USAGE;
     }
-    bool del = strcmp(action, "del") == 0 || strcmp(action, "delete") == 0;
-    if (!create && !del && strcmp(action, "add") && strcmp(action, "query") && strcmp(action, "info")) {
+    bool del = act == FR_DEL;
+    if (act == FR_OTHER) {
         cli_error("filter %s: not available for a Redis filter (create, add, query, del, info, "
                   "copy)", action);
         return CLI_EXIT_USAGE;
@@ -557,21 +572,28 @@ int dd_filter_redis(int argc, char **argv)
     }
     dedup_redis *r = fr_open(&f, create);
     if (!r)
-        return strcmp(action, "query") == 0 ? CLI_EXIT_USAGE : CLI_EXIT_FAIL;
+        return act == FR_QUERY ? CLI_EXIT_USAGE : CLI_EXIT_FAIL;
     /* Items are digested with the filter's stored seed (a module filter
      * created without --seed keeps a random one in NAME:meta). */
     dedup_redis_shape stored;
     dedup_redis_get_shape(r, &stored);
     f.seed = stored.seed;
-    int rc = 0;
-    if (create)
-        rc = 0;
-    else if (strcmp(action, "info") == 0)
-        rc = do_info(r, &f);
-    else
-        rc = run_items(r, &f, del ? FEED_DEL : strcmp(action, "add") == 0 ? FEED_ADD : FEED_QUERY,
-                       nargs - 1, args + 1);
-    dedup_redis_free(r);
+    if (create || act == FR_INFO) {
+        int rc = create ? 0 : do_info(r, &f);
+        dedup_redis_free(r);
+        return rc;
+    }
+    /* Items go through the seen-set, which owns the connection from here. */
+    dedup_seen *s = NULL;
+    dedup_status st = dedup_redis_seen(r, NULL, &s);
+    if (st != DEDUP_OK) {
+        dedup_redis_free(r);
+        cli_error("filter: %s/%s: %s", f.base, f.name, dedup_strerror(st));
+        return CLI_EXIT_FAIL;
+    }
+    int rc = run_items(s, &f, del ? FEED_DEL : act == FR_ADD ? FEED_ADD : FEED_QUERY, nargs - 1,
+                       args + 1);
+    dedup_seen_free(s);
     return rc;
 }
 

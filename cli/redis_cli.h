@@ -80,11 +80,16 @@ enum {
 /* The lines of `dedup --help` for these options. */
 extern const char dd_redis_help[];
 
+/* --redis-scheme and --redis-filter, parsed; the values are dedup/redis.h's
+ * dedup_redis_scheme and dedup_redis_filter (0 = not given). */
+enum { DD_REDIS_KEYS = 1, DD_REDIS_BITMAP = 2, DD_REDIS_MODULE = 3 };
+enum { DD_REDIS_BLOOM = 1, DD_REDIS_CUCKOO = 2 };
+
 typedef struct dd_redis_opts {
     const char *url;            /* --redis; NULL = not used */
     char url_copy[4096];        /* its copy (the argument's password is masked) */
-    const char *scheme;         /* keys (default), bitmap, module */
-    const char *filter;         /* --redis-filter: module's bloom or cuckoo */
+    int scheme;                 /* DD_REDIS_KEYS (default), _BITMAP, _MODULE; 0 = not given */
+    int filter;                 /* --redis-filter: DD_REDIS_BLOOM or _CUCKOO; 0 = not given */
     const char *name;           /* --name; default "dedup" */
     const char *uncertain_path; /* --uncertain FILE */
     uint64_t ttl_us;            /* --ttl */

@@ -13,6 +13,7 @@
 #include "cli_args.h"
 #include "io.h"
 #include "redis_journal.h"
+#include "tier_spec.h"
 
 const char dd_redis_help[] =
     "Shared seen-set in Redis (many processes, many machines):\n"
@@ -56,24 +57,36 @@ const char dd_redis_help[] =
 #ifdef DEDUP_HAVE_REDIS
 #include "dedup/redis.h"
 
+_Static_assert((int)DD_REDIS_KEYS == (int)DEDUP_REDIS_KEYS &&
+                   (int)DD_REDIS_BITMAP == (int)DEDUP_REDIS_BITMAP &&
+                   (int)DD_REDIS_MODULE == (int)DEDUP_REDIS_MODULE &&
+                   (int)DD_REDIS_BLOOM == (int)DEDUP_REDIS_FILTER_BLOOM &&
+                   (int)DD_REDIS_CUCKOO == (int)DEDUP_REDIS_FILTER_CUCKOO,
+               "the parsed --redis-scheme and --redis-filter are the library's values");
+
 struct dd_redis_run {
     dedup_redis *r; /* owned by the seen-set */
-    bool commits;   /* keys scheme: reserve, then commit */
     const char *name;
     uint64_t unwritten; /* records of a failed batch left unwritten */
-    dedup_digest *cd; /* the NEW keys of a batch, for commit */
-    const unsigned char **ck;
-    size_t *cl;
-    size_t ccap;
-    FILE *uncertain;
-    const char *uncertain_path;
-    bool write_failed;
+    dd_after after;   /* uncertain records, the keys scheme's commits */
+    dd_uncertain unc; /* --uncertain FILE */
     dd_journal *journal; /* bitmap, module: the batch in flight */
 };
 #endif
 
+/* The position + 1 of 'arg' in names[0..n), or 0. */
+static int name_index(const char *arg, const char *const *names, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (strcmp(arg, names[i]) == 0)
+            return i + 1;
+    return 0;
+}
+
 int dd_redis_option(dd_redis_opts *o, int code, const char *arg)
 {
+    static const char *const schemes[] = {"keys", "bitmap", "module"}; /* DD_REDIS_KEYS.. */
+    static const char *const filters[] = {"bloom", "cuckoo"};          /* DD_REDIS_BLOOM.. */
     uint64_t v;
     switch (code) {
     case DD_OPT_REDIS:
@@ -87,11 +100,10 @@ int dd_redis_option(dd_redis_opts *o, int code, const char *arg)
         dd_redis_hide_url_password((char *)arg);
         return 1;
     case DD_OPT_REDIS_SCHEME:
-        if (strcmp(arg, "keys") && strcmp(arg, "bitmap") && strcmp(arg, "module")) {
+        if (!(o->scheme = name_index(arg, schemes, 3))) {
             cli_error("--redis-scheme '%s': choose keys, bitmap or module", arg);
             return -1;
         }
-        o->scheme = arg;
         return 1;
     case DD_OPT_REDIS_NAME:
         if (!*arg || strlen(arg) > 200 || strpbrk(arg, "{}")) {
@@ -119,11 +131,10 @@ int dd_redis_option(dd_redis_opts *o, int code, const char *arg)
         o->ttl_us = v;
         return 1;
     case DD_OPT_REDIS_FILTER:
-        if (strcmp(arg, "bloom") && strcmp(arg, "cuckoo")) {
+        if (!(o->filter = name_index(arg, filters, 2))) {
             cli_error("--redis-filter '%s': choose bloom or cuckoo", arg);
             return -1;
         }
-        o->filter = arg;
         return 1;
     case DD_OPT_REDIS_UNCERTAIN: o->uncertain_path = arg; return 1;
     case DD_OPT_REDIS_JOURNAL:
@@ -192,29 +203,29 @@ int dd_redis_check_args(const dd_redis_opts *o, bool mode_given, bool windowed, 
         cli_error("--redis cannot be combined with %s", bad);
         return -1;
     }
-    const char *sch = o->scheme ? o->scheme : "keys";
-    if (o->whole_keys && strcmp(sch, "keys") != 0) {
+    int sch = o->scheme ? o->scheme : DD_REDIS_KEYS;
+    if (o->whole_keys && sch != DD_REDIS_KEYS) {
         cli_error("--redis-whole-keys is for --redis-scheme keys");
         return -1;
     }
-    if (o->reserve_us && strcmp(sch, "keys") != 0) {
+    if (o->reserve_us && sch != DD_REDIS_KEYS) {
         cli_error("--reserve is for --redis-scheme keys");
         return -1;
     }
-    if (o->shards && strcmp(sch, "module") != 0) {
+    if (o->shards && sch != DD_REDIS_MODULE) {
         cli_error("--shards is for --redis-scheme module");
         return -1;
     }
-    if (o->filter && strcmp(sch, "module") != 0) {
+    if (o->filter && sch != DD_REDIS_MODULE) {
         cli_error("--redis-filter is for --redis-scheme module");
         return -1;
     }
-    if (o->filter && strcmp(o->filter, "cuckoo") == 0 && o->ttl_us) {
+    if (o->filter == DD_REDIS_CUCKOO && o->ttl_us) {
         cli_error("--redis-filter cuckoo cannot expire keys: with --ttl the module scheme uses "
                   "the expiring DEDUP.* filters (bloom)");
         return -1;
     }
-    if (o->segments && strcmp(sch, "bitmap") != 0) {
+    if (o->segments && sch != DD_REDIS_BITMAP) {
         cli_error("--segments is for --redis-scheme bitmap");
         return -1;
     }
@@ -249,12 +260,14 @@ static int journal_start(dd_redis_run *rr, const dd_redis_opts *o, const dedup_r
     if (!dd_journal_dir(o->journal_dir, key, name, journaled, dir, sizeof dir, &exists))
         return CLI_EXIT_FAIL;
     uint64_t kh = dd_journal_key_hash(key);
-    if (exists && !dd_journal_recover(dir, kh, rr->uncertain, rr->uncertain_path))
+    if (exists && !dd_journal_recover(dir, kh, rr->unc.f, rr->unc.path))
         return CLI_EXIT_FAIL;
     if (journaled && !(rr->journal = dd_journal_open(dir, kh)))
         return CLI_EXIT_FAIL;
     return 0;
 }
+
+static const char *seen_error(const void *s) { return dedup_seen_error(s); }
 
 int dd_redis_create(const dd_redis_opts *o, uint64_t items, double fpr, uint64_t seed,
                     bool seed_given, dd_redis_run **run, dedup_seen **out)
@@ -264,7 +277,7 @@ int dd_redis_create(const dd_redis_opts *o, uint64_t items, double fpr, uint64_t
     dedup_redis_options ro;
     dedup_redis_options_init(&ro);
     ro.url = o->url;
-    ro.scheme = o->scheme ? dedup_redis_scheme_from_name(o->scheme) : DEDUP_REDIS_KEYS;
+    ro.scheme = o->scheme ? (dedup_redis_scheme)o->scheme : DEDUP_REDIS_KEYS;
     if (o->name)
         ro.name = o->name;
     ro.whole_keys = o->whole_keys;
@@ -280,8 +293,7 @@ int dd_redis_create(const dd_redis_opts *o, uint64_t items, double fpr, uint64_t
         ro.shards = o->shards;
     ro.segments = o->segments;
     if (o->filter)
-        ro.filter = strcmp(o->filter, "cuckoo") == 0 ? DEDUP_REDIS_FILTER_CUCKOO
-                                                     : DEDUP_REDIS_FILTER_BLOOM;
+        ro.filter = (dedup_redis_filter)o->filter;
     ro.items = items;
     if (fpr > 0)
         ro.fpr = fpr;
@@ -313,18 +325,18 @@ int dd_redis_create(const dd_redis_opts *o, uint64_t items, double fpr, uint64_t
         return CLI_EXIT_FAIL;
     }
     if (o->uncertain_path) {
-        rr->uncertain = fopen(o->uncertain_path, "w");
-        if (!rr->uncertain) {
+        rr->unc.f = fopen(o->uncertain_path, "w");
+        if (!rr->unc.f) {
             cli_error("--uncertain '%s': %s", o->uncertain_path, strerror(errno));
             free(rr);
             return CLI_EXIT_USAGE;
         }
-        rr->uncertain_path = o->uncertain_path;
+        rr->unc.path = o->uncertain_path;
     }
     int jrc = journal_start(rr, o, &u, ro.name, ro.scheme != DEDUP_REDIS_KEYS);
     if (jrc) {
-        if (rr->uncertain)
-            fclose(rr->uncertain);
+        if (rr->unc.f)
+            fclose(rr->unc.f);
         free(rr);
         return jrc;
     }
@@ -339,13 +351,16 @@ int dd_redis_create(const dd_redis_opts *o, uint64_t items, double fpr, uint64_t
     }
     if (st != DEDUP_OK) {
         cli_error("--redis %s: %s", shown, err);
-        if (rr->uncertain)
-            fclose(rr->uncertain);
+        if (rr->unc.f)
+            fclose(rr->unc.f);
         dd_journal_close(rr->journal, false);
         free(rr);
         return st == DEDUP_ERR_INVALID_ARG ? CLI_EXIT_USAGE : CLI_EXIT_FAIL;
     }
-    rr->commits = ro.scheme == DEDUP_REDIS_KEYS;
+    /* Keys scheme: a NEW key stays reserved until its record is out. */
+    rr->after = (dd_after){.unc = &rr->unc, .commits = ro.scheme == DEDUP_REDIS_KEYS,
+                           .what = "--redis: committing", .where = "", .errfn = seen_error,
+                           .errctx = *out};
     rr->name = ro.name;
     *run = rr;
     return 0;
@@ -360,47 +375,7 @@ bool dd_redis_after_batch(dd_redis_run *run, dedup_seen *s, const dedup_batch *b
                           const dedup_verdict *v, const unsigned char *const *rec,
                           const size_t *rlen, unsigned char term, struct dd_writer *w)
 {
-    size_t news = 0;
-    for (size_t i = 0; i < b->n; i++) {
-        if (v[i] == DEDUP_UNCERTAIN && !dd_redis_uncertain(run, rec[i], rlen[i], term))
-            return false;
-        news += v[i] == DEDUP_NEW;
-    }
-    if (!run->commits || !news)
-        return true;
-    /* "Written out": past this process, in the kernel's hands. */
-    if (!dd_writer_flush(w))
-        return false; /* the caller reports the writer's error */
-    if (news > run->ccap) {
-        free(run->cd);
-        free(run->ck);
-        free(run->cl);
-        run->cd = malloc(news * sizeof *run->cd);
-        run->ck = malloc(news * sizeof *run->ck);
-        run->cl = malloc(news * sizeof *run->cl);
-        run->ccap = news;
-        if (!run->cd || !run->ck || !run->cl) {
-            run->ccap = 0;
-            cli_error("out of memory");
-            return false;
-        }
-    }
-    size_t k = 0;
-    for (size_t i = 0; i < b->n; i++)
-        if (v[i] == DEDUP_NEW) {
-            run->cd[k] = b->digests[i];
-            run->ck[k] = b->keys ? b->keys[i] : NULL;
-            run->cl[k] = b->lens ? b->lens[i] : 0;
-            k++;
-        }
-    dedup_batch cb = {.n = k, .digests = run->cd, .keys = b->keys ? run->ck : NULL,
-                      .lens = b->lens ? run->cl : NULL};
-    dedup_status st = dedup_seen_commit(s, &cb);
-    if (st != DEDUP_OK) {
-        cli_error("--redis: committing %zu keys: %s", k, dedup_redis_last_error(run->r));
-        return false;
-    }
-    return true;
+    return dd_after_batch(&run->after, s, b, v, rec, rlen, term, w);
 }
 
 bool dd_redis_batch_start(dd_redis_run *run, const unsigned char *const *rec, const size_t *rlen,
@@ -417,9 +392,9 @@ static bool journal_done(dd_redis_run *run, struct dd_writer *w)
         return true;
     if (!dd_writer_flush(w))
         return false;
-    if (run->uncertain && fflush(run->uncertain) != 0) {
-        cli_error("--uncertain '%s': %s", run->uncertain_path, strerror(errno));
-        run->write_failed = true;
+    if (run->unc.f && fflush(run->unc.f) != 0) {
+        cli_error("--uncertain '%s': %s", run->unc.path, strerror(errno));
+        run->unc.failed = true;
         return false;
     }
     return dd_journal_clear(run->journal);
@@ -432,14 +407,7 @@ bool dd_redis_batch_done(dd_redis_run *run, struct dd_writer *w)
 
 bool dd_redis_uncertain(dd_redis_run *run, const void *rec, size_t len, int term)
 {
-    if (!run || !run->uncertain || run->write_failed)
-        return !run || !run->write_failed;
-    if (fwrite(rec, 1, len, run->uncertain) != len || putc(term, run->uncertain) == EOF) {
-        cli_error("--uncertain '%s': %s", run->uncertain_path, strerror(errno));
-        run->write_failed = true;
-        return false;
-    }
-    return true;
+    return !run || dd_uncertain_put(&run->unc, rec, len, term);
 }
 
 void dd_redis_failed_batch(dd_redis_run *run, const dedup_batch *b, size_t done,
@@ -452,7 +420,7 @@ void dd_redis_failed_batch(dd_redis_run *run, const dedup_batch *b, size_t done,
         (void)journal_done(run, w);
         return;
     }
-    bool listed = run->uncertain != NULL;
+    bool listed = run->unc.f != NULL;
     for (size_t i = done; i < b->n && listed; i++)
         listed = dd_redis_uncertain(run, rec[i], rlen[i], term);
     /* Listed in --uncertain: the journal's copy is not needed (if the
@@ -466,10 +434,10 @@ void dd_redis_failed_batch(dd_redis_run *run, const dedup_batch *b, size_t done,
                            ? "the keys Redis recorded stay reserved, not recorded, until --reserve "
                              "runs out"
                            : "a later run drops the keys whose bits Redis set";
-    if (run->uncertain)
+    if (run->unc.f)
         cli_error("--redis: %zu records of the batch in flight were not written out (their keys "
                   "may be in Redis under '%s': %s); they are listed in --uncertain '%s'",
-                  b->n - done, run->name, fate, run->uncertain_path);
+                  b->n - done, run->name, fate, run->unc.path);
     else if (dd_journal_pending(run->journal))
         cli_error("--redis: %zu records of the batch in flight were not written out (their keys "
                   "may be in Redis under '%s': %s); the journal '%s' keeps the whole batch, and "
@@ -524,9 +492,9 @@ bool dd_redis_close(dd_redis_run *run)
 {
     if (!run)
         return true;
-    bool ok = !run->write_failed;
-    if (run->uncertain && fclose(run->uncertain) != 0 && ok) {
-        cli_error("--uncertain '%s': %s", run->uncertain_path, strerror(errno));
+    bool ok = !run->unc.failed;
+    if (run->unc.f && fclose(run->unc.f) != 0 && ok) {
+        cli_error("--uncertain '%s': %s", run->unc.path, strerror(errno));
         ok = false;
     }
     bool keep = dd_journal_pending(run->journal);
@@ -535,9 +503,7 @@ bool dd_redis_close(dd_redis_run *run)
                   "out; the journal '%s' keeps them, and the next run on this name recovers them",
                   dd_journal_path(run->journal));
     dd_journal_close(run->journal, keep);
-    free(run->cd);
-    free(run->ck);
-    free(run->cl);
+    dd_after_free(&run->after);
     free(run);
     return ok;
 }

@@ -23,12 +23,10 @@
  *     group with one pwrite(2) at its offset.  Every part gets its records
  *     in input order because the ranges are taken in block order.
  *
- * The file is read, not mapped: on the virtual machines this was measured
- * on, touching a mapped file's pages cost more CPU than read(2)'s copy
- * (bench/results/ring.md); and an earlier form of this road, where one
- * thread listed the records of a block and the other copied out its half
- * of the parts, spent 0.4-0.5 CPU-s more than the steps themselves on 20M
- * records (the records crossed cores cold).
+ * The file is read, not mapped, because touching a mapped file's pages
+ * costs more CPU than read(2)'s copy (bench/results/ring.md); and each
+ * thread does every step of its own blocks, so that no record crosses
+ * cores between being cut and being copied out.
  *
  * Signals: the second thread blocks them; the caller's thread looks at
  * dd_stop_signal at every block and in its waits (100 ms at most), and

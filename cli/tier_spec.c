@@ -10,6 +10,7 @@
 
 #include "cli.h"
 #include "dedup/tiers.h"
+#include "dedup/window.h"
 #include "seen_spec.h"
 #include "io.h"
 #ifdef DEDUP_HAVE_ROCKSDB
@@ -20,10 +21,10 @@
 #include "redis_cli.h"
 #endif
 
-enum tier_type { T_FILTER, T_EXACT, T_FILE, T_ROCKSDB, T_REDIS };
-
+/* A tier is named by the kind of its seen-set: a filter kind, EXACT or
+ * FINGERPRINT in memory, STORE (rocksdb:DIR), REDIS (redis://...), or 0 for
+ * file:PATH, a filter of whatever kind its file holds. */
 typedef struct tier_def {
-    enum tier_type type;
     dedup_seen_kind kind;
     uint64_t items, memory, expire_s;
     uint64_t cache; /* rocksdb: block cache bytes, 0 = the store's default */
@@ -49,26 +50,17 @@ struct dd_tiers_cli {
     const dedup_tiers *view;
     size_t first;                       /* tiers above def[0]: 1 with a window */
     dedup_seen *seen[DEDUP_TIERS_MAX];  /* by tier index, owned by the stack */
-    void *store[DEDUP_TIERS_MAX];       /* dedup_store * of rocksdb tiers */
-    void *redis[DEDUP_TIERS_MAX];       /* dedup_redis * of redis tiers */
     dedup_seen *pre_seen[DEDUP_TIERS_MAX]; /* stores opened by dd_tiers_open_stores, by def */
-    void *pre_store[DEDUP_TIERS_MAX];
     bool commits;                       /* a redis tier: reserve, then commit */
     bool stores;                        /* a rocksdb tier: its keys are committed per batch */
     const char *identity;               /* the run's key options (dd_tiers_set_identity) */
     bool force_keys;
     bool sync_out;                      /* a rocksdb tier with sync always: fsync the output */
     bool any_redis;                     /* a redis tier: its keys may be UNCERTAIN */
-    dedup_digest *cd;                   /* a batch's NEW keys, for the commit */
-    const unsigned char **ck;
-    size_t *cl, ccap;
+    dd_after after;                     /* uncertain records, commits */
     char name[DEDUP_TIERS_MAX][96];
     const void *window;
-    /* --uncertain FILE: records a Redis tier answered UNCERTAIN */
-    const char *unc_path;
-    FILE *unc;
-    uint64_t uncertain;
-    bool unc_failed;
+    dd_uncertain unc;                   /* --uncertain FILE: a Redis tier's lost replies */
 };
 
 static bool is_filter_kind(dedup_seen_kind k)
@@ -76,6 +68,14 @@ static bool is_filter_kind(dedup_seen_kind k)
     return k == DEDUP_SEEN_BLOOM || k == DEDUP_SEEN_BLOCKED || k == DEDUP_SEEN_CUCKOO ||
            k == DEDUP_SEEN_SCALABLE;
 }
+
+static bool is_file(const tier_def *d) { return d->kind == 0; }
+static bool is_exact(const tier_def *d)
+{
+    return d->kind == DEDUP_SEEN_EXACT || d->kind == DEDUP_SEEN_FINGERPRINT;
+}
+/* A filter: in memory, or file:PATH. */
+static bool is_filter(const tier_def *d) { return is_file(d) || is_filter_kind(d->kind); }
 
 static bool parse_sync(const char *v, int *out)
 {
@@ -210,7 +210,7 @@ static bool add_def(dd_tiers_cli *t, const char *spec, char *s)
     char *colon = strchr(s, ':');
     char *rest = NULL;
     if (strncmp(s, "redis://", 8) == 0 || strncmp(s, "rediss://", 9) == 0) {
-        d->type = T_REDIS;
+        d->kind = DEDUP_SEEN_REDIS;
         if (!parse_redis_opts(d, s, spec))
             return false;
 #ifndef DEDUP_HAVE_REDIS
@@ -225,23 +225,21 @@ static bool add_def(dd_tiers_cli *t, const char *spec, char *s)
         rest = colon + 1;
     }
     if (strcmp(s, "rocksdb") == 0) {
-        d->type = T_ROCKSDB;
+        d->kind = DEDUP_SEEN_STORE;
         if (!rest || !parse_store_opts(d, rest, spec))
             return rest ? false : (cli_error("--tier %s: give rocksdb:DIR", spec), false);
     } else if (strcmp(s, "file") == 0) {
-        d->type = T_FILE;
+        d->kind = 0;
         if (!rest || !*rest) {
             cli_error("--tier %s: give file:PATH", spec);
             return false;
         }
         d->path = rest;
     } else if (strcmp(s, "exact") == 0 || strcmp(s, "fingerprint") == 0) {
-        d->type = T_EXACT;
         d->kind = dedup_seen_kind_from_name(s);
         if (rest && !parse_filter_opts(d, rest, spec))
             return false;
     } else if (is_filter_kind(dedup_seen_kind_from_name(s))) {
-        d->type = T_FILTER;
         d->kind = dedup_seen_kind_from_name(s);
         if (rest && !parse_filter_opts(d, rest, spec))
             return false;
@@ -251,7 +249,7 @@ static bool add_def(dd_tiers_cli *t, const char *spec, char *s)
         return false;
     }
 #ifndef DEDUP_HAVE_ROCKSDB
-    if (d->type == T_ROCKSDB) {
+    if (d->kind == DEDUP_SEEN_STORE) {
         cli_error("--tier %s: this dedup was built without RocksDB (librocksdb-dev)", spec);
         return false;
     }
@@ -332,7 +330,6 @@ bool dd_tiers_check(dd_tiers_cli *t, dedup_seen_kind mode_kind, uint64_t items, 
         if (is_filter_kind(mode_kind)) { /* --mode's filter in front of the store */
             tier_def *d = &t->def[t->n++];
             memset(d, 0, sizeof *d);
-            d->type = T_FILTER;
             d->kind = mode_kind;
             d->items = items;
             d->fpr = fpr;
@@ -341,7 +338,7 @@ bool dd_tiers_check(dd_tiers_cli *t, dedup_seen_kind mode_kind, uint64_t items, 
         }
         tier_def *d = &t->def[t->n++];
         memset(d, 0, sizeof *d);
-        d->type = T_ROCKSDB;
+        d->kind = DEDUP_SEEN_STORE;
         d->path = t->store_dir;
         d->sync = -1;
     } else if (t->n && mode_kind != DEDUP_SEEN_EXACT) {
@@ -361,9 +358,9 @@ bool dd_tiers_check(dd_tiers_cli *t, dedup_seen_kind mode_kind, uint64_t items, 
     bool filter_above_store = false, any_filter = false, any_store = false;
     for (size_t i = 0; i < t->n; i++) {
         tier_def *d = &t->def[i];
-        if (d->type == T_FILTER || d->type == T_FILE)
+        if (is_filter(d))
             any_filter = true;
-        if (d->type == T_ROCKSDB) {
+        if (d->kind == DEDUP_SEEN_STORE) {
             filter_above_store |= any_filter;
             any_store = true;
             if (d->sync < 0)
@@ -374,14 +371,14 @@ bool dd_tiers_check(dd_tiers_cli *t, dedup_seen_kind mode_kind, uint64_t items, 
                 return false;
             }
         }
-        if (d->type == T_FILTER && !d->items && !d->memory &&
+        if (!d->items && !d->memory &&
             (d->kind == DEDUP_SEEN_BLOOM || d->kind == DEDUP_SEEN_BLOCKED)) {
             cli_error("the %s tier needs its size: n=N (and p=P) or m=SIZE, e.g. %s:n=10M,p=1%% "
                       "(with --store: -n/-p/-m)", dedup_seen_kind_name(d->kind),
                       dedup_seen_kind_name(d->kind));
             return false;
         }
-        if (d->type == T_EXACT && windowed) {
+        if (is_exact(d) && windowed) {
             cli_error("an exact tier under --window/--last: the window is exact already; put a "
                       "filter or a store behind it");
             return false;
@@ -400,18 +397,18 @@ bool dd_tiers_check(dd_tiers_cli *t, dedup_seen_kind mode_kind, uint64_t items, 
                   "above a rocksdb: tier");
         return false;
     }
-    if (t->unc_path) {
+    if (t->unc.path) {
         bool any_redis = false;
         for (size_t i = 0; i < t->n; i++)
-            any_redis |= t->def[i].type == T_REDIS;
+            any_redis |= t->def[i].kind == DEDUP_SEEN_REDIS;
         if (!any_redis) {
             cli_error("--uncertain keeps the records whose Redis reply was lost: give a "
                       "redis:// tier (or --redis)");
             return false;
         }
-        t->unc = fopen(t->unc_path, "w"); /* before any output */
-        if (!t->unc) {
-            cli_error("--uncertain '%s': %s", t->unc_path, strerror(errno));
+        t->unc.f = fopen(t->unc.path, "w"); /* before any output */
+        if (!t->unc.f) {
+            cli_error("--uncertain '%s': %s", t->unc.path, strerror(errno));
             return false;
         }
     }
@@ -420,26 +417,7 @@ bool dd_tiers_check(dd_tiers_cli *t, dedup_seen_kind mode_kind, uint64_t items, 
 
 void dd_tiers_set_uncertain(dd_tiers_cli *t, const char *path)
 {
-    t->unc_path = path;
-}
-
-/* Writes the batch's UNCERTAIN records to --uncertain and counts them. */
-static bool write_uncertain(dd_tiers_cli *t, const dedup_verdict *v, size_t n,
-                            const unsigned char *const *rec, const size_t *rlen, unsigned char term)
-{
-    for (size_t i = 0; i < n; i++) {
-        if (v[i] != DEDUP_UNCERTAIN)
-            continue;
-        t->uncertain++;
-        if (!t->unc || t->unc_failed)
-            continue;
-        if (fwrite(rec[i], 1, rlen[i], t->unc) != rlen[i] || putc(term, t->unc) == EOF) {
-            cli_error("--uncertain '%s': %s", t->unc_path, strerror(errno));
-            t->unc_failed = true;
-            return false;
-        }
-    }
-    return true;
+    t->unc.path = path;
 }
 
 const void *dd_tiers_window(const dd_tiers_cli *t)
@@ -447,17 +425,27 @@ const void *dd_tiers_window(const dd_tiers_cli *t)
     return t ? t->window : NULL;
 }
 
+/* What tier k's seen-set is beyond the local kinds (zero for none). */
+static dedup_seen_stats tier_stats(const dd_tiers_cli *t, size_t k)
+{
+    dedup_seen_stats ss;
+    dedup_seen_get_stats(t->seen[k], &ss);
+    return ss;
+}
+
 bool dd_tiers_outside(const dd_tiers_cli *t)
 {
-    for (size_t k = 0; t && k < DEDUP_TIERS_MAX; k++)
-        if (t->store[k] || t->redis[k])
+    for (size_t k = 0; t && k < DEDUP_TIERS_MAX; k++) {
+        dedup_seen_stats ss = tier_stats(t, k);
+        if (ss.remote || ss.persistent)
             return true;
+    }
     return false;
 }
 
 #ifdef DEDUP_HAVE_ROCKSDB
 static dedup_status open_store(dd_tiers_cli *t, const tier_def *d, uint64_t seed, dedup_seen **out,
-                               void **store, char *err, size_t cap)
+                               char *err, size_t cap)
 {
     dedup_store_params p;
     dedup_store_params_init(&p);
@@ -473,9 +461,7 @@ static dedup_status open_store(dd_tiers_cli *t, const tier_def *d, uint64_t seed
         p.block_cache = d->cache;
     /* A filter above (one process owns its keys) screens the absent keys. */
     for (const tier_def *f = t->def; f < d && !t->shared; f++)
-        p.absent_screened |= f->type == T_FILE ||
-                             (f->type == T_FILTER && f->kind >= DEDUP_SEEN_BLOOM &&
-                              f->kind <= DEDUP_SEEN_SCALABLE);
+        p.absent_screened |= is_filter(f);
     dedup_store *s = NULL;
     dedup_status st = dedup_store_open(&p, NULL, &s, err, cap);
     if (st == DEDUP_ERR_INCOMPATIBLE && strstr(err, "seed"))
@@ -502,7 +488,6 @@ static dedup_status open_store(dd_tiers_cli *t, const tier_def *d, uint64_t seed
         cli_info(1, "%s: the pending log's last record was cut by a crash (%llu bytes): ignored; "
                  "its records, if they were written out, are written again",
                  d->path, (unsigned long long)in.torn_bytes);
-    *store = s;
     t->stores = true;
     t->sync_out |= p.sync == DEDUP_STORE_SYNC_ALWAYS;
     return DEDUP_OK;
@@ -515,7 +500,7 @@ static dedup_status open_store(dd_tiers_cli *t, const tier_def *d, uint64_t seed
  * 'seed' 0: the name's own seed (a new name takes a random one, kept in
  * NAME:meta); else that one, which an existing name must hold. */
 static dedup_status open_redis(dd_tiers_cli *t, const tier_def *d, uint64_t seed,
-                               dedup_seen **out, void **rout, char *err, size_t cap)
+                               dedup_seen **out, char *err, size_t cap)
 {
     dedup_redis_options o;
     dedup_redis_options_init(&o);
@@ -552,7 +537,6 @@ static dedup_status open_redis(dd_tiers_cli *t, const tier_def *d, uint64_t seed
         snprintf(err, cap, "--tier %s: %s", d->path, dedup_strerror(st));
         return st;
     }
-    *rout = r;
     t->any_redis = true;
     t->commits = true;
     return DEDUP_OK;
@@ -565,7 +549,7 @@ static dedup_status load_file_tier(const tier_def *d, dedup_seen **out, char *er
 {
     dedup_status st = dedup_seen_load_file(d->path, NULL, out);
     if (st) {
-        if (d->type == T_FILE)
+        if (is_file(d))
             snprintf(err, cap, "--tier file:%s: %s", d->path,
                      st == DEDUP_ERR_IO ? strerror(errno) : dedup_strerror(st));
         else
@@ -575,11 +559,11 @@ static dedup_status load_file_tier(const tier_def *d, dedup_seen **out, char *er
     }
     dedup_seen_info in;
     dedup_seen_get_info(*out, &in);
-    if (d->type == T_FILE && (!in.probabilistic || in.kind == DEDUP_SEEN_WINDOW)) {
+    if (is_file(d) && (!in.probabilistic || in.kind == DEDUP_SEEN_WINDOW)) {
         snprintf(err, cap, "--tier file:%s holds a %s, not a filter", d->path,
                  dedup_seen_kind_name(in.kind));
         st = DEDUP_ERR_WRONG_TYPE;
-    } else if (d->type != T_FILE && in.kind != d->kind) {
+    } else if (!is_file(d) && in.kind != d->kind) {
         snprintf(err, cap, "--tier %s,file=%s holds a %s", dedup_seen_kind_name(d->kind), d->path,
                  dedup_seen_kind_name(in.kind));
         st = DEDUP_ERR_WRONG_TYPE;
@@ -595,27 +579,26 @@ static dedup_status load_file_tier(const tier_def *d, dedup_seen **out, char *er
  * store, a Redis name, a filter file that exists. */
 static bool persistent(const tier_def *d)
 {
-    return d->type == T_ROCKSDB || d->type == T_REDIS || d->type == T_FILE ||
-           (d->path && (d->type == T_FILTER || d->type == T_EXACT) && access(d->path, F_OK) == 0);
+    return d->kind == DEDUP_SEEN_STORE || d->kind == DEDUP_SEEN_REDIS || is_file(d) ||
+           (d->path && access(d->path, F_OK) == 0);
 }
 
 /* Opens one persistent def with 'seed' when 'fixed' (else its own; a new
- * one takes a random seed) into t->pre_seen[i], and t->pre_store[i] (the
- * store or Redis object, owned by that seen). */
+ * one takes a random seed) into t->pre_seen[i]. */
 static dedup_status open_persistent(dd_tiers_cli *t, size_t i, uint64_t seed, bool fixed,
                                     char *err, size_t cap)
 {
     const tier_def *d = &t->def[i];
-    switch (d->type) {
-    case T_ROCKSDB:
+    switch (d->kind) {
+    case DEDUP_SEEN_STORE:
 #ifdef DEDUP_HAVE_ROCKSDB
-        return open_store(t, d, seed, &t->pre_seen[i], &t->pre_store[i], err, cap);
+        return open_store(t, d, seed, &t->pre_seen[i], err, cap);
 #else
         return DEDUP_ERR_UNSUPPORTED;
 #endif
-    case T_REDIS:
+    case DEDUP_SEEN_REDIS:
 #ifdef DEDUP_HAVE_REDIS
-        return open_redis(t, d, seed, &t->pre_seen[i], &t->pre_store[i], err, cap);
+        return open_redis(t, d, seed, &t->pre_seen[i], err, cap);
 #else
         return DEDUP_ERR_UNSUPPORTED;
 #endif
@@ -635,15 +618,23 @@ static dedup_status open_persistent(dd_tiers_cli *t, size_t i, uint64_t seed, bo
     }
 }
 
+/* The order in which dd_tiers_open_stores() opens the persistent tiers:
+ * stores, filter files, filters, exact sets, Redis names. */
+static int open_rank(const tier_def *d)
+{
+    return d->kind == DEDUP_SEEN_STORE ? 0 : is_file(d) ? 1 : is_filter(d) ? 2 : is_exact(d) ? 3 : 4;
+}
+
 static void tier_name(const tier_def *d, char *name, size_t cap)
 {
-    switch (d->type) {
-    case T_FILE: snprintf(name, cap, "file:%s", d->path); break;
-    case T_FILTER:
-    case T_EXACT: snprintf(name, cap, "%s", dedup_seen_kind_name(d->kind)); break;
-    case T_REDIS: snprintf(name, cap, "%.90s", d->path); break;
-    case T_ROCKSDB: snprintf(name, cap, "rocksdb:%s", d->path); break;
-    }
+    if (is_file(d))
+        snprintf(name, cap, "file:%s", d->path);
+    else if (d->kind == DEDUP_SEEN_REDIS)
+        snprintf(name, cap, "%.90s", d->path);
+    else if (d->kind == DEDUP_SEEN_STORE)
+        snprintf(name, cap, "rocksdb:%s", d->path);
+    else
+        snprintf(name, cap, "%s", dedup_seen_kind_name(d->kind));
 }
 
 /* Tier k of def d: the one dd_tiers_open_stores() opened, or a new
@@ -656,12 +647,7 @@ static dedup_status make_tier(dd_tiers_cli *t, const tier_def *d, uint64_t seed,
     tier_name(d, t->name[k], sizeof t->name[k]);
     if (t->pre_seen[i]) {
         t->seen[k] = t->pre_seen[i];
-        if (d->type == T_ROCKSDB)
-            t->store[k] = t->pre_store[i];
-        else if (d->type == T_REDIS)
-            t->redis[k] = t->pre_store[i];
         t->pre_seen[i] = NULL;
-        t->pre_store[i] = NULL;
         return DEDUP_OK;
     }
     if (persistent(d)) { /* a file that appeared since, or a store not opened */
@@ -700,11 +686,10 @@ dedup_status dd_tiers_open_stores(dd_tiers_cli *t, uint64_t *seed, bool seed_giv
     uint64_t want = seed_given ? *seed : 0;
     bool fixed = seed_given;
     const char *first = NULL;
-    static const enum tier_type order[] = {T_ROCKSDB, T_FILE, T_FILTER, T_EXACT, T_REDIS};
-    for (size_t o = 0; o < sizeof order / sizeof *order && !st; o++) {
+    for (int o = 0; o < 5 && !st; o++) {
         for (size_t i = 0; i < t->n && !st; i++) {
             const tier_def *d = &t->def[i];
-            if (d->type != order[o] || t->pre_seen[i] || !persistent(d))
+            if (open_rank(d) != o || t->pre_seen[i] || !persistent(d))
                 continue;
             st = open_persistent(t, i, fixed ? want : 0, fixed, err, cap);
             if (st)
@@ -727,7 +712,6 @@ dedup_status dd_tiers_open_stores(dd_tiers_cli *t, uint64_t *seed, bool seed_giv
         for (size_t i = 0; i < t->n; i++) {
             dedup_seen_free(t->pre_seen[i]);
             t->pre_seen[i] = NULL;
-            t->pre_store[i] = NULL;
         }
         return st;
     }
@@ -740,16 +724,10 @@ dedup_status dd_tiers_open_stores(dd_tiers_cli *t, uint64_t *seed, bool seed_giv
     return DEDUP_OK;
 }
 
-static uint64_t store_keys(const void *store)
+/* A store tier's record callback (dedup/tiers.h): a blind write. */
+static dedup_status record_add(void *ctx, const dedup_batch *b)
 {
-#ifdef DEDUP_HAVE_ROCKSDB
-    dedup_store_info in;
-    if (dedup_store_get_info(store, &in) == DEDUP_OK)
-        return in.keys;
-#else
-    (void)store;
-#endif
-    return 0;
+    return dedup_seen_add(ctx, b, NULL);
 }
 
 dedup_status dd_tiers_create(dd_tiers_cli *t, dedup_seen *top, uint64_t seed, dedup_seen **out,
@@ -760,7 +738,7 @@ dedup_status dd_tiers_create(dd_tiers_cli *t, dedup_seen *top, uint64_t seed, de
     t->first = top ? 1 : 0;
     if (top) {
         t->seen[0] = top;
-        t->window = dedup_seen_kind_of(top) == DEDUP_SEEN_WINDOW ? dedup_seen_impl(top) : NULL;
+        t->window = dedup_window_of_seen(top);
         snprintf(t->name[0], sizeof t->name[0], "window");
     }
     size_t n = t->first + t->n;
@@ -772,36 +750,33 @@ dedup_status dd_tiers_create(dd_tiers_cli *t, dedup_seen *top, uint64_t seed, de
         const tier_def *d = &t->def[k - t->first];
         tiers[k].seen = t->seen[k];
         tiers[k].name = t->name[k];
-        if (d->type == T_REDIS) { /* decide() records; with a TTL it holds the recent keys */
+        if (d->kind == DEDUP_SEEN_REDIS) { /* decide() records; with a TTL it holds the recent keys */
             tiers[k].forgets = d->ttl_ms != 0;
             continue;
         }
-        if (d->type == T_ROCKSDB) {
-#ifdef DEDUP_HAVE_ROCKSDB
-            tiers[k].record = dedup_store_record;
-            tiers[k].record_ctx = t->store[k];
-#endif
+        if (d->kind == DEDUP_SEEN_STORE) {
+            tiers[k].record = record_add;
+            tiers[k].record_ctx = t->seen[k];
             continue;
         }
-        if (d->type != T_FILTER && d->type != T_FILE)
+        if (!is_filter(d))
             continue;
         bool covers = true;
         uint64_t held = 0;
         for (size_t u = k + 1; u < n && !st; u++) {
-            if (!t->store[u])
+            dedup_seen_stats ss = tier_stats(t, u);
+            if (!ss.persistent)
                 continue;
-            uint64_t keys = store_keys(t->store[u]);
+            uint64_t keys = ss.stored_keys;
             if (t->rebuild && keys) {
-#ifdef DEDUP_HAVE_ROCKSDB
                 uint64_t c = 0;
-                st = dedup_store_fill(t->store[u], t->seen[k], &c);
+                st = dedup_seen_fill(t->seen[u], t->seen[k], &c);
                 if (st)
                     snprintf(err, cap, "--rebuild-filter: %s from %s: %s", t->name[k],
-                             t->name[u], st == DEDUP_ERR_IO ? dedup_store_error(t->store[u])
+                             t->name[u], st == DEDUP_ERR_IO ? dedup_seen_error(t->seen[u])
                                                             : dedup_strerror(st));
                 cli_info(2, "%s: rebuilt from %s (%llu keys)", t->name[k], t->name[u],
                          (unsigned long long)c);
-#endif
             } else if (keys) {
                 covers = false;
                 held += keys;
@@ -832,8 +807,6 @@ dedup_status dd_tiers_create(dd_tiers_cli *t, dedup_seen *top, uint64_t seed, de
         for (size_t k = 0; k < n; k++) {
             dedup_seen_free(t->seen[k]);
             t->seen[k] = NULL;
-            t->store[k] = NULL;
-            t->redis[k] = NULL;
         }
         t->window = NULL;
     }
@@ -856,7 +829,7 @@ bool dd_tiers_finish(dd_tiers_cli *t, bool ok)
         const tier_def *d = &t->def[i];
         if (!t->seen[k])
             continue;
-        if (ok && d->path && (d->type == T_FILE || d->type == T_FILTER || d->type == T_EXACT)) {
+        if (ok && d->path && (is_filter(d) || is_exact(d))) {
             dedup_status st = dedup_seen_save_file(t->seen[k], d->path);
             if (st) {
                 cli_error("%s: cannot save the %s tier: %s", d->path, t->name[k],
@@ -864,36 +837,37 @@ bool dd_tiers_finish(dd_tiers_cli *t, bool ok)
                 good = false;
             }
         }
-#ifdef DEDUP_HAVE_ROCKSDB
         /* A complete run commits what is left (records written by paths
          * without a per-batch commit); after a failure, keys whose records
          * were not confirmed written are forgotten by the flush. */
-        if (t->store[k] && ok && dedup_store_commit(t->store[k]) != DEDUP_OK) {
-            cli_error("%s", dedup_store_error(t->store[k]));
-            good = false;
+        if (tier_stats(t, k).persistent) {
+            dedup_batch none = {.n = 0};
+            if (ok && dedup_seen_commit(t->seen[k], &none) != DEDUP_OK) {
+                cli_error("%s", dedup_seen_error(t->seen[k]));
+                good = false;
+            }
+            if (dedup_seen_flush(t->seen[k]) != DEDUP_OK) {
+                cli_error("%s", dedup_seen_error(t->seen[k]));
+                good = false;
+            }
         }
-        if (t->store[k] && dedup_store_flush(t->store[k]) != DEDUP_OK) {
-            cli_error("%s", dedup_store_error(t->store[k]));
-            good = false;
-        }
-#endif
     }
     /* Nothing lost without a word: the records a lost reply made uncertain. */
-    if (t->unc) {
-        if (fclose(t->unc) != 0 && !t->unc_failed) {
-            cli_error("--uncertain '%s': %s", t->unc_path, strerror(errno));
-            t->unc_failed = true;
+    if (t->unc.f) {
+        if (fclose(t->unc.f) != 0 && !t->unc.failed) {
+            cli_error("--uncertain '%s': %s", t->unc.path, strerror(errno));
+            t->unc.failed = true;
         }
-        t->unc = NULL;
-        good &= !t->unc_failed;
+        t->unc.f = NULL;
+        good &= !t->unc.failed;
     }
-    if (t->uncertain)
+    if (t->unc.count)
         cli_warn("%llu record(s) dropped as uncertain: a Redis tier's reply was lost, so whether "
                  "their keys were recorded is unknown (dropped like duplicates, not recorded in "
                  "the tiers below)%s%s%s",
-                 (unsigned long long)t->uncertain, t->unc_path ? "; written to '" : "; give "
-                 "--uncertain FILE to keep them", t->unc_path ? t->unc_path : "",
-                 t->unc_path ? "'" : "");
+                 (unsigned long long)t->unc.count, t->unc.path ? "; written to '" : "; give "
+                 "--uncertain FILE to keep them", t->unc.path ? t->unc.path : "",
+                 t->unc.path ? "'" : "");
     return good;
 }
 
@@ -910,18 +884,30 @@ static bool sync_output(dd_writer *w)
     return false;
 }
 
-bool dd_tiers_after_batch(dd_tiers_cli *t, dedup_seen *s, const dedup_batch *b,
-                          const dedup_verdict *v, const unsigned char *const *rec,
-                          const size_t *rlen, unsigned char term, dd_writer *w)
+bool dd_uncertain_put(dd_uncertain *u, const void *rec, size_t len, int term)
+{
+    u->count++;
+    if (u->failed || !u->f)
+        return !u->failed;
+    if (fwrite(rec, 1, len, u->f) != len || putc(term, u->f) == EOF) {
+        cli_error("--uncertain '%s': %s", u->path, strerror(errno));
+        u->failed = true;
+        return false;
+    }
+    return true;
+}
+
+bool dd_after_batch(dd_after *a, dedup_seen *s, const dedup_batch *b, const dedup_verdict *v,
+                    const unsigned char *const *rec, const size_t *rlen, unsigned char term,
+                    dd_writer *w)
 {
     size_t news = 0;
-    if (t->any_redis && !write_uncertain(t, v, b->n, rec, rlen, term))
-        return false;
-    if (!t->commits && !t->stores)
-        return true;
-    for (size_t i = 0; i < b->n; i++)
+    for (size_t i = 0; i < b->n; i++) {
+        if (a->unc && v[i] == DEDUP_UNCERTAIN && !dd_uncertain_put(a->unc, rec[i], rlen[i], term))
+            return false;
         news += v[i] == DEDUP_NEW;
-    if (!news)
+    }
+    if (!a->commits || !news)
         return true;
     /* "Written out": past this process, in the kernel's hands -- and with
      * a store's sync always, on the disk when the output is a file -- before
@@ -929,18 +915,16 @@ bool dd_tiers_after_batch(dd_tiers_cli *t, dedup_seen *s, const dedup_batch *b,
      * run write these records again, never lose them. */
     if (!dd_writer_flush(w))
         return false; /* the caller reports the writer's error */
-    if (t->sync_out && !sync_output(w))
+    if (a->sync_out && !sync_output(w))
         return false;
-    if (news > t->ccap) {
-        free(t->cd);
-        free(t->ck);
-        free(t->cl);
-        t->cd = malloc(news * sizeof *t->cd);
-        t->ck = malloc(news * sizeof *t->ck);
-        t->cl = malloc(news * sizeof *t->cl);
-        t->ccap = news;
-        if (!t->cd || !t->ck || !t->cl) {
-            t->ccap = 0;
+    if (news > a->cap) {
+        dd_after_free(a);
+        a->d = malloc(news * sizeof *a->d);
+        a->k = malloc(news * sizeof *a->k);
+        a->l = malloc(news * sizeof *a->l);
+        a->cap = news;
+        if (!a->d || !a->k || !a->l) {
+            dd_after_free(a);
             cli_error("out of memory");
             return false;
         }
@@ -948,50 +932,56 @@ bool dd_tiers_after_batch(dd_tiers_cli *t, dedup_seen *s, const dedup_batch *b,
     size_t k = 0;
     for (size_t i = 0; i < b->n; i++)
         if (v[i] == DEDUP_NEW) {
-            t->cd[k] = b->digests[i];
-            t->ck[k] = b->keys ? b->keys[i] : NULL;
-            t->cl[k] = b->lens ? b->lens[i] : 0;
+            a->d[k] = b->digests[i];
+            a->k[k] = b->keys ? b->keys[i] : NULL;
+            a->l[k] = b->lens ? b->lens[i] : 0;
             k++;
         }
-    dedup_batch cb = {.n = k, .digests = t->cd, .keys = b->keys ? t->ck : NULL,
-                      .lens = b->lens ? t->cl : NULL};
-    dedup_status st = dedup_seen_commit(s, &cb);
-    if (st != DEDUP_OK) {
-        cli_error("committing %zu keys to the %s tier: %s", k, t->commits ? "Redis" : "store",
-                  dd_tiers_error(t));
+    dedup_batch cb = {.n = k, .digests = a->d, .keys = b->keys ? a->k : NULL,
+                      .lens = b->lens ? a->l : NULL};
+    if (dedup_seen_commit(s, &cb) != DEDUP_OK) {
+        cli_error("%s %zu keys%s: %s", a->what, k, a->where, a->errfn(a->errctx));
         return false;
     }
     return true;
 }
 
+void dd_after_free(dd_after *a)
+{
+    free(a->d);
+    free(a->k);
+    free(a->l);
+    a->d = NULL, a->k = NULL, a->l = NULL, a->cap = 0;
+}
+
+static const char *tiers_error(const void *t) { return dd_tiers_error(t); }
+
+bool dd_tiers_after_batch(dd_tiers_cli *t, dedup_seen *s, const dedup_batch *b,
+                          const dedup_verdict *v, const unsigned char *const *rec,
+                          const size_t *rlen, unsigned char term, dd_writer *w)
+{
+    dd_after *a = &t->after;
+    a->unc = t->any_redis ? &t->unc : NULL;
+    a->commits = t->commits || t->stores;
+    a->sync_out = t->sync_out;
+    a->what = "committing";
+    a->where = t->commits ? " to the Redis tier" : " to the store tier";
+    a->errfn = tiers_error;
+    a->errctx = t;
+    return dd_after_batch(a, s, b, v, rec, rlen, term, w);
+}
+
 const char *dd_tiers_error(const dd_tiers_cli *t)
 {
     size_t n = t ? t->first + t->n : 0;
-#ifdef DEDUP_HAVE_REDIS
-    for (size_t k = 0; k < n; k++)
-        if (t->redis[k] && *dedup_redis_last_error(t->redis[k]))
-            return dedup_redis_last_error(t->redis[k]);
-#endif
-#ifdef DEDUP_HAVE_ROCKSDB
-    for (size_t k = 0; k < n; k++)
-        if (t->store[k] && *dedup_store_error(t->store[k]))
-            return dedup_store_error(t->store[k]);
-#endif
-    (void)n;
+    /* Remote tiers' messages first, then the stores'. */
+    for (int pass = 0; pass < 2; pass++)
+        for (size_t k = 0; k < n; k++) {
+            dedup_seen_stats ss = tier_stats(t, k);
+            if ((pass ? ss.persistent : ss.remote) && *dedup_seen_error(t->seen[k]))
+                return dedup_seen_error(t->seen[k]);
+        }
     return "";
-}
-
-/* Keys the redis tier k answered UNCERTAIN (a lost reply). */
-static uint64_t redis_uncertain(const dd_tiers_cli *t, size_t k)
-{
-#ifdef DEDUP_HAVE_REDIS
-    dedup_redis_stats rs;
-    dedup_redis_get_stats(t->redis[k], &rs);
-    return rs.uncertain;
-#else
-    (void)t, (void)k;
-    return 0;
-#endif
 }
 
 void dd_tiers_print_stats(const dd_tiers_cli *t, FILE *f, bool json)
@@ -1013,14 +1003,12 @@ void dd_tiers_print_stats(const dd_tiers_cli *t, FILE *f, bool json)
                     (unsigned long long)s->hits, (unsigned long long)s->ended_new,
                     (unsigned long long)s->passed_down, (unsigned long long)s->records,
                     (unsigned long long)s->trusted, (double)s->ns / 1e9);
-            if (t->redis[k])
-                fprintf(f, ",\"uncertain\":%llu", (unsigned long long)redis_uncertain(t, k));
-#ifdef DEDUP_HAVE_ROCKSDB
-            dedup_store_info si;
-            if (t->store[k] && dedup_store_get_info(t->store[k], &si) == DEDUP_OK)
+            dedup_seen_stats ss = tier_stats(t, k);
+            if (ss.remote)
+                fprintf(f, ",\"uncertain\":%llu", (unsigned long long)ss.uncertain);
+            if (ss.persistent)
                 fprintf(f, ",\"store_keys\":%llu,\"bytes_on_disk\":%llu",
-                        (unsigned long long)si.keys, (unsigned long long)si.bytes_on_disk);
-#endif
+                        (unsigned long long)ss.stored_keys, (unsigned long long)ss.bytes_on_disk);
             fputc('}', f);
         }
         fprintf(f, "],\"exact\":%s,\"trust_filter\":%s,\"shared\":%s,\"new_keys\":%llu,"
@@ -1044,18 +1032,17 @@ void dd_tiers_print_stats(const dd_tiers_cli *t, FILE *f, bool json)
                 (unsigned long long)s->records);
         if (st.trust_filter && s->probabilistic)
             fprintf(f, ", trusted maybes %llu", (unsigned long long)s->trusted);
-        if (t->redis[k])
-            fprintf(f, ", uncertain %llu", (unsigned long long)redis_uncertain(t, k));
+        dedup_seen_stats ss = tier_stats(t, k);
+        if (ss.remote)
+            fprintf(f, ", uncertain %llu", (unsigned long long)ss.uncertain);
         fprintf(f, ", %.3f s\n", (double)s->ns / 1e9);
-#ifdef DEDUP_HAVE_ROCKSDB
-        dedup_store_info si;
-        if (t->store[k] && dedup_store_get_info(t->store[k], &si) == DEDUP_OK) {
+        if (ss.persistent) {
             char hb[32];
             fprintf(f, "dedup:     store: %llu keys, %s on disk (%.1f bytes/key)\n",
-                    (unsigned long long)si.keys, cli_human_size(si.bytes_on_disk, hb, sizeof hb),
-                    si.keys ? (double)si.bytes_on_disk / (double)si.keys : 0.0);
+                    (unsigned long long)ss.stored_keys,
+                    cli_human_size(ss.bytes_on_disk, hb, sizeof hb),
+                    ss.stored_keys ? (double)ss.bytes_on_disk / (double)ss.stored_keys : 0.0);
         }
-#endif
     }
     if (st.contradicted)
         fprintf(f, "dedup:   %llu 'new' answers of a filter were duplicates in a tier below\n",
@@ -1070,12 +1057,8 @@ void dd_tiers_free(dd_tiers_cli *t)
         dedup_seen_free(t->pre_seen[i]);
         t->pre_seen[i] = NULL;
     }
-    free(t->cd);
-    free(t->ck);
-    free(t->cl);
-    t->cd = NULL, t->ck = NULL, t->cl = NULL;
-    if (t->unc) /* a run that ended before dd_tiers_finish() */
-        fclose(t->unc);
-    t->unc = NULL;
-    t->ccap = 0;
+    dd_after_free(&t->after);
+    if (t->unc.f) /* a run that ended before dd_tiers_finish() */
+        fclose(t->unc.f);
+    t->unc.f = NULL;
 }

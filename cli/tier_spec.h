@@ -102,6 +102,43 @@ bool dd_tiers_after_batch(dd_tiers_cli *t, dedup_seen *s, const dedup_batch *b,
                           const dedup_verdict *v, const unsigned char *const *rec,
                           const size_t *rlen, unsigned char term, struct dd_writer *w);
 
+/* --uncertain FILE: the records a remote set answered DEDUP_UNCERTAIN (a
+ * reply lost), dropped like duplicates and never silently. */
+typedef struct dd_uncertain {
+    FILE *f;          /* NULL: only counted */
+    const char *path; /* --uncertain's argument, or NULL */
+    uint64_t count;
+    bool failed;      /* a write failed (said once) */
+} dd_uncertain;
+
+/* Counts the record and writes it, with its terminator, to u->f when open.
+ * False on a write error (printed) and after one. */
+bool dd_uncertain_put(dd_uncertain *u, const void *rec, size_t len, int term);
+
+/* What happens after each batch of a shared or layered set (--redis,
+ * --tier, --store), set once by its owner. */
+typedef struct dd_after {
+    dd_uncertain *unc;  /* a remote set's --uncertain; NULL: nothing is UNCERTAIN */
+    bool commits;       /* NEW keys are committed once their records are out */
+    bool sync_out;      /* and, first, the output fdatasync()ed when a regular file */
+    const char *what, *where;            /* the failed commit's line: "WHAT N keys WHERE: ERR" */
+    const char *(*errfn)(const void *);  /* ERR, from errfn(errctx) */
+    const void *errctx;
+    /* the batch's NEW keys, for the commit (zero-initialised; dd_after_free) */
+    dedup_digest *d;
+    const unsigned char **k;
+    size_t *l, cap;
+} dd_after;
+
+/* The one after-batch path: the batch's UNCERTAIN records go to a->unc,
+ * then, when it has NEW keys and a->commits, the writer is flushed (their
+ * records are out of the process) and those keys are committed to 's'.
+ * False on an error (printed, or the writer's, which the caller reports). */
+bool dd_after_batch(dd_after *a, dedup_seen *s, const dedup_batch *b, const dedup_verdict *v,
+                    const unsigned char *const *rec, const size_t *rlen, unsigned char term,
+                    struct dd_writer *w);
+void dd_after_free(dd_after *a);
+
 /* The message of the tier that failed last (Redis, then stores), or "". */
 const char *dd_tiers_error(const dd_tiers_cli *t);
 

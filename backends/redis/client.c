@@ -215,7 +215,6 @@ void rc_set_error(rc_client *c, const char *fmt, ...)
 }
 
 const char *rc_error(const rc_client *c) { return c->err; }
-bool rc_is_cluster(const rc_client *c) { return c->cluster; }
 const rc_counters *rc_get_counters(const rc_client *c) { return &c->cnt; }
 
 size_t rc_masters(const rc_client *c)

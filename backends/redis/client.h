@@ -71,7 +71,6 @@ dedup_status rc_exec(rc_client *c, rc_batch *b);
 dedup_status rc_each_master(rc_client *c, int argc, const char *const *argv, const size_t *lens,
                             redisReply **replies, size_t cap, size_t *n);
 
-bool rc_is_cluster(const rc_client *c);
 size_t rc_masters(const rc_client *c);
 const char *rc_error(const rc_client *c);
 /* "host:port" of node 'node' (as in rc_cmd.node; out of range: the first

@@ -56,7 +56,19 @@ int rd_meta_seal(char *out, size_t cap, const char *body);
  * CHECKSUM (message naming 'meta'). */
 dedup_status rd_meta_open_seal(dedup_redis *r, const char *meta, const char *text,
                                size_t *body_len);
+
+/* keys.c: the keys scheme.  open reads (or creates) NAME:meta; run decides,
+ * queries or commits a batch; reserving: whether a NEW key is reserved
+ * until dedup_redis_commit() (reserve or a TTL). */
+typedef enum { KEYS_DECIDE, KEYS_QUERY, KEYS_COMMIT } keys_op;
 dedup_status rd_keys_open(dedup_redis *r);
+dedup_status rd_keys_run(dedup_redis *r, const dedup_batch *b, dedup_verdict *out, keys_op op);
+bool rd_keys_reserving(const dedup_redis *r);
+
+/* first[i] = the index of key i's first occurrence in the batch (i itself
+ * for a first one): equal digests, and equal bytes with whole keys.
+ * Allocated (free()), NULL when out of memory. */
+size_t *rd_first_occurrences(const dedup_redis *r, const dedup_batch *b);
 /* Appends " (on host:port)" of the node command 'cm' went to to the error. */
 void rd_error_on(dedup_redis *r, const rc_cmd *cm);
 /* Makes room for n keys' scratch and 'args' arguments of 'bytes' bytes. */

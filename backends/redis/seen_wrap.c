@@ -5,6 +5,7 @@
  */
 #include "rd.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 static dedup_status w_decide(void *impl, const dedup_batch *b, dedup_verdict *out, size_t *done)
@@ -49,6 +50,28 @@ static void w_info(const void *impl, dedup_seen_info *out)
     out->can_delete = r->o.scheme == DEDUP_REDIS_MODULE && r->o.filter == DEDUP_REDIS_FILTER_CUCKOO;
 }
 
+/* A filter's add (dedup_redis_add): the verdicts are not the caller's. */
+static dedup_status w_add(void *impl, const dedup_batch *b, size_t *done)
+{
+    dedup_verdict *v = malloc((b->n ? b->n : 1) * sizeof *v);
+    if (!v)
+        return DEDUP_ERR_NOMEM;
+    dedup_status st = dedup_redis_add(impl, b, v);
+    free(v);
+    *done = st ? 0 : b->n;
+    return st;
+}
+
+static const char *w_error(const void *impl) { return dedup_redis_last_error(impl); }
+
+static void w_stats(const void *impl, dedup_seen_stats *out)
+{
+    dedup_redis_stats rs;
+    dedup_redis_get_stats(impl, &rs);
+    out->remote = true;
+    out->uncertain = rs.uncertain;
+}
+
 static void w_free(void *impl) { dedup_redis_free(impl); }
 
 static const dedup_seen_ops OPS = {
@@ -59,6 +82,9 @@ static const dedup_seen_ops OPS = {
     .commit = w_commit,
     .info = w_info,
     .free = w_free,
+    .add = w_add,
+    .error = w_error,
+    .stats = w_stats,
 };
 
 dedup_status dedup_redis_seen(dedup_redis *r, const dedup_allocator *alloc, dedup_seen **out)

@@ -38,6 +38,32 @@ static void st_info(const void *impl, dedup_seen_info *out)
     out->memory = si.memory;
 }
 
+static dedup_status st_add(void *impl, const dedup_batch *b, size_t *done)
+{
+    dedup_status st = dedup_store_record(impl, b);
+    *done = st ? 0 : b->n;
+    return st;
+}
+
+static dedup_status st_flush(void *impl) { return dedup_store_flush(impl); }
+
+static const char *st_error(const void *impl) { return dedup_store_error(impl); }
+
+static void st_stats(const void *impl, dedup_seen_stats *out)
+{
+    dedup_store_info si;
+    out->persistent = true;
+    if (dedup_store_get_info(impl, &si) == DEDUP_OK) {
+        out->stored_keys = si.keys;
+        out->bytes_on_disk = si.bytes_on_disk;
+    }
+}
+
+static dedup_status st_fill(const void *impl, dedup_seen *dst, uint64_t *count)
+{
+    return dedup_store_fill(impl, dst, count);
+}
+
 static void st_free(void *impl)
 {
     dedup_store_close(impl);
@@ -50,6 +76,11 @@ static const dedup_seen_ops store_ops = {
     .commit = st_commit,
     .info = st_info,
     .free = st_free,
+    .add = st_add,
+    .flush = st_flush,
+    .error = st_error,
+    .stats = st_stats,
+    .fill = st_fill,
 };
 
 dedup_status dedup_store_as_seen(dedup_store *s, const dedup_allocator *alloc, dedup_seen **out)

@@ -470,6 +470,42 @@ dedup_status dedup_seen_save_file(const dedup_seen *s, const char *path);
  * dedup_bloom *, dedup_window * ... as the kind says; NULL for others. */
 void *dedup_seen_impl(const dedup_seen *s);
 
+/* ---- What a component adds ------------------------------------------------------
+ * Calls that matter for components (remote sets, persistent stores) and
+ * answer trivially for local kinds, so that a caller handles every kind
+ * through the seen-set alone. */
+
+/* Makes every key committed so far durable where the kind keeps keys
+ * between runs (a store: its pending keys ingested; keys decided but never
+ * committed are forgotten).  DEDUP_OK for kinds with nothing to make
+ * durable.  Errors: the component's (DEDUP_ERR_IO; dedup_seen_error() says
+ * what). */
+dedup_status dedup_seen_flush(dedup_seen *s);
+
+/* The component's message for its last failure (naming the server, node or
+ * file), or "" when it keeps none; never NULL.  Valid until the next call
+ * on 's'. */
+const char *dedup_seen_error(const dedup_seen *s);
+
+/* Figures of a component that dedup_seen_info does not carry.  Zero
+ * everywhere for local kinds. */
+typedef struct dedup_seen_stats {
+    bool remote;            /* it may answer DEDUP_UNCERTAIN: 'uncertain' counts them */
+    uint64_t uncertain;     /* keys answered DEDUP_UNCERTAIN (a reply lost) */
+    bool persistent;        /* it keeps keys on disk: the two below are its */
+    uint64_t stored_keys;   /* keys recorded over its whole life, every run's */
+    uint64_t bytes_on_disk;
+} dedup_seen_stats;
+
+void dedup_seen_get_stats(const dedup_seen *s, dedup_seen_stats *out);
+
+/* Records every key 'src' holds into 'dst' (dedup_seen_decide() with
+ * digests only): a filter in front of a store starts knowing its history.
+ * *count (may be NULL) receives the keys given.  DEDUP_ERR_UNSUPPORTED for
+ * kinds that cannot list their keys; otherwise the errors of listing
+ * 'src' and of deciding into 'dst'. */
+dedup_status dedup_seen_fill(const dedup_seen *src, dedup_seen *dst, uint64_t *count);
+
 /* ---- Implementing a seen-set outside libdedup ------------------------------------
  * Components that must not become dependencies of libdedup (Redis, RocksDB)
  * and compositions (tiers) implement the interface with this table; every
@@ -488,6 +524,16 @@ typedef struct dedup_seen_ops {
     dedup_status (*save)(const void *impl, dedup_sink *sink);
     uint64_t (*count_of)(const void *impl, const void *key, size_t len, dedup_digest d);
     void (*free)(void *impl);
+    /* Records without deciding (dedup_seen_add); NULL: decide, verdicts dropped. */
+    dedup_status (*add)(void *impl, const dedup_batch *b, size_t *done);
+    /* Makes every committed key durable (dedup_seen_flush); NULL: nothing to do. */
+    dedup_status (*flush)(void *impl);
+    /* The last failure's own message (dedup_seen_error); NULL: none kept. */
+    const char *(*error)(const void *impl);
+    /* Figures beyond dedup_seen_info (dedup_seen_get_stats); NULL: none. */
+    void (*stats)(const void *impl, dedup_seen_stats *out);
+    /* Records every key it holds into 'dst' (dedup_seen_fill). */
+    dedup_status (*fill)(const void *impl, dedup_seen *dst, uint64_t *count);
 } dedup_seen_ops;
 
 /* Wraps 'impl' in a seen-set.  'ops' must outlive it.  On failure (NOMEM)

@@ -378,6 +378,12 @@ dedup_status dedup_window_save_file(const dedup_window *w, const char *path);
 dedup_status dedup_window_load_file(const char *path, const dedup_allocator *alloc,
                                     dedup_window **out);
 
+/* The window behind a seen-set of kind DEDUP_SEEN_WINDOW (dedup/seen.h),
+ * for the calls above (statistics, parameters); NULL for other kinds and
+ * for NULL.  Owned by the seen-set: valid until it is freed. */
+struct dedup_seen;
+const dedup_window *dedup_window_of_seen(const struct dedup_seen *s);
+
 #ifdef __cplusplus
 }
 #endif

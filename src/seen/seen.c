@@ -335,6 +335,8 @@ dedup_status dedup_seen_add(dedup_seen *s, const dedup_batch *b, size_t *done)
     dedup_status st = DEDUP_OK;
     if (s->cls && s->cls->add) {
         st = s->cls->add(s->impl, b, &d);
+    } else if (s->ops->add) {
+        st = s->ops->add(s->impl, b, &d);
     } else if (!s->ops->decide) {
         return DEDUP_ERR_UNSUPPORTED;
     } else {
@@ -381,6 +383,37 @@ dedup_status dedup_seen_commit(dedup_seen *s, const dedup_batch *b)
     if (!s || !b)
         return DEDUP_ERR_INVALID_ARG;
     return s->ops->commit ? s->ops->commit(s->impl, b) : DEDUP_OK;
+}
+
+dedup_status dedup_seen_flush(dedup_seen *s)
+{
+    if (!s)
+        return DEDUP_ERR_INVALID_ARG;
+    return s->ops->flush ? s->ops->flush(s->impl) : DEDUP_OK;
+}
+
+const char *dedup_seen_error(const dedup_seen *s)
+{
+    const char *e = s && s->ops->error ? s->ops->error(s->impl) : NULL;
+    return e ? e : "";
+}
+
+void dedup_seen_get_stats(const dedup_seen *s, dedup_seen_stats *out)
+{
+    if (!out)
+        return;
+    memset(out, 0, sizeof *out);
+    if (s && s->ops->stats)
+        s->ops->stats(s->impl, out);
+}
+
+dedup_status dedup_seen_fill(const dedup_seen *src, dedup_seen *dst, uint64_t *count)
+{
+    if (count)
+        *count = 0;
+    if (!src || !dst)
+        return DEDUP_ERR_INVALID_ARG;
+    return src->ops->fill ? src->ops->fill(src->impl, dst, count) : DEDUP_ERR_UNSUPPORTED;
 }
 
 dedup_status dedup_seen_advance(dedup_seen *s, int64_t watermark)

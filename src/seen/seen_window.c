@@ -120,3 +120,8 @@ const ddi_seen_class ddi_seen_class_window = {
     .seed = win_seed,
     .memory = win_memory,
 };
+
+const dedup_window *dedup_window_of_seen(const struct dedup_seen *s)
+{
+    return dedup_seen_kind_of(s) == DEDUP_SEEN_WINDOW ? dedup_seen_impl(s) : NULL;
+}

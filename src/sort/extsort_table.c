@@ -214,13 +214,12 @@ static inline uint64_t med3(uint64_t c0, uint64_t c1, uint64_t c2)
 
 /* 'depth' partitioning steps are left before the heapsort takes over (as
  * in introsort).  The pivot is the median of the words at a quarter, half
- * and three quarters of the range (a ninther on large ranges).  It used to
- * be the median of the first, middle and last words, and that degenerated
- * on input that arrives sorted (insertion order is the input's): the
- * three-way partition leaves the upper part of a sorted range rotated by
- * one, smallest last, so the next pivot was its second smallest word and
- * each step split off one entry (2.5M sorted URLs at 64 MiB spent 58% of
- * the run here).  A step that splits nothing off (every word equal) moves
+ * and three quarters of the range (a ninther on large ranges), not of the
+ * first, middle and last words: input often arrives sorted (insertion
+ * order is the input's), and the three-way partition leaves the upper part
+ * of a sorted range rotated by one, smallest last, so a pivot taken at the
+ * ends would be its second smallest word and each step would split off one
+ * entry.  A step that splits nothing off (every word equal) moves
  * on to the next word and costs none of 'depth'. */
 static void wsort(const table *t, sel *a, size_t n, size_t wd, unsigned depth)
 {

@@ -3,6 +3,7 @@
  * reference: seeded random streams across reopenings, whole keys, blind
  * records, expiry on a fake clock, the iteration that rebuilds filters, and
  * every refusal (foreign or damaged DIR, another mode or seed, the lock);
+ * the store through the seen-set alone (add, flush, error, stats, fill);
  * the pending keys of sync BATCH/NONE: whole keys of every length sorted
  * into the ingested table, and the log replayed after a process died.
  */
@@ -175,6 +176,65 @@ static void test_record_and_foreach(void **state)
     assert_int_equal(dedup_store_foreach(s, count_digests, &n), DEDUP_OK);
     assert_int_equal(n, b.n);
     dedup_store_close(s);
+    rmtree(dir);
+}
+
+/* The store through the seen-set alone (dedup/seen.h's component calls):
+ * add is a blind record (each add counted), stats report the store's keys
+ * and bytes, flush ingests, fill hands every key to a filter in front;
+ * a local kind answers those with zeros, "" and UNSUPPORTED. */
+static void test_seen_interface(void **state)
+{
+    (void)state;
+    char *dir = tmpdir();
+    dedup_seen *ss = NULL;
+    dedup_store *st = open_store(dir, DEDUP_STORE_KEYS_DIGEST, DEDUP_STORE_SYNC_BATCH);
+    assert_int_equal(dedup_store_as_seen(st, NULL, &ss), DEDUP_OK);
+    static kb b;
+    static dedup_verdict v[DEDUP_STORE_CHUNK * 3];
+    b.n = 3000;
+    for (size_t i = 0; i < b.n; i++) {
+        b.lens[i] = (size_t)snprintf(b.text[i], 16, "s%zu", i);
+        b.keys[i] = (const unsigned char *)b.text[i];
+        b.d[i] = dedup_hash(b.text[i], b.lens[i], DEDUP_DEFAULT_SEED);
+    }
+    dedup_batch x = as_batch(&b);
+    size_t done = 0;
+    for (int round = 0; round < 2; round++) {
+        assert_int_equal(dedup_seen_add(ss, &x, &done), DEDUP_OK);
+        assert_int_equal(done, b.n);
+    }
+    assert_int_equal(dedup_seen_decide(ss, &x, v, NULL), DEDUP_OK);
+    for (size_t i = 0; i < b.n; i++)
+        assert_int_equal(v[i], DEDUP_DUPLICATE);
+    assert_int_equal(dedup_seen_flush(ss), DEDUP_OK);
+    assert_string_equal(dedup_seen_error(ss), "");
+    dedup_seen_stats sst;
+    dedup_seen_get_stats(ss, &sst);
+    assert_true(sst.persistent);
+    assert_false(sst.remote);
+    assert_int_equal(sst.stored_keys, 2 * b.n); /* a blind record counts every add */
+    assert_true(sst.bytes_on_disk > 0);
+
+    dedup_seen_spec sp;
+    dedup_seen_spec_init(&sp);
+    sp.kind = DEDUP_SEEN_BLOCKED;
+    sp.items = 10000;
+    dedup_seen *f = NULL;
+    assert_int_equal(dedup_seen_create(&sp, NULL, &f), DEDUP_OK);
+    uint64_t filled = 0;
+    assert_int_equal(dedup_seen_fill(ss, f, &filled), DEDUP_OK);
+    assert_int_equal(filled, b.n);
+    assert_int_equal(dedup_seen_query(f, &x, v), DEDUP_OK);
+    for (size_t i = 0; i < b.n; i++)
+        assert_int_equal(v[i], DEDUP_MAYBE_DUPLICATE);
+    dedup_seen_get_stats(f, &sst);
+    assert_false(sst.persistent || sst.remote || sst.stored_keys || sst.uncertain);
+    assert_string_equal(dedup_seen_error(f), "");
+    assert_int_equal(dedup_seen_flush(f), DEDUP_OK);
+    assert_int_equal(dedup_seen_fill(f, ss, &filled), DEDUP_ERR_UNSUPPORTED);
+    dedup_seen_free(f);
+    dedup_seen_free(ss);
     rmtree(dir);
 }
 
@@ -576,6 +636,7 @@ int main(void)
         cmocka_unit_test(test_whole_keys_batch), cmocka_unit_test(test_long_keys_sorted),
         cmocka_unit_test(test_digest_keys),    cmocka_unit_test(test_whole_keys),
         cmocka_unit_test(test_sync_none),      cmocka_unit_test(test_record_and_foreach),
+        cmocka_unit_test(test_seen_interface),
         cmocka_unit_test(test_expiry),         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_identity_and_seed), cmocka_unit_test(test_commit_lock_create),
     };
