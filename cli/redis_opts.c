@@ -17,6 +17,8 @@ const char dd_redis_help[] =
     "Shared seen-set in Redis (many processes, many machines):\n"
     "      --redis=URL        keep the seen-set in Redis: redis://[user:pass@]host:port[/db]\n"
     "                         or redis-cluster://host:port[,host:port...] (a Redis Cluster)\n"
+    "                         or redis-sentinel://host:port[,host:port...]/MASTER[/db]\n"
+    "                         (the master Redis Sentinel names MASTER; followed on failover)\n"
     "      --redis-scheme=S   keys (default: exact, one Redis key per key), bitmap (a\n"
     "                         blocked Bloom filter on plain strings, sized by -n/-p), or\n"
     "                         module (BF.*/CF.* of dedup_redis.so or RedisBloom, -n/-p)\n"
@@ -204,7 +206,8 @@ int dd_redis_check_args(const dd_redis_opts *o, bool mode_given, bool windowed, 
 
 bool dd_is_redis_url(const char *s)
 {
-    return s && (strncmp(s, "redis://", 8) == 0 || strncmp(s, "redis-cluster://", 16) == 0);
+    return s && (strncmp(s, "redis://", 8) == 0 || strncmp(s, "redis-cluster://", 16) == 0 ||
+                 strncmp(s, "redis-sentinel://", 17) == 0);
 }
 
 #ifdef DEDUP_HAVE_REDIS
@@ -219,7 +222,9 @@ static int journal_start(dd_redis_run *rr, const dd_redis_opts *o, const dedup_r
         return 0;
     char key[4096];
     size_t kl = (size_t)snprintf(key, sizeof key, "%s", u->cluster ? "redis-cluster://" : "redis://");
-    for (size_t i = 0; i < u->nseeds && kl < sizeof key; i++)
+    if (u->sentinel) /* the master, by its name: wherever the sentinels put it */
+        kl = (size_t)snprintf(key, sizeof key, "redis-sentinel://%s", u->master);
+    for (size_t i = 0; i < u->nseeds && kl < sizeof key && !u->sentinel; i++)
         kl += (size_t)snprintf(key + kl, sizeof key - kl, "%s%s:%d", i ? "," : "",
                                u->seeds[i].host, u->seeds[i].port);
     if (kl < sizeof key)
