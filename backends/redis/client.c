@@ -513,8 +513,10 @@ dedup_status rc_open(const dedup_redis_url *url, const dedup_redis_options *o, r
         rc_free(c);
         return DEDUP_ERR_NOMEM;
     }
-    for (size_t i = 0; i < url->nseeds; i++)
+    for (size_t i = 0; i < url->nseeds && !url->sentinel; i++)
         node_find(c, url->seeds[i].host, strlen(url->seeds[i].host), url->seeds[i].port, true);
+    if (url->sentinel)
+        c->nnodes = 1; /* the master, wherever sentinel_try() finds it */
     dedup_status st;
     if (c->cluster) {
         st = load_slots(c);
