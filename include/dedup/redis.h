@@ -283,7 +283,7 @@ typedef struct dedup_redis_options {
     uint32_t retries;         /* reconnect attempts per batch; default 8 */
     uint32_t failover_wait_ms;/* sentinel: how long a lost master is waited
                                  for (until a sentinel names a master that
-                                 answers ROLE as one); default 30000 */
+                                 answers ROLE as one); default 60000 */
     uint32_t backoff_ms;      /* first pause; doubles up to 2000; default 50 */
     uint32_t pipeline;        /* commands in flight per node, 1..65536; default 1024 */
     uint64_t seed;            /* hash seed of the digests; default DEDUP_DEFAULT_SEED */
