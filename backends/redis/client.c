@@ -428,7 +428,8 @@ static uint64_t now_ms(void)
 
 /* Sentinel: one attempt to point node 0 at the master the sentinels name
  * and to see it answer ROLE "master" (connected by node_connect, as any
- * server).  *fatal when waiting cannot help (AUTH or SELECT refused). */
+ * server).  *fatal when waiting cannot help (AUTH or SELECT refused, or
+ * the sentinels that answer do not know the master). */
 static dedup_status sentinel_try(rc_client *c, bool *fatal)
 {
     *fatal = false;
@@ -436,8 +437,10 @@ static dedup_status sentinel_try(rc_client *c, bool *fatal)
     int port;
     dedup_status st = rs_master_addr(&c->url, c->o.connect_timeout_ms, c->o.io_timeout_ms, host,
                                      &port, c->err, sizeof c->err);
-    if (st != DEDUP_OK)
-        return st;
+    if (st != DEDUP_OK) {
+        *fatal = st == DEDUP_ERR_NOT_FOUND; /* no sentinel up knows the name */
+        return DEDUP_ERR_IO;
+    }
     rc_node *nd = &c->nodes[0];
     if (strcmp(nd->host, host) != 0 || nd->port != port) {
         drop_conn(nd);

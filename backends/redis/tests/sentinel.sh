@@ -3,13 +3,16 @@
 # sentinels started here on free loopback ports.
 #  1. URL errors and an unknown master name give a clear message;
 #  2. the keys and bitmap schemes through the sentinel URL write exactly the
-#     first occurrences, into the master the sentinels name;
+#     first occurrences, into the master the sentinels name; dedup filter
+#     create/add/query work on URL/NAME;
 #  3. the master is killed mid-run under --wait-replicas 1 (keys scheme):
 #     the run completes after the sentinels promote the replica (the old
 #     master comes back as its replica); no record is written twice, a rerun
 #     over the same input writes no record the first run wrote, while the
 #     two runs' outputs and the first run's --uncertain cover every distinct
-#     record.
+#     record;
+#  4. both servers killed mid-run: exit 1 after --redis-failover-wait,
+#     naming the master.
 # Needs $DEDUP.  Seeded input; the seed is printed.
 . "$(dirname "$0")/lib.sh"
 : "${DEDUP:?}"
@@ -71,6 +74,12 @@ for scheme in keys bitmap; do
     n=$("$REDIS_CLI" -p "$M" --scan --pattern "b$scheme:*" | wc -l)
     [ "$n" -gt 0 ] || fail "$scheme: nothing in the master on port $M"
 done
+# dedup filter on a name through the sentinel URL ("URL/NAME")
+"$DEDUP" filter create "$URL/flt" -n 1000 2> "$RT_DIR/err" || fail "filter create: $(cat "$RT_DIR/err")"
+"$DEDUP" filter add "$URL/flt" alpha beta 2> "$RT_DIR/err" || fail "filter add: $(cat "$RT_DIR/err")"
+got=$("$DEDUP" filter query "$URL/flt" alpha gamma beta 2> "$RT_DIR/err") || fail "filter query: $(cat "$RT_DIR/err")"
+[ "$got" = "$(printf 'alpha\nbeta')" ] || fail "filter query through the sentinel URL: '$got'"
+"$REDIS_CLI" -p "$M" exists flt:meta | grep -qx 1 || fail "filter: no flt:meta in the master"
 echo "sentinel: keys and bitmap through $URL ok" >&2
 
 # the event: every sentinel sees the replica and the two other sentinels
@@ -155,4 +164,35 @@ again=$(sort "$RT_DIR/o1" | comm -12 - <(sort "$RT_DIR/out2") | head -3)
 sort -u "$RT_DIR/o1" "$RT_DIR/unc1" "$RT_DIR/out2" | cmp -s - "$RT_DIR/fo_distinct" ||
     fail "the runs' outputs and uncertain records miss a distinct key"
 echo "sentinel: master killed mid-run: exit $rc, $(wc -l < "$RT_DIR/unc1") uncertain, rerun wrote $(wc -l < "$RT_DIR/out2")" >&2
+
+# 4. no master left (both servers killed mid-run): exit 1 within
+# --redis-failover-wait plus the retries' pauses, naming the master
+printf 'x-%s\n' $(seq 1 100) > "$RT_DIR/small1"
+printf 'y-%s\n' $(seq 1 100) > "$RT_DIR/small2"
+mkfifo "$RT_DIR/fifo4"
+(
+    cat "$RT_DIR/small1"
+    i=0
+    until [ -e "$RT_DIR/go4" ]; do i=$((i + 1)); [ $i -gt 600 ] && exit 1; sleep 0.05; done
+    cat "$RT_DIR/small2"
+) > "$RT_DIR/fifo4" &
+RT_PIDS="$RT_PIDS $!"
+timeout 60 "$DEDUP" --redis "$URL/2" --redis-failover-wait 1s --redis-retries 2 \
+    --uncertain "$RT_DIR/unc4" -o "$RT_DIR/out4" "$RT_DIR/fifo4" 2> "$RT_DIR/err4" &
+dp=$!
+i=0
+until [ "$("$REDIS_CLI" -p "$R" -n 2 dbsize 2>/dev/null || echo 0)" -ge 100 ]; do
+    i=$((i + 1))
+    kill -0 $dp 2>/dev/null || fail "dedup ended early: $(cat "$RT_DIR/err4")"
+    [ $i -gt 600 ] && fail "the first records never reached the master"; sleep 0.05
+done
+stop_server "$R"; stop_server "$M"
+t0=$(date +%s)
+touch "$RT_DIR/go4"
+wait $dp; rc=$?
+t=$(($(date +%s) - t0))
+[ $rc = 1 ] && grep -q "no master 'mm' within 1000 ms" "$RT_DIR/err4" ||
+    fail "no master left: exit $rc: $(cat "$RT_DIR/err4")"
+[ $t -le 20 ] || fail "no master left: exit after $t s"
+echo "sentinel: no master left: exit 1 after $t s: $(head -1 "$RT_DIR/err4")" >&2
 echo "sentinel: ok"
