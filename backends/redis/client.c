@@ -426,6 +426,17 @@ static uint64_t now_ms(void)
     return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
+/* Sentinel: leaves node 0's connection.  WAIT counts the replicas holding
+ * one connection's writes, so a WAIT on the next connection says nothing of
+ * the writes answered on this one: they count as lost (rc_exec sends them
+ * again, marked lost), as when a connection fails. */
+static void sentinel_leave(rc_node *nd)
+{
+    if (nd->ctx)
+        nd->wait_lost = true;
+    drop_conn(nd);
+}
+
 /* Sentinel: one attempt to point node 0 at the master the sentinels name
  * and to see it answer ROLE "master" (connected by node_connect, as any
  * server).  *fatal when waiting cannot help (AUTH or SELECT refused, or
@@ -443,7 +454,7 @@ static dedup_status sentinel_try(rc_client *c, bool *fatal)
     }
     rc_node *nd = &c->nodes[0];
     if (strcmp(nd->host, host) != 0 || nd->port != port) {
-        drop_conn(nd);
+        sentinel_leave(nd);
         memcpy(nd->host, host, strlen(host) + 1);
         nd->port = port;
     }
@@ -461,7 +472,7 @@ static dedup_status sentinel_try(rc_client *c, bool *fatal)
                  nd->host, nd->port, c->url.master, r ? rs_role_name(r) : "(connection lost)");
     if (r)
         freeReplyObject(r);
-    drop_conn(nd);
+    sentinel_leave(nd);
     return DEDUP_ERR_IO;
 }
 
