@@ -5,9 +5,10 @@
 #  2. the keys and bitmap schemes through the sentinel URL write exactly the
 #     first occurrences, into the master the sentinels name; dedup filter
 #     create/add/query work on URL/NAME;
-#  3. the master is killed mid-run under --wait-replicas 1 (keys scheme):
-#     the run completes after the sentinels promote the replica (the old
-#     master comes back as its replica); no record is written twice, a rerun
+#  3. under --wait-replicas 1 (keys scheme), Sentinel fails the master over
+#     mid-run (SENTINEL FAILOVER), then the new master is killed mid-run:
+#     each run completes on the promoted replica (a killed master comes back
+#     as its replica); no record is written twice, a rerun
 #     over the same input writes no record the first run wrote, while the
 #     two runs' outputs and the first run's --uncertain cover every distinct
 #     record;
@@ -55,6 +56,7 @@ done
 SP=""
 for n in 1 2 3; do p=$(free_port); start_sentinel "$p" "$M"; SP="$SP $p"; done
 set -- $SP
+S1=$1
 URL="redis-sentinel://127.0.0.1:$1,127.0.0.1:$2,127.0.0.1:$3/mm"
 echo "master $M replica $R sentinels $SP" >&2
 
@@ -99,11 +101,13 @@ for p in $SP; do
 done
 echo "sentinel: every sentinel sees the replica and its peers" >&2
 
-# 3. the master killed mid-run, keys scheme, --wait-replicas 1, in db 1.
+# 3. failovers mid-run, keys scheme, --wait-replicas 1: first one that
+# Sentinel runs while the master lives (SENTINEL FAILOVER: the master is
+# demoted, READONLY, and the replica promoted), then the new master killed.
 # The input: D distinct keys, then those again and D fresh ones, shuffled.
 # Its first half of the distinct keys goes in first; once they are in the
-# master the rest streams in, and the master is killed as soon as the
-# master holds more (commands in flight).
+# master the rest streams in, and the failover starts as soon as the master
+# holds more (commands in flight).
 python3 - "$SEED" "$D" "$RT_DIR" <<'PY'
 import random, sys
 r = random.Random(int(sys.argv[1])); d = int(sys.argv[2]); out = sys.argv[3]
@@ -114,64 +118,99 @@ open(out + "/part1", "w").write("\n".join(first[:d // 2]) + "\n")
 open(out + "/part2", "w").write("\n".join(first[d // 2:] + again) + "\n")
 open(out + "/fo_distinct", "w").write("\n".join(sorted(set(first + again))) + "\n")
 PY
-mkfifo "$RT_DIR/fifo"
-(
-    cat "$RT_DIR/part1"
+
+# await_replica PORT MASTER: PORT's link to MASTER is up and every sentinel
+# counts one replica of MASTER (so a failover has a replica to promote).
+await_replica() {
+    local i=0 p
+    until "$REDIS_CLI" -p "$1" info replication 2>/dev/null | grep -q "master_port:$2" &&
+          "$REDIS_CLI" -p "$1" info replication | grep -q 'master_link_status:up'; do
+        i=$((i + 1)); [ $i -gt 300 ] && fail "port $1 never synced with $2"; sleep 0.05
+    done
+    for p in $SP; do
+        i=0
+        until "$REDIS_CLI" -p "$p" sentinel replicas mm 2>/dev/null | grep -qx "127.0.0.1:$1" &&
+              [ "$(sentinel_master "$p")" = "$2" ]; do
+            i=$((i + 1)); [ $i -gt 300 ] && fail "sentinel $p never saw $1 replicate $2"; sleep 0.05
+        done
+    done
+}
+
+# trial HOW DB: master $MA, replica $RE; HOW = failover or kill.  Swaps
+# MA and RE.
+trial() {
+    local how=$1 db=$2 i rc again
+    mkfifo "$RT_DIR/fifo$db"
+    (
+        cat "$RT_DIR/part1"
+        i=0
+        until [ -e "$RT_DIR/go$db" ]; do i=$((i + 1)); [ $i -gt 600 ] && exit 1; sleep 0.05; done
+        cat "$RT_DIR/part2"
+    ) > "$RT_DIR/fifo$db" &
+    RT_PIDS="$RT_PIDS $!"
+    timeout 120 "$DEDUP" --redis "$URL/$db" --wait-replicas 1 --redis-retries 12 \
+        --uncertain "$RT_DIR/unc$db" --stats -o "$RT_DIR/out$db" "$RT_DIR/fifo$db" 2> "$RT_DIR/err$db" &
+    local dp=$!
+    # the events: every key of part 1 recorded in the master, then more
+    msize() { "$REDIS_CLI" -p "$MA" -n "$db" dbsize 2>/dev/null || echo 0; }
     i=0
-    until [ -e "$RT_DIR/go" ]; do i=$((i + 1)); [ $i -gt 600 ] && exit 1; sleep 0.05; done
-    cat "$RT_DIR/part2"
-) > "$RT_DIR/fifo" &
-RT_PIDS="$RT_PIDS $!"
-timeout 120 "$DEDUP" --redis "$URL/1" --wait-replicas 1 --redis-retries 12 \
-    --uncertain "$RT_DIR/unc1" --stats -o "$RT_DIR/out1" "$RT_DIR/fifo" 2> "$RT_DIR/err1" &
-dp=$!
-# the events: every key of part 1 recorded in the master, then more
-msize() { "$REDIS_CLI" -p "$M" -n 1 dbsize 2>/dev/null || echo 0; }
-i=0
-until [ "$(msize)" -ge $((D / 2)) ]; do
-    i=$((i + 1))
-    kill -0 $dp 2>/dev/null || fail "dedup ended before part 1 was recorded: $(cat "$RT_DIR/err1")"
-    [ $i -gt 600 ] && fail "part 1 was never recorded"
-    sleep 0.05
-done
-touch "$RT_DIR/go"
-i=0
-until [ "$(msize)" -gt $((D / 2 + 1)) ]; do
-    i=$((i + 1)); [ $i -gt 2000 ] && fail "part 2 was never sent"
-done
-stop_server "$M"
-# the event: a sentinel names the replica; then the old master comes back
-# as its replica (as the sentinels would make it, only sooner), so WAIT 1
-# can be met again; never to be promoted (it starts empty and syncs: a
-# failover to it before the sync ends would lose what Redis acknowledged)
-i=0
-until [ "$(sentinel_master "$1")" = "$R" ]; do
-    i=$((i + 1)); [ $i -gt 300 ] && fail "the sentinels never promoted the replica"; sleep 0.05
-done
-start_server "$M" --replicaof 127.0.0.1 "$R" --replica-priority 0
-wait $dp; rc=$?
-cat "$RT_DIR/err1" >&2
-# The replica took over and a replica of it is back: the one right outcome
-# is a complete run (a client that stays on the dead address exits 1).
-[ $rc = 0 ] || fail "dedup exit $rc after the failover"
-grep -q "retries: *[1-9]" "$RT_DIR/err1" || fail "complete run without a retry: was the master killed mid-run?"
-touch "$RT_DIR/out1" "$RT_DIR/unc1"
-# a run that failed left -o as it was and kept its records in OUT.partial-*
-cat "$RT_DIR/out1" "$RT_DIR"/out1.partial-* 2> /dev/null > "$RT_DIR/o1"
-[ -z "$(sort "$RT_DIR/o1" | uniq -d)" ] || fail "a key was written twice: $(sort "$RT_DIR/o1" | uniq -d | head -3)"
-sort "$RT_DIR/o1" | comm -23 - "$RT_DIR/fo_distinct" | grep -q . && fail "wrote a key not in the input"
-sort -u "$RT_DIR/o1" "$RT_DIR/unc1" | cmp -s - "$RT_DIR/fo_distinct" ||
-    fail "complete run: output and uncertain together miss a distinct key"
-# the rerun over the same input: nothing the first run wrote is new again,
-# and with it every distinct key is written or was reported uncertain
-cat "$RT_DIR/part1" "$RT_DIR/part2" |
-    timeout 60 "$DEDUP" --redis "$URL/1" --uncertain "$RT_DIR/unc2" -o "$RT_DIR/out2" 2> "$RT_DIR/err2" ||
-    fail "rerun: $(cat "$RT_DIR/err2")"
-again=$(sort "$RT_DIR/o1" | comm -12 - <(sort "$RT_DIR/out2") | head -3)
-[ -z "$again" ] || fail "written by the killed run and again by the rerun: $again"
-sort -u "$RT_DIR/o1" "$RT_DIR/unc1" "$RT_DIR/out2" | cmp -s - "$RT_DIR/fo_distinct" ||
-    fail "the runs' outputs and uncertain records miss a distinct key"
-echo "sentinel: master killed mid-run: exit $rc, $(wc -l < "$RT_DIR/unc1") uncertain, rerun wrote $(wc -l < "$RT_DIR/out2")" >&2
+    until [ "$(msize)" -ge $((D / 2)) ]; do
+        i=$((i + 1))
+        kill -0 $dp 2>/dev/null || fail "$how: dedup ended before part 1 was recorded: $(cat "$RT_DIR/err$db")"
+        [ $i -gt 600 ] && fail "$how: part 1 was never recorded"
+        sleep 0.05
+    done
+    touch "$RT_DIR/go$db"
+    i=0
+    until [ "$(msize)" -gt $((D / 2 + 1)) ]; do
+        i=$((i + 1)); [ $i -gt 2000 ] && fail "$how: part 2 was never sent"
+    done
+    if [ "$how" = failover ]; then
+        "$REDIS_CLI" -p "$S1" sentinel failover mm > "$RT_DIR/fo.reply" 2>&1
+        grep -qx OK "$RT_DIR/fo.reply" || fail "SENTINEL FAILOVER: $(cat "$RT_DIR/fo.reply")"
+    else
+        stop_server "$MA"
+    fi
+    # the event: a sentinel names the replica
+    i=0
+    until [ "$(sentinel_master "$S1")" = "$RE" ]; do
+        i=$((i + 1)); [ $i -gt 300 ] && fail "$how: the sentinels never promoted the replica"; sleep 0.05
+    done
+    # killed: the old master comes back as its replica (as the sentinels
+    # would make it, only sooner), so WAIT 1 can be met again; never to be
+    # promoted (it starts empty: a failover to it before its sync ends would
+    # lose what Redis acknowledged)
+    [ "$how" = kill ] && start_server "$MA" --replicaof 127.0.0.1 "$RE" --replica-priority 0
+    wait $dp; rc=$?
+    cat "$RT_DIR/err$db" >&2
+    # The replica took over and a replica of it is back: the one right
+    # outcome is a complete run (a client staying on the old address exits 1).
+    [ $rc = 0 ] || fail "$how: dedup exit $rc after the failover"
+    grep -q "retries: *[1-9]" "$RT_DIR/err$db" || fail "$how: complete run without a retry"
+    local o1=$RT_DIR/o$db
+    cat "$RT_DIR/out$db" > "$o1"
+    touch "$RT_DIR/unc$db"
+    [ -z "$(sort "$o1" | uniq -d)" ] || fail "$how: a key was written twice: $(sort "$o1" | uniq -d | head -3)"
+    sort "$o1" | comm -23 - "$RT_DIR/fo_distinct" | grep -q . && fail "$how: wrote a key not in the input"
+    sort -u "$o1" "$RT_DIR/unc$db" | cmp -s - "$RT_DIR/fo_distinct" ||
+        fail "$how: output and uncertain together miss a distinct key"
+    # the rerun over the same input: nothing the first run wrote is new
+    # again, and with it every distinct key is written or was uncertain
+    cat "$RT_DIR/part1" "$RT_DIR/part2" |
+        timeout 60 "$DEDUP" --redis "$URL/$db" -o "$RT_DIR/re$db" 2> "$RT_DIR/reerr$db" ||
+        fail "$how: rerun: $(cat "$RT_DIR/reerr$db")"
+    again=$(sort "$o1" | comm -12 - <(sort "$RT_DIR/re$db") | head -3)
+    [ -z "$again" ] || fail "$how: written by the first run and again by the rerun: $again"
+    sort -u "$o1" "$RT_DIR/unc$db" "$RT_DIR/re$db" | cmp -s - "$RT_DIR/fo_distinct" ||
+        fail "$how: the runs' outputs and uncertain records miss a distinct key"
+    echo "sentinel: $how mid-run: exit $rc, $(wc -l < "$RT_DIR/unc$db") uncertain, rerun wrote $(wc -l < "$RT_DIR/re$db")" >&2
+    i=$MA; MA=$RE; RE=$i
+}
+MA=$M RE=$R
+trial failover 1
+await_replica "$RE" "$MA"
+trial kill 3
+M=$MA R=$RE
 
 # 4. no master left (both servers killed mid-run): exit 1 within
 # --redis-failover-wait plus the retries' pauses, naming the master
@@ -189,7 +228,7 @@ timeout 60 "$DEDUP" --redis "$URL/2" --redis-failover-wait 1s --redis-retries 2 
     --uncertain "$RT_DIR/unc4" -o "$RT_DIR/out4" "$RT_DIR/fifo4" 2> "$RT_DIR/err4" &
 dp=$!
 i=0
-until [ "$("$REDIS_CLI" -p "$R" -n 2 dbsize 2>/dev/null || echo 0)" -ge 100 ]; do
+until [ "$("$REDIS_CLI" -p "$M" -n 2 dbsize 2>/dev/null || echo 0)" -ge 100 ]; do
     i=$((i + 1))
     kill -0 $dp 2>/dev/null || fail "dedup ended early: $(cat "$RT_DIR/err4")"
     [ $i -gt 600 ] && fail "the first records never reached the master"; sleep 0.05
