@@ -141,7 +141,8 @@
  * client asks the sentinels again, every 100 ms for at most
  * failover_wait_ms, until an address they name answers ROLE "master", and
  * goes on there; commands lost on the way are resent and marked lost, as
- * on one server.  Sentinels are reached over plain TCP, without AUTH
+ * on one server, and with wait_replicas so are the batch's commands the
+ * old master answered (WAIT speaks only for its own connection).  Sentinels are reached over plain TCP, without AUTH
  * unless one answers NOAUTH (then with the URL's credentials).  A sentinel
  * that does not know MASTER is passed over; none knowing it is an error at
  * open naming the master.  Replication is asynchronous: without
