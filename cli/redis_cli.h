@@ -38,6 +38,7 @@ enum {
     DD_OPT_REDIS_RETRIES,
     DD_OPT_REDIS_JOURNAL,
     DD_OPT_REDIS_NO_JOURNAL,
+    DD_OPT_REDIS_FAILOVER_WAIT, /* redis-sentinel:// */
     /* Connection (redis_conn.c) */
     DD_OPT_REDIS_TLS_CACERT = 0x5280,
     DD_OPT_REDIS_TLS_CERT,
@@ -71,6 +72,7 @@ enum {
     {"redis-retries", required_argument, NULL, DD_OPT_REDIS_RETRIES},         \
     {"journal", required_argument, NULL, DD_OPT_REDIS_JOURNAL},               \
     {"no-journal", no_argument, NULL, DD_OPT_REDIS_NO_JOURNAL},               \
+    {"redis-failover-wait", required_argument, NULL, DD_OPT_REDIS_FAILOVER_WAIT}, \
     DD_REDIS_CONN_LONG_OPTIONS
 
 /* Keys the main job hands to Redis at once (each batch is then pipelined
@@ -101,6 +103,7 @@ typedef struct dd_redis_opts {
     bool retries_given;
     const char *journal_dir;    /* --journal DIR; NULL = the per-user state dir */
     bool no_journal;            /* --no-journal */
+    uint64_t failover_wait_us;  /* --redis-failover-wait; 0 = the default */
 } dd_redis_opts;
 
 /* Parses one option of DD_REDIS_LONG_OPTIONS into 'o': 1 = taken, 0 = not

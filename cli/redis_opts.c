@@ -18,7 +18,9 @@
 const char dd_redis_help[] =
     "Shared seen-set in Redis (many processes, many machines):\n"
     "      --redis=URL        keep the seen-set in Redis: redis://[user@]host:port[/db]\n"
-    "                         or redis-cluster://host:port[,host:port...] (a Redis Cluster);\n"
+    "                         or redis-cluster://host:port[,host:port...] (a Redis Cluster)\n"
+    "                         or redis-sentinel://host:port[,host:port...]/MASTER[/db]\n"
+    "                         (the master Redis Sentinel names MASTER; followed on failover);\n"
     "                         rediss:// and rediss-cluster:// over TLS.  The password:\n"
     "                         DEDUP_REDIS_PASSWORD or REDISCLI_AUTH in the environment,\n"
     "                         or --redis-auth-file (never in the URL: ps shows it)\n"
@@ -49,6 +51,8 @@ const char dd_redis_help[] =
     "      --segments=S       bitmap: split the filter into S keys (default: by size)\n"
     "      --pipeline=N       commands in flight per node (default 1024)\n"
     "      --redis-retries=N  reconnect attempts per batch before failing (default 8)\n"
+    "      --redis-failover-wait=D  redis-sentinel://: how long a lost master is\n"
+    "                         waited for, until the sentinels name one (default 60s)\n"
     "      --journal=DIR      bitmap, module: keep the journal of the batch in flight\n"
     "                         (what a kill -9 would lose) under DIR (default\n"
     "                         $XDG_STATE_HOME/dedup, else ~/.local/state/dedup)\n"
@@ -145,6 +149,13 @@ int dd_redis_option(dd_redis_opts *o, int code, const char *arg)
         o->journal_dir = arg;
         return 1;
     case DD_OPT_REDIS_NO_JOURNAL: o->no_journal = true; return 1;
+    case DD_OPT_REDIS_FAILOVER_WAIT:
+        if (!cli_parse_duration(arg, &v) || v < 1000 || v > 3600000000ull) {
+            cli_error("--redis-failover-wait '%s': a duration from 1ms to 1h (500ms, 90s)", arg);
+            return -1;
+        }
+        o->failover_wait_us = v;
+        return 1;
     case DD_OPT_REDIS_WAIT:
         if (!arg_uint(NULL, "--wait-replicas", arg, 0, 64, &v))
             return -1;
@@ -177,7 +188,7 @@ bool dd_redis_used(const dd_redis_opts *o)
 {
     return o->url || o->scheme || o->filter || o->name || o->uncertain_path || o->ttl_us || o->reserve_us ||
            o->wait_replicas || o->whole_keys || o->shards || o->segments || o->pipeline ||
-           o->retries_given || o->journal_dir || o->no_journal;
+           o->retries_given || o->journal_dir || o->no_journal || o->failover_wait_us;
 }
 
 int dd_redis_check_args(const dd_redis_opts *o, bool mode_given, bool windowed, bool state,
@@ -186,7 +197,7 @@ int dd_redis_check_args(const dd_redis_opts *o, bool mode_given, bool windowed, 
     if (!o->url) {
         cli_error("--redis-scheme, --redis-filter, --name, --ttl, --reserve, --uncertain, "
                   "--wait-replicas, --shards, --segments, --pipeline, --redis-retries, "
-                  "--journal and --no-journal need --redis URL");
+                  "--journal, --no-journal and --redis-failover-wait need --redis URL");
         return -1;
     }
     if (o->journal_dir && o->no_journal) {
@@ -235,7 +246,8 @@ int dd_redis_check_args(const dd_redis_opts *o, bool mode_given, bool windowed, 
 bool dd_is_redis_url(const char *s)
 {
     return s && (strncmp(s, "redis://", 8) == 0 || strncmp(s, "redis-cluster://", 16) == 0 ||
-                 strncmp(s, "rediss://", 9) == 0 || strncmp(s, "rediss-cluster://", 17) == 0);
+                 strncmp(s, "rediss://", 9) == 0 || strncmp(s, "rediss-cluster://", 17) == 0 ||
+                 strncmp(s, "redis-sentinel://", 17) == 0);
 }
 
 #ifdef DEDUP_HAVE_REDIS
@@ -250,7 +262,9 @@ static int journal_start(dd_redis_run *rr, const dd_redis_opts *o, const dedup_r
         return 0;
     char key[4096];
     size_t kl = (size_t)snprintf(key, sizeof key, "%s", u->cluster ? "redis-cluster://" : "redis://");
-    for (size_t i = 0; i < u->nseeds && kl < sizeof key; i++)
+    if (u->sentinel) /* the master, by its name: wherever the sentinels put it */
+        kl = (size_t)snprintf(key, sizeof key, "redis-sentinel://%s", u->master);
+    for (size_t i = 0; i < u->nseeds && kl < sizeof key && !u->sentinel; i++)
         kl += (size_t)snprintf(key + kl, sizeof key - kl, "%s%s:%d", i ? "," : "",
                                u->seeds[i].host, u->seeds[i].port);
     if (kl < sizeof key)
@@ -289,6 +303,8 @@ int dd_redis_create(const dd_redis_opts *o, uint64_t items, double fpr, uint64_t
         ro.pipeline = o->pipeline;
     if (o->retries_given)
         ro.retries = (uint32_t)o->retries;
+    if (o->failover_wait_us)
+        ro.failover_wait_ms = (uint32_t)(o->failover_wait_us / 1000);
     if (o->shards)
         ro.shards = o->shards;
     ro.segments = o->segments;

@@ -13,11 +13,15 @@
  *      'lost' (it may have run) and drops the connection.
  * A round that met a failure costs one retry: pause (backoff doubling up to
  * 2 s), reload the slot map from any node that answers, go on.  Past
- * 'retries' such rounds the call fails naming the node.
+ * 'retries' such rounds the call fails naming the node.  A sentinel URL's
+ * client has one node, the master; a round that met a failure asks the
+ * sentinels where the master is now (sentinel_locate) instead of reloading
+ * a slot map.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "client.h"
 #include "tls.h"
+#include "sentinel.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -459,6 +463,98 @@ static dedup_status load_slots(rc_client *c)
     return st;
 }
 
+static uint64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* Sentinel: leaves node 0's connection.  WAIT counts the replicas holding
+ * one connection's writes, so a WAIT on the next connection says nothing of
+ * the writes answered on this one: they count as lost (rc_exec sends them
+ * again, marked lost), as when a connection fails. */
+static void sentinel_leave(rc_node *nd)
+{
+    if (nd->ctx)
+        nd->wait_lost = true;
+    drop_conn(nd);
+}
+
+/* Sentinel: one attempt to point node 0 at the master the sentinels name
+ * and to see it answer ROLE "master" (connected by node_connect, as any
+ * server).  *fatal when waiting cannot help (AUTH or SELECT refused, or
+ * the sentinels that answer do not know the master). */
+static dedup_status sentinel_try(rc_client *c, bool *fatal)
+{
+    *fatal = false;
+    char host[DEDUP_REDIS_MAX_HOST + 1];
+    int port;
+    dedup_status st = rs_master_addr(&c->url, c->o.connect_timeout_ms, c->o.io_timeout_ms, host,
+                                     &port, c->err, sizeof c->err);
+    if (st != DEDUP_OK) {
+        *fatal = st == DEDUP_ERR_NOT_FOUND; /* no sentinel up knows the name */
+        return DEDUP_ERR_IO;
+    }
+    rc_node *nd = &c->nodes[0];
+    if (strcmp(nd->host, host) != 0 || nd->port != port) {
+        sentinel_leave(nd);
+        memcpy(nd->host, host, strlen(host) + 1);
+        nd->port = port;
+    }
+    st = node_connect(c, 0, fatal);
+    if (st != DEDUP_OK)
+        return st;
+    const char *argv[1] = {"ROLE"};
+    size_t lens[1] = {4};
+    redisReply *r = node_cmd(nd, 1, argv, lens);
+    if (rs_role_is_master(r)) {
+        freeReplyObject(r);
+        return DEDUP_OK;
+    }
+    rc_set_error(c, "Redis at %s:%d, which the sentinels name master '%s', answers ROLE %s",
+                 nd->host, nd->port, c->url.master, r ? rs_role_name(r) : "(connection lost)");
+    if (r)
+        freeReplyObject(r);
+    sentinel_leave(nd);
+    return DEDUP_ERR_IO;
+}
+
+/* Sentinel: sentinel_try() until it succeeds, every 100 ms for at most
+ * 'wait_ms' (a failover: the sentinels name the old master until they
+ * agree it is down, then the replica they promoted). */
+static dedup_status sentinel_locate(rc_client *c, uint32_t wait_ms)
+{
+    uint64_t start = now_ms();
+    for (;;) {
+        bool fatal;
+        dedup_status st = sentinel_try(c, &fatal);
+        if (st == DEDUP_OK || fatal || now_ms() - start >= wait_ms)
+            return st;
+        sleep_ms(100);
+    }
+}
+
+/* After a failed round: where the commands go now.  A cluster reloads its
+ * slot map (a failure is retried next round); a sentinel URL's client
+ * waits for a master (its failure ends the call: the wait was the retry). */
+static dedup_status relocate(rc_client *c)
+{
+    if (c->cluster)
+        (void)load_slots(c);
+    else if (c->url.sentinel) {
+        dedup_status st = sentinel_locate(c, c->o.failover_wait_ms);
+        if (st != DEDUP_OK) {
+            char last[sizeof c->err];
+            snprintf(last, sizeof last, "%s", c->err);
+            rc_set_error(c, "no master '%s' within %u ms: %s", c->url.master,
+                         c->o.failover_wait_ms, last);
+            return DEDUP_ERR_IO;
+        }
+    }
+    return DEDUP_OK;
+}
+
 dedup_status rc_open(const dedup_redis_url *url, const dedup_redis_options *o, rc_client **out,
                      char *err, size_t errcap)
 {
@@ -485,14 +581,16 @@ dedup_status rc_open(const dedup_redis_url *url, const dedup_redis_options *o, r
             return ts;
         }
     }
-    for (size_t i = 0; i < url->nseeds; i++)
+    for (size_t i = 0; i < url->nseeds && !url->sentinel; i++)
         node_find(c, url->seeds[i].host, strlen(url->seeds[i].host), url->seeds[i].port, true);
+    if (url->sentinel)
+        c->nnodes = 1; /* the master, wherever sentinel_try() finds it */
     dedup_status st;
     if (c->cluster) {
         st = load_slots(c);
     } else {
         bool fatal;
-        st = node_connect(c, 0, &fatal);
+        st = url->sentinel ? sentinel_try(c, &fatal) : node_connect(c, 0, &fatal);
         if (st == DEDUP_OK) {
             /* A cluster node answers only for its own slots: refuse it. */
             const char *argv[2] = {"INFO", "cluster"};
@@ -826,9 +924,9 @@ again:
             c->cnt.retries++;
             sleep_ms(backoff);
             backoff = backoff * 2 > MAX_BACKOFF_MS ? MAX_BACKOFF_MS : backoff * 2;
-            if (c->cluster) {
-                dedup_status ls = load_slots(c);
-                (void)ls; /* a failed reload is retried next round */
+            if (relocate(c) != DEDUP_OK) {
+                result = DEDUP_ERR_IO;
+                break;
             }
         }
     }
@@ -859,8 +957,10 @@ again:
             }
             c->cnt.retries++;
             sleep_ms(backoff);
-            if (c->cluster)
-                (void)load_slots(c);
+            if (relocate(c) != DEDUP_OK) {
+                free(order);
+                return DEDUP_ERR_IO;
+            }
             goto again;
         }
         int dropped;
@@ -882,8 +982,10 @@ again:
             result = DEDUP_OK;
             c->cnt.retries++;
             sleep_ms(backoff);
-            if (c->cluster)
-                (void)load_slots(c);
+            if (relocate(c) != DEDUP_OK) {
+                free(order);
+                return DEDUP_ERR_IO;
+            }
             goto again;
         }
     }

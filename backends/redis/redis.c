@@ -20,6 +20,7 @@ void dedup_redis_options_init(dedup_redis_options *o)
     o->connect_timeout_ms = 2000;
     o->io_timeout_ms = 5000;
     o->retries = 8;
+    o->failover_wait_ms = 60000;
     o->backoff_ms = 50;
     o->pipeline = 1024;
     o->seed = DEDUP_DEFAULT_SEED;

@@ -1,8 +1,10 @@
 /*
- * url.c - redis:// and redis-cluster:// URLs (dedup/redis.h).
+ * url.c - redis://, redis-cluster:// and redis-sentinel:// URLs
+ * (dedup/redis.h).
  *
  * Grammar: scheme "://" [user [":" pass] "@"] hostport *("," hostport)
- * ["/" db], hostport = host [":" port].  The credentials end at the last '@'
+ * ["/" db], hostport = host [":" port]; redis-sentinel:// has "/" master
+ * ["/" db] instead of ["/" db].  The credentials end at the last '@'
  * so a password may hold '@' when escaped or not.  Nothing is trusted: every
  * length is checked against its buffer before copying.
  */
@@ -71,6 +73,22 @@ static bool number(const char *p, size_t n, long lo, long hi, long *out)
     return true;
 }
 
+/* A sentinel URL's "/MASTER" at *slash (decoded into out->master); moves
+ * *slash to the "/db" after it, or NULL.  False when MASTER is empty, bad
+ * or over-long. */
+static bool master_path(const char **slash, const char *end, dedup_redis_url *out)
+{
+    if (!*slash)
+        return false;
+    const char *m = *slash + 1;
+    const char *next = memchr(m, '/', (size_t)(end - m));
+    const char *mend = next ? next : end;
+    if (mend == m || !decode(m, (size_t)(mend - m), out->master, sizeof out->master))
+        return false;
+    *slash = next;
+    return true;
+}
+
 dedup_status dedup_redis_url_parse(const char *text, dedup_redis_url *out, char *why,
                                    size_t whycap)
 {
@@ -90,12 +108,16 @@ dedup_status dedup_redis_url_parse(const char *text, dedup_redis_url *out, char 
         p = text + 17;
         out->cluster = true;
         out->tls = true;
+    } else if (strncmp(text, "redis-sentinel://", 17) == 0) {
+        p = text + 17;
+        out->sentinel = true;
     } else {
         char shown[256];
         dedup_redis_url_redact(text, shown, sizeof shown);
         return fail(why, whycap,
                     "'%s' is not a Redis URL (redis[s]://[user@]host:port[/db] or "
-                    "redis[s]-cluster://host:port[,host:port...])",
+                    "redis[s]-cluster://host:port[,host:port...] or "
+                    "redis-sentinel://host:port[,host:port...]/MASTER[/db])",
                     shown);
     }
     char shown[512]; /* what the messages below show: the password replaced */
@@ -129,7 +151,7 @@ dedup_status dedup_redis_url_parse(const char *text, dedup_redis_url *out, char 
         const char *hend = comma ? comma : hosts_end;
         if (out->nseeds == DEDUP_REDIS_MAX_SEEDS)
             return fail(why, whycap, "more than 16 seed nodes in '%s'", text);
-        if (out->nseeds == 1 && !out->cluster)
+        if (out->nseeds == 1 && !out->cluster && !out->sentinel)
             return fail(why, whycap,
                         "several hosts in '%s': a cluster is named by redis-cluster://", text);
         const char *colon = NULL;
@@ -146,7 +168,7 @@ dedup_status dedup_redis_url_parse(const char *text, dedup_redis_url *out, char 
                   (ch >= '0' && ch <= '9') || ch == '.' || ch == '-' || ch == '_'))
                 return fail(why, whycap, "bad character in the host of '%s'", text);
         }
-        long port = 6379;
+        long port = out->sentinel ? 26379 : 6379;
         if (colon && !number(colon + 1, (size_t)(hend - colon - 1), 1, 65535, &port))
             return fail(why, whycap, "port out of 1..65535 in '%s'", text);
         memcpy(out->seeds[out->nseeds].host, p, hl);
@@ -159,6 +181,11 @@ dedup_status dedup_redis_url_parse(const char *text, dedup_redis_url *out, char 
         if (p == hosts_end)
             return fail(why, whycap, "empty host after ',' in '%s'", text);
     }
+    if (out->sentinel && !master_path(&slash, end, out))
+        return fail(why, whycap,
+                    "no master name, or a bad or over-long one, in '%s' "
+                    "(redis-sentinel://host:port[,host:port...]/MASTER[/db])",
+                    text);
     if (slash && slash + 1 < end) {
         long db;
         if (!number(slash + 1, (size_t)(end - slash - 1), 0, 2147483647L, &db))

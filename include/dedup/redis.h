@@ -29,6 +29,9 @@
  * see the tls_* options.  A password is better given in the options'
  * 'password' than in the URL, which other users may see (ps); messages
  * show a URL's password as "***" (dedup_redis_url_redact()).
+ * "redis-sentinel://[user:pass@]host:port[,host:port...]/MASTER[/db]" names
+ * the master that Redis Sentinel calls MASTER, through one or more
+ * sentinels (port default 26379; see "Sentinel" below).
  *
  * Schemes (the layout of the remote set):
  *  - DEDUP_REDIS_KEYS: exact.  One Redis string per seen key, named
@@ -134,6 +137,23 @@
  * fails makes the client reload the map from any node that answers
  * (failover).
  *
+ * Sentinel (redis-sentinel:// URLs).  At open the sentinels are asked in
+ * turn (SENTINEL GET-MASTER-ADDR-BY-NAME, each connection bounded by the
+ * connect and io timeouts) for the master's address; the first address
+ * given is connected as a redis:// server would be (AUTH, SELECT with the
+ * URL's credentials and db) and must answer ROLE "master".  When the master
+ * fails mid-run (a lost connection, READONLY, a refused connection) the
+ * client asks the sentinels again, every 100 ms for at most
+ * failover_wait_ms, until an address they name answers ROLE "master", and
+ * goes on there; commands lost on the way are resent and marked lost, as
+ * on one server, and with wait_replicas so are the batch's commands the
+ * old master answered (WAIT speaks only for its own connection).  Sentinels are reached over plain TCP, without AUTH
+ * unless one answers NOAUTH (then with the URL's credentials).  A sentinel
+ * that does not know MASTER is passed over; none knowing it is an error at
+ * open naming the master.  Replication is asynchronous: without
+ * wait_replicas a failover can lose writes the old master acknowledged,
+ * and a key recorded there may be answered NEW again.
+ *
  * Reserve, then commit (keys scheme with ttl_ms, or with 'reserve').  A
  * process that records a key and then dies before its record reaches the
  * output leaves the key "seen" while nobody received the record: every
@@ -227,10 +247,14 @@ dedup_redis_scheme dedup_redis_scheme_from_name(const char *name);
 #define DEDUP_REDIS_MAX_SEEDS 16
 #define DEDUP_REDIS_MAX_HOST 255
 #define DEDUP_REDIS_MAX_CRED 255
+#define DEDUP_REDIS_MAX_MASTER 255
 
 typedef struct dedup_redis_url {
     bool cluster;                  /* redis-cluster:// or rediss-cluster:// */
     bool tls;                      /* rediss:// or rediss-cluster:// */
+    bool cluster;                  /* redis-cluster:// */
+    bool sentinel;                 /* redis-sentinel://: seeds are sentinels */
+    char master[DEDUP_REDIS_MAX_MASTER + 1]; /* sentinel: the master's name */
     char user[DEDUP_REDIS_MAX_CRED + 1]; /* "" = the default user */
     char pass[DEDUP_REDIS_MAX_CRED + 1]; /* "" = no AUTH */
     int db;                        /* 0 unless given */
@@ -245,7 +269,9 @@ typedef struct dedup_redis_url {
  * decoded in user and password.  Errors: DEDUP_ERR_INVALID_ARG with a
  * sentence in 'why' (may be NULL) naming what is wrong: the scheme, an empty
  * or over-long host or credential, a port or db out of range, a db on a
- * cluster URL, more than DEDUP_REDIS_MAX_SEEDS seeds, trailing text. */
+ * cluster URL, more than DEDUP_REDIS_MAX_SEEDS seeds, trailing text, a
+ * sentinel URL without a master name (or one over DEDUP_REDIS_MAX_MASTER
+ * bytes). */
 dedup_status dedup_redis_url_parse(const char *text, dedup_redis_url *out, char *why,
                                    size_t whycap);
 
@@ -268,6 +294,9 @@ typedef struct dedup_redis_options {
     uint32_t connect_timeout_ms; /* default 2000 */
     uint32_t io_timeout_ms;   /* a reply not received in this time is lost; default 5000 */
     uint32_t retries;         /* reconnect attempts per batch; default 8 */
+    uint32_t failover_wait_ms;/* sentinel: how long a lost master is waited
+                                 for (until a sentinel names a master that
+                                 answers ROLE as one); default 60000 */
     uint32_t backoff_ms;      /* first pause; doubles up to 2000; default 50 */
     uint32_t pipeline;        /* commands in flight per node, 1..65536; default 1024 */
     uint64_t seed;            /* hash seed of the digests; default DEDUP_DEFAULT_SEED */

@@ -181,6 +181,20 @@ static void test_url(void)
     why[0] = 0;
     CHECK(dedup_redis_url_parse("redis://bob:s3cret@h:99999", &u, why, sizeof why) != DEDUP_OK &&
               why[0] && !strstr(why, "s3cret"), "the password in a parse error: %s", why);
+    /* redis-sentinel:// (issue 40): sentinels, then the master's name */
+    CHECK(dedup_redis_url_parse("redis-sentinel://:pw@a,b:26380/my%2Dmaster/4", &u, why,
+                                sizeof why) == DEDUP_OK, "%s", why);
+    CHECK(u.sentinel && !u.cluster && u.nseeds == 2 && u.seeds[0].port == 26379 &&
+              u.seeds[1].port == 26380 && strcmp(u.master, "my-master") == 0 && u.db == 4 &&
+              strcmp(u.pass, "pw") == 0, "sentinel fields");
+    const char *sbad[] = {"redis-sentinel://a:1", "redis-sentinel://a:1/", "redis-sentinel://a:1//2",
+                          "redis-sentinel://a:1/m/x", "redis-sentinel://a:1/m/1/2",
+                          "redis-sentinel://a:1/%00", NULL};
+    for (int i = 0; sbad[i]; i++) {
+        why[0] = 0;
+        CHECK(dedup_redis_url_parse(sbad[i], &u, why, sizeof why) == DEDUP_ERR_INVALID_ARG && why[0],
+              "'%s' accepted", sbad[i]);
+    }
 }
 
 /* ---- keys: every distinct key NEW exactly once, in order ---- */
