@@ -62,7 +62,7 @@ size_t dd_key_header_filter(dd_key_header *h, const dd_block *b, unsigned char t
             cli_error("%s%s%s:%llu: %s: '%s'%s", h->cmd ? h->cmd : "", h->cmd ? ": " : "",
                       h->file, (unsigned long long)(h->lines + 1),
                       dd_key_error_text(h->key, (dedup_status)b->klen[i]), val,
-                      h->cmd ? "" : " (--on-bad-key skip lets the run go on)");
+                      " (--on-bad-key skip or keep lets the run go on)");
             return SIZE_MAX;
         }
         h->lines += h->key->csv ? lines_of(b->rec[i], b->rlen[i], term) : 1;

@@ -279,3 +279,12 @@ const char *dd_key_error_text(const dd_keyspec *k, dedup_status st)
     default: return dedup_strerror(st);
     }
 }
+
+const char *dd_key_bad_reason(const dd_keyspec *k)
+{
+    if (k->json)
+        return "invalid JSON or a path missing";
+    if (k->csv)
+        return k->url ? "malformed CSV or not a URL" : "malformed CSV";
+    return "not a URL";
+}

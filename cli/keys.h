@@ -135,4 +135,8 @@ dedup_status dd_key_get(const dd_keyspec *k, const unsigned char *rec, size_t le
 /* Words for a per-record key error, for messages. */
 const char *dd_key_error_text(const dd_keyspec *k, dedup_status st);
 
+/* Why records may lack a key with k, for the count said at the end of a
+ * run: "invalid JSON or a path missing", "malformed CSV or not a URL", ... */
+const char *dd_key_bad_reason(const dd_keyspec *k);
+
 #endif
