@@ -288,3 +288,24 @@ const char *dd_key_bad_reason(const dd_keyspec *k)
         return k->url ? "malformed CSV or not a URL" : "malformed CSV";
     return "not a URL";
 }
+
+const char *dd_key_problem_text(const dd_keyspec *k, const unsigned char *rec, size_t len,
+                                dedup_status st, char *buf, size_t cap)
+{
+    dedup_key_problem pr;
+    dedup_key_explain(k->compiled, rec, len, st, &pr);
+    if (pr.spec_len && k->json && pr.spec_off + pr.spec_len <= strlen(k->json))
+        snprintf(buf, cap, "the --json path '%.*s' is missing", (int)pr.spec_len,
+                 k->json + pr.spec_off);
+    else if (pr.offset != SIZE_MAX && k->json)
+        snprintf(buf, cap, "%s at byte %zu", pr.what, pr.offset + 1);
+    else if (pr.offset != SIZE_MAX)
+        snprintf(buf, cap, "malformed CSV: %s at byte %zu", pr.what, pr.offset + 1);
+    else if (st == DEDUP_ERR_CORRUPT || st == DEDUP_ERR_INVALID_ARG || st == DEDUP_ERR_LIMIT ||
+             st == DEDUP_ERR_NOT_FOUND)
+        snprintf(buf, cap, "%s", k->json || st != DEDUP_ERR_CORRUPT ? pr.what
+                                                                     : dd_key_error_text(k, st));
+    else
+        snprintf(buf, cap, "%s", dd_key_error_text(k, st));
+    return buf;
+}

@@ -151,6 +151,24 @@ dedup_status dedup_key_batch(const dedup_key *k, size_t n, const unsigned char *
                              const unsigned char **key, size_t *klen, dedup_status *st,
                              size_t *done, size_t *need, size_t *used);
 
+/* Why a record has no key, for messages. */
+typedef struct dedup_key_problem {
+    const char *what;   /* a short static English text: "a quote left open",
+                           "text after a closing quote", "not valid JSON or
+                           UTF-8", "a JSON path missing", ... */
+    size_t offset;      /* byte offset in the record where the problem was
+                           found; SIZE_MAX when it has none */
+    size_t spec_off, spec_len; /* a missing JSON path: where it stands in
+                           p->json_paths (spec_len 0 otherwise) */
+} dedup_key_problem;
+
+/* Explains the per-record error 'st' that dedup_key_of gave for
+ * rec[0..len): reads the record again (slower than dedup_key_of; meant for
+ * the records that fail).  Never fails; no allocation; thread-safe as
+ * dedup_key_of. */
+void dedup_key_explain(const dedup_key *k, const unsigned char *rec, size_t len,
+                       dedup_status st, dedup_key_problem *pr);
+
 /* ---- CSV records ------------------------------------------------------
  * The record splitter, usable over a stream cut in arbitrary blocks: the
  * state carries over from one call to the next.  Records end at 'term'

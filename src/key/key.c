@@ -713,3 +713,69 @@ dedup_status dedup_key_batch(const dedup_key *k, size_t n, const unsigned char *
     *used = u;
     return DEDUP_OK;
 }
+
+/* The first malformed field of a CSV record: where, and what is wrong. */
+static void csv_explain(const dedup_key *k, const unsigned char *rec, size_t len,
+                        dedup_key_problem *pr)
+{
+    if (len && rec[len - 1] == '\r')
+        len--;
+    size_t pos = 0;
+    for (;;) {
+        size_t start = pos;
+        dedup_csv_field f;
+        dedup_status st = dedup_csv_field_next(rec, len, k->delim, &pos, &f);
+        if (st == DEDUP_ERR_RANGE)
+            return;
+        if (st != DEDUP_ERR_CORRUPT)
+            continue;
+        /* a quoted field: its closing quote, if any, is the first '"' that
+         * is not doubled */
+        for (size_t i = start + 1; i < len; i++) {
+            if (rec[i] != '"')
+                continue;
+            if (i + 1 < len && rec[i + 1] == '"') {
+                i++;
+                continue;
+            }
+            pr->what = "text after a closing quote";
+            pr->offset = i + 1;
+            return;
+        }
+        pr->what = "a quote left open";
+        pr->offset = start;
+        return;
+    }
+}
+
+void dedup_key_explain(const dedup_key *k, const unsigned char *rec, size_t len,
+                       dedup_status st, dedup_key_problem *pr)
+{
+    pr->what = dedup_strerror(st);
+    pr->offset = SIZE_MAX;
+    pr->spec_off = pr->spec_len = 0;
+    if (k->fmt == DEDUP_KEY_JSON && k->parsers.json) {
+        size_t pos, so, sl;
+        dedup_status js = ddi_key_json_explain(&k->parsers, rec, len, &pos, &so, &sl);
+        if (js == DEDUP_ERR_CORRUPT)
+            pr->what = "not valid JSON or UTF-8";
+        else if (js == DEDUP_ERR_LIMIT && pos != SIZE_MAX)
+            pr->what = "JSON nested deeper than 64 levels";
+        else if (js == DEDUP_ERR_LIMIT || st == DEDUP_ERR_LIMIT)
+            pr->what = "a selected JSON number's exponent is out of range (or a value over 4 GiB)";
+        else if (js == DEDUP_ERR_NOT_FOUND)
+            pr->what = "a JSON path missing";
+        pr->offset = js == DEDUP_ERR_CORRUPT || js == DEDUP_ERR_LIMIT ? pos : SIZE_MAX;
+        if (js == DEDUP_ERR_NOT_FOUND) {
+            pr->spec_off = so;
+            pr->spec_len = sl;
+        }
+        return;
+    }
+    if (st == DEDUP_ERR_CORRUPT && k->fmt == DEDUP_KEY_CSV) {
+        pr->what = "malformed CSV";
+        csv_explain(k, rec, len, pr);
+    } else if (st == DEDUP_ERR_INVALID_ARG && k->parsers.url) {
+        pr->what = "not an absolute URL with a host";
+    }
+}

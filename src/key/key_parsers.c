@@ -98,3 +98,19 @@ dedup_status ddi_key_json(const ddi_key_parsers *kp, const unsigned char *line, 
     size_t bad_path = 0, bad_pos = 0;
     return dd_json_extract(kp->json, line, n, out, cap, olen, &bad_path, &bad_pos);
 }
+
+dedup_status ddi_key_json_explain(const ddi_key_parsers *kp, const unsigned char *line, size_t n,
+                                  size_t *pos, size_t *span_off, size_t *span_len)
+{
+    unsigned char one[1];
+    size_t olen = 0, bad_path = SIZE_MAX, bad_pos = SIZE_MAX;
+    *pos = SIZE_MAX;
+    *span_off = *span_len = 0;
+    /* errors come before the room: an empty buffer tells them */
+    dedup_status st = dd_json_extract(kp->json, line, n, one, 0, &olen, &bad_path, &bad_pos);
+    if (st == DEDUP_ERR_CORRUPT || st == DEDUP_ERR_LIMIT)
+        *pos = bad_pos;
+    if (st == DEDUP_ERR_NOT_FOUND && !dd_json_path_span(kp->json, bad_path, span_off, span_len))
+        *span_off = *span_len = 0;
+    return st;
+}

@@ -137,4 +137,22 @@ check "count --on-bad-key without keys that may fail is refused" test $? -eq 2
 check "split --on-bad-key without keys that may fail is refused" test $? -eq 2
 "$DEDUP" split -N 2 --csv --on-bad-key drop -o "$T/parts/p%s" "$T/in" 2> /dev/null
 check "split --on-bad-key drop is refused" test $? -eq 2
+# --- the messages name file:line, the problem and where it is ------------------------------
+printf '{"user":7,"ad":1}\n{"user":7,"ad":2}\n{"user":8,"a,d":3}\n' > "$T/j"
+"$DEDUP" --json '.user,."a,d"' "$T/j" > /dev/null 2> "$T/err"
+check "--json: a missing path is named with its line" \
+    grep -q "j:1: the --json path '.\"a,d\"' is missing" "$T/err"
+"$DEDUP" count --json-paths .user,.ad "$T/j" > /dev/null 2> "$T/err"
+check "count --json-paths: a missing path is named" grep -q "count: .*j:3: the --json path '.ad' is missing" "$T/err"
+printf '{"user":7,"ad":1}\n{"user":7, "ad": tru}\n' > "$T/j"
+"$DEDUP" --json .user,.ad -m 64M "$T/j" > /dev/null 2> "$T/err"
+check "--json: invalid JSON is named with its line and byte" grep -q "j:2: not valid JSON or UTF-8 at byte 18" "$T/err"
+printf 'user,ad\n1,a\n2,"b"c\n' > "$T/c"
+"$DEDUP" split -N 2 "${K[@]}" -o "$T/parts/q%s" "$T/c" 2> "$T/err"
+check "split: malformed CSV is named with its line, problem and byte" \
+    grep -q "c:3: malformed CSV: text after a closing quote at byte 6" "$T/err"
+printf 'user,ad\n1,a\n2,"b\n' > "$T/c"
+"$DEDUP" "${K[@]}" --keep last "$T/c" 2> "$T/err" > /dev/null
+check "--keep last: an open quote is named with its line and byte" \
+    grep -q "c:3: malformed CSV: a quote left open at byte 3" "$T/err"
 finish

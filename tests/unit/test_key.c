@@ -264,6 +264,49 @@ static void test_json_and_url(void **state)
     assert_int_equal(dedup_key_create(&p, NULL, 0, NULL, &k, NULL), DEDUP_ERR_INVALID_ARG);
 }
 
+/* ---- dedup_key_explain: where and what, for messages ---------------------------------- */
+static void explains(const dedup_key *k, const char *rec, dedup_status st, const char *what,
+                     size_t offset, size_t spec_off, size_t spec_len)
+{
+    dedup_key_problem pr;
+    dedup_key_explain(k, (const unsigned char *)rec, strlen(rec), st, &pr);
+    assert_string_equal(pr.what, what);
+    assert_int_equal(pr.offset, offset);
+    assert_int_equal(pr.spec_off, spec_off);
+    assert_int_equal(pr.spec_len, spec_len);
+}
+
+static void test_explain(void **state)
+{
+    (void)state;
+    dedup_key *k = make(DEDUP_KEY_CSV, "1,2", NULL);
+    explains(k, "a,\"b\"x,c", DEDUP_ERR_CORRUPT, "text after a closing quote", 5, 0, 0);
+    explains(k, "a,\"b\"\"x,c\r", DEDUP_ERR_CORRUPT, "a quote left open", 2, 0, 0);
+    dedup_key_free(k);
+
+    dedup_key_params p;
+    dedup_key_params_init(&p);
+    p.format = DEDUP_KEY_JSON;
+    p.json_paths = ".a,.\"b,c\".d,.e";
+    assert_int_equal(dedup_key_create(&p, NULL, 0, NULL, &k, NULL), DEDUP_OK);
+    explains(k, "{\"a\":1,\"e\":2}", DEDUP_ERR_NOT_FOUND, "a JSON path missing", SIZE_MAX, 3,
+             8);
+    explains(k, "{\"a\":1,\"b,c\":{\"d\":3}}", DEDUP_ERR_NOT_FOUND, "a JSON path missing",
+             SIZE_MAX, 12, 2);
+    explains(k, "{\"a\": tru}", DEDUP_ERR_CORRUPT, "not valid JSON or UTF-8", 6, 0, 0);
+    char deep[200];
+    memset(deep, '[', 100);
+    deep[100] = 0;
+    explains(k, deep, DEDUP_ERR_LIMIT, "JSON nested deeper than 64 levels", 64, 0, 0);
+    dedup_key_free(k);
+
+    dedup_key_params_init(&p);
+    p.url = true;
+    assert_int_equal(dedup_key_create(&p, NULL, 0, NULL, &k, NULL), DEDUP_OK);
+    explains(k, "nope", DEDUP_ERR_INVALID_ARG, "not an absolute URL with a host", SIZE_MAX, 0, 0);
+    dedup_key_free(k);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -272,6 +315,7 @@ int main(void)
         cmocka_unit_test(test_full_and_batch), cmocka_unit_test(test_normalise),
         cmocka_unit_test(test_allocator),     cmocka_unit_test(test_csv_scan),
         cmocka_unit_test(test_json_and_url),
+        cmocka_unit_test(test_explain),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
