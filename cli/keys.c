@@ -155,6 +155,23 @@ bool dd_keyspec_check(dd_keyspec *k, const char *cmd)
         cli_error("%s%s--url-drop-params and --url-sort-params need --url", pre, sep);
         return false;
     }
+    if (k->url_drop) { /* the glob list alone, so that the place named is in it */
+        dedup_key_params p;
+        dedup_key_params_init(&p);
+        p.url = true;
+        p.url_drop = k->url_drop;
+        dedup_key *t = NULL;
+        size_t at = 0;
+        dedup_status st = dedup_key_create(&p, NULL, 0, NULL, &t, &at);
+        dedup_key_free(t);
+        if (st == DEDUP_ERR_INVALID_ARG) {
+            cli_error("%s%s--url-drop-params: '%s' is not a list of globs (the problem is at "
+                      "'%s': globs are separated by ',' and none is empty; write a literal "
+                      "',', '*', '?' or '\\' as '\\,', '\\*', '\\?' or '\\\\')",
+                      pre, sep, k->url_drop, k->url_drop + (at <= strlen(k->url_drop) ? at : 0));
+            return false;
+        }
+    }
     if (k->csv && k->delim_given && (k->delim == '"' || k->delim == '\n' || k->delim == '\r')) {
         cli_error("%s%s--csv cannot take '\"', \\n or \\r as its delimiter", pre, sep);
         return false;

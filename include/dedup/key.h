@@ -85,7 +85,12 @@ typedef struct dedup_key_params {
     const unsigned char *prefix; /* stripped from the start when present */
     size_t prefix_len;
     bool url;                /* canonical URL */
-    const char *url_drop;    /* comma-separated globs of parameter names; NULL: none */
+    const char *url_drop;    /* comma-separated globs of parameter names: '*' any
+                                run of bytes, '?' one byte, and the two-byte
+                                sequences \, \* \? \\ a literal , * ? \ (any other
+                                byte after a backslash is an error); matched
+                                against the names in their canonical form;
+                                NULL: none */
     bool url_sort_params;
 } dedup_key_params;
 
@@ -101,9 +106,10 @@ typedef struct dedup_key dedup_key;
  * Errors: DEDUP_ERR_INVALID_ARG (a malformed selection, JSON path or glob,
  * a name with no header, a field number of 0 or past DEDUP_KEY_MAX_FIELD,
  * a delimiter that is '"' or the newline in CSV, JSON with fields or with
- * a normalisation, URL drop globs or sorting without url), with
- * *err_pos (when not NULL) the byte offset of the problem in p->fields (or
- * p->json_paths); DEDUP_ERR_NOT_FOUND (a name absent from the header,
+ * a normalisation, URL drop globs or sorting without url, an empty glob or
+ * a '\\' escaping another byte in p->url_drop), with *err_pos (when not
+ * NULL) the byte offset of the problem in p->fields (or p->json_paths, or
+ * p->url_drop); DEDUP_ERR_NOT_FOUND (a name absent from the header,
  * *err_pos at it); DEDUP_ERR_CORRUPT (a malformed CSV header);
  * DEDUP_ERR_LIMIT (more than DEDUP_KEY_MAX_ITEMS items, or JSON paths past
  * their limits); DEDUP_ERR_NOMEM.

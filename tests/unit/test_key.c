@@ -260,6 +260,21 @@ static void test_json_and_url(void **state)
                                   &klen),
                      DEDUP_ERR_INVALID_ARG);
     dedup_key_free(k);
+    /* the glob list: escapes, and the place of a problem in it */
+    static const struct { const char *list; size_t at; } bad_lists[] = {
+        {"a,,b", 2}, {",a", 0}, {"a,", 2}, {"a\\b", 1}, {"a\\", 1}, {"", 0},
+    };
+    for (size_t i = 0; i < sizeof bad_lists / sizeof *bad_lists; i++) {
+        size_t at = 99;
+        p.url_drop = bad_lists[i].list;
+        assert_int_equal(dedup_key_create(&p, NULL, 0, NULL, &k, &at), DEDUP_ERR_INVALID_ARG);
+        assert_int_equal(at, bad_lists[i].at);
+    }
+    p.url_drop = "a\\,b,c\\*";
+    assert_int_equal(dedup_key_create(&p, NULL, 0, NULL, &k, NULL), DEDUP_OK);
+    key_is(k, "x\thttp://h/?a,b=1&a=2&b=3&c*=4&cd=5", "http://h/?a=2&b=3&cd=5", 22);
+    dedup_key_free(k);
+    p.url_drop = "utm_*";
     p.url = false; /* drop globs need --url */
     assert_int_equal(dedup_key_create(&p, NULL, 0, NULL, &k, NULL), DEDUP_ERR_INVALID_ARG);
 }
