@@ -1077,9 +1077,7 @@ static int dedup_main(int argc, char **argv, opts *op)
     if (r->bad_keys && o.bad_key != DD_BAD_KEY_FAIL && r->key_errs)
         cli_warn("%llu record%s had no key (%s): %s", (unsigned long long)r->bad_keys,
                  r->bad_keys == 1 ? "" : "s",
-                 o.key.json ? "invalid JSON or a path missing"
-                 : o.key.csv ? "malformed CSV"
-                             : "not a URL",
+                 dd_key_bad_reason(&o.key),
                  o.bad_key == DD_BAD_KEY_SKIP ? "dropped" : "written undecided");
     else if (r->bad_keys && o.bad_key != DD_BAD_KEY_FAIL)
         cli_warn("%llu record%s had a key that is not an integer%s: %s",

@@ -145,12 +145,6 @@ bool dd_keyspec_check(dd_keyspec *k, const char *cmd)
                   sep);
         return false;
     }
-    if (k->json && (k->trim || k->squeeze || k->fold_case || k->prefix_len || k->url)) {
-        cli_error("%s%s--json keys are canonical JSON values: -i, --trim, --squeeze, "
-                  "--strip-prefix and --url do not apply to them",
-                  pre, sep);
-        return false;
-    }
     if ((k->url_drop || k->url_sort) && !k->url) {
         cli_error("%s%s--url-drop-params and --url-sort-params need --url", pre, sep);
         return false;
@@ -300,7 +294,8 @@ const char *dd_key_error_text(const dd_keyspec *k, dedup_status st)
 const char *dd_key_bad_reason(const dd_keyspec *k)
 {
     if (k->json)
-        return "invalid JSON or a path missing";
+        return k->url ? "invalid JSON, a path missing or not a URL"
+                      : "invalid JSON or a path missing";
     if (k->csv)
         return k->url ? "malformed CSV or not a URL" : "malformed CSV";
     return "not a URL";

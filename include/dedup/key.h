@@ -38,7 +38,10 @@
  * order: trim (leading and trailing space, \t, \r, \n, \v, \f) -> squeeze
  * (every run of those becomes one space) -> canonical URL -> strip prefix ->
  * ASCII case fold (bytes >= 0x80 unchanged, so locale-independent).  JSON
- * values are compared by their canonical texts and take no normalisation.
+ * values are compared by their canonical texts; the normalisations apply to
+ * a selected value that is a string (its decoded text, written back in the
+ * canonical escaping), and with url a selected value that is not a string
+ * is not a URL (DEDUP_ERR_INVALID_ARG).
  *
  * Canonical URL (RFC 3986 section 6.2.2): scheme and host lower-cased,
  * percent-escapes in upper-case hex, escaped unreserved characters decoded,
@@ -105,8 +108,8 @@ typedef struct dedup_key dedup_key;
  * selection may use; the first of two equal names is the one found.
  * Errors: DEDUP_ERR_INVALID_ARG (a malformed selection, JSON path or glob,
  * a name with no header, a field number of 0 or past DEDUP_KEY_MAX_FIELD,
- * a delimiter that is '"' or the newline in CSV, JSON with fields or with
- * a normalisation, URL drop globs or sorting without url, an empty glob or
+ * a delimiter that is '"' or the newline in CSV, JSON with fields, URL
+ * drop globs or sorting without url, an empty glob or
  * a '\\' escaping another byte in p->url_drop), with *err_pos (when not
  * NULL) the byte offset of the problem in p->fields (or p->json_paths, or
  * p->url_drop); DEDUP_ERR_NOT_FOUND (a name absent from the header,

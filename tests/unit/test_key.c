@@ -247,8 +247,25 @@ static void test_json_and_url(void **state)
     assert_int_equal(dedup_key_of(k, (const unsigned char *)"nope", 4, out, sizeof out, &key, &klen),
                      DEDUP_ERR_CORRUPT);
     dedup_key_free(k);
-    p.trim = true; /* JSON values take no normalisation */
-    assert_int_equal(dedup_key_create(&p, NULL, 0, NULL, &k, NULL), DEDUP_ERR_INVALID_ARG);
+    /* normalisations apply to the string values, decoded then escaped again */
+    p.trim = true;
+    p.fold_case = true;
+    assert_int_equal(dedup_key_create(&p, NULL, 0, NULL, &k, NULL), DEDUP_OK);
+    key_is(k, "{\"b\":\" X\\\"\\u0001Y\\t\",\"a\":[\" A\"]}",
+           "\6\0\0\0[\" A\"]" "\x0c\0\0\0\"x\\\"\\u0001y\"", 26);
+    dedup_key_free(k);
+    p.trim = p.fold_case = false;
+    p.url = true; /* a value that is not a string is not a URL */
+    assert_int_equal(dedup_key_create(&p, NULL, 0, NULL, &k, NULL), DEDUP_OK);
+    const char *num = "{\"a\":1,\"b\":\"http://h\"}";
+    unsigned char big[512];
+    assert_int_equal(dedup_key_of(k, (const unsigned char *)num, strlen(num), big, sizeof big,
+                                  &key, &klen),
+                     DEDUP_ERR_INVALID_ARG);
+    const char *two = "{\"a\":\"HTTP://H:80\",\"b\":\"http://x/a/../b\"}";
+    key_is(k, two, "\x0b\0\0\0\"http://h/\"" "\x0c\0\0\0\"http://x/b\"", 31);
+    dedup_key_free(k);
+    p.url = false;
 
     dedup_key_params_init(&p);
     p.fields = "2";
