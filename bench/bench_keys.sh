@@ -61,8 +61,10 @@ for ((i = 0; i < ROUNDS; i++)); do
     fi
 done
 cmp -s "$DATA/o_plain" "$DATA/o_awk" && same_awk=yes || same_awk=NO
-pairs_csv() { python3 -c 'import csv,sys; [print(r[0],r[1]) for r in list(csv.reader(open(sys.argv[1])))[1:]]' "$1"; }
-pairs_json() { python3 -c 'import json,sys; [print(d["user"],d["ad"]) for d in map(json.loads, open(sys.argv[1]))]' "$1"; }
+# The (user, ad) pairs of an output, streamed to a file (20M records do not
+# fit in a Python list or a shell string comfortably).
+pairs_csv() { python3 -c 'import csv,itertools,sys; w=sys.stdout.write; [w("%s %s\n" % (r[0],r[1])) for r in itertools.islice(csv.reader(open(sys.argv[1])),1,None)]' "$1" > "$2"; }
+pairs_json() { python3 -c 'import json,sys; w=sys.stdout.write; [w("%s %s\n" % (d["user"],d["ad"])) for d in map(json.loads, open(sys.argv[1]))]' "$1" > "$2"; }
 echo "records: $RECORDS, rounds: $ROUNDS (median wall seconds)"
 for k in whole whole_nobyref csv json plain awk mlr_csv mlr_json; do
     [ -n "${T[$k]:-}" ] || continue
@@ -75,8 +77,11 @@ echo "composite CSV key / whole line:         $(r "$M_csv" "$M_whole") (target <
 echo "composite CSV key / whole line, no map: $(r "$M_csv" "$M_whole_nobyref")"
 echo "awk / dedup -f 1,2 (no quotes):         $(r "$M_awk" "$M_plain") (target >= 3), outputs identical: $same_awk"
 if [ -n "$have_mlr" ]; then
-    [ "$(pairs_csv "$DATA/o_csv")" = "$(pairs_csv "$DATA/o_mlr_csv")" ] && sc=yes || sc=NO
-    [ "$(pairs_json "$DATA/o_json")" = "$(pairs_json "$DATA/o_mlr_json")" ] && sj=yes || sj=NO
+    pairs_csv "$DATA/o_csv" "$DATA/p1"; pairs_csv "$DATA/o_mlr_csv" "$DATA/p2"
+    cmp -s "$DATA/p1" "$DATA/p2" && sc=yes || sc=NO
+    pairs_json "$DATA/o_json" "$DATA/p1"; pairs_json "$DATA/o_mlr_json" "$DATA/p2"
+    cmp -s "$DATA/p1" "$DATA/p2" && sj=yes || sj=NO
+    rm -f "$DATA/p1" "$DATA/p2"
     echo "mlr / dedup --csv:                      $(r "$M_mlr_csv" "$M_csv") (target >= 10), same records: $sc"
     echo "mlr / dedup --json:                     $(r "$M_mlr_json" "$M_json") (target >= 10), same records: $sj"
 else
