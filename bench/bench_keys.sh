@@ -37,15 +37,15 @@ with open(sys.argv[2], "w") as c, open(sys.argv[3], "w") as j, open(sys.argv[4],
 PY
 fi
 median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
-declare -A T
-run() { # run NAME OUT CMD...: appends the wall seconds of CMD > OUT to T[NAME]
+declare -A T C
+run() { # run NAME OUT CMD...: appends the wall and the CPU (user + system) seconds of
+        # CMD > OUT to T[NAME] and C[NAME] (CPU is the steadier figure on a loaded machine)
     local name=$1 out=$2; shift 2
     cat "$CSV" "$JSONL" "$PLAIN" > /dev/null
-    local s e
-    s=$(date +%s.%N)
-    "$@" > "$out"
-    e=$(date +%s.%N)
-    T[$name]+="$(echo "$e - $s" | bc) "
+    /usr/bin/time -f "%e %U %S" -o "$DATA/time" "$@" > "$out"
+    read -r w u sy < <(tail -n 1 "$DATA/time")
+    T[$name]+="$w "
+    C[$name]+="$(echo "$u + $sy" | bc) "
 }
 have_mlr=$(command -v mlr || true)
 for ((i = 0; i < ROUNDS; i++)); do
@@ -61,22 +61,30 @@ for ((i = 0; i < ROUNDS; i++)); do
     fi
 done
 cmp -s "$DATA/o_plain" "$DATA/o_awk" && same_awk=yes || same_awk=NO
-pairs_csv() { python3 -c 'import csv,sys; [print(r[0],r[1]) for r in list(csv.reader(open(sys.argv[1])))[1:]]' "$1"; }
-pairs_json() { python3 -c 'import json,sys; [print(d["user"],d["ad"]) for d in map(json.loads, open(sys.argv[1]))]' "$1"; }
-echo "records: $RECORDS, rounds: $ROUNDS (median wall seconds)"
+# The (user, ad) pairs of an output, streamed to a file (20M records do not
+# fit in a Python list or a shell string comfortably).
+pairs_csv() { python3 -c 'import csv,itertools,sys; w=sys.stdout.write; [w("%s %s\n" % (r[0],r[1])) for r in itertools.islice(csv.reader(open(sys.argv[1])),1,None)]' "$1" > "$2"; }
+pairs_json() { python3 -c 'import json,sys; w=sys.stdout.write; [w("%s %s\n" % (d["user"],d["ad"])) for d in map(json.loads, open(sys.argv[1]))]' "$1" > "$2"; }
+echo "records: $RECORDS, rounds: $ROUNDS (median wall seconds, median CPU seconds)"
 for k in whole whole_nobyref csv json plain awk mlr_csv mlr_json; do
     [ -n "${T[$k]:-}" ] || continue
     m=$(echo "${T[$k]}" | tr ' ' '\n' | grep . | median)
-    printf '%-14s %8.2f s\n' "$k" "$m"
-    eval "M_$k=$m"
+    c=$(echo "${C[$k]}" | tr ' ' '\n' | grep . | median)
+    printf '%-14s %8.2f s wall %8.2f s CPU\n' "$k" "$m" "$c"
+    eval "M_$k=$m; CPU_$k=$c"
 done
 r() { echo "scale=2; $1 / $2" | bc; }
+echo "by CPU: composite / whole $(r "$CPU_csv" "$CPU_whole"), / whole no map $(r "$CPU_csv" "$CPU_whole_nobyref"), awk / plain $(r "$CPU_awk" "$CPU_plain")${CPU_mlr_csv:+, mlr / csv $(r "$CPU_mlr_csv" "$CPU_csv"), mlr / json $(r "$CPU_mlr_json" "$CPU_json")}"
+echo "by wall:"
 echo "composite CSV key / whole line:         $(r "$M_csv" "$M_whole") (target <= 1.3)"
 echo "composite CSV key / whole line, no map: $(r "$M_csv" "$M_whole_nobyref")"
 echo "awk / dedup -f 1,2 (no quotes):         $(r "$M_awk" "$M_plain") (target >= 3), outputs identical: $same_awk"
 if [ -n "$have_mlr" ]; then
-    [ "$(pairs_csv "$DATA/o_csv")" = "$(pairs_csv "$DATA/o_mlr_csv")" ] && sc=yes || sc=NO
-    [ "$(pairs_json "$DATA/o_json")" = "$(pairs_json "$DATA/o_mlr_json")" ] && sj=yes || sj=NO
+    pairs_csv "$DATA/o_csv" "$DATA/p1"; pairs_csv "$DATA/o_mlr_csv" "$DATA/p2"
+    cmp -s "$DATA/p1" "$DATA/p2" && sc=yes || sc=NO
+    pairs_json "$DATA/o_json" "$DATA/p1"; pairs_json "$DATA/o_mlr_json" "$DATA/p2"
+    cmp -s "$DATA/p1" "$DATA/p2" && sj=yes || sj=NO
+    rm -f "$DATA/p1" "$DATA/p2"
     echo "mlr / dedup --csv:                      $(r "$M_mlr_csv" "$M_csv") (target >= 10), same records: $sc"
     echo "mlr / dedup --json:                     $(r "$M_mlr_json" "$M_json") (target >= 10), same records: $sj"
 else

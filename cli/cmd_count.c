@@ -21,6 +21,7 @@
 
 #include "cli.h"
 #include "cli_args.h"
+#include "intkeys.h"
 #include "key_header.h"
 #include "dedup/hll.h"
 #include "dedup/set.h"
@@ -57,6 +58,11 @@ static const char count_help[] =
     "      --squeeze         runs of whitespace in keys count as one space\n"
     "      --strip-prefix S  remove prefix S from keys that start with it\n"
     "  -z, --zero-terminated records end with NUL, not newline\n"
+    "      --on-bad-key=fail|skip|keep  a record with no key (malformed CSV, invalid\n"
+    "                        JSON or a missing path, not a URL): stop naming file\n"
+    "                        and line (fail, the default), leave it out (skip), or\n"
+    "                        count it as one more distinct record, as the main job\n"
+    "                        writes it (keep; not with -o)\n"
     "      --seed N          hash seed (sketches merge only with the same seed)\n"
     "  -q, --quiet           errors only\n"
     "  -h, --help            this help\n"
@@ -72,6 +78,7 @@ enum {
     OPT_JSON,
     OPT_SEED,
     OPT_HELP,
+    OPT_BAD_KEY,
 };
 
 static const struct option count_opts[] = {
@@ -82,6 +89,7 @@ static const struct option count_opts[] = {
     {"json", no_argument, NULL, OPT_JSON},
     DD_KEY_LONG_OPTIONS,
     {"seed", required_argument, NULL, OPT_SEED},
+    {"on-bad-key", required_argument, NULL, OPT_BAD_KEY},
     {"quiet", no_argument, NULL, 'q'},
     {"help", no_argument, NULL, OPT_HELP},
     {NULL, 0, NULL, 0},
@@ -94,6 +102,8 @@ typedef struct count_opts_t {
     dd_keyspec key;
     unsigned char term;
     uint64_t seed;
+    dd_bad_key bad_key;
+    bool bad_key_given;
 } count_opts_t;
 
 /* Parses the options; returns -1 (usage error), 1 (help shown) or 0. */
@@ -129,6 +139,13 @@ static int parse(int argc, char **argv, count_opts_t *o)
             if (!arg_seed("count", "--seed", optarg, &o->seed))
                 return -1;
             break;
+        case OPT_BAD_KEY:
+            if (!dd_bad_key_from_name(optarg, &o->bad_key)) {
+                cli_error("count: --on-bad-key must be fail, skip or keep (got '%s')", optarg);
+                return -1;
+            }
+            o->bad_key_given = true;
+            break;
         case 'q': cli_verbosity = 0; break;
         case 'h':
         case OPT_HELP: fputs(count_help, stdout); return 1;
@@ -138,6 +155,16 @@ static int parse(int argc, char **argv, count_opts_t *o)
     if (o->exact && (o->merge || o->output)) {
         cli_error("count: --exact keeps no sketch, so it cannot be used with %s",
                   o->merge ? "--merge" : "-o/--output");
+        return -1;
+    }
+    if (o->bad_key_given && !o->key.csv && !o->key.json && !o->key.url) {
+        cli_error("count: --on-bad-key is for keys a record may lack: --csv, --json-paths, "
+                  "--url");
+        return -1;
+    }
+    if (o->bad_key == DD_BAD_KEY_KEEP && o->output) {
+        cli_error("count: --on-bad-key keep counts records without a key apart from the "
+                  "sketch, which could not hold them: -o/--output is refused with it");
         return -1;
     }
     if (o->merge && optind >= argc) {
@@ -278,6 +305,7 @@ static int count_main(int argc, char **argv, count_opts_t *op)
     uint64_t records = 0;
     const bool key_errs = o.key.csv || o.key.json || o.key.url;
     dd_key_header kh = {.key = &op->key, .cmd = "count"};
+    dd_keyed_block kb = {0};
     for (int fi = 0; fi < nfiles && rc == CLI_EXIT_OK; fi++) {
         dd_feeder *fd = NULL;
         dd_feeder_opts fo = {.term = o.term, .key = &o.key, .hash = true, .seed = o.seed};
@@ -295,11 +323,17 @@ static int count_main(int argc, char **argv, count_opts_t *op)
         }
         const dd_block *b;
         while (rc == CLI_EXIT_OK && (b = dd_feeder_next(fd)) != NULL) {
-            if (key_errs && !dd_key_header_block_ok(&kh, b, o.term)) {
+            records += b->n;
+            if (key_errs && o.bad_key == DD_BAD_KEY_FAIL && !dd_key_header_block_ok(&kh, b, o.term)) {
                 rc = CLI_EXIT_FAIL;
                 break;
             }
-            records += b->n;
+            if (key_errs && o.bad_key != DD_BAD_KEY_FAIL &&
+                (b = dd_keyed_only(&kb, &kh, b, o.term, true)) == NULL) {
+                cli_error("count: out of memory");
+                rc = CLI_EXIT_FAIL;
+                break;
+            }
             if (h) {
                 s = dedup_hll_add_batch(h, b->dig, b->n);
             } else {
@@ -328,6 +362,14 @@ static int count_main(int argc, char **argv, count_opts_t *op)
         dd_feeder_close(fd);
     }
     dd_key_header_free(&kh);
+    dd_keyed_free(&kb);
+    /* --on-bad-key keep: each record without a key is one more that the
+     * main job would write. */
+    const uint64_t kept = o.bad_key == DD_BAD_KEY_KEEP ? kh.skipped : 0;
+    if (rc == CLI_EXIT_OK && kh.skipped)
+        cli_warn("count: %llu record%s had no key (%s): %s", (unsigned long long)kh.skipped,
+                 kh.skipped == 1 ? "" : "s", dd_key_bad_reason(&o.key),
+                 kept ? "each counted as distinct" : "left out");
     if (rc == CLI_EXIT_OK && h && o.output) {
         s = dedup_hll_save_file(h, o.output);
         if (s) {
@@ -337,11 +379,14 @@ static int count_main(int argc, char **argv, count_opts_t *op)
         }
     }
     if (rc == CLI_EXIT_OK) {
-        if (h)
-            print_result(&o, dedup_hll_estimate(h), false, dedup_hll_std_error(h), o.precision,
-                         records, 0, true);
-        else
-            print_result(&o, (double)dedup_strset_size(set), true, 0, 0, records, 0, true);
+        if (h) {
+            double est = dedup_hll_estimate(h), all = est + (double)kept;
+            print_result(&o, all, false, all > 0 ? dedup_hll_std_error(h) * est / all : 0,
+                         o.precision, records, 0, true);
+        } else {
+            print_result(&o, (double)dedup_strset_size(set) + (double)kept, true, 0, 0, records,
+                         0, true);
+        }
         rc = out_finish("count", NULL);
     }
     dedup_hll_free(h);

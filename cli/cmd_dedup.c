@@ -693,7 +693,7 @@ static int dedup_main(int argc, char **argv, opts *op)
     eo.out = o.out == OUT_DUPLICATES ? 1 : o.out == OUT_COUNT ? 2 : o.out == OUT_UNIQUE ? 3 : 0;
     eo.term = o.term;
     eo.key = &o.key;
-    eo.bad_key = o.bad_key == DD_BAD_KEY_SKIP ? 1 : 0;
+    eo.bad_key = o.bad_key == DD_BAD_KEY_SKIP ? 1 : o.bad_key == DD_BAD_KEY_KEEP ? 2 : 0;
     eo.seed = o.sizing.seed;
     eo.seed_given = o.seed_given;
     eo.stats = o.stats == STATS_JSON ? 2 : o.stats == STATS_TEXT ? 1 : 0;
@@ -722,20 +722,12 @@ static int dedup_main(int argc, char **argv, opts *op)
                      (o.external || !o.state);
     if (may_spill && !dd_tmpdir_usable(dd_external_tmpdir(o.tmpdir), o.tmpdir != NULL))
         return CLI_EXIT_USAGE;
-    if ((o.external || o.keep_last) && dd_run_key_errs(&o) && o.bad_key == DD_BAD_KEY_KEEP) {
-        cli_error("--on-bad-key keep cannot place a record without a key among the output of "
-                  "%s: use fail or skip",
-                  o.keep_last ? "--keep last"
-                              : "the external engine (-m/--memory, --sort, --tmpdir, -D without "
-                                "--state)");
-        return CLI_EXIT_USAGE;
-    }
     if (o.keep_last) {
         dd_keep_last_opts ko = {.kind = o.kind, .items = o.sizing.items, .seed = o.sizing.seed,
                                 .term = o.term, .key = &o.key, .output = o.output,
                                 .tmpdir = dd_external_tmpdir(o.tmpdir),
                                 .line_buffered = o.line_buffered, .stats = o.stats != STATS_NONE};
-        ko.bad_key = o.bad_key == DD_BAD_KEY_SKIP ? 1 : 0;
+        ko.bad_key = o.bad_key == DD_BAD_KEY_SKIP ? 1 : o.bad_key == DD_BAD_KEY_KEEP ? 2 : 0;
         dd_out_signals(true); /* two passes that do not stop between records */
         int krc = dd_run_keep_last(&ko, files, nfiles);
         op->key.compiled = o.key.compiled; /* compiled from the header: the caller frees it */
@@ -1083,9 +1075,7 @@ static int dedup_main(int argc, char **argv, opts *op)
     if (r->bad_keys && o.bad_key != DD_BAD_KEY_FAIL && r->key_errs)
         cli_warn("%llu record%s had no key (%s): %s", (unsigned long long)r->bad_keys,
                  r->bad_keys == 1 ? "" : "s",
-                 o.key.json ? "invalid JSON or a path missing"
-                 : o.key.csv ? "malformed CSV"
-                             : "not a URL",
+                 dd_key_bad_reason(&o.key),
                  o.bad_key == DD_BAD_KEY_SKIP ? "dropped" : "written undecided");
     else if (r->bad_keys && o.bad_key != DD_BAD_KEY_FAIL)
         cli_warn("%llu record%s had a key that is not an integer%s: %s",

@@ -43,6 +43,7 @@
 #include "dedup/hash.h"
 #include "dedup/ring.h"
 #include "feeder.h"
+#include "intkeys.h"
 #include "io.h"
 #include "key_header.h"
 #include "keys.h"
@@ -68,6 +69,10 @@ static const char split_help[] =
 "Keys (use the same options when deduplicating the parts):\n"
 DD_KEY_HELP
 "  -z, --zero-terminated  records end with NUL, not newline\n"
+"      --on-bad-key=fail|skip|keep  a record with no key (malformed CSV, invalid\n"
+"                         JSON or a missing path, not a URL): stop naming file\n"
+"                         and line (fail, the default), drop it (skip), or keep\n"
+"                         it in the part its whole record picks (keep)\n"
 "Output:\n"
 "  -o, --output=PATTERN   part files: %s becomes the node name or number\n"
 "                         (default 'part-%s'; '%%' for a literal %)\n"
@@ -90,7 +95,7 @@ DD_KEY_HELP
 
 enum {
     OPT_NODES = 256, OPT_NODES_FILE, OPT_RING, OPT_FILTER,
-    OPT_STATS
+    OPT_STATS, OPT_BAD_KEY
 };
 
 static const struct option long_opts[] = {
@@ -102,6 +107,7 @@ static const struct option long_opts[] = {
     {"output", required_argument, NULL, 'o'},
     {"filter", required_argument, NULL, OPT_FILTER},
     {"stats", optional_argument, NULL, OPT_STATS},
+    {"on-bad-key", required_argument, NULL, OPT_BAD_KEY},
     {"quiet", no_argument, NULL, 'q'},
     {"verbose", no_argument, NULL, 'v'},
     {"help", no_argument, NULL, 'h'},
@@ -119,6 +125,7 @@ typedef struct split_opts {
     const char *pattern;
     const char *filter;
     int stats; /* 0 none, 1 text, 2 json */
+    dd_bad_key bad_key;
 } split_opts;
 
 /* The pattern has one %s and otherwise only %%. */
@@ -209,6 +216,12 @@ static int parse_args(int argc, char **argv, split_opts *o)
                 return CLI_EXIT_USAGE;
             }
             break;
+        case OPT_BAD_KEY:
+            if (!dd_bad_key_from_name(optarg, &o->bad_key)) {
+                cli_error("%s: --on-bad-key must be fail, skip or keep (got '%s')", CMD, optarg);
+                return CLI_EXIT_USAGE;
+            }
+            break;
         case 'q': cli_verbosity = 0; break;
         case 'v': cli_verbosity++; break;
         case 'h': fputs(split_help, stdout); return -1;
@@ -229,6 +242,10 @@ static int parse_args(int argc, char **argv, split_opts *o)
     }
     if (named && o->nodes.n > DEDUP_RING_MAX_NODES) {
         cli_error("%s: %zu nodes; at most %u", CMD, o->nodes.n, (unsigned)DEDUP_RING_MAX_NODES);
+        return CLI_EXIT_USAGE;
+    }
+    if (o->bad_key != DD_BAD_KEY_FAIL && !o->key.csv && !o->key.json && !o->key.url) {
+        cli_error("%s: --on-bad-key is for keys a record may lack: --csv, --json, --url", CMD);
         return CLI_EXIT_USAGE;
     }
     if (!o->pattern)
@@ -392,6 +409,27 @@ static bool write_header_parts(part *parts, size_t n, const dd_key_header *kh, u
     return true;
 }
 
+/* The records of *b that take part, by --on-bad-key: all with keys (fail:
+ * else false, the first without named); those with keys (skip: *b may
+ * become kb's compacted block); all (keep: a record without a key is
+ * routed by the digest of the whole record, so that it lands in one part
+ * whatever part its duplicates go to).  False after an error. */
+static bool keyed_records(dd_key_header *kh, dd_keyed_block *kb, const dd_block **b,
+                          dd_bad_key policy, unsigned char term)
+{
+    if (policy == DD_BAD_KEY_FAIL)
+        return dd_key_header_block_ok(kh, *b, term);
+    if (policy == DD_BAD_KEY_SKIP)
+        return (*b = dd_keyed_only(kb, kh, *b, term, true)) != NULL;
+    const dd_block *blk = *b;
+    if (dd_key_header_filter(kh, blk, term, true, NULL) == blk->n)
+        return true;
+    for (size_t i = 0; i < blk->n; i++)
+        if (!blk->key[i])
+            blk->dig[i] = dedup_hash(blk->rec[i], blk->rlen[i], DEDUP_DEFAULT_SEED);
+    return true;
+}
+
 static double now_sec(void)
 {
     struct timespec ts;
@@ -526,6 +564,7 @@ int cmd_split(int argc, char **argv)
     const bool plain = !o.key.csv && !o.key.json && !o.key.url && !o.key.header && !o.key.fields;
     const bool key_errs = o.key.csv || o.key.json || o.key.url;
     dd_key_header kh = {.key = &o.key, .cmd = CMD};
+    dd_keyed_block kb = {0};
     bool hdr_written = false;
     for (int fi = 0; fi < nfiles && !failed; fi++) {
         if (plain && strcmp(files[fi], "-") != 0) {
@@ -596,7 +635,9 @@ int cmd_split(int argc, char **argv)
                     break;
                 }
             }
-            if (key_errs && !dd_key_header_block_ok(&kh, b, o.term)) {
+            if (key_errs && !keyed_records(&kh, &kb, &b, o.bad_key, o.term)) {
+                if (kb.nomem)
+                    cli_error("%s: out of memory", CMD);
                 rc = CLI_EXIT_FAIL;
                 failed = true;
                 break;
@@ -665,7 +706,12 @@ int cmd_split(int argc, char **argv)
         rc = CLI_EXIT_FAIL; /* an input of its header alone */
         failed = true;
     }
+    if (kh.skipped && !failed)
+        cli_warn("%s: %llu record%s had no key (%s): %s", CMD, (unsigned long long)kh.skipped,
+                 kh.skipped == 1 ? "" : "s", dd_key_bad_reason(&o.key),
+                 o.bad_key == DD_BAD_KEY_SKIP ? "dropped" : "each in the part of its whole record");
     dd_key_header_free(&kh);
+    dd_keyed_free(&kb);
     if (dd_stop_signal)
         failed = true; /* no part is finished: not even a filter's */
     /* Flush and close every part; then the filters' verdicts. */

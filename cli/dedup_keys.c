@@ -29,11 +29,13 @@ bool dd_run_bad_key(run *r, size_t i)
     opts *o = r->o;
     r->bad_keys++;
     if (o->bad_key == DD_BAD_KEY_FAIL) {
-        char val[80];
+        char val[80], why[160];
         dd_key_for_message(r->rec[i], r->rlen[i], val, sizeof val);
         cli_error("%s:%llu: %s: '%s' (--on-bad-key skip or keep lets the run go on)",
                   r->file_name, (unsigned long long)(r->file_lines + dd_run_batch_lines(r, i) + 1),
-                  dd_key_error_text(&o->key, (dedup_status)r->klen[i]), val);
+                  dd_key_problem_text(&o->key, r->rec[i], r->rlen[i], (dedup_status)r->klen[i],
+                                      why, sizeof why),
+                  val);
         r->failed = true;
         return false;
     }

@@ -261,6 +261,31 @@ static dedup_status dd_spill_push(dd_spill *s, size_t n, const unsigned char *co
     return st;
 }
 
+/* A block of records some of which may lack a key (--on-bad-key keep): the
+ * runs with keys pushed, each record without one written at once, so that
+ * while the engine holds every key in memory (and emits as it goes) it
+ * stands where it was read, and later before whatever the engine emits at
+ * the end.  DEDUP_ERR_CANCELLED when the writer failed (w says why). */
+static dedup_status push_keeping(dd_spill *s, dd_writer *w, dd_key_header *kh,
+                                 const dd_block *b, unsigned char term)
+{
+    if (dd_key_header_filter(kh, b, term, true, NULL) == b->n)
+        return dd_spill_push(s, b->n, b->rec, b->rlen, b->key, b->klen, b->dig);
+    dedup_status st = DEDUP_OK;
+    for (size_t i = 0; i < b->n && st == DEDUP_OK;) {
+        size_t j = i;
+        while (j < b->n && b->key[j])
+            j++;
+        if (j > i)
+            st = dd_spill_push(s, j - i, b->rec + i, b->rlen + i, b->key + i, b->klen + i,
+                               b->dig + i);
+        if (st == DEDUP_OK && j < b->n && !dd_writer_record(w, b->rec[j], b->rlen[j], term))
+            st = DEDUP_ERR_CANCELLED;
+        i = j + 1;
+    }
+    return st;
+}
+
 static dedup_status dd_spill_push_piece(dd_spill *s, const unsigned char *data, size_t len,
                                         unsigned flags)
 {
@@ -408,6 +433,15 @@ int dd_run_external(const dd_external_opts *o, char **files, int nfiles)
                 hdr_written = true;
                 (void)dd_writer_record(&w, kh.hdr, kh.len, o->term);
             }
+            if (key_errs && o->bad_key == 2) {
+                /* --on-bad-key keep: each record without a key is written
+                 * when it is read, between the pushes of its neighbours */
+                st = push_keeping(sp, &w, &kh, blk, o->term);
+                got = blk->bytes_read;
+                records_in += blk->n;
+                dd_progress_show(&prog, before + got, records_in, false, NULL);
+                continue;
+            }
             if (key_errs) {
                 blk = dd_keyed_only(&kb, &kh, blk, o->term, o->bad_key == 1);
                 if (!blk) {
@@ -454,11 +488,9 @@ int dd_run_external(const dd_external_opts *o, char **files, int nfiles)
     if (kh.seen && !hdr_written && !input_error) /* an input of its header alone */
         (void)dd_writer_record(&w, kh.hdr, kh.len, o->term);
     if (kh.skipped)
-        cli_warn("%llu record%s had no key (%s): dropped", (unsigned long long)kh.skipped,
-                 kh.skipped == 1 ? "" : "s",
-                 o->key->json ? "invalid JSON or a path missing"
-                 : o->key->csv ? "malformed CSV"
-                               : "not a URL");
+        cli_warn("%llu record%s had no key (%s): %s", (unsigned long long)kh.skipped,
+                 kh.skipped == 1 ? "" : "s", dd_key_bad_reason(o->key),
+                 o->bad_key == 2 ? "written undecided" : "dropped");
     dd_key_header_free(&kh);
     dd_keyed_free(&kb);
     if (st == DEDUP_OK && !input_error && !dd_stop_signal) {

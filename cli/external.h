@@ -25,7 +25,7 @@ typedef struct dd_external_opts {
     int out;            /* 0 first, 1 duplicates, 2 count, 3 unique */
     unsigned char term;
     dd_keyspec *key;    /* compiled here from the header with key->header */
-    int bad_key;        /* a record with no key: 0 fail, 1 skip (keep is refused) */
+    int bad_key;        /* a record with no key: 0 fail, 1 skip, 2 keep */
     uint64_t seed;
     bool seed_given; /* --seed: 'seed' was chosen on purpose */
     int stats; /* 0 none, 1 text, 2 json */

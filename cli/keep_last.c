@@ -99,13 +99,56 @@ typedef struct keying {
     bool hdr_written;
 } keying;
 
+/* Records [lo, hi) of b, which all have keys: into 'set' and, in the
+ * second pass, written when they are their key's last occurrence.  0, -1
+ * (the reader went away) or an exit status. */
+static int decide_range(const dd_keep_last_opts *o, const dd_block *b, size_t lo, size_t hi,
+                        dedup_seen *set, const dedup_seen *total, dd_writer *w,
+                        uint64_t *records, uint64_t *written)
+{
+    enum { B = 256 };
+    dedup_verdict v[B];
+    for (size_t off = lo; off < hi; off += B) {
+        size_t n = hi - off < B ? hi - off : B;
+        dedup_batch bt = {.n = n, .digests = b->dig + off, .keys = b->key + off,
+                          .lens = b->klen + off};
+        dedup_status st = dedup_seen_decide(set, &bt, v, NULL);
+        if (st) {
+            cli_error("--keep last: %s", st == DEDUP_ERR_NOMEM ? "out of memory"
+                                                               : dedup_strerror(st));
+            return CLI_EXIT_FAIL;
+        }
+        *records += n;
+        if (!total)
+            continue;
+        for (size_t i = off; i < off + n; i++) {
+            /* a later record of this batch with the same key is the later
+             * occurrence (the counts are the batch's end's) */
+            bool later = false;
+            for (size_t j = i + 1; j < off + n && !later; j++)
+                later = b->dig[j].lo == b->dig[i].lo && b->dig[j].hi == b->dig[i].hi &&
+                        b->klen[j] == b->klen[i] &&
+                        (o->kind == DEDUP_SEEN_FINGERPRINT ||
+                         memcmp(b->key[j], b->key[i], b->klen[i]) == 0);
+            if (later)
+                continue;
+            uint64_t seen = dedup_seen_count_of(set, b->key[i], b->klen[i], b->dig[i]);
+            uint64_t all = dedup_seen_count_of(total, b->key[i], b->klen[i], b->dig[i]);
+            if (seen != all)
+                continue;
+            (*written)++;
+            if (!dd_writer_record(w, b->rec[i], b->rlen[i], o->term))
+                return w->broken_pipe ? -1 : CLI_EXIT_FAIL;
+        }
+    }
+    return 0;
+}
+
 static int pass(const dd_keep_last_opts *o, reread *in, int nfiles, dedup_seen *set,
                 const dedup_seen *total, dd_writer *w, uint64_t *records, uint64_t *written,
                 keying *ky)
 {
     const bool key_errs = o->key->csv || o->key->json || o->key->url;
-    enum { B = 256 };
-    dedup_verdict v[B];
     for (int fi = 0; fi < nfiles; fi++) {
         const char *path = in[fi].fd >= 0 ? in[fi].path : in[fi].name;
         dd_feeder *fd = NULL;
@@ -130,47 +173,39 @@ static int pass(const dd_keep_last_opts *o, reread *in, int nfiles, dedup_seen *
                 ky->hdr_written = true;
                 (void)dd_writer_record(w, ky->kh.hdr, ky->kh.len, o->term);
             }
-            if (key_errs && (b = dd_keyed_only(&ky->kb, &ky->kh, b, o->term, o->bad_key == 1)) == NULL) {
+            if (key_errs && o->bad_key != 2 &&
+                (b = dd_keyed_only(&ky->kb, &ky->kh, b, o->term, o->bad_key == 1)) == NULL) {
                 if (ky->kb.nomem)
                     cli_error("out of memory");
                 dd_feeder_close(fd);
                 return CLI_EXIT_FAIL;
             }
-            for (size_t off = 0; off < b->n; off += B) {
-                size_t n = b->n - off < B ? b->n - off : B;
-                dedup_batch bt = {.n = n, .digests = b->dig + off, .keys = b->key + off,
-                                  .lens = b->klen + off};
-                dedup_status st = dedup_seen_decide(set, &bt, v, NULL);
-                if (st) {
-                    cli_error("--keep last: %s", st == DEDUP_ERR_NOMEM ? "out of memory"
-                                                                       : dedup_strerror(st));
-                    dd_feeder_close(fd);
-                    return CLI_EXIT_FAIL;
-                }
-                *records += n;
-                if (!total)
-                    continue;
-                for (size_t i = off; i < off + n; i++) {
-                    /* a later record of this batch with the same key is the
-                     * later occurrence (the counts are the batch's end's) */
-                    bool later = false;
-                    for (size_t j = i + 1; j < off + n && !later; j++)
-                        later = b->dig[j].lo == b->dig[i].lo && b->dig[j].hi == b->dig[i].hi &&
-                                b->klen[j] == b->klen[i] &&
-                                (o->kind == DEDUP_SEEN_FINGERPRINT ||
-                                 memcmp(b->key[j], b->key[i], b->klen[i]) == 0);
-                    if (later)
-                        continue;
-                    uint64_t seen = dedup_seen_count_of(set, b->key[i], b->klen[i], b->dig[i]);
-                    uint64_t all = dedup_seen_count_of(total, b->key[i], b->klen[i], b->dig[i]);
-                    if (seen != all)
-                        continue;
-                    (*written)++;
-                    if (!dd_writer_record(w, b->rec[i], b->rlen[i], o->term)) {
-                        dd_feeder_close(fd);
-                        return w->broken_pipe ? -1 : CLI_EXIT_FAIL;
+            int r = 0;
+            if (key_errs && o->bad_key == 2) {
+                /* --on-bad-key keep: a record without a key is written where
+                 * it stands in the second pass */
+                (void)dd_key_header_filter(&ky->kh, b, o->term, true, NULL);
+                for (size_t i = 0; i < b->n && !r;) {
+                    size_t j = i;
+                    while (j < b->n && b->key[j])
+                        j++;
+                    r = decide_range(o, b, i, j, set, total, w, records, written);
+                    if (!r && j < b->n) {
+                        (*records)++;
+                        if (total) {
+                            (*written)++;
+                            if (!dd_writer_record(w, b->rec[j], b->rlen[j], o->term))
+                                r = w->broken_pipe ? -1 : CLI_EXIT_FAIL;
+                        }
                     }
+                    i = j + 1;
                 }
+            } else {
+                r = decide_range(o, b, 0, b->n, set, total, w, records, written);
+            }
+            if (r) {
+                dd_feeder_close(fd);
+                return r;
             }
         }
         e = dd_feeder_error(fd);
@@ -235,8 +270,9 @@ int dd_run_keep_last(const dd_keep_last_opts *o, char **files, int nfiles)
     if (!rc && ky.kh.seen && !ky.hdr_written) /* an input of its header alone */
         (void)dd_writer_record(&w, ky.kh.hdr, ky.kh.len, o->term);
     if (ky.kh.skipped)
-        cli_warn("%llu record%s had no key: dropped", (unsigned long long)ky.kh.skipped,
-                 ky.kh.skipped == 1 ? "" : "s");
+        cli_warn("%llu record%s had no key (%s): %s", (unsigned long long)ky.kh.skipped,
+                 ky.kh.skipped == 1 ? "" : "s", dd_key_bad_reason(o->key),
+                 o->bad_key == 2 ? "written undecided" : "dropped");
     dd_key_header_free(&ky.kh);
     dd_keyed_free(&ky.kb);
     if (rc == -1)

@@ -18,7 +18,7 @@ typedef struct dd_keep_last_opts {
     uint64_t seed;
     unsigned char term;
     dd_keyspec *key;        /* compiled here from the header with key->header */
-    int bad_key;            /* a record with no key: 0 fail, 1 skip (keep is refused) */
+    int bad_key;            /* a record with no key: 0 fail, 1 skip, 2 keep */
     const char *output;     /* -o FILE or NULL */
     const char *tmpdir;     /* where standard input or a pipe is spooled */
     bool line_buffered;

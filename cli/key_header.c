@@ -57,12 +57,14 @@ size_t dd_key_header_filter(dd_key_header *h, const dd_block *b, unsigned char t
     size_t m = 0;
     for (size_t i = 0; i < b->n; i++) {
         if (!b->key[i] && !skip) {
-            char val[80];
+            char val[80], why[160];
             dd_key_for_message(b->rec[i], b->rlen[i], val, sizeof val);
             cli_error("%s%s%s:%llu: %s: '%s'%s", h->cmd ? h->cmd : "", h->cmd ? ": " : "",
                       h->file, (unsigned long long)(h->lines + 1),
-                      dd_key_error_text(h->key, (dedup_status)b->klen[i]), val,
-                      h->cmd ? "" : " (--on-bad-key skip lets the run go on)");
+                      dd_key_problem_text(h->key, b->rec[i], b->rlen[i], (dedup_status)b->klen[i],
+                                          why, sizeof why),
+                      val,
+                      " (--on-bad-key skip or keep lets the run go on)");
             return SIZE_MAX;
         }
         h->lines += h->key->csv ? lines_of(b->rec[i], b->rlen[i], term) : 1;

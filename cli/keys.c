@@ -145,15 +145,26 @@ bool dd_keyspec_check(dd_keyspec *k, const char *cmd)
                   sep);
         return false;
     }
-    if (k->json && (k->trim || k->squeeze || k->fold_case || k->prefix_len || k->url)) {
-        cli_error("%s%s--json keys are canonical JSON values: -i, --trim, --squeeze, "
-                  "--strip-prefix and --url do not apply to them",
-                  pre, sep);
-        return false;
-    }
     if ((k->url_drop || k->url_sort) && !k->url) {
         cli_error("%s%s--url-drop-params and --url-sort-params need --url", pre, sep);
         return false;
+    }
+    if (k->url_drop) { /* the glob list alone, so that the place named is in it */
+        dedup_key_params p;
+        dedup_key_params_init(&p);
+        p.url = true;
+        p.url_drop = k->url_drop;
+        dedup_key *t = NULL;
+        size_t at = 0;
+        dedup_status st = dedup_key_create(&p, NULL, 0, NULL, &t, &at);
+        dedup_key_free(t);
+        if (st == DEDUP_ERR_INVALID_ARG) {
+            cli_error("%s%s--url-drop-params: '%s' is not a list of globs (the problem is at "
+                      "'%s': globs are separated by ',' and none is empty; write a literal "
+                      "',', '*', '?' or '\\' as '\\,', '\\*', '\\?' or '\\\\')",
+                      pre, sep, k->url_drop, k->url_drop + (at <= strlen(k->url_drop) ? at : 0));
+            return false;
+        }
     }
     if (k->csv && k->delim_given && (k->delim == '"' || k->delim == '\n' || k->delim == '\r')) {
         cli_error("%s%s--csv cannot take '\"', \\n or \\r as its delimiter", pre, sep);
@@ -278,4 +289,35 @@ const char *dd_key_error_text(const dd_keyspec *k, dedup_status st)
     case DEDUP_ERR_INVALID_ARG: return "not an absolute URL";
     default: return dedup_strerror(st);
     }
+}
+
+const char *dd_key_bad_reason(const dd_keyspec *k)
+{
+    if (k->json)
+        return k->url ? "invalid JSON, a path missing or not a URL"
+                      : "invalid JSON or a path missing";
+    if (k->csv)
+        return k->url ? "malformed CSV or not a URL" : "malformed CSV";
+    return "not a URL";
+}
+
+const char *dd_key_problem_text(const dd_keyspec *k, const unsigned char *rec, size_t len,
+                                dedup_status st, char *buf, size_t cap)
+{
+    dedup_key_problem pr;
+    dedup_key_explain(k->compiled, rec, len, st, &pr);
+    if (pr.spec_len && k->json && pr.spec_off + pr.spec_len <= strlen(k->json))
+        snprintf(buf, cap, "the --json path '%.*s' is missing", (int)pr.spec_len,
+                 k->json + pr.spec_off);
+    else if (pr.offset != SIZE_MAX && k->json)
+        snprintf(buf, cap, "%s at byte %zu", pr.what, pr.offset + 1);
+    else if (pr.offset != SIZE_MAX)
+        snprintf(buf, cap, "malformed CSV: %s at byte %zu", pr.what, pr.offset + 1);
+    else if (st == DEDUP_ERR_CORRUPT || st == DEDUP_ERR_INVALID_ARG || st == DEDUP_ERR_LIMIT ||
+             st == DEDUP_ERR_NOT_FOUND)
+        snprintf(buf, cap, "%s", k->json || st != DEDUP_ERR_CORRUPT ? pr.what
+                                                                     : dd_key_error_text(k, st));
+    else
+        snprintf(buf, cap, "%s", dd_key_error_text(k, st));
+    return buf;
 }

@@ -135,4 +135,15 @@ dedup_status dd_key_get(const dd_keyspec *k, const unsigned char *rec, size_t le
 /* Words for a per-record key error, for messages. */
 const char *dd_key_error_text(const dd_keyspec *k, dedup_status st);
 
+/* What is wrong with rec[0..len), whose key failed with 'st', for an error
+ * naming its file and line: the problem and where ("malformed CSV: a quote
+ * left open at byte 7", "the --json path '.user.id' is missing"); written
+ * into buf (cap bytes), which is returned. */
+const char *dd_key_problem_text(const dd_keyspec *k, const unsigned char *rec, size_t len,
+                                dedup_status st, char *buf, size_t cap);
+
+/* Why records may lack a key with k, for the count said at the end of a
+ * run: "invalid JSON or a path missing", "malformed CSV or not a URL", ... */
+const char *dd_key_bad_reason(const dd_keyspec *k);
+
 #endif

@@ -38,7 +38,10 @@
  * order: trim (leading and trailing space, \t, \r, \n, \v, \f) -> squeeze
  * (every run of those becomes one space) -> canonical URL -> strip prefix ->
  * ASCII case fold (bytes >= 0x80 unchanged, so locale-independent).  JSON
- * values are compared by their canonical texts and take no normalisation.
+ * values are compared by their canonical texts; the normalisations apply to
+ * a selected value that is a string (its decoded text, written back in the
+ * canonical escaping), and with url a selected value that is not a string
+ * is not a URL (DEDUP_ERR_INVALID_ARG).
  *
  * Canonical URL (RFC 3986 section 6.2.2): scheme and host lower-cased,
  * percent-escapes in upper-case hex, escaped unreserved characters decoded,
@@ -85,7 +88,12 @@ typedef struct dedup_key_params {
     const unsigned char *prefix; /* stripped from the start when present */
     size_t prefix_len;
     bool url;                /* canonical URL */
-    const char *url_drop;    /* comma-separated globs of parameter names; NULL: none */
+    const char *url_drop;    /* comma-separated globs of parameter names: '*' any
+                                run of bytes, '?' one byte, and the two-byte
+                                sequences \, \* \? \\ a literal , * ? \ (any other
+                                byte after a backslash is an error); matched
+                                against the names in their canonical form;
+                                NULL: none */
     bool url_sort_params;
 } dedup_key_params;
 
@@ -100,10 +108,11 @@ typedef struct dedup_key dedup_key;
  * selection may use; the first of two equal names is the one found.
  * Errors: DEDUP_ERR_INVALID_ARG (a malformed selection, JSON path or glob,
  * a name with no header, a field number of 0 or past DEDUP_KEY_MAX_FIELD,
- * a delimiter that is '"' or the newline in CSV, JSON with fields or with
- * a normalisation, URL drop globs or sorting without url), with
- * *err_pos (when not NULL) the byte offset of the problem in p->fields (or
- * p->json_paths); DEDUP_ERR_NOT_FOUND (a name absent from the header,
+ * a delimiter that is '"' or the newline in CSV, JSON with fields, URL
+ * drop globs or sorting without url, an empty glob or
+ * a '\\' escaping another byte in p->url_drop), with *err_pos (when not
+ * NULL) the byte offset of the problem in p->fields (or p->json_paths, or
+ * p->url_drop); DEDUP_ERR_NOT_FOUND (a name absent from the header,
  * *err_pos at it); DEDUP_ERR_CORRUPT (a malformed CSV header);
  * DEDUP_ERR_LIMIT (more than DEDUP_KEY_MAX_ITEMS items, or JSON paths past
  * their limits); DEDUP_ERR_NOMEM.
@@ -150,6 +159,24 @@ dedup_status dedup_key_batch(const dedup_key *k, size_t n, const unsigned char *
                              const size_t *len, unsigned char *arena, size_t cap,
                              const unsigned char **key, size_t *klen, dedup_status *st,
                              size_t *done, size_t *need, size_t *used);
+
+/* Why a record has no key, for messages. */
+typedef struct dedup_key_problem {
+    const char *what;   /* a short static English text: "a quote left open",
+                           "text after a closing quote", "not valid JSON or
+                           UTF-8", "a JSON path missing", ... */
+    size_t offset;      /* byte offset in the record where the problem was
+                           found; SIZE_MAX when it has none */
+    size_t spec_off, spec_len; /* a missing JSON path: where it stands in
+                           p->json_paths (spec_len 0 otherwise) */
+} dedup_key_problem;
+
+/* Explains the per-record error 'st' that dedup_key_of gave for
+ * rec[0..len): reads the record again (slower than dedup_key_of; meant for
+ * the records that fail).  Never fails; no allocation; thread-safe as
+ * dedup_key_of. */
+void dedup_key_explain(const dedup_key *k, const unsigned char *rec, size_t len,
+                       dedup_status st, dedup_key_problem *pr);
 
 /* ---- CSV records ------------------------------------------------------
  * The record splitter, usable over a stream cut in arbitrary blocks: the

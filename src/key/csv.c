@@ -8,9 +8,56 @@
 #define _GNU_SOURCE /* memrchr */
 #include "dedup/key.h"
 
+#include <stdint.h>
 #include <string.h>
 
 enum { REC_START = 0, FIELD_START, UNQUOTED, QUOTED, QUOTE_SEEN };
+
+/* Bytes looked at eight at a time before a search falls back to memchr:
+ * CSV records and fields are short, and a memchr call costs more than the
+ * few words they take; past this, memchr's wide loads win. */
+#define NEAR_BYTES 96
+
+/* The offset of the first byte a or b in p[i, min(len, i + NEAR_BYTES)), or
+ * that bound when there is none. */
+static inline size_t near_stop(size_t i, size_t len)
+{
+    return len - i > NEAR_BYTES ? i + NEAR_BYTES : len;
+}
+
+static inline size_t find2_near(const unsigned char *p, size_t i, size_t len, unsigned char a,
+                                unsigned char b)
+{
+    size_t stop = near_stop(i, len);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    const uint64_t ones = 0x0101010101010101u, highs = 0x8080808080808080u;
+    const uint64_t ma = ones * a, mb = ones * b;
+    while (i + 8 <= stop) {
+        uint64_t w;
+        memcpy(&w, p + i, 8);
+        uint64_t xa = w ^ ma, xb = w ^ mb;
+        /* a zero byte of xa or xb sets its high bit; bits above the first
+         * may be false, the lowest (the first byte in memory) never is */
+        uint64_t z = (((xa - ones) & ~xa) | ((xb - ones) & ~xb)) & highs;
+        if (z)
+            return i + (size_t)(__builtin_ctzll(z) >> 3);
+        i += 8;
+    }
+#endif
+    while (i < stop && p[i] != a && p[i] != b)
+        i++;
+    return i;
+}
+
+/* The first byte c in p[i, len): its pointer, or NULL. */
+static inline const unsigned char *find1(const unsigned char *p, size_t i, size_t len,
+                                         unsigned char c)
+{
+    size_t j = find2_near(p, i, len, c, c);
+    if (j < near_stop(i, len))
+        return p + j;
+    return j < len ? memchr(p + j, c, len - j) : NULL;
+}
 
 void dedup_csv_scan_init(dedup_csv_scan *s) { s->state = REC_START; }
 
@@ -59,7 +106,7 @@ size_t dedup_csv_scan_block(dedup_csv_scan *s, const unsigned char *p, size_t le
     int st = s->state;
     while (i < len) {
         if (st == QUOTED) {
-            const unsigned char *q = memchr(p + i, '"', len - i);
+            const unsigned char *q = find1(p, i, len, '"');
             if (!q) {
                 i = len;
                 break;
@@ -90,9 +137,18 @@ size_t dedup_csv_scan_block(dedup_csv_scan *s, const unsigned char *p, size_t le
          * Record by record, the quote is looked for up to the next
          * terminator only (a quote-free stream is then one pass). */
         if (all_ends) {
-            const unsigned char *t = memchr(p + i, term, len - i);
+            /* the first terminator or quote: near by words, else by memchr */
+            size_t j = find2_near(p, i, len, term, '"');
+            const unsigned char *t = NULL, *q1 = NULL;
+            if (j < near_stop(i, len) && p[j] == '"')
+                q1 = p + j;
+            else if (j < near_stop(i, len))
+                t = p + j;
+            else if (j < len) {
+                t = memchr(p + j, term, len - j);
+                q1 = memchr(p + j, '"', (t ? (size_t)(t - p) : len) - j);
+            }
             size_t lim = t ? (size_t)(t - p) : len;
-            const unsigned char *q1 = memchr(p + i, '"', lim - i);
             if (!q1) {
                 st = state_after(p, i, lim, st, delim, term);
                 if (!t) {

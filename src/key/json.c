@@ -38,6 +38,7 @@ struct dd_json_paths {
     size_t max_name; /* the longest member name of any path */
     size_t first[DD_JSON_MAX_PATHS];
     size_t ncomp[DD_JSON_MAX_PATHS];
+    size_t span_off[DD_JSON_MAX_PATHS], span_len[DD_JSON_MAX_PATHS]; /* in the spec */
     comp *comps;
     unsigned char *names;
 };
@@ -911,6 +912,7 @@ dedup_status dd_json_paths_compile(const char *spec, const dedup_allocator *allo
         if (spec[i] != '.' || p->n == DD_JSON_MAX_PATHS)
             goto bad;
         p->first[p->n] = nc;
+        p->span_off[p->n] = i;
         i++;
         if (spec[i] != ',' && spec[i] != 0) {
             if (!parse_comp(spec, len, &i, p, &nc, &nn))
@@ -926,6 +928,7 @@ dedup_status dd_json_paths_compile(const char *spec, const dedup_allocator *allo
             }
         }
         p->ncomp[p->n] = nc - p->first[p->n];
+        p->span_len[p->n] = i - p->span_off[p->n];
         p->n++;
         if (spec[i] == 0)
             break;
@@ -937,4 +940,13 @@ bad:
     *err_pos = i;
     ddi_free(&a, p);
     return DEDUP_ERR_INVALID_ARG;
+}
+
+bool dd_json_path_span(const dd_json_paths *p, size_t i, size_t *off, size_t *len)
+{
+    if (!p || i >= p->n)
+        return false;
+    *off = p->span_off[i];
+    *len = p->span_len[i];
+    return true;
 }

@@ -71,6 +71,9 @@ dedup_status dd_json_paths_compile(const char *spec, const dedup_allocator *allo
                                    dd_json_paths **out, size_t *err_pos);
 void dd_json_paths_free(dd_json_paths *p); /* accepts NULL */
 size_t dd_json_paths_count(const dd_json_paths *p);
+/* Where path i (spec order) stands in the spec it was compiled from:
+ * spec[*off .. *off + *len).  False when there is no path i. */
+bool dd_json_path_span(const dd_json_paths *p, size_t i, size_t *off, size_t *len);
 
 /* One pass over one JSON text line[0..len) (a JSON Lines record, without its
  * newline) checks it and finds every path's value; then, for every path in

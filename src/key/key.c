@@ -26,6 +26,7 @@ struct dedup_key {
     bool ordered;   /* items increasing and disjoint: one pass over the fields */
     bool identity;
     bool trim, squeeze, fold;
+    bool json_norm; /* JSON with a normalisation of its string values */
     unsigned char *prefix;
     size_t prefix_len;
     size_t n_items;
@@ -208,9 +209,7 @@ dedup_status dedup_key_create(const dedup_key_params *p, const unsigned char *he
     bool has_fields = p->fields && *p->fields;
     if (p->format == DEDUP_KEY_CSV && (k->delim == '"' || k->delim == '\n' || k->delim == '\r'))
         st = DEDUP_ERR_INVALID_ARG;
-    else if (p->format == DEDUP_KEY_JSON &&
-             (has_fields || !p->json_paths || p->trim || p->squeeze || p->fold_case ||
-              p->prefix_len || p->url))
+    else if (p->format == DEDUP_KEY_JSON && (has_fields || !p->json_paths))
         st = DEDUP_ERR_INVALID_ARG;
     else if (p->format != DEDUP_KEY_JSON && p->json_paths)
         st = DEDUP_ERR_INVALID_ARG;
@@ -234,6 +233,8 @@ dedup_status dedup_key_create(const dedup_key_params *p, const unsigned char *he
         return st;
     }
     k->mem += k->parsers.mem;
+    k->json_norm = k->fmt == DEDUP_KEY_JSON && (k->trim || k->squeeze || k->fold ||
+                                                k->prefix_len || k->parsers.url);
     k->identity = k->fmt == DEDUP_KEY_PLAIN && k->whole && !k->trim && !k->squeeze && !k->fold &&
                   !k->prefix_len && !k->parsers.url;
     *out = k;
@@ -477,24 +478,72 @@ static bool count_fn(void *ctx, size_t idx, const dedup_csv_field *f)
 
 #define CSV_FAST_FIELDS 128 /* fields parsed in one pass on the stack */
 
+/* The fields of rec[0..len) into f[] (*nf of them), as dedup_csv_field_next
+ * cuts them, in one pass: short unquoted fields by a byte loop, which costs
+ * less than a memchr call on the few bytes a key field has.  DEDUP_ERR_RANGE
+ * past CSV_FAST_FIELDS fields; DEDUP_ERR_CORRUPT as dedup_csv_field_next. */
+static dedup_status csv_split(const unsigned char *rec, size_t len, unsigned char delim,
+                              dedup_csv_field *f, size_t *nf)
+{
+    size_t n = 0, i = 0;
+    if (len == 0) {
+        *nf = 0;
+        return DEDUP_OK;
+    }
+    for (;;) {
+        if (n == CSV_FAST_FIELDS)
+            return DEDUP_ERR_RANGE;
+        if (i < len && rec[i] == '"') {
+            size_t start = ++i;
+            for (;;) {
+                const unsigned char *q = memchr(rec + i, '"', len - i);
+                if (!q)
+                    return DEDUP_ERR_CORRUPT; /* the quote is still open */
+                i = (size_t)(q - rec);
+                if (i + 1 < len && rec[i + 1] == '"') {
+                    i += 2;
+                    continue;
+                }
+                break;
+            }
+            f[n].p = rec + start;
+            f[n].len = i - start;
+            f[n++].quoted = true;
+            if (++i == len)
+                break;
+            if (rec[i] != delim)
+                return DEDUP_ERR_CORRUPT; /* text after the closing quote */
+            i++;
+            continue;
+        }
+        size_t s = i, stop = len - i > 24 ? i + 24 : len;
+        while (i < stop && rec[i] != delim)
+            i++;
+        if (i == stop && stop < len) {
+            const unsigned char *d = memchr(rec + i, delim, len - i);
+            i = d ? (size_t)(d - rec) : len;
+        }
+        f[n].p = rec + s;
+        f[n].len = i - s;
+        f[n++].quoted = false;
+        if (i == len)
+            break;
+        i++;
+    }
+    *nf = n;
+    return DEDUP_OK;
+}
+
 /* The tuple of a record of at most CSV_FAST_FIELDS fields, from one pass;
  * DEDUP_ERR_RANGE when it has more (the caller walks it again). */
 static dedup_status csv_tuple_fast(const dedup_key *k, const unsigned char *rec, size_t len,
                                    tuple *t)
 {
     dedup_csv_field f[CSV_FAST_FIELDS];
-    size_t nf = 0, pos = 0;
-    for (;;) {
-        dedup_csv_field x;
-        dedup_status st = dedup_csv_field_next(rec, len, k->delim, &pos, &x);
-        if (st == DEDUP_ERR_RANGE)
-            break;
-        if (st)
-            return st;
-        if (nf == CSV_FAST_FIELDS)
-            return DEDUP_ERR_RANGE;
-        f[nf++] = x;
-    }
+    size_t nf = 0;
+    dedup_status sst = csv_split(rec, len, k->delim, f, &nf);
+    if (sst)
+        return sst;
     size_t n_items = k->whole ? 1 : k->n_items;
     for (size_t i = 0; i < n_items; i++) {
         item it = k->whole ? (item){1, SIZE_MAX} : k->items[i];
@@ -646,6 +695,119 @@ static dedup_status single(const dedup_key *k, const unsigned char *rec, size_t 
     return DEDUP_OK;
 }
 
+/* ---- Normalising the string values of JSON keys ------------------------------------- */
+
+/* The decoded bytes of the canonical JSON string text t[0..n) (quotes
+ * included; json.h's one escaping) into out (n bytes); returns their count. */
+static size_t json_unescape(const unsigned char *t, size_t n, unsigned char *out)
+{
+    size_t o = 0;
+    for (size_t i = 1; i + 1 < n; i++) {
+        unsigned char c = t[i];
+        if (c != '\\') {
+            out[o++] = c;
+            continue;
+        }
+        c = t[++i];
+        switch (c) {
+        case 'b': out[o++] = 0x08; break;
+        case 't': out[o++] = 0x09; break;
+        case 'n': out[o++] = 0x0a; break;
+        case 'f': out[o++] = 0x0c; break;
+        case 'r': out[o++] = 0x0d; break;
+        case 'u': { /* \u00xx, lower-case hex */
+            unsigned v = 0;
+            for (int d = 0; d < 4; d++) {
+                unsigned char h = t[++i];
+                v = v * 16 + (unsigned)(h <= '9' ? h - '0' : h - 'a' + 10);
+            }
+            out[o++] = (unsigned char)v;
+            break;
+        }
+        default: out[o++] = c; break; /* '"' and '\\' */
+        }
+    }
+    return o;
+}
+
+/* Writes p[0..n) as a canonical JSON string text at out (room for 6n + 2
+ * bytes); returns its length. */
+static size_t json_escape(const unsigned char *p, size_t n, unsigned char *out)
+{
+    static const char hex[] = "0123456789abcdef";
+    size_t o = 0;
+    out[o++] = '"';
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = p[i];
+        if (c >= 0x20 && c != '"' && c != '\\') {
+            out[o++] = c;
+            continue;
+        }
+        out[o++] = '\\';
+        switch (c) {
+        case '"': out[o++] = '"'; break;
+        case '\\': out[o++] = '\\'; break;
+        case 0x08: out[o++] = 'b'; break;
+        case 0x09: out[o++] = 't'; break;
+        case 0x0a: out[o++] = 'n'; break;
+        case 0x0c: out[o++] = 'f'; break;
+        case 0x0d: out[o++] = 'r'; break;
+        default:
+            memcpy(out + o, "u00", 3);
+            out[o + 3] = (unsigned char)hex[c >> 4];
+            out[o + 4] = (unsigned char)hex[c & 15];
+            o += 5;
+            break;
+        }
+    }
+    out[o++] = '"';
+    return o;
+}
+
+/* The JSON tuple out[0..*olen) with the normalisations applied to its string
+ * values (their decoded bytes, written again canonically); with --url a
+ * value that is not a string is not a URL.  The new tuple is built after
+ * the old one, with a scratch area after it, then moved to out. */
+static dedup_status json_normalise(const dedup_key *k, unsigned char *out, size_t cap,
+                                   size_t *olen)
+{
+    size_t n = *olen;
+    size_t need = sat_add(sat_mul(n, 11), 32);
+    if (need > cap) {
+        *olen = need;
+        return DEDUP_ERR_FULL;
+    }
+    unsigned char *nt = out + n, *scratch = out + n + 8 * n + 16;
+    size_t w = 0;
+    for (size_t i = 0; i + 4 <= n;) {
+        uint32_t l = (uint32_t)out[i] | (uint32_t)out[i + 1] << 8 | (uint32_t)out[i + 2] << 16 |
+                     (uint32_t)out[i + 3] << 24;
+        const unsigned char *t = out + i + 4;
+        i += 4 + (size_t)l;
+        if (l < 2 || t[0] != '"') {
+            if (k->parsers.url)
+                return DEDUP_ERR_INVALID_ARG;
+            memcpy(nt + w, t - 4, 4 + (size_t)l);
+            w += 4 + (size_t)l;
+            continue;
+        }
+        size_t dl = json_unescape(t, l, scratch);
+        const unsigned char *p = scratch;
+        dedup_status st = normalise(k, &p, &dl, scratch, 2 * (size_t)l + 2);
+        if (st)
+            return st;
+        size_t el = json_escape(p, dl, nt + w + 4);
+        nt[w] = (unsigned char)el;
+        nt[w + 1] = (unsigned char)(el >> 8);
+        nt[w + 2] = (unsigned char)(el >> 16);
+        nt[w + 3] = (unsigned char)(el >> 24);
+        w += 4 + el;
+    }
+    memmove(out, nt, w);
+    *olen = w;
+    return DEDUP_OK;
+}
+
 dedup_status dedup_key_of(const dedup_key *k, const unsigned char *rec, size_t len,
                           unsigned char *out, size_t cap, const unsigned char **key,
                           size_t *klen)
@@ -661,6 +823,8 @@ dedup_status dedup_key_of(const dedup_key *k, const unsigned char *rec, size_t l
     dedup_status st;
     if (k->fmt == DEDUP_KEY_JSON) {
         st = ddi_key_json(&k->parsers, rec, len, out, cap, &t.pos);
+        if (!st && k->json_norm)
+            st = json_normalise(k, out, cap, &t.pos);
         if (st == DEDUP_ERR_FULL) {
             *klen = t.pos;
             return st;
@@ -712,4 +876,72 @@ dedup_status dedup_key_batch(const dedup_key *k, size_t n, const unsigned char *
     *done = n;
     *used = u;
     return DEDUP_OK;
+}
+
+/* The first malformed field of a CSV record: where, and what is wrong. */
+static void csv_explain(const dedup_key *k, const unsigned char *rec, size_t len,
+                        dedup_key_problem *pr)
+{
+    if (len && rec[len - 1] == '\r')
+        len--;
+    size_t pos = 0;
+    for (;;) {
+        size_t start = pos;
+        dedup_csv_field f;
+        dedup_status st = dedup_csv_field_next(rec, len, k->delim, &pos, &f);
+        if (st == DEDUP_ERR_RANGE)
+            return;
+        if (st != DEDUP_ERR_CORRUPT)
+            continue;
+        /* a quoted field: its closing quote, if any, is the first '"' that
+         * is not doubled */
+        for (size_t i = start + 1; i < len; i++) {
+            if (rec[i] != '"')
+                continue;
+            if (i + 1 < len && rec[i + 1] == '"') {
+                i++;
+                continue;
+            }
+            pr->what = "text after a closing quote";
+            pr->offset = i + 1;
+            return;
+        }
+        pr->what = "a quote left open";
+        pr->offset = start;
+        return;
+    }
+}
+
+void dedup_key_explain(const dedup_key *k, const unsigned char *rec, size_t len,
+                       dedup_status st, dedup_key_problem *pr)
+{
+    pr->what = dedup_strerror(st);
+    pr->offset = SIZE_MAX;
+    pr->spec_off = pr->spec_len = 0;
+    if (k->fmt == DEDUP_KEY_JSON && k->parsers.json) {
+        size_t pos, so, sl;
+        dedup_status js = ddi_key_json_explain(&k->parsers, rec, len, &pos, &so, &sl);
+        if (js == DEDUP_ERR_CORRUPT)
+            pr->what = "not valid JSON or UTF-8";
+        else if (js == DEDUP_ERR_LIMIT && pos != SIZE_MAX)
+            pr->what = "JSON nested deeper than 64 levels";
+        else if (js == DEDUP_ERR_LIMIT || st == DEDUP_ERR_LIMIT)
+            pr->what = "a selected JSON number's exponent is out of range (or a value over 4 GiB)";
+        else if (js == DEDUP_ERR_NOT_FOUND)
+            pr->what = "a JSON path missing";
+        else if (st == DEDUP_ERR_INVALID_ARG && k->parsers.url)
+            pr->what = "a selected JSON value is not a string holding an absolute URL";
+        pr->offset = js == DEDUP_ERR_CORRUPT || js == DEDUP_ERR_LIMIT ? pos : SIZE_MAX;
+        if (js == DEDUP_ERR_NOT_FOUND) {
+            pr->spec_off = so;
+            pr->spec_len = sl;
+        }
+        return;
+    }
+    if (st == DEDUP_ERR_CORRUPT && k->fmt == DEDUP_KEY_CSV) {
+        pr->what = "malformed CSV";
+        csv_explain(k, rec, len, pr);
+    } else if (st == DEDUP_ERR_INVALID_ARG && k->parsers.url) {
+        pr->what = "not an absolute URL with a host";
+    }
 }

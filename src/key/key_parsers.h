@@ -30,4 +30,10 @@ dedup_status ddi_key_url(const ddi_key_parsers *kp, const unsigned char *in, siz
 dedup_status ddi_key_json(const ddi_key_parsers *kp, const unsigned char *line, size_t n,
                           unsigned char *out, size_t cap, size_t *olen);
 
+/* Why line[0..n) has no JSON key: the status dd_json_extract gives, with
+ * *pos the byte of the problem (SIZE_MAX when none is known) and, for a
+ * missing path, its place in the spec (*span_len 0 otherwise). */
+dedup_status ddi_key_json_explain(const ddi_key_parsers *kp, const unsigned char *line, size_t n,
+                                  size_t *pos, size_t *span_off, size_t *span_len);
+
 #endif

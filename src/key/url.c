@@ -154,11 +154,14 @@ bool dd_url_glob_match(const char *pat, const unsigned char *name, size_t len)
     const unsigned char *star = NULL;
     size_t star_i = 0;
     while (i < len) {
-        if (*p == '*') {
+        /* '\\' makes the byte after it literal */
+        bool lit = *p == '\\' && p[1];
+        unsigned char c = lit ? p[1] : *p;
+        if (!lit && c == '*') {
             star = ++p;
             star_i = i;
-        } else if (*p && (*p == '?' || *p == name[i])) {
-            p++;
+        } else if (c && ((!lit && c == '?') || c == name[i])) {
+            p += lit ? 2 : 1;
             i++;
         } else if (star) {
             p = star;
@@ -209,8 +212,10 @@ static bool dropped(const dd_url_opts *o, const unsigned char *t, size_t n)
 {
     size_t nl = SIZE_MAX;
     for (size_t k = 0; k < o->n_drop; k++) {
-        unsigned char p0 = (unsigned char)o->drop[k][0];
-        if (p0 != '*' && p0 != '?' && (n == 0 ? p0 != 0 : p0 != t[0]))
+        const char *d = o->drop[k];
+        bool lit = d[0] == '\\' && d[1];
+        unsigned char p0 = (unsigned char)d[lit ? 1 : 0];
+        if ((lit || (p0 != '*' && p0 != '?')) && (n == 0 ? p0 != 0 : p0 != t[0]))
             continue;
         if (nl == SIZE_MAX)
             nl = name_len(t, n);

@@ -45,8 +45,9 @@
 
 typedef struct dd_url_opts {
     const char *const *drop; /* glob patterns for query parameter names to drop
-                                ('*' any run of bytes, '?' one byte, all other
-                                bytes literal), n_drop of them, NUL-terminated */
+                                ('*' any run of bytes, '?' one byte, '\\' makes
+                                the byte after it literal, all other bytes
+                                literal), n_drop of them, NUL-terminated */
     size_t n_drop;
     bool sort_params;        /* sort the remaining parameters (stable, by name
                                 then value, bytewise) */
@@ -64,7 +65,7 @@ dedup_status dd_url_canon(const dd_url_opts *o, const unsigned char *in, size_t 
                           unsigned char *out, size_t *olen);
 
 /* Whether 'name'[0..len) matches the glob 'pat' (NUL-terminated; '*' and
- * '?' as above).  Linear in len times the pattern's length at worst. */
+ * '?' and '\\' as above).  Linear in len times the pattern's length at worst. */
 bool dd_url_glob_match(const char *pat, const unsigned char *name, size_t len);
 
 #endif /* DEDUP_KEY_URL_H */

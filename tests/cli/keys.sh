@@ -168,7 +168,7 @@ printf '{"user":7,"ad":"a3","ts":1}\n{"ad":"a3","user":7,"ts":2}\n{"user":"7","a
 check "--json keeps the first of each (user, ad), members in any order" \
     test "$(cat "$T/got")" = "$(printf '{"user":7,"ad":"a3","ts":1}\n{"user":"7","ad":"a3"}')"
 "$DEDUP" --json .user,.ad "$T/in" > /dev/null 2> "$T/err"
-check "--json: a missing path fails naming line 4" grep -q "in:4: a --json path is missing" "$T/err"
+check "--json: a missing path fails naming line 4 and the path" grep -q "in:4: the --json path '.ad' is missing" "$T/err"
 printf 'HTTP://Example.COM:80/a/../b?utm_source=x#top\nhttp://example.com/b\nhttp://example.com/b?b=1&a=2\nhttp://example.com/b?a=2&b=1\n' > "$T/in"
 "$DEDUP" --url --url-drop-params='utm_*' --url-sort-params "$T/in" > "$T/got"
 check "--url: one page, one line" \

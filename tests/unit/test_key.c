@@ -247,8 +247,25 @@ static void test_json_and_url(void **state)
     assert_int_equal(dedup_key_of(k, (const unsigned char *)"nope", 4, out, sizeof out, &key, &klen),
                      DEDUP_ERR_CORRUPT);
     dedup_key_free(k);
-    p.trim = true; /* JSON values take no normalisation */
-    assert_int_equal(dedup_key_create(&p, NULL, 0, NULL, &k, NULL), DEDUP_ERR_INVALID_ARG);
+    /* normalisations apply to the string values, decoded then escaped again */
+    p.trim = true;
+    p.fold_case = true;
+    assert_int_equal(dedup_key_create(&p, NULL, 0, NULL, &k, NULL), DEDUP_OK);
+    key_is(k, "{\"b\":\" X\\\"\\u0001Y\\t\",\"a\":[\" A\"]}",
+           "\6\0\0\0[\" A\"]" "\x0c\0\0\0\"x\\\"\\u0001y\"", 26);
+    dedup_key_free(k);
+    p.trim = p.fold_case = false;
+    p.url = true; /* a value that is not a string is not a URL */
+    assert_int_equal(dedup_key_create(&p, NULL, 0, NULL, &k, NULL), DEDUP_OK);
+    const char *num = "{\"a\":1,\"b\":\"http://h\"}";
+    unsigned char big[512];
+    assert_int_equal(dedup_key_of(k, (const unsigned char *)num, strlen(num), big, sizeof big,
+                                  &key, &klen),
+                     DEDUP_ERR_INVALID_ARG);
+    const char *two = "{\"a\":\"HTTP://H:80\",\"b\":\"http://x/a/../b\"}";
+    key_is(k, two, "\x0b\0\0\0\"http://h/\"" "\x0c\0\0\0\"http://x/b\"", 31);
+    dedup_key_free(k);
+    p.url = false;
 
     dedup_key_params_init(&p);
     p.fields = "2";
@@ -260,8 +277,66 @@ static void test_json_and_url(void **state)
                                   &klen),
                      DEDUP_ERR_INVALID_ARG);
     dedup_key_free(k);
+    /* the glob list: escapes, and the place of a problem in it */
+    static const struct { const char *list; size_t at; } bad_lists[] = {
+        {"a,,b", 2}, {",a", 0}, {"a,", 2}, {"a\\b", 1}, {"a\\", 1}, {"", 0},
+    };
+    for (size_t i = 0; i < sizeof bad_lists / sizeof *bad_lists; i++) {
+        size_t at = 99;
+        p.url_drop = bad_lists[i].list;
+        assert_int_equal(dedup_key_create(&p, NULL, 0, NULL, &k, &at), DEDUP_ERR_INVALID_ARG);
+        assert_int_equal(at, bad_lists[i].at);
+    }
+    p.url_drop = "a\\,b,c\\*";
+    assert_int_equal(dedup_key_create(&p, NULL, 0, NULL, &k, NULL), DEDUP_OK);
+    key_is(k, "x\thttp://h/?a,b=1&a=2&b=3&c*=4&cd=5", "http://h/?a=2&b=3&cd=5", 22);
+    dedup_key_free(k);
+    p.url_drop = "utm_*";
     p.url = false; /* drop globs need --url */
     assert_int_equal(dedup_key_create(&p, NULL, 0, NULL, &k, NULL), DEDUP_ERR_INVALID_ARG);
+}
+
+/* ---- dedup_key_explain: where and what, for messages ---------------------------------- */
+static void explains(const dedup_key *k, const char *rec, dedup_status st, const char *what,
+                     size_t offset, size_t spec_off, size_t spec_len)
+{
+    dedup_key_problem pr;
+    dedup_key_explain(k, (const unsigned char *)rec, strlen(rec), st, &pr);
+    assert_string_equal(pr.what, what);
+    assert_int_equal(pr.offset, offset);
+    assert_int_equal(pr.spec_off, spec_off);
+    assert_int_equal(pr.spec_len, spec_len);
+}
+
+static void test_explain(void **state)
+{
+    (void)state;
+    dedup_key *k = make(DEDUP_KEY_CSV, "1,2", NULL);
+    explains(k, "a,\"b\"x,c", DEDUP_ERR_CORRUPT, "text after a closing quote", 5, 0, 0);
+    explains(k, "a,\"b\"\"x,c\r", DEDUP_ERR_CORRUPT, "a quote left open", 2, 0, 0);
+    dedup_key_free(k);
+
+    dedup_key_params p;
+    dedup_key_params_init(&p);
+    p.format = DEDUP_KEY_JSON;
+    p.json_paths = ".a,.\"b,c\".d,.e";
+    assert_int_equal(dedup_key_create(&p, NULL, 0, NULL, &k, NULL), DEDUP_OK);
+    explains(k, "{\"a\":1,\"e\":2}", DEDUP_ERR_NOT_FOUND, "a JSON path missing", SIZE_MAX, 3,
+             8);
+    explains(k, "{\"a\":1,\"b,c\":{\"d\":3}}", DEDUP_ERR_NOT_FOUND, "a JSON path missing",
+             SIZE_MAX, 12, 2);
+    explains(k, "{\"a\": tru}", DEDUP_ERR_CORRUPT, "not valid JSON or UTF-8", 6, 0, 0);
+    char deep[200];
+    memset(deep, '[', 100);
+    deep[100] = 0;
+    explains(k, deep, DEDUP_ERR_LIMIT, "JSON nested deeper than 64 levels", 64, 0, 0);
+    dedup_key_free(k);
+
+    dedup_key_params_init(&p);
+    p.url = true;
+    assert_int_equal(dedup_key_create(&p, NULL, 0, NULL, &k, NULL), DEDUP_OK);
+    explains(k, "nope", DEDUP_ERR_INVALID_ARG, "not an absolute URL with a host", SIZE_MAX, 0, 0);
+    dedup_key_free(k);
 }
 
 int main(void)
@@ -272,6 +347,7 @@ int main(void)
         cmocka_unit_test(test_full_and_batch), cmocka_unit_test(test_normalise),
         cmocka_unit_test(test_allocator),     cmocka_unit_test(test_csv_scan),
         cmocka_unit_test(test_json_and_url),
+        cmocka_unit_test(test_explain),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -166,6 +166,14 @@ static void test_glob(void **state)
     assert_false(dd_url_glob_match("UTM_*", n, 10));
     assert_false(dd_url_glob_match("utm_source?", n, 10));
     assert_true(dd_url_glob_match("", n, 0));
+    /* a backslash makes the byte after it literal */
+    const unsigned char *lit = (const unsigned char *)"c*?\\";
+    assert_true(dd_url_glob_match("c\\*\\?\\\\", lit, 4));
+    assert_false(dd_url_glob_match("c\\*", (const unsigned char *)"cx", 2));
+    assert_false(dd_url_glob_match("c\\?", (const unsigned char *)"cx", 2));
+    assert_true(dd_url_glob_match("c\\**", lit, 4));
+    assert_true(dd_url_glob_match("*\\?*", lit, 4));
+    assert_false(dd_url_glob_match("*\\?", lit, 4));
     assert_false(dd_url_glob_match("?", n, 0));
 }
 

@@ -5,8 +5,11 @@ meaning (members in any order, the last of a repeated name, numbers by value
 so 1 == 1.0 == 10e-1, strings after their escapes), and a line that is not
 JSON, holds invalid UTF-8, nests past the limit or lacks a path has no key.
 
-  ref_json_keys.py gen SEED N       random JSON Lines on stdout
-  ref_json_keys.py ref PATHS MODE FILE
+  ref_json_keys.py gen SEED N [norm]  random JSON Lines on stdout (norm: with
+                                      strings that differ in case and spaces)
+  ref_json_keys.py ref PATHS MODE FILE [-i] [--trim]
+With -i and --trim, a selected value that is a string compares with ASCII
+letters folded and leading and trailing whitespace ignored.
 """
 import json, random, sys
 from decimal import Decimal
@@ -14,9 +17,11 @@ from decimal import Decimal
 DEPTH = 64
 
 
-def gen(seed, n):
+def gen(seed, n, norm=False):
     rnd = random.Random(seed)
-    users = ['1', '1.0', '10e-1', '"1"', '2', '2.50', '25e-1', 'true', 'null', '"\\u00e9"',
+    users = ['" Ab "', '"ab"', '"AB\\t"', '"\\u0041b"', '"\\r\\nab\\u000b"', '"a b"',
+             '"A  B"', '"\\u00c9"', '"\u00e9 "', '"x\\"Y"', '"x\\"y"', '"\\u0000A"'] if norm else []
+    users += ['1', '1.0', '10e-1', '"1"', '2', '2.50', '25e-1', 'true', 'null', '"\\u00e9"',
              '"\u00e9"', '"a\\/b"', '"a/b"', '{"x":1,"y":[1,2]}', '{"y":[1,2.0],"x":1}',
              '[1,"1"]', '"\\u0041"', '"A"']
     out = []
@@ -61,7 +66,18 @@ def depth(v):
     return 0
 
 
-def key_of(line, paths):
+SPACE = " \t\r\n\v\f"
+
+
+def norm_str(v, opts):
+    if "--trim" in opts:
+        v = v.strip(SPACE)
+    if "-i" in opts:
+        v = "".join(c.lower() if "A" <= c <= "Z" else c for c in v)
+    return v
+
+
+def key_of(line, paths, opts=()):
     try:
         doc = json.loads(line.decode("utf-8"), parse_float=Decimal, parse_int=Decimal)
     except (ValueError, UnicodeDecodeError, RecursionError):
@@ -75,18 +91,20 @@ def key_of(line, paths):
             if not isinstance(v, dict) or name not in v:
                 return None
             v = v[name]
+        if isinstance(v, str):
+            v = norm_str(v, opts)
         out.append(canon(v))
     return tuple(out)
 
 
-def ref(paths, mode, fn):
+def ref(paths, mode, fn, opts=()):
     data = open(fn, "rb").read()
     lines = data.split(b"\n")
     if lines and lines[-1] == b"":
         lines.pop()
     seen, out = set(), []
     for line in lines:
-        k = key_of(line, paths.split(","))
+        k = key_of(line, paths.split(","), opts)
         if k is None:
             if mode == "fail":
                 sys.stdout.buffer.write(b"".join(out))
@@ -103,6 +121,6 @@ def ref(paths, mode, fn):
 
 if __name__ == "__main__":
     if sys.argv[1] == "gen":
-        gen(int(sys.argv[2]), int(sys.argv[3]))
+        gen(int(sys.argv[2]), int(sys.argv[3]), len(sys.argv) > 4)
     else:
-        sys.exit(ref(sys.argv[2], sys.argv[3], sys.argv[4]))
+        sys.exit(ref(sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5:]))

@@ -7,7 +7,8 @@ keeps the first occurrence of every key.
   ref_keys.py ref [OPTIONS] FILE...   the expected output on stdout, exit
                                       status 1 where dedup fails (fail mode)
 OPTIONS: --csv --header -f SPEC -d C -i --trim --on-bad-key MODE -D (repeats),
--m SIZE (no effect on the output), --keep last
+-m SIZE (no effect on the output), --keep last, --nrec (print the number of
+records written but the header, instead of them)
 """
 import csv, random, sys
 
@@ -157,6 +158,7 @@ def ref(argv):
         elif a == "-D": o["dups"] = True
         elif a == "--keep": i += 1; o["last"] = argv[i] == "last"
         elif a == "-m": i += 1
+        elif a == "--nrec": o["nrec"] = True
         else: files.append(a)
         i += 1
     delim = o["delim"] or ("," if o["csv"] else "\t")
@@ -194,7 +196,9 @@ def ref(argv):
                 if o["bad"] == "fail":
                     sys.stdout.buffer.write("".join(out).encode("latin-1"))
                     return 1
-                if o["bad"] == "keep":
+                if o["bad"] == "keep" and o["last"]:
+                    lasts.append((("BAD", len(lasts)), text))  # written where it stands
+                elif o["bad"] == "keep":
                     out.append(text)
                 continue
             if o["csv"] and not fields:
@@ -212,6 +216,9 @@ def ref(argv):
     if o["last"]:
         final = {k: i for i, (k, _) in enumerate(lasts)}
         out += [t for i, (k, t) in enumerate(lasts) if final[k] == i]
+    if o.get("nrec"):  # the count of records written, the header left out
+        print(len(out) - (header is not None))
+        return rc
     sys.stdout.buffer.write("".join(out).encode("latin-1"))
     return rc
 
