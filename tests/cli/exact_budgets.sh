@@ -53,9 +53,9 @@ run() {
 }
 
 # PF:BUDGET pairs.  With the mark at 64M these inputs fit every table;
-# with it at 1M a budget of 2M sends the partitions to --tmpdir, 256M and
+# with it at 1M a budget of 1100K sends the partitions to --tmpdir, 256M and
 # 1G hold them in memory, and the default road does not use the engine.
-budgets=":64M :256M :1G 1M:2M 1M:256M 1M:1G :default"
+budgets=":64M :256M :1G 1M:1100K 1M:256M 1M:1G :default"
 for out in first -u -D -c; do
     oflag=$out
     [ "$out" = first ] && oflag=
@@ -102,8 +102,8 @@ done
 DEDUP_PARTITION_FIRST=1M "$DEDUP" --stats -m 1G -T "$T/tmp" $IN > /dev/null 2> "$T/err"
 check "-m 1G: partitions in memory" grep -q 'spilled to memory' "$T/err"
 # shellcheck disable=SC2086
-DEDUP_PARTITION_FIRST=1M "$DEDUP" --stats -m 2M -T "$T/tmp" $IN > /dev/null 2> "$T/err"
-check "-m 2M: partitions in the tmpdir" grep -q "spilled to $T/tmp" "$T/err"
+DEDUP_PARTITION_FIRST=1M "$DEDUP" --stats -m 1100K -T "$T/tmp" $IN > /dev/null 2> "$T/err"
+check "-m 1100K: partitions in the tmpdir" grep -q "spilled to $T/tmp" "$T/err"
 # shellcheck disable=SC2086
 cat $IN | DEDUP_PARTITION_FIRST=1M "$DEDUP" --stats -m 1G -T "$T/tmp" > /dev/null 2> "$T/err"
 check "pipe: partitions in the tmpdir" grep -q "spilled to $T/tmp" "$T/err"
