@@ -108,4 +108,14 @@ check "-m 1100K: partitions in the tmpdir" grep -q "spilled to $T/tmp" "$T/err"
 cat $IN | DEDUP_PARTITION_FIRST=1M "$DEDUP" --stats -m 1G -T "$T/tmp" > /dev/null 2> "$T/err"
 check "pipe: partitions in the tmpdir" grep -q "spilled to $T/tmp" "$T/err"
 check "no temporary file left" test -z "$(ls -A "$T/tmp")"
+
+# A file changed while it is read is still reported with the partitions in
+# memory (the output goes to a pipe nobody reads yet, so the run blocks in
+# write(2); then the file is changed and the pipe drained).
+grep -v '^GGG' "$T/all" > "$T/src"
+for w in "cut shorter:truncate" "grown:append" "rewritten:rewrite"; do
+    changed_mid_run "${w%%:*} (partitions in memory)" "${w#*:}" "$T/in" "$T/src" \
+        "shrank|changed while|modified while" \
+        env DEDUP_PARTITION_FIRST=1M "$DEDUP" -m 1G -T "$T/tmp" "$T/in"
+done
 finish
