@@ -211,6 +211,8 @@ unsigned dd_external_threads(uint64_t budget) { return two_threads(budget) ? 2 :
  * are monotone.  Sorted order keeps the whole budget for its runs. */
 #define PARTITION_FIRST (UINT64_C(64) << 20)
 
+/* Returns the engine's memory_limit for a run of options 'o' under
+ * 'budget': the budget, or the partition-first mark below it. */
 static uint64_t engine_limit(const dd_external_opts *o, uint64_t budget)
 {
     /* DEDUP_PARTITION_FIRST=SIZE moves the mark (docs/dedup.1, ENVIRONMENT):
@@ -223,8 +225,9 @@ static uint64_t engine_limit(const dd_external_opts *o, uint64_t budget)
     return !o->sorted && budget > cap ? cap : budget;
 }
 
-/* The temporary data a run will write, bounded from above from its input's
- * size and its first block's records per byte: by reference about 21 bytes
+/* Returns a bound on the temporary data a run writes, from its input's
+ * size 'total' and the records per byte of its first block 'blk' (records
+ * carried, or references when 'by_ref'): by reference about 21 bytes
  * a record were measured (key digest, offset, sequence, results), counted
  * as 32; with the records, their bytes at most twice (the partitions and
  * the results, before LZ4) plus 8 bytes a record of framing. */
@@ -236,10 +239,10 @@ static uint64_t spill_bound(uint64_t total, const dd_block *blk, bool by_ref)
     return by_ref ? records * 32 : total * 2 + records * 8;
 }
 
-/* Before the first push: the partitions stay in memory when the part of
- * the budget the table leaves holds all of the temporary data the input
- * can make (known only when every input is a regular file), else they go
- * to --tmpdir as they always did. */
+/* Decides, before the first push of block 'blk', where engine 'es' keeps
+ * its partitions, and returns true for memory: when the part of 'budget'
+ * the table leaves holds all of the temporary data the input can make
+ * (known only when every input is a regular file), else in --tmpdir. */
 static bool engine_tmp_decide(dedup_extsort *es, const dd_external_opts *o, uint64_t budget,
                               const dd_block *blk, bool by_ref)
 {

@@ -339,8 +339,9 @@ bool dedup_extsort_io_error(const dedup_extsort *es, int *err, const char **dir,
 /* After DEDUP_ERR_CANCELLED: the nonzero value emit returned (0 otherwise). */
 int dedup_extsort_emit_result(const dedup_extsort *es);
 
-/* Sets params.tmp_in_memory for the temporary files opened from now on (a
- * file already open stays where it is): a caller that learns the size of
+/* Sets params.tmp_in_memory of engine 'es' to 'in_memory' for the
+ * temporary files opened from now on (a file already open stays where it
+ * is; no error): a caller that learns the size of
  * its data from its first records decides before pushing them.  Not while
  * another thread uses the engine. */
 void dedup_extsort_set_tmp_in_memory(dedup_extsort *es, bool in_memory);
