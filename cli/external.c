@@ -201,6 +201,58 @@ static bool two_threads(uint64_t budget)
 
 unsigned dd_external_threads(uint64_t budget) { return two_threads(budget) ? 2 : 1; }
 
+/* Partitions first.  In first-occurrence order the engine's table takes at
+ * most this much of any budget: past it, records go to partitions, each
+ * decided in cache and two at a time, which beats one large table (a DRAM
+ * miss per key, and a table that fills only to freeze and spill anyway)
+ * on every input larger than the table (bench/RESULTS.md, issue 37).  The
+ * rest of the budget holds the partitions in memory (engine_tmp_decide()),
+ * so a larger budget does the same work with less IO, never more: budgets
+ * are monotone.  Sorted order keeps the whole budget for its runs. */
+#define PARTITION_FIRST (UINT64_C(64) << 20)
+
+/* Returns the engine's memory_limit for a run of options 'o' under
+ * 'budget': the budget, or the partition-first mark below it. */
+static uint64_t engine_limit(const dd_external_opts *o, uint64_t budget)
+{
+    /* DEDUP_PARTITION_FIRST=SIZE moves the mark (docs/dedup.1, ENVIRONMENT):
+     * to measure it, and for tests to reach partitions in memory with
+     * small inputs. */
+    uint64_t cap = PARTITION_FIRST, v;
+    const char *env = getenv("DEDUP_PARTITION_FIRST");
+    if (env && *env && cli_parse_size(env, &v) && v >= DEDUP_EXTSORT_MIN_MEMORY)
+        cap = v;
+    return !o->sorted && budget > cap ? cap : budget;
+}
+
+/* Returns a bound on the temporary data a run writes, from its input's
+ * size 'total' and the records per byte of its first block 'blk' (records
+ * carried, or references when 'by_ref'): by reference about 21 bytes
+ * a record were measured (key digest, offset, sequence, results), counted
+ * as 32; with the records, their bytes at most twice (the partitions and
+ * the results, before LZ4) plus 8 bytes a record of framing. */
+static uint64_t spill_bound(uint64_t total, const dd_block *blk, bool by_ref)
+{
+    uint64_t seen = blk->bytes_read ? blk->bytes_read : 1;
+    uint64_t n = blk->piece ? 1 : blk->n;
+    uint64_t records = n >= seen ? total : total / seen * n + (total % seen) * n / seen + 1;
+    return by_ref ? records * 32 : total * 2 + records * 8;
+}
+
+/* Decides, before the first push of block 'blk', where engine 'es' keeps
+ * its partitions, and returns true for memory: when the part of 'budget'
+ * the table leaves holds all of the temporary data the input can make
+ * (known only when every input is a regular file), else in --tmpdir. */
+static bool engine_tmp_decide(dedup_extsort *es, const dd_external_opts *o, uint64_t budget,
+                              const dd_block *blk, bool by_ref)
+{
+    uint64_t table = engine_limit(o, budget);
+    bool in_mem = o->total_bytes && table < budget &&
+                  spill_bound(o->total_bytes, blk, by_ref) <= budget - table;
+    dedup_extsort_set_tmp_in_memory(es, in_mem);
+    return in_mem;
+}
+
 const char *dd_external_tmpdir(const char *t)
 {
     if (!t || !*t)
@@ -222,7 +274,7 @@ static dedup_status dd_spill_create(dd_spill **out, const dd_external_opts *o, u
     s->tmpdir = dd_external_tmpdir(o->tmpdir);
     dedup_extsort_params p;
     dedup_extsort_params_init(&p);
-    p.memory_limit = budget;
+    p.memory_limit = engine_limit(o, budget);
     p.tmpdir = o->tmpdir;
     p.order = o->sorted ? DEDUP_EXTSORT_SORTED : DEDUP_EXTSORT_FIRST_OCCURRENCE;
     p.output = o->out == 1   ? DEDUP_EXTSORT_DUPLICATES
@@ -406,6 +458,7 @@ int dd_run_external(const dd_external_opts *o, char **files, int nfiles)
     const bool key_errs = o->key->csv || o->key->json || o->key->url;
     dd_key_header kh = {.key = o->key};
     bool hdr_written = false;
+    bool tmp_decided = false, tmp_in_mem = false;
     dd_keyed_block kb = {0};
     for (int fi = 0; fi < nfiles && st == DEDUP_OK && !dd_stop_signal; fi++) {
         dd_feeder *fd = NULL;
@@ -451,6 +504,12 @@ int dd_run_external(const dd_external_opts *o, char **files, int nfiles)
                         cli_error("out of memory");
                     break;
                 }
+            }
+            if (!tmp_decided) {
+                tmp_decided = true;
+                tmp_in_mem = engine_tmp_decide(sp->es, o, budget, blk, xr != NULL);
+                if (tmp_in_mem)
+                    cli_info(2, "partitions kept in memory (the input's fit the budget)");
             }
             if (blk->piece) {
                 if (xr)
@@ -538,7 +597,8 @@ int dd_run_external(const dd_external_opts *o, char **files, int nfiles)
     if (o->stats) {
         dedup_extsort_stats s;
         dd_spill_stats(sp, &s);
-        print_stats(o, &s, budget, bytes_in, tmpdir, now_sec() - start, xr);
+        print_stats(o, &s, budget, bytes_in, tmp_in_mem ? "memory" : tmpdir, now_sec() - start,
+                    xr);
     }
     dd_spill_free(sp);
     dd_extref_close(xr);

@@ -136,7 +136,13 @@
  * TEMPORARY FILES are created unlinked (O_TMPFILE, else mkstemp then unlink
  * at once), so nothing is left in the directory after success, error, a
  * signal or even kill -9; the space is released when the engine is freed (or
- * the process ends).  No signal handler is needed or installed.
+ * the process ends).  No signal handler is needed or installed.  With
+ * params.tmp_in_memory (or dedup_extsort_set_tmp_in_memory() before the
+ * files are opened) they are anonymous memory files instead: the same
+ * frames and checks, no disk space, and their bytes are the process's
+ * memory (shared memory, outside peak_memory and memory_limit) until the
+ * engine is freed.  The engine does not move them to disk: the caller
+ * chooses this only for temporary data it knows fits.
  *
  * THREADS: with params.threads >= 2 the engine starts, at its first spill,
  * one thread of its own that compresses and writes the frames of the
@@ -240,6 +246,11 @@ typedef struct dedup_extsort_params {
                                     check), for streams LZ4 cannot shrink, such as
                                     records that are digests and file offsets (the
                                     CLI's references): saves its CPU, costs no bytes */
+    bool tmp_in_memory;          /* false (default): temporary files in tmpdir; true:
+                                    anonymous memory files (memfd_create; tmpdir where
+                                    the system has none), for a caller that knows its
+                                    temporary data fits in the memory it may use beyond
+                                    memory_limit: see TEMPORARY FILES */
 } dedup_extsort_params;
 
 typedef struct dedup_extsort_stats {
@@ -327,6 +338,13 @@ bool dedup_extsort_io_error(const dedup_extsort *es, int *err, const char **dir,
 
 /* After DEDUP_ERR_CANCELLED: the nonzero value emit returned (0 otherwise). */
 int dedup_extsort_emit_result(const dedup_extsort *es);
+
+/* Sets params.tmp_in_memory of engine 'es' to 'in_memory' for the
+ * temporary files opened from now on (a file already open stays where it
+ * is; no error): a caller that learns the size of
+ * its data from its first records decides before pushing them.  Not while
+ * another thread uses the engine. */
+void dedup_extsort_set_tmp_in_memory(dedup_extsort *es, bool in_memory);
 
 /* Counters; valid at any time. */
 void dedup_extsort_stats_get(const dedup_extsort *es, dedup_extsort_stats *out);

@@ -447,6 +447,11 @@ bool dedup_extsort_io_error(const dedup_extsort *es, int *err, const char **dir,
 
 int dedup_extsort_emit_result(const dedup_extsort *es) { return es->emit_rc; }
 
+void dedup_extsort_set_tmp_in_memory(dedup_extsort *es, bool in_memory)
+{
+    es->p.tmp_in_memory = in_memory;
+}
+
 void dedup_extsort_stats_get(const dedup_extsort *es, dedup_extsort_stats *out) { *out = es->st; }
 
 size_t dedup_extsort_memory_usage(const dedup_extsort *es)

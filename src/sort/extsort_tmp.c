@@ -14,6 +14,7 @@
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -39,8 +40,13 @@ dedup_status ddi_es_tf_open(dedup_extsort *es, tfile *f)
             return ddi_es_fail(es, DEDUP_ERR_NOMEM);
     }
     int fd = -1;
+#ifdef MFD_CLOEXEC
+    if (es->p.tmp_in_memory) /* see TEMPORARY FILES in dedup/extsort.h */
+        fd = memfd_create("dedup-spill", MFD_CLOEXEC);
+#endif
 #ifdef O_TMPFILE
-    fd = open(es->tmpdir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+    if (fd < 0)
+        fd = open(es->tmpdir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
 #endif
     if (fd < 0) {
         size_t n = strlen(es->tmpdir) + 32;

@@ -710,6 +710,53 @@ static void test_tmpdir_missing(void **state)
     input_free(&in);
 }
 
+/* params.tmp_in_memory: every temporary file is a memory file, so a run
+ * that spills through several levels (and, in the _mt build, on the
+ * engine's threads) never needs its tmpdir, here one that does not exist
+ * (any file put there would fail with DEDUP_ERR_IO), and its output is
+ * the reference's; the setter does the same before the first push. */
+static void test_tmp_in_memory(void **state)
+{
+    (void)state;
+    tu_rng g = {tu_seed() + 17};
+    input in = make_input(&g, 20000, false, 60);
+    for (int how = 0; how < 2; how++) {
+        for (int k = 0; k < 4; k++) {
+            dedup_extsort_params p;
+            tu_extsort_params(&p);
+            p.memory_limit = 128 << 10;
+            p.output = kinds[k];
+            p.tmpdir = "/nonexistent/dedup-extsort";
+            p.tmp_in_memory = how == 0;
+            capture got, want;
+            memset(&got, 0, sizeof got);
+            p.emit = cap_emit;
+            p.emit_ctx = &got;
+            dedup_extsort *es;
+            assert_int_equal(dedup_extsort_create(&p, NULL, &es), DEDUP_OK);
+            if (how == 1)
+                dedup_extsort_set_tmp_in_memory(es, true);
+            dedup_status s = DEDUP_OK;
+            for (size_t i = 0; i < in.n && s == DEDUP_OK; i++)
+                s = dedup_extsort_push(es, in.r[i].rec, in.r[i].reclen, in.r[i].key,
+                                       in.r[i].keylen,
+                                       dedup_hash(in.r[i].key, in.r[i].keylen, p.seed));
+            if (s == DEDUP_OK)
+                s = dedup_extsort_finish(es);
+            dedup_extsort_stats st;
+            dedup_extsort_stats_get(es, &st);
+            dedup_extsort_free(es);
+            assert_int_equal(s, DEDUP_OK);
+            assert_true(st.spilled && st.max_depth >= 2);
+            reference(&in, p.order, p.output, &want);
+            assert_same(&got, &want, kind_names[k]);
+            cap_free(&got);
+            cap_free(&want);
+        }
+    }
+    input_free(&in);
+}
+
 static void test_emit_cancel(void **state)
 {
     (void)state;
@@ -989,6 +1036,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_tmpdir_missing),
         cmocka_unit_test(test_corrupt_frame),
         cmocka_unit_test(test_emit_cancel),
+        cmocka_unit_test(test_tmp_in_memory),
         cmocka_unit_test(test_invalid_args),
         cmocka_unit_test(test_oom),
         cmocka_unit_test(test_seed_mismatch),
