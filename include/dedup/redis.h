@@ -252,7 +252,6 @@ dedup_redis_scheme dedup_redis_scheme_from_name(const char *name);
 typedef struct dedup_redis_url {
     bool cluster;                  /* redis-cluster:// or rediss-cluster:// */
     bool tls;                      /* rediss:// or rediss-cluster:// */
-    bool cluster;                  /* redis-cluster:// */
     bool sentinel;                 /* redis-sentinel://: seeds are sentinels */
     char master[DEDUP_REDIS_MAX_MASTER + 1]; /* sentinel: the master's name */
     char user[DEDUP_REDIS_MAX_CRED + 1]; /* "" = the default user */
