@@ -77,6 +77,30 @@ void dd_dealloc(dd_obj *o, const dd_kind *k);
 PyObject *dd_wrap(const dd_kind *k, void *p);
 int dd_init_lock(dd_obj *o);
 
+/* A new object of 'type' with its lock and no structure yet; NULL with an
+ * exception set. */
+static inline dd_obj *dd_alloc(PyTypeObject *type)
+{
+    dd_obj *o = (dd_obj *)type->tp_alloc(type, 0);
+    if (!o || dd_init_lock(o) < 0) {
+        Py_XDECREF(o);
+        return NULL;
+    }
+    return o;
+}
+
+/* Ends a constructor: 'o' takes 'p' when the create call returned 0, else
+ * 'o' is dropped and dedup.Error raised for 's'. */
+static inline PyObject *dd_adopt(dd_obj *o, dedup_status s, void *p)
+{
+    if (s) {
+        Py_DECREF(o);
+        return dd_raise(s, NULL);
+    }
+    o->p = p;
+    return (PyObject *)o;
+}
+
 /* Loads from bytes or a path; any kind, or only 'want' (NULL: any). */
 PyObject *dd_load_bytes(const char *data, Py_ssize_t len, const dd_kind *want);
 PyObject *dd_load_path(const char *path, const dd_kind *want);

@@ -44,22 +44,15 @@ static PyObject *Bloom_new(PyTypeObject *type, PyObject *args, PyObject *kw)
     p.k = k;
     if (dd_seed_of(seed, &p.seed) < 0)
         return NULL;
-    dd_obj *o = (dd_obj *)type->tp_alloc(type, 0);
-    if (!o || dd_init_lock(o) < 0) {
-        Py_XDECREF(o);
+    dd_obj *o = dd_alloc(type);
+    if (!o)
         return NULL;
-    }
     dedup_bloom *bf = NULL;
     dedup_status s;
     Py_BEGIN_ALLOW_THREADS
     s = dedup_bloom_create(&p, NULL, &bf);
     Py_END_ALLOW_THREADS
-    if (s) {
-        Py_DECREF(o);
-        return dd_raise(s, NULL);
-    }
-    o->p = bf;
-    return (PyObject *)o;
+    return dd_adopt(o, s, bf);
 }
 
 static PyObject *Bloom_add(dd_obj *o, PyObject *key)
@@ -289,19 +282,12 @@ static PyObject *Counting_new(PyTypeObject *type, PyObject *args, PyObject *kw)
     p.k = k;
     if (dd_seed_of(seed, &p.seed) < 0)
         return NULL;
-    dd_obj *o = (dd_obj *)type->tp_alloc(type, 0);
-    if (!o || dd_init_lock(o) < 0) {
-        Py_XDECREF(o);
+    dd_obj *o = dd_alloc(type);
+    if (!o)
         return NULL;
-    }
     dedup_counting *cb = NULL;
     dedup_status s = dedup_counting_create(&p, NULL, &cb);
-    if (s) {
-        Py_DECREF(o);
-        return dd_raise(s, NULL);
-    }
-    o->p = cb;
-    return (PyObject *)o;
+    return dd_adopt(o, s, cb);
 }
 
 static PyObject *Counting_add(dd_obj *o, PyObject *key)

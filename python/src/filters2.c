@@ -44,19 +44,12 @@ static PyObject *Cuckoo_new(PyTypeObject *type, PyObject *args, PyObject *kw)
     p.expansion = expansion;
     if (dd_seed_of(seed, &p.seed) < 0)
         return NULL;
-    dd_obj *o = (dd_obj *)type->tp_alloc(type, 0);
-    if (!o || dd_init_lock(o) < 0) {
-        Py_XDECREF(o);
+    dd_obj *o = dd_alloc(type);
+    if (!o)
         return NULL;
-    }
     dedup_cuckoo *cf = NULL;
     dedup_status s = dedup_cuckoo_create(&p, NULL, &cf);
-    if (s) {
-        Py_DECREF(o);
-        return dd_raise(s, NULL);
-    }
-    o->p = cf;
-    return (PyObject *)o;
+    return dd_adopt(o, s, cf);
 }
 
 static PyObject *Cuckoo_add(dd_obj *o, PyObject *key)
@@ -282,19 +275,12 @@ static PyObject *Scalable_new(PyTypeObject *type, PyObject *args, PyObject *kw)
     p.max_links = max_links;
     if (dd_seed_of(seed, &p.seed) < 0)
         return NULL;
-    dd_obj *o = (dd_obj *)type->tp_alloc(type, 0);
-    if (!o || dd_init_lock(o) < 0) {
-        Py_XDECREF(o);
+    dd_obj *o = dd_alloc(type);
+    if (!o)
         return NULL;
-    }
     dedup_scalable *sb = NULL;
     dedup_status s = dedup_scalable_create(&p, NULL, &sb);
-    if (s) {
-        Py_DECREF(o);
-        return dd_raise(s, NULL);
-    }
-    o->p = sb;
-    return (PyObject *)o;
+    return dd_adopt(o, s, sb);
 }
 
 static PyObject *Scalable_add(dd_obj *o, PyObject *key)

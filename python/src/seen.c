@@ -79,19 +79,12 @@ static PyObject *Seen_new(PyTypeObject *type, PyObject *args, PyObject *kw)
     sp.lateness = (uint64_t)llround(lateness * 1e6);
     if (dd_seed_of(seed, &sp.seed) < 0)
         return NULL;
-    dd_obj *o = (dd_obj *)type->tp_alloc(type, 0);
-    if (!o || dd_init_lock(o) < 0) {
-        Py_XDECREF(o);
+    dd_obj *o = dd_alloc(type);
+    if (!o)
         return NULL;
-    }
     dedup_seen *s = NULL;
     dedup_status st = dedup_seen_create(&sp, NULL, &s);
-    if (st) {
-        Py_DECREF(o);
-        return dd_raise(st, NULL);
-    }
-    o->p = s;
-    return (PyObject *)o;
+    return dd_adopt(o, st, s);
 }
 
 /* The arrays of one seen-set batch, built with the GIL held. */

@@ -37,19 +37,12 @@ static PyObject *StrSet_new(PyTypeObject *type, PyObject *args, PyObject *kw)
     p.memory_limit = limit;
     if (dd_seed_of(seed, &p.seed) < 0)
         return NULL;
-    dd_obj *o = (dd_obj *)type->tp_alloc(type, 0);
-    if (!o || dd_init_lock(o) < 0) {
-        Py_XDECREF(o);
+    dd_obj *o = dd_alloc(type);
+    if (!o)
         return NULL;
-    }
     dedup_strset *set = NULL;
     dedup_status s = dedup_strset_create(&p, NULL, &set);
-    if (s) {
-        Py_DECREF(o);
-        return dd_raise(s, NULL);
-    }
-    o->p = set;
-    return (PyObject *)o;
+    return dd_adopt(o, s, set);
 }
 
 static PyObject *StrSet_add(dd_obj *o, PyObject *key)
@@ -282,19 +275,12 @@ static PyObject *IntSet_new(PyTypeObject *type, PyObject *args, PyObject *kw)
     dedup_set_params_init(&p);
     p.capacity = capacity;
     p.memory_limit = limit;
-    dd_obj *o = (dd_obj *)type->tp_alloc(type, 0);
-    if (!o || dd_init_lock(o) < 0) {
-        Py_XDECREF(o);
+    dd_obj *o = dd_alloc(type);
+    if (!o)
         return NULL;
-    }
     dedup_u64set *set = NULL;
     dedup_status s = dedup_u64set_create(&p, NULL, &set);
-    if (s) {
-        Py_DECREF(o);
-        return dd_raise(s, NULL);
-    }
-    o->p = set;
-    return (PyObject *)o;
+    return dd_adopt(o, s, set);
 }
 
 static PyObject *IntSet_add(dd_obj *o, PyObject *key)
@@ -511,19 +497,12 @@ static PyObject *HLL_new(PyTypeObject *type, PyObject *args, PyObject *kw)
     p.precision = precision;
     if (dd_seed_of(seed, &p.seed) < 0)
         return NULL;
-    dd_obj *o = (dd_obj *)type->tp_alloc(type, 0);
-    if (!o || dd_init_lock(o) < 0) {
-        Py_XDECREF(o);
+    dd_obj *o = dd_alloc(type);
+    if (!o)
         return NULL;
-    }
     dedup_hll *h = NULL;
     dedup_status s = dedup_hll_create(&p, NULL, &h);
-    if (s) {
-        Py_DECREF(o);
-        return dd_raise(s, NULL);
-    }
-    o->p = h;
-    return (PyObject *)o;
+    return dd_adopt(o, s, h);
 }
 
 static PyObject *HLL_add(dd_obj *o, PyObject *key)
