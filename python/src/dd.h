@@ -101,6 +101,60 @@ static inline PyObject *dd_adopt(dd_obj *o, dedup_status s, void *p)
     return (PyObject *)o;
 }
 
+/* The single-key methods: read a str/bytes key, take the lock, run 'fn' on
+ * the structure, drop the lock.  Each class passes a small wrapper over its
+ * library call. */
+typedef dedup_status (*dd_add_fn)(void *obj, const void *key, size_t len, dedup_verdict *v);
+typedef bool (*dd_contains_fn)(const void *obj, const void *key, size_t len);
+typedef dedup_status (*dd_del_fn)(void *obj, const void *key, size_t len);
+
+/* add(key) -> True when new; dedup.Error when 'fn' fails. */
+static inline PyObject *dd_add_key(dd_obj *o, PyObject *key, dd_add_fn fn)
+{
+    dd_key k;
+    if (dd_key_of(key, &k) < 0 || dd_enter(o) < 0)
+        return NULL;
+    dedup_verdict v = DEDUP_NEW;
+    dedup_status s = fn(o->p, k.p, (size_t)k.n, &v);
+    dd_leave(o);
+    if (s)
+        return dd_raise(s, NULL);
+    return PyBool_FromLong(v == DEDUP_NEW);
+}
+
+/* 'key in obj': 1 / 0, or -1 with an exception set. */
+static inline int dd_contains_key(dd_obj *o, PyObject *key, dd_contains_fn fn)
+{
+    dd_key k;
+    if (dd_key_of(key, &k) < 0 || dd_enter(o) < 0)
+        return -1;
+    bool r = fn(o->p, k.p, (size_t)k.n);
+    dd_leave(o);
+    return r;
+}
+
+/* Deletes one copy: remove() ('raise': None, KeyError when certainly
+ * absent) or discard() (True, or False when certainly absent). */
+static inline PyObject *dd_del_key(dd_obj *o, PyObject *key, bool raise, dd_del_fn fn)
+{
+    dd_key k;
+    if (dd_key_of(key, &k) < 0 || dd_enter(o) < 0)
+        return NULL;
+    dedup_status s = fn(o->p, k.p, (size_t)k.n);
+    dd_leave(o);
+    if (s == DEDUP_ERR_NOT_FOUND) {
+        if (!raise)
+            Py_RETURN_FALSE;
+        PyErr_SetObject(PyExc_KeyError, key);
+        return NULL;
+    }
+    if (s)
+        return dd_raise(s, NULL);
+    if (raise)
+        Py_RETURN_NONE;
+    Py_RETURN_TRUE;
+}
+
 /* Loads from bytes or a path; any kind, or only 'want' (NULL: any). */
 PyObject *dd_load_bytes(const char *data, Py_ssize_t len, const dd_kind *want);
 PyObject *dd_load_path(const char *path, const dd_kind *want);

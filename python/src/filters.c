@@ -55,24 +55,19 @@ static PyObject *Bloom_new(PyTypeObject *type, PyObject *args, PyObject *kw)
     return dd_adopt(o, s, bf);
 }
 
-static PyObject *Bloom_add(dd_obj *o, PyObject *key)
+static dedup_status bloom_add_key(void *p, const void *k, size_t n, dedup_verdict *v)
 {
-    dd_key k;
-    if (dd_key_of(key, &k) < 0 || dd_enter(o) < 0)
-        return NULL;
-    bool was = dedup_bloom_test_and_add_key(o->p, k.p, (size_t)k.n);
-    dd_leave(o);
-    return PyBool_FromLong(!was);
+    *v = dedup_bloom_test_and_add_key(p, k, n) ? DEDUP_MAYBE_DUPLICATE : DEDUP_NEW;
+    return DEDUP_OK;
 }
-
+static bool bloom_has_key(const void *p, const void *k, size_t n)
+{
+    return dedup_bloom_might_contain_key(p, k, n);
+}
+static PyObject *Bloom_add(dd_obj *o, PyObject *key) { return dd_add_key(o, key, bloom_add_key); }
 static int Bloom_contains(dd_obj *o, PyObject *key)
 {
-    dd_key k;
-    if (dd_key_of(key, &k) < 0 || dd_enter(o) < 0)
-        return -1;
-    bool r = dedup_bloom_might_contain_key(o->p, k.p, (size_t)k.n);
-    dd_leave(o);
-    return r;
+    return dd_contains_key(o, key, bloom_has_key);
 }
 
 static PyObject *Bloom_update(dd_obj *o, PyObject *it)
@@ -290,24 +285,26 @@ static PyObject *Counting_new(PyTypeObject *type, PyObject *args, PyObject *kw)
     return dd_adopt(o, s, cb);
 }
 
+static dedup_status counting_add_key(void *p, const void *k, size_t n, dedup_verdict *v)
+{
+    *v = dedup_counting_test_and_add_key(p, k, n);
+    return DEDUP_OK;
+}
+static bool counting_has_key(const void *p, const void *k, size_t n)
+{
+    return dedup_counting_might_contain_key(p, k, n);
+}
+static dedup_status counting_del_key(void *p, const void *k, size_t n)
+{
+    return dedup_counting_delete_key(p, k, n);
+}
 static PyObject *Counting_add(dd_obj *o, PyObject *key)
 {
-    dd_key k;
-    if (dd_key_of(key, &k) < 0 || dd_enter(o) < 0)
-        return NULL;
-    dedup_verdict v = dedup_counting_test_and_add_key(o->p, k.p, (size_t)k.n);
-    dd_leave(o);
-    return PyBool_FromLong(v == DEDUP_NEW);
+    return dd_add_key(o, key, counting_add_key);
 }
-
 static int Counting_contains(dd_obj *o, PyObject *key)
 {
-    dd_key k;
-    if (dd_key_of(key, &k) < 0 || dd_enter(o) < 0)
-        return -1;
-    bool r = dedup_counting_might_contain_key(o->p, k.p, (size_t)k.n);
-    dd_leave(o);
-    return r;
+    return dd_contains_key(o, key, counting_has_key);
 }
 
 static PyObject *Counting_update(dd_obj *o, PyObject *it)
@@ -352,27 +349,14 @@ static Py_ssize_t Counting_len(dd_obj *o)
 }
 
 /* Deletes one copy; KeyError (remove) or False (discard) when certainly absent. */
-static PyObject *counting_del(dd_obj *o, PyObject *key, bool raise)
+static PyObject *Counting_remove(dd_obj *o, PyObject *key)
 {
-    dd_key k;
-    if (dd_key_of(key, &k) < 0 || dd_enter(o) < 0)
-        return NULL;
-    dedup_status s = dedup_counting_delete_key(o->p, k.p, (size_t)k.n);
-    dd_leave(o);
-    if (s == DEDUP_ERR_NOT_FOUND) {
-        if (!raise)
-            Py_RETURN_FALSE;
-        PyErr_SetObject(PyExc_KeyError, key);
-        return NULL;
-    }
-    if (s)
-        return dd_raise(s, NULL);
-    if (raise)
-        Py_RETURN_NONE;
-    Py_RETURN_TRUE;
+    return dd_del_key(o, key, true, counting_del_key);
 }
-static PyObject *Counting_remove(dd_obj *o, PyObject *key) { return counting_del(o, key, true); }
-static PyObject *Counting_discard(dd_obj *o, PyObject *key) { return counting_del(o, key, false); }
+static PyObject *Counting_discard(dd_obj *o, PyObject *key)
+{
+    return dd_del_key(o, key, false, counting_del_key);
+}
 
 static PyObject *Counting_count(dd_obj *o, PyObject *key)
 {

@@ -52,27 +52,22 @@ static PyObject *Cuckoo_new(PyTypeObject *type, PyObject *args, PyObject *kw)
     return dd_adopt(o, s, cf);
 }
 
-static PyObject *Cuckoo_add(dd_obj *o, PyObject *key)
+static dedup_status cuckoo_add_key(void *p, const void *k, size_t n, dedup_verdict *v)
 {
-    dd_key k;
-    if (dd_key_of(key, &k) < 0 || dd_enter(o) < 0)
-        return NULL;
-    dedup_verdict v = DEDUP_NEW;
-    dedup_status s = dedup_cuckoo_test_and_add_key(o->p, k.p, (size_t)k.n, &v);
-    dd_leave(o);
-    if (s)
-        return dd_raise(s, NULL);
-    return PyBool_FromLong(v == DEDUP_NEW);
+    return dedup_cuckoo_test_and_add_key(p, k, n, v);
 }
-
+static bool cuckoo_has_key(const void *p, const void *k, size_t n)
+{
+    return dedup_cuckoo_might_contain_key(p, k, n);
+}
+static dedup_status cuckoo_del_key(void *p, const void *k, size_t n)
+{
+    return dedup_cuckoo_delete_key(p, k, n);
+}
+static PyObject *Cuckoo_add(dd_obj *o, PyObject *key) { return dd_add_key(o, key, cuckoo_add_key); }
 static int Cuckoo_contains(dd_obj *o, PyObject *key)
 {
-    dd_key k;
-    if (dd_key_of(key, &k) < 0 || dd_enter(o) < 0)
-        return -1;
-    bool r = dedup_cuckoo_might_contain_key(o->p, k.p, (size_t)k.n);
-    dd_leave(o);
-    return r;
+    return dd_contains_key(o, key, cuckoo_has_key);
 }
 
 /* add() per key; on FULL the keys before it stay added and dedup.Error says
@@ -129,27 +124,14 @@ static Py_ssize_t Cuckoo_len(dd_obj *o)
     return (Py_ssize_t)info.items;
 }
 
-static PyObject *cuckoo_del(dd_obj *o, PyObject *key, bool raise)
+static PyObject *Cuckoo_remove(dd_obj *o, PyObject *key)
 {
-    dd_key k;
-    if (dd_key_of(key, &k) < 0 || dd_enter(o) < 0)
-        return NULL;
-    dedup_status s = dedup_cuckoo_delete_key(o->p, k.p, (size_t)k.n);
-    dd_leave(o);
-    if (s == DEDUP_ERR_NOT_FOUND) {
-        if (!raise)
-            Py_RETURN_FALSE;
-        PyErr_SetObject(PyExc_KeyError, key);
-        return NULL;
-    }
-    if (s)
-        return dd_raise(s, NULL);
-    if (raise)
-        Py_RETURN_NONE;
-    Py_RETURN_TRUE;
+    return dd_del_key(o, key, true, cuckoo_del_key);
 }
-static PyObject *Cuckoo_remove(dd_obj *o, PyObject *key) { return cuckoo_del(o, key, true); }
-static PyObject *Cuckoo_discard(dd_obj *o, PyObject *key) { return cuckoo_del(o, key, false); }
+static PyObject *Cuckoo_discard(dd_obj *o, PyObject *key)
+{
+    return dd_del_key(o, key, false, cuckoo_del_key);
+}
 
 static PyObject *Cuckoo_union(dd_obj *o, PyObject *other)
 {
@@ -283,27 +265,21 @@ static PyObject *Scalable_new(PyTypeObject *type, PyObject *args, PyObject *kw)
     return dd_adopt(o, s, sb);
 }
 
+static dedup_status scalable_add_key(void *p, const void *k, size_t n, dedup_verdict *v)
+{
+    return dedup_scalable_test_and_add_key(p, k, n, v);
+}
+static bool scalable_has_key(const void *p, const void *k, size_t n)
+{
+    return dedup_scalable_might_contain_key(p, k, n);
+}
 static PyObject *Scalable_add(dd_obj *o, PyObject *key)
 {
-    dd_key k;
-    if (dd_key_of(key, &k) < 0 || dd_enter(o) < 0)
-        return NULL;
-    dedup_verdict v = DEDUP_NEW;
-    dedup_status s = dedup_scalable_test_and_add_key(o->p, k.p, (size_t)k.n, &v);
-    dd_leave(o);
-    if (s)
-        return dd_raise(s, NULL);
-    return PyBool_FromLong(v == DEDUP_NEW);
+    return dd_add_key(o, key, scalable_add_key);
 }
-
 static int Scalable_contains(dd_obj *o, PyObject *key)
 {
-    dd_key k;
-    if (dd_key_of(key, &k) < 0 || dd_enter(o) < 0)
-        return -1;
-    bool r = dedup_scalable_might_contain_key(o->p, k.p, (size_t)k.n);
-    dd_leave(o);
-    return r;
+    return dd_contains_key(o, key, scalable_has_key);
 }
 
 static PyObject *scalable_adds(dd_obj *o, PyObject *it, bool verdicts)

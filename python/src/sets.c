@@ -45,29 +45,18 @@ static PyObject *StrSet_new(PyTypeObject *type, PyObject *args, PyObject *kw)
     return dd_adopt(o, s, set);
 }
 
-static PyObject *StrSet_add(dd_obj *o, PyObject *key)
+static dedup_status strset_add_key(void *p, const void *k, size_t n, dedup_verdict *v)
 {
-    dd_key k;
-    if (dd_key_of(key, &k) < 0 || dd_enter(o) < 0)
-        return NULL;
-    dedup_verdict v = DEDUP_NEW;
-    dedup_digest d = dedup_strset_digest(o->p, k.p, (size_t)k.n);
-    dedup_status s = dedup_strset_insert(o->p, k.p, (size_t)k.n, d, &v);
-    dd_leave(o);
-    if (s)
-        return dd_raise(s, NULL);
-    return PyBool_FromLong(v == DEDUP_NEW);
+    return dedup_strset_insert(p, k, n, dedup_strset_digest(p, k, n), v);
 }
-
+static bool strset_has_key(const void *p, const void *k, size_t n)
+{
+    return dedup_strset_contains(p, k, n, dedup_strset_digest(p, k, n));
+}
+static PyObject *StrSet_add(dd_obj *o, PyObject *key) { return dd_add_key(o, key, strset_add_key); }
 static int StrSet_contains(dd_obj *o, PyObject *key)
 {
-    dd_key k;
-    if (dd_key_of(key, &k) < 0 || dd_enter(o) < 0)
-        return -1;
-    dedup_digest d = dedup_strset_digest(o->p, k.p, (size_t)k.n);
-    bool r = dedup_strset_contains(o->p, k.p, (size_t)k.n, d);
-    dd_leave(o);
-    return r;
+    return dd_contains_key(o, key, strset_has_key);
 }
 
 /* Inserts in order with the slots (then the stored keys) of keys further on
