@@ -83,6 +83,23 @@ static inline PyObject *dd_bool_list(bool *found, Py_ssize_t n, bool invert)
     return l;
 }
 
+/* Ends update() / add_many() over found[] (freed here): dedup.Error saying
+ * how many keys went in when 's' stopped the batch after 'done' keys; else
+ * None, or the verdicts when 'verdicts'. */
+static inline PyObject *dd_adds_out(bool *found, Py_ssize_t n, dedup_status s, size_t done,
+                                    bool verdicts)
+{
+    if (s) {
+        PyMem_Free(found);
+        return dd_raise_done(s, done, "added");
+    }
+    if (!verdicts) {
+        PyMem_Free(found);
+        Py_RETURN_NONE;
+    }
+    return dd_bool_list(found, n, false);
+}
+
 /* Reads an unsigned 64-bit seed (None: the default). */
 static inline int dd_seed_of(PyObject *o, uint64_t *seed)
 {

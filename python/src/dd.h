@@ -101,6 +101,30 @@ static inline PyObject *dd_adopt(dd_obj *o, dedup_status s, void *p)
     return (PyObject *)o;
 }
 
+/* Raises dedup.Error "<the library's sentence> (the first <done> keys were
+ * <verb>)" for a batch stopped by 's'; returns NULL. */
+static inline PyObject *dd_raise_done(dedup_status s, size_t done, const char *verb)
+{
+    PyObject *m = PyUnicode_FromFormat("%s (the first %zu keys were %s)", dedup_strerror(s),
+                                       done, verb);
+    if (m) {
+        PyErr_SetObject(dd_Error, m);
+        Py_DECREF(m);
+    }
+    return NULL;
+}
+
+/* Ends an info getter: the dict, or NULL (dropping it) when building it
+ * failed ('bad'). */
+static inline PyObject *dd_dict_done(PyObject *d, int bad)
+{
+    if (bad) {
+        Py_XDECREF(d);
+        return NULL;
+    }
+    return d;
+}
+
 /* The single-key methods: read a str/bytes key, take the lock, run 'fn' on
  * the structure, drop the lock.  Each class passes a small wrapper over its
  * library call. */

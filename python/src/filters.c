@@ -174,11 +174,7 @@ static PyObject *Bloom_info(dd_obj *o, void *unused)
         dd_dict_put(d, "fpr_current", PyFloat_FromDouble(dedup_bloom_current_fpr(bf))) ||
         dd_dict_put(d, "memory", PyLong_FromSize_t(dedup_bloom_memory_usage(bf)));
     dd_leave(o);
-    if (bad) {
-        Py_XDECREF(d);
-        return NULL;
-    }
-    return d;
+    return dd_dict_done(d, bad);
 }
 
 static PyObject *Bloom_ior(PyObject *a, PyObject *b)
@@ -414,11 +410,7 @@ static PyObject *Counting_info(dd_obj *o, void *unused)
         dd_dict_put(d, "fpr_current", PyFloat_FromDouble(dedup_counting_current_fpr(cb))) ||
         dd_dict_put(d, "memory", PyLong_FromSize_t(dedup_counting_memory_usage(cb)));
     dd_leave(o);
-    if (bad) {
-        Py_XDECREF(d);
-        return NULL;
-    }
-    return d;
+    return dd_dict_done(d, bad);
 }
 
 static PyMethodDef Counting_methods[] = {

@@ -85,21 +85,7 @@ static PyObject *cuckoo_adds(dd_obj *o, PyObject *it, bool verdicts)
         b.found[i] = v == DEDUP_NEW;
     }
     dd_batch_end(&b, o);
-    if (s) {
-        PyMem_Free(b.found);
-        PyObject *m = PyUnicode_FromFormat("%s (the first %zd keys were added)",
-                                           dedup_strerror(s), i - 1);
-        if (m) {
-            PyErr_SetObject(dd_Error, m);
-            Py_DECREF(m);
-        }
-        return NULL;
-    }
-    if (!verdicts) {
-        PyMem_Free(b.found);
-        Py_RETURN_NONE;
-    }
-    return dd_bool_list(b.found, b.n, false);
+    return dd_adds_out(b.found, b.n, s, (size_t)(i - 1), verdicts);
 }
 static PyObject *Cuckoo_update(dd_obj *o, PyObject *it) { return cuckoo_adds(o, it, false); }
 static PyObject *Cuckoo_add_many(dd_obj *o, PyObject *it) { return cuckoo_adds(o, it, true); }
@@ -164,11 +150,7 @@ static PyObject *Cuckoo_info(dd_obj *o, void *unused)
         dd_dict_put(d, "fpr_current", PyFloat_FromDouble(i.fpr_current)) ||
         dd_dict_put(d, "seed", PyLong_FromUnsignedLongLong(i.seed)) ||
         dd_dict_put(d, "memory", PyLong_FromSize_t(i.memory));
-    if (bad) {
-        Py_XDECREF(d);
-        return NULL;
-    }
-    return d;
+    return dd_dict_done(d, bad);
 }
 
 static PyMethodDef Cuckoo_methods[] = {
@@ -297,21 +279,7 @@ static PyObject *scalable_adds(dd_obj *o, PyObject *it, bool verdicts)
     }
     PyMem_RawFree(v);
     dd_batch_end(&b, o);
-    if (s) {
-        PyMem_Free(b.found);
-        PyObject *m = PyUnicode_FromFormat("%s (the first %zu keys were added)",
-                                           dedup_strerror(s), done);
-        if (m) {
-            PyErr_SetObject(dd_Error, m);
-            Py_DECREF(m);
-        }
-        return NULL;
-    }
-    if (!verdicts) {
-        PyMem_Free(b.found);
-        Py_RETURN_NONE;
-    }
-    return dd_bool_list(b.found, b.n, false);
+    return dd_adds_out(b.found, b.n, s, done, verdicts);
 }
 static PyObject *Scalable_update(dd_obj *o, PyObject *it) { return scalable_adds(o, it, false); }
 static PyObject *Scalable_add_many(dd_obj *o, PyObject *it) { return scalable_adds(o, it, true); }
@@ -369,11 +337,7 @@ static PyObject *Scalable_info(dd_obj *o, void *unused)
         dd_dict_put(d, "bits", PyLong_FromUnsignedLongLong(i.bits)) ||
         dd_dict_put(d, "seed", PyLong_FromUnsignedLongLong(i.seed)) ||
         dd_dict_put(d, "memory", PyLong_FromSize_t(i.memory));
-    if (bad) {
-        Py_XDECREF(d);
-        return NULL;
-    }
-    return d;
+    return dd_dict_done(d, bad);
 }
 
 static PyMethodDef Scalable_methods[] = {

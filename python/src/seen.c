@@ -238,14 +238,10 @@ static PyObject *seen_run(dd_obj *o, PyObject *args, PyObject *kw, bool record)
         PyEval_RestoreThread(ts);
     dd_leave(o);
     PyObject *r = NULL;
-    if (s) {
-        PyObject *m = record ? PyUnicode_FromFormat("%s (the first %zu keys were decided)",
-                                                    dedup_strerror(s), done)
-                             : PyUnicode_FromString(dedup_strerror(s));
-        if (m) {
-            PyErr_SetObject(dd_Error, m);
-            Py_DECREF(m);
-        }
+    if (s && record) {
+        dd_raise_done(s, done, "decided");
+    } else if (s) {
+        PyErr_SetString(dd_Error, dedup_strerror(s));
     } else {
         r = verdicts_out(v, sb.n, single);
     }
@@ -358,11 +354,7 @@ static PyObject *Seen_info(dd_obj *o, void *unused)
         dd_dict_put(d, "hashes", PyLong_FromUnsignedLong(i.hashes)) ||
         dd_dict_put(d, "seed", PyLong_FromUnsignedLongLong(i.seed)) ||
         dd_dict_put(d, "memory", PyLong_FromSize_t(i.memory));
-    if (bad) {
-        Py_XDECREF(d);
-        return NULL;
-    }
-    return d;
+    return dd_dict_done(d, bad);
 }
 
 #ifdef DEDUP_PY_HAVE_STORE

@@ -84,21 +84,7 @@ static PyObject *strset_adds(dd_obj *o, PyObject *it, bool verdicts)
         b.found[i] = v == DEDUP_NEW;
     }
     dd_batch_end(&b, o);
-    if (s) {
-        PyMem_Free(b.found);
-        PyObject *m = PyUnicode_FromFormat("%s (the first %zd keys were added)",
-                                           dedup_strerror(s), i);
-        if (m) {
-            PyErr_SetObject(dd_Error, m);
-            Py_DECREF(m);
-        }
-        return NULL;
-    }
-    if (!verdicts) {
-        PyMem_Free(b.found);
-        Py_RETURN_NONE;
-    }
-    return dd_bool_list(b.found, b.n, false);
+    return dd_adds_out(b.found, b.n, s, (size_t)i, verdicts);
 }
 static PyObject *StrSet_update(dd_obj *o, PyObject *it) { return strset_adds(o, it, false); }
 static PyObject *StrSet_add_many(dd_obj *o, PyObject *it) { return strset_adds(o, it, true); }
@@ -164,11 +150,7 @@ static PyObject *StrSet_info(dd_obj *o, void *unused)
               dd_dict_put(d, "items", PyLong_FromUnsignedLongLong(dedup_strset_size(o->p))) ||
               dd_dict_put(d, "memory", PyLong_FromSize_t(dedup_strset_memory_usage(o->p)));
     dd_leave(o);
-    if (bad) {
-        Py_XDECREF(d);
-        return NULL;
-    }
-    return d;
+    return dd_dict_done(d, bad);
 }
 
 static PyObject *StrSet_clear(dd_obj *o, PyObject *unused)
@@ -349,12 +331,7 @@ static PyObject *intset_adds(dd_obj *o, PyObject *it, bool verdicts)
     PyMem_Free(k);
     PyObject *r = NULL;
     if (s) {
-        PyObject *m = PyUnicode_FromFormat("%s (the first %zu keys were added)",
-                                           dedup_strerror(s), done);
-        if (m) {
-            PyErr_SetObject(dd_Error, m);
-            Py_DECREF(m);
-        }
+        dd_raise_done(s, done, "added");
     } else if (!verdicts) {
         r = Py_None;
         Py_INCREF(r);
@@ -414,11 +391,7 @@ static PyObject *IntSet_info(dd_obj *o, void *unused)
               dd_dict_put(d, "items", PyLong_FromUnsignedLongLong(dedup_u64set_size(o->p))) ||
               dd_dict_put(d, "memory", PyLong_FromSize_t(dedup_u64set_memory_usage(o->p)));
     dd_leave(o);
-    if (bad) {
-        Py_XDECREF(d);
-        return NULL;
-    }
-    return d;
+    return dd_dict_done(d, bad);
 }
 
 static PyMethodDef IntSet_methods[] = {
@@ -577,11 +550,7 @@ static PyObject *HLL_info(dd_obj *o, void *unused)
               dd_dict_put(d, "seed", PyLong_FromUnsignedLongLong(dedup_hll_seed(h))) ||
               dd_dict_put(d, "memory", PyLong_FromSize_t(dedup_hll_memory_usage(h)));
     dd_leave(o);
-    if (bad) {
-        Py_XDECREF(d);
-        return NULL;
-    }
-    return d;
+    return dd_dict_done(d, bad);
 }
 
 static PyMethodDef HLL_methods[] = {
