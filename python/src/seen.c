@@ -191,6 +191,21 @@ static int seen_batch_make(seen_batch *sb, const dedup_seen *s, PyObject *keys, 
     return 0;
 }
 
+/* Takes the lock, then makes the batch; -1 with an exception set and
+ * nothing held. */
+static int seen_batch_begin(seen_batch *sb, dd_obj *o, PyObject *keys, PyObject *times,
+                            bool *single)
+{
+    if (dd_enter(o) < 0)
+        return -1;
+    if (seen_batch_make(sb, o->p, keys, times, single) < 0) {
+        dd_leave(o);
+        seen_batch_free(sb);
+        return -1;
+    }
+    return 0;
+}
+
 static PyObject *verdicts_out(const dedup_verdict *v, Py_ssize_t n, bool single)
 {
     if (single)
@@ -215,15 +230,10 @@ static PyObject *seen_run(dd_obj *o, PyObject *args, PyObject *kw, bool record)
     if (!PyArg_ParseTupleAndKeywords(args, kw, record ? "O|O:decide" : "O|O:query", names, &keys,
                                      &times))
         return NULL;
-    if (dd_enter(o) < 0)
-        return NULL;
     seen_batch sb;
     bool single;
-    if (seen_batch_make(&sb, o->p, keys, times, &single) < 0) {
-        dd_leave(o);
-        seen_batch_free(&sb);
+    if (seen_batch_begin(&sb, o, keys, times, &single) < 0)
         return NULL;
-    }
     dedup_verdict *v = PyMem_Calloc((size_t)(sb.n ? sb.n : 1), sizeof *v);
     if (!v) {
         dd_leave(o);
@@ -254,15 +264,10 @@ static PyObject *Seen_query(dd_obj *o, PyObject *a, PyObject *k) { return seen_r
 
 static PyObject *Seen_delete(dd_obj *o, PyObject *keys)
 {
-    if (dd_enter(o) < 0)
-        return NULL;
     seen_batch sb;
     bool single;
-    if (seen_batch_make(&sb, o->p, keys, NULL, &single) < 0) {
-        dd_leave(o);
-        seen_batch_free(&sb);
+    if (seen_batch_begin(&sb, o, keys, NULL, &single) < 0)
         return NULL;
-    }
     bool *removed = PyMem_Calloc((size_t)(sb.n ? sb.n : 1), sizeof *removed);
     dedup_status s = removed ? dedup_seen_delete(o->p, &sb.b, removed) : DEDUP_ERR_NOMEM;
     dd_leave(o);
@@ -282,15 +287,10 @@ static PyObject *Seen_delete(dd_obj *o, PyObject *keys)
 
 static PyObject *Seen_commit(dd_obj *o, PyObject *keys)
 {
-    if (dd_enter(o) < 0)
-        return NULL;
     seen_batch sb;
     bool single;
-    if (seen_batch_make(&sb, o->p, keys, NULL, &single) < 0) {
-        dd_leave(o);
-        seen_batch_free(&sb);
+    if (seen_batch_begin(&sb, o, keys, NULL, &single) < 0)
         return NULL;
-    }
     dedup_status s;
     Py_BEGIN_ALLOW_THREADS
     s = dedup_seen_commit(o->p, &sb.b);
