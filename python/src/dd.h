@@ -125,6 +125,32 @@ static inline PyObject *dd_dict_done(PyObject *d, int bad)
     return d;
 }
 
+/* The other operand of union() / merge(): 'other' when it is a 'type',
+ * else NULL with TypeError "<verb> needs a <cls>, not <its type>". */
+static inline dd_obj *dd_other(PyObject *other, PyTypeObject *type, const char *verb,
+                               const char *cls)
+{
+    if (!PyObject_TypeCheck(other, type)) {
+        PyErr_Format(PyExc_TypeError, "%s needs a %s, not %.200s", verb, cls,
+                     Py_TYPE(other)->tp_name);
+        return NULL;
+    }
+    return (dd_obj *)other;
+}
+
+/* Ends union() / merge() with both locks held (dd_enter2): drops them,
+ * then returns a new reference to 'o', or raises for 's' (with 'what' as
+ * dd_raise). */
+static inline PyObject *dd_leave2_self(dd_obj *o, dd_obj *src, dedup_status s, const char *what)
+{
+    dd_leave(src);
+    dd_leave(o);
+    if (s)
+        return dd_raise(s, what);
+    Py_INCREF(o);
+    return (PyObject *)o;
+}
+
 /* The single-key methods: read a str/bytes key, take the lock, run 'fn' on
  * the structure, drop the lock.  Each class passes a small wrapper over its
  * library call. */

@@ -123,11 +123,9 @@ static PyObject *Bloom_remove(dd_obj *o, PyObject *key)
 
 static PyObject *Bloom_union(dd_obj *o, PyObject *other)
 {
-    if (!PyObject_TypeCheck(other, &BloomType)) {
-        PyErr_Format(PyExc_TypeError, "union needs a Bloom, not %.200s", Py_TYPE(other)->tp_name);
+    dd_obj *src = dd_other(other, &BloomType, "union", "Bloom");
+    if (!src)
         return NULL;
-    }
-    dd_obj *src = (dd_obj *)other;
     if (src == o) {
         Py_INCREF(o);
         return (PyObject *)o;
@@ -135,12 +133,7 @@ static PyObject *Bloom_union(dd_obj *o, PyObject *other)
     if (dd_enter2(o, src) < 0)
         return NULL;
     dedup_status s = dedup_bloom_union(o->p, src->p);
-    dd_leave(src);
-    dd_leave(o);
-    if (s)
-        return dd_raise(s, NULL);
-    Py_INCREF(o);
-    return (PyObject *)o;
+    return dd_leave2_self(o, src, s, NULL);
 }
 
 static PyObject *Bloom_clear(dd_obj *o, PyObject *unused)
@@ -366,12 +359,9 @@ static PyObject *Counting_count(dd_obj *o, PyObject *key)
 
 static PyObject *Counting_union(dd_obj *o, PyObject *other)
 {
-    if (!PyObject_TypeCheck(other, &CountingType)) {
-        PyErr_Format(PyExc_TypeError, "union needs a CountingBloom, not %.200s",
-                     Py_TYPE(other)->tp_name);
+    dd_obj *src = dd_other(other, &CountingType, "union", "CountingBloom");
+    if (!src)
         return NULL;
-    }
-    dd_obj *src = (dd_obj *)other;
     if (src == o) {
         PyErr_SetString(PyExc_ValueError, "union of a CountingBloom with itself");
         return NULL;
@@ -379,12 +369,7 @@ static PyObject *Counting_union(dd_obj *o, PyObject *other)
     if (dd_enter2(o, src) < 0)
         return NULL;
     dedup_status s = dedup_counting_merge(o->p, src->p);
-    dd_leave(src);
-    dd_leave(o);
-    if (s)
-        return dd_raise(s, NULL);
-    Py_INCREF(o);
-    return (PyObject *)o;
+    return dd_leave2_self(o, src, s, NULL);
 }
 
 static PyObject *Counting_info(dd_obj *o, void *unused)

@@ -512,12 +512,9 @@ static Py_ssize_t HLL_len(dd_obj *o)
 
 static PyObject *HLL_merge(dd_obj *o, PyObject *other)
 {
-    if (!PyObject_TypeCheck(other, &HLLType)) {
-        PyErr_Format(PyExc_TypeError, "merge needs a HyperLogLog, not %.200s",
-                     Py_TYPE(other)->tp_name);
+    dd_obj *src = dd_other(other, &HLLType, "merge", "HyperLogLog");
+    if (!src)
         return NULL;
-    }
-    dd_obj *src = (dd_obj *)other;
     if (src == o) {
         Py_INCREF(o);
         return (PyObject *)o;
@@ -526,12 +523,7 @@ static PyObject *HLL_merge(dd_obj *o, PyObject *other)
         return NULL;
     char why[160] = "";
     dedup_status s = dedup_hll_merge(o->p, src->p, why, sizeof why);
-    dd_leave(src);
-    dd_leave(o);
-    if (s)
-        return dd_raise(s, why[0] ? why : NULL);
-    Py_INCREF(o);
-    return (PyObject *)o;
+    return dd_leave2_self(o, src, s, why[0] ? why : NULL);
 }
 
 static PyObject *HLL_info(dd_obj *o, void *unused)
