@@ -70,14 +70,13 @@ static int Bloom_contains(dd_obj *o, PyObject *key)
     return dd_contains_key(o, key, bloom_has_key);
 }
 
+static void bloom_add_batch(void *p, const dedup_digest *d, size_t n)
+{
+    dedup_bloom_add_batch(p, d, n);
+}
 static PyObject *Bloom_update(dd_obj *o, PyObject *it)
 {
-    dd_batch b;
-    if (dd_batch_begin(&b, o, it, bloom_digest, false) < 0)
-        return NULL;
-    dedup_bloom_add_batch(o->p, b.d, (size_t)b.n);
-    dd_batch_end(&b, o);
-    Py_RETURN_NONE;
+    return dd_update(o, it, bloom_digest, bloom_add_batch);
 }
 
 static PyObject *Bloom_add_many(dd_obj *o, PyObject *it)
@@ -90,14 +89,13 @@ static PyObject *Bloom_add_many(dd_obj *o, PyObject *it)
     return dd_bool_list(b.found, b.n, true);
 }
 
+static void bloom_has_batch(const void *p, const dedup_digest *d, size_t n, bool *out)
+{
+    dedup_bloom_might_contain_batch(p, d, n, out);
+}
 static PyObject *Bloom_contains_many(dd_obj *o, PyObject *it)
 {
-    dd_batch b;
-    if (dd_batch_begin(&b, o, it, bloom_digest, true) < 0)
-        return NULL;
-    dedup_bloom_might_contain_batch(o->p, b.d, (size_t)b.n, b.found);
-    dd_batch_end(&b, o);
-    return dd_bool_list(b.found, b.n, false);
+    return dd_contains_many(o, it, bloom_digest, bloom_has_batch);
 }
 
 static Py_ssize_t Bloom_len(dd_obj *o)
@@ -296,14 +294,13 @@ static int Counting_contains(dd_obj *o, PyObject *key)
     return dd_contains_key(o, key, counting_has_key);
 }
 
+static void counting_add_batch(void *p, const dedup_digest *d, size_t n)
+{
+    dedup_counting_add_batch(p, d, n);
+}
 static PyObject *Counting_update(dd_obj *o, PyObject *it)
 {
-    dd_batch b;
-    if (dd_batch_begin(&b, o, it, counting_digest, false) < 0)
-        return NULL;
-    dedup_counting_add_batch(o->p, b.d, (size_t)b.n);
-    dd_batch_end(&b, o);
-    Py_RETURN_NONE;
+    return dd_update(o, it, counting_digest, counting_add_batch);
 }
 
 static PyObject *Counting_add_many(dd_obj *o, PyObject *it)
@@ -318,14 +315,13 @@ static PyObject *Counting_add_many(dd_obj *o, PyObject *it)
     return dd_bool_list(b.found, b.n, false);
 }
 
+static void counting_has_batch(const void *p, const dedup_digest *d, size_t n, bool *out)
+{
+    dedup_counting_might_contain_batch(p, d, n, out);
+}
 static PyObject *Counting_contains_many(dd_obj *o, PyObject *it)
 {
-    dd_batch b;
-    if (dd_batch_begin(&b, o, it, counting_digest, true) < 0)
-        return NULL;
-    dedup_counting_might_contain_batch(o->p, b.d, (size_t)b.n, b.found);
-    dd_batch_end(&b, o);
-    return dd_bool_list(b.found, b.n, false);
+    return dd_contains_many(o, it, counting_digest, counting_has_batch);
 }
 
 static Py_ssize_t Counting_len(dd_obj *o)

@@ -90,14 +90,13 @@ static PyObject *cuckoo_adds(dd_obj *o, PyObject *it, bool verdicts)
 static PyObject *Cuckoo_update(dd_obj *o, PyObject *it) { return cuckoo_adds(o, it, false); }
 static PyObject *Cuckoo_add_many(dd_obj *o, PyObject *it) { return cuckoo_adds(o, it, true); }
 
+static void cuckoo_has_batch(const void *p, const dedup_digest *d, size_t n, bool *out)
+{
+    dedup_cuckoo_might_contain_batch(p, d, n, out);
+}
 static PyObject *Cuckoo_contains_many(dd_obj *o, PyObject *it)
 {
-    dd_batch b;
-    if (dd_batch_begin(&b, o, it, cuckoo_digest, true) < 0)
-        return NULL;
-    dedup_cuckoo_might_contain_batch(o->p, b.d, (size_t)b.n, b.found);
-    dd_batch_end(&b, o);
-    return dd_bool_list(b.found, b.n, false);
+    return dd_contains_many(o, it, cuckoo_digest, cuckoo_has_batch);
 }
 
 static Py_ssize_t Cuckoo_len(dd_obj *o)
@@ -284,14 +283,13 @@ static PyObject *scalable_adds(dd_obj *o, PyObject *it, bool verdicts)
 static PyObject *Scalable_update(dd_obj *o, PyObject *it) { return scalable_adds(o, it, false); }
 static PyObject *Scalable_add_many(dd_obj *o, PyObject *it) { return scalable_adds(o, it, true); }
 
+static void scalable_has_batch(const void *p, const dedup_digest *d, size_t n, bool *out)
+{
+    dedup_scalable_might_contain_batch(p, d, n, out);
+}
 static PyObject *Scalable_contains_many(dd_obj *o, PyObject *it)
 {
-    dd_batch b;
-    if (dd_batch_begin(&b, o, it, scalable_digest, true) < 0)
-        return NULL;
-    dedup_scalable_might_contain_batch(o->p, b.d, (size_t)b.n, b.found);
-    dd_batch_end(&b, o);
-    return dd_bool_list(b.found, b.n, false);
+    return dd_contains_many(o, it, scalable_digest, scalable_has_batch);
 }
 
 static Py_ssize_t Scalable_len(dd_obj *o)
