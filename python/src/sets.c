@@ -302,22 +302,35 @@ static uint64_t *int_keys(PyObject *it, Py_ssize_t *n)
     return k;
 }
 
-static PyObject *intset_adds(dd_obj *o, PyObject *it, bool verdicts)
+/* The keys of 'it' (int_keys) and *out, an array of *n elements of 'size'
+ * bytes, with the lock taken; NULL with an exception set and nothing held. */
+static uint64_t *int_batch_begin(dd_obj *o, PyObject *it, Py_ssize_t *n, size_t size, void **out)
 {
-    Py_ssize_t n = 0;
-    uint64_t *k = int_keys(it, &n);
+    uint64_t *k = int_keys(it, n);
     if (!k)
         return NULL;
-    dedup_verdict *v = PyMem_Malloc(sizeof *v * (size_t)(n ? n : 1));
-    if (!v) {
+    *out = PyMem_Malloc(size * (size_t)(*n ? *n : 1));
+    if (!*out) {
         PyMem_Free(k);
-        return PyErr_NoMemory();
+        PyErr_NoMemory();
+        return NULL;
     }
     if (dd_enter(o) < 0) {
         PyMem_Free(k);
-        PyMem_Free(v);
+        PyMem_Free(*out);
         return NULL;
     }
+    return k;
+}
+
+static PyObject *intset_adds(dd_obj *o, PyObject *it, bool verdicts)
+{
+    Py_ssize_t n = 0;
+    void *out;
+    uint64_t *k = int_batch_begin(o, it, &n, sizeof(dedup_verdict), &out);
+    if (!k)
+        return NULL;
+    dedup_verdict *v = out;
     size_t done = 0;
     dedup_status s;
     if (n >= DD_NOGIL_BATCH) {
@@ -351,19 +364,11 @@ static PyObject *IntSet_add_many(dd_obj *o, PyObject *it) { return intset_adds(o
 static PyObject *IntSet_contains_many(dd_obj *o, PyObject *it)
 {
     Py_ssize_t n = 0;
-    uint64_t *k = int_keys(it, &n);
+    void *out;
+    uint64_t *k = int_batch_begin(o, it, &n, sizeof(bool), &out);
     if (!k)
         return NULL;
-    bool *found = PyMem_Malloc(sizeof *found * (size_t)(n ? n : 1));
-    if (!found) {
-        PyMem_Free(k);
-        return PyErr_NoMemory();
-    }
-    if (dd_enter(o) < 0) {
-        PyMem_Free(k);
-        PyMem_Free(found);
-        return NULL;
-    }
+    bool *found = out;
     Py_BEGIN_ALLOW_THREADS
     dedup_u64set_contains_batch(o->p, k, (size_t)n, found);
     Py_END_ALLOW_THREADS
