@@ -18,14 +18,15 @@ typedef struct dd_batch {
     PyThreadState *ts; /* set while the GIL is released */
 } dd_batch;
 
+/* Hashes a key with the object's seed. */
+typedef dedup_digest (*dd_digest_fn)(const void *obj, const void *key, size_t len);
+
 /* Collects the keys of 'iterable', takes the object's lock, then (for
  * long batches) releases the GIL.  'digest' hashes a key with the object's
  * seed.  want_found allocates found[].  0, or -1 with an exception set
  * (nothing held). */
 static inline int dd_batch_begin(dd_batch *b, dd_obj *o, PyObject *iterable,
-                                 dedup_digest (*digest)(const void *obj, const void *key,
-                                                        size_t len),
-                                 bool want_found)
+                                 dd_digest_fn digest, bool want_found)
 {
     memset(b, 0, sizeof *b);
     b->list = dd_key_list(iterable, &b->keys, &b->n);
@@ -81,6 +82,52 @@ static inline PyObject *dd_bool_list(bool *found, Py_ssize_t n, bool invert)
     }
     PyMem_Free(found);
     return l;
+}
+
+/* Ends update() / add_many() over found[] (freed here): dedup.Error saying
+ * how many keys went in when 's' stopped the batch after 'done' keys; else
+ * None, or the verdicts when 'verdicts'. */
+static inline PyObject *dd_adds_out(bool *found, Py_ssize_t n, dedup_status s, size_t done,
+                                    bool verdicts)
+{
+    if (s) {
+        PyMem_Free(found);
+        return dd_raise_done(s, done, "added");
+    }
+    if (!verdicts) {
+        PyMem_Free(found);
+        Py_RETURN_NONE;
+    }
+    return dd_bool_list(found, n, false);
+}
+
+/* A library batch call over the digests: a query (out[] per key) or an
+ * add that cannot fail. */
+typedef void (*dd_query_fn)(const void *obj, const dedup_digest *d, size_t n, bool *out);
+typedef void (*dd_add_batch_fn)(void *obj, const dedup_digest *d, size_t n);
+
+/* contains_many(): the keys' answers from 'query', as a list of bool. */
+static inline PyObject *dd_contains_many(dd_obj *o, PyObject *it, dd_digest_fn digest,
+                                         dd_query_fn query)
+{
+    dd_batch b;
+    if (dd_batch_begin(&b, o, it, digest, true) < 0)
+        return NULL;
+    query(o->p, b.d, (size_t)b.n, b.found);
+    dd_batch_end(&b, o);
+    return dd_bool_list(b.found, b.n, false);
+}
+
+/* update() through an add that cannot fail: None. */
+static inline PyObject *dd_update(dd_obj *o, PyObject *it, dd_digest_fn digest,
+                                  dd_add_batch_fn add)
+{
+    dd_batch b;
+    if (dd_batch_begin(&b, o, it, digest, false) < 0)
+        return NULL;
+    add(o->p, b.d, (size_t)b.n);
+    dd_batch_end(&b, o);
+    Py_RETURN_NONE;
 }
 
 /* Reads an unsigned 64-bit seed (None: the default). */

@@ -77,6 +77,134 @@ void dd_dealloc(dd_obj *o, const dd_kind *k);
 PyObject *dd_wrap(const dd_kind *k, void *p);
 int dd_init_lock(dd_obj *o);
 
+/* A new object of 'type' with its lock and no structure yet; NULL with an
+ * exception set. */
+static inline dd_obj *dd_alloc(PyTypeObject *type)
+{
+    dd_obj *o = (dd_obj *)type->tp_alloc(type, 0);
+    if (!o || dd_init_lock(o) < 0) {
+        Py_XDECREF(o);
+        return NULL;
+    }
+    return o;
+}
+
+/* Ends a constructor: 'o' takes 'p' when the create call returned 0, else
+ * 'o' is dropped and dedup.Error raised for 's'. */
+static inline PyObject *dd_adopt(dd_obj *o, dedup_status s, void *p)
+{
+    if (s) {
+        Py_DECREF(o);
+        return dd_raise(s, NULL);
+    }
+    o->p = p;
+    return (PyObject *)o;
+}
+
+/* Raises dedup.Error "<the library's sentence> (the first <done> keys were
+ * <verb>)" for a batch stopped by 's'; returns NULL. */
+static inline PyObject *dd_raise_done(dedup_status s, size_t done, const char *verb)
+{
+    PyObject *m = PyUnicode_FromFormat("%s (the first %zu keys were %s)", dedup_strerror(s),
+                                       done, verb);
+    if (m) {
+        PyErr_SetObject(dd_Error, m);
+        Py_DECREF(m);
+    }
+    return NULL;
+}
+
+/* Ends an info getter: the dict, or NULL (dropping it) when building it
+ * failed ('bad'). */
+static inline PyObject *dd_dict_done(PyObject *d, int bad)
+{
+    if (bad) {
+        Py_XDECREF(d);
+        return NULL;
+    }
+    return d;
+}
+
+/* The other operand of union() / merge(): 'other' when it is a 'type',
+ * else NULL with TypeError "<verb> needs a <cls>, not <its type>". */
+static inline dd_obj *dd_other(PyObject *other, PyTypeObject *type, const char *verb,
+                               const char *cls)
+{
+    if (!PyObject_TypeCheck(other, type)) {
+        PyErr_Format(PyExc_TypeError, "%s needs a %s, not %.200s", verb, cls,
+                     Py_TYPE(other)->tp_name);
+        return NULL;
+    }
+    return (dd_obj *)other;
+}
+
+/* Ends union() / merge() with both locks held (dd_enter2): drops them,
+ * then returns a new reference to 'o', or raises for 's' (with 'what' as
+ * dd_raise). */
+static inline PyObject *dd_leave2_self(dd_obj *o, dd_obj *src, dedup_status s, const char *what)
+{
+    dd_leave(src);
+    dd_leave(o);
+    if (s)
+        return dd_raise(s, what);
+    Py_INCREF(o);
+    return (PyObject *)o;
+}
+
+/* The single-key methods: read a str/bytes key, take the lock, run 'fn' on
+ * the structure, drop the lock.  Each class passes a small wrapper over its
+ * library call. */
+typedef dedup_status (*dd_add_fn)(void *obj, const void *key, size_t len, dedup_verdict *v);
+typedef bool (*dd_contains_fn)(const void *obj, const void *key, size_t len);
+typedef dedup_status (*dd_del_fn)(void *obj, const void *key, size_t len);
+
+/* add(key) -> True when new; dedup.Error when 'fn' fails. */
+static inline PyObject *dd_add_key(dd_obj *o, PyObject *key, dd_add_fn fn)
+{
+    dd_key k;
+    if (dd_key_of(key, &k) < 0 || dd_enter(o) < 0)
+        return NULL;
+    dedup_verdict v = DEDUP_NEW;
+    dedup_status s = fn(o->p, k.p, (size_t)k.n, &v);
+    dd_leave(o);
+    if (s)
+        return dd_raise(s, NULL);
+    return PyBool_FromLong(v == DEDUP_NEW);
+}
+
+/* 'key in obj': 1 / 0, or -1 with an exception set. */
+static inline int dd_contains_key(dd_obj *o, PyObject *key, dd_contains_fn fn)
+{
+    dd_key k;
+    if (dd_key_of(key, &k) < 0 || dd_enter(o) < 0)
+        return -1;
+    bool r = fn(o->p, k.p, (size_t)k.n);
+    dd_leave(o);
+    return r;
+}
+
+/* Deletes one copy: remove() ('raise': None, KeyError when certainly
+ * absent) or discard() (True, or False when certainly absent). */
+static inline PyObject *dd_del_key(dd_obj *o, PyObject *key, bool raise, dd_del_fn fn)
+{
+    dd_key k;
+    if (dd_key_of(key, &k) < 0 || dd_enter(o) < 0)
+        return NULL;
+    dedup_status s = fn(o->p, k.p, (size_t)k.n);
+    dd_leave(o);
+    if (s == DEDUP_ERR_NOT_FOUND) {
+        if (!raise)
+            Py_RETURN_FALSE;
+        PyErr_SetObject(PyExc_KeyError, key);
+        return NULL;
+    }
+    if (s)
+        return dd_raise(s, NULL);
+    if (raise)
+        Py_RETURN_NONE;
+    Py_RETURN_TRUE;
+}
+
 /* Loads from bytes or a path; any kind, or only 'want' (NULL: any). */
 PyObject *dd_load_bytes(const char *data, Py_ssize_t len, const dd_kind *want);
 PyObject *dd_load_path(const char *path, const dd_kind *want);

@@ -44,52 +44,39 @@ static PyObject *Bloom_new(PyTypeObject *type, PyObject *args, PyObject *kw)
     p.k = k;
     if (dd_seed_of(seed, &p.seed) < 0)
         return NULL;
-    dd_obj *o = (dd_obj *)type->tp_alloc(type, 0);
-    if (!o || dd_init_lock(o) < 0) {
-        Py_XDECREF(o);
+    dd_obj *o = dd_alloc(type);
+    if (!o)
         return NULL;
-    }
     dedup_bloom *bf = NULL;
     dedup_status s;
     Py_BEGIN_ALLOW_THREADS
     s = dedup_bloom_create(&p, NULL, &bf);
     Py_END_ALLOW_THREADS
-    if (s) {
-        Py_DECREF(o);
-        return dd_raise(s, NULL);
-    }
-    o->p = bf;
-    return (PyObject *)o;
+    return dd_adopt(o, s, bf);
 }
 
-static PyObject *Bloom_add(dd_obj *o, PyObject *key)
+static dedup_status bloom_add_key(void *p, const void *k, size_t n, dedup_verdict *v)
 {
-    dd_key k;
-    if (dd_key_of(key, &k) < 0 || dd_enter(o) < 0)
-        return NULL;
-    bool was = dedup_bloom_test_and_add_key(o->p, k.p, (size_t)k.n);
-    dd_leave(o);
-    return PyBool_FromLong(!was);
+    *v = dedup_bloom_test_and_add_key(p, k, n) ? DEDUP_MAYBE_DUPLICATE : DEDUP_NEW;
+    return DEDUP_OK;
 }
-
+static bool bloom_has_key(const void *p, const void *k, size_t n)
+{
+    return dedup_bloom_might_contain_key(p, k, n);
+}
+static PyObject *Bloom_add(dd_obj *o, PyObject *key) { return dd_add_key(o, key, bloom_add_key); }
 static int Bloom_contains(dd_obj *o, PyObject *key)
 {
-    dd_key k;
-    if (dd_key_of(key, &k) < 0 || dd_enter(o) < 0)
-        return -1;
-    bool r = dedup_bloom_might_contain_key(o->p, k.p, (size_t)k.n);
-    dd_leave(o);
-    return r;
+    return dd_contains_key(o, key, bloom_has_key);
 }
 
+static void bloom_add_batch(void *p, const dedup_digest *d, size_t n)
+{
+    dedup_bloom_add_batch(p, d, n);
+}
 static PyObject *Bloom_update(dd_obj *o, PyObject *it)
 {
-    dd_batch b;
-    if (dd_batch_begin(&b, o, it, bloom_digest, false) < 0)
-        return NULL;
-    dedup_bloom_add_batch(o->p, b.d, (size_t)b.n);
-    dd_batch_end(&b, o);
-    Py_RETURN_NONE;
+    return dd_update(o, it, bloom_digest, bloom_add_batch);
 }
 
 static PyObject *Bloom_add_many(dd_obj *o, PyObject *it)
@@ -102,14 +89,13 @@ static PyObject *Bloom_add_many(dd_obj *o, PyObject *it)
     return dd_bool_list(b.found, b.n, true);
 }
 
+static void bloom_has_batch(const void *p, const dedup_digest *d, size_t n, bool *out)
+{
+    dedup_bloom_might_contain_batch(p, d, n, out);
+}
 static PyObject *Bloom_contains_many(dd_obj *o, PyObject *it)
 {
-    dd_batch b;
-    if (dd_batch_begin(&b, o, it, bloom_digest, true) < 0)
-        return NULL;
-    dedup_bloom_might_contain_batch(o->p, b.d, (size_t)b.n, b.found);
-    dd_batch_end(&b, o);
-    return dd_bool_list(b.found, b.n, false);
+    return dd_contains_many(o, it, bloom_digest, bloom_has_batch);
 }
 
 static Py_ssize_t Bloom_len(dd_obj *o)
@@ -135,11 +121,9 @@ static PyObject *Bloom_remove(dd_obj *o, PyObject *key)
 
 static PyObject *Bloom_union(dd_obj *o, PyObject *other)
 {
-    if (!PyObject_TypeCheck(other, &BloomType)) {
-        PyErr_Format(PyExc_TypeError, "union needs a Bloom, not %.200s", Py_TYPE(other)->tp_name);
+    dd_obj *src = dd_other(other, &BloomType, "union", "Bloom");
+    if (!src)
         return NULL;
-    }
-    dd_obj *src = (dd_obj *)other;
     if (src == o) {
         Py_INCREF(o);
         return (PyObject *)o;
@@ -147,12 +131,7 @@ static PyObject *Bloom_union(dd_obj *o, PyObject *other)
     if (dd_enter2(o, src) < 0)
         return NULL;
     dedup_status s = dedup_bloom_union(o->p, src->p);
-    dd_leave(src);
-    dd_leave(o);
-    if (s)
-        return dd_raise(s, NULL);
-    Py_INCREF(o);
-    return (PyObject *)o;
+    return dd_leave2_self(o, src, s, NULL);
 }
 
 static PyObject *Bloom_clear(dd_obj *o, PyObject *unused)
@@ -186,11 +165,7 @@ static PyObject *Bloom_info(dd_obj *o, void *unused)
         dd_dict_put(d, "fpr_current", PyFloat_FromDouble(dedup_bloom_current_fpr(bf))) ||
         dd_dict_put(d, "memory", PyLong_FromSize_t(dedup_bloom_memory_usage(bf)));
     dd_leave(o);
-    if (bad) {
-        Py_XDECREF(d);
-        return NULL;
-    }
-    return d;
+    return dd_dict_done(d, bad);
 }
 
 static PyObject *Bloom_ior(PyObject *a, PyObject *b)
@@ -289,49 +264,43 @@ static PyObject *Counting_new(PyTypeObject *type, PyObject *args, PyObject *kw)
     p.k = k;
     if (dd_seed_of(seed, &p.seed) < 0)
         return NULL;
-    dd_obj *o = (dd_obj *)type->tp_alloc(type, 0);
-    if (!o || dd_init_lock(o) < 0) {
-        Py_XDECREF(o);
+    dd_obj *o = dd_alloc(type);
+    if (!o)
         return NULL;
-    }
     dedup_counting *cb = NULL;
     dedup_status s = dedup_counting_create(&p, NULL, &cb);
-    if (s) {
-        Py_DECREF(o);
-        return dd_raise(s, NULL);
-    }
-    o->p = cb;
-    return (PyObject *)o;
+    return dd_adopt(o, s, cb);
 }
 
+static dedup_status counting_add_key(void *p, const void *k, size_t n, dedup_verdict *v)
+{
+    *v = dedup_counting_test_and_add_key(p, k, n);
+    return DEDUP_OK;
+}
+static bool counting_has_key(const void *p, const void *k, size_t n)
+{
+    return dedup_counting_might_contain_key(p, k, n);
+}
+static dedup_status counting_del_key(void *p, const void *k, size_t n)
+{
+    return dedup_counting_delete_key(p, k, n);
+}
 static PyObject *Counting_add(dd_obj *o, PyObject *key)
 {
-    dd_key k;
-    if (dd_key_of(key, &k) < 0 || dd_enter(o) < 0)
-        return NULL;
-    dedup_verdict v = dedup_counting_test_and_add_key(o->p, k.p, (size_t)k.n);
-    dd_leave(o);
-    return PyBool_FromLong(v == DEDUP_NEW);
+    return dd_add_key(o, key, counting_add_key);
 }
-
 static int Counting_contains(dd_obj *o, PyObject *key)
 {
-    dd_key k;
-    if (dd_key_of(key, &k) < 0 || dd_enter(o) < 0)
-        return -1;
-    bool r = dedup_counting_might_contain_key(o->p, k.p, (size_t)k.n);
-    dd_leave(o);
-    return r;
+    return dd_contains_key(o, key, counting_has_key);
 }
 
+static void counting_add_batch(void *p, const dedup_digest *d, size_t n)
+{
+    dedup_counting_add_batch(p, d, n);
+}
 static PyObject *Counting_update(dd_obj *o, PyObject *it)
 {
-    dd_batch b;
-    if (dd_batch_begin(&b, o, it, counting_digest, false) < 0)
-        return NULL;
-    dedup_counting_add_batch(o->p, b.d, (size_t)b.n);
-    dd_batch_end(&b, o);
-    Py_RETURN_NONE;
+    return dd_update(o, it, counting_digest, counting_add_batch);
 }
 
 static PyObject *Counting_add_many(dd_obj *o, PyObject *it)
@@ -346,14 +315,13 @@ static PyObject *Counting_add_many(dd_obj *o, PyObject *it)
     return dd_bool_list(b.found, b.n, false);
 }
 
+static void counting_has_batch(const void *p, const dedup_digest *d, size_t n, bool *out)
+{
+    dedup_counting_might_contain_batch(p, d, n, out);
+}
 static PyObject *Counting_contains_many(dd_obj *o, PyObject *it)
 {
-    dd_batch b;
-    if (dd_batch_begin(&b, o, it, counting_digest, true) < 0)
-        return NULL;
-    dedup_counting_might_contain_batch(o->p, b.d, (size_t)b.n, b.found);
-    dd_batch_end(&b, o);
-    return dd_bool_list(b.found, b.n, false);
+    return dd_contains_many(o, it, counting_digest, counting_has_batch);
 }
 
 static Py_ssize_t Counting_len(dd_obj *o)
@@ -366,27 +334,14 @@ static Py_ssize_t Counting_len(dd_obj *o)
 }
 
 /* Deletes one copy; KeyError (remove) or False (discard) when certainly absent. */
-static PyObject *counting_del(dd_obj *o, PyObject *key, bool raise)
+static PyObject *Counting_remove(dd_obj *o, PyObject *key)
 {
-    dd_key k;
-    if (dd_key_of(key, &k) < 0 || dd_enter(o) < 0)
-        return NULL;
-    dedup_status s = dedup_counting_delete_key(o->p, k.p, (size_t)k.n);
-    dd_leave(o);
-    if (s == DEDUP_ERR_NOT_FOUND) {
-        if (!raise)
-            Py_RETURN_FALSE;
-        PyErr_SetObject(PyExc_KeyError, key);
-        return NULL;
-    }
-    if (s)
-        return dd_raise(s, NULL);
-    if (raise)
-        Py_RETURN_NONE;
-    Py_RETURN_TRUE;
+    return dd_del_key(o, key, true, counting_del_key);
 }
-static PyObject *Counting_remove(dd_obj *o, PyObject *key) { return counting_del(o, key, true); }
-static PyObject *Counting_discard(dd_obj *o, PyObject *key) { return counting_del(o, key, false); }
+static PyObject *Counting_discard(dd_obj *o, PyObject *key)
+{
+    return dd_del_key(o, key, false, counting_del_key);
+}
 
 static PyObject *Counting_count(dd_obj *o, PyObject *key)
 {
@@ -400,12 +355,9 @@ static PyObject *Counting_count(dd_obj *o, PyObject *key)
 
 static PyObject *Counting_union(dd_obj *o, PyObject *other)
 {
-    if (!PyObject_TypeCheck(other, &CountingType)) {
-        PyErr_Format(PyExc_TypeError, "union needs a CountingBloom, not %.200s",
-                     Py_TYPE(other)->tp_name);
+    dd_obj *src = dd_other(other, &CountingType, "union", "CountingBloom");
+    if (!src)
         return NULL;
-    }
-    dd_obj *src = (dd_obj *)other;
     if (src == o) {
         PyErr_SetString(PyExc_ValueError, "union of a CountingBloom with itself");
         return NULL;
@@ -413,12 +365,7 @@ static PyObject *Counting_union(dd_obj *o, PyObject *other)
     if (dd_enter2(o, src) < 0)
         return NULL;
     dedup_status s = dedup_counting_merge(o->p, src->p);
-    dd_leave(src);
-    dd_leave(o);
-    if (s)
-        return dd_raise(s, NULL);
-    Py_INCREF(o);
-    return (PyObject *)o;
+    return dd_leave2_self(o, src, s, NULL);
 }
 
 static PyObject *Counting_info(dd_obj *o, void *unused)
@@ -444,11 +391,7 @@ static PyObject *Counting_info(dd_obj *o, void *unused)
         dd_dict_put(d, "fpr_current", PyFloat_FromDouble(dedup_counting_current_fpr(cb))) ||
         dd_dict_put(d, "memory", PyLong_FromSize_t(dedup_counting_memory_usage(cb)));
     dd_leave(o);
-    if (bad) {
-        Py_XDECREF(d);
-        return NULL;
-    }
-    return d;
+    return dd_dict_done(d, bad);
 }
 
 static PyMethodDef Counting_methods[] = {

@@ -44,42 +44,30 @@ static PyObject *Cuckoo_new(PyTypeObject *type, PyObject *args, PyObject *kw)
     p.expansion = expansion;
     if (dd_seed_of(seed, &p.seed) < 0)
         return NULL;
-    dd_obj *o = (dd_obj *)type->tp_alloc(type, 0);
-    if (!o || dd_init_lock(o) < 0) {
-        Py_XDECREF(o);
+    dd_obj *o = dd_alloc(type);
+    if (!o)
         return NULL;
-    }
     dedup_cuckoo *cf = NULL;
     dedup_status s = dedup_cuckoo_create(&p, NULL, &cf);
-    if (s) {
-        Py_DECREF(o);
-        return dd_raise(s, NULL);
-    }
-    o->p = cf;
-    return (PyObject *)o;
+    return dd_adopt(o, s, cf);
 }
 
-static PyObject *Cuckoo_add(dd_obj *o, PyObject *key)
+static dedup_status cuckoo_add_key(void *p, const void *k, size_t n, dedup_verdict *v)
 {
-    dd_key k;
-    if (dd_key_of(key, &k) < 0 || dd_enter(o) < 0)
-        return NULL;
-    dedup_verdict v = DEDUP_NEW;
-    dedup_status s = dedup_cuckoo_test_and_add_key(o->p, k.p, (size_t)k.n, &v);
-    dd_leave(o);
-    if (s)
-        return dd_raise(s, NULL);
-    return PyBool_FromLong(v == DEDUP_NEW);
+    return dedup_cuckoo_test_and_add_key(p, k, n, v);
 }
-
+static bool cuckoo_has_key(const void *p, const void *k, size_t n)
+{
+    return dedup_cuckoo_might_contain_key(p, k, n);
+}
+static dedup_status cuckoo_del_key(void *p, const void *k, size_t n)
+{
+    return dedup_cuckoo_delete_key(p, k, n);
+}
+static PyObject *Cuckoo_add(dd_obj *o, PyObject *key) { return dd_add_key(o, key, cuckoo_add_key); }
 static int Cuckoo_contains(dd_obj *o, PyObject *key)
 {
-    dd_key k;
-    if (dd_key_of(key, &k) < 0 || dd_enter(o) < 0)
-        return -1;
-    bool r = dedup_cuckoo_might_contain_key(o->p, k.p, (size_t)k.n);
-    dd_leave(o);
-    return r;
+    return dd_contains_key(o, key, cuckoo_has_key);
 }
 
 /* add() per key; on FULL the keys before it stay added and dedup.Error says
@@ -97,33 +85,18 @@ static PyObject *cuckoo_adds(dd_obj *o, PyObject *it, bool verdicts)
         b.found[i] = v == DEDUP_NEW;
     }
     dd_batch_end(&b, o);
-    if (s) {
-        PyMem_Free(b.found);
-        PyObject *m = PyUnicode_FromFormat("%s (the first %zd keys were added)",
-                                           dedup_strerror(s), i - 1);
-        if (m) {
-            PyErr_SetObject(dd_Error, m);
-            Py_DECREF(m);
-        }
-        return NULL;
-    }
-    if (!verdicts) {
-        PyMem_Free(b.found);
-        Py_RETURN_NONE;
-    }
-    return dd_bool_list(b.found, b.n, false);
+    return dd_adds_out(b.found, b.n, s, (size_t)(i - 1), verdicts);
 }
 static PyObject *Cuckoo_update(dd_obj *o, PyObject *it) { return cuckoo_adds(o, it, false); }
 static PyObject *Cuckoo_add_many(dd_obj *o, PyObject *it) { return cuckoo_adds(o, it, true); }
 
+static void cuckoo_has_batch(const void *p, const dedup_digest *d, size_t n, bool *out)
+{
+    dedup_cuckoo_might_contain_batch(p, d, n, out);
+}
 static PyObject *Cuckoo_contains_many(dd_obj *o, PyObject *it)
 {
-    dd_batch b;
-    if (dd_batch_begin(&b, o, it, cuckoo_digest, true) < 0)
-        return NULL;
-    dedup_cuckoo_might_contain_batch(o->p, b.d, (size_t)b.n, b.found);
-    dd_batch_end(&b, o);
-    return dd_bool_list(b.found, b.n, false);
+    return dd_contains_many(o, it, cuckoo_digest, cuckoo_has_batch);
 }
 
 static Py_ssize_t Cuckoo_len(dd_obj *o)
@@ -136,27 +109,14 @@ static Py_ssize_t Cuckoo_len(dd_obj *o)
     return (Py_ssize_t)info.items;
 }
 
-static PyObject *cuckoo_del(dd_obj *o, PyObject *key, bool raise)
+static PyObject *Cuckoo_remove(dd_obj *o, PyObject *key)
 {
-    dd_key k;
-    if (dd_key_of(key, &k) < 0 || dd_enter(o) < 0)
-        return NULL;
-    dedup_status s = dedup_cuckoo_delete_key(o->p, k.p, (size_t)k.n);
-    dd_leave(o);
-    if (s == DEDUP_ERR_NOT_FOUND) {
-        if (!raise)
-            Py_RETURN_FALSE;
-        PyErr_SetObject(PyExc_KeyError, key);
-        return NULL;
-    }
-    if (s)
-        return dd_raise(s, NULL);
-    if (raise)
-        Py_RETURN_NONE;
-    Py_RETURN_TRUE;
+    return dd_del_key(o, key, true, cuckoo_del_key);
 }
-static PyObject *Cuckoo_remove(dd_obj *o, PyObject *key) { return cuckoo_del(o, key, true); }
-static PyObject *Cuckoo_discard(dd_obj *o, PyObject *key) { return cuckoo_del(o, key, false); }
+static PyObject *Cuckoo_discard(dd_obj *o, PyObject *key)
+{
+    return dd_del_key(o, key, false, cuckoo_del_key);
+}
 
 static PyObject *Cuckoo_union(dd_obj *o, PyObject *other)
 {
@@ -189,11 +149,7 @@ static PyObject *Cuckoo_info(dd_obj *o, void *unused)
         dd_dict_put(d, "fpr_current", PyFloat_FromDouble(i.fpr_current)) ||
         dd_dict_put(d, "seed", PyLong_FromUnsignedLongLong(i.seed)) ||
         dd_dict_put(d, "memory", PyLong_FromSize_t(i.memory));
-    if (bad) {
-        Py_XDECREF(d);
-        return NULL;
-    }
-    return d;
+    return dd_dict_done(d, bad);
 }
 
 static PyMethodDef Cuckoo_methods[] = {
@@ -282,42 +238,29 @@ static PyObject *Scalable_new(PyTypeObject *type, PyObject *args, PyObject *kw)
     p.max_links = max_links;
     if (dd_seed_of(seed, &p.seed) < 0)
         return NULL;
-    dd_obj *o = (dd_obj *)type->tp_alloc(type, 0);
-    if (!o || dd_init_lock(o) < 0) {
-        Py_XDECREF(o);
+    dd_obj *o = dd_alloc(type);
+    if (!o)
         return NULL;
-    }
     dedup_scalable *sb = NULL;
     dedup_status s = dedup_scalable_create(&p, NULL, &sb);
-    if (s) {
-        Py_DECREF(o);
-        return dd_raise(s, NULL);
-    }
-    o->p = sb;
-    return (PyObject *)o;
+    return dd_adopt(o, s, sb);
 }
 
+static dedup_status scalable_add_key(void *p, const void *k, size_t n, dedup_verdict *v)
+{
+    return dedup_scalable_test_and_add_key(p, k, n, v);
+}
+static bool scalable_has_key(const void *p, const void *k, size_t n)
+{
+    return dedup_scalable_might_contain_key(p, k, n);
+}
 static PyObject *Scalable_add(dd_obj *o, PyObject *key)
 {
-    dd_key k;
-    if (dd_key_of(key, &k) < 0 || dd_enter(o) < 0)
-        return NULL;
-    dedup_verdict v = DEDUP_NEW;
-    dedup_status s = dedup_scalable_test_and_add_key(o->p, k.p, (size_t)k.n, &v);
-    dd_leave(o);
-    if (s)
-        return dd_raise(s, NULL);
-    return PyBool_FromLong(v == DEDUP_NEW);
+    return dd_add_key(o, key, scalable_add_key);
 }
-
 static int Scalable_contains(dd_obj *o, PyObject *key)
 {
-    dd_key k;
-    if (dd_key_of(key, &k) < 0 || dd_enter(o) < 0)
-        return -1;
-    bool r = dedup_scalable_might_contain_key(o->p, k.p, (size_t)k.n);
-    dd_leave(o);
-    return r;
+    return dd_contains_key(o, key, scalable_has_key);
 }
 
 static PyObject *scalable_adds(dd_obj *o, PyObject *it, bool verdicts)
@@ -335,33 +278,18 @@ static PyObject *scalable_adds(dd_obj *o, PyObject *it, bool verdicts)
     }
     PyMem_RawFree(v);
     dd_batch_end(&b, o);
-    if (s) {
-        PyMem_Free(b.found);
-        PyObject *m = PyUnicode_FromFormat("%s (the first %zu keys were added)",
-                                           dedup_strerror(s), done);
-        if (m) {
-            PyErr_SetObject(dd_Error, m);
-            Py_DECREF(m);
-        }
-        return NULL;
-    }
-    if (!verdicts) {
-        PyMem_Free(b.found);
-        Py_RETURN_NONE;
-    }
-    return dd_bool_list(b.found, b.n, false);
+    return dd_adds_out(b.found, b.n, s, done, verdicts);
 }
 static PyObject *Scalable_update(dd_obj *o, PyObject *it) { return scalable_adds(o, it, false); }
 static PyObject *Scalable_add_many(dd_obj *o, PyObject *it) { return scalable_adds(o, it, true); }
 
+static void scalable_has_batch(const void *p, const dedup_digest *d, size_t n, bool *out)
+{
+    dedup_scalable_might_contain_batch(p, d, n, out);
+}
 static PyObject *Scalable_contains_many(dd_obj *o, PyObject *it)
 {
-    dd_batch b;
-    if (dd_batch_begin(&b, o, it, scalable_digest, true) < 0)
-        return NULL;
-    dedup_scalable_might_contain_batch(o->p, b.d, (size_t)b.n, b.found);
-    dd_batch_end(&b, o);
-    return dd_bool_list(b.found, b.n, false);
+    return dd_contains_many(o, it, scalable_digest, scalable_has_batch);
 }
 
 static Py_ssize_t Scalable_len(dd_obj *o)
@@ -407,11 +335,7 @@ static PyObject *Scalable_info(dd_obj *o, void *unused)
         dd_dict_put(d, "bits", PyLong_FromUnsignedLongLong(i.bits)) ||
         dd_dict_put(d, "seed", PyLong_FromUnsignedLongLong(i.seed)) ||
         dd_dict_put(d, "memory", PyLong_FromSize_t(i.memory));
-    if (bad) {
-        Py_XDECREF(d);
-        return NULL;
-    }
-    return d;
+    return dd_dict_done(d, bad);
 }
 
 static PyMethodDef Scalable_methods[] = {

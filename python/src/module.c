@@ -255,14 +255,9 @@ void dd_dealloc(dd_obj *o, const dd_kind *k)
 
 PyObject *dd_wrap(const dd_kind *k, void *p)
 {
-    dd_obj *o = (dd_obj *)k->type->tp_alloc(k->type, 0);
+    dd_obj *o = dd_alloc(k->type);
     if (!o) {
         k->free(p);
-        return NULL;
-    }
-    if (dd_init_lock(o) < 0) {
-        k->free(p);
-        Py_DECREF(o);
         return NULL;
     }
     o->p = p;

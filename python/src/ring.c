@@ -50,11 +50,9 @@ static PyObject *Ring_new(PyTypeObject *type, PyObject *args, PyObject *kw)
     p.points_per_weight = points;
     if (seed && seed != Py_None && dd_seed_of(seed, &p.seed) < 0)
         return NULL;
-    dd_obj *o = (dd_obj *)type->tp_alloc(type, 0);
-    if (!o || dd_init_lock(o) < 0) {
-        Py_XDECREF(o);
+    dd_obj *o = dd_alloc(type);
+    if (!o)
         return NULL;
-    }
     dedup_status s = dedup_ring_create(&p, NULL, (dedup_ring **)&o->p);
     if (s) {
         Py_DECREF(o);

@@ -79,19 +79,12 @@ static PyObject *Seen_new(PyTypeObject *type, PyObject *args, PyObject *kw)
     sp.lateness = (uint64_t)llround(lateness * 1e6);
     if (dd_seed_of(seed, &sp.seed) < 0)
         return NULL;
-    dd_obj *o = (dd_obj *)type->tp_alloc(type, 0);
-    if (!o || dd_init_lock(o) < 0) {
-        Py_XDECREF(o);
+    dd_obj *o = dd_alloc(type);
+    if (!o)
         return NULL;
-    }
     dedup_seen *s = NULL;
     dedup_status st = dedup_seen_create(&sp, NULL, &s);
-    if (st) {
-        Py_DECREF(o);
-        return dd_raise(st, NULL);
-    }
-    o->p = s;
-    return (PyObject *)o;
+    return dd_adopt(o, st, s);
 }
 
 /* The arrays of one seen-set batch, built with the GIL held. */
@@ -198,6 +191,21 @@ static int seen_batch_make(seen_batch *sb, const dedup_seen *s, PyObject *keys, 
     return 0;
 }
 
+/* Takes the lock, then makes the batch; -1 with an exception set and
+ * nothing held. */
+static int seen_batch_begin(seen_batch *sb, dd_obj *o, PyObject *keys, PyObject *times,
+                            bool *single)
+{
+    if (dd_enter(o) < 0)
+        return -1;
+    if (seen_batch_make(sb, o->p, keys, times, single) < 0) {
+        dd_leave(o);
+        seen_batch_free(sb);
+        return -1;
+    }
+    return 0;
+}
+
 static PyObject *verdicts_out(const dedup_verdict *v, Py_ssize_t n, bool single)
 {
     if (single)
@@ -222,15 +230,10 @@ static PyObject *seen_run(dd_obj *o, PyObject *args, PyObject *kw, bool record)
     if (!PyArg_ParseTupleAndKeywords(args, kw, record ? "O|O:decide" : "O|O:query", names, &keys,
                                      &times))
         return NULL;
-    if (dd_enter(o) < 0)
-        return NULL;
     seen_batch sb;
     bool single;
-    if (seen_batch_make(&sb, o->p, keys, times, &single) < 0) {
-        dd_leave(o);
-        seen_batch_free(&sb);
+    if (seen_batch_begin(&sb, o, keys, times, &single) < 0)
         return NULL;
-    }
     dedup_verdict *v = PyMem_Calloc((size_t)(sb.n ? sb.n : 1), sizeof *v);
     if (!v) {
         dd_leave(o);
@@ -245,14 +248,10 @@ static PyObject *seen_run(dd_obj *o, PyObject *args, PyObject *kw, bool record)
         PyEval_RestoreThread(ts);
     dd_leave(o);
     PyObject *r = NULL;
-    if (s) {
-        PyObject *m = record ? PyUnicode_FromFormat("%s (the first %zu keys were decided)",
-                                                    dedup_strerror(s), done)
-                             : PyUnicode_FromString(dedup_strerror(s));
-        if (m) {
-            PyErr_SetObject(dd_Error, m);
-            Py_DECREF(m);
-        }
+    if (s && record) {
+        dd_raise_done(s, done, "decided");
+    } else if (s) {
+        PyErr_SetString(dd_Error, dedup_strerror(s));
     } else {
         r = verdicts_out(v, sb.n, single);
     }
@@ -265,15 +264,10 @@ static PyObject *Seen_query(dd_obj *o, PyObject *a, PyObject *k) { return seen_r
 
 static PyObject *Seen_delete(dd_obj *o, PyObject *keys)
 {
-    if (dd_enter(o) < 0)
-        return NULL;
     seen_batch sb;
     bool single;
-    if (seen_batch_make(&sb, o->p, keys, NULL, &single) < 0) {
-        dd_leave(o);
-        seen_batch_free(&sb);
+    if (seen_batch_begin(&sb, o, keys, NULL, &single) < 0)
         return NULL;
-    }
     bool *removed = PyMem_Calloc((size_t)(sb.n ? sb.n : 1), sizeof *removed);
     dedup_status s = removed ? dedup_seen_delete(o->p, &sb.b, removed) : DEDUP_ERR_NOMEM;
     dd_leave(o);
@@ -293,15 +287,10 @@ static PyObject *Seen_delete(dd_obj *o, PyObject *keys)
 
 static PyObject *Seen_commit(dd_obj *o, PyObject *keys)
 {
-    if (dd_enter(o) < 0)
-        return NULL;
     seen_batch sb;
     bool single;
-    if (seen_batch_make(&sb, o->p, keys, NULL, &single) < 0) {
-        dd_leave(o);
-        seen_batch_free(&sb);
+    if (seen_batch_begin(&sb, o, keys, NULL, &single) < 0)
         return NULL;
-    }
     dedup_status s;
     Py_BEGIN_ALLOW_THREADS
     s = dedup_seen_commit(o->p, &sb.b);
@@ -365,11 +354,7 @@ static PyObject *Seen_info(dd_obj *o, void *unused)
         dd_dict_put(d, "hashes", PyLong_FromUnsignedLong(i.hashes)) ||
         dd_dict_put(d, "seed", PyLong_FromUnsignedLongLong(i.seed)) ||
         dd_dict_put(d, "memory", PyLong_FromSize_t(i.memory));
-    if (bad) {
-        Py_XDECREF(d);
-        return NULL;
-    }
-    return d;
+    return dd_dict_done(d, bad);
 }
 
 #ifdef DEDUP_PY_HAVE_STORE

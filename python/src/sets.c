@@ -37,44 +37,26 @@ static PyObject *StrSet_new(PyTypeObject *type, PyObject *args, PyObject *kw)
     p.memory_limit = limit;
     if (dd_seed_of(seed, &p.seed) < 0)
         return NULL;
-    dd_obj *o = (dd_obj *)type->tp_alloc(type, 0);
-    if (!o || dd_init_lock(o) < 0) {
-        Py_XDECREF(o);
+    dd_obj *o = dd_alloc(type);
+    if (!o)
         return NULL;
-    }
     dedup_strset *set = NULL;
     dedup_status s = dedup_strset_create(&p, NULL, &set);
-    if (s) {
-        Py_DECREF(o);
-        return dd_raise(s, NULL);
-    }
-    o->p = set;
-    return (PyObject *)o;
+    return dd_adopt(o, s, set);
 }
 
-static PyObject *StrSet_add(dd_obj *o, PyObject *key)
+static dedup_status strset_add_key(void *p, const void *k, size_t n, dedup_verdict *v)
 {
-    dd_key k;
-    if (dd_key_of(key, &k) < 0 || dd_enter(o) < 0)
-        return NULL;
-    dedup_verdict v = DEDUP_NEW;
-    dedup_digest d = dedup_strset_digest(o->p, k.p, (size_t)k.n);
-    dedup_status s = dedup_strset_insert(o->p, k.p, (size_t)k.n, d, &v);
-    dd_leave(o);
-    if (s)
-        return dd_raise(s, NULL);
-    return PyBool_FromLong(v == DEDUP_NEW);
+    return dedup_strset_insert(p, k, n, dedup_strset_digest(p, k, n), v);
 }
-
+static bool strset_has_key(const void *p, const void *k, size_t n)
+{
+    return dedup_strset_contains(p, k, n, dedup_strset_digest(p, k, n));
+}
+static PyObject *StrSet_add(dd_obj *o, PyObject *key) { return dd_add_key(o, key, strset_add_key); }
 static int StrSet_contains(dd_obj *o, PyObject *key)
 {
-    dd_key k;
-    if (dd_key_of(key, &k) < 0 || dd_enter(o) < 0)
-        return -1;
-    dedup_digest d = dedup_strset_digest(o->p, k.p, (size_t)k.n);
-    bool r = dedup_strset_contains(o->p, k.p, (size_t)k.n, d);
-    dd_leave(o);
-    return r;
+    return dd_contains_key(o, key, strset_has_key);
 }
 
 /* Inserts in order with the slots (then the stored keys) of keys further on
@@ -102,21 +84,7 @@ static PyObject *strset_adds(dd_obj *o, PyObject *it, bool verdicts)
         b.found[i] = v == DEDUP_NEW;
     }
     dd_batch_end(&b, o);
-    if (s) {
-        PyMem_Free(b.found);
-        PyObject *m = PyUnicode_FromFormat("%s (the first %zd keys were added)",
-                                           dedup_strerror(s), i);
-        if (m) {
-            PyErr_SetObject(dd_Error, m);
-            Py_DECREF(m);
-        }
-        return NULL;
-    }
-    if (!verdicts) {
-        PyMem_Free(b.found);
-        Py_RETURN_NONE;
-    }
-    return dd_bool_list(b.found, b.n, false);
+    return dd_adds_out(b.found, b.n, s, (size_t)i, verdicts);
 }
 static PyObject *StrSet_update(dd_obj *o, PyObject *it) { return strset_adds(o, it, false); }
 static PyObject *StrSet_add_many(dd_obj *o, PyObject *it) { return strset_adds(o, it, true); }
@@ -182,11 +150,7 @@ static PyObject *StrSet_info(dd_obj *o, void *unused)
               dd_dict_put(d, "items", PyLong_FromUnsignedLongLong(dedup_strset_size(o->p))) ||
               dd_dict_put(d, "memory", PyLong_FromSize_t(dedup_strset_memory_usage(o->p)));
     dd_leave(o);
-    if (bad) {
-        Py_XDECREF(d);
-        return NULL;
-    }
-    return d;
+    return dd_dict_done(d, bad);
 }
 
 static PyObject *StrSet_clear(dd_obj *o, PyObject *unused)
@@ -282,19 +246,12 @@ static PyObject *IntSet_new(PyTypeObject *type, PyObject *args, PyObject *kw)
     dedup_set_params_init(&p);
     p.capacity = capacity;
     p.memory_limit = limit;
-    dd_obj *o = (dd_obj *)type->tp_alloc(type, 0);
-    if (!o || dd_init_lock(o) < 0) {
-        Py_XDECREF(o);
+    dd_obj *o = dd_alloc(type);
+    if (!o)
         return NULL;
-    }
     dedup_u64set *set = NULL;
     dedup_status s = dedup_u64set_create(&p, NULL, &set);
-    if (s) {
-        Py_DECREF(o);
-        return dd_raise(s, NULL);
-    }
-    o->p = set;
-    return (PyObject *)o;
+    return dd_adopt(o, s, set);
 }
 
 static PyObject *IntSet_add(dd_obj *o, PyObject *key)
@@ -345,22 +302,35 @@ static uint64_t *int_keys(PyObject *it, Py_ssize_t *n)
     return k;
 }
 
-static PyObject *intset_adds(dd_obj *o, PyObject *it, bool verdicts)
+/* The keys of 'it' (int_keys) and *out, an array of *n elements of 'size'
+ * bytes, with the lock taken; NULL with an exception set and nothing held. */
+static uint64_t *int_batch_begin(dd_obj *o, PyObject *it, Py_ssize_t *n, size_t size, void **out)
 {
-    Py_ssize_t n = 0;
-    uint64_t *k = int_keys(it, &n);
+    uint64_t *k = int_keys(it, n);
     if (!k)
         return NULL;
-    dedup_verdict *v = PyMem_Malloc(sizeof *v * (size_t)(n ? n : 1));
-    if (!v) {
+    *out = PyMem_Malloc(size * (size_t)(*n ? *n : 1));
+    if (!*out) {
         PyMem_Free(k);
-        return PyErr_NoMemory();
+        PyErr_NoMemory();
+        return NULL;
     }
     if (dd_enter(o) < 0) {
         PyMem_Free(k);
-        PyMem_Free(v);
+        PyMem_Free(*out);
         return NULL;
     }
+    return k;
+}
+
+static PyObject *intset_adds(dd_obj *o, PyObject *it, bool verdicts)
+{
+    Py_ssize_t n = 0;
+    void *out;
+    uint64_t *k = int_batch_begin(o, it, &n, sizeof(dedup_verdict), &out);
+    if (!k)
+        return NULL;
+    dedup_verdict *v = out;
     size_t done = 0;
     dedup_status s;
     if (n >= DD_NOGIL_BATCH) {
@@ -374,12 +344,7 @@ static PyObject *intset_adds(dd_obj *o, PyObject *it, bool verdicts)
     PyMem_Free(k);
     PyObject *r = NULL;
     if (s) {
-        PyObject *m = PyUnicode_FromFormat("%s (the first %zu keys were added)",
-                                           dedup_strerror(s), done);
-        if (m) {
-            PyErr_SetObject(dd_Error, m);
-            Py_DECREF(m);
-        }
+        dd_raise_done(s, done, "added");
     } else if (!verdicts) {
         r = Py_None;
         Py_INCREF(r);
@@ -399,19 +364,11 @@ static PyObject *IntSet_add_many(dd_obj *o, PyObject *it) { return intset_adds(o
 static PyObject *IntSet_contains_many(dd_obj *o, PyObject *it)
 {
     Py_ssize_t n = 0;
-    uint64_t *k = int_keys(it, &n);
+    void *out;
+    uint64_t *k = int_batch_begin(o, it, &n, sizeof(bool), &out);
     if (!k)
         return NULL;
-    bool *found = PyMem_Malloc(sizeof *found * (size_t)(n ? n : 1));
-    if (!found) {
-        PyMem_Free(k);
-        return PyErr_NoMemory();
-    }
-    if (dd_enter(o) < 0) {
-        PyMem_Free(k);
-        PyMem_Free(found);
-        return NULL;
-    }
+    bool *found = out;
     Py_BEGIN_ALLOW_THREADS
     dedup_u64set_contains_batch(o->p, k, (size_t)n, found);
     Py_END_ALLOW_THREADS
@@ -439,11 +396,7 @@ static PyObject *IntSet_info(dd_obj *o, void *unused)
               dd_dict_put(d, "items", PyLong_FromUnsignedLongLong(dedup_u64set_size(o->p))) ||
               dd_dict_put(d, "memory", PyLong_FromSize_t(dedup_u64set_memory_usage(o->p)));
     dd_leave(o);
-    if (bad) {
-        Py_XDECREF(d);
-        return NULL;
-    }
-    return d;
+    return dd_dict_done(d, bad);
 }
 
 static PyMethodDef IntSet_methods[] = {
@@ -511,19 +464,12 @@ static PyObject *HLL_new(PyTypeObject *type, PyObject *args, PyObject *kw)
     p.precision = precision;
     if (dd_seed_of(seed, &p.seed) < 0)
         return NULL;
-    dd_obj *o = (dd_obj *)type->tp_alloc(type, 0);
-    if (!o || dd_init_lock(o) < 0) {
-        Py_XDECREF(o);
+    dd_obj *o = dd_alloc(type);
+    if (!o)
         return NULL;
-    }
     dedup_hll *h = NULL;
     dedup_status s = dedup_hll_create(&p, NULL, &h);
-    if (s) {
-        Py_DECREF(o);
-        return dd_raise(s, NULL);
-    }
-    o->p = h;
-    return (PyObject *)o;
+    return dd_adopt(o, s, h);
 }
 
 static PyObject *HLL_add(dd_obj *o, PyObject *key)
@@ -571,12 +517,9 @@ static Py_ssize_t HLL_len(dd_obj *o)
 
 static PyObject *HLL_merge(dd_obj *o, PyObject *other)
 {
-    if (!PyObject_TypeCheck(other, &HLLType)) {
-        PyErr_Format(PyExc_TypeError, "merge needs a HyperLogLog, not %.200s",
-                     Py_TYPE(other)->tp_name);
+    dd_obj *src = dd_other(other, &HLLType, "merge", "HyperLogLog");
+    if (!src)
         return NULL;
-    }
-    dd_obj *src = (dd_obj *)other;
     if (src == o) {
         Py_INCREF(o);
         return (PyObject *)o;
@@ -585,12 +528,7 @@ static PyObject *HLL_merge(dd_obj *o, PyObject *other)
         return NULL;
     char why[160] = "";
     dedup_status s = dedup_hll_merge(o->p, src->p, why, sizeof why);
-    dd_leave(src);
-    dd_leave(o);
-    if (s)
-        return dd_raise(s, why[0] ? why : NULL);
-    Py_INCREF(o);
-    return (PyObject *)o;
+    return dd_leave2_self(o, src, s, why[0] ? why : NULL);
 }
 
 static PyObject *HLL_info(dd_obj *o, void *unused)
@@ -609,11 +547,7 @@ static PyObject *HLL_info(dd_obj *o, void *unused)
               dd_dict_put(d, "seed", PyLong_FromUnsignedLongLong(dedup_hll_seed(h))) ||
               dd_dict_put(d, "memory", PyLong_FromSize_t(dedup_hll_memory_usage(h)));
     dd_leave(o);
-    if (bad) {
-        Py_XDECREF(d);
-        return NULL;
-    }
-    return d;
+    return dd_dict_done(d, bad);
 }
 
 static PyMethodDef HLL_methods[] = {
