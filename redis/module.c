@@ -439,7 +439,7 @@ static void add_categories(RedisModuleCtx *ctx, char *note, size_t cap)
     for (int i = 0; i < CAT_COUNT; i++) {
         category_added[i] = RedisModule_AddACLCategory(ctx, CATEGORY[i]) == REDISMODULE_OK;
         int w = snprintf(note + n, cap - n, "%s%s%s", i ? ", " : "", CATEGORY[i],
-                         category_added[i] ? "" : " (refused: name taken)");
+                         category_added[i] ? "" : " (refused)");
         if (w > 0 && (size_t)w < cap - n)
             n += (size_t)w;
     }
