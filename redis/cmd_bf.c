@@ -18,7 +18,7 @@ int bf_reserve(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
     if (!arg_double(argv[2], &p.error_rate))
         return RedisModule_ReplyWithError(ctx, "ERR bad error rate");
     if (!(p.error_rate > 0 && p.error_rate < 1))
-        return RedisModule_ReplyWithError(ctx, "ERR (0 < error rate range < 1)");
+        return RedisModule_ReplyWithError(ctx, ERR_BF_RATE_RANGE);
     if (!arg_ll(argv[3], &cap))
         return RedisModule_ReplyWithError(ctx, "ERR bad capacity");
     if (cap <= 0)
@@ -129,21 +129,23 @@ int bf_insert(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
                 return RedisModule_WrongArity(ctx);
             if (arg_is(argv[i], "CAPACITY")) {
                 long long c;
+                /* RedisBloom 2.4's BF.INSERT texts: "Bad ..." when a value
+                 * does not parse, "Bad argument received" when it is out
+                 * of range (capacity < 1, rate outside (0, 1), expansion < 1) */
                 if (!arg_ll(argv[i + 1], &c))
-                    return RedisModule_ReplyWithError(ctx, "ERR bad capacity");
+                    return RedisModule_ReplyWithError(ctx, "ERR Bad capacity");
                 if (c <= 0)
-                    return RedisModule_ReplyWithError(ctx, "ERR (capacity should be larger than 0)");
+                    return RedisModule_ReplyWithError(ctx, "ERR Bad argument received");
                 p.capacity = (uint64_t)c;
             } else if (arg_is(argv[i], "ERROR")) {
                 if (!arg_double(argv[i + 1], &p.error_rate))
-                    return RedisModule_ReplyWithError(ctx, "ERR bad error rate");
+                    return RedisModule_ReplyWithError(ctx, "ERR Bad error rate");
                 if (!(p.error_rate > 0 && p.error_rate < 1))
-                    return RedisModule_ReplyWithError(ctx, "ERR (0 < error rate range < 1)");
+                    return RedisModule_ReplyWithError(ctx, "ERR Bad argument received");
             } else {
                 long long e;
                 if (!arg_ll(argv[i + 1], &e))
                     return RedisModule_ReplyWithError(ctx, "ERR Bad expansion");
-                /* RedisBloom 2.4 refuses EXPANSION < 1 here with this text */
                 if (e < 1)
                     return RedisModule_ReplyWithError(ctx, "ERR Bad argument received");
                 if (e > UINT32_MAX)

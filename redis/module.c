@@ -411,6 +411,52 @@ static void set_docs(RedisModuleCtx *ctx, const command *c)
         RedisModule_Log(ctx, "notice", "dedup: no command docs for %s", c->name);
 }
 
+/* ---- ACL categories ----------------------------------------------------------
+ * Where the server has module ACL categories, each family gets one, named as
+ * RedisBloom names its own (bloom, cuckoo) plus dedup, so that an operator
+ * can grant "+@bloom".  Servers without them (Redis 7.0) leave the pointers
+ * NULL: nothing is registered and the load notice says so. */
+enum { CAT_BLOOM, CAT_CUCKOO, CAT_DEDUP, CAT_COUNT };
+static const char *const CATEGORY[CAT_COUNT] = {"bloom", "cuckoo", "dedup"};
+static int category_added[CAT_COUNT];
+
+static int category_of(const char *cmd)
+{
+    return strncmp(cmd, "bf.", 3) == 0 ? CAT_BLOOM : strncmp(cmd, "cf.", 3) == 0 ? CAT_CUCKOO : CAT_DEDUP;
+}
+
+/* Adds the categories this server can take; writes the load notice's words
+ * into 'note'. */
+static void add_categories(RedisModuleCtx *ctx, char *note, size_t cap)
+{
+    if (!RedisModule_AddACLCategory || !RedisModule_SetCommandACLCategories ||
+        !RedisModule_GetCommand) {
+        snprintf(note, cap, "none (this server has no module ACL categories)");
+        return;
+    }
+    size_t n = 0;
+    note[0] = 0;
+    for (int i = 0; i < CAT_COUNT; i++) {
+        category_added[i] = RedisModule_AddACLCategory(ctx, CATEGORY[i]) == REDISMODULE_OK;
+        int w = snprintf(note + n, cap - n, "%s%s%s", i ? ", " : "", CATEGORY[i],
+                         category_added[i] ? "" : " (refused)");
+        if (w > 0 && (size_t)w < cap - n)
+            n += (size_t)w;
+    }
+}
+
+/* Puts a created command in its family's category, if that was added. */
+static void set_category(RedisModuleCtx *ctx, const command *c)
+{
+    int cat = category_of(c->name);
+    if (!category_added[cat])
+        return;
+    RedisModuleCommand *cmd = RedisModule_GetCommand(ctx, c->name);
+    if (!cmd || RedisModule_SetCommandACLCategories(cmd, CATEGORY[cat]) != REDISMODULE_OK)
+        RedisModule_Log(ctx, "warning", "dedup: %s left out of ACL category %s", c->name,
+                        CATEGORY[cat]);
+}
+
 static RedisModuleType *create_type(RedisModuleCtx *ctx, const char *name, int encver,
                                     RedisModuleTypeLoadFunc load, RedisModuleTypeSaveFunc save,
                                     RedisModuleTypeRewriteFunc aof)
@@ -459,20 +505,24 @@ int RedisModule_OnLoad(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
             return REDISMODULE_ERR;
     }
 
+    char categories[160];
+    add_categories(ctx, categories, sizeof categories);
     for (size_t i = 0; i < sizeof COMMANDS / sizeof COMMANDS[0]; i++) {
         if (RedisModule_CreateCommand(ctx, COMMANDS[i].name, COMMANDS[i].fn, COMMANDS[i].flags, 1,
                                       1, 1) != REDISMODULE_OK)
             return REDISMODULE_ERR;
         set_docs(ctx, &COMMANDS[i]);
+        set_category(ctx, &COMMANDS[i]);
     }
     RedisModule_Log(ctx, "notice",
                     "dedup %s loaded as '%s' (error_rate %g, initial_size %llu, expansion %u, "
-                    "max_memory %llu bytes per key (0: none), RedisBloom types %s%s)",
+                    "max_memory %llu bytes per key (0: none), RedisBloom types %s%s; ACL categories: %s)",
                     DEDUP_VERSION_STRING, module_name, config.bf_error_rate,
                     (unsigned long long)config.bf_initial_size, config.bf_expansion,
                     (unsigned long long)(config.max_memory == UINT64_MAX ? 0 : config.max_memory),
                     redisbloom_types ? "registered" : "off",
-                    RedisModule_TryAlloc ? "" : "; no TryAlloc: allocation failure aborts");
+                    RedisModule_TryAlloc ? "" : "; no TryAlloc: allocation failure aborts",
+                    categories);
     return REDISMODULE_OK;
 }
 

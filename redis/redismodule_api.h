@@ -17,7 +17,8 @@
  *
  * Target: Redis 7.0 (Debian 12).  The functions required exist since Redis
  * 6.0 and the type-methods version 3 since 6.2; RedisModule_TryAlloc,
- * RedisModule_GetCommand and RedisModule_SetCommandInfo (7.0) are optional
+ * RedisModule_GetCommand and RedisModule_SetCommandInfo (7.0), and the ACL
+ * category calls (7.2/7.4) are optional
  * (without TryAlloc an allocation failure aborts the server, as
  * RedisModule_Alloc does).
  */
@@ -163,6 +164,16 @@ RM_API int (*RedisModule_CreateCommand)(RedisModuleCtx *ctx, const char *name,
 RM_API RedisModuleCommand *(*RedisModule_GetCommand)(RedisModuleCtx *ctx, const char *name);
 RM_API int (*RedisModule_SetCommandInfo)(RedisModuleCommand *command,
                                          const RedisModuleCommandInfo *info);
+/* Module ACL categories, optional (NULL on servers without them; the
+ * Redis module API reference gives RedisModule_SetCommandACLCategories
+ * since 7.2 and RedisModule_AddACLCategory since 7.4).  Both are only
+ * allowed inside RedisModule_OnLoad.  AddACLCategory creates the category
+ * 'name' (REDISMODULE_ERR if the name is invalid or already taken);
+ * SetCommandACLCategories puts the command in the space-separated
+ * categories (REDISMODULE_ERR if one is unknown). */
+RM_API int (*RedisModule_AddACLCategory)(RedisModuleCtx *ctx, const char *name);
+RM_API int (*RedisModule_SetCommandACLCategories)(RedisModuleCommand *command,
+                                                  const char *categories);
 RM_API void (*RedisModule_Log)(RedisModuleCtx *ctx, const char *level, const char *fmt, ...);
 RM_API void (*RedisModule_LogIOError)(RedisModuleIO *io, const char *levelstr, const char *fmt,
                                       ...);

@@ -41,6 +41,8 @@ int rm_api_fetch(RedisModuleCtx *ctx)
     RM_GET(CreateCommand);
     RM_GET_OPTIONAL(GetCommand);
     RM_GET_OPTIONAL(SetCommandInfo);
+    RM_GET_OPTIONAL(AddACLCategory);
+    RM_GET_OPTIONAL(SetCommandACLCategories);
     RM_GET(Log);
     RM_GET(LogIOError);
     RM_GET(Milliseconds);

@@ -134,7 +134,7 @@ static rmf_err plan_link(const rmf_obj *o, uint32_t i, uint64_t *n, uint64_t *m,
         return full;
     *m = rmf_bf_link_bits(*n, *p);
     if (*m == 0)
-        return i == 0 ? "ERR capacity too large for one filter" : full;
+        return i == 0 ? ERR_BF_CREATE : full;
     if (o->max_memory != UINT64_MAX &&
         (link_bytes(*m) > o->max_memory || rmf_memory_usage(o) + link_bytes(*m) > o->max_memory))
         return ERR_MAXMEM;
@@ -170,7 +170,7 @@ rmf_err rmf_bf_create(const rmf_bf_params *p, const rmf_config *c, const dedup_a
 {
     *out = NULL;
     if (!(p->error_rate > 0 && p->error_rate < 1))
-        return "ERR (0 < error rate range < 1)";
+        return ERR_BF_RATE_RANGE;
     if (p->capacity < 1)
         return "ERR (capacity should be larger than 0)";
     if (p->capacity > c->max_capacity)

@@ -93,6 +93,13 @@ typedef struct rmf_obj rmf_obj;
  * ("ERR ..."), constant storage. */
 typedef const char *rmf_err;
 
+/* RedisBloom 2.4's texts (its src/rebloom.c) for a Bloom filter it cannot
+ * create: an error rate outside (0, 1) in BF.RESERVE (with its trailing
+ * space), and a filter too large to create in BF.RESERVE, BF.INSERT or
+ * BF.ADD. */
+#define ERR_BF_RATE_RANGE "ERR (0 < error rate range < 1) "
+#define ERR_BF_CREATE "ERR could not create filter"
+
 /* ---- the server's memory guard (rm_mem.c) ----------------------------------
  * rmf_mem_allow(n): false when an allocation of n bytes (1 MiB or more)
  * would take the server's used_memory past maxmemory, or past the machine's

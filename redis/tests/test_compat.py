@@ -30,6 +30,75 @@ def mexists(r, cmd, key, xs, chunk=5000):
     return out
 
 
+def raw_error(srv, *args):
+    """The error line exactly as the server sends it (RESP "-..." without
+    the CRLF): no client library strips the code or trims spaces."""
+    import socket
+    cmd = b"*%d\r\n" % len(args)
+    for a in args:
+        a = str(a).encode() if not isinstance(a, bytes) else a
+        cmd += b"$%d\r\n%s\r\n" % (len(a), a)
+    with socket.create_connection(("127.0.0.1", srv.port), timeout=30) as s:
+        s.sendall(cmd)
+        buf = b""
+        while not buf.endswith(b"\r\n"):
+            chunk = s.recv(4096)
+            assert chunk, "connection closed"
+            buf += chunk
+    assert buf.startswith(b"-"), buf
+    return buf[1:-2].decode()
+
+
+def test_bf_refusal_texts_as_redisbloom(srv):
+    """BF.RESERVE, BF.INSERT and BF.LOADCHUNK refusals of impossible
+    capacities, rates and headers: RedisBloom 2.4's texts (src/rebloom.c
+    and src/sb.c), with this module's ERR code in front where RedisBloom
+    sends none (a client library shows the same message)."""
+    r = srv.client()
+    res = "BF.RESERVE"
+    assert raw_error(srv, res, "k", 0, 100) == "ERR (0 < error rate range < 1) "
+    assert raw_error(srv, res, "k", 1, 100) == "ERR (0 < error rate range < 1) "
+    assert raw_error(srv, res, "k", "x", 100) == "ERR bad error rate"
+    assert raw_error(srv, res, "k", 0.01, 0) == "ERR (capacity should be larger than 0)"
+    assert raw_error(srv, res, "k", 0.01, -5) == "ERR (capacity should be larger than 0)"
+    assert raw_error(srv, res, "k", 0.01, "x") == "ERR bad capacity"
+    assert raw_error(srv, res, "k", 0.01, 2 ** 64) == "ERR bad capacity"
+    # too large for one filter: RedisBloom's text for a filter it cannot
+    # create (for these sizes RedisBloom itself aborts the server in calloc)
+    for cap in (10 ** 15, 2 ** 63 - 1):
+        assert raw_error(srv, res, "k", 0.01, cap) == "ERR could not create filter"
+        assert raw_error(srv, "BF.INSERT", "k", "CAPACITY", cap, "ITEMS", "a") == \
+            "ERR could not create filter"
+    assert raw_error(srv, res, "k", 0.01, 100, "EXPANSION") == "ERR no expansion"
+    assert raw_error(srv, res, "k", 0.01, 100, "EXPANSION", "x") == "ERR bad expansion"
+    assert raw_error(srv, res, "k", 0.01, 100, "EXPANSION", 0) == \
+        "ERR expansion should be greater or equal to 1"
+    ins = ("BF.INSERT", "k")
+    assert raw_error(srv, *ins, "CAPACITY", "x", "ITEMS", "a") == "ERR Bad capacity"
+    assert raw_error(srv, *ins, "CAPACITY", 0, "ITEMS", "a") == "ERR Bad argument received"
+    assert raw_error(srv, *ins, "ERROR", "x", "ITEMS", "a") == "ERR Bad error rate"
+    assert raw_error(srv, *ins, "ERROR", 1.5, "ITEMS", "a") == "ERR Bad argument received"
+    assert raw_error(srv, *ins, "EXPANSION", "x", "ITEMS", "a") == "ERR Bad expansion"
+    assert raw_error(srv, *ins, "EXPANSION", 0, "ITEMS", "a") == "ERR Bad argument received"
+    assert r.exists("k") == 0, "a refused command created the key"
+    # invalid headers at iterator 1: "received bad data", whatever is wrong
+    # (the corruptions of RedisBloom's test_scandump_invalid_header, on a
+    # dump of this module's layout, plus short and truncated ones)
+    r.execute_command(res, "src", 0.01, 5)
+    for i in range(50):
+        r.execute_command("BF.ADD", "src", "foo%d" % i)
+    hdr = r.execute_command("BF.SCANDUMP", "src", 0)[1]
+    bad = [b"x", hdr[:-1], hdr + b"\0", b"\xff" * len(hdr)]
+    for spans in (((72, 8, 0),), ((12, 4, 255),), ((0, 4, 255),), ((36, 8, 255), (0, 8, 255))):
+        a = bytearray(hdr)
+        for at, n, v in spans:
+            a[at:at + n] = bytes([v]) * n
+        bad.append(bytes(a))
+    for b in bad:
+        assert raw_error(srv, "BF.LOADCHUNK", "dst", 1, b) == "ERR received bad data", b
+    assert r.exists("dst") == 0
+
+
 def test_expansion_values(srv):
     r = srv.client()
     bf = r.bf()
