@@ -14,6 +14,7 @@ static void cf_defaults(rmf_cf_params *p)
     p->bucket_size = config.cf_bucket_size;
     p->max_iterations = config.cf_max_iterations;
     p->expansion = config.cf_expansion;
+    p->rb_bucket_size = 2; /* RedisBloom's default bucket size */
 }
 
 /* CF.RESERVE key capacity [BUCKETSIZE b] [MAXITERATIONS m] [EXPANSION e] */
@@ -36,7 +37,7 @@ int cf_reserve(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
             if (v <= 0 || v > 255)
                 return RedisModule_ReplyWithError(
                     ctx, "ERR BUCKETSIZE parameter needs to be a positive integer (at most 255)");
-            p.bucket_size = (uint32_t)v;
+            p.bucket_size = p.rb_bucket_size = (uint32_t)v;
         } else if (arg_is(argv[i], "MAXITERATIONS")) {
             if (!arg_ll(argv[i + 1], &v))
                 return RedisModule_ReplyWithError(ctx, "ERR Couldn't parse MAXITERATIONS");

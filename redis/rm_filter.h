@@ -141,7 +141,11 @@ typedef struct rmf_cf_params {
     uint64_t capacity;
     uint32_t bucket_size;
     uint32_t max_iterations;
-    uint32_t expansion; /* 0: fixed size */
+    uint32_t expansion; /* 0: fixed size; rounded up to a power of two, as RedisBloom's */
+    /* RedisBloom's bucket size for this reserve (BUCKETSIZE, or its
+     * default 2): every sub-filter gets as many slots as RedisBloom's would,
+     * nextpow2(capacity / rb_bucket_size) buckets of rb_bucket_size slots. */
+    uint32_t rb_bucket_size;
 } rmf_cf_params;
 
 typedef struct rmf_cf_info {
