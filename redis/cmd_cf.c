@@ -87,14 +87,16 @@ static int cf_insert_common(RedisModuleCtx *ctx, RedisModuleString *name, RedisM
         const void *ptr[CHUNK];
         size_t lens[CHUNK];
         int rc[CHUNK];
+        rmf_err errs[CHUNK];
         for (int i0 = 0; i0 < nitems; i0 += CHUNK) {
             int k = nitems - i0 < CHUNK ? nitems - i0 : CHUNK;
             for (int j = 0; j < k; j++)
                 ptr[j] = RedisModule_StringPtrLen(items[i0 + j], &lens[j]);
-            rmf_cf_add_many(o, ptr, lens, (size_t)k, rc, &e);
+            rmf_cf_add_many(o, ptr, lens, (size_t)k, rc, errs);
             for (int j = 0; j < k; j++) {
                 if (rc[j] == -2)
-                    RedisModule_ReplyWithError(ctx, e ? e : "ERR Maximum expansions reached");
+                    RedisModule_ReplyWithError(ctx, errs[j] ? errs[j]
+                                                            : "ERR Maximum expansions reached");
                 else
                     RedisModule_ReplyWithLongLong(ctx, rc[j]);
             }

@@ -302,9 +302,8 @@ void rmf_cf_get_info(const rmf_obj *o, rmf_cf_info *out)
 #define CF_BATCH 256
 
 void rmf_cf_add_many(rmf_obj *o, const void *const *items, const size_t *lens, size_t n,
-                     int *rc, rmf_err *err)
+                     int *rc, rmf_err *errs)
 {
-    *err = NULL;
     dedup_digest d[CF_BATCH];
     size_t i = 0;
     while (i < n) {
@@ -329,11 +328,11 @@ void rmf_cf_add_many(rmf_obj *o, const void *const *items, const size_t *lens, s
         }
         if (o->rcf || k <= 1) {
             /* one at a time, with the limit checked before each */
-            if ((*err = rmf_cf_can_grow(o)) != NULL) {
+            if ((errs[i] = rmf_cf_can_grow(o)) != NULL) {
                 rc[i++] = -2;
                 continue;
             }
-            rc[i] = rmf_cf_add(o, items[i], lens[i], false, err);
+            rc[i] = rmf_cf_add(o, items[i], lens[i], false, &errs[i]);
             i++;
             continue;
         }
@@ -347,7 +346,7 @@ void rmf_cf_add_many(rmf_obj *o, const void *const *items, const size_t *lens, s
         if (s == DEDUP_OK)
             continue;
         if (s != DEDUP_ERR_FULL) {
-            *err = s == DEDUP_ERR_NOMEM ? rmf_err_nomem() : rmf_status_err(s);
+            errs[i] = s == DEDUP_ERR_NOMEM ? rmf_err_nomem() : rmf_status_err(s);
             rc[i++] = -2;
             continue;
         }
