@@ -14,6 +14,7 @@ static void cf_defaults(rmf_cf_params *p)
     p->bucket_size = config.cf_bucket_size;
     p->max_iterations = config.cf_max_iterations;
     p->expansion = config.cf_expansion;
+    p->rb_bucket_size = 2; /* RedisBloom's default bucket size */
 }
 
 /* CF.RESERVE key capacity [BUCKETSIZE b] [MAXITERATIONS m] [EXPANSION e] */
@@ -36,7 +37,7 @@ int cf_reserve(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
             if (v <= 0 || v > 255)
                 return RedisModule_ReplyWithError(
                     ctx, "ERR BUCKETSIZE parameter needs to be a positive integer (at most 255)");
-            p.bucket_size = (uint32_t)v;
+            p.bucket_size = p.rb_bucket_size = (uint32_t)v;
         } else if (arg_is(argv[i], "MAXITERATIONS")) {
             if (!arg_ll(argv[i + 1], &v))
                 return RedisModule_ReplyWithError(ctx, "ERR Couldn't parse MAXITERATIONS");
@@ -86,14 +87,16 @@ static int cf_insert_common(RedisModuleCtx *ctx, RedisModuleString *name, RedisM
         const void *ptr[CHUNK];
         size_t lens[CHUNK];
         int rc[CHUNK];
+        rmf_err errs[CHUNK];
         for (int i0 = 0; i0 < nitems; i0 += CHUNK) {
             int k = nitems - i0 < CHUNK ? nitems - i0 : CHUNK;
             for (int j = 0; j < k; j++)
                 ptr[j] = RedisModule_StringPtrLen(items[i0 + j], &lens[j]);
-            rmf_cf_add_many(o, ptr, lens, (size_t)k, rc, &e);
+            rmf_cf_add_many(o, ptr, lens, (size_t)k, rc, errs);
             for (int j = 0; j < k; j++) {
                 if (rc[j] == -2)
-                    RedisModule_ReplyWithError(ctx, e ? e : "ERR Maximum expansions reached");
+                    RedisModule_ReplyWithError(ctx, errs[j] ? errs[j]
+                                                            : "ERR Maximum expansions reached");
                 else
                     RedisModule_ReplyWithLongLong(ctx, rc[j]);
             }

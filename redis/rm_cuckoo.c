@@ -35,6 +35,38 @@ static uint64_t cf_link_bytes(uint64_t nb0, uint32_t exp, uint32_t b, uint32_t f
 }
 
 
+/* Buckets of the first sub-filter of a growing filter: as many slots as RedisBloom's first
+ * sub-filter has for this reserve -- nextpow2(capacity / rb_bs) buckets
+ * (at least one) of rb_bs slots -- in buckets of b slots, ceil(slots / b)
+ * of them (exact when b divides the slots, as with the defaults: b = 4,
+ * rb_bs = 2 and a capacity of at least 4).  With the same growth factor
+ * every sub-filter then has RedisBloom's slot count, so a growing filter
+ * reaches CF_MAX_EXPANSIONS sub-filters after as many items.  0 when the
+ * count overflows. */
+static uint64_t cf_first_buckets(uint64_t capacity, uint32_t rb_bs, uint32_t b)
+{
+    uint64_t n = capacity / rb_bs, p = 1, slots;
+    while (p < n) {
+        if (p > (UINT64_MAX >> 1))
+            return 0;
+        p <<= 1;
+    }
+    if (__builtin_mul_overflow(p, (uint64_t)rb_bs, &slots))
+        return 0;
+    return slots / b + (slots % b != 0);
+}
+
+/* RedisBloom rounds the growth factor up to a power of two (0 stays 0). */
+static uint32_t cf_pow2_expansion(uint32_t e)
+{
+    uint32_t p = 1;
+    if (e == 0)
+        return 0;
+    while (p < e)
+        p <<= 1;
+    return p;
+}
+
 static dedup_status cf_load_seen(rmf_obj *o, dedup_source src)
 {
     dedup_status s = dedup_seen_load(src, rmf_obj_allocator(o), &o->cfs);
@@ -79,11 +111,18 @@ rmf_err rmf_cf_create(const rmf_cf_params *p, const rmf_config *c, const dedup_a
     if (p->capacity > c->max_capacity)
         return "ERR capacity above the module's limit (module argument MAX_CAPACITY)";
     uint32_t f = dedup_cuckoo_fingerprint_bits_for(c->cf_error_rate, p->bucket_size);
-    uint64_t nb0 = dedup_cuckoo_buckets_for(p->capacity, p->bucket_size);
+    uint32_t expansion = cf_pow2_expansion(p->expansion);
+    /* A growing filter's sub-filters have RedisBloom's sizes, so it grows
+     * to as many as RedisBloom's; a fixed one is sized for its capacity to
+     * fit (at the planned load; cf_fixed_room caps it at RedisBloom's fill). */
+    uint64_t nb0 = expansion == 0 ? dedup_cuckoo_buckets_for(p->capacity, p->bucket_size)
+                   : cf_first_buckets(p->capacity,
+                                      p->rb_bucket_size ? p->rb_bucket_size : p->bucket_size,
+                                      p->bucket_size);
     /* RedisBloom's text for a filter it cannot make */
     if (f == 0 || nb0 == 0)
         return "ERR Couldn't create Cuckoo Filter";
-    uint64_t first = cf_link_bytes(nb0, p->expansion, p->bucket_size, f, 0);
+    uint64_t first = cf_link_bytes(nb0, expansion, p->bucket_size, f, 0);
     if (first == UINT64_MAX || first > DEDUP_MAX_BITS / 8)
         return "ERR Couldn't create Cuckoo Filter";
     if (first > c->max_memory)
@@ -93,7 +132,7 @@ rmf_err rmf_cf_create(const rmf_cf_params *p, const rmf_config *c, const dedup_a
         return rmf_err_nomem();
     o->capacity = p->capacity;
     o->error_rate = c->cf_error_rate;
-    o->expansion = p->expansion;
+    o->expansion = expansion;
     o->max_memory = c->max_memory;
     /* The seen-set made directly (a cuckoo filter made apart and copied in
      * through its serialized form wrote the whole table three times). */
@@ -103,11 +142,12 @@ rmf_err rmf_cf_create(const rmf_cf_params *p, const rmf_config *c, const dedup_a
     dedup_seen_spec_init(&sp);
     sp.kind = DEDUP_SEEN_CUCKOO;
     sp.items = p->capacity;
+    sp.size = nb0; /* the first sub-filter's buckets, exactly */
     sp.fpr = c->cf_error_rate;
     sp.seed = dflt.seed;
     sp.bucket_size = p->bucket_size;
     sp.max_kicks = p->max_iterations;
-    sp.expansion = p->expansion;
+    sp.expansion = expansion;
     dedup_status s = dedup_seen_create(&sp, rmf_obj_allocator(o), &o->cfs);
     if (s == DEDUP_OK) {
         o->cf = dedup_seen_impl(o->cfs);
@@ -242,8 +282,10 @@ void rmf_cf_get_info(const rmf_obj *o, rmf_cf_info *out)
         return;
     }
     dedup_cuckoo_info ci;
+    dedup_cuckoo_link_info l0;
     dedup_cuckoo_get_info(o->cf, &ci);
-    out->buckets = ci.buckets;
+    /* RedisBloom's "Number of buckets" is its first sub-filter's */
+    out->buckets = dedup_cuckoo_get_link_info(o->cf, 0, &l0) == DEDUP_OK ? l0.buckets : 0;
     out->filters = ci.links;
     out->items = ci.items;
     out->deleted = ci.deleted - o->deleted; /* o->deleted: hidden by CF.COMPACT */
@@ -260,9 +302,8 @@ void rmf_cf_get_info(const rmf_obj *o, rmf_cf_info *out)
 #define CF_BATCH 256
 
 void rmf_cf_add_many(rmf_obj *o, const void *const *items, const size_t *lens, size_t n,
-                     int *rc, rmf_err *err)
+                     int *rc, rmf_err *errs)
 {
-    *err = NULL;
     dedup_digest d[CF_BATCH];
     size_t i = 0;
     while (i < n) {
@@ -287,11 +328,11 @@ void rmf_cf_add_many(rmf_obj *o, const void *const *items, const size_t *lens, s
         }
         if (o->rcf || k <= 1) {
             /* one at a time, with the limit checked before each */
-            if ((*err = rmf_cf_can_grow(o)) != NULL) {
+            if ((errs[i] = rmf_cf_can_grow(o)) != NULL) {
                 rc[i++] = -2;
                 continue;
             }
-            rc[i] = rmf_cf_add(o, items[i], lens[i], false, err);
+            rc[i] = rmf_cf_add(o, items[i], lens[i], false, &errs[i]);
             i++;
             continue;
         }
@@ -305,7 +346,7 @@ void rmf_cf_add_many(rmf_obj *o, const void *const *items, const size_t *lens, s
         if (s == DEDUP_OK)
             continue;
         if (s != DEDUP_ERR_FULL) {
-            *err = s == DEDUP_ERR_NOMEM ? rmf_err_nomem() : rmf_status_err(s);
+            errs[i] = s == DEDUP_ERR_NOMEM ? rmf_err_nomem() : rmf_status_err(s);
             rc[i++] = -2;
             continue;
         }

@@ -148,7 +148,11 @@ typedef struct rmf_cf_params {
     uint64_t capacity;
     uint32_t bucket_size;
     uint32_t max_iterations;
-    uint32_t expansion; /* 0: fixed size */
+    uint32_t expansion; /* 0: fixed size; rounded up to a power of two, as RedisBloom's */
+    /* RedisBloom's bucket size for this reserve (BUCKETSIZE, or its
+     * default 2): every sub-filter gets as many slots as RedisBloom's would,
+     * nextpow2(capacity / rb_bucket_size) buckets of rb_bucket_size slots. */
+    uint32_t rb_bucket_size;
 } rmf_cf_params;
 
 typedef struct rmf_cf_info {
@@ -171,9 +175,10 @@ uint64_t rmf_cf_count(const rmf_obj *o, const void *item, size_t len);
 bool rmf_cf_del(rmf_obj *o, const void *item, size_t len);
 void rmf_cf_get_info(const rmf_obj *o, rmf_cf_info *out);
 /* Adds n items in order (not NX), hashing a batch before probing it:
- * rc[i] = 1 added, -1 no room, -2 error (*err, the last error met). */
+ * rc[i] = 1 added, -1 no room, -2 error (its text in errs[i]; errs[i] is
+ * set only then). */
 void rmf_cf_add_many(rmf_obj *o, const void *const *items, const size_t *lens, size_t n,
-                     int *rc, rmf_err *err);
+                     int *rc, rmf_err *errs);
 /* out[i] = rmf_cf_exists(items[i]), the batch queried through the seen-set
  * (buckets prefetched). */
 void rmf_cf_exists_many(const rmf_obj *o, const void *const *items, const size_t *lens, size_t n,

@@ -292,6 +292,70 @@ def test_rb_expansion_0_refuses_at_redisbloom_fill(srv):
         assert out[:slots // 2] == [1] * (slots // 2), cap
 
 
+def test_rb_max_expansions_at_redisbloom_size(srv):
+    """test_max_expansions: CF.RESERVE cf 4 grows by sub-filters of
+    RedisBloom's size -- 4 slots, its nextpow2(4 / 2) buckets of 2, here one
+    bucket of 4 -- up to 32, then every add answers Maximum expansions
+    reached.  Which add that is depends on how full the sub-filters are when
+    the 32nd comes: RedisBloom's 31 hold 123 of their 124 slots for the
+    items "0".."123" (its hash leaves one empty), so it refuses the 125th
+    add; ours hold exactly 4 each (one bucket: nothing to relocate, no slot
+    left empty, whatever the items), so the 32nd comes at add 125 and the
+    126th is refused -- RedisBloom's latest possible refusal too."""
+    r = srv.client()
+    r.execute_command("CF.RESERVE", "cf", 4)
+    for i in range(125):
+        assert r.execute_command("CF.ADD", "cf", str(i)) == 1, i
+        assert info(r, "cf")["Number of filters"] == i // 4 + 1, i
+    expect_error(r.execute_command, "CF.ADD", "cf", "2048", match="Maximum expansions reached")
+    expect_error(r.execute_command, "CF.INSERT", "cf", "ITEMS", "x", match="Maximum expansions")
+    i = info(r, "cf")
+    assert (i["Number of filters"], i["Number of items inserted"]) == (32, 125), i
+    # RedisBloom's "Number of buckets" is the first sub-filter's
+    assert i["Number of buckets"] * i["Bucket size"] == 4, i
+    assert r.execute_command("CF.MEXISTS", "cf", *map(str, range(125))) == [1] * 125
+    # any other items: the same count, the sizes do not depend on the hash
+    r.execute_command("CF.RESERVE", "cf2", 4)
+    out = insert_all(r, "cf2", items("mx", 130))
+    assert out[:125] == [1] * 125 and info(r, "cf2")["Number of filters"] == 32, out[120:]
+    assert all("Maximum expansions" in str(e) for e in out[125:]), out[125:]
+
+
+def test_rb_sizes_of_reserve_and_growth(srv):
+    """test_expansion, test_bucket_size, test_max_iterations, test_insert:
+    every sub-filter has RedisBloom's slot count -- nextpow2(capacity /
+    bucket size) buckets of its bucket size (2 without BUCKETSIZE, stored
+    here as buckets of 4), times nextpow2(EXPANSION)^i -- so the sub-filters
+    1000 adds need are RedisBloom's wherever the sizes decide it: 5 for
+    CF.RESERVE b 64 EXPANSION 2 (four hold 960 slots), 3 with EXPANSION 4
+    (two hold 320).  With EXPANSION 1 RedisBloom makes 17; here at least
+    16 (fifteen hold 960), the exact count depending on the fill."""
+    r = srv.client()
+    for key, args, slots in (("r10", [10], 16), ("r10m", [10, "MAXITERATIONS", 10], 16),
+                             ("r1000", [1000], 1024), ("r10000", [10000], 16384),
+                             ("bs2", [64, "BUCKETSIZE", 2], 64),
+                             ("bs4", [256, "BUCKETSIZE", 4, "MAXITERATIONS", 500], 256),
+                             ("bs1", [64, "BUCKETSIZE", 1], 64)):
+        r.execute_command("CF.RESERVE", key, *args)
+        i = info(r, key)
+        assert i["Number of buckets"] * i["Bucket size"] == slots, (key, i)
+    # with the bucket size given, the buckets are RedisBloom's exactly
+    assert r.execute_command("CF.DEBUG", "bs2").decode().startswith("bktsize:2 buckets:32 ")
+    assert r.execute_command("CF.DEBUG", "bs4").decode().startswith("bktsize:4 buckets:64 ")
+    assert r.execute_command("CF.DEBUG", "bs1").decode().startswith("bktsize:1 buckets:64 ")
+    r.execute_command("CF.RESERVE", "e3", 64, "EXPANSION", 3)
+    assert info(r, "e3")["Expansion rate"] == 4           # RedisBloom rounds it up too
+    xs = [str(i) for i in range(1000)]
+    want = {"e1": (1, None), "e2": (2, 5), "e4": (4, 3)}
+    for key, (e, n) in want.items():
+        r.execute_command("CF.RESERVE", key, 64, "EXPANSION", e)
+        assert insert_all(r, key, xs) == [1] * 1000, key
+        i = info(r, key)
+        assert i["Number of buckets"] * i["Bucket size"] == 64, (key, i)
+        assert i["Number of filters"] == n if n else 16 <= i["Number of filters"] <= 17, (key, i)
+        assert all(mexists_all(r, key, xs)), key
+
+
 def test_rb_loadchunk_replies(srv):
     """test_scandump_invalid, test_scandump_invalid_header(_alloc) and
     test_scandump_load_small: CF.LOADCHUNK answers RedisBloom's texts, and

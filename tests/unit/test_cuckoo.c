@@ -640,6 +640,65 @@ static void test_oom(void **state)
     free(blob);
 }
 
+/* ---- exact sizing (the Redis module sizes sub-filters as RedisBloom does) ----
+ * A chain made with params.buckets has exactly that many buckets in link 0
+ * and buckets * expansion^t in link t, also after a save/load round trip.  A
+ * one-bucket link of b slots takes exactly b items (both buckets of every
+ * key are that bucket, so nothing can be relocated and no slot is left
+ * empty): with expansion 1, link k+1 appears at add b*k + 1, whatever the
+ * keys. */
+static void test_exact_buckets(void **state)
+{
+    (void)state;
+    dedup_cuckoo_params p;
+    dedup_cuckoo_params_init(&p);
+    p.capacity = 4;
+    p.buckets = 1;
+    p.bucket_size = 4;
+    p.expansion = 1;
+    dedup_cuckoo *cf;
+    dedup_cuckoo_info ci;
+    assert_int_equal(dedup_cuckoo_create(&p, NULL, &cf), DEDUP_OK);
+    for (uint64_t k = 0; k < 32 * 4; k++) {
+        assert_int_equal(dedup_cuckoo_add(cf, kd(cf, k)), DEDUP_OK);
+        dedup_cuckoo_get_info(cf, &ci);
+        assert_int_equal(ci.links, k / 4 + 1);
+        assert_int_equal(ci.buckets, ci.links);
+        assert_int_equal(ci.items, k + 1);
+    }
+    for (uint64_t k = 0; k < 32 * 4; k++)
+        assert_true(dedup_cuckoo_might_contain(cf, kd(cf, k)));
+    dedup_cuckoo_free(cf);
+
+    p.buckets = 2;
+    p.bucket_size = 2;
+    p.expansion = 2;
+    assert_int_equal(dedup_cuckoo_create(&p, NULL, &cf), DEDUP_OK);
+    for (uint64_t k = 0; k < 500; k++)
+        assert_int_equal(dedup_cuckoo_add(cf, kd(cf, k)), DEDUP_OK);
+    size_t len;
+    unsigned char *blob = save_blob(cf, &len);
+    dedup_cuckoo *back;
+    assert_int_equal(load_blob(blob, len, NULL, &back), DEDUP_OK);
+    free(blob);
+    dedup_cuckoo_get_info(cf, &ci);
+    /* six links (2+4+...+64 buckets of 2 slots) hold 252 < 500 items, nine
+     * hold 2044: eight unless a table stayed below half full */
+    assert_true(ci.links >= 7 && ci.links <= 9);
+    for (uint32_t t = 0; t < ci.links; t++) {
+        dedup_cuckoo_link_info li, lb;
+        assert_int_equal(dedup_cuckoo_get_link_info(cf, t, &li), DEDUP_OK);
+        assert_int_equal(dedup_cuckoo_get_link_info(back, t, &lb), DEDUP_OK);
+        assert_int_equal(li.buckets, UINT64_C(2) << t);
+        assert_int_equal(lb.buckets, li.buckets);
+        assert_int_equal(lb.items, li.items);
+    }
+    for (uint64_t k = 0; k < 500; k++)
+        assert_true(dedup_cuckoo_might_contain(back, kd(back, k)));
+    dedup_cuckoo_free(back);
+    dedup_cuckoo_free(cf);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -648,6 +707,7 @@ int main(void)
         cmocka_unit_test(test_full),
         cmocka_unit_test(test_duplicates),
         cmocka_unit_test(test_growth),
+        cmocka_unit_test(test_exact_buckets),
         cmocka_unit_test(test_fpr),
         cmocka_unit_test(test_save_load),
         cmocka_unit_test(test_corrupt),
