@@ -125,6 +125,8 @@ DD_KEY_HELP
 "                           exact       this run's keys in memory\n"
 "                           redis://HOST:PORT[/DB][,ttl=D,reserve=D,name=P,retries=N]\n"
 "                                       Redis (exact keys; ttl=: the recent keys)\n"
+"                           redis-sentinel://HOST:PORT[,...]/MASTER[/DB][,ttl=D,...]\n"
+"                                       the same, on the master the sentinels name\n"
 "                           rocksdb:DIR[,sync=MODE,keys=digest|whole,expire=DURATION,\n"
 "                                       cache=SIZE]\n"
 "                         a key goes down until a tier settles it: a filter's\n"

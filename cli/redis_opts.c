@@ -75,6 +75,7 @@ struct dd_redis_run {
     dd_after after;   /* uncertain records, the keys scheme's commits */
     dd_uncertain unc; /* --uncertain FILE */
     dd_journal *journal; /* bitmap, module: the batch in flight */
+    char master[DEDUP_REDIS_MAX_MASTER + 1]; /* a sentinel URL's master name, else "" */
 };
 #endif
 
@@ -378,6 +379,8 @@ int dd_redis_create(const dd_redis_opts *o, uint64_t items, double fpr, uint64_t
                            .what = "--redis: committing", .where = "", .errfn = seen_error,
                            .errctx = *out};
     rr->name = ro.name;
+    if (u.sentinel)
+        memcpy(rr->master, u.master, sizeof rr->master);
     *run = rr;
     return 0;
 }
@@ -474,6 +477,8 @@ void dd_redis_print_stats(const dd_redis_run *run, FILE *f, bool json)
     dedup_redis_shape sh;
     dedup_redis_get_shape(run->r, &sh);
     double per = s.round_trips ? (double)s.commands / (double)s.round_trips : 0;
+    char at[DEDUP_REDIS_MAX_HOST + 8];
+    dedup_redis_master_addr(run->r, at, sizeof at);
     if (json) {
         fprintf(f, ",\"redis\":{\"scheme\":\"%s\",\"cluster\":%s,\"masters\":%zu,"
                    "\"round_trips\":%llu,\"commands\":%llu,\"keys\":%llu,"
@@ -482,13 +487,25 @@ void dd_redis_print_stats(const dd_redis_run *run, FILE *f, bool json)
                 (unsigned long long)s.round_trips, (unsigned long long)s.commands,
                 (unsigned long long)s.keys);
         json_double(f, s.round_trips ? (double)s.keys / (double)s.round_trips : 0);
-        fprintf(f, ",\"retries\":%llu,\"moved\":%llu,\"ask\":%llu,\"uncertain\":%llu}",
+        fprintf(f, ",\"retries\":%llu,\"moved\":%llu,\"ask\":%llu,\"uncertain\":%llu",
                 (unsigned long long)s.retries, (unsigned long long)s.moved,
                 (unsigned long long)s.ask, (unsigned long long)s.uncertain);
+        if (run->master[0]) {
+            fputs(",\"sentinel_master\":", f);
+            cli_json_string(f, run->master);
+            fputs(",\"master_at\":", f);
+            cli_json_string(f, at);
+        }
+        fputc('}', f);
         return;
     }
-    fprintf(f, "redis:          %s scheme, %s, %zu master(s)\n", dedup_redis_scheme_name(sh.scheme),
-            sh.cluster ? "cluster" : "single server", s.nodes);
+    if (run->master[0])
+        fprintf(f, "redis:          %s scheme, sentinel master '%s' at %s\n",
+                dedup_redis_scheme_name(sh.scheme), run->master, at);
+    else
+        fprintf(f, "redis:          %s scheme, %s, %zu master(s)\n",
+                dedup_redis_scheme_name(sh.scheme), sh.cluster ? "cluster" : "single server",
+                s.nodes);
     if (sh.scheme == DEDUP_REDIS_BITMAP)
         fprintf(f, "redis filter:   %llu bits, k=%u, %u segment(s)\n", (unsigned long long)sh.bits,
                 sh.k, sh.segments);

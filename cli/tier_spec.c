@@ -157,13 +157,27 @@ static bool parse_store_opts(tier_def *d, char *rest, const char *spec)
 }
 
 /* "redis://host:port[/db][,ttl=D,reserve=D,name=N,retries=N]": the URL
- * ends at the first comma. */
+ * ends at the first comma; a sentinel URL's sentinels are a comma list
+ * ("redis-sentinel://h:p,h:p/MASTER[/db]"), so its URL ends at the first
+ * comma past the '/' that starts the master's name. */
 static bool parse_redis_opts(tier_def *d, char *spec_copy, const char *spec)
 {
-    char *save = NULL;
-    d->path = strtok_r(spec_copy, ",", &save);
+    char *save = NULL, none[1] = "";
+    char *opts = NULL;
+    if (strncmp(spec_copy, "redis-sentinel://", 17) == 0) {
+        char *slash = strchr(spec_copy + 17, '/');
+        char *comma = slash ? strchr(slash, ',') : NULL;
+        opts = none;
+        if (comma) {
+            *comma = '\0';
+            opts = comma + 1;
+        }
+        d->path = spec_copy;
+    } else {
+        d->path = strtok_r(spec_copy, ",", &save);
+    }
     d->retries = -1;
-    for (char *kv = strtok_r(NULL, ",", &save); kv; kv = strtok_r(NULL, ",", &save)) {
+    for (char *kv = strtok_r(opts, ",", &save); kv; kv = strtok_r(NULL, ",", &save)) {
         char *eq = strchr(kv, '=');
         const char *v = eq ? eq + 1 : "";
         if (eq)
@@ -209,7 +223,8 @@ static bool add_def(dd_tiers_cli *t, const char *spec, char *s)
     d->sync = -1;
     char *colon = strchr(s, ':');
     char *rest = NULL;
-    if (strncmp(s, "redis://", 8) == 0 || strncmp(s, "rediss://", 9) == 0) {
+    if (strncmp(s, "redis://", 8) == 0 || strncmp(s, "rediss://", 9) == 0 ||
+        strncmp(s, "redis-sentinel://", 17) == 0) {
         d->kind = DEDUP_SEEN_REDIS;
         if (!parse_redis_opts(d, s, spec))
             return false;
@@ -245,7 +260,8 @@ static bool add_def(dd_tiers_cli *t, const char *spec, char *s)
             return false;
     } else {
         cli_error("--tier %s: unknown tier '%s' (choose bloom, blocked, cuckoo, scalable, exact, "
-                  "fingerprint, file:PATH, redis://HOST:PORT or rocksdb:DIR)", spec, s);
+                  "fingerprint, file:PATH, redis://HOST:PORT, redis-sentinel://HOSTS/MASTER or "
+                  "rocksdb:DIR)", spec, s);
         return false;
     }
 #ifndef DEDUP_HAVE_ROCKSDB

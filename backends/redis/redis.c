@@ -233,6 +233,12 @@ void dedup_redis_get_stats(const dedup_redis *r, dedup_redis_stats *out)
 
 const char *dedup_redis_last_error(const dedup_redis *r) { return r ? r->err : ""; }
 
+void dedup_redis_master_addr(const dedup_redis *r, char *buf, size_t cap)
+{
+    if (cap)
+        rc_node_name(r->c, 0, buf, cap);
+}
+
 size_t dedup_redis_memory_usage(const dedup_redis *r)
 {
     if (!r)

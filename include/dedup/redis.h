@@ -435,6 +435,13 @@ typedef struct dedup_redis_stats {
 
 void dedup_redis_get_stats(const dedup_redis *r, dedup_redis_stats *out);
 
+/* "host:port" of the server the commands go to now, into buf (cap bytes
+ * with the NUL, truncated to fit): a redis:// URL's server, a sentinel
+ * URL's master as the sentinels last named it (it changes with a
+ * failover), a cluster's first master.  Not thread-safe against a call
+ * in progress on 'r'. */
+void dedup_redis_master_addr(const dedup_redis *r, char *buf, size_t cap);
+
 /* The last error's sentence ("" if none), valid until the next call. */
 const char *dedup_redis_last_error(const dedup_redis *r);
 

@@ -4,14 +4,17 @@
 #  1. URL errors and an unknown master name give a clear message;
 #  2. the keys and bitmap schemes through the sentinel URL write exactly the
 #     first occurrences, into the master the sentinels name; dedup filter
-#     create/add/query work on URL/NAME;
-#  3. under --wait-replicas 1 (keys scheme), Sentinel fails the master over
-#     mid-run (SENTINEL FAILOVER), then the new master is killed mid-run:
-#     each run completes on the promoted replica (a killed master comes back
-#     as its replica); no record is written twice, a rerun
-#     over the same input writes no record the first run wrote, while the
-#     two runs' outputs and the first run's --uncertain cover every distinct
-#     record;
+#     create/add/query work on URL/NAME; a tier stack --tier
+#     redis-sentinel://...,ttl=1h --tier exact writes them too, and again
+#     nothing;
+#  3. under --wait-replicas 1, Sentinel fails the master over mid-run
+#     (SENTINEL FAILOVER, keys scheme), then the new master is killed
+#     mid-run, once per scheme (keys, bitmap, and module when $DEDUP_MODULE
+#     is built): each run completes on the promoted replica (a killed master
+#     comes back as its replica) and its --stats name the master the
+#     sentinels promoted; no record is written twice, a rerun over the same
+#     input writes no record the first run wrote, while the two runs'
+#     outputs and the first run's --uncertain cover every distinct record;
 #  4. both servers killed mid-run: exit 1 after --redis-failover-wait,
 #     naming the master.
 # Needs $DEDUP.  Seeded input; the seed is printed.
@@ -47,14 +50,34 @@ CONF
 # sentinel_master PORT: the master port sentinel PORT names for mm.
 sentinel_master() { "$REDIS_CLI" -p "$1" sentinel get-master-addr-by-name mm 2>/dev/null | sed -n 2p; }
 
-M=$(free_port); start_server "$M"
-R=$(free_port); start_server "$R" --replicaof 127.0.0.1 "$M"
+# A replica's full sync at once (Redis 7.0 waits 5 s for more replicas)
+SRV=(--repl-diskless-sync-delay 0)
+HAVE_MODULE=false
+if [ -n "${DEDUP_MODULE:-}" ] && [ -f "$DEDUP_MODULE" ]; then
+    SRV+=(--loadmodule "$DEDUP_MODULE")
+    HAVE_MODULE=true
+else
+    echo "sentinel: no dedup_redis.so (sanitized build): the module scheme's trial is left out" >&2
+fi
+M=$(free_port); start_server "$M" "${SRV[@]}"
+R=$(free_port); start_server "$R" "${SRV[@]}" --replicaof 127.0.0.1 "$M"
 i=0
 until "$REDIS_CLI" -p "$R" info replication | grep -q 'master_link_status:up'; do
     i=$((i + 1)); [ $i -gt 300 ] && fail "replica never synced"; sleep 0.05
 done
 SP=""
 for n in 1 2 3; do p=$(free_port); start_sentinel "$p" "$M"; SP="$SP $p"; done
+# INFO of master and replicas every second (Redis 7.0's default: 10 s),
+# so a replica's new priority is seen within a second; hellos every 0.5 s
+# (default 2 s), so a demoted master still answering as one is made a
+# replica after 2 s, not 8
+for p in $SP; do
+    i=0
+    until "$REDIS_CLI" -p "$p" sentinel debug info-period 1000 publish-period 500 2>/dev/null |
+          grep -qx OK; do
+        i=$((i + 1)); [ $i -gt 300 ] && fail "sentinel $p never answered"; sleep 0.05
+    done
+done
 set -- $SP
 S1=$1
 URL="redis-sentinel://127.0.0.1:$1,127.0.0.1:$2,127.0.0.1:$3/mm"
@@ -71,6 +94,38 @@ dead=$(free_port)
 "$DEDUP" --redis "redis-sentinel://127.0.0.1:$dead/mm" "$RT_DIR/one" > /dev/null 2> "$RT_DIR/err"
 rc=$?; [ $rc = 1 ] && grep -q "sentinel at 127.0.0.1:$dead" "$RT_DIR/err" ||
     fail "no sentinel: exit $rc: $(cat "$RT_DIR/err")"
+
+# 1b. a sentinel and a master behind a password (the sentinel's
+# requirepass): the password (here DEDUP_REDIS_PASSWORD) goes to both;
+# without it, the sentinel's NOAUTH is named
+AP=$(free_port); RT_AUTH=pw-s3 start_server "$AP" --requirepass pw-s3
+AS=$(free_port)
+mkdir -p "$RT_DIR/a$AS"
+cat > "$RT_DIR/a$AS/sentinel.conf" <<CONF
+port $AS
+bind 127.0.0.1
+dir $RT_DIR/a$AS
+logfile $RT_DIR/a$AS/log
+requirepass pw-s3
+sentinel monitor pm 127.0.0.1 $AP 1
+sentinel auth-pass pm pw-s3
+CONF
+"$REDIS_SERVER" "$RT_DIR/a$AS/sentinel.conf" --sentinel &
+RT_PIDS="$RT_PIDS $!"
+i=0
+until "$REDIS_CLI" -p "$AS" -a pw-s3 --no-auth-warning ping 2>/dev/null | grep -qx PONG; do
+    i=$((i + 1)); [ $i -gt 300 ] && fail "the sentinel with a password never answered"; sleep 0.05
+done
+printf 'a\nb\na\n' > "$RT_DIR/ab"
+got=$(DEDUP_REDIS_PASSWORD=pw-s3 "$DEDUP" --redis "redis-sentinel://127.0.0.1:$AS/pm" \
+    "$RT_DIR/ab" 2> "$RT_DIR/err") || fail "sentinel with a password: $(cat "$RT_DIR/err")"
+[ "$got" = "$(printf 'a\nb')" ] || fail "sentinel with a password: wrote '$got'"
+[ "$("$REDIS_CLI" -p "$AP" -a pw-s3 --no-auth-warning dbsize)" -gt 0 ] ||
+    fail "sentinel with a password: nothing in the master"
+"$DEDUP" --redis "redis-sentinel://127.0.0.1:$AS/pm" "$RT_DIR/ab" > /dev/null 2> "$RT_DIR/err"
+rc=$?; [ $rc = 1 ] && grep -q "sentinel at 127.0.0.1:$AS answered: NOAUTH" "$RT_DIR/err" ||
+    fail "sentinel with a password, none given: exit $rc: $(cat "$RT_DIR/err")"
+echo "sentinel: a sentinel behind requirepass ok" >&2
 
 # 2. keys and bitmap through the URL (the first sentinel down: the next is asked)
 make_input 20000
@@ -89,6 +144,17 @@ done
 got=$("$DEDUP" filter query "$URL/flt" alpha gamma beta 2> "$RT_DIR/err") || fail "filter query: $(cat "$RT_DIR/err")"
 [ "$got" = "$(printf 'alpha\nbeta')" ] || fail "filter query through the sentinel URL: '$got'"
 "$REDIS_CLI" -p "$M" exists flt:meta | grep -qx 1 || fail "filter: no flt:meta in the master"
+# a tier stack with a sentinel URL as its Redis tier (the URL's sentinel
+# list has commas: the tier's settings start after the master's name)
+TIER="redis-sentinel://127.0.0.1:$dead,127.0.0.1:$2/mm/6,ttl=1h,name=tier"
+"$DEDUP" --tier "$TIER" --tier exact -o "$RT_DIR/tier1" "$RT_DIR/in.txt" 2> "$RT_DIR/err" ||
+    fail "tier: $(cat "$RT_DIR/err")"
+cmp -s "$RT_DIR/want" "$RT_DIR/tier1" || fail "tier: not the first occurrences"
+"$DEDUP" --tier "$TIER" --tier exact -o "$RT_DIR/tier2" "$RT_DIR/in.txt" 2> "$RT_DIR/err" ||
+    fail "tier, second run: $(cat "$RT_DIR/err")"
+[ -s "$RT_DIR/tier2" ] && fail "tier, second run: wrote $(wc -l < "$RT_DIR/tier2") records again"
+n=$("$REDIS_CLI" -p "$M" -n 6 --scan --pattern "tier:*" | wc -l)
+[ "$n" -gt 0 ] || fail "tier: nothing in db 6 of the master on port $M"
 echo "sentinel: keys and bitmap through $URL ok" >&2
 
 # the event: every sentinel sees the replica and the two other sentinels
@@ -106,8 +172,9 @@ echo "sentinel: every sentinel sees the replica and its peers" >&2
 # demoted, READONLY, and the replica promoted), then the new master killed.
 # The input: D distinct keys, then those again and D fresh ones, shuffled.
 # Its first half of the distinct keys goes in first; once they are in the
-# master the rest streams in, and the failover starts as soon as the master
-# holds more (commands in flight).
+# master half the rest streams in, and the failover starts as soon as the
+# master holds more (commands maybe in flight); the last part waits for the
+# failover's end, so the run always meets it (however fast it goes).
 python3 - "$SEED" "$D" "$RT_DIR" <<'PY'
 import random, sys
 r = random.Random(int(sys.argv[1])); d = int(sys.argv[2]); out = sys.argv[3]
@@ -115,46 +182,72 @@ first = ["job-%d-%d" % (r.randrange(1 << 30), i) for i in range(d)]
 again = first[:] + ["late-%d" % i for i in range(d)]
 r.shuffle(again)
 open(out + "/part1", "w").write("\n".join(first[:d // 2]) + "\n")
-open(out + "/part2", "w").write("\n".join(first[d // 2:] + again) + "\n")
+rest = first[d // 2:] + again
+open(out + "/part2", "w").write("\n".join(rest) + "\n")
+open(out + "/part2a", "w").write("\n".join(rest[:len(rest) // 2]) + "\n")
+open(out + "/part2b", "w").write("\n".join(rest[len(rest) // 2:]) + "\n")
 open(out + "/fo_distinct", "w").write("\n".join(sorted(set(first + again))) + "\n")
 PY
 
-# await_replica PORT MASTER: PORT's link to MASTER is up and every sentinel
-# counts one replica of MASTER (so a failover has a replica to promote).
+# await_replica PORT MASTER: PORT's link to MASTER is up, its priority
+# back to the default (a killed master restarts with 0 until synced), and
+# every sentinel counts it a replica of MASTER with that priority (so a
+# failover has a replica to promote).
 await_replica() {
     local i=0 p
     until "$REDIS_CLI" -p "$1" info replication 2>/dev/null | grep -q "master_port:$2" &&
           "$REDIS_CLI" -p "$1" info replication | grep -q 'master_link_status:up'; do
         i=$((i + 1)); [ $i -gt 300 ] && fail "port $1 never synced with $2"; sleep 0.05
     done
+    "$REDIS_CLI" -p "$1" config set replica-priority 100 | grep -qx OK ||
+        fail "port $1: CONFIG SET replica-priority refused"
     for p in $SP; do
         i=0
-        until "$REDIS_CLI" -p "$p" sentinel replicas mm 2>/dev/null | grep -qx "127.0.0.1:$1" &&
+        until "$REDIS_CLI" -p "$p" sentinel replicas mm 2>/dev/null |
+              awk -v n="127.0.0.1:$1" 'NR%2{k=$0;next} k=="name"{c=$0} k=="slave-priority"&&c==n&&$0==100{ok=1} END{exit !ok}' &&
               [ "$(sentinel_master "$p")" = "$2" ]; do
             i=$((i + 1)); [ $i -gt 300 ] && fail "sentinel $p never saw $1 replicate $2"; sleep 0.05
         done
     done
 }
 
-# trial HOW DB: master $MA, replica $RE; HOW = failover or kill.  Swaps
-# MA and RE.
+# trial HOW DB [SCHEME]: master $MA, replica $RE; HOW = failover or kill.
+# Swaps MA and RE.
 trial() {
-    local how=$1 db=$2 i rc again
+    local how=$1 db=$2 scheme=${3:-keys} i rc again
+    local sargs=(--redis-scheme "$scheme")
+    [ "$scheme" = keys ] || sargs+=(-n 100000 -p 0.000001)
+    how="$how ($scheme)"
+    local t0=$SECONDS
     mkfifo "$RT_DIR/fifo$db"
     (
         cat "$RT_DIR/part1"
         i=0
         until [ -e "$RT_DIR/go$db" ]; do i=$((i + 1)); [ $i -gt 600 ] && exit 1; sleep 0.05; done
-        cat "$RT_DIR/part2"
+        cat "$RT_DIR/part2a"
+        i=0
+        until [ -e "$RT_DIR/go${db}b" ]; do i=$((i + 1)); [ $i -gt 1200 ] && exit 1; sleep 0.05; done
+        cat "$RT_DIR/part2b"
     ) > "$RT_DIR/fifo$db" &
     RT_PIDS="$RT_PIDS $!"
-    timeout 120 "$DEDUP" --redis "$URL/$db" --wait-replicas 1 --redis-retries 12 \
+    timeout 120 "$DEDUP" --redis "$URL/$db" "${sargs[@]}" --wait-replicas 1 --redis-retries 12 \
         --uncertain "$RT_DIR/unc$db" --stats -o "$RT_DIR/out$db" "$RT_DIR/fifo$db" 2> "$RT_DIR/err$db" &
     local dp=$!
     # the events: every key of part 1 recorded in the master, then more
-    msize() { "$REDIS_CLI" -p "$MA" -n "$db" dbsize 2>/dev/null || echo 0; }
+    # (bitmap, module: a fixed number of keys; their records are written
+    # out batch by batch, the journal's flush: count those, from a quarter
+    # of part 1, as its last batch may wait for part 2)
+    msize() {
+        if [ "$scheme" = keys ]; then
+            "$REDIS_CLI" -p "$MA" -n "$db" dbsize 2>/dev/null || echo 0
+        else
+            cat "$RT_DIR/out$db".dedup-tmp-* 2>/dev/null | wc -l # -o's file until the end
+        fi
+    }
+    local first=$((D / 2))
+    [ "$scheme" = keys ] || first=$((D / 4))
     i=0
-    until [ "$(msize)" -ge $((D / 2)) ]; do
+    until [ "$(msize)" -ge $first ]; do
         i=$((i + 1))
         kill -0 $dp 2>/dev/null || fail "$how: dedup ended before part 1 was recorded: $(cat "$RT_DIR/err$db")"
         [ $i -gt 600 ] && fail "$how: part 1 was never recorded"
@@ -164,8 +257,9 @@ trial() {
     i=0
     until [ "$(msize)" -gt $((D / 2 + 1)) ]; do
         i=$((i + 1)); [ $i -gt 2000 ] && fail "$how: part 2 was never sent"
+        [ "$scheme" = keys ] || sleep 0.01
     done
-    if [ "$how" = failover ]; then
+    if [ "${how%% *}" = failover ]; then
         "$REDIS_CLI" -p "$S1" sentinel failover mm > "$RT_DIR/fo.reply" 2>&1
         grep -qx OK "$RT_DIR/fo.reply" || fail "SENTINEL FAILOVER: $(cat "$RT_DIR/fo.reply")"
     else
@@ -179,14 +273,24 @@ trial() {
     # killed: the old master comes back as its replica (as the sentinels
     # would make it, only sooner), so WAIT 1 can be met again; never to be
     # promoted (it starts empty: a failover to it before its sync ends would
-    # lose what Redis acknowledged)
-    [ "$how" = kill ] && start_server "$MA" --replicaof 127.0.0.1 "$RE" --replica-priority 0
+    # lose what Redis acknowledged) until await_replica
+    if [ "${how%% *}" = kill ]; then
+        start_server "$MA" "${SRV[@]}" --replicaof 127.0.0.1 "$RE" --replica-priority 0
+    else # the event: the old master demoted (it refuses writes)
+        i=0
+        until "$REDIS_CLI" -p "$MA" role 2>/dev/null | head -1 | grep -qx slave; do
+            i=$((i + 1)); [ $i -gt 300 ] && fail "$how: the old master was never demoted"; sleep 0.05
+        done
+    fi
+    touch "$RT_DIR/go${db}b"
     wait $dp; rc=$?
     cat "$RT_DIR/err$db" >&2
     # The replica took over and a replica of it is back: the one right
     # outcome is a complete run (a client staying on the old address exits 1).
     [ $rc = 0 ] || fail "$how: dedup exit $rc after the failover"
     grep -q "retries: *[1-9]" "$RT_DIR/err$db" || fail "$how: complete run without a retry"
+    grep -q "redis: *$scheme scheme, sentinel master 'mm' at 127.0.0.1:$RE\$" "$RT_DIR/err$db" ||
+        fail "$how: --stats do not name the promoted master 127.0.0.1:$RE"
     local o1=$RT_DIR/o$db
     cat "$RT_DIR/out$db" > "$o1"
     touch "$RT_DIR/unc$db"
@@ -197,19 +301,25 @@ trial() {
     # the rerun over the same input: nothing the first run wrote is new
     # again, and with it every distinct key is written or was uncertain
     cat "$RT_DIR/part1" "$RT_DIR/part2" |
-        timeout 60 "$DEDUP" --redis "$URL/$db" -o "$RT_DIR/re$db" 2> "$RT_DIR/reerr$db" ||
+        timeout 60 "$DEDUP" --redis "$URL/$db" "${sargs[@]}" -o "$RT_DIR/re$db" 2> "$RT_DIR/reerr$db" ||
         fail "$how: rerun: $(cat "$RT_DIR/reerr$db")"
     again=$(sort "$o1" | comm -12 - <(sort "$RT_DIR/re$db") | head -3)
     [ -z "$again" ] || fail "$how: written by the first run and again by the rerun: $again"
     sort -u "$o1" "$RT_DIR/unc$db" "$RT_DIR/re$db" | cmp -s - "$RT_DIR/fo_distinct" ||
         fail "$how: the runs' outputs and uncertain records miss a distinct key"
-    echo "sentinel: $how mid-run: exit $rc, $(wc -l < "$RT_DIR/unc$db") uncertain, rerun wrote $(wc -l < "$RT_DIR/re$db")" >&2
+    echo "sentinel: $how mid-run: exit $rc, $(wc -l < "$RT_DIR/unc$db") uncertain, rerun wrote $(wc -l < "$RT_DIR/re$db"), $((SECONDS - t0)) s" >&2
     i=$MA; MA=$RE; RE=$i
 }
 MA=$M RE=$R
 trial failover 1
 await_replica "$RE" "$MA"
 trial kill 3
+await_replica "$RE" "$MA"
+trial kill 7 bitmap
+if $HAVE_MODULE; then
+    await_replica "$RE" "$MA"
+    trial kill 8 module
+fi
 M=$MA R=$RE
 
 # 4. no master left (both servers killed mid-run): exit 1 within
