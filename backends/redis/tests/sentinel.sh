@@ -211,6 +211,12 @@ await_replica() {
     done
 }
 
+# repl_offset PORT: the master's replication offset (the writes it took)
+repl_offset() {
+    "$REDIS_CLI" -p "$1" info replication 2>/dev/null | tr -d '\r' | sed -n 's/^master_repl_offset://p'
+}
+CUTS=0
+
 # trial HOW DB [SCHEME]: master $MA, replica $RE; HOW = failover or kill.
 # Swaps MA and RE.
 trial() {
@@ -263,7 +269,25 @@ trial() {
         "$REDIS_CLI" -p "$S1" sentinel failover mm > "$RT_DIR/fo.reply" 2>&1
         grep -qx OK "$RT_DIR/fo.reply" || fail "SENTINEL FAILOVER: $(cat "$RT_DIR/fo.reply")"
     else
+        # The master acknowledges writes no replica holds: the replica drops
+        # its link and is stopped before it can reconnect (its cron waits a
+        # second), and the master is killed once its replication offset
+        # moved past the cut (the run's writes after it, their WAIT
+        # pending); the replica resumes without them and is promoted.  A run
+        # that took those writes for replicated would find their keys new
+        # again on the promoted replica (the rerun's check below).
+        "$REDIS_CLI" -p "$RE" client kill type master > /dev/null 2>&1
+        eval "kill -STOP \$PID_$RE"
+        local off0 cut=0
+        off0=$(repl_offset "$MA")
+        i=0
+        while [ $i -lt 60 ]; do
+            [ "$(repl_offset "$MA")" -gt "${off0:-0}" ] && { cut=1; break; }
+            i=$((i + 1)); sleep 0.02
+        done
         stop_server "$MA"
+        eval "kill -CONT \$PID_$RE"
+        CUTS=$((CUTS + cut))
     fi
     # the event: a sentinel names the replica
     i=0
@@ -321,6 +345,10 @@ if $HAVE_MODULE; then
     trial kill 8 module
 fi
 M=$MA R=$RE
+# at least one kill met writes the replica never had (else the check of
+# keys new again after the failover was not put to the test)
+[ "$CUTS" -ge 1 ] || fail "no kill trial met writes acknowledged after the replica was cut off"
+echo "sentinel: $CUTS kill trial(s) with writes after the replica was cut off" >&2
 
 # 4. no master left (both servers killed mid-run): exit 1 within
 # --redis-failover-wait plus the retries' pauses, naming the master
