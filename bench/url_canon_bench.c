@@ -9,7 +9,9 @@
  * three settings: the bare rules, with --url-drop-params='utm_*,fbclid,gclid',
  * and with that plus --url-sort-params.  Thread CPU time, best of ROUNDS.
  *
- *   url_canon_bench [URLS=2000000] [ROUNDS=5] [SEED=1]
+ *   url_canon_bench [URLS=2000000] [ROUNDS=5] [SEED=1] [SETTING]
+ *
+ * SETTING 0, 1 or 2 times that setting only (for profiles and A/B runs).
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdint.h>
@@ -87,6 +89,7 @@ int main(int argc, char **argv)
     size_t n = argc > 1 ? (size_t)strtoull(argv[1], NULL, 10) : 2000000;
     int rounds = argc > 2 ? atoi(argv[2]) : 5;
     uint64_t seed = argc > 3 ? strtoull(argv[3], NULL, 10) : 1;
+    int only = argc > 4 ? atoi(argv[4]) : -1;
     if (!n || rounds < 1)
         return 2;
     size_t *off = malloc((n + 1) * sizeof *off);
@@ -106,6 +109,8 @@ int main(int argc, char **argv)
     const dd_url_opts settings[3] = {{NULL, 0, false}, {drop, 3, false}, {drop, 3, true}};
     const char *names[3] = {"rules only", "drop utm_*,fbclid,gclid", "drop + sort"};
     for (int s = 0; s < 3; s++) {
+        if (only >= 0 && s != only)
+            continue;
         double best = 1e30;
         uint64_t sum = 0, bytes = 0;
         for (int r = 0; r < rounds; r++) {

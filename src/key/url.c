@@ -5,15 +5,17 @@
  * and host lower-cased through a table, escapes normalised as they are
  * copied, dot segments then removed in place over the path just written
  * (the result only shrinks, so a read and a write index over the same bytes
- * suffice).  Without sorting, the query is normalised whole and then
- * filtered in place.  With sorting, parameters are normalised into 'out' one
- * by one (one the drop patterns name is taken back), and sorting needs
- * their places only: their normalised text is compared where it lies in
- * 'out', and once the order is known each one is normalised again from the
- * input into its new place, so no copy of the query is kept anywhere.
+ * suffice).  With drop patterns or sorting, one pass over the query
+ * normalises each parameter into its place in 'out' and notes where its
+ * name ends; one the patterns name is taken back.  Sorting needs the
+ * parameters' places only: their normalised text is compared where it lies
+ * in 'out', and only when they are out of order is each one normalised
+ * again from the input into its new place, so no copy of the query is kept
+ * anywhere.
  */
 #include "url.h"
 
+#include <stdint.h>
 #include <string.h>
 
 enum { C_UNRESERVED = 1, C_HEX = 2, C_SCHEME = 4 };
@@ -63,6 +65,62 @@ static bool makes_escape(const unsigned char *out, size_t w)
            (w >= 2 && out[w - 2] == '%' && (cls(out[w - 1]) & C_HEX));
 }
 
+/* Writes the escape at in[*ip] (in[*ip] == '%', in[..end) readable) to
+ * out[w..) with the escape rule, advances *ip past it; returns the new w.
+ * 'fold' lower-cases a decoded byte (the host). */
+static inline size_t put_escape(const unsigned char *in, size_t *ip, size_t end,
+                                unsigned char *out, size_t w, bool fold)
+{
+    size_t i = *ip;
+    if (end - i >= 3 && (cls(in[i + 1]) & C_HEX) && (cls(in[i + 2]) & C_HEX)) {
+        unsigned char d = (unsigned char)(hexval(in[i + 1]) * 16 + hexval(in[i + 2]));
+        if ((cls(d) & C_UNRESERVED) && !((cls(d) & C_HEX) && makes_escape(out, w))) {
+            out[w++] = fold ? lower(d) : d;
+        } else {
+            out[w++] = '%';
+            out[w++] = upper(in[i + 1]);
+            out[w++] = upper(in[i + 2]);
+        }
+        *ip = i + 3;
+    } else {
+        out[w++] = '%';
+        *ip = i + 1;
+    }
+    return w;
+}
+
+/* Copies the bytes of in[i..end) before the first '%' to out[w..),
+ * lower-cased; returns the input's new i, *wp the output's new w.  Eight
+ * bytes at a time where the host is little-endian (a word holding a '%' is
+ * left to the byte loop). */
+static inline size_t fold_run(const unsigned char *in, size_t i, size_t end, unsigned char *out,
+                              size_t *wp)
+{
+    size_t w = *wp;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    const uint64_t ones = UINT64_C(0x0101010101010101), highs = UINT64_C(0x8080808080808080);
+    while (end - i >= 8) {
+        uint64_t x, p;
+        memcpy(&x, in + i, 8);
+        p = x ^ (ones * '%');
+        if (((p - ones) & ~p) & highs)
+            break;
+        /* per byte below 0x80: the high bit of (b + 0x80 - 'A') says b >= 'A',
+         * that of (b + 0x80 - 'Z' - 1) says b > 'Z'; no carry crosses bytes */
+        uint64_t h = x & ~highs;
+        uint64_t up = (h + ones * (0x80 - 'A')) & ~(h + ones * (0x80 - 'Z' - 1)) & ~x & highs;
+        x |= up >> 2;
+        memcpy(out + w, &x, 8);
+        i += 8;
+        w += 8;
+    }
+#endif
+    while (i < end && in[i] != '%')
+        out[w++] = lower(in[i++]);
+    *wp = w;
+    return i;
+}
+
 /* Copies in[i..end) to out[w..) with the escape rule; 'fold' lower-cases
  * the bytes that are not escapes (the host).  Returns the new w.  Runs
  * without '%' are copied whole. */
@@ -71,8 +129,7 @@ static size_t copy_norm(const unsigned char *in, size_t i, size_t end, unsigned 
 {
     while (i < end) {
         if (fold) {
-            while (i < end && in[i] != '%')
-                out[w++] = lower(in[i++]);
+            i = fold_run(in, i, end, out, &w);
         } else {
             const unsigned char *pct = memchr(in + i, '%', end - i);
             size_t e = pct ? (size_t)(pct - in) : end;
@@ -82,21 +139,7 @@ static size_t copy_norm(const unsigned char *in, size_t i, size_t end, unsigned 
         }
         if (i >= end)
             break;
-        /* in[i] == '%' */
-        if (end - i >= 3 && (cls(in[i + 1]) & C_HEX) && (cls(in[i + 2]) & C_HEX)) {
-            unsigned char d = (unsigned char)(hexval(in[i + 1]) * 16 + hexval(in[i + 2]));
-            if ((cls(d) & C_UNRESERVED) && !((cls(d) & C_HEX) && makes_escape(out, w))) {
-                out[w++] = fold ? lower(d) : d;
-            } else {
-                out[w++] = '%';
-                out[w++] = upper(in[i + 1]);
-                out[w++] = upper(in[i + 2]);
-            }
-            i += 3;
-        } else {
-            out[w++] = '%';
-            i++;
-        }
+        w = put_escape(in, &i, end, out, w, fold); /* in[i] == '%' */
     }
     return w;
 }
@@ -159,6 +202,8 @@ bool dd_url_glob_match(const char *pat, const unsigned char *name, size_t len)
         unsigned char c = lit ? p[1] : *p;
         if (!lit && c == '*') {
             star = ++p;
+            if (*star == 0) /* a '*' ending the pattern takes the rest */
+                return true;
             star_i = i;
         } else if (c && ((!lit && c == '?') || c == name[i])) {
             p += lit ? 2 : 1;
@@ -175,13 +220,6 @@ bool dd_url_glob_match(const char *pat, const unsigned char *name, size_t len)
     return *p == 0;
 }
 
-/* The name of the parameter t[0..n): the bytes before its first '='. */
-static size_t name_len(const unsigned char *t, size_t n)
-{
-    const unsigned char *eq = memchr(t, '=', n);
-    return eq ? (size_t)(eq - t) : n;
-}
-
 static int cmp_bytes(const unsigned char *a, size_t an, const unsigned char *b, size_t bn)
 {
     int c = memcmp(a, b, an < bn ? an : bn);
@@ -190,91 +228,51 @@ static int cmp_bytes(const unsigned char *a, size_t an, const unsigned char *b, 
     return an < bn ? -1 : an > bn;
 }
 
-/* Order of two normalised parameters: by name, then by what follows it
- * ("" before "=value"), bytewise. */
-static int cmp_param(const unsigned char *a, size_t an, const unsigned char *b, size_t bn)
-{
-    size_t na = name_len(a, an), nb = name_len(b, bn);
-    int c = cmp_bytes(a, na, b, nb);
-    return c ? c : cmp_bytes(a + na, an - na, b + nb, bn - nb);
-}
-
 typedef struct param {
     size_t in_off, in_len;   /* raw text in the input */
     size_t out_off, out_len; /* normalised text in 'out' */
+    size_t name_len;         /* of the normalised name (before the first '=') */
     bool escaped;            /* holds a '%' (else raw and normalised agree) */
 } param;
 
-/* Whether a drop pattern names the normalised parameter t[0..n).  A
- * pattern whose first byte is literal and differs from the parameter's is
- * passed over before the name's length is even known (the usual case). */
-static bool dropped(const dd_url_opts *o, const unsigned char *t, size_t n)
+/* Order of two normalised parameters lying in 'out': by name, then by what
+ * follows it ("" before "=value"), bytewise. */
+static int cmp_param(const unsigned char *out, const param *a, const param *b)
 {
-    size_t nl = SIZE_MAX;
+    const unsigned char *ta = out + a->out_off, *tb = out + b->out_off;
+    int c = cmp_bytes(ta, a->name_len, tb, b->name_len);
+    return c ? c
+             : cmp_bytes(ta + a->name_len, a->out_len - a->name_len, tb + b->name_len,
+                         b->out_len - b->name_len);
+}
+
+/* Whether a drop pattern names the parameter whose normalised name is
+ * t[0..nl).  A pattern whose first byte is literal and differs from the
+ * name's is passed over without running the glob (the usual case). */
+static bool dropped(const dd_url_opts *o, const unsigned char *t, size_t nl)
+{
     for (size_t k = 0; k < o->n_drop; k++) {
         const char *d = o->drop[k];
         bool lit = d[0] == '\\' && d[1];
         unsigned char p0 = (unsigned char)d[lit ? 1 : 0];
-        if ((lit || (p0 != '*' && p0 != '?')) && (n == 0 ? p0 != 0 : p0 != t[0]))
+        if ((lit || (p0 != '*' && p0 != '?')) && (nl == 0 ? p0 != 0 : p0 != t[0]))
             continue;
-        if (nl == SIZE_MAX)
-            nl = name_len(t, n);
-        if (dd_url_glob_match(o->drop[k], t, nl))
+        if (dd_url_glob_match(d, t, nl))
             return true;
     }
     return false;
 }
 
-/* Drops from the normalised query out[q..end) (out[q] == '?') the empty
- * parameters and those the patterns name, moving the others down; returns
- * the new end (q when none is left). */
-static size_t drop_params(const dd_url_opts *o, unsigned char *out, size_t q, size_t end)
-{
-    size_t w = q;
-    for (size_t i = q + 1;;) {
-        const unsigned char *amp = memchr(out + i, '&', end - i);
-        size_t e = amp ? (size_t)(amp - out) : end;
-        if (e > i && !dropped(o, out + i, e - i)) {
-            out[w] = w == q ? '?' : '&';
-            if (w + 1 != i)
-                memmove(out + w + 1, out + i, e - i);
-            w += 1 + (e - i);
-        }
-        if (!amp)
-            return w;
-        i = e + 1;
-    }
-}
-
-/* Normalises the parameter starting at in[i] (it ends at the next '&' or
- * at 'end') into out[at..).  Sets *e to its end in the input and *escaped;
- * returns its end in 'out'.  A parameter without '%' is copied whole. */
-static size_t put_param(const unsigned char *in, size_t i, size_t end, unsigned char *out,
-                        size_t at, size_t *e, bool *escaped)
-{
-    const unsigned char *amp = memchr(in + i, '&', end - i);
-    size_t j = amp ? (size_t)(amp - in) : end;
-    *e = j;
-    *escaped = memchr(in + i, '%', j - i) != NULL;
-    if (!*escaped) {
-        memcpy(out + at, in + i, j - i);
-        return at + (j - i);
-    }
-    return copy_norm(in, i, j, out, at, false);
-}
-
-/* The sorted query: the kept parameters ps[0..np), whose normalised text
- * lies in 'out', are ordered, then written again from the input at
- * out[start..); returns the end. */
+/* The kept parameters ps[0..np), whose normalised text lies in 'out', are
+ * ordered (insertion sort: stable, and np is small in any real URL), then
+ * written again from the input at out[start..); returns the end. */
 static size_t sort_params(const unsigned char *in, param *ps, size_t np, unsigned char *out,
                           size_t start)
 {
-    /* Insertion sort: stable, and np is small in any real URL. */
     for (size_t k = 1; k < np; k++) {
         param x = ps[k];
         size_t j = k;
-        while (j > 0 && cmp_param(out + ps[j - 1].out_off, ps[j - 1].out_len, out + x.out_off,
-                                  x.out_len) > 0) {
+        while (j > 0 && cmp_param(out, &ps[j - 1], &x) > 0) {
             ps[j] = ps[j - 1];
             j--;
         }
@@ -293,51 +291,111 @@ static size_t sort_params(const unsigned char *in, param *ps, size_t np, unsigne
     return w;
 }
 
+/* Bytes a parameter's pass stops at. */
+static const unsigned char QSTOP[256] = {['&'] = 1, ['%'] = 1, ['='] = 1};
+
+/* Copies the bytes of in[i..end) before the first '&', '%' or '=' to
+ * out[k..); returns the input's new i, *kp the output's new k.  Eight bytes
+ * at a time where the host is little-endian: each word is stored whole
+ * before its stop byte is known, which needs k <= i + 1 and room for len + 1
+ * bytes in 'out' (dd_url_canon's output never runs ahead of its input by
+ * more than the '/' of an empty path), so the store ends by out[end]. */
+static inline size_t plain_copy(const unsigned char *in, size_t i, size_t end, unsigned char *out,
+                                size_t *kp)
+{
+    size_t k = *kp;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    const uint64_t ones = UINT64_C(0x0101010101010101), highs = UINT64_C(0x8080808080808080);
+    while (end - i >= 8) {
+        uint64_t x, a, p, e;
+        memcpy(&x, in + i, 8);
+        memcpy(out + k, &x, 8);
+        a = x ^ (ones * '&');
+        p = x ^ (ones * '%');
+        e = x ^ (ones * '=');
+        /* the lowest flagged byte is a true one (a borrow only runs upwards) */
+        uint64_t m = (((a - ones) & ~a) | ((p - ones) & ~p) | ((e - ones) & ~e)) & highs;
+        if (m) {
+            size_t n = (unsigned)__builtin_ctzll(m) >> 3;
+            *kp = k + n;
+            return i + n;
+        }
+        i += 8;
+        k += 8;
+    }
+#endif
+    while (i < end && !QSTOP[in[i]])
+        out[k++] = in[i++];
+    *kp = k;
+    return i;
+}
+
+/* Writes the query in[q..end) (after its '?') at out[w..), the parameters
+ * the patterns name and the empty ones left out, sorted with sort_params;
+ * *wp gets the new end (unchanged when no parameter is left).  One pass
+ * over the input normalises each parameter into its place (its separator
+ * written first: the escape rule looks back) and notes where its name
+ * ends; a sorted query is written again only when a parameter came before
+ * one smaller than itself.  False when a sorted query has too many
+ * parameters. */
+static bool put_query_filtered(const dd_url_opts *o, const unsigned char *in, size_t q,
+                               size_t end, unsigned char *out, size_t *wp)
+{
+    param ps[DD_URL_MAX_SORT_PARAMS];
+    size_t np = 0, start = *wp, w = start, i = q;
+    bool in_order = true;
+    for (;;) {
+        size_t at = w + 1, k = at, nl = SIZE_MAX, p0 = i;
+        bool escaped = false;
+        out[w] = w == start ? '?' : '&';
+        for (;;) {
+            i = plain_copy(in, i, end, out, &k);
+            if (i >= end || in[i] == '&')
+                break;
+            if (in[i] == '=') {
+                if (nl == SIZE_MAX)
+                    nl = k - at;
+                out[k++] = in[i++];
+            } else {
+                escaped = true;
+                k = put_escape(in, &i, end, out, k, false);
+            }
+        }
+        size_t n = k - at;
+        if (nl == SIZE_MAX)
+            nl = n;
+        if (n && !dropped(o, out + at, nl)) {
+            if (o->sort_params) {
+                if (np == DD_URL_MAX_SORT_PARAMS)
+                    return false;
+                ps[np] = (param){p0, i - p0, at, n, nl, escaped};
+                if (np && in_order && cmp_param(out, &ps[np - 1], &ps[np]) > 0)
+                    in_order = false;
+                np++;
+            }
+            w = k;
+        }
+        if (i >= end)
+            break;
+        i++; /* the '&' */
+    }
+    if (!in_order)
+        w = sort_params(in, ps, np, out, start);
+    *wp = w;
+    return true;
+}
+
 /* Writes the query in[q..end) (after its '?') at out[w..), returns the new
  * w; false when a sorted query has too many parameters. */
 static bool put_query(const dd_url_opts *o, const unsigned char *in, size_t q, size_t end,
                       unsigned char *out, size_t *wp)
 {
-    size_t w = *wp;
-    bool filter = o && (o->n_drop || o->sort_params);
-    if (!filter) {
-        if (q < end) {
-            out[w++] = '?';
-            w = copy_norm(in, q, end, out, w, false);
-        }
-        *wp = w;
-        return true;
+    if (o && (o->n_drop || o->sort_params))
+        return put_query_filtered(o, in, q, end, out, wp);
+    if (q < end) {
+        out[*wp] = '?';
+        *wp = copy_norm(in, q, end, out, *wp + 1, false);
     }
-    if (!o->sort_params) {
-        /* normalised whole, then filtered in place: the escape rule gives
-         * each parameter the same text either way, as it looks back no
-         * further than the '?' or '&' before it */
-        out[w] = '?';
-        size_t e = copy_norm(in, q, end, out, w + 1, false);
-        *wp = drop_params(o, out, w, e);
-        return true;
-    }
-    param ps[DD_URL_MAX_SORT_PARAMS];
-    size_t np = 0, start = w;
-    for (size_t i = q; i < end;) {
-        /* the separator is written first: the escape rule looks back */
-        size_t at = w + 1, e;
-        bool escaped;
-        out[w] = w == start ? '?' : '&';
-        size_t after = put_param(in, i, end, out, at, &e, &escaped);
-        if (e > i && !dropped(o, out + at, after - at)) {
-            if (o->sort_params) {
-                if (np == DD_URL_MAX_SORT_PARAMS)
-                    return false;
-                ps[np++] = (param){i, e - i, at, after - at, escaped};
-            }
-            w = after;
-        }
-        i = e + 1;
-    }
-    if (np > 1)
-        w = sort_params(in, ps, np, out, start);
-    *wp = w;
     return true;
 }
 
@@ -400,13 +458,10 @@ dedup_status dd_url_canon(const dd_url_opts *o, const unsigned char *in, size_t 
     size_t pe = qm ? (size_t)(qm - in) : fe;
     if (pe < b)
         b = pe;
-    size_t h = a;
-    for (size_t k = b; k > a; k--) {
-        if (in[k - 1] == '@') {
-            h = k;
-            break;
-        }
-    }
+    size_t h = a; /* after the authority's last '@' */
+    for (const unsigned char *at = memchr(in + a, '@', b - a); at;
+         at = memchr(at + 1, '@', b - (size_t)(at + 1 - in)))
+        h = (size_t)(at - in) + 1;
     memcpy(out + w, in + a, h - a); /* userinfo, as it is */
     w += h - a;
     size_t he; /* end of the host */

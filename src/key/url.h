@@ -40,7 +40,7 @@
 
 #include "dedup/common.h"
 
-/* Parameters a sorted query may hold; 20 KiB of stack in dd_url_canon. */
+/* Parameters a sorted query may hold; 24 KiB of stack in dd_url_canon. */
 #define DD_URL_MAX_SORT_PARAMS 512
 
 typedef struct dd_url_opts {

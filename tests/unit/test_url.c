@@ -153,6 +153,50 @@ static void test_params(void **state)
     free(out);
 }
 
+/* The word-at-a-time paths: a host of every byte that may stand in one
+ * (lower-cased byte by byte is the reference), with a '%' at each offset of
+ * a word; parameters whose '=', '%' or '&' falls at each offset of a word;
+ * a sorted query left as it is when already in order, and reordered when
+ * the disorder comes after an ordered prefix. */
+static void test_word_runs(void **state)
+{
+    (void)state;
+    char in[512], want[512];
+    for (int pct = -1; pct < 24; pct++) {
+        size_t n = (size_t)sprintf(in, "http://"), wn = n;
+        memcpy(want, in, n);
+        for (int c = 1; c < 256; c++) {
+            if (strchr("/?#@:[%", c))
+                continue;
+            if ((int)(n - 7) == pct) {
+                memcpy(in + n, "%4A", 3), memcpy(want + wn, "j", 1);
+                n += 3, wn += 1;
+            }
+            in[n++] = (char)c;
+            want[wn++] = (char)(c >= 'A' && c <= 'Z' ? c | 0x20 : c);
+        }
+        want[wn++] = '/';
+        canon_wn(NULL, in, n, want, wn);
+    }
+    const char *drop[] = {"utm_*", "x"};
+    dd_url_opts d = {drop, 2, false}, s = {drop, 2, true};
+    for (int k = 0; k < 20; k++) {
+        char name[32];
+        memset(name, 'n', (size_t)k);
+        name[k] = 0;
+        size_t n = (size_t)sprintf(in, "http://a/?%s=%s%%62&utm_%s=1&x=%s&%sb&%sa=%%7e", name, name, name,
+                                   name, name, name);
+        sprintf(want, "http://a/?%s=%sb&%sb&%sa=~", name, name, name, name);
+        canon_wn(&d, in, n, want, strlen(want));
+        sprintf(want, "http://a/?%s=%sb&%sa=~&%sb", name, name, name, name);
+        canon_wn(&s, in, n, want, strlen(want));
+    }
+    const char *sorted = "http://a/?a=1&b=2&b=3&c";
+    canon_opts(&s, sorted, strlen(sorted), sorted);
+    const char *late = "http://a/?a=1&b=2&d&c&utm_x";
+    canon_opts(&s, late, strlen(late), "http://a/?a=1&b=2&c&d");
+}
+
 static void test_glob(void **state)
 {
     (void)state;
@@ -222,6 +266,7 @@ int main(void)
         cmocka_unit_test(test_rules),
         cmocka_unit_test(test_refused),
         cmocka_unit_test(test_params),
+        cmocka_unit_test(test_word_runs),
         cmocka_unit_test(test_glob),
         cmocka_unit_test(test_random_bound),
     };
