@@ -29,8 +29,8 @@ uint64_t tu_seed(void)
     return seed;
 }
 
-/* z for one-sided 99.9% */
-#define TU_Z 3.0902
+/* z for a one-sided tail of 5e-6 (see testutil.h) */
+#define TU_Z 4.4172
 
 uint64_t tu_binomial_upper(uint64_t trials, double p)
 {
@@ -38,10 +38,10 @@ uint64_t tu_binomial_upper(uint64_t trials, double p)
     double sd = sqrt((double)trials * p * (1.0 - p));
     double hi = mean + TU_Z * sd + 1.0;
     if (mean < 30) {
-        /* Poisson tail: smallest c with P(X > c) < 0.001 */
+        /* Poisson tail: smallest c with P(X > c) < 5e-6 */
         double term = exp(-mean), cdf = term;
         uint64_t c = 0;
-        while (1.0 - cdf > 0.001) {
+        while (1.0 - cdf > 5e-6) {
             c++;
             term *= mean / (double)c;
             cdf += term;

@@ -43,8 +43,12 @@ static inline uint64_t tu_next(tu_rng *r)
 static inline uint64_t tu_below(tu_rng *r, uint64_t n) { return n ? tu_next(r) % n : 0; }
 
 /* Largest count of false positives among 'trials' that still agrees with a
- * predicted rate 'p' at confidence 99.9% (one-sided; normal approximation
- * with continuity correction, plus the exact Poisson tail for small means). */
+ * predicted rate 'p' at confidence 1 - 5e-6 (one-sided; normal
+ * approximation with continuity correction, plus the exact Poisson tail for
+ * small means).  The suite holds dozens of these checks and runs three times
+ * per CI run: at 99.9% one of them failed by chance every few runs, while a
+ * real fault (a rate off by a few percent over 10^6 trials) is still many
+ * standard deviations out. */
 uint64_t tu_binomial_upper(uint64_t trials, double p);
 /* Smallest such count (the lower side). */
 uint64_t tu_binomial_lower(uint64_t trials, double p);
