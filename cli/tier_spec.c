@@ -297,6 +297,10 @@ bool dd_tiers_opt(dd_tiers_cli **tp, int which, const char *arg)
         }
         char *copy = t->copies[t->ncopies++];
         strcpy(copy, arg);
+        /* A Redis URL's password: masked on the command line (ps) and in
+         * the messages that quote the spec; the copy keeps it. */
+        if (dd_is_redis_url(arg))
+            dd_redis_hide_url_password((char *)arg);
         return add_def(t, arg, copy);
     }
     case DD_TOPT_STORE:
@@ -645,8 +649,11 @@ static void tier_name(const tier_def *d, char *name, size_t cap)
 {
     if (is_file(d))
         snprintf(name, cap, "file:%s", d->path);
-    else if (d->kind == DEDUP_SEEN_REDIS)
-        snprintf(name, cap, "%.90s", d->path);
+    else if (d->kind == DEDUP_SEEN_REDIS) { /* its password shown as *** */
+        char shown[512];
+        dd_redis_url_shown(d->path, shown, sizeof shown);
+        snprintf(name, cap, "%.90s", shown);
+    }
     else if (d->kind == DEDUP_SEEN_STORE)
         snprintf(name, cap, "rocksdb:%s", d->path);
     else

@@ -9,7 +9,7 @@
 #    never both);
 #  - an auth file group or others can read is refused (exit 2);
 #  - the password never shows in /proc/PID/cmdline (a URL's is masked
-#    while dedup runs), stderr or --stats; dedup holding it is not dumpable
+#    while dedup runs, in --redis and in --tier), stderr or --stats; dedup holding it is not dumpable
 #    (no core file).
 # Seeded input; the seed is printed.
 . "$(dirname "$0")/lib.sh"
@@ -114,25 +114,34 @@ grep -q "group or others" "$RT_DIR/l.err" || fail "auth file mode 644: $(cat "$R
 # ---- a URL's password: masked in /proc/PID/cmdline, never printed ----
 cli ACL SETUSER default on ">$PW" > /dev/null
 export RT_AUTH=$PW
-mkfifo "$RT_DIR/fifo"
-"$DEDUP" --redis "redis://:$PW@127.0.0.1:$P" --name ps --stats "$RT_DIR/fifo" > "$RT_DIR/p.out" 2> "$RT_DIR/p.err" &
-D=$!
-exec 9> "$RT_DIR/fifo" # dedup reads it once connected
-i=0
-until [ "$(cli -a "$PW" --no-auth-warning CLIENT LIST 2>/dev/null | grep -c '^id=')" -ge 2 ]; do
-    i=$((i + 1)); [ $i -gt 200 ] && fail "dedup never connected"; sleep 0.05
-done
-tr '\0' ' ' < "/proc/$D/cmdline" > "$RT_DIR/cmdline"
-# not dumpable (no core file holds the password): /proc/PID/environ is
-# then root's, unreadable here
-[ "$(stat -c %u "/proc/$D/environ")" = 0 ] || fail "dedup holding a password is dumpable (a core file would hold it)"
-cat "$RT_DIR/in.txt" >&9
-exec 9>&-
-wait $D || fail "URL password run failed: $(cat "$RT_DIR/p.err")"
-grep -q "$PW" "$RT_DIR/cmdline" && fail "the password is in /proc/PID/cmdline: $(cat "$RT_DIR/cmdline")"
-grep -q "127.0.0.1:$P" "$RT_DIR/cmdline" || fail "cmdline not read: $(cat "$RT_DIR/cmdline")"
-grep -q "$PW" "$RT_DIR/p.err" && fail "the password is in stderr or --stats"
-grep -q "visible to other users" "$RT_DIR/p.err" || fail "no warning about a password in the URL"
+# cmdline_check WHAT ARGS...: dedup ARGS (a URL with the password) reading
+# a FIFO, its /proc/PID/cmdline read while it is connected
+cmdline_check() {
+    local what=$1 D i
+    shift
+    rm -f "$RT_DIR/fifo"
+    mkfifo "$RT_DIR/fifo"
+    "$DEDUP" "$@" --stats "$RT_DIR/fifo" > "$RT_DIR/p.out" 2> "$RT_DIR/p.err" &
+    D=$!
+    exec 9> "$RT_DIR/fifo" # dedup reads it once connected
+    i=0
+    until [ "$(cli -a "$PW" --no-auth-warning CLIENT LIST 2>/dev/null | grep -c '^id=')" -ge 2 ]; do
+        i=$((i + 1)); [ $i -gt 200 ] && fail "$what: dedup never connected"; sleep 0.05
+    done
+    tr '\0' ' ' < "/proc/$D/cmdline" > "$RT_DIR/cmdline"
+    # not dumpable (no core file holds the password): /proc/PID/environ is
+    # then root's, unreadable here
+    [ "$(stat -c %u "/proc/$D/environ")" = 0 ] || fail "$what: dedup holding a password is dumpable (a core file would hold it)"
+    cat "$RT_DIR/in.txt" >&9
+    exec 9>&-
+    wait $D || fail "$what: URL password run failed: $(cat "$RT_DIR/p.err")"
+    grep -q "$PW" "$RT_DIR/cmdline" && fail "$what: the password is in /proc/PID/cmdline: $(cat "$RT_DIR/cmdline")"
+    grep -q "127.0.0.1:$P" "$RT_DIR/cmdline" || fail "$what: cmdline not read: $(cat "$RT_DIR/cmdline")"
+    grep -q "$PW" "$RT_DIR/p.err" && fail "$what: the password is in stderr or --stats"
+    grep -q "visible to other users" "$RT_DIR/p.err" || fail "$what: no warning about a password in the URL"
+}
+cmdline_check --redis --redis "redis://:$PW@127.0.0.1:$P" --name ps
+cmdline_check --tier --tier "redis://:$PW@127.0.0.1:$P,ttl=1h,name=pst" --tier exact
 # a refused password: the message shows the URL without it
 "$DEDUP" --redis "redis://:wrong$PW@127.0.0.1:$P" "$RT_DIR/in.txt" > /dev/null 2> "$RT_DIR/w.err" &&
     fail "a wrong password was accepted"
