@@ -9,12 +9,24 @@ RT_DIR=$(mktemp -d "${TMPDIR:-/tmp}/dedup-redis-test.XXXXXX")
 # dedup --redis keeps its journals under $XDG_STATE_HOME/dedup: the test's own
 export XDG_STATE_HOME="$RT_DIR/state"
 RT_PIDS=""
+# rt_own PID: PID is still a child of this test's shell.  A PID kept after
+# its process ended may since belong to any other process (another test's
+# server): the kernel reuses PIDs, within seconds when tests start
+# thousands of processes (pid_max is 32768 here), so a kill goes only to a
+# process that is still ours.
+rt_own() {
+    local st
+    st=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+    st=${st##*) } # past "PID (comm) ": "STATE PPID ..."
+    st=${st#* }
+    [ "${st%% *}" = "$$" ]
+}
 rt_cleanup() {
-    for p in $RT_PIDS; do kill "$p" 2>/dev/null; done
+    for p in $RT_PIDS; do rt_own "$p" && kill "$p" 2>/dev/null; done
     for p in $RT_PIDS; do
         i=0
-        while kill -0 "$p" 2>/dev/null && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
-        kill -9 "$p" 2>/dev/null
+        while rt_own "$p" && kill -0 "$p" 2>/dev/null && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
+        rt_own "$p" && kill -9 "$p" 2>/dev/null
     done
     rm -rf "$RT_DIR"
 }
@@ -55,7 +67,12 @@ start_server() {
     done
 }
 
-stop_server() { eval "kill -9 \$PID_$1" 2>/dev/null; }
+stop_server() {
+    local p
+    eval "p=\${PID_$1:-}"
+    [ -n "$p" ] && rt_own "$p" && kill -9 "$p" 2>/dev/null
+    return 0
+}
 
 # start_cluster [ARGS...]: 3 masters + 3 replicas, each server given ARGS
 # (e.g. --loadmodule M); sets CLUSTER_PORTS and CLUSTER_URL.
