@@ -103,6 +103,11 @@ void dedup_counting_add_batch(dedup_counting *cb, const dedup_digest *d, size_t 
  * are prefetched ahead, so large filters answer several times faster. */
 void dedup_counting_might_contain_batch(const dedup_counting *cb, const dedup_digest *d,
                                         size_t n, bool *out);
+/* Batch test-and-add: out[i] = dedup_counting_test_and_add(d[i]), in order
+ * (a key repeated inside the batch is NEW once, then MAYBE_DUPLICATE), the
+ * counter words of keys further on prefetched.  Cannot fail. */
+void dedup_counting_test_and_add_batch(dedup_counting *cb, const dedup_digest *d, size_t n,
+                                       dedup_verdict *out);
 
 /* ---- Shape and state -------------------------------------------------------- */
 uint64_t dedup_counting_counters(const dedup_counting *cb); /* m */

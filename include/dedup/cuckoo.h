@@ -166,6 +166,14 @@ void dedup_cuckoo_might_contain_batch(const dedup_cuckoo *cf, const dedup_digest
                                       bool *out);
 dedup_status dedup_cuckoo_add_batch(dedup_cuckoo *cf, const dedup_digest *d, size_t n,
                                     size_t *added);
+/* Batch test-and-add: out[i] as dedup_cuckoo_test_and_add(d[i]) would set
+ * it, in order (a key repeated inside the batch is NEW once, then
+ * MAYBE_DUPLICATE), with the buckets of keys further on prefetched in every
+ * link.  Stops at the first error and returns it (DEDUP_ERR_FULL,
+ * DEDUP_ERR_NOMEM), with *done (may be NULL) = keys decided before it
+ * (out[0..*done-1] valid, d[*done] not added); *done = n on success. */
+dedup_status dedup_cuckoo_test_and_add_batch(dedup_cuckoo *cf, const dedup_digest *d, size_t n,
+                                             dedup_verdict *out, size_t *done);
 
 /* ---- Shape and state -------------------------------------------------------- */
 typedef struct dedup_cuckoo_info {

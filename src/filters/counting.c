@@ -263,6 +263,24 @@ void dedup_counting_add_batch(dedup_counting *cb, const dedup_digest *d, size_t 
     }
 }
 
+void dedup_counting_test_and_add_batch(dedup_counting *cb, const dedup_digest *d, size_t n,
+                                       dedup_verdict *out)
+{
+    /* A new key writes all k words, so all of them are prefetched for
+     * writing, for keys AHEAD positions further on (as add_batch). */
+    enum { AHEAD = 8 };
+    for (size_t i = 0; i < n && i < AHEAD; i++)
+        for (uint32_t p = 0; p < cb->k; p++)
+            DD_PREFETCH_W(&cb->words[probe_at(d[i].lo, d[i].hi, p, cb->counters) >> 4]);
+    for (size_t i = 0; i < n; i++) {
+        if (i + AHEAD < n)
+            for (uint32_t p = 0; p < cb->k; p++)
+                DD_PREFETCH_W(&cb->words[probe_at(d[i + AHEAD].lo, d[i + AHEAD].hi, p,
+                                                  cb->counters) >> 4]);
+        out[i] = dedup_counting_test_and_add(cb, d[i]);
+    }
+}
+
 void dedup_counting_might_contain_batch(const dedup_counting *cb, const dedup_digest *d,
                                         size_t n, bool *out)
 {

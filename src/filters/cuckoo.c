@@ -620,6 +620,39 @@ void dedup_cuckoo_might_contain_batch(const dedup_cuckoo *cf, const dedup_digest
         link_query_batch(cf, &cf->links[t], d, n, out, true);
 }
 
+/* Prefetches both buckets of 'd' in every link (a test-and-add reads them
+ * all, newest first, and writes one of the newest link's). */
+static void prefetch_all_links(const dedup_cuckoo *cf, dedup_digest d)
+{
+    uint32_t fp = fingerprint(cf, d);
+    for (uint32_t t = cf->nlinks; t-- > 0;) {
+        const link *l = &cf->links[t];
+        uint64_t i1 = dedup_reduce(d.lo, l->nb);
+        DD_PREFETCH_W(bucket_ptr(cf, l, i1));
+        DD_PREFETCH_W(bucket_ptr(cf, l, alt_bucket(i1, fp, l->nb)));
+    }
+}
+
+dedup_status dedup_cuckoo_test_and_add_batch(dedup_cuckoo *cf, const dedup_digest *d, size_t n,
+                                             dedup_verdict *out, size_t *done)
+{
+    for (size_t i = 0; i < n && i < AHEAD; i++)
+        prefetch_all_links(cf, d[i]);
+    for (size_t i = 0; i < n; i++) {
+        if (i + AHEAD < n)
+            prefetch_all_links(cf, d[i + AHEAD]);
+        dedup_status s = dedup_cuckoo_test_and_add(cf, d[i], &out[i]);
+        if (s) {
+            if (done)
+                *done = i;
+            return s;
+        }
+    }
+    if (done)
+        *done = n;
+    return DEDUP_OK;
+}
+
 dedup_status dedup_cuckoo_add_batch(dedup_cuckoo *cf, const dedup_digest *d, size_t n,
                                     size_t *added)
 {

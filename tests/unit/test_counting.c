@@ -297,6 +297,38 @@ static void test_test_and_add(void **state)
     dedup_counting_free(cb);
 }
 
+/* The batch test-and-add against single calls on a twin filter: the same
+ * verdicts in order (repeats inside a batch included) and the same bytes
+ * after every batch. */
+static void test_test_and_add_batch(void **state)
+{
+    (void)state;
+    dedup_counting *a = make(20000, 0.01), *b = make(20000, 0.01);
+    tu_rng r = {tu_seed()};
+    enum { MAXB = 700 };
+    dedup_digest d[MAXB];
+    dedup_verdict va[MAXB], vb[MAXB];
+    for (int round = 0; round < 60; round++) {
+        size_t n = (size_t)tu_below(&r, MAXB + 1);
+        for (size_t i = 0; i < n; i++) /* about a third repeats */
+            d[i] = key_digest(a, tu_below(&r, 30000));
+        for (size_t i = 0; i < n; i++)
+            va[i] = dedup_counting_test_and_add(a, d[i]);
+        dedup_counting_test_and_add_batch(b, d, n, vb);
+        for (size_t i = 0; i < n; i++)
+            assert_int_equal(va[i], vb[i]);
+        size_t la, lb;
+        unsigned char *ba = save_blob(a, &la), *bb = save_blob(b, &lb);
+        assert_int_equal(la, lb);
+        assert_memory_equal(ba, bb, la);
+        free(ba);
+        free(bb);
+    }
+    dedup_counting_test_and_add_batch(b, d, 0, vb); /* empty batch */
+    dedup_counting_free(a);
+    dedup_counting_free(b);
+}
+
 static void test_merge(void **state)
 {
     (void)state;
@@ -506,6 +538,7 @@ int main(void)
         cmocka_unit_test(test_saturation),
         cmocka_unit_test(test_delete_absent_unchanged),
         cmocka_unit_test(test_test_and_add),
+        cmocka_unit_test(test_test_and_add_batch),
         cmocka_unit_test(test_merge),
         cmocka_unit_test(test_save_load),
         cmocka_unit_test(test_corrupt),

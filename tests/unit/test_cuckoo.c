@@ -393,6 +393,60 @@ static void growth_run(uint32_t expansion)
     dedup_cuckoo_free(cf);
 }
 
+/* The batch test-and-add against single calls on a twin filter: the same
+ * verdicts in order (repeats inside a batch included), the same bytes after
+ * every batch, through links appended mid-batch (expansion 2) and up to the
+ * FULL that stops a filter that cannot grow (same *done, same state). */
+static void tab_run(uint32_t expansion)
+{
+    dedup_cuckoo *a = make(256, 12, 4, expansion), *b = make(256, 12, 4, expansion);
+    tu_rng r = {tu_seed() ^ expansion};
+    enum { MAXB = 500 };
+    dedup_digest d[MAXB];
+    dedup_verdict va[MAXB], vb[MAXB];
+    bool full = false;
+    for (int round = 0; round < 40 && !full; round++) {
+        size_t n = (size_t)tu_below(&r, MAXB + 1), done_a = n, done_b = 12345;
+        for (size_t i = 0; i < n; i++) /* about a quarter repeats */
+            d[i] = kd(a, tu_below(&r, 20000));
+        dedup_status sa = DEDUP_OK;
+        for (size_t i = 0; i < n; i++) {
+            sa = dedup_cuckoo_test_and_add(a, d[i], &va[i]);
+            if (sa) {
+                done_a = i;
+                break;
+            }
+        }
+        dedup_status sb = dedup_cuckoo_test_and_add_batch(b, d, n, vb, &done_b);
+        assert_int_equal(sa, sb);
+        assert_int_equal(done_a, done_b);
+        for (size_t i = 0; i < done_a; i++)
+            assert_int_equal(va[i], vb[i]);
+        full = sa == DEDUP_ERR_FULL;
+        size_t la, lb;
+        unsigned char *ba = save_blob(a, &la), *bb = save_blob(b, &lb);
+        assert_int_equal(la, lb);
+        assert_memory_equal(ba, bb, la);
+        free(ba);
+        free(bb);
+    }
+    dedup_cuckoo_info info;
+    dedup_cuckoo_get_info(b, &info);
+    if (expansion)
+        assert_true(info.links > 1); /* links were appended mid-batch */
+    else
+        assert_true(full);
+    dedup_cuckoo_free(a);
+    dedup_cuckoo_free(b);
+}
+
+static void test_test_and_add_batch(void **state)
+{
+    (void)state;
+    tab_run(0);
+    tab_run(2);
+}
+
 static void test_growth(void **state)
 {
     (void)state;
@@ -707,6 +761,7 @@ int main(void)
         cmocka_unit_test(test_full),
         cmocka_unit_test(test_duplicates),
         cmocka_unit_test(test_growth),
+        cmocka_unit_test(test_test_and_add_batch),
         cmocka_unit_test(test_exact_buckets),
         cmocka_unit_test(test_fpr),
         cmocka_unit_test(test_save_load),
