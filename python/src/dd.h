@@ -13,7 +13,9 @@
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <pthread.h>
 #include <pythread.h>
+#include <stdatomic.h>
 
 #include "dedup/bloom.h"
 #include "dedup/common.h"
@@ -31,9 +33,13 @@
 /* One wrapped libdedup object. */
 typedef struct dd_obj {
     PyObject_HEAD
-    void *p;                 /* the library object; NULL once closed */
-    PyThread_type_lock lock; /* taken by every method */
-    unsigned long owner;     /* the thread holding it, 0 when none */
+    void *p;                     /* the library object; NULL once closed */
+    pthread_mutex_t lock;        /* taken by every method (a plain mutex: CPython's
+                                    own lock reads the clock on every acquire) */
+    bool has_lock;               /* lock initialised */
+    _Atomic unsigned long owner; /* the thread holding it, 0 when none */
+    void *aux;                   /* a second view of the same structure (a stack's
+                                    dedup_tiers), or NULL */
 } dd_obj;
 
 /* How a structure is saved, loaded and freed: one per Python class. */
@@ -209,15 +215,21 @@ static inline PyObject *dd_del_key(dd_obj *o, PyObject *key, bool raise, dd_del_
 PyObject *dd_load_bytes(const char *data, Py_ssize_t len, const dd_kind *want);
 PyObject *dd_load_path(const char *path, const dd_kind *want);
 
-/* The class families (filters.c, sets.c). */
+/* The class families (filters.c, filters2.c, sets.c, digest.c, seen.c, ring.c, key.c). */
 extern dd_kind dd_bloom_kind, dd_counting_kind, dd_cuckoo_kind, dd_scalable_kind;
 extern dd_kind dd_strset_kind, dd_intset_kind, dd_hll_kind, dd_seen_kind, dd_ring_kind;
+extern dd_kind dd_digestset_kind;
 int dd_filters_ready(PyObject *m);
 int dd_filters2_ready(PyObject *m);
 int dd_sets_ready(PyObject *m);
+int dd_digest_ready(PyObject *m);
 int dd_seen_ready(PyObject *m);
 int dd_ring_ready(PyObject *m);
 int dd_key_ready(PyObject *m);
+
+/* SeenSet.stack() and SeenSet.tier_stats (tiers.c). */
+PyObject *dd_tiers_stack(PyObject *cls, PyObject *args, PyObject *kw);
+PyObject *dd_tiers_stats(dd_obj *o, void *unused);
 
 /* A dict item setter that steals 'v'; -1 on error. */
 int dd_dict_put(PyObject *d, const char *key, PyObject *v);

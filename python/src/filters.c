@@ -308,10 +308,18 @@ static PyObject *Counting_add_many(dd_obj *o, PyObject *it)
     dd_batch b;
     if (dd_batch_begin(&b, o, it, counting_digest, true) < 0)
         return NULL;
-    /* counting.h has no batch test-and-add: one call per key, GIL released. */
-    for (Py_ssize_t i = 0; i < b.n; i++)
-        b.found[i] = dedup_counting_test_and_add(o->p, b.d[i]) == DEDUP_NEW;
+    dedup_verdict *v = PyMem_RawMalloc(sizeof *v * (size_t)(b.n ? b.n : 1));
+    if (v) {
+        dedup_counting_test_and_add_batch(o->p, b.d, (size_t)b.n, v);
+        for (Py_ssize_t i = 0; i < b.n; i++)
+            b.found[i] = v[i] == DEDUP_NEW;
+        PyMem_RawFree(v);
+    }
     dd_batch_end(&b, o);
+    if (!v) {
+        PyMem_Free(b.found);
+        return PyErr_NoMemory();
+    }
     return dd_bool_list(b.found, b.n, false);
 }
 
@@ -401,7 +409,8 @@ static PyMethodDef Counting_methods[] = {
     {"update", (PyCFunction)Counting_update, METH_O,
      "update(iterable): count every key once more (the library's batch add)."},
     {"add_many", (PyCFunction)Counting_add_many, METH_O,
-     "add_many(keys) -> list of bool: add() per key, in order (GIL released)."},
+     "add_many(keys) -> list of bool: add() per key, in order, through the library's "
+     "batch test-and-add (GIL released for long batches)."},
     {"contains_many", (PyCFunction)Counting_contains_many, METH_O,
      "contains_many(keys) -> list of bool (batch query)."},
     {"remove", (PyCFunction)Counting_remove, METH_O,

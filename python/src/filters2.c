@@ -70,22 +70,24 @@ static int Cuckoo_contains(dd_obj *o, PyObject *key)
     return dd_contains_key(o, key, cuckoo_has_key);
 }
 
-/* add() per key; on FULL the keys before it stay added and dedup.Error says
- * how many. */
+/* The library's batch test-and-add; on FULL the keys before it stay added
+ * and dedup.Error says how many. */
 static PyObject *cuckoo_adds(dd_obj *o, PyObject *it, bool verdicts)
 {
     dd_batch b;
     if (dd_batch_begin(&b, o, it, cuckoo_digest, true) < 0)
         return NULL;
-    dedup_status s = DEDUP_OK;
-    Py_ssize_t i = 0;
-    for (; i < b.n && !s; i++) {
-        dedup_verdict v = DEDUP_NEW;
-        s = dedup_cuckoo_test_and_add(o->p, b.d[i], &v);
-        b.found[i] = v == DEDUP_NEW;
+    size_t done = 0;
+    dedup_status s = DEDUP_ERR_NOMEM;
+    dedup_verdict *v = PyMem_RawMalloc(sizeof *v * (size_t)(b.n ? b.n : 1));
+    if (v) {
+        s = dedup_cuckoo_test_and_add_batch(o->p, b.d, (size_t)b.n, v, &done);
+        for (size_t i = 0; i < done; i++)
+            b.found[i] = v[i] == DEDUP_NEW;
+        PyMem_RawFree(v);
     }
     dd_batch_end(&b, o);
-    return dd_adds_out(b.found, b.n, s, (size_t)(i - 1), verdicts);
+    return dd_adds_out(b.found, b.n, s, done, verdicts);
 }
 static PyObject *Cuckoo_update(dd_obj *o, PyObject *it) { return cuckoo_adds(o, it, false); }
 static PyObject *Cuckoo_add_many(dd_obj *o, PyObject *it) { return cuckoo_adds(o, it, true); }
@@ -157,10 +159,12 @@ static PyMethodDef Cuckoo_methods[] = {
      "add(key) -> bool: True (stored) when new, False when it might be present.  "
      "dedup.Error when the filter is full (the key was NOT added)."},
     {"update", (PyCFunction)Cuckoo_update, METH_O,
-     "update(iterable): add() per key (GIL released for long batches); on FULL the keys "
+     "update(iterable): the library's batch test-and-add (GIL released for long batches); "
+     "on FULL the keys "
      "before stay added and dedup.Error says how many."},
     {"add_many", (PyCFunction)Cuckoo_add_many, METH_O,
-     "add_many(keys) -> list of bool, add() per key in order."},
+     "add_many(keys) -> list of bool, add() per key in order (the library's batch "
+     "test-and-add)."},
     {"contains_many", (PyCFunction)Cuckoo_contains_many, METH_O,
      "contains_many(keys) -> list of bool (the library's batch query)."},
     {"remove", (PyCFunction)Cuckoo_remove, METH_O,

@@ -95,46 +95,46 @@ PyObject *dd_key_list(PyObject *iterable, dd_key **keys, Py_ssize_t *n)
 
 int dd_init_lock(dd_obj *o)
 {
-    o->lock = PyThread_allocate_lock();
-    if (!o->lock) {
+    if (pthread_mutex_init(&o->lock, NULL) != 0) {
         PyErr_NoMemory();
         return -1;
     }
+    o->has_lock = true;
     return 0;
 }
 
 int dd_enter(dd_obj *o)
 {
-    if (!o->lock) {
+    if (!o->has_lock) {
         PyErr_SetString(PyExc_ValueError, "the object is not initialised");
         return -1;
     }
     unsigned long me = PyThread_get_thread_ident();
-    if (o->owner == me) {
+    if (atomic_load_explicit(&o->owner, memory_order_relaxed) == me) {
         /* a finalizer run by an allocation inside one of this object's
          * methods, calling the object again: refused, not a deadlock */
         PyErr_Format(PyExc_RuntimeError, "re-entrant call on a %.200s already in use by this thread",
                      Py_TYPE(o)->tp_name);
         return -1;
     }
-    if (!PyThread_acquire_lock(o->lock, NOWAIT_LOCK)) {
+    if (pthread_mutex_trylock(&o->lock) != 0) {
         Py_BEGIN_ALLOW_THREADS
-        PyThread_acquire_lock(o->lock, WAIT_LOCK);
+        pthread_mutex_lock(&o->lock);
         Py_END_ALLOW_THREADS
     }
     if (!o->p) {
-        PyThread_release_lock(o->lock);
+        pthread_mutex_unlock(&o->lock);
         PyErr_Format(PyExc_ValueError, "operation on a closed %.200s", Py_TYPE(o)->tp_name);
         return -1;
     }
-    o->owner = me;
+    atomic_store_explicit(&o->owner, me, memory_order_relaxed);
     return 0;
 }
 
 void dd_leave(dd_obj *o)
 {
-    o->owner = 0;
-    PyThread_release_lock(o->lock);
+    atomic_store_explicit(&o->owner, 0, memory_order_relaxed);
+    pthread_mutex_unlock(&o->lock);
 }
 
 int dd_enter2(dd_obj *a, dd_obj *b)
@@ -227,18 +227,19 @@ PyObject *dd_reduce(dd_obj *o, const dd_kind *k)
 
 PyObject *dd_close(dd_obj *o, const dd_kind *k)
 {
-    if (o->lock && o->owner == PyThread_get_thread_ident()) {
+    if (o->has_lock &&
+        atomic_load_explicit(&o->owner, memory_order_relaxed) == PyThread_get_thread_ident()) {
         PyErr_Format(PyExc_RuntimeError, "re-entrant close of a %.200s in use by this thread",
                      Py_TYPE(o)->tp_name);
         return NULL;
     }
-    if (o->lock) {
+    if (o->has_lock) {
         Py_BEGIN_ALLOW_THREADS
-        PyThread_acquire_lock(o->lock, WAIT_LOCK);
+        pthread_mutex_lock(&o->lock);
         Py_END_ALLOW_THREADS
         void *p = o->p;
         o->p = NULL;
-        PyThread_release_lock(o->lock);
+        pthread_mutex_unlock(&o->lock);
         k->free(p);
     }
     Py_RETURN_NONE;
@@ -248,8 +249,8 @@ void dd_dealloc(dd_obj *o, const dd_kind *k)
 {
     k->free(o->p);
     o->p = NULL;
-    if (o->lock)
-        PyThread_free_lock(o->lock);
+    if (o->has_lock)
+        pthread_mutex_destroy(&o->lock);
     Py_TYPE(o)->tp_free((PyObject *)o);
 }
 
@@ -452,6 +453,7 @@ PyMODINIT_FUNC PyInit__dedup(void)
         PyModule_AddStringConstant(m, "library_version", dedup_version_string()) < 0)
         goto fail;
     if (dd_filters_ready(m) < 0 || dd_filters2_ready(m) < 0 || dd_sets_ready(m) < 0 ||
+        dd_digest_ready(m) < 0 ||
         dd_seen_ready(m) < 0 || dd_ring_ready(m) < 0 ||
         dd_key_ready(m) < 0)
         goto fail;
