@@ -8,13 +8,15 @@ and ``dedup.load(path)`` reads any of them.
 Filters answer "might contain": ``key in f`` is True for every key added
 (never a false negative) and for a few keys never added (false positives,
 at about the rate asked for).  Exact sets (StrSet, IntSet) answer with
-certainty.  Keys are str (encoded as UTF-8) or bytes; IntSet takes ints.
+certainty; DigestSet keeps a 128-bit digest per key under a secret seed
+(equal keys always match; different keys only on a digest collision, about
+n^2 / 2^129).  Keys are str (encoded as UTF-8) or bytes; IntSet takes ints.
 Every object may be shared by threads: calls on one object are serialised
 by a lock, and batch calls (update, add_many, contains_many) release the
 GIL while the library works.  See docs/python.md.
 """
 from ._dedup import (  # noqa: F401
-    Bloom, CountingBloom, Cuckoo, ScalableBloom, StrSet, IntSet, HyperLogLog,
+    Bloom, CountingBloom, Cuckoo, ScalableBloom, StrSet, DigestSet, IntSet, HyperLogLog,
     SeenSet, Ring, Key, Error, load, from_bytes, strerror, library_version,
     NEW, DUPLICATE, MAYBE_DUPLICATE, LATE, DEFERRED, UNCERTAIN,
 )
@@ -30,6 +32,6 @@ def BlockedBloom(capacity=0, error_rate=0.01, **kw):
 
 __all__ = [
     "Bloom", "BlockedBloom", "CountingBloom", "Cuckoo", "ScalableBloom",
-    "StrSet", "IntSet", "HyperLogLog", "SeenSet", "Ring", "Key", "Error", "load", "from_bytes",
+    "StrSet", "DigestSet", "IntSet", "HyperLogLog", "SeenSet", "Ring", "Key", "Error", "load", "from_bytes",
     "strerror", "NEW", "DUPLICATE", "MAYBE_DUPLICATE", "LATE", "DEFERRED", "UNCERTAIN",
 ]

@@ -476,6 +476,15 @@ static PyMethodDef Seen_methods[] = {
      "sync='batch') -> SeenSet: the persistent RocksDB store (dedup/store.h, the CLI's "
      "--store DIR) as an exact seen-set; close() makes it durable and releases its lock."},
 #endif
+    {"stack", (PyCFunction)(void (*)(void))dd_tiers_stack,
+     METH_VARARGS | METH_KEYWORDS | METH_CLASS,
+     "stack(tiers, *, trust_filter=False, shared=False) -> SeenSet: tiers (top first) "
+     "answering as one seen-set (dedup/tiers.h, the CLI's --tier): a filter in front, "
+     "exact sets, windows, the store or Redis behind.  Each tier is a SeenSet, or a "
+     "(SeenSet, {'name': str, 'covers_below': bool, 'forgets': bool}) pair; the stack "
+     "takes their structures (those objects read as closed afterwards; on an error "
+     "they keep them).  The answer is exact when the bottom tier is exact and "
+     "trust_filter is off; tier_stats gives each tier's counts."},
     {"decide", (PyCFunction)(void (*)(void))Seen_decide, METH_VARARGS | METH_KEYWORDS,
      "decide(keys, times=None) -> verdicts: test-and-add in order (a repeat inside the "
      "batch is a duplicate of its first occurrence).  One key gives one verdict, an "
@@ -503,6 +512,12 @@ static PyGetSetDef Seen_getset[] = {
      "dict: kind, probabilistic, can_delete, capacity, items, over_capacity, distinct, "
      "distinct_exact, error_rate, fpr_current (the bound in force), bits, hashes, seed, "
      "memory.",
+     NULL},
+    {"tier_stats", (getter)dd_tiers_stats, NULL,
+     "dict (stacks made by SeenSet.stack only): keys, new, duplicates, "
+     "maybe_duplicates, other, reads_avoided, contradicted, exact, trust_filter, shared, "
+     "and 'tiers': per tier name, kind, probabilistic, lookups, hits, ended_new, "
+     "passed_down, records, trusted, seconds.",
      NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };

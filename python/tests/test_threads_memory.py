@@ -27,7 +27,9 @@ def run_threads(target, n):
     assert not errors, errors
 
 
-@pytest.mark.parametrize("make", [lambda: dedup.StrSet(), lambda: dedup.Bloom(100000, 0.001),
+@pytest.mark.parametrize("make", [lambda: dedup.StrSet(), lambda: dedup.DigestSet(),
+                                  lambda: dedup.Bloom(100000, 0.001),
+                                  lambda: dedup.CountingBloom(100000, 0.001),
                                   lambda: dedup.Cuckoo(100000, 0.001),
                                   lambda: dedup.ScalableBloom(1000, 0.001)])
 def test_threads_adding_to_one_object(make, rng):
@@ -45,7 +47,7 @@ def test_threads_adding_to_one_object(make, rng):
 
     run_threads(work, 4)
     assert all(k in obj for k in keys)
-    if isinstance(obj, dedup.StrSet):
+    if isinstance(obj, (dedup.StrSet, dedup.DigestSet)):
         # exact: every key new exactly once, across threads
         assert all(all(v) for v in verdicts)
         assert len(obj) == len(keys)
@@ -100,7 +102,7 @@ def test_no_leak_over_a_million_calls(rng):
     keys = random_keys(rng, 1000)
     blob_src = dedup.Cuckoo(2000)
     objs = [dedup.Bloom(2000), dedup.StrSet(), dedup.CountingBloom(2000), blob_src,
-            dedup.ScalableBloom(500), dedup.HyperLogLog(8), dedup.IntSet()]
+            dedup.ScalableBloom(500), dedup.HyperLogLog(8), dedup.IntSet(), dedup.DigestSet()]
     ints = list(range(1000))
 
     def rounds(n):
@@ -125,6 +127,12 @@ def test_no_leak_over_a_million_calls(rng):
                 except dedup.Error:
                     pass
                 calls += 4
+            if r % 500 == 0:
+                st = dedup.SeenSet.stack([dedup.SeenSet("blocked", items=100, seed=3),
+                                          dedup.SeenSet("exact", seed=3)])
+                st.decide(keys[:5])
+                st.tier_stats
+                st.close()
         return calls
 
     rounds(5000)  # warm up: the structures reach their size
