@@ -709,7 +709,7 @@ static int dedup_main(int argc, char **argv, opts *op)
     if (o.state && state_lock < 0)
         return CLI_EXIT_USAGE;
     /* The key options are part of the state's identity. */
-    char ident[DD_STATE_IDENT_MAX + 1] = "";
+    char ident[DEDUP_STATE_IDENT_MAX + 1] = "";
     if (o.state && !dd_state_identity(&o.key, o.term, o.int_keys,
                                       o.kind ? dedup_seen_kind_name(o.kind) : o.mode, ident,
                                       sizeof ident)) {
@@ -773,7 +773,7 @@ static int dedup_main(int argc, char **argv, opts *op)
     dd_keyspec_describe(&o.key, o.term, o.int_keys, keys_desc, sizeof keys_desc);
     dd_tiers_set_identity(o.sizing.tiers, keys_desc, o.force_keys);
     if (o.state && access(o.state, F_OK) == 0) {
-        char saved[DD_STATE_IDENT_MAX + 1];
+        char saved[DEDUP_STATE_IDENT_MAX + 1];
         bool has_ident;
         st = dd_seen_load(&o.sizing, o.state, &s, &has_ident, saved, sizeof saved, err, sizeof err);
         if (st) {
@@ -1120,7 +1120,7 @@ static int dedup_main(int argc, char **argv, opts *op)
     }
     /* Save the seen-set only after a complete run. */
     if (o.state && !stopped && status == CLI_EXIT_OK && !r->w.broken_pipe) {
-        st = dd_state_save(s, o.state, ident);
+        st = dedup_state_save(s, o.state, ident);
         if (st) {
             cli_error("%s: cannot save state: %s", o.state,
                       st == DEDUP_ERR_IO ? strerror(errno) : dedup_strerror(st));

@@ -68,7 +68,7 @@ bool dd_filter_peek_type(const char *path, dedup_header *hdr, const filter_type 
 {
     errno = 0;
     bool has_ident;
-    dedup_status s = dd_state_peek(path, hdr, &has_ident, NULL, 0); /* a state's filter too */
+    dedup_status s = dedup_state_peek(path, hdr, &has_ident, NULL, 0); /* a state's filter too */
     if (s) {
         dd_filter_file_error(path, s, errno);
         return false;
@@ -117,13 +117,13 @@ bool dd_filter_save(const dedup_seen *sn, const char *path)
      * with the key options it recorded. */
     dedup_header h;
     bool has_ident = false;
-    char ident[DD_STATE_IDENT_MAX + 1];
+    char ident[DEDUP_STATE_IDENT_MAX + 1];
     struct stat st;
     if (stat(path, &st) != 0 || !S_ISREG(st.st_mode) ||
-        dd_state_peek(path, &h, &has_ident, ident, sizeof ident))
+        dedup_state_peek(path, &h, &has_ident, ident, sizeof ident))
         has_ident = false;
     errno = 0;
-    dedup_status s = dd_state_save(sn, path, has_ident ? ident : NULL);
+    dedup_status s = dedup_state_save(sn, path, has_ident ? ident : NULL);
     return s ? dd_filter_save_error(path, s, errno) : true;
 }
 

@@ -107,9 +107,9 @@ static int info_one(const char *path, bool json)
 {
     dedup_header hdr; /* a state container's: the nested seen-set's */
     bool has_ident;
-    char ident[DD_STATE_IDENT_MAX + 1];
+    char ident[DEDUP_STATE_IDENT_MAX + 1];
     errno = 0;
-    dedup_status s = dd_state_peek(path, &hdr, &has_ident, ident, sizeof ident);
+    dedup_status s = dedup_state_peek(path, &hdr, &has_ident, ident, sizeof ident);
     if (s) {
         dd_filter_file_error(path, s, errno);
         return CLI_EXIT_USAGE;

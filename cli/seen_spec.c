@@ -180,7 +180,7 @@ dedup_status dd_seen_load(const dd_seen_opts *o, const char *path, dedup_seen **
     if (err && errcap)
         err[0] = '\0';
     dedup_header h;
-    dedup_status st = dd_state_peek(path, &h, has_ident, ident, identcap);
+    dedup_status st = dedup_state_peek(path, &h, has_ident, ident, identcap);
     if (st)
         goto fail;
     dedup_seen_kind want = o->windowed ? DEDUP_SEEN_WINDOW : o->kind;

@@ -1,15 +1,10 @@
 /*
  * state_file.h - the main job's --state FILE: its lock, its identity (the
- * key options it was filled with) and its container, and the fresh secret
- * seed of every persistent file the command makes.
+ * key options it was filled with) and its container.
  *
- * A state file is a container of type DEDUP_TYPE_STATE (docs/FORMAT.md)
- * whose params hold the identity text and whose payload is the whole
- * seen-set file (its own header, params, payload and checksum).  The outer
- * checksum covers the identity and the nested file, so any damage to
- * either is refused.  A bare seen-set file (what versions before the
- * identity wrote, or `dedup filter create`) is read as a state with no
- * identity.
+ * The container itself is the library's (dedup/state.h): dedup_state_peek
+ * and dedup_state_save are called directly; loads go through
+ * dd_state_load, which also knows the component kinds (roaring).
  */
 #ifndef DEDUP_CLI_STATE_FILE_H
 #define DEDUP_CLI_STATE_FILE_H
@@ -20,9 +15,7 @@
 
 #include "dedup/format.h"
 #include "dedup/seen.h"
-
-/* Longest identity text kept (params minus the 8-byte prefix). */
-#define DD_STATE_IDENT_MAX 1024u
+#include "dedup/state.h"
 
 /* ---- Lock -----------------------------------------------------------------
  * One process at a time per state file (and per filter file that `dedup
@@ -43,29 +36,14 @@ void dd_state_unlock(int fd);
 /* ---- Identity ---------------------------------------------------------- */
 
 /* The identity text of a run: dd_keyspec_describe()'s text and " mode=M".
- * Returns false when it does not fit in 'cap' (or DD_STATE_IDENT_MAX). */
+ * Returns false when it does not fit in 'cap' (or DEDUP_STATE_IDENT_MAX). */
 struct dd_keyspec;
 bool dd_state_identity(const struct dd_keyspec *k, unsigned char term, bool int_keys,
                        const char *mode, char *buf, size_t cap);
 
 /* ---- Files ----------------------------------------------------------------
- * dd_state_peek() reads the header of the seen-set 'path' holds (the nested
- * one of a state container) and its identity: *has_ident false and ident ""
- * for a bare seen-set file.  Nothing past the headers is checked; the load
- * checks everything. */
-dedup_status dd_state_peek(const char *path, dedup_header *inner, bool *has_ident, char *ident,
-                           size_t identcap);
-
-/* Loads 'path' whole (a state container or a bare seen-set file): every
- * header, the identity, the nested file, both checksums, nothing after. */
+ * dedup_state_load() with the CLI's component kinds (roaring) known. */
 dedup_status dd_state_load(const char *path, const dedup_allocator *alloc, dedup_seen **out,
                            bool *has_ident, char *ident, size_t identcap);
-
-/* Saves 's' atomically (dedup_save_file) as a state container holding
- * 'ident', or as a bare seen-set file when 'ident' is NULL. */
-dedup_status dd_state_save(const dedup_seen *s, const char *path, const char *ident);
-
-/* ---- Seeds ------------------------------------------------------------- */
-
 
 #endif
