@@ -26,6 +26,7 @@
 #include "dedup/hll.h"
 #include "dedup/scalable.h"
 #include "dedup/set.h"
+#include "dedup/state.h"
 
 /* Batches at least this long run with the GIL released. */
 #define DD_NOGIL_BATCH 1024
@@ -40,6 +41,9 @@ typedef struct dd_obj {
     _Atomic unsigned long owner; /* the thread holding it, 0 when none */
     void *aux;                   /* a second view of the same structure (a stack's
                                     dedup_tiers), or NULL */
+    char *state_ident;           /* a seen-set loaded from a state container
+                                    (dedup/state.h): its identity, kept for save();
+                                    PyMem, or NULL */
 } dd_obj;
 
 /* How a structure is saved, loaded and freed: one per Python class. */

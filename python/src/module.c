@@ -198,7 +198,9 @@ PyObject *dd_save(dd_obj *o, const dd_kind *k, PyObject *path)
     int err;
     Py_BEGIN_ALLOW_THREADS
     errno = 0;
-    s = dedup_save_file(p, k->save, o->p);
+    /* a seen-set read from a state container is written back as one, with
+     * its identity (the CLI's key options) */
+    s = o->state_ident ? dedup_state_save(o->p, p, o->state_ident) : dedup_save_file(p, k->save, o->p);
     err = errno;
     Py_END_ALLOW_THREADS
     dd_leave(o);
@@ -249,6 +251,7 @@ void dd_dealloc(dd_obj *o, const dd_kind *k)
 {
     k->free(o->p);
     o->p = NULL;
+    PyMem_Free(o->state_ident);
     if (o->has_lock)
         pthread_mutex_destroy(&o->lock);
     Py_TYPE(o)->tp_free((PyObject *)o);
@@ -331,17 +334,49 @@ PyObject *dd_load_bytes(const char *data, Py_ssize_t len, const dd_kind *want)
     return dd_wrap(k, p);
 }
 
+/* A state container (dedup/state.h): its seen-set as a SeenSet that keeps
+ * the identity for save(). */
+static PyObject *load_state(const char *path)
+{
+    char *ident = PyMem_Malloc(DEDUP_STATE_IDENT_MAX + 1);
+    if (!ident)
+        return PyErr_NoMemory();
+    dedup_seen *sn = NULL;
+    bool has = false;
+    dedup_status s;
+    int err;
+    Py_BEGIN_ALLOW_THREADS
+    errno = 0;
+    s = dedup_state_load(path, NULL, NULL, &sn, &has, ident, DEDUP_STATE_IDENT_MAX + 1);
+    err = errno;
+    Py_END_ALLOW_THREADS
+    if (s) {
+        PyMem_Free(ident);
+        errno = err;
+        return dd_raise(s, path);
+    }
+    PyObject *o = dd_wrap(&dd_seen_kind, sn);
+    if (!o || !has)
+        PyMem_Free(ident);
+    else
+        ((dd_obj *)o)->state_ident = ident;
+    return o;
+}
+
 PyObject *dd_load_path(const char *path, const dd_kind *want)
 {
     const dd_kind *k = want;
     dedup_status s;
-    if (!k) {
+    if (!k || k == &dd_seen_kind) {
         dedup_header h;
         errno = 0;
         s = dedup_peek_file(path, &h);
         if (s)
             return dd_raise(s, path);
-        k = kind_for_type(h.type);
+        if (h.type == DEDUP_TYPE_STATE)
+            return load_state(path);
+        if (!k)
+            k = kind_for_type(h.type);
         if (!k)
             return unsupported_type(h.type, path);
     }

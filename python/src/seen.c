@@ -353,7 +353,9 @@ static PyObject *Seen_info(dd_obj *o, void *unused)
         dd_dict_put(d, "bits", PyLong_FromUnsignedLongLong(i.bits)) ||
         dd_dict_put(d, "hashes", PyLong_FromUnsignedLong(i.hashes)) ||
         dd_dict_put(d, "seed", PyLong_FromUnsignedLongLong(i.seed)) ||
-        dd_dict_put(d, "memory", PyLong_FromSize_t(i.memory));
+        dd_dict_put(d, "memory", PyLong_FromSize_t(i.memory)) ||
+        dd_dict_put(d, "key_options", o->state_ident ? PyUnicode_FromString(o->state_ident)
+                                                     : Py_NewRef(Py_None));
     return dd_dict_done(d, bad);
 }
 
@@ -511,7 +513,8 @@ static PyGetSetDef Seen_getset[] = {
     {"info", (getter)Seen_info, NULL,
      "dict: kind, probabilistic, can_delete, capacity, items, over_capacity, distinct, "
      "distinct_exact, error_rate, fpr_current (the bound in force), bits, hashes, seed, "
-     "memory.",
+     "memory, key_options (the identity of a CLI --state file it was loaded from, kept "
+     "by save(); else None).",
      NULL},
     {"tier_stats", (getter)dd_tiers_stats, NULL,
      "dict (stacks made by SeenSet.stack only): keys, new, duplicates, "
