@@ -16,7 +16,7 @@
 #include "cli.h"
 #include "keys.h"
 #ifdef DEDUP_HAVE_ROARING
-#include "dedup_roaring.h"
+#include "dedup/roaring.h"
 #endif
 
 /* The identity params: u32 version, u32 text length, the text. */

@@ -1,6 +1,7 @@
 /*
  * dedup/store.h - a persistent, exact seen-set on RocksDB (component
- * libdedup_rocksdb, built only when Debian's librocksdb-dev is found).
+ * libdedup_store, pkg-config dedup-store; built only when Debian's
+ * librocksdb-dev is found).
  *
  * The store remembers every key it ever recorded, across runs, in a
  * directory: a run reads what it must and writes only its new keys, so a

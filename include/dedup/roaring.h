@@ -1,5 +1,5 @@
 /*
- * dedup_roaring.h - sparse integer keys in compressed bitmaps: the seen-set
+ * dedup/roaring.h - sparse integer keys in compressed bitmaps: the seen-set
  * kind DEDUP_SEEN_ROARING, on CRoaring (Debian's libroaring-dev 0.2.66).
  *
  * A component outside libdedup (libdedup never links CRoaring): it builds
