@@ -209,7 +209,10 @@ int dd_redis_check_args(const dd_redis_opts *o, bool mode_given, bool windowed, 
                       : windowed ? "--window/--last (use --ttl for recent keys)"
                       : state    ? "-s/--state (the seen-set is in Redis)"
                       : bounded  ? "-m/--memory, --sort and --tmpdir"
-                      : counts   ? "-c/--count and -u/--unique (Redis keeps no counts)"
+                      : counts   ? "-c/--count or -u/--unique: they need each key's count over the "
+                                   "whole input, and a seen-set shared through Redis keeps only "
+                                   "whether a key was seen, by any process (the outputs that work "
+                                   "with --redis: first occurrences, the default, and -D)"
                                  : NULL;
     if (bad) {
         cli_error("--redis cannot be combined with %s", bad);
