@@ -292,8 +292,8 @@ int dd_redis_create(const dd_redis_opts *o, uint64_t items, double fpr, uint64_t
 {
     *run = NULL;
     *out = NULL;
-    dedup_redis_options ro;
-    dedup_redis_options_init(&ro);
+    dedup_redis_params ro;
+    dedup_redis_params_init(&ro);
     ro.url = o->url;
     ro.scheme = o->scheme ? (dedup_redis_scheme)o->scheme : DEDUP_REDIS_KEYS;
     if (o->name)
@@ -361,9 +361,9 @@ int dd_redis_create(const dd_redis_opts *o, uint64_t items, double fpr, uint64_t
         return jrc;
     }
     char err[768];
-    dedup_status st = dedup_redis_open(&ro, NULL, &rr->r, err, sizeof err);
+    dedup_status st = dedup_redis_create(&ro, NULL, &rr->r, err, sizeof err);
     if (st == DEDUP_OK) {
-        st = dedup_redis_seen(rr->r, NULL, out);
+        st = dedup_redis_as_seen(rr->r, NULL, out);
         if (st != DEDUP_OK) {
             dedup_redis_free(rr->r);
             snprintf(err, sizeof err, "%s", dedup_strerror(st));

@@ -17,20 +17,20 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: redis_consumer URL NAME\n");
         return 2;
     }
-    dedup_redis_options o;
-    dedup_redis_options_init(&o);
+    dedup_redis_params o;
+    dedup_redis_params_init(&o);
     o.url = argv[1];
     o.name = argv[2];
     o.scheme = DEDUP_REDIS_KEYS;
     dedup_redis *r;
-    char err[256];
-    dedup_status s = dedup_redis_open(&o, NULL, &r, err, sizeof err);
+    char why[256];
+    dedup_status s = dedup_redis_create(&o, NULL, &r, why, sizeof why);
     if (s) {
-        fprintf(stderr, "redis_consumer: %s: %s\n", dedup_strerror(s), err);
+        fprintf(stderr, "redis_consumer: %s: %s\n", dedup_strerror(s), why);
         return 1;
     }
     dedup_seen *seen;
-    if ((s = dedup_redis_seen(r, NULL, &seen))) {
+    if ((s = dedup_redis_as_seen(r, NULL, &seen))) {
         dedup_redis_free(r);
         fprintf(stderr, "redis_consumer: %s\n", dedup_strerror(s));
         return 1;
