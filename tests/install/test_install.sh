@@ -47,7 +47,9 @@ for h in store redis roaring; do
     fi
 done
 # component NAME SOURCE ARGS...: builds SOURCE with dedup-NAME.pc alone and
-# runs it with ARGS.
+# runs it with ARGS; then statically, with the archives and the libraries
+# `pkg-config --static` names.  "@" in an argument is "shared" or "static"
+# (a store directory or Redis name of each build's own).
 component() {
     local name=$1 src=$2
     shift 2
@@ -59,10 +61,23 @@ component() {
     # the program needs this component's library, not a copy of it
     readelf -d "$T/$name-consumer" | grep -q "NEEDED.*libdedup_$name\.so" ||
         { echo "FAIL: $name consumer does not use libdedup_$name.so" >&2; exit 1; }
-    "$T/$name-consumer" "$@"
+    "$T/$name-consumer" "${@//@/shared}"
+    # static: the archives, and the rest of what `pkg-config --static` names
+    # (the component's private dependencies, then libdedup's)
+    local libs="" l
+    for l in $(pkg-config --static --libs-only-l "dedup-$name"); do
+        case $l in -ldedup|-ldedup_*) ;; *) libs="$libs $l" ;; esac
+    done
+    cc -std=c11 -Wall -Werror "$src" -o "$T/$name-static" $(pkg-config --cflags "dedup-$name") \
+        "$libdir/libdedup_$name.a" "$libdir/libdedup.a" $libs
+    if readelf -d "$T/$name-static" | grep -q "NEEDED.*libdedup"; then
+        echo "FAIL: $name static consumer needs a shared libdedup" >&2
+        exit 1
+    fi
+    "$T/$name-static" "${@//@/static}"
 }
 case $COMPONENTS in *,store,*)
-    component store "$DEDUP_SRC/examples/blacklist/blacklist.c" "$T/blacklist.db" 2000 10000 ;;
+    component store "$DEDUP_SRC/examples/blacklist/blacklist.c" "$T/blacklist-@.db" 2000 10000 ;;
 esac
 case $COMPONENTS in *,roaring,*)
     component roaring "$DEDUP_SRC/examples/consumer/roaring_consumer.c" ;;
@@ -70,6 +85,6 @@ esac
 case $COMPONENTS in *,redis,*)
     P=$(free_port)
     start_server "$P"
-    component redis "$DEDUP_SRC/examples/consumer/redis_consumer.c" "redis://127.0.0.1:$P/0" install ;;
+    component redis "$DEDUP_SRC/examples/consumer/redis_consumer.c" "redis://127.0.0.1:$P/0" install-@ ;;
 esac
 echo "1 passed, 0 failed"
