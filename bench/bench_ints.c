@@ -29,7 +29,7 @@
 #include "dedup/hll.h"
 #include "dedup/seen.h"
 #ifdef DEDUP_HAVE_ROARING
-#include "dedup_roaring.h"
+#include "dedup/roaring.h"
 #endif
 
 #define BATCH 4096

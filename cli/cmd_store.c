@@ -69,7 +69,7 @@ int cmd_store(int argc, char **argv)
     p.read_only = true;
     dedup_store *s = NULL;
     char why[768];
-    dedup_status st = dedup_store_open(&p, NULL, &s, why, sizeof why);
+    dedup_status st = dedup_store_create(&p, NULL, &s, why, sizeof why);
     if (st != DEDUP_OK) {
         cli_error("%s", why);
         return CLI_EXIT_USAGE;
@@ -78,7 +78,7 @@ int cmd_store(int argc, char **argv)
     st = dedup_store_get_info(s, &in);
     char ident[DEDUP_STORE_IDENTITY_MAX + 1];
     snprintf(ident, sizeof ident, "%s", st == DEDUP_OK ? in.identity : "");
-    dedup_store_close(s);
+    dedup_store_free(s);
     if (st != DEDUP_OK) {
         cli_error("%s: %s", dir, dedup_strerror(st));
         return CLI_EXIT_FAIL;

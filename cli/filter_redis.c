@@ -73,8 +73,8 @@ static bool split_url(const char *s, fr_opts *o)
  * NAME:meta (f->seed becomes that one, for digesting the items). */
 static dedup_redis *fr_open(fr_opts *f, bool create)
 {
-    dedup_redis_options o;
-    dedup_redis_options_init(&o);
+    dedup_redis_params o;
+    dedup_redis_params_init(&o);
     o.url = f->base;
     o.name = f->name;
     o.scheme = f->scheme;
@@ -95,10 +95,10 @@ static dedup_redis *fr_open(fr_opts *f, bool create)
     char err[768];
     if (dd_redis_conn_apply(&o))
         return NULL;
-    dedup_status st = dedup_redis_open(&o, NULL, &r, err, sizeof err);
+    dedup_status st = dedup_redis_create(&o, NULL, &r, err, sizeof err);
     if (st == DEDUP_ERR_WRONG_TYPE && !f->typed && !create && o.scheme == DEDUP_REDIS_BITMAP) {
         o.scheme = DEDUP_REDIS_MODULE; /* NAME:meta holds the module scheme's shape */
-        st = dedup_redis_open(&o, NULL, &r, err, sizeof err);
+        st = dedup_redis_create(&o, NULL, &r, err, sizeof err);
     }
     if (st != DEDUP_OK) {
         cli_error("filter: %s/%s: %s", f->shown, f->name, err);
@@ -386,8 +386,8 @@ static int copy_to_redis(fr_opts *f, const char *path)
     /* An existing filter with a TTL takes the file into its current
      * generation; any other goes through create, which compares shapes. */
     dedup_redis *r = NULL;
-    dedup_redis_options o;
-    dedup_redis_options_init(&o);
+    dedup_redis_params o;
+    dedup_redis_params_init(&o);
     o.url = f->base;
     o.name = f->name;
     o.scheme = DEDUP_REDIS_BITMAP;
@@ -396,7 +396,7 @@ static int copy_to_redis(fr_opts *f, const char *path)
     int crc = dd_redis_conn_apply(&o);
     if (crc)
         return crc;
-    st = dedup_redis_open(&o, NULL, &r, err, sizeof err);
+    st = dedup_redis_create(&o, NULL, &r, err, sizeof err);
     if (st != DEDUP_OK && st != DEDUP_ERR_NOT_FOUND) {
         cli_error("filter copy: %s/%s: %s", f->shown, f->name, err);
         return CLI_EXIT_FAIL;
@@ -585,7 +585,7 @@ int dd_filter_redis(int argc, char **argv)
     }
     /* Items go through the seen-set, which owns the connection from here. */
     dedup_seen *s = NULL;
-    dedup_status st = dedup_redis_seen(r, NULL, &s);
+    dedup_status st = dedup_redis_as_seen(r, NULL, &s);
     if (st != DEDUP_OK) {
         dedup_redis_free(r);
         cli_error("filter: %s/%s: %s", f.base, f.name, dedup_strerror(st));

@@ -185,13 +185,13 @@ bool dd_redis_close(dd_redis_run *run);
 /* ---- Connection (redis_conn.c) ----
  * One option of DD_REDIS_CONN_LONG_OPTIONS: 1 taken, 0 not one of them. */
 int dd_redis_conn_option(int code, const char *arg);
-struct dedup_redis_options;
+struct dedup_redis_params;
 /* Fills o's credentials (--redis-auth-file, else the URL's own, else
  * DEDUP_REDIS_PASSWORD, else REDISCLI_AUTH) and TLS files from the options
  * above; warns once about a password in the URL and about --tls-insecure.
  * 0, or the exit status with an error printed (an auth file unreadable,
  * readable by group or others, or empty). */
-int dd_redis_conn_apply(struct dedup_redis_options *o);
+int dd_redis_conn_apply(struct dedup_redis_params *o);
 /* 'url' for a message: its password, if any, shown as "***". */
 void dd_redis_url_shown(const char *url, char *buf, size_t cap);
 /* Overwrites the password of a URL given on the command line with '*', so

@@ -128,7 +128,7 @@ static int load_auth_file(const char *path)
     return rc;
 }
 
-int dd_redis_conn_apply(dedup_redis_options *o)
+int dd_redis_conn_apply(dedup_redis_params *o)
 {
     dedup_redis_url u;
     bool url_pass = o->url && dedup_redis_url_parse(o->url, &u, NULL, 0) == DEDUP_OK &&

@@ -209,7 +209,10 @@ int dd_redis_check_args(const dd_redis_opts *o, bool mode_given, bool windowed, 
                       : windowed ? "--window/--last (use --ttl for recent keys)"
                       : state    ? "-s/--state (the seen-set is in Redis)"
                       : bounded  ? "-m/--memory, --sort and --tmpdir"
-                      : counts   ? "-c/--count and -u/--unique (Redis keeps no counts)"
+                      : counts   ? "-c/--count or -u/--unique: they need each key's count over the "
+                                   "whole input, and a seen-set shared through Redis keeps only "
+                                   "whether a key was seen, by any process (the outputs that work "
+                                   "with --redis: first occurrences, the default, and -D)"
                                  : NULL;
     if (bad) {
         cli_error("--redis cannot be combined with %s", bad);
@@ -289,8 +292,8 @@ int dd_redis_create(const dd_redis_opts *o, uint64_t items, double fpr, uint64_t
 {
     *run = NULL;
     *out = NULL;
-    dedup_redis_options ro;
-    dedup_redis_options_init(&ro);
+    dedup_redis_params ro;
+    dedup_redis_params_init(&ro);
     ro.url = o->url;
     ro.scheme = o->scheme ? (dedup_redis_scheme)o->scheme : DEDUP_REDIS_KEYS;
     if (o->name)
@@ -358,9 +361,9 @@ int dd_redis_create(const dd_redis_opts *o, uint64_t items, double fpr, uint64_t
         return jrc;
     }
     char err[768];
-    dedup_status st = dedup_redis_open(&ro, NULL, &rr->r, err, sizeof err);
+    dedup_status st = dedup_redis_create(&ro, NULL, &rr->r, err, sizeof err);
     if (st == DEDUP_OK) {
-        st = dedup_redis_seen(rr->r, NULL, out);
+        st = dedup_redis_as_seen(rr->r, NULL, out);
         if (st != DEDUP_OK) {
             dedup_redis_free(rr->r);
             snprintf(err, sizeof err, "%s", dedup_strerror(st));

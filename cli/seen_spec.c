@@ -7,7 +7,7 @@
 #include "cli.h"
 #include "state_file.h"
 #ifdef DEDUP_HAVE_ROARING
-#include "dedup_roaring.h"
+#include "dedup/roaring.h"
 #endif
 #include "tier_spec.h"
 #include "dedup/scalable.h"

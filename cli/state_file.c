@@ -15,7 +15,7 @@
 #include "cli.h"
 #include "keys.h"
 #ifdef DEDUP_HAVE_ROARING
-#include "dedup_roaring.h"
+#include "dedup/roaring.h"
 #endif
 
 /* ---- lock ------------------------------------------------------------------ */

@@ -483,7 +483,7 @@ static dedup_status open_store(dd_tiers_cli *t, const tier_def *d, uint64_t seed
     for (const tier_def *f = t->def; f < d && !t->shared; f++)
         p.absent_screened |= is_filter(f);
     dedup_store *s = NULL;
-    dedup_status st = dedup_store_open(&p, NULL, &s, err, cap);
+    dedup_status st = dedup_store_create(&p, NULL, &s, err, cap);
     if (st == DEDUP_ERR_INCOMPATIBLE && strstr(err, "seed"))
         snprintf(err + strlen(err), cap - strlen(err), " (give its --seed)");
     else if (st == DEDUP_ERR_INCOMPATIBLE && strstr(err, "keys were made with"))
@@ -493,7 +493,7 @@ static dedup_status open_store(dd_tiers_cli *t, const tier_def *d, uint64_t seed
         return st;
     st = dedup_store_as_seen(s, NULL, out);
     if (st) {
-        dedup_store_close(s);
+        dedup_store_free(s);
         snprintf(err, cap, "%s: %s", d->path, dedup_strerror(st));
         return st;
     }
@@ -522,8 +522,8 @@ static dedup_status open_store(dd_tiers_cli *t, const tier_def *d, uint64_t seed
 static dedup_status open_redis(dd_tiers_cli *t, const tier_def *d, uint64_t seed,
                                dedup_seen **out, char *err, size_t cap)
 {
-    dedup_redis_options o;
-    dedup_redis_options_init(&o);
+    dedup_redis_params o;
+    dedup_redis_params_init(&o);
     o.url = d->path;
     o.scheme = DEDUP_REDIS_KEYS;
     o.secret_seed = seed == 0;
@@ -546,12 +546,12 @@ static dedup_status open_redis(dd_tiers_cli *t, const tier_def *d, uint64_t seed
         snprintf(err, cap, "--tier %s: no credentials", shown);
         return DEDUP_ERR_INVALID_ARG;
     }
-    dedup_status st = dedup_redis_open(&o, NULL, &r, why, sizeof why);
+    dedup_status st = dedup_redis_create(&o, NULL, &r, why, sizeof why);
     if (st) {
         snprintf(err, cap, "--tier %s: %s", shown, why);
         return st;
     }
-    st = dedup_redis_seen(r, NULL, out);
+    st = dedup_redis_as_seen(r, NULL, out);
     if (st) {
         dedup_redis_free(r);
         snprintf(err, cap, "--tier %s: %s", d->path, dedup_strerror(st));

@@ -5,11 +5,11 @@
  * bit-flipped copies.  Not part of the build; run by hand when the format
  * changes:
  *
- *   cc -std=c11 -Iinclude -Ibackends/roaring fuzz/gen_roaring_corpus.c \
+ *   cc -std=c11 -Iinclude fuzz/gen_roaring_corpus.c \
  *      build/backends/roaring/libdedup_roaring.a build/libdedup.a -lroaring -lxxhash -llz4 -lm \
  *      -o /tmp/gen && /tmp/gen fuzz/corpus/roaring_load
  */
-#include "dedup_roaring.h"
+#include "dedup/roaring.h"
 
 #include <string.h>
 

@@ -184,7 +184,7 @@ static dedup_status load_script(dedup_redis *r)
 /* The shape this client would create from its options. */
 static dedup_status bitmap_offer(dedup_redis *r, shape_text *want)
 {
-    const dedup_redis_options *o = &r->o;
+    const dedup_redis_params *o = &r->o;
     uint64_t bits = o->bits ? (o->bits + BLOCK_BITS - 1) / BLOCK_BITS * BLOCK_BITS
                             : dedup_blocked_bits_for(o->items, o->fpr);
     if (bits == 0 || bits > DEDUP_MAX_BITS) {
@@ -265,7 +265,7 @@ static dedup_status sentinels(dedup_redis *r, bool create)
  * and there is none. */
 dedup_status rd_bitmap_open(dedup_redis *r)
 {
-    const dedup_redis_options *o = &r->o;
+    const dedup_redis_params *o = &r->o;
     shape_text want = {FORMAT_VERSION, 0, o->seed, 0, o->items, 0, 0, o->generations, o->fpr};
     bool offer = o->items > 0 || o->bits > 0;
     if (o->generations < 1 || o->generations > RD_MAX_GEN) {

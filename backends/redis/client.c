@@ -52,7 +52,7 @@ typedef struct rc_node {
 
 struct rc_client {
     dedup_redis_url url;
-    dedup_redis_options o;
+    dedup_redis_params o;
     bool cluster;
     rc_node *nodes;
     size_t nnodes;
@@ -555,8 +555,8 @@ static dedup_status relocate(rc_client *c)
     return DEDUP_OK;
 }
 
-dedup_status rc_open(const dedup_redis_url *url, const dedup_redis_options *o, rc_client **out,
-                     char *err, size_t errcap)
+dedup_status rc_open(const dedup_redis_url *url, const dedup_redis_params *o, rc_client **out,
+                     char *why, size_t whycap)
 {
     *out = NULL;
     rc_client *c = calloc(1, sizeof *c);
@@ -572,11 +572,11 @@ dedup_status rc_open(const dedup_redis_url *url, const dedup_redis_options *o, r
         return DEDUP_ERR_NOMEM;
     }
     if (url->tls) {
-        char why[400];
-        dedup_status ts = rc_tls_ctx_new(o, &c->tls, why, sizeof why);
+        char tls_why[400];
+        dedup_status ts = rc_tls_ctx_new(o, &c->tls, tls_why, sizeof tls_why);
         if (ts != DEDUP_OK) {
-            if (err && errcap)
-                snprintf(err, errcap, "%s", ts == DEDUP_ERR_NOMEM ? "out of memory" : why);
+            if (why && whycap)
+                snprintf(why, whycap, "%s", ts == DEDUP_ERR_NOMEM ? "out of memory" : tls_why);
             rc_free(c);
             return ts;
         }
@@ -613,8 +613,8 @@ dedup_status rc_open(const dedup_redis_url *url, const dedup_redis_options *o, r
         }
     }
     if (st != DEDUP_OK) {
-        if (err && errcap)
-            snprintf(err, errcap, "%s", c->err);
+        if (why && whycap)
+            snprintf(why, whycap, "%s", c->err);
         rc_free(c);
         return st;
     }

@@ -57,8 +57,8 @@ bool rc_batch_add(rc_batch *b, int argc, const char *const *argv, const size_t *
 /* The CRC16 slot of a key (its {hash tag} if it has a non-empty one). */
 int rc_key_slot(const char *key, size_t len);
 
-dedup_status rc_open(const dedup_redis_url *url, const dedup_redis_options *o, rc_client **out,
-                     char *err, size_t errcap);
+dedup_status rc_open(const dedup_redis_url *url, const dedup_redis_params *o, rc_client **out,
+                     char *why, size_t whycap);
 void rc_free(rc_client *c);
 
 /* Runs every command of 'b'.  DEDUP_OK: each has its reply (which may be an

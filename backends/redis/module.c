@@ -320,7 +320,7 @@ static dedup_status create_filter(dedup_redis *r, rd_mod_shape *want, const char
 static const char *shape_differs(const dedup_redis *r, const rd_mod_shape *have,
                                  dedup_redis_filter hf)
 {
-    const dedup_redis_options *o = &r->o;
+    const dedup_redis_params *o = &r->o;
     bool offer = o->items > 0;
     if (!seed_is_secret(r) && have->seed != o->seed)
         return "seed";
@@ -337,7 +337,7 @@ static const char *shape_differs(const dedup_redis *r, const rd_mod_shape *have,
 
 dedup_status rd_module_open(dedup_redis *r)
 {
-    const dedup_redis_options *o = &r->o;
+    const dedup_redis_params *o = &r->o;
     if (o->shards > RD_MAX_SHARDS) {
         rd_error(r, "shards must be in 1..%u (got %u)", RD_MAX_SHARDS, o->shards);
         return DEDUP_ERR_INVALID_ARG;

@@ -11,7 +11,7 @@
 #define RD_MAX_GEN 64
 
 struct dedup_redis {
-    dedup_redis_options o;
+    dedup_redis_params o;
     dedup_redis_url url;
     char name[RD_MAX_NAME + 1];
     size_t namelen;

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-void dedup_redis_options_init(dedup_redis_options *o)
+void dedup_redis_params_init(dedup_redis_params *o)
 {
     memset(o, 0, sizeof *o);
     o->scheme = DEDUP_REDIS_KEYS;
@@ -32,15 +32,15 @@ void dedup_redis_options_init(dedup_redis_options *o)
 
 /* ---- the object ---- */
 
-dedup_status dedup_redis_open(const dedup_redis_options *o, const dedup_allocator *alloc,
-                              dedup_redis **out, char *err, size_t errcap)
+dedup_status dedup_redis_create(const dedup_redis_params *o, const dedup_allocator *alloc,
+                                dedup_redis **out, char *why, size_t whycap)
 {
     (void)alloc; /* hiredis allocates through libc; so does this object */
-    if (err && errcap)
-        err[0] = 0;
+    if (why && whycap)
+        why[0] = 0;
     if (!o || !out) {
-        if (err && errcap)
-            snprintf(err, errcap, "no options given");
+        if (why && whycap)
+            snprintf(why, whycap, "no options given");
         return DEDUP_ERR_INVALID_ARG;
     }
     *out = NULL;
@@ -97,8 +97,8 @@ dedup_status dedup_redis_open(const dedup_redis_options *o, const dedup_allocato
             st = rd_module_open(r);
     }
     if (st != DEDUP_OK) {
-        if (err && errcap)
-            snprintf(err, errcap, "%s", r->err);
+        if (why && whycap)
+            snprintf(why, whycap, "%s", r->err);
         dedup_redis_free(r);
         return st;
     }

@@ -87,7 +87,7 @@ static const dedup_seen_ops OPS = {
     .stats = w_stats,
 };
 
-dedup_status dedup_redis_seen(dedup_redis *r, const dedup_allocator *alloc, dedup_seen **out)
+dedup_status dedup_redis_as_seen(dedup_redis *r, const dedup_allocator *alloc, dedup_seen **out)
 {
     return dedup_seen_wrap(&OPS, r, alloc, out);
 }

@@ -64,13 +64,13 @@ static bool parse_addr(const redisReply *r, char *host, int *port)
 /* One sentinel: DEDUP_OK with the address, NOT_FOUND (it does not know the
  * master), IO (unreachable, or an answer that is not an address). */
 static dedup_status ask_one(const dedup_redis_url *url, size_t i, struct timeval ct,
-                            struct timeval it, char *host, int *port, char *err, size_t errcap)
+                            struct timeval it, char *host, int *port, char *why, size_t whycap)
 {
     const char *sh = url->seeds[i].host;
     int sp = url->seeds[i].port;
     redisContext *ctx = redisConnectWithTimeout(sh, sp, ct);
     if (!ctx || ctx->err) {
-        snprintf(err, errcap, "cannot connect to the sentinel at %s:%d: %s", sh, sp,
+        snprintf(why, whycap, "cannot connect to the sentinel at %s:%d: %s", sh, sp,
                  ctx ? ctx->errstr : "out of memory");
         if (ctx)
             redisFree(ctx);
@@ -84,16 +84,16 @@ static dedup_status ask_one(const dedup_redis_url *url, size_t i, struct timeval
     }
     dedup_status st = DEDUP_ERR_IO;
     if (!r)
-        snprintf(err, errcap, "the sentinel at %s:%d: %s", sh, sp,
+        snprintf(why, whycap, "the sentinel at %s:%d: %s", sh, sp,
                  ctx->errstr[0] ? ctx->errstr : "connection lost or AUTH refused");
     else if (r->type == REDIS_REPLY_NIL)
         st = DEDUP_ERR_NOT_FOUND;
     else if (r->type == REDIS_REPLY_ERROR)
-        snprintf(err, errcap, "the sentinel at %s:%d answered: %s", sh, sp, r->str);
+        snprintf(why, whycap, "the sentinel at %s:%d answered: %s", sh, sp, r->str);
     else if (parse_addr(r, host, port))
         st = DEDUP_OK;
     else
-        snprintf(err, errcap, "the sentinel at %s:%d answered something other than an address",
+        snprintf(why, whycap, "the sentinel at %s:%d answered something other than an address",
                  sh, sp);
     if (r)
         freeReplyObject(r);
@@ -102,7 +102,7 @@ static dedup_status ask_one(const dedup_redis_url *url, size_t i, struct timeval
 }
 
 dedup_status rs_master_addr(const dedup_redis_url *url, uint32_t connect_ms, uint32_t io_ms,
-                            char *host, int *port, char *err, size_t errcap)
+                            char *host, int *port, char *why, size_t whycap)
 {
     struct timeval ct = {(time_t)(connect_ms / 1000), (long)(connect_ms % 1000) * 1000};
     struct timeval it = {(time_t)(io_ms / 1000), (long)(io_ms % 1000) * 1000};
@@ -115,11 +115,11 @@ dedup_status rs_master_addr(const dedup_redis_url *url, uint32_t connect_ms, uin
         unknown |= st == DEDUP_ERR_NOT_FOUND;
     }
     if (unknown) {
-        snprintf(err, errcap, "no sentinel of %zu knows a master named '%s'%s%s", url->nseeds,
+        snprintf(why, whycap, "no sentinel of %zu knows a master named '%s'%s%s", url->nseeds,
                  url->master, last[0] ? "; " : "", last);
         return DEDUP_ERR_NOT_FOUND;
     }
-    snprintf(err, errcap, "no sentinel of %zu named the master '%s' (last: %s)", url->nseeds,
+    snprintf(why, whycap, "no sentinel of %zu named the master '%s' (last: %s)", url->nseeds,
              url->master, last);
     return DEDUP_ERR_IO;
 }

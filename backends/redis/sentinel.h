@@ -24,7 +24,7 @@
  * know the master; DEDUP_ERR_IO: none answered (or none with an address).
  * On an error 'err' says which sentinel (host:port) and why. */
 dedup_status rs_master_addr(const dedup_redis_url *url, uint32_t connect_ms, uint32_t io_ms,
-                            char *host, int *port, char *err, size_t errcap);
+                            char *host, int *port, char *why, size_t whycap);
 
 /* True when 'r', a reply to ROLE, says "master". */
 bool rs_role_is_master(const redisReply *r);

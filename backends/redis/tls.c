@@ -27,21 +27,21 @@ static void ssl_reason(char *buf, size_t cap)
     ERR_clear_error();
 }
 
-static dedup_status ctx_fail(SSL_CTX *sc, char *err, size_t cap, const char *what,
+static dedup_status ctx_fail(SSL_CTX *sc, char *why, size_t whycap, const char *what,
                              const char *file)
 {
-    char why[256];
-    ssl_reason(why, sizeof why);
-    snprintf(err, cap, "%s '%s': %s", what, file, why);
+    char reason[256];
+    ssl_reason(reason, sizeof reason);
+    snprintf(why, whycap, "%s '%s': %s", what, file, reason);
     SSL_CTX_free(sc);
     return DEDUP_ERR_INVALID_ARG;
 }
 
-dedup_status rc_tls_ctx_new(const dedup_redis_options *o, SSL_CTX **out, char *err, size_t cap)
+dedup_status rc_tls_ctx_new(const dedup_redis_params *o, SSL_CTX **out, char *why, size_t whycap)
 {
     *out = NULL;
     if (!o->tls_cert != !o->tls_key) {
-        snprintf(err, cap, "a TLS client certificate needs its key and a key its certificate "
+        snprintf(why, whycap, "a TLS client certificate needs its key and a key its certificate "
                            "(got only the %s)", o->tls_cert ? "certificate" : "key");
         return DEDUP_ERR_INVALID_ARG;
     }
@@ -52,17 +52,18 @@ dedup_status rc_tls_ctx_new(const dedup_redis_options *o, SSL_CTX **out, char *e
     SSL_CTX_set_mode(sc, SSL_MODE_AUTO_RETRY);
     if (o->tls_cacert) {
         if (SSL_CTX_load_verify_locations(sc, o->tls_cacert, NULL) != 1)
-            return ctx_fail(sc, err, cap, "TLS CA file", o->tls_cacert);
+            return ctx_fail(sc, why, whycap, "TLS CA file", o->tls_cacert);
     } else if (SSL_CTX_set_default_verify_paths(sc) != 1) {
-        return ctx_fail(sc, err, cap, "TLS CA directory", "(system default)");
+        return ctx_fail(sc, why, whycap, "TLS CA directory", "(system default)");
     }
     if (o->tls_cert) {
         if (SSL_CTX_use_certificate_chain_file(sc, o->tls_cert) != 1)
-            return ctx_fail(sc, err, cap, "TLS certificate", o->tls_cert);
+            return ctx_fail(sc, why, whycap, "TLS certificate", o->tls_cert);
         if (SSL_CTX_use_PrivateKey_file(sc, o->tls_key, SSL_FILETYPE_PEM) != 1)
-            return ctx_fail(sc, err, cap, "TLS key", o->tls_key);
+            return ctx_fail(sc, why, whycap, "TLS key", o->tls_key);
         if (SSL_CTX_check_private_key(sc) != 1)
-            return ctx_fail(sc, err, cap, "TLS key (does not match the certificate)", o->tls_key);
+            return ctx_fail(sc, why, whycap, "TLS key (does not match the certificate)",
+                            o->tls_key);
     }
     SSL_CTX_set_verify(sc, o->tls_insecure ? SSL_VERIFY_NONE : SSL_VERIFY_PEER, NULL);
     *out = sc;

@@ -36,8 +36,8 @@ struct ssl_st;
  * INVALID_ARG (a file unreadable or not PEM, a key not matching its
  * certificate, one of cert/key without the other: 'err' names the file),
  * NOMEM. */
-dedup_status rc_tls_ctx_new(const dedup_redis_options *o, struct ssl_ctx_st **out, char *err,
-                            size_t cap);
+dedup_status rc_tls_ctx_new(const dedup_redis_params *o, struct ssl_ctx_st **out, char *why,
+                            size_t whycap);
 void rc_tls_ctx_free(struct ssl_ctx_st *sc);
 
 /* Runs the handshake on ctx's connected socket: SNI for a host name, the

@@ -1,6 +1,6 @@
 /*
  * roaring_format.c - a validator of the Roaring portable serialization
- * (dedup_roaring.h), so that CRoaring only ever reads bytes known to be a
+ * (dedup/roaring.h), so that CRoaring only ever reads bytes known to be a
  * well-formed bitmap: its 0.2 "safe" reader bounds its reads but does not
  * check that arrays are sorted or runs disjoint, which later operations
  * rely on.
@@ -16,7 +16,7 @@
  *               array (cardinality <= 4096): cardinality x u16, increasing;
  *               bitset: 8192 bytes, popcount = cardinality.
  */
-#include "dedup_roaring.h"
+#include "dedup/roaring.h"
 
 #include <string.h>
 

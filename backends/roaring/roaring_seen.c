@@ -1,17 +1,70 @@
 /*
- * roaring_seen.c - the seen-set kind DEDUP_SEEN_ROARING (dedup_roaring.h).
+ * roaring_seen.c - the seen-set kind DEDUP_SEEN_ROARING (dedup/roaring.h).
  *
  * Buckets: a sorted array of (high 32 bits, roaring bitmap of the low 32
  * bits), with the last bucket used remembered, so a run of IDs under 2^32
  * (the usual case) costs one compare before CRoaring's add.
  */
-#include "dedup_roaring.h"
+#include "dedup/roaring.h"
 
 #include <roaring/roaring.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "dedup/format.h"
+
+/* The component reaches libdedup through its public API alone (libdedup.so
+ * exports nothing else), so its allocation calls through the caller's
+ * allocator are its own: NULL means the C library's, and a hook without
+ * calloc or realloc is served by its malloc. */
+static void *libc_malloc(void *ctx, size_t n) { (void)ctx; return malloc(n); }
+static void *libc_calloc(void *ctx, size_t c, size_t n) { (void)ctx; return calloc(c, n); }
+static void *libc_realloc(void *ctx, void *p, size_t n) { (void)ctx; return realloc(p, n); }
+static void libc_free(void *ctx, void *p) { (void)ctx; free(p); }
+
+static void ra_resolve(dedup_allocator *out, const dedup_allocator *a)
+{
+    if (a && a->malloc_fn && a->free_fn) {
+        *out = *a;
+        return;
+    }
+    *out = (dedup_allocator){libc_malloc, libc_calloc, libc_realloc, libc_free, NULL};
+}
+
+static void *ra_malloc(const dedup_allocator *a, size_t n)
+{
+    return a->malloc_fn(a->ctx, n ? n : 1);
+}
+
+static void *ra_calloc(const dedup_allocator *a, size_t count, size_t size)
+{
+    if (size && count > SIZE_MAX / size)
+        return NULL;
+    if (a->calloc_fn)
+        return a->calloc_fn(a->ctx, count ? count : 1, size ? size : 1);
+    void *p = ra_malloc(a, count * size);
+    if (p)
+        memset(p, 0, count * size);
+    return p;
+}
+
+static void *ra_realloc(const dedup_allocator *a, void *ptr, size_t old_size, size_t new_size)
+{
+    if (a->realloc_fn)
+        return a->realloc_fn(a->ctx, ptr, new_size ? new_size : 1);
+    void *p = ra_malloc(a, new_size);
+    if (p && ptr) {
+        memcpy(p, ptr, old_size < new_size ? old_size : new_size);
+        a->free_fn(a->ctx, ptr);
+    }
+    return p;
+}
+
+static void ra_free(const dedup_allocator *a, void *ptr)
+{
+    if (ptr)
+        a->free_fn(a->ctx, ptr);
+}
 
 #define PARAMS_LEN 16u
 #define BUCKET_HEAD 16u
@@ -38,8 +91,8 @@ static void rs_free(void *impl)
     for (size_t i = 0; i < r->n; i++)
         roaring_bitmap_free(r->b[i].bm);
     dedup_allocator a = r->alloc;
-    ddi_free(&a, r->b);
-    ddi_free(&a, r);
+    ra_free(&a, r->b);
+    ra_free(&a, r);
 }
 
 /* Index of the bucket for 'hi', or where it would go (*found false). */
@@ -69,7 +122,7 @@ static roaring_bitmap_t *bucket_for(rseen *r, uint32_t hi)
     if (!found) {
         if (r->n == r->cap) {
             size_t cap = r->cap ? r->cap * 2 : 4;
-            bucket *nb = ddi_realloc(&r->alloc, r->b, r->cap * sizeof *nb, cap * sizeof *nb);
+            bucket *nb = ra_realloc(&r->alloc, r->b, r->cap * sizeof *nb, cap * sizeof *nb);
             if (!nb)
                 return NULL;
             r->b = nb;
@@ -311,7 +364,7 @@ static dedup_status rs_save(const void *impl, dedup_sink *sink)
         dedup_put_u32(head, r->b[i].hi);
         dedup_put_u32(head + 4, 0);
         dedup_put_u64(head + 8, len);
-        char *buf = ddi_malloc(&r->alloc, len);
+        char *buf = ra_malloc(&r->alloc, len);
         if (!buf)
             return DEDUP_ERR_NOMEM;
         if (roaring_bitmap_portable_serialize(r->b[i].bm, buf) != len)
@@ -320,7 +373,7 @@ static dedup_status rs_save(const void *impl, dedup_sink *sink)
             s = dedup_encoder_write(&e, head, sizeof head);
         if (!s)
             s = dedup_encoder_write(&e, buf, len);
-        ddi_free(&r->alloc, buf);
+        ra_free(&r->alloc, buf);
     }
     if (!s)
         s = dedup_encoder_end(&e);
@@ -339,7 +392,7 @@ static const dedup_seen_ops roaring_ops = {
 
 static rseen *rs_new(uint64_t seed, const dedup_allocator *a)
 {
-    rseen *r = ddi_malloc(a, sizeof *r);
+    rseen *r = ra_malloc(a, sizeof *r);
     if (!r)
         return NULL;
     memset(r, 0, sizeof *r);
@@ -365,7 +418,7 @@ dedup_status dedup_roaring_seen_create(const dedup_seen_spec *spec, const dedup_
     if (!spec || spec->kind != DEDUP_SEEN_ROARING)
         return DEDUP_ERR_INVALID_ARG;
     dedup_allocator a;
-    ddi_allocator_resolve(&a, alloc);
+    ra_resolve(&a, alloc);
     rseen *r = rs_new(spec->seed, &a);
     if (!r)
         return DEDUP_ERR_NOMEM;
@@ -379,7 +432,7 @@ dedup_status dedup_roaring_seen_load(dedup_source src, const dedup_allocator *al
         return DEDUP_ERR_INVALID_ARG;
     *out = NULL;
     dedup_allocator a;
-    ddi_allocator_resolve(&a, alloc);
+    ra_resolve(&a, alloc);
     dedup_decoder decoder, *dec = &decoder;
     rseen *r = NULL;
     char *buf = NULL;
@@ -403,7 +456,7 @@ dedup_status dedup_roaring_seen_load(dedup_source src, const dedup_allocator *al
         goto done;
     }
     if (nb) {
-        r->b = ddi_calloc(&a, nb, sizeof *r->b);
+        r->b = ra_calloc(&a, nb, sizeof *r->b);
         if (!r->b) {
             s = DEDUP_ERR_NOMEM;
             goto done;
@@ -428,7 +481,7 @@ dedup_status dedup_roaring_seen_load(dedup_source src, const dedup_allocator *al
             s = DEDUP_ERR_CORRUPT;
             goto done;
         }
-        buf = ddi_malloc(&a, (size_t)len);
+        buf = ra_malloc(&a, (size_t)len);
         if (!buf) {
             s = DEDUP_ERR_NOMEM;
             goto done;
@@ -455,7 +508,7 @@ dedup_status dedup_roaring_seen_load(dedup_source src, const dedup_allocator *al
             goto done;
         }
         total += c;
-        ddi_free(&a, buf);
+        ra_free(&a, buf);
         buf = NULL;
     }
     if (left != 0 || total != card) {
@@ -465,7 +518,7 @@ dedup_status dedup_roaring_seen_load(dedup_source src, const dedup_allocator *al
     r->card = card;
     s = dedup_decoder_end(dec);
 done:
-    ddi_free(&a, buf);
+    ra_free(&a, buf);
     if (s) {
         rs_free(r);
         return s;
@@ -473,23 +526,37 @@ done:
     return wrap(r, &a, out);
 }
 
-static dedup_status load_any(dedup_source src, const dedup_allocator *alloc, void **out)
-{
-    dedup_seen *x = NULL;
-    dedup_status s = dedup_roaring_seen_load(src, alloc, &x);
-    *out = x;
-    return s;
-}
-
-static void free_any(void *obj) { dedup_seen_free(obj); }
-
+/* As every dedup_X_load_file(): a file that goes on after the container's
+ * checksum is refused with DEDUP_ERR_TRAILING (a pipe, whose length is
+ * unknown, by reading one byte more). */
 dedup_status dedup_roaring_seen_load_file(const char *path, const dedup_allocator *alloc,
                                           dedup_seen **out)
 {
-    if (!out)
+    if (!path || !out)
         return DEDUP_ERR_INVALID_ARG;
-    void *obj = NULL;
-    dedup_status s = ddi_load_file(path, alloc, load_any, free_any, &obj);
-    *out = obj;
+    *out = NULL;
+    dedup_allocator a;
+    ra_resolve(&a, alloc);
+    dedup_file_source *f = ra_malloc(&a, sizeof *f);
+    if (!f)
+        return DEDUP_ERR_NOMEM;
+    dedup_source src;
+    dedup_status s = dedup_file_source_open(f, path, &src);
+    if (!s) {
+        s = dedup_roaring_seen_load(src, &a, out);
+        if (!s) {
+            uint64_t left = src.remaining ? src.remaining(src.ctx) : UINT64_MAX;
+            unsigned char extra;
+            if (left == UINT64_MAX)
+                left = src.read(src.ctx, &extra, 1) == DEDUP_OK;
+            if (left != 0) {
+                dedup_seen_free(*out);
+                *out = NULL;
+                s = DEDUP_ERR_TRAILING;
+            }
+        }
+        dedup_file_source_close(f);
+    }
+    ra_free(&a, f);
     return s;
 }

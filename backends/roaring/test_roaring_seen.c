@@ -7,7 +7,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "testutil.h"
 
-#include "dedup_roaring.h"
+#include "dedup/roaring.h"
 
 #include <roaring/roaring.h>
 #include <stdio.h>

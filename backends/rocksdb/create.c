@@ -167,7 +167,7 @@ dedup_status ddr_create_store(const dedup_store_params *p, const dedup_allocator
     dedup_store *s = NULL;
     dedup_status st = ddr_open_dir(p, alloc, tmp, true, &s, why, cap);
     if (st == DEDUP_OK) {
-        dedup_store_close(s);
+        dedup_store_free(s);
         sync_path(tmp);
         if (rename(tmp, p->dir) == 0) {
             sync_path(parent);

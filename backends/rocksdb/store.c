@@ -499,7 +499,7 @@ dedup_status ddr_open_dir(const dedup_store_params *p, const dedup_allocator *al
     size_t dl = strlen(dir) + 1;
     s->dir = xmalloc(&a, dl);
     if (!s->dir || alloc_scratch(s) != DEDUP_OK) {
-        dedup_store_close(s);
+        dedup_store_free(s);
         return DEDUP_ERR_NOMEM;
     }
     memcpy(s->dir, dir, dl);
@@ -511,19 +511,19 @@ dedup_status ddr_open_dir(const dedup_store_params *p, const dedup_allocator *al
     s->keys = p->keys ? p->keys : DEDUP_STORE_KEYS_DIGEST;
     s->seed = p->seed;
     if (fresh && !s->seed && (st = ddr_random_seed(&s->seed, dir, why, cap)) != DEDUP_OK) {
-        dedup_store_close(s);
+        dedup_store_free(s);
         return st;
     }
     s->expire = p->expire;
 
     if (!s->read_only && (st = ddr_take_lock(s, why, cap)) != DEDUP_OK) {
-        dedup_store_close(s);
+        dedup_store_free(s);
         return st;
     }
     char *e = NULL;
     if (!fresh && ((st = ddr_check_tables(dir, why, cap)) != DEDUP_OK ||
                    (st = read_marker(s, p, dir, why, cap)) != DEDUP_OK)) {
-        dedup_store_close(s);
+        dedup_store_free(s);
         return st;
     }
 
@@ -545,7 +545,7 @@ dedup_status ddr_open_dir(const dedup_store_params *p, const dedup_allocator *al
         st = map_open_error(e, dir, why, cap);
         free(e);
         s->db = NULL;
-        dedup_store_close(s);
+        dedup_store_free(s);
         return st;
     }
     s->cf_keys = h[0];
@@ -575,52 +575,52 @@ dedup_status ddr_open_dir(const dedup_store_params *p, const dedup_allocator *al
     if (e) {
         set_why(why, cap, "%s: cannot read or write the store's marker (RocksDB: %s)", dir, e);
         free(e);
-        dedup_store_close(s);
+        dedup_store_free(s);
         return DEDUP_ERR_IO;
     }
     if ((st = check_identity(s, p, fresh, why, cap)) != DEDUP_OK) {
-        dedup_store_close(s);
+        dedup_store_free(s);
         return st;
     }
     if ((st = ddr_pending_open(s)) != DEDUP_OK) {
         set_why(why, cap, "%s%s", s->err[0] ? s->err : "cannot start the pending log", NULL);
         s->pend.n = 0; /* nothing to ingest at close */
-        dedup_store_close(s);
+        dedup_store_free(s);
         return st;
     }
     if ((st = check_count(s, why, cap)) != DEDUP_OK) {
         s->pend.n = 0;
         s->pend.committed = 0;
-        dedup_store_close(s);
+        dedup_store_free(s);
         return st;
     }
     *out = s;
     return DEDUP_OK;
 }
 
-dedup_status dedup_store_open(const dedup_store_params *p, const dedup_allocator *alloc,
-                              dedup_store **out, char *why, size_t cap)
+dedup_status dedup_store_create(const dedup_store_params *p, const dedup_allocator *alloc,
+                                dedup_store **out, char *why, size_t whycap)
 {
-    if (why && cap)
+    if (why && whycap)
         why[0] = '\0';
     *out = NULL;
     if (!p || !p->dir || !p->dir[0] || p->sync > DEDUP_STORE_SYNC_NONE ||
         p->keys > DEDUP_STORE_KEYS_WHOLE || p->expire > UINT32_MAX) {
-        set_why(why, cap, "%s%s", "invalid store parameters", NULL);
+        set_why(why, whycap, "%s%s", "invalid store parameters", NULL);
         return DEDUP_ERR_INVALID_ARG;
     }
     const char *lerr = ddr_rdb_load(); /* librocksdb, on the first store (rdb_lazy.h) */
     if (lerr) {
-        set_why(why, cap, "%s%s", lerr, NULL);
+        set_why(why, whycap, "%s%s", lerr, NULL);
         return DEDUP_ERR_UNSUPPORTED;
     }
     bool fresh;
-    dedup_status st = probe_dir(p, &fresh, why, cap);
+    dedup_status st = probe_dir(p, &fresh, why, whycap);
     if (st == DEDUP_OK && fresh)
-        st = ddr_create_store(p, alloc, why, cap);
+        st = ddr_create_store(p, alloc, why, whycap);
     if (st != DEDUP_OK)
         return st;
-    return ddr_open_dir(p, alloc, p->dir, false, out, why, cap);
+    return ddr_open_dir(p, alloc, p->dir, false, out, why, whycap);
 }
 
 
@@ -645,7 +645,7 @@ dedup_status dedup_store_flush(dedup_store *s)
     return e ? take_error(s, e) : DEDUP_OK;
 }
 
-void dedup_store_close(dedup_store *s)
+void dedup_store_free(dedup_store *s)
 {
     if (!s)
         return;
@@ -990,7 +990,7 @@ dedup_status dedup_store_get_info(const dedup_store *s, dedup_store_info *out)
     return DEDUP_OK;
 }
 
-const char *dedup_store_error(const dedup_store *s)
+const char *dedup_store_last_error(const dedup_store *s)
 {
     return s ? s->err : "";
 }

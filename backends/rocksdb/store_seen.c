@@ -47,7 +47,7 @@ static dedup_status st_add(void *impl, const dedup_batch *b, size_t *done)
 
 static dedup_status st_flush(void *impl) { return dedup_store_flush(impl); }
 
-static const char *st_error(const void *impl) { return dedup_store_error(impl); }
+static const char *st_error(const void *impl) { return dedup_store_last_error(impl); }
 
 static void st_stats(const void *impl, dedup_seen_stats *out)
 {
@@ -66,7 +66,7 @@ static dedup_status st_fill(const void *impl, dedup_seen *dst, uint64_t *count)
 
 static void st_free(void *impl)
 {
-    dedup_store_close(impl);
+    dedup_store_free(impl);
 }
 
 static const dedup_seen_ops store_ops = {

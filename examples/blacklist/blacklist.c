@@ -53,7 +53,7 @@ int main(int argc, char **argv)
     sp.dir = dir;
     dedup_store *store;
     char why[512];
-    dedup_status st = dedup_store_open(&sp, NULL, &store, why, sizeof why);
+    dedup_status st = dedup_store_create(&sp, NULL, &store, why, sizeof why);
     if (st)
         return die("open the store", st, why);
     /* A new store draws a secret seed; every digest of this program and the
@@ -70,7 +70,7 @@ int main(int argc, char **argv)
         }
         dedup_batch b = {.n = n, .digests = dig};
         if ((st = dedup_store_decide(store, &b, v, NULL)))
-            return die("add to the store", st, dedup_store_error(store));
+            return die("add to the store", st, dedup_store_last_error(store));
     }
 
     /* 2. The filter in front, rebuilt from the store. */
@@ -85,7 +85,7 @@ int main(int argc, char **argv)
         return die("create the filter", st, NULL);
     uint64_t loaded = 0;
     if ((st = dedup_store_fill(store, filter, &loaded)))
-        return die("rebuild the filter", st, dedup_store_error(store));
+        return die("rebuild the filter", st, dedup_store_last_error(store));
     dedup_tier tiers[2] = {{.seen = filter, .name = "filter", .covers_below = true},
                            {.seen = store_seen, .name = "store"}};
     dedup_tiers_spec ts = {.tiers = tiers, .n = 2};

@@ -2,20 +2,37 @@
  * dedup/redis.h - Redis and Redis Cluster as a seen-set (component
  * libdedup_redis, built on hiredis; libdedup itself has no network code).
  *
+ * Conventions, libdedup's own (dedup/common.h) and the same in every
+ * component (dedup/store.h, dedup/redis.h, dedup/roaring.h):
+ *  - dedup_X_params p; dedup_X_params_init(&p); fill in what you need;
+ *    dedup_X_create(&p, alloc_or_NULL, &x, why, whycap) makes the object
+ *    and dedup_X_free(x) releases it, dedup_X_free(NULL) a no-op.
+ *  - Every call that can fail returns a dedup_status (dedup_strerror()
+ *    names it).  A text buffer for the reason is 'char *why, size_t whycap'
+ *    (why may be NULL; the sentence is cut to whycap bytes, NUL included);
+ *    once the object exists, dedup_X_last_error(x) gives the sentence of
+ *    its last failure ("" if none, never NULL).
+ *  - dedup_X_as_seen(x, alloc, &seen) wraps the object as a seen-set
+ *    (dedup/seen.h), which owns it from then on.
+ *  - No global state, no printing, no exit.  The library libdedup_X
+ *    exports dedup_* only; a program builds with
+ *    `pkg-config --cflags --libs dedup-X`.
+ * Here X is redis.
+ *
  * Many processes on many machines agree on "seen before?" through one Redis
  * server or one Redis Cluster.  The remote set answers the same verb as
  * every local kind (dedup/seen.h, kind DEDUP_SEEN_REDIS):
  *
- *   dedup_redis_options o; dedup_redis_options_init(&o);
+ *   dedup_redis_params o; dedup_redis_params_init(&o);
  *   o.url = "redis://127.0.0.1:6379/0"; o.scheme = DEDUP_REDIS_KEYS;
- *   dedup_redis *r; char err[256];
- *   st = dedup_redis_open(&o, NULL, &r, err, sizeof err);   connects now
+ *   dedup_redis *r; char why[256];
+ *   st = dedup_redis_create(&o, NULL, &r, why, sizeof why);   connects now
  *   st = dedup_redis_decide(r, &batch, verdicts, &done);     pipelined
  *   ... write the records answered NEW ...
  *   st = dedup_redis_commit(r, &batch);                      see "Reserve"
  *   dedup_redis_free(r);
  *
- * or wrapped as a dedup_seen (dedup_redis_seen()).
+ * or wrapped as a dedup_seen (dedup_redis_as_seen()).
  *
  * URLs.  "redis://[user:pass@]host:port[/db]" names one server;
  * "redis-cluster://[user:pass@]host:port[,host:port...]" names a cluster by
@@ -26,7 +43,7 @@
  * without cluster support, is refused at open with a sentence saying so.
  * "rediss://" and "rediss-cluster://" are the same over TLS (OpenSSL):
  * every node, those MOVED and ASK name and every reconnection included;
- * see the tls_* options.  A password is better given in the options'
+ * see the tls_* parameters.  A password is better given in the params'
  * 'password' than in the URL, which other users may see (ps); messages
  * show a URL's password as "***" (dedup_redis_url_redact()).
  * "redis-sentinel://[user:pass@]host:port[,host:port...]/MASTER[/db]" names
@@ -279,8 +296,8 @@ dedup_status dedup_redis_url_parse(const char *text, dedup_redis_url *out, char 
  * messages.  Returns the length the whole copy needs.  Pure. */
 size_t dedup_redis_url_redact(const char *text, char *buf, size_t cap);
 
-/* ---- Options ----------------------------------------------------------------- */
-typedef struct dedup_redis_options {
+/* ---- Parameters -------------------------------------------------------------- */
+typedef struct dedup_redis_params {
     const char *url;          /* required; see above */
     dedup_redis_scheme scheme;/* default DEDUP_REDIS_KEYS */
     const char *name;         /* key prefix, 1..200 bytes; default "dedup" */
@@ -333,9 +350,9 @@ typedef struct dedup_redis_options {
     const char *tls_cert;
     const char *tls_key;
     bool tls_insecure;
-} dedup_redis_options;
+} dedup_redis_params;
 
-void dedup_redis_options_init(dedup_redis_options *o);
+void dedup_redis_params_init(dedup_redis_params *o);
 
 /* The shard count S the module scheme gives a new filter of 'items' keys
  * at 'fpr' (see DEDUP_REDIS_MODULE): one per 64 MiB of the filter, at
@@ -352,7 +369,7 @@ typedef struct dedup_redis dedup_redis;
  * creates its metadata (HSETNX, so concurrent first clients agree) and
  * loads its script; module does the same with its metadata, then reserves
  * its shards.  Errors: INVALID_ARG (bad URL or option, a TLS file that
- * cannot be read or a key not matching its certificate; 'err' says which),
+ * cannot be read or a key not matching its certificate; 'why' says which),
  * IO (unreachable, refused AUTH, a TLS handshake failed or a certificate
  * refused on either side (naming host:port and why; not retried), a command
  * refused to the ACL user (NOPERM, naming it), not a cluster / a cluster,
@@ -360,9 +377,9 @@ typedef struct dedup_redis dedup_redis;
  * values named), NOT_FOUND (items 0 and no metadata), WRONG_TYPE (the
  * metadata key or a shard holds another type, or the metadata is another
  * scheme's), VERSION / CORRUPT (metadata this version cannot read), NOMEM.
- * 'err' (may be NULL) receives a sentence in every case. */
-dedup_status dedup_redis_open(const dedup_redis_options *o, const dedup_allocator *alloc,
-                              dedup_redis **out, char *err, size_t errcap);
+ * 'why' (may be NULL) receives a sentence in every case. */
+dedup_status dedup_redis_create(const dedup_redis_params *o, const dedup_allocator *alloc,
+                                dedup_redis **out, char *why, size_t whycap);
 
 /* Bytes this object holds on the client: its batch buffers and scratch
  * (hiredis' connection buffers not included).  'alloc' of open is not
@@ -483,7 +500,7 @@ dedup_status dedup_redis_bitmap_write(dedup_redis *r, const unsigned char *buf, 
  * and info dispatch to the calls above; the seen-set owns 'r' once this
  * succeeds (dedup_seen_free() frees it).  On failure (NOMEM) 'r' is not
  * freed. */
-dedup_status dedup_redis_seen(dedup_redis *r, const dedup_allocator *alloc, dedup_seen **out);
+dedup_status dedup_redis_as_seen(dedup_redis *r, const dedup_allocator *alloc, dedup_seen **out);
 
 #ifdef __cplusplus
 }

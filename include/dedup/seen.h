@@ -76,7 +76,7 @@ typedef enum dedup_seen_kind {
     DEDUP_SEEN_BITMAP = 11,      /* one bit per integer in [range_lo, range_hi]; batch.ints */
     DEDUP_SEEN_ROARING = 12,     /* compressed bitmap of integers (component, CRoaring) */
     DEDUP_SEEN_REDIS = 13,       /* a Redis backend (component libdedup_redis) */
-    DEDUP_SEEN_STORE = 14,       /* a persistent store (component libdedup_rocksdb) */
+    DEDUP_SEEN_STORE = 14,       /* a persistent store (component libdedup_store) */
     DEDUP_SEEN_TIERS = 15,       /* a stack of seen-sets (dedup/tiers.h) */
     DEDUP_SEEN_OTHER = 16        /* any other implementation of dedup_seen_ops */
 } dedup_seen_kind;

@@ -1,6 +1,24 @@
 /*
  * dedup/store.h - a persistent, exact seen-set on RocksDB (component
- * libdedup_rocksdb, built only when Debian's librocksdb-dev is found).
+ * libdedup_store, pkg-config dedup-store; built only when Debian's
+ * librocksdb-dev is found).
+ *
+ * Conventions, libdedup's own (dedup/common.h) and the same in every
+ * component (dedup/store.h, dedup/redis.h, dedup/roaring.h):
+ *  - dedup_X_params p; dedup_X_params_init(&p); fill in what you need;
+ *    dedup_X_create(&p, alloc_or_NULL, &x, why, whycap) makes the object
+ *    and dedup_X_free(x) releases it, dedup_X_free(NULL) a no-op.
+ *  - Every call that can fail returns a dedup_status (dedup_strerror()
+ *    names it).  A text buffer for the reason is 'char *why, size_t whycap'
+ *    (why may be NULL; the sentence is cut to whycap bytes, NUL included);
+ *    once the object exists, dedup_X_last_error(x) gives the sentence of
+ *    its last failure ("" if none, never NULL).
+ *  - dedup_X_as_seen(x, alloc, &seen) wraps the object as a seen-set
+ *    (dedup/seen.h), which owns it from then on.
+ *  - No global state, no printing, no exit.  The library libdedup_X
+ *    exports dedup_* only; a program builds with
+ *    `pkg-config --cflags --libs dedup-X`.
+ * Here X is store.
  *
  * The store remembers every key it ever recorded, across runs, in a
  * directory: a run reads what it must and writes only its new keys, so a
@@ -10,9 +28,9 @@
  *   dedup_store_params p; dedup_store_params_init(&p);
  *   p.dir = "seen.db"; p.sync = DEDUP_STORE_SYNC_ALWAYS;
  *   dedup_store *st; char why[256];
- *   dedup_status s = dedup_store_open(&p, NULL, &st, why, sizeof why);
+ *   dedup_status s = dedup_store_create(&p, NULL, &st, why, sizeof why);
  *   s = dedup_store_decide(st, &batch, verdicts, &done);   test-and-add
- *   dedup_store_close(st);                                  NULL is a no-op
+ *   dedup_store_free(st);                                  NULL is a no-op
  *
  * or used through the seen-set interface (dedup/seen.h, kind
  * DEDUP_SEEN_STORE) by dedup_store_as_seen(), alone or as the bottom tier
@@ -200,19 +218,19 @@ typedef struct dedup_store dedup_store;
  * DEDUP_ERR_CORRUPT (RocksDB reports corruption), DEDUP_ERR_INCOMPATIBLE
  * (seed, key mode or expiry differ from the stored ones; 'why' names both),
  * DEDUP_ERR_NOMEM. */
-dedup_status dedup_store_open(const dedup_store_params *p, const dedup_allocator *alloc,
-                              dedup_store **out, char *why, size_t whycap);
+dedup_status dedup_store_create(const dedup_store_params *p, const dedup_allocator *alloc,
+                                dedup_store **out, char *why, size_t whycap);
 
 /* Makes everything recorded durable (WAL fsync, or a memtable flush with
  * sync NONE), then closes; NULL is a no-op.  A failure of that last sync
  * cannot be reported: call dedup_store_flush() first when it matters. */
-void dedup_store_close(dedup_store *s);
+void dedup_store_free(dedup_store *s);
 
 /* Decides batch->n keys in order, as dedup_seen_decide(): out[i] is
  * DEDUP_NEW (absent or expired; now recorded) or DEDUP_DUPLICATE; a repeat
  * inside the batch is a duplicate of its first occurrence.  The batch needs
  * digests, and keys/lens with KEYS_WHOLE.  Errors: DEDUP_ERR_IO (RocksDB;
- * dedup_store_error() has its message) with *done the keys decided and
+ * dedup_store_last_error() has its message) with *done the keys decided and
  * recorded before the failing chunk; DEDUP_ERR_UNSUPPORTED when read-only. */
 dedup_status dedup_store_decide(dedup_store *s, const dedup_batch *b, dedup_verdict *out,
                                 size_t *done);
@@ -234,7 +252,7 @@ dedup_status dedup_store_record(void *ctx, const dedup_batch *b);
  * ingests the pending keys when they are due.  With params.caller_commits
  * the caller calls it once the records of those keys are written out;
  * otherwise decide() and record() call it before they return.  Errors: IO
- * (dedup_store_error() names the file; with caller_commits also every
+ * (dedup_store_last_error() names the file; with caller_commits also every
  * commit after a failed decide() or record(), whose keys cannot be told
  * from the others: none is committed, their records are written again by
  * a later run), UNSUPPORTED (read-only). */
@@ -273,7 +291,7 @@ typedef struct dedup_store_info {
 dedup_status dedup_store_get_info(const dedup_store *s, dedup_store_info *out);
 
 /* RocksDB's message for the last failure, or "" (never NULL). */
-const char *dedup_store_error(const dedup_store *s);
+const char *dedup_store_last_error(const dedup_store *s);
 
 /* Calls fn with the digests of every live key, in chunks of at most
  * DEDUP_STORE_CHUNK (whole keys are hashed with the store's seed), until fn

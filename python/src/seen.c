@@ -393,11 +393,11 @@ static PyObject *Seen_open_store(PyObject *cls, PyObject *args, PyObject *kw)
     dedup_seen *s = NULL;
     dedup_status rc;
     Py_BEGIN_ALLOW_THREADS
-    rc = dedup_store_open(&p, NULL, &st, why, sizeof why);
+    rc = dedup_store_create(&p, NULL, &st, why, sizeof why);
     if (!rc) {
         rc = dedup_store_as_seen(st, NULL, &s);
         if (rc)
-            dedup_store_close(st);
+            dedup_store_free(st);
     }
     Py_END_ALLOW_THREADS
     if (rc) {
@@ -425,8 +425,8 @@ static PyObject *Seen_open_redis(PyObject *cls, PyObject *args, PyObject *kw)
     if (!PyArg_ParseTupleAndKeywords(args, kw, "s|$ssdKdp:open_redis", names, &url, &name,
                                      &scheme, &ttl, &items, &rate, &whole))
         return NULL;
-    dedup_redis_options o;
-    dedup_redis_options_init(&o);
+    dedup_redis_params o;
+    dedup_redis_params_init(&o);
     o.url = url;
     o.name = name;
     o.scheme = dedup_redis_scheme_from_name(scheme);
@@ -449,9 +449,9 @@ static PyObject *Seen_open_redis(PyObject *cls, PyObject *args, PyObject *kw)
     dedup_seen *s = NULL;
     dedup_status rc;
     Py_BEGIN_ALLOW_THREADS
-    rc = dedup_redis_open(&o, NULL, &r, err, sizeof err);
+    rc = dedup_redis_create(&o, NULL, &r, err, sizeof err);
     if (!rc) {
-        rc = dedup_redis_seen(r, NULL, &s);
+        rc = dedup_redis_as_seen(r, NULL, &s);
         if (rc)
             dedup_redis_free(r);
     }

@@ -14,7 +14,7 @@ static inline dedup_store *tst_open(const dedup_store_params *p)
 {
     dedup_store *s = NULL;
     char why[512];
-    dedup_status st = dedup_store_open(p, NULL, &s, why, sizeof why);
+    dedup_status st = dedup_store_create(p, NULL, &s, why, sizeof why);
     if (st != DEDUP_OK)
         fprintf(stderr, "open %s: %s\n", p->dir, why);
     assert_int_equal(st, DEDUP_OK);

@@ -112,7 +112,7 @@ static void stream_equals_reference(dedup_store_keys keys, dedup_store_sync sync
         assert_int_equal(info.keys, distinct);
         assert_true(info.bytes_on_disk > 0);
         assert_int_equal(info.keys_mode, keys ? keys : DEDUP_STORE_KEYS_DIGEST);
-        dedup_store_close(s);
+        dedup_store_free(s);
     }
     /* query agrees and records nothing */
     dedup_store *s = open_store(dir, DEDUP_STORE_KEYS_AUTO, sync);
@@ -124,7 +124,7 @@ static void stream_equals_reference(dedup_store_keys keys, dedup_store_sync sync
     dedup_store_info info;
     assert_int_equal(dedup_store_get_info(s, &info), DEDUP_OK);
     assert_int_equal(info.keys, distinct);
-    dedup_store_close(s);
+    dedup_store_free(s);
     free(seen);
     rmtree(dir);
 }
@@ -175,7 +175,7 @@ static void test_record_and_foreach(void **state)
     uint64_t n = 0;
     assert_int_equal(dedup_store_foreach(s, count_digests, &n), DEDUP_OK);
     assert_int_equal(n, b.n);
-    dedup_store_close(s);
+    dedup_store_free(s);
     rmtree(dir);
 }
 
@@ -257,7 +257,7 @@ static void test_expiry(void **state)
     fake_now = 1000000;
     dedup_store *s = NULL;
     char why[256];
-    assert_int_equal(dedup_store_open(&p, NULL, &s, why, sizeof why), DEDUP_OK);
+    assert_int_equal(dedup_store_create(&p, NULL, &s, why, sizeof why), DEDUP_OK);
     dedup_digest d[2] = {dedup_hash("a", 1, DEDUP_DEFAULT_SEED), dedup_hash("b", 1, DEDUP_DEFAULT_SEED)};
     dedup_batch a = {.n = 1, .digests = &d[0]}, ab = {.n = 2, .digests = d};
     dedup_verdict v[2];
@@ -275,10 +275,10 @@ static void test_expiry(void **state)
     fake_now += 60; /* a: 60 s (re-recorded), b: 110 s expired */
     assert_int_equal(dedup_store_foreach(s, count_digests, &n), DEDUP_OK);
     assert_int_equal(n, 1);
-    dedup_store_close(s);
+    dedup_store_free(s);
     /* another expiry is refused, naming both */
     p.expire = 200;
-    assert_int_equal(dedup_store_open(&p, NULL, &s, why, sizeof why), DEDUP_ERR_INCOMPATIBLE);
+    assert_int_equal(dedup_store_create(&p, NULL, &s, why, sizeof why), DEDUP_ERR_INCOMPATIBLE);
     assert_non_null(strstr(why, "expiry 100 s, asked 200 s"));
     rmtree(dir);
 }
@@ -300,7 +300,7 @@ static void test_refusals(void **state)
     fputs("hello\n", f);
     fclose(f);
     p.dir = dir;
-    assert_int_equal(dedup_store_open(&p, NULL, &s, why, sizeof why), DEDUP_ERR_BAD_MAGIC);
+    assert_int_equal(dedup_store_create(&p, NULL, &s, why, sizeof why), DEDUP_ERR_BAD_MAGIC);
     assert_non_null(strstr(why, "not a dedup store"));
     assert_null(s);
     rmtree(dir);
@@ -317,15 +317,15 @@ static void test_refusals(void **state)
     assert_null(e);
     rocksdb_close(db);
     p.dir = dir;
-    assert_int_equal(dedup_store_open(&p, NULL, &s, why, sizeof why), DEDUP_ERR_BAD_MAGIC);
+    assert_int_equal(dedup_store_create(&p, NULL, &s, why, sizeof why), DEDUP_ERR_BAD_MAGIC);
     assert_non_null(strstr(why, "RocksDB database but not a dedup store"));
     rmtree(dir);
 
     /* a damaged marker */
     dir = tmpdir();
     p.dir = dir;
-    assert_int_equal(dedup_store_open(&p, NULL, &s, why, sizeof why), DEDUP_OK);
-    dedup_store_close(s);
+    assert_int_equal(dedup_store_create(&p, NULL, &s, why, sizeof why), DEDUP_OK);
+    dedup_store_free(s);
     {
         const char *names[2] = {"default", "dedup"};
         const rocksdb_options_t *opts[2] = {o, o};
@@ -345,38 +345,38 @@ static void test_refusals(void **state)
         rocksdb_column_family_handle_destroy(h[1]);
         rocksdb_close(db);
     }
-    assert_int_equal(dedup_store_open(&p, NULL, &s, why, sizeof why), DEDUP_ERR_CHECKSUM);
+    assert_int_equal(dedup_store_create(&p, NULL, &s, why, sizeof why), DEDUP_ERR_CHECKSUM);
     assert_non_null(strstr(why, "damaged"));
     rmtree(dir);
 
     /* another seed, another key mode, the lock */
     dir = tmpdir();
     p.dir = dir;
-    assert_int_equal(dedup_store_open(&p, NULL, &s, why, sizeof why), DEDUP_OK);
+    assert_int_equal(dedup_store_create(&p, NULL, &s, why, sizeof why), DEDUP_OK);
     dedup_store_params q = p;
     q.read_only = true;
-    assert_int_equal(dedup_store_open(&q, NULL, &s2, why, sizeof why), DEDUP_OK); /* no lock */
-    dedup_store_close(s2);
-    assert_int_equal(dedup_store_open(&p, NULL, &s2, why, sizeof why), DEDUP_ERR_IO);
+    assert_int_equal(dedup_store_create(&q, NULL, &s2, why, sizeof why), DEDUP_OK); /* no lock */
+    dedup_store_free(s2);
+    assert_int_equal(dedup_store_create(&p, NULL, &s2, why, sizeof why), DEDUP_ERR_IO);
     assert_non_null(strstr(why, "in use by PID"));
-    dedup_store_close(s);
+    dedup_store_free(s);
     q = p;
     q.seed = 42;
-    assert_int_equal(dedup_store_open(&q, NULL, &s, why, sizeof why), DEDUP_ERR_INCOMPATIBLE);
+    assert_int_equal(dedup_store_create(&q, NULL, &s, why, sizeof why), DEDUP_ERR_INCOMPATIBLE);
     assert_non_null(strstr(why, "seed"));
     q = p;
     q.keys = DEDUP_STORE_KEYS_WHOLE;
-    assert_int_equal(dedup_store_open(&q, NULL, &s, why, sizeof why), DEDUP_ERR_INCOMPATIBLE);
+    assert_int_equal(dedup_store_create(&q, NULL, &s, why, sizeof why), DEDUP_ERR_INCOMPATIBLE);
     assert_non_null(strstr(why, "digest keys, asked whole"));
     /* missing, not to be created */
     q = p;
     q.dir = "/nonexistent/dedup/store";
     q.create = false;
-    assert_int_equal(dedup_store_open(&q, NULL, &s, why, sizeof why), DEDUP_ERR_IO);
+    assert_int_equal(dedup_store_create(&q, NULL, &s, why, sizeof why), DEDUP_ERR_IO);
     rmtree(dir);
     rocksdb_writeoptions_destroy(wo);
     rocksdb_options_destroy(o);
-    dedup_store_close(NULL);
+    dedup_store_free(NULL);
 }
 
 static void test_whole_keys_batch(void **state)
@@ -429,7 +429,7 @@ static void test_long_keys_sorted(void **state)
         dedup_store_info info;
         assert_int_equal(dedup_store_get_info(s, &info), DEDUP_OK);
         assert_int_equal(info.keys, N);
-        dedup_store_close(s);
+        dedup_store_free(s);
     }
     rmtree(dir);
 }
@@ -478,7 +478,7 @@ static void check_holds(const char *dir, const bool *seen)
     assert_int_equal(dedup_store_query(s, &x, v), DEDUP_OK);
     for (size_t i = 0; i < b.n; i++)
         assert_int_equal(v[i], seen[b.id[i]] ? DEDUP_DUPLICATE : DEDUP_NEW);
-    dedup_store_close(s);
+    dedup_store_free(s);
 }
 
 static void test_batch_log_replay(void **state)
@@ -513,7 +513,7 @@ static void test_batch_log_replay(void **state)
     p.dir = dir;
     dedup_store *s = NULL;
     char why[512];
-    assert_int_equal(dedup_store_open(&p, NULL, &s, why, sizeof why), DEDUP_ERR_CORRUPT);
+    assert_int_equal(dedup_store_create(&p, NULL, &s, why, sizeof why), DEDUP_ERR_CORRUPT);
     assert_non_null(strstr(why, "dedup-pending.log"));
     assert_null(s);
     free(seen);
@@ -538,28 +538,28 @@ static void test_identity_and_seed(void **state)
     uint64_t seed1 = in.seed;
     assert_true(seed1 != 0 && seed1 != DEDUP_DEFAULT_SEED);
     assert_string_equal(in.identity, "");
-    dedup_store_close(s);
+    dedup_store_free(s);
     p.identity = "keys A";
     s = tst_open(&p);
     assert_int_equal(dedup_store_get_info(s, &in), DEDUP_OK);
     assert_true(in.identity_adopted);
     assert_string_equal(in.identity, "keys A");
     assert_int_equal(in.seed, seed1); /* kept */
-    dedup_store_close(s);
+    dedup_store_free(s);
     s = tst_open(&p);
     assert_int_equal(dedup_store_get_info(s, &in), DEDUP_OK);
     assert_false(in.identity_adopted);
-    dedup_store_close(s);
+    dedup_store_free(s);
     p.identity = "keys B";
-    assert_int_equal(dedup_store_open(&p, NULL, &s, why, sizeof why), DEDUP_ERR_INCOMPATIBLE);
+    assert_int_equal(dedup_store_create(&p, NULL, &s, why, sizeof why), DEDUP_ERR_INCOMPATIBLE);
     assert_non_null(strstr(why, "[keys A]"));
     assert_non_null(strstr(why, "[keys B]"));
     p.identity_force = true;
     s = tst_open(&p);
-    dedup_store_close(s);
+    dedup_store_free(s);
     p.identity_force = false;
     s = tst_open(&p); /* B is the store's now */
-    dedup_store_close(s);
+    dedup_store_free(s);
     rmtree(dir);
 
     /* two new stores, two seeds; params.seed fixes one */
@@ -569,13 +569,13 @@ static void test_identity_and_seed(void **state)
     s = tst_open(&p);
     assert_int_equal(dedup_store_get_info(s, &in), DEDUP_OK);
     assert_true(in.seed != seed1);
-    dedup_store_close(s);
+    dedup_store_free(s);
     p.dir = d3;
     p.seed = 42;
     s = tst_open(&p);
     assert_int_equal(dedup_store_get_info(s, &in), DEDUP_OK);
     assert_int_equal(in.seed, 42);
-    dedup_store_close(s);
+    dedup_store_free(s);
     rmtree(d2);
     rmtree(d3);
 }
@@ -610,11 +610,11 @@ static void test_commit_lock_create(void **state)
     assert_int_equal(dedup_store_decide(s, &y, v, NULL), DEDUP_OK);
 
     dedup_store *s2 = NULL;
-    assert_int_equal(dedup_store_open(&p, NULL, &s2, why, sizeof why), DEDUP_ERR_IO);
+    assert_int_equal(dedup_store_create(&p, NULL, &s2, why, sizeof why), DEDUP_ERR_IO);
     char pid[64];
     snprintf(pid, sizeof pid, "in use by PID %ld", (long)getpid());
     assert_non_null(strstr(why, pid));
-    dedup_store_close(s); /* the second 50 never committed: forgotten */
+    dedup_store_free(s); /* the second 50 never committed: forgotten */
 
     p.caller_commits = false;
     s = tst_open(&p);
@@ -625,7 +625,7 @@ static void test_commit_lock_create(void **state)
         first_half[b.id[i]] = true;
     for (size_t i = 0; i < 100; i++)
         assert_int_equal(v[i], first_half[b.id[i]] ? DEDUP_DUPLICATE : DEDUP_NEW);
-    dedup_store_close(s);
+    dedup_store_free(s);
     rmtree(base);
 }
 

@@ -87,7 +87,7 @@ static dedup_store *open_rw(const char *dir)
     p.seed = 7;
     dedup_store *s = NULL;
     char why[512];
-    if (dedup_store_open(&p, NULL, &s, why, sizeof why) != DEDUP_OK) {
+    if (dedup_store_create(&p, NULL, &s, why, sizeof why) != DEDUP_OK) {
         fprintf(stderr, "open %s: %s\n", dir, why);
         exit(2);
     }
@@ -110,7 +110,7 @@ static void make_store(const char *dir)
         dedup_batch b = {.n = NTABLE / 2, .digests = keys};
         if (dedup_store_decide(s, &b, v, NULL) != DEDUP_OK || dedup_store_flush(s) != DEDUP_OK)
             _exit(3);
-        dedup_store_close(s);
+        dedup_store_free(s);
         _exit(0);
     }
     int wst = 0;
@@ -208,14 +208,14 @@ static int check_child(const char *dir)
     p.read_threads = 1;
     dedup_store *s = NULL;
     char why[512];
-    if (dedup_store_open(&p, NULL, &s, why, sizeof why) != DEDUP_OK) {
+    if (dedup_store_create(&p, NULL, &s, why, sizeof why) != DEDUP_OK) {
         snprintf(child_why, 512, "%s", why);
         return C_REFUSED;
     }
     dedup_verdict v[NKEYS];
     dedup_batch b = {.n = NKEYS, .digests = keys};
     if (dedup_store_query(s, &b, v) != DEDUP_OK) {
-        snprintf(child_why, 512, "%s", dedup_store_error(s));
+        snprintf(child_why, 512, "%s", dedup_store_last_error(s));
         return C_REFUSED;
     }
     dedup_store_info in;
@@ -482,7 +482,7 @@ int main(void)
         p.dir = "/nonexistent/dedup_store_damage";
         p.create = false;
         dedup_store *none = NULL;
-        (void)dedup_store_open(&p, NULL, &none, NULL, 0);
+        (void)dedup_store_create(&p, NULL, &none, NULL, 0);
     }
     make_store(pristine);
     read_all(pristine);

@@ -126,7 +126,7 @@ static void run(dedup_store_sync sync, dedup_store_keys mode, bool blind)
         rp.read_only = true;
         dedup_store *r = tst_open(&rp);
         check_query(r, NULL, &ks, N, "a read-only open beside the writer");
-        dedup_store_close(r);
+        dedup_store_free(r);
     }
     dedup_seen_free(seen); /* owns the store: closes it */
     remove_dir();

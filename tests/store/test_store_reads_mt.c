@@ -96,7 +96,7 @@ static void lookups_equal_reference(dedup_store_keys mode)
         for (size_t i = 0; i < n; i++)
             assert_int_equal(v[i], DEDUP_NEW);
     }
-    dedup_store_close(s);
+    dedup_store_free(s);
     /* queries, with one and two reading threads; sizes below and above the split */
     static const size_t sizes[] = {N, 255, 256, 1000, 3};
     for (unsigned threads = 1; threads <= 2; threads++) {
@@ -114,7 +114,7 @@ static void lookups_equal_reference(dedup_store_keys mode)
                     fail();
                 }
         }
-        dedup_store_close(s);
+        dedup_store_free(s);
     }
     /* a decide with repeats inside the chunk: the first new occurrence NEW */
     s = open_store(dir, mode, 2);
@@ -135,7 +135,7 @@ static void lookups_equal_reference(dedup_store_keys mode)
             fail();
         }
     }
-    dedup_store_close(s);
+    dedup_store_free(s);
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     assert_int_equal(system(cmd), 0);

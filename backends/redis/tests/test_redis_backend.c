@@ -45,11 +45,11 @@ static double mono_ms(void)
 /* A unique name per run so reruns against one server never meet old keys. */
 static char run_name[64];
 
-static dedup_redis *open_or_die(dedup_redis_options *o)
+static dedup_redis *open_or_die(dedup_redis_params *o)
 {
     char err[512];
     dedup_redis *r = NULL;
-    dedup_status st = dedup_redis_open(o, NULL, &r, err, sizeof err);
+    dedup_status st = dedup_redis_create(o, NULL, &r, err, sizeof err);
     if (st != DEDUP_OK) {
         fprintf(stderr, "open %s failed: %s: %s\n", o->url, dedup_strerror(st), err);
         exit(1);
@@ -97,10 +97,10 @@ static dedup_batch slice(const input *in, size_t from, size_t n)
 
 /* Options for 'url' under the name "<run_name>:<tag>", written to 'name'
  * ('cap' bytes, which must outlive the options). */
-static void opts_init(dedup_redis_options *o, const char *url, char *name, size_t cap,
+static void opts_init(dedup_redis_params *o, const char *url, char *name, size_t cap,
                       const char *tag)
 {
-    dedup_redis_options_init(o);
+    dedup_redis_params_init(o);
     o->url = url;
     snprintf(name, cap, "%s:%s", run_name, tag);
     o->name = name;
@@ -200,7 +200,7 @@ static void test_url(void)
 /* ---- keys: every distinct key NEW exactly once, in order ---- */
 static void test_keys(const char *url, bool whole)
 {
-    dedup_redis_options o;
+    dedup_redis_params o;
     char name[96];
     opts_init(&o, url, name, sizeof name, whole ? "keys1" : "keys0");
     o.whole_keys = whole;
@@ -266,7 +266,7 @@ static void test_keys(const char *url, bool whole)
     /* The same through the seen-set interface: every key now a duplicate. */
     dedup_redis *r3 = open_or_die(&o);
     dedup_seen *s3 = NULL;
-    CHECK(dedup_redis_seen(r3, NULL, &s3) == DEDUP_OK, "wrap");
+    CHECK(dedup_redis_as_seen(r3, NULL, &s3) == DEDUP_OK, "wrap");
     CHECK(dedup_seen_kind_of(s3) == DEDUP_SEEN_REDIS, "kind");
     b = slice(&in, 0, 5000);
     size_t done = 0;
@@ -330,7 +330,7 @@ static long long pttl(const char *url, const char *name, dedup_digest d)
 
 static void test_ttl(const char *url)
 {
-    dedup_redis_options o;
+    dedup_redis_params o;
     char name[96];
     opts_init(&o, url, name, sizeof name, "ttl");
     o.ttl_ms = 3600000;
@@ -370,7 +370,7 @@ static void test_ttl(const char *url)
 /* ---- bitmap: the same decisions as a local blocked filter ---- */
 static void test_bitmap(const char *url)
 {
-    dedup_redis_options o;
+    dedup_redis_params o;
     char name[96];
     opts_init(&o, url, name, sizeof name, "bm");
     o.scheme = DEDUP_REDIS_BITMAP;
@@ -423,7 +423,7 @@ static void test_bitmap(const char *url)
     unsigned char *buf = malloc(sh.bits / 8);
     CHECK(dedup_redis_bitmap_read(r, buf, sh.bits / 8) == DEDUP_OK, "read: %s", dedup_redis_last_error(r));
     /* ... compared through queries: a copy written under another name answers alike. */
-    dedup_redis_options o2 = o;
+    dedup_redis_params o2 = o;
     char name2[100];
     snprintf(name2, sizeof name2, "%s:bm2", run_name);
     o2.name = name2;
@@ -445,18 +445,18 @@ static void test_bitmap(const char *url)
     CHECK(dedup_redis_query(r2, &b, v2) == DEDUP_OK, "query copy");
     check_all(v2, b.n, DEDUP_NEW, false, "copy lost");
     /* Metadata: a client asking another size is refused, naming both. */
-    dedup_redis_options o3 = o;
+    dedup_redis_params o3 = o;
     o3.items = 30000;
     char err[512];
     dedup_redis *r3 = NULL;
-    dedup_status st = dedup_redis_open(&o3, NULL, &r3, err, sizeof err);
+    dedup_status st = dedup_redis_create(&o3, NULL, &r3, err, sizeof err);
     char b1[64], b2[64];
     snprintf(b1, sizeof b1, "bits=%llu", (unsigned long long)sh.bits);
     snprintf(b2, sizeof b2, "bits=%llu", (unsigned long long)dedup_blocked_bits_for(30000, 0.01));
     CHECK(st == DEDUP_ERR_INCOMPATIBLE && strstr(err, b1) && strstr(err, b2), "mismatch: %s", err);
     /* A client giving no size adopts the stored one. */
     o3.items = 0;
-    st = dedup_redis_open(&o3, NULL, &r3, err, sizeof err);
+    st = dedup_redis_create(&o3, NULL, &r3, err, sizeof err);
     CHECK(st == DEDUP_OK, "adopt: %s", err);
     if (st == DEDUP_OK) {
         dedup_redis_shape s3;
@@ -475,7 +475,7 @@ static void test_bitmap(const char *url)
 /* Bitmap with a TTL: generations.  A key is remembered across generations. */
 static void test_bitmap_ttl(const char *url)
 {
-    dedup_redis_options o;
+    dedup_redis_params o;
     char name[96];
     opts_init(&o, url, name, sizeof name, "bmttl");
     o.scheme = DEDUP_REDIS_BITMAP;
@@ -634,7 +634,7 @@ static void check_drops(const char *what, size_t fp, double mean)
 
 static void test_module(const char *url)
 {
-    dedup_redis_options o;
+    dedup_redis_params o;
     char name[96];
     opts_init(&o, url, name, sizeof name, "mod");
     o.scheme = DEDUP_REDIS_MODULE;
@@ -673,7 +673,7 @@ static void test_module(const char *url)
  * refused naming both, deletes. */
 static void test_module_cuckoo(const char *url)
 {
-    dedup_redis_options o;
+    dedup_redis_params o;
     char name[96], err[768];
     opts_init(&o, url, name, sizeof name, "cf");
     o.scheme = DEDUP_REDIS_MODULE;
@@ -706,7 +706,7 @@ static void test_module_cuckoo(const char *url)
     check_fresh(r, "module cuckoo, fresh keys present", end_rate, 200000, o.seed);
     fprintf(stderr, "module cuckoo: %zu fresh, %zu false drops, %u shard(s)\n", fresh, fp, sh.shards);
     /* A second client names no shape: it adopts the stored one. */
-    dedup_redis_options o2 = o;
+    dedup_redis_params o2 = o;
     o2.items = 0;
     o2.filter = DEDUP_REDIS_FILTER_DEFAULT;
     dedup_redis *r2 = open_or_die(&o2);
@@ -753,40 +753,40 @@ static void test_module_cuckoo(const char *url)
     dedup_redis *x = NULL;
     o2 = o;
     o2.shards = sh.shards + 1;
-    dedup_status s = dedup_redis_open(&o2, NULL, &x, err, sizeof err);
+    dedup_status s = dedup_redis_create(&o2, NULL, &x, err, sizeof err);
     char a[96], c[32];
     snprintf(a, sizeof a, "shards=%u", sh.shards);
     snprintf(c, sizeof c, "shards=%u", sh.shards + 1);
     CHECK(s == DEDUP_ERR_INCOMPATIBLE && strstr(err, a) && strstr(err, c), "--shards mismatch: %s", err);
     o2 = o;
     o2.items = 60000;
-    s = dedup_redis_open(&o2, NULL, &x, err, sizeof err);
+    s = dedup_redis_create(&o2, NULL, &x, err, sizeof err);
     CHECK(s == DEDUP_ERR_INCOMPATIBLE && strstr(err, "items=30000") && strstr(err, "items=60000"),
           "-n mismatch: %s", err);
     o2 = o;
     o2.fpr = 0.001;
-    s = dedup_redis_open(&o2, NULL, &x, err, sizeof err);
+    s = dedup_redis_create(&o2, NULL, &x, err, sizeof err);
     CHECK(s == DEDUP_ERR_INCOMPATIBLE && strstr(err, "fpr=0.01") && strstr(err, "fpr=0.001"),
           "-p mismatch: %s", err);
     o2 = o;
     o2.items = 0;
     o2.filter = DEDUP_REDIS_FILTER_BLOOM;
-    s = dedup_redis_open(&o2, NULL, &x, err, sizeof err);
+    s = dedup_redis_create(&o2, NULL, &x, err, sizeof err);
     CHECK(s == DEDUP_ERR_INCOMPATIBLE && strstr(err, "filter=cuckoo") && strstr(err, "filter=bloom"),
           "filter mismatch: %s", err);
     o2 = o;
     o2.scheme = DEDUP_REDIS_BITMAP;
-    s = dedup_redis_open(&o2, NULL, &x, err, sizeof err);
+    s = dedup_redis_create(&o2, NULL, &x, err, sizeof err);
     CHECK(s == DEDUP_ERR_WRONG_TYPE && strstr(err, "not a bitmap filter"), "bitmap on a module filter: %s", err);
     o2 = o;
     o2.items = 0;
     snprintf(a, sizeof a, "%s:none", run_name);
     o2.name = a;
-    s = dedup_redis_open(&o2, NULL, &x, err, sizeof err);
+    s = dedup_redis_create(&o2, NULL, &x, err, sizeof err);
     CHECK(s == DEDUP_ERR_NOT_FOUND && strstr(err, "no module filter"), "absent: %s", err);
     o2 = o;
     o2.ttl_ms = 1000;
-    s = dedup_redis_open(&o2, NULL, &x, err, sizeof err);
+    s = dedup_redis_create(&o2, NULL, &x, err, sizeof err);
     CHECK(s == DEDUP_ERR_INVALID_ARG, "cuckoo with a TTL: %s", err);
     /* A Bloom filter cannot delete. */
     o2 = o;
@@ -808,7 +808,7 @@ static void test_module_cuckoo(const char *url)
 
 static void test_errors(const char *url)
 {
-    dedup_redis_options o;
+    dedup_redis_params o;
     char name[96], err[512];
     opts_init(&o, url, name, sizeof name, "err");
     o.scheme = DEDUP_REDIS_BITMAP;
@@ -842,11 +842,11 @@ static void test_errors(const char *url)
     char name2[128];
     snprintf(name2, sizeof name2, "%s:wt", name);
     o.name = name2;
-    st = dedup_redis_open(&o, NULL, &r, err, sizeof err);
+    st = dedup_redis_create(&o, NULL, &r, err, sizeof err);
     CHECK(st == DEDUP_ERR_WRONG_TYPE && strstr(err, "WRONGTYPE"), "meta wrong type: %s", err);
     /* Nothing listens on port 1. */
     o.url = "redis://127.0.0.1:1";
-    st = dedup_redis_open(&o, NULL, &r, err, sizeof err);
+    st = dedup_redis_create(&o, NULL, &r, err, sizeof err);
     CHECK(st == DEDUP_ERR_IO && strstr(err, "127.0.0.1:1"), "unreachable: %s", err);
 }
 
@@ -854,7 +854,7 @@ static void test_errors(const char *url)
  * UNCERTAIN when re-sent, never NEW twice. */
 static void test_lost(const char *url, const char *proxy)
 {
-    dedup_redis_options o;
+    dedup_redis_params o;
     char name[96];
     opts_init(&o, proxy, name, sizeof name, "lost");
     o.io_timeout_ms = 1000;
@@ -901,8 +901,8 @@ static void test_lost(const char *url, const char *proxy)
  * decided (*done) have verdicts as above and are in Redis. */
 static void test_lost_repeats(const char *scheme, const char *url, const char *proxy, bool gone)
 {
-    dedup_redis_options o;
-    dedup_redis_options_init(&o);
+    dedup_redis_params o;
+    dedup_redis_params_init(&o);
     o.url = proxy;
     char name[96];
     snprintf(name, sizeof name, "%s:lr%s%s", run_name, scheme, gone ? "g" : "");
@@ -984,7 +984,7 @@ static void test_lost_repeats(const char *scheme, const char *url, const char *p
  * occurrence never NEW; the run completes after the failover. */
 static int test_failover(const char *url, const char *signal, unsigned wait)
 {
-    dedup_redis_options o;
+    dedup_redis_params o;
     char name[96];
     opts_init(&o, url, name, sizeof name, "fo");
     o.wait_replicas = wait;
@@ -1084,7 +1084,7 @@ static bool two_masters(const char *url, const char *key, size_t kl, redisContex
  * resent, and the answers stay exact. */
 static void test_redirect(const char *url)
 {
-    dedup_redis_options o;
+    dedup_redis_params o;
     char name[96];
     opts_init(&o, url, name, sizeof name, "redir");
     dedup_redis *r = open_or_die(&o);

@@ -43,11 +43,11 @@ static dedup_batch slice(size_t from, size_t n)
     return (dedup_batch){.n = n, .digests = dig + from, .keys = keys + from, .lens = lens + from};
 }
 
-static dedup_redis *open_or_die(const dedup_redis_options *o)
+static dedup_redis *open_or_die(const dedup_redis_params *o)
 {
     char err[512];
     dedup_redis *r = NULL;
-    if (dedup_redis_open(o, NULL, &r, err, sizeof err) != DEDUP_OK) {
+    if (dedup_redis_create(o, NULL, &r, err, sizeof err) != DEDUP_OK) {
         fprintf(stderr, "open %s failed: %s\n", o->url, err);
         exit(1);
     }
@@ -85,7 +85,7 @@ static void check_cut(dedup_redis *r, dedup_status st, const char *what)
 }
 
 /* Every key of [0, n) is present, read directly. */
-static void check_present(const dedup_redis_options *direct, size_t n, const char *what)
+static void check_present(const dedup_redis_params *direct, size_t n, const char *what)
 {
     dedup_redis *d = open_or_die(direct);
     dedup_verdict *v = malloc(n * sizeof *v);
@@ -112,8 +112,8 @@ static void run(const char *cas, const char *url, const char *proxy)
     snprintf(op, sizeof op, "%s", dash + 1);
     char name[96];
     snprintf(name, sizeof name, "lost-%s-%" PRIx64, cas, rnd());
-    dedup_redis_options o;
-    dedup_redis_options_init(&o);
+    dedup_redis_params o;
+    dedup_redis_params_init(&o);
     o.url = url;
     o.name = name;
     o.io_timeout_ms = 2000;
@@ -142,7 +142,7 @@ static void run(const char *cas, const char *url, const char *proxy)
         dig[i] = dedup_hash(text[i], lens[i], o.seed);
     }
     dedup_verdict *v = malloc(N * sizeof *v);
-    dedup_redis_options po = o;
+    dedup_redis_params po = o;
     po.url = proxy;
     /* the state before: created (and for query, commit and del, the first
      * half recorded, or all of it) through the direct URL */

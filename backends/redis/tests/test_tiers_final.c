@@ -200,8 +200,8 @@ static void run_stack(const char *url, const dedup_redis_url *u, const char *lab
 {
     char name[96];
     snprintf(name, sizeof name, "final-%s-%" PRIx64, label, rnd());
-    dedup_redis_options o;
-    dedup_redis_options_init(&o);
+    dedup_redis_params o;
+    dedup_redis_params_init(&o);
     o.url = url;
     o.name = name;
     o.ttl_ms = TTL_MS;
@@ -210,8 +210,8 @@ static void run_stack(const char *url, const dedup_redis_url *u, const char *lab
     char err[512];
     dedup_redis *r = NULL;
     dedup_seen *rs = NULL;
-    if (dedup_redis_open(&o, NULL, &r, err, sizeof err) != DEDUP_OK ||
-        dedup_redis_seen(r, NULL, &rs) != DEDUP_OK) {
+    if (dedup_redis_create(&o, NULL, &r, err, sizeof err) != DEDUP_OK ||
+        dedup_redis_as_seen(r, NULL, &rs) != DEDUP_OK) {
         fprintf(stderr, "%s: open %s: %s\n", label, url, err);
         exit(1);
     }

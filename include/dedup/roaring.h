@@ -1,11 +1,30 @@
 /*
- * dedup_roaring.h - sparse integer keys in compressed bitmaps: the seen-set
+ * dedup/roaring.h - sparse integer keys in compressed bitmaps: the seen-set
  * kind DEDUP_SEEN_ROARING, on CRoaring (Debian's libroaring-dev 0.2.66).
  *
  * A component outside libdedup (libdedup never links CRoaring): it builds
  * only when the package is found, defines DEDUP_HAVE_ROARING for the CLI,
  * and implements dedup/seen.h through dedup_seen_wrap(), so every caller
  * uses it as any other kind.
+ *
+ * Conventions, libdedup's own (dedup/common.h) and the same in every
+ * component (dedup/store.h, dedup/redis.h, dedup/roaring.h):
+ *  - dedup_X_params p; dedup_X_params_init(&p); fill in what you need;
+ *    dedup_X_create(&p, alloc_or_NULL, &x, why, whycap) makes the object
+ *    and dedup_X_free(x) releases it, dedup_X_free(NULL) a no-op.
+ *  - Every call that can fail returns a dedup_status (dedup_strerror()
+ *    names it).  A text buffer for the reason is 'char *why, size_t whycap'
+ *    (why may be NULL; the sentence is cut to whycap bytes, NUL included);
+ *    once the object exists, dedup_X_last_error(x) gives the sentence of
+ *    its last failure ("" if none, never NULL).
+ *  - dedup_X_as_seen(x, alloc, &seen) wraps the object as a seen-set
+ *    (dedup/seen.h), which owns it from then on.
+ *  - No global state, no printing, no exit.  The library libdedup_X
+ *    exports dedup_* only; a program builds with
+ *    `pkg-config --cflags --libs dedup-X`.
+ * Here X is roaring, whose object is the seen-set itself: there are no
+ * params, create is dedup_roaring_seen_create(&spec, alloc, &seen) and the
+ * seen-set is freed by dedup_seen_free(); its failures are statuses alone.
  *
  * What it holds: 64-bit integer keys (batch.ints; digests are not used and
  * may be NULL), split by their high 32 bits into one 32-bit roaring bitmap
