@@ -7,13 +7,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "cli.h"
 #include "dedup/format.h"
+#include "dedup/hash.h"
 
 int cli_verbosity = 1;
 const char *cli_progname = "dedup";
@@ -171,19 +171,7 @@ bool cli_fd_regular(int fd)
 
 bool dd_fresh_seed(uint64_t *out)
 {
-    unsigned char b[8];
-    size_t got = 0;
-    while (got < sizeof b) {
-        ssize_t n = getrandom(b + got, sizeof b - got, 0);
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            return false;
-        }
-        got += (size_t)n;
-    }
-    *out = dedup_get_u64(b);
-    return true;
+    return dedup_secret_seed(out) == DEDUP_OK;
 }
 
 uint64_t cli_run_seed(void)

@@ -13,7 +13,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <unistd.h>
 
 void rd_error(dedup_redis *r, const char *fmt, ...)
@@ -50,19 +49,10 @@ void rd_error_on(dedup_redis *r, const rc_cmd *cm)
 
 dedup_status rd_random_seed(dedup_redis *r, uint64_t *out)
 {
-    unsigned char b[8];
-    ssize_t got;
-    do
-        got = getrandom(b, sizeof b, 0);
-    while (got < 0 && errno == EINTR);
-    if (got != (ssize_t)sizeof b) {
+    if (dedup_secret_seed(out) != DEDUP_OK) {
         rd_error(r, "no random seed from the OS (getrandom: %s)", strerror(errno));
         return DEDUP_ERR_IO;
     }
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++)
-        v |= (uint64_t)b[i] << (8 * i);
-    *out = v;
     return DEDUP_OK;
 }
 

@@ -3,7 +3,7 @@
  * place), its lock (flock on DIR/dedup.lock with the holder's PID) and a
  * new store's random seed (dedup/store.h: "Locking and creation").
  */
-#define _GNU_SOURCE /* flock, getrandom, O_DIRECTORY */
+#define _GNU_SOURCE /* flock, O_DIRECTORY */
 #include "store_int.h"
 
 #include <dirent.h>
@@ -14,7 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -66,14 +65,10 @@ dedup_status ddr_take_lock(dedup_store *s, char *why, size_t cap)
  * "as stored"). */
 dedup_status ddr_random_seed(uint64_t *seed, const char *dir, char *why, size_t cap)
 {
-    unsigned char b[8];
-    do {
-        if (getrandom(b, sizeof b, 0) != (ssize_t)sizeof b) {
-            set_why(why, cap, "%s: no random seed from the OS (%s)", dir, strerror(errno));
-            return DEDUP_ERR_IO;
-        }
-        *seed = get_u64(b);
-    } while (!*seed);
+    if (dedup_secret_seed(seed) != DEDUP_OK) {
+        set_why(why, cap, "%s: no random seed from the OS (%s)", dir, strerror(errno));
+        return DEDUP_ERR_IO;
+    }
     return DEDUP_OK;
 }
 

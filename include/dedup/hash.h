@@ -8,7 +8,7 @@
  *
  * XXH3-128 output is stable across xxHash releases since 0.8.0, so digests
  * (and the files built from them) are portable across hosts and versions.
- * These functions are pure and thread-safe.
+ * These functions are thread-safe, and all but dedup_secret_seed are pure.
  */
 #ifndef DEDUP_HASH_H
 #define DEDUP_HASH_H
@@ -29,6 +29,13 @@ typedef struct dedup_digest {
     uint64_t lo; /* low 64 bits of XXH3-128 */
     uint64_t hi; /* high 64 bits of XXH3-128 */
 } dedup_digest;
+
+/* A secret seed: 64 random bits from the operating system (getrandom(2),
+ * blocking only until the kernel's pool is first initialised), never 0 and
+ * never DEDUP_DEFAULT_SEED.  Digest-keyed structures made with it resist
+ * keys chosen to collide: the seed must be kept with them (their files do).
+ * DEDUP_ERR_IO, with errno set, when the OS gives none. */
+dedup_status dedup_secret_seed(uint64_t *seed);
 
 /* Digest of 'len' bytes at 'key' ('key' may be NULL when len == 0). */
 dedup_digest dedup_hash(const void *key, size_t len, uint64_t seed);

@@ -3,11 +3,9 @@
  * only each key's 128-bit digest under a secret seed (dedup_digestset of
  * dedup/set.h), the equality the CLI uses for records kept by reference.
  */
-#define _GNU_SOURCE /* getrandom() */
 #include "batch.h"
 
 #include <string.h>
-#include <sys/random.h>
 
 static dedup_status digestset_save(const void *p, dedup_sink *s)
 {
@@ -31,22 +29,10 @@ DD_COMMON_DEFS(DigestSet, dd_digestset_kind)
  * one seed do not collide under another. */
 static int secret_seed(uint64_t *seed)
 {
-    unsigned char b[8];
-    size_t got = 0;
-    while (got < sizeof b) {
-        ssize_t n = getrandom(b + got, sizeof b - got, 0);
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            PyErr_SetFromErrno(PyExc_OSError);
-            return -1;
-        }
-        got += (size_t)n;
+    if (dedup_secret_seed(seed) != DEDUP_OK) {
+        PyErr_SetFromErrno(PyExc_OSError);
+        return -1;
     }
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--)
-        v = v << 8 | b[i];
-    *seed = v;
     return 0;
 }
 

@@ -3,12 +3,37 @@
  * XXH_INLINE_ALL compiles XXH3 into this file (from the same Debian header)
  * instead of calling into libxxhash.so: for the 8- to 64-byte keys dedup
  * hashes, the call and its dispatch were a third of the hashing time. */
+#define _GNU_SOURCE /* getrandom() */
 #include "dedup/hash.h"
 
+#include <errno.h>
 #include <string.h>
+#include <sys/random.h>
 
 #define XXH_INLINE_ALL
 #include <xxhash.h>
+
+dedup_status dedup_secret_seed(uint64_t *seed)
+{
+    uint64_t v;
+    do {
+        unsigned char b[8];
+        size_t got = 0;
+        while (got < sizeof b) {
+            ssize_t n = getrandom(b + got, sizeof b - got, 0);
+            if (n < 0 && errno == EINTR)
+                continue;
+            if (n <= 0)
+                return DEDUP_ERR_IO;
+            got += (size_t)n;
+        }
+        v = 0;
+        for (int i = 7; i >= 0; i--)
+            v = v << 8 | b[i];
+    } while (v == 0 || v == DEDUP_DEFAULT_SEED);
+    *seed = v;
+    return DEDUP_OK;
+}
 
 dedup_digest dedup_hash(const void *key, size_t len, uint64_t seed)
 {

@@ -110,6 +110,20 @@ static void test_reduce(void **state)
         assert_true(bins[i] > 99000 && bins[i] < 101000);
 }
 
+/* Secret seeds: never 0 or the default, and 64 draws all differ (a
+ * repeat among 64 uniform 64-bit values has odds of about 1e-16). */
+static void test_secret_seed(void **state)
+{
+    (void)state;
+    uint64_t seen[64];
+    for (int i = 0; i < 64; i++) {
+        assert_int_equal(dedup_secret_seed(&seen[i]), DEDUP_OK);
+        assert_true(seen[i] != 0 && seen[i] != DEDUP_DEFAULT_SEED);
+        for (int j = 0; j < i; j++)
+            assert_true(seen[i] != seen[j]);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -117,6 +131,7 @@ int main(void)
         cmocka_unit_test(test_u64_is_le_bytes),
         cmocka_unit_test(test_seed_changes_digest),
         cmocka_unit_test(test_reduce),
+        cmocka_unit_test(test_secret_seed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
