@@ -10,7 +10,7 @@
 #include <stdlib.h>
 
 #include "dedup/seen.h"
-#include "fuzz_util.h"
+#include "fuzz_seen_util.h"
 
 static void load(const uint8_t *d, size_t n)
 {
@@ -23,13 +23,7 @@ static void load(const uint8_t *d, size_t n)
     dedup_seen_info in;
     dedup_seen_get_info(s, &in);
     check(in.kind == dedup_seen_kind_of_file_type(in.file_type));
-    dedup_digest dg = dedup_hash("x", 1, in.seed);
-    const unsigned char *key = (const unsigned char *)"x";
-    size_t len = 1;
-    uint64_t v = 42;
-    dedup_batch b = {.n = 1, .digests = &dg, .keys = &key, .lens = &len, .ints = &v};
-    dedup_verdict out;
-    (void)dedup_seen_query(s, &b, &out);
+    fuzz_query_one(s, in.seed);
     if (in.kind == DEDUP_SEEN_BITMAP)
         check(in.range_hi - in.range_lo + 1 == in.bits);
     uint64_t size = 0;

@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "dedup/state.h"
-#include "fuzz_util.h"
+#include "fuzz_seen_util.h"
 
 static void load(const uint8_t *d, size_t n)
 {
@@ -40,13 +40,7 @@ static void load(const uint8_t *d, size_t n)
         dedup_seen_info in;
         dedup_seen_get_info(s, &in);
         check(in.file_type == h.type);
-        dedup_digest dg = dedup_hash("x", 1, in.seed);
-        const unsigned char *key = (const unsigned char *)"x";
-        size_t len = 1;
-        uint64_t v = 42;
-        dedup_batch b = {.n = 1, .digests = &dg, .keys = &key, .lens = &len, .ints = &v};
-        dedup_verdict out;
-        (void)dedup_seen_query(s, &b, &out);
+        fuzz_query_one(s, in.seed);
         dedup_seen_free(s);
     }
     close(fd);
