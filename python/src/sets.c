@@ -201,7 +201,10 @@ static PyTypeObject StrSetType = {
     .tp_doc = "StrSet(capacity=0, *, memory_limit=0, seed=None)\n\n"
               "An exact set of str/bytes keys (dedup_strset): 'in' is certain, len() exact.  "
               "A str key and its UTF-8 bytes are the same key; iteration yields bytes in "
-              "insertion order.  Thread-safe as Bloom.",
+              "insertion order.  memory_limit (bytes): an add that would grow the set past it "
+              "raises dedup.Error 'structure is full' and changes nothing; the set grows by "
+              "2 MiB segments, so a limit below about 2.1 MB holds no key.  Thread-safe as "
+              "Bloom.",
     .tp_new = StrSet_new,
     .tp_dealloc = (destructor)StrSet_dealloc,
     .tp_methods = StrSet_methods,
