@@ -153,11 +153,15 @@ static void print_stats(const dd_external_opts *o, const dedup_extsort_stats *s,
     fprintf(stderr, "dedup: %llu records in (%s), %llu out, %llu duplicates (%.2f%%)\n",
             (unsigned long long)s->records_in, cli_human_size(bytes_in, hb, sizeof hb),
             (unsigned long long)s->records_out, (unsigned long long)dups, rate * 100);
+    /* Partitions in memory files count against the budget but are not the
+     * engine's own memory: said, with their size on the next line. */
+    bool mem_files = s->spilled && strcmp(tmpdir, "memory files") == 0;
     fprintf(stderr,
-            "dedup: %llu distinct keys, mode exact%s, memory %s of %s allowed, %.2f s "
+            "dedup: %llu distinct keys, mode exact%s, memory %s%s of %s allowed, %.2f s "
             "(%.1fM records/s)\n",
             (unsigned long long)s->distinct, o->sorted ? " (sorted)" : "",
-            cli_human_size(s->peak_memory, hm, sizeof hm), cli_human_size(budget, hl, sizeof hl),
+            cli_human_size(s->peak_memory, hm, sizeof hm),
+            mem_files ? " (+ the memory files below)" : "", cli_human_size(budget, hl, sizeof hl),
             secs, secs > 0 ? (double)s->records_in / secs / 1e6 : 0.0);
     if (s->spilled)
         fprintf(stderr,
@@ -597,7 +601,7 @@ int dd_run_external(const dd_external_opts *o, char **files, int nfiles)
     if (o->stats) {
         dedup_extsort_stats s;
         dd_spill_stats(sp, &s);
-        print_stats(o, &s, budget, bytes_in, tmp_in_mem ? "memory" : tmpdir, now_sec() - start,
+        print_stats(o, &s, budget, bytes_in, tmp_in_mem ? "memory files" : tmpdir, now_sec() - start,
                     xr);
     }
     dd_spill_free(sp);
