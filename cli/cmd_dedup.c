@@ -666,6 +666,287 @@ static bool state_identity_ok(const opts *o, bool has_ident, const char *saved, 
     return false;
 }
 
+/* Reads every input in turn and decides its records, batch by batch.
+ * Returns true when the run stopped early (broken pipe, an error, a signal;
+ * *status set where the input was at fault); false after the last input. */
+static bool feed_inputs(run *r, const opts *o, char **files, int nfiles, dedup_seen *s,
+                        dd_byref *byref, int *status)
+{
+    bool stopped = false;
+    for (int fi = 0; fi < nfiles && !stopped; fi++) {
+        dd_feeder *fd = NULL;
+        dd_feeder_opts fo = {.term = o->term, .key = &o->key, .hash = !o->int_keys,
+                             .seed = r->info.seed};
+        if (o->key.header) {
+            fo.header = dd_run_on_header;
+            fo.header_ctx = r;
+        }
+        if (byref) {
+            fo.mapped = true;
+            fo.map = dd_byref_file(byref, fi, &fo.map_len);
+            if (dedup_seen_parts(s) == 2 && !r->parts_stopped) { /* two threads decide */
+                fo.work = decide_part_one;
+                fo.work_ctx = r;
+            }
+        }
+        /* Named before the feeder starts: its header callback says it. */
+        r->file_name = strcmp(files[fi], "-") == 0 ? "(standard input)" : files[fi];
+        r->file_records = 0;
+        r->file_lines = 0;
+        int e = dd_feeder_open(&fd, files[fi], &fo);
+        if (e) {
+            if (!dd_stop_signal) { /* else a FIFO's open was interrupted */
+                cli_error("%s: %s", files[fi], strerror(e));
+                *status = CLI_EXIT_USAGE;
+            }
+            stopped = true;
+            break;
+        }
+        uint64_t before = r->bytes_in;
+        const dd_block *b;
+        while (!stopped && (b = dd_feeder_next(fd)) != NULL) {
+            r->blocks++;
+            r->blocks_parted += b->work != 0;
+            if (!dd_run_write_header(r)) {
+                stopped = true;
+                break;
+            }
+            if (b->work && !process_parts(r, b))
+                stopped = true;
+            for (size_t off = 0; off < b->n && !b->work; off += r->batch) {
+                size_t n = at_block(r, b, off);
+                if (dd_stop_signal || !process_batch(r, n)) {
+                    stopped = true;
+                    break;
+                }
+            }
+            r->bytes_in = before + b->bytes_read;
+            dd_progress_show(&r->prog, r->bytes_in, r->records_in, false, NULL);
+        }
+        if (dd_stop_signal)
+            stopped = true;
+        e = dd_feeder_error(fd);
+        if (e == -1 && !stopped) { /* the header callback said why */
+            *status = CLI_EXIT_USAGE;
+            stopped = true;
+        } else if (e && !stopped) {
+            cli_error("%s: read error: %s", dd_feeder_name(fd), strerror(e));
+            *status = CLI_EXIT_USAGE;
+            stopped = true;
+        }
+        dd_feeder_close(fd);
+        if (byref && !stopped && !dd_byref_check(byref, fi)) {
+            r->failed = true;
+            stopped = true;
+        }
+    }
+    return stopped;
+}
+
+/* After the last input: the header of an input that had nothing else,
+ * counts and uniques, the spilled engine's records, the writers flushed,
+ * the warnings about late records and keyless ones, the mapped inputs
+ * checked again.  Returns the run's 'stopped' (r->failed set on errors). */
+static bool end_inputs(run *r, const opts *o, dedup_seen *s, dd_byref *byref, bool stopped)
+{
+    if (!stopped && !dd_run_write_header(r)) /* an input of its header alone */
+        stopped = true;
+    if (!stopped && (o->out == OUT_COUNT || o->out == OUT_UNIQUE))
+        stopped = !write_counts(r);
+    if (!stopped && r->spilled) {
+        /* The engine's records all come after the frozen set's: its spilled
+         * first occurrences, counts and uniques are written now. */
+        dedup_status fs = dedup_seen_finish(s, NULL, NULL);
+        if (fs && !(fs == DEDUP_ERR_CANCELLED && (r->w.broken_pipe || dd_stop_signal))) {
+            if (!r->w.error)
+                dd_engine_report(dedup_seen_spill_engine(s), r->tmpdir, fs);
+            r->failed = true;
+        }
+        stopped = fs != DEDUP_OK;
+    }
+    if (!r->w.broken_pipe && !r->w.error)
+        dd_writer_flush(&r->w);
+    if (r->late_fd >= 0) {
+        if (!r->late_w.error)
+            dd_writer_flush(&r->late_w);
+        if (r->late_w.error) {
+            cli_error("write error on %s: %s", o->late_file, strerror(r->late_w.error));
+            r->failed = true;
+        }
+        dd_writer_free(&r->late_w);
+    }
+    if (r->win)
+        dd_window_warn_late(r);
+    dd_progress_show(&r->prog, r->bytes_in, r->records_in, true, NULL);
+    if (r->bad_keys && o->bad_key != DD_BAD_KEY_FAIL && r->key_errs)
+        cli_warn("%llu record%s had no key (%s): %s", (unsigned long long)r->bad_keys,
+                 r->bad_keys == 1 ? "" : "s",
+                 dd_key_bad_reason(&o->key),
+                 o->bad_key == DD_BAD_KEY_SKIP ? "dropped" : "written undecided");
+    else if (r->bad_keys && o->bad_key != DD_BAD_KEY_FAIL)
+        cli_warn("%llu record%s had a key that is not an integer%s: %s",
+                 (unsigned long long)r->bad_keys, r->bad_keys == 1 ? "" : "s",
+                 r->info.kind == DEDUP_SEEN_BITMAP ? " or is outside --range" : "",
+                 o->bad_key == DD_BAD_KEY_SKIP ? "dropped" : "written undecided");
+
+    if (byref && !stopped && !r->failed && !dd_byref_check(byref, -1))
+        r->failed = true;
+    if (byref)
+        cli_info(2, "by reference: %llu of %llu blocks decided on two threads%s",
+                 (unsigned long long)r->blocks_parted, (unsigned long long)r->blocks,
+                 r->blocks_parted < r->blocks ? " (then the set held a quarter of the budget)" : "");
+    return stopped;
+}
+
+/* The run's seen-set: the state file's when it exists (its seed, window and
+ * identity checked against this run's options), else a new one (Redis's,
+ * the tiers', or the exact set that spills past half the default budget).
+ * Sets r->budget and r->budget_source for a set that may spill, *byrefp for
+ * exact mode by reference.  0, or the exit status after saying why (with
+ * nothing left open but r). */
+static int open_seen(opts *o, run *r, char **files, int nfiles, const char *ident,
+                     dedup_seen **sp, dd_byref **byrefp)
+{
+    char err[512] = "";
+    dedup_seen *s = NULL;
+    dedup_status st;
+    bool windowed = o->window_us || o->last_n;
+    uint64_t spill_budget = 0;
+    const char *budget_source = NULL;
+    dd_byref *byref = NULL; /* exact mode by reference: the mapped inputs */
+    o->sizing.windowed = windowed;
+    if (windowed) {
+        o->sizing.window_type = o->last_n ? DEDUP_WINDOW_COUNT
+                                        : o->tumbling ? DEDUP_WINDOW_TUMBLING : DEDUP_WINDOW_SLIDING;
+        o->sizing.duration = o->last_n ? o->last_n : o->window_us;
+        o->sizing.lateness = o->last_n ? 0 : o->lateness_us;
+        o->sizing.refresh_on_dup = o->refresh_on_dup;
+    }
+    /* A store keeps the key options it was filled with (its identity). */
+    static char keys_desc[1025]; /* DEDUP_STORE_IDENTITY_MAX + 1 */
+    dd_keyspec_describe(&o->key, o->term, o->int_keys, keys_desc, sizeof keys_desc);
+    dd_tiers_set_identity(o->sizing.tiers, keys_desc, o->force_keys);
+    if (o->state && access(o->state, F_OK) == 0) {
+        char saved[DEDUP_STATE_IDENT_MAX + 1];
+        bool has_ident;
+        st = dd_seen_load(&o->sizing, o->state, &s, &has_ident, saved, sizeof saved, err, sizeof err);
+        if (st) {
+            cli_error("%s: %s", o->state, err[0] ? err : strerror(errno));
+            return CLI_EXIT_USAGE;
+        }
+        /* The state's own seed goes on; --seed may only repeat it. */
+        if (o->seed_given && o->sizing.seed != dedup_seen_seed(s)) {
+            cli_error("%s: was made with seed 0x%016llx, not the --seed 0x%016llx given (leave "
+                      "--seed out to go on with the state's)", o->state,
+                      (unsigned long long)dedup_seen_seed(s), (unsigned long long)o->sizing.seed);
+            dedup_seen_free(s);
+            return CLI_EXIT_USAGE;
+        }
+        o->sizing.seed = dedup_seen_seed(s);
+        if (exact_state(o, windowed) && dedup_seen_kind_of(s) == DEDUP_SEEN_EXACT &&
+            (byref = byref_for_state(o, r, files, nfiles)) != NULL) {
+            /* carried on by reference: the saved keys are copied in first */
+            dedup_seen *loaded = s;
+            uint64_t n = 0;
+            bool ex;
+            (void)dedup_seen_distinct(loaded, &n, &ex);
+            o->sizing.seed = dedup_seen_seed(loaded);
+            o->sizing.ref_expected = dd_byref_span(byref) / 64 + n;
+            st = dd_seen_create(&o->sizing, &s, err, sizeof err);
+            if (!st)
+                st = dedup_seen_merge(s, loaded, err, sizeof err);
+            dedup_seen_free(loaded);
+            if (st) {
+                cli_error("%s: %s", o->state, err[0] ? err : dedup_strerror(st));
+                dedup_seen_free(s);
+                dd_byref_close(byref);
+                return CLI_EXIT_FAIL;
+            }
+        }
+        if (windowed) {
+            if (!dd_window_matches_saved(&o->sizing, dedup_window_of_seen(s), o->state)) {
+                dedup_seen_free(s);
+                return CLI_EXIT_USAGE;
+            }
+            cli_info(2, "%s: loaded window state", o->state);
+        } else {
+            cli_info(2, "%s: loaded %s state", o->state, o->mode);
+            dedup_seen_info li;
+            dedup_seen_get_info(s, &li);
+            if (li.probabilistic && li.capacity && o->sizing.items && o->sizing.items != li.capacity)
+                cli_warn("%s: the state was made for %llu keys; -n %llu does not resize it (a "
+                         "filter's size is fixed when it is made): it goes on at %llu, and "
+                         "--on-full %s applies past them",
+                         o->state, (unsigned long long)li.capacity,
+                         (unsigned long long)o->sizing.items, (unsigned long long)li.capacity,
+                         o->sizing.on_full == DEDUP_ON_FULL_FAIL   ? "fail"
+                         : o->sizing.on_full == DEDUP_ON_FULL_GROW ? "grow"
+                                                                  : "warn");
+            st = li.probabilistic && li.capacity ? dedup_seen_set_on_full(s, o->sizing.on_full)
+                                                 : DEDUP_OK;
+            if (st == DEDUP_ERR_UNSUPPORTED) {
+                cli_error("%s: --on-full grow cannot grow a filter made by an earlier run (a "
+                          "growing chain starts with its first key): give --on-full warn or fail, "
+                          "or start a new state with --mode scalable", o->state);
+                dedup_seen_free(s);
+                return CLI_EXIT_USAGE;
+            }
+        }
+        /* After the checks of the method and window, which name what
+         * differs in their own terms. */
+        if (!state_identity_ok(o, has_ident, saved, ident)) {
+            dedup_seen_free(s);
+            dd_byref_close(byref);
+            return CLI_EXIT_USAGE;
+        }
+    } else {
+        /* A new state file is keyed by a secret: a crafted collision then
+         * needs the seed, which only the file holds. */
+        if (o->state && !o->seed_given && !dd_fresh_seed(&o->sizing.seed)) {
+            cli_error("%s: no random seed from the system (%s): give --seed", o->state,
+                      strerror(errno));
+            return CLI_EXIT_FAIL;
+        }
+        /* Exact mode without -m: keys stay in memory up to half the default
+         * budget, then the run goes on with the external engine. */
+        if (!windowed && !o->state && o->kind == DEDUP_SEEN_EXACT && !o->sizing.tiers && !o->redis.url) {
+            const char *env = getenv("DEDUP_MEMORY");
+            uint64_t v;
+            if (env && *env && !(cli_parse_size(env, &v) && v > 0))
+                cli_warn("DEDUP_MEMORY='%s' is not a size (e.g. 8G); using the default budget", env);
+            spill_budget = dd_external_default_memory(&budget_source);
+            o->sizing.spill_budget = spill_budget;
+            o->sizing.tmpdir = o->tmpdir;
+            o->sizing.threads = dd_external_threads(spill_budget - spill_budget / 2);
+            o->sizing.emit = spill_emit;
+            if (dd_keyspec_identity(&o->key))
+                o->sizing.emit_piece = spill_emit_piece;
+            o->sizing.emit_ctx = r;
+            byref = byref_choose(o, files, nfiles, spill_budget);
+        } else if (exact_state(o, windowed)) {
+            byref = byref_for_state(o, r, files, nfiles);
+        }
+        if (o->redis.url) {
+            int rc = dd_redis_create(&o->redis, o->sizing.items, o->sizing.fpr, o->sizing.seed,
+                                     o->seed_given, &r->redis, &s);
+            if (rc) {
+                return rc;
+            }
+        } else {
+            st = dd_seen_create(&o->sizing, &s, err, sizeof err);
+            if (st) {
+                cli_error("%s", err);
+                return CLI_EXIT_USAGE;
+            }
+        }
+    }
+    r->budget = spill_budget;
+    r->budget_source = budget_source;
+    *sp = s;
+    *byrefp = byref;
+    return CLI_EXIT_OK;
+}
+
 static int dedup_main(int argc, char **argv, opts *op)
 {
     opts o = *op;
@@ -753,153 +1034,19 @@ static int dedup_main(int argc, char **argv, opts *op)
         cli_error("out of memory");
         return CLI_EXIT_FAIL;
     }
-    char err[512] = "";
     dedup_seen *s = NULL;
     dedup_status st;
-    bool windowed = o.window_us || o.last_n;
-    uint64_t spill_budget = 0;
-    const char *budget_source = NULL;
     dd_byref *byref = NULL; /* exact mode by reference: the mapped inputs */
-    o.sizing.windowed = windowed;
-    if (windowed) {
-        o.sizing.window_type = o.last_n ? DEDUP_WINDOW_COUNT
-                                        : o.tumbling ? DEDUP_WINDOW_TUMBLING : DEDUP_WINDOW_SLIDING;
-        o.sizing.duration = o.last_n ? o.last_n : o.window_us;
-        o.sizing.lateness = o.last_n ? 0 : o.lateness_us;
-        o.sizing.refresh_on_dup = o.refresh_on_dup;
-    }
-    /* A store keeps the key options it was filled with (its identity). */
-    static char keys_desc[1025]; /* DEDUP_STORE_IDENTITY_MAX + 1 */
-    dd_keyspec_describe(&o.key, o.term, o.int_keys, keys_desc, sizeof keys_desc);
-    dd_tiers_set_identity(o.sizing.tiers, keys_desc, o.force_keys);
-    if (o.state && access(o.state, F_OK) == 0) {
-        char saved[DEDUP_STATE_IDENT_MAX + 1];
-        bool has_ident;
-        st = dd_seen_load(&o.sizing, o.state, &s, &has_ident, saved, sizeof saved, err, sizeof err);
-        if (st) {
-            cli_error("%s: %s", o.state, err[0] ? err : strerror(errno));
-            free(r);
-            return CLI_EXIT_USAGE;
-        }
-        /* The state's own seed goes on; --seed may only repeat it. */
-        if (o.seed_given && o.sizing.seed != dedup_seen_seed(s)) {
-            cli_error("%s: was made with seed 0x%016llx, not the --seed 0x%016llx given (leave "
-                      "--seed out to go on with the state's)", o.state,
-                      (unsigned long long)dedup_seen_seed(s), (unsigned long long)o.sizing.seed);
-            dedup_seen_free(s);
-            free(r);
-            return CLI_EXIT_USAGE;
-        }
-        o.sizing.seed = dedup_seen_seed(s);
-        if (exact_state(&o, windowed) && dedup_seen_kind_of(s) == DEDUP_SEEN_EXACT &&
-            (byref = byref_for_state(&o, r, files, nfiles)) != NULL) {
-            /* carried on by reference: the saved keys are copied in first */
-            dedup_seen *loaded = s;
-            uint64_t n = 0;
-            bool ex;
-            (void)dedup_seen_distinct(loaded, &n, &ex);
-            o.sizing.seed = dedup_seen_seed(loaded);
-            o.sizing.ref_expected = dd_byref_span(byref) / 64 + n;
-            st = dd_seen_create(&o.sizing, &s, err, sizeof err);
-            if (!st)
-                st = dedup_seen_merge(s, loaded, err, sizeof err);
-            dedup_seen_free(loaded);
-            if (st) {
-                cli_error("%s: %s", o.state, err[0] ? err : dedup_strerror(st));
-                dedup_seen_free(s);
-                dd_byref_close(byref);
-                free(r);
-                return CLI_EXIT_FAIL;
-            }
-        }
-        if (windowed) {
-            if (!dd_window_matches_saved(&o.sizing, dedup_window_of_seen(s), o.state)) {
-                dedup_seen_free(s);
-                free(r);
-                return CLI_EXIT_USAGE;
-            }
-            cli_info(2, "%s: loaded window state", o.state);
-        } else {
-            cli_info(2, "%s: loaded %s state", o.state, o.mode);
-            dedup_seen_info li;
-            dedup_seen_get_info(s, &li);
-            if (li.probabilistic && li.capacity && o.sizing.items && o.sizing.items != li.capacity)
-                cli_warn("%s: the state was made for %llu keys; -n %llu does not resize it (a "
-                         "filter's size is fixed when it is made): it goes on at %llu, and "
-                         "--on-full %s applies past them",
-                         o.state, (unsigned long long)li.capacity,
-                         (unsigned long long)o.sizing.items, (unsigned long long)li.capacity,
-                         o.sizing.on_full == DEDUP_ON_FULL_FAIL   ? "fail"
-                         : o.sizing.on_full == DEDUP_ON_FULL_GROW ? "grow"
-                                                                  : "warn");
-            st = li.probabilistic && li.capacity ? dedup_seen_set_on_full(s, o.sizing.on_full)
-                                                 : DEDUP_OK;
-            if (st == DEDUP_ERR_UNSUPPORTED) {
-                cli_error("%s: --on-full grow cannot grow a filter made by an earlier run (a "
-                          "growing chain starts with its first key): give --on-full warn or fail, "
-                          "or start a new state with --mode scalable", o.state);
-                dedup_seen_free(s);
-                free(r);
-                return CLI_EXIT_USAGE;
-            }
-        }
-        /* After the checks of the method and window, which name what
-         * differs in their own terms. */
-        if (!state_identity_ok(&o, has_ident, saved, ident)) {
-            dedup_seen_free(s);
-            dd_byref_close(byref);
-            free(r);
-            return CLI_EXIT_USAGE;
-        }
-    } else {
-        /* A new state file is keyed by a secret: a crafted collision then
-         * needs the seed, which only the file holds. */
-        if (o.state && !o.seed_given && !dd_fresh_seed(&o.sizing.seed)) {
-            cli_error("%s: no random seed from the system (%s): give --seed", o.state,
-                      strerror(errno));
-            free(r);
-            return CLI_EXIT_FAIL;
-        }
-        /* Exact mode without -m: keys stay in memory up to half the default
-         * budget, then the run goes on with the external engine. */
-        if (!windowed && !o.state && o.kind == DEDUP_SEEN_EXACT && !o.sizing.tiers && !o.redis.url) {
-            const char *env = getenv("DEDUP_MEMORY");
-            uint64_t v;
-            if (env && *env && !(cli_parse_size(env, &v) && v > 0))
-                cli_warn("DEDUP_MEMORY='%s' is not a size (e.g. 8G); using the default budget", env);
-            spill_budget = dd_external_default_memory(&budget_source);
-            o.sizing.spill_budget = spill_budget;
-            o.sizing.tmpdir = o.tmpdir;
-            o.sizing.threads = dd_external_threads(spill_budget - spill_budget / 2);
-            o.sizing.emit = spill_emit;
-            if (dd_keyspec_identity(&o.key))
-                o.sizing.emit_piece = spill_emit_piece;
-            o.sizing.emit_ctx = r;
-            byref = byref_choose(&o, files, nfiles, spill_budget);
-        } else if (exact_state(&o, windowed)) {
-            byref = byref_for_state(&o, r, files, nfiles);
-        }
-        if (o.redis.url) {
-            int rc = dd_redis_create(&o.redis, o.sizing.items, o.sizing.fpr, o.sizing.seed,
-                                     o.seed_given, &r->redis, &s);
-            if (rc) {
-                free(r);
-                return rc;
-            }
-        } else {
-            st = dd_seen_create(&o.sizing, &s, err, sizeof err);
-            if (st) {
-                cli_error("%s", err);
-                free(r);
-                return CLI_EXIT_USAGE;
-            }
-        }
+    int orc = open_seen(&o, r, files, nfiles, ident, &s, &byref);
+    if (orc) {
+        free(r);
+        return orc;
     }
 
     dd_outfile out, late;
     memset(&late, 0, sizeof late);
     late.fd = -1;
-    int orc = dd_outfile_open(&out, NULL, o.output);
+    orc = dd_outfile_open(&out, NULL, o.output);
     if (orc || dd_writer_init(&r->w, out.fd, out.name, WRITE_BUF) != 0) {
         if (!orc)
             cli_error("out of memory");
@@ -931,9 +1078,7 @@ static int dedup_main(int argc, char **argv, opts *op)
     r->win = r->info.kind == DEDUP_SEEN_WINDOW ? dedup_window_of_seen(s)
                                                : dd_tiers_window(o.sizing.tiers);
     r->fd_rate = r->info.probabilistic ? r->info.fpr_bound : 0;
-    r->can_spill = spill_budget != 0;
-    r->budget = spill_budget;
-    r->budget_source = budget_source;
+    r->can_spill = r->budget != 0;
     r->tmpdir = dd_external_tmpdir(o.tmpdir);
     r->tfmt = o.time_format;
     r->late_fd = -1;
@@ -975,120 +1120,9 @@ static int dedup_main(int argc, char **argv, opts *op)
                      size_known ? total_bytes : 0);
 
     int status = CLI_EXIT_OK;
-    bool stopped = false; /* broken pipe, error or signal: no state save */
-    for (int fi = 0; fi < nfiles && !stopped; fi++) {
-        dd_feeder *fd = NULL;
-        dd_feeder_opts fo = {.term = o.term, .key = &o.key, .hash = !o.int_keys,
-                             .seed = r->info.seed};
-        if (o.key.header) {
-            fo.header = dd_run_on_header;
-            fo.header_ctx = r;
-        }
-        if (byref) {
-            fo.mapped = true;
-            fo.map = dd_byref_file(byref, fi, &fo.map_len);
-            if (dedup_seen_parts(s) == 2 && !r->parts_stopped) { /* two threads decide */
-                fo.work = decide_part_one;
-                fo.work_ctx = r;
-            }
-        }
-        /* Named before the feeder starts: its header callback says it. */
-        r->file_name = strcmp(files[fi], "-") == 0 ? "(standard input)" : files[fi];
-        r->file_records = 0;
-        r->file_lines = 0;
-        int e = dd_feeder_open(&fd, files[fi], &fo);
-        if (e) {
-            if (!dd_stop_signal) { /* else a FIFO's open was interrupted */
-                cli_error("%s: %s", files[fi], strerror(e));
-                status = CLI_EXIT_USAGE;
-            }
-            stopped = true;
-            break;
-        }
-        uint64_t before = r->bytes_in;
-        const dd_block *b;
-        while (!stopped && (b = dd_feeder_next(fd)) != NULL) {
-            r->blocks++;
-            r->blocks_parted += b->work != 0;
-            if (!dd_run_write_header(r)) {
-                stopped = true;
-                break;
-            }
-            if (b->work && !process_parts(r, b))
-                stopped = true;
-            for (size_t off = 0; off < b->n && !b->work; off += r->batch) {
-                size_t n = at_block(r, b, off);
-                if (dd_stop_signal || !process_batch(r, n)) {
-                    stopped = true;
-                    break;
-                }
-            }
-            r->bytes_in = before + b->bytes_read;
-            dd_progress_show(&r->prog, r->bytes_in, r->records_in, false, NULL);
-        }
-        if (dd_stop_signal)
-            stopped = true;
-        e = dd_feeder_error(fd);
-        if (e == -1 && !stopped) { /* the header callback said why */
-            status = CLI_EXIT_USAGE;
-            stopped = true;
-        } else if (e && !stopped) {
-            cli_error("%s: read error: %s", dd_feeder_name(fd), strerror(e));
-            status = CLI_EXIT_USAGE;
-            stopped = true;
-        }
-        dd_feeder_close(fd);
-        if (byref && !stopped && !dd_byref_check(byref, fi)) {
-            r->failed = true;
-            stopped = true;
-        }
-    }
-    if (!stopped && !dd_run_write_header(r)) /* an input of its header alone */
-        stopped = true;
-    if (!stopped && (o.out == OUT_COUNT || o.out == OUT_UNIQUE))
-        stopped = !write_counts(r);
-    if (!stopped && r->spilled) {
-        /* The engine's records all come after the frozen set's: its spilled
-         * first occurrences, counts and uniques are written now. */
-        dedup_status fs = dedup_seen_finish(s, NULL, NULL);
-        if (fs && !(fs == DEDUP_ERR_CANCELLED && (r->w.broken_pipe || dd_stop_signal))) {
-            if (!r->w.error)
-                dd_engine_report(dedup_seen_spill_engine(s), r->tmpdir, fs);
-            r->failed = true;
-        }
-        stopped = fs != DEDUP_OK;
-    }
-    if (!r->w.broken_pipe && !r->w.error)
-        dd_writer_flush(&r->w);
-    if (r->late_fd >= 0) {
-        if (!r->late_w.error)
-            dd_writer_flush(&r->late_w);
-        if (r->late_w.error) {
-            cli_error("write error on %s: %s", o.late_file, strerror(r->late_w.error));
-            r->failed = true;
-        }
-        dd_writer_free(&r->late_w);
-    }
-    if (r->win)
-        dd_window_warn_late(r);
-    dd_progress_show(&r->prog, r->bytes_in, r->records_in, true, NULL);
-    if (r->bad_keys && o.bad_key != DD_BAD_KEY_FAIL && r->key_errs)
-        cli_warn("%llu record%s had no key (%s): %s", (unsigned long long)r->bad_keys,
-                 r->bad_keys == 1 ? "" : "s",
-                 dd_key_bad_reason(&o.key),
-                 o.bad_key == DD_BAD_KEY_SKIP ? "dropped" : "written undecided");
-    else if (r->bad_keys && o.bad_key != DD_BAD_KEY_FAIL)
-        cli_warn("%llu record%s had a key that is not an integer%s: %s",
-                 (unsigned long long)r->bad_keys, r->bad_keys == 1 ? "" : "s",
-                 r->info.kind == DEDUP_SEEN_BITMAP ? " or is outside --range" : "",
-                 o.bad_key == DD_BAD_KEY_SKIP ? "dropped" : "written undecided");
-
-    if (byref && !stopped && !r->failed && !dd_byref_check(byref, -1))
-        r->failed = true;
-    if (byref)
-        cli_info(2, "by reference: %llu of %llu blocks decided on two threads%s",
-                 (unsigned long long)r->blocks_parted, (unsigned long long)r->blocks,
-                 r->blocks_parted < r->blocks ? " (then the set held a quarter of the budget)" : "");
+    /* broken pipe, error or signal: no state save */
+    bool stopped = feed_inputs(r, &o, files, nfiles, s, byref, &status);
+    stopped = end_inputs(r, &o, s, byref, stopped);
     if (r->w.error) {
         cli_error("write error on %s: %s", r->w.name, strerror(r->w.error));
         status = CLI_EXIT_FAIL;
