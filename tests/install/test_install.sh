@@ -38,6 +38,21 @@ cmake -S "$DEDUP_SRC/examples/consumer" -B "$T/cm" -DCMAKE_PREFIX_PATH="$T/prefi
 cmake --build "$T/cm" > /dev/null
 LD_LIBRARY_PATH="$libdir" "$T/cm/consumer"
 "$T/prefix/bin/dedup" --version
+# The Python package, when the build made it: imported from the prefix
+# (its extension carries the library linked in), a filter saved there
+# read back by the installed CLI.
+pyinit=$(find "$T/prefix" -path '*/dedup/__init__.py' | head -1)
+if [ -n "$pyinit" ]; then
+    py=/usr/bin/python3 # the interpreter CMake builds the package for when it exists
+    [ -x "$py" ] || py=python3
+    PYTHONPATH=$(dirname "$(dirname "$pyinit")") "$py" -c "
+import dedup, sys
+assert dedup.__file__.startswith(sys.argv[1]), dedup.__file__
+f = dedup.Bloom(1000, 0.01); f.add('installed'); f.save(sys.argv[1] + '/py.bloom')
+d = dedup.DigestSet(); d.update(['a', 'b', 'a']); assert len(d) == 2
+" "$T"
+    "$T/prefix/bin/dedup" filter query "$T/py.bloom" installed > /dev/null
+fi
 
 # A component's header is installed with its library, never without it.
 for h in store redis roaring; do
