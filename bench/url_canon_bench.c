@@ -106,7 +106,10 @@ int main(int argc, char **argv)
     printf("%zu URLs, %.1f bytes on average; e.g. %.*s\n", n, (double)at / (double)n,
            (int)(off[1] - off[0]), buf);
     static const char *const drop[] = {"utm_*", "fbclid", "gclid"};
-    const dd_url_opts settings[3] = {{NULL, 0, false}, {drop, 3, false}, {drop, 3, true}};
+    dd_url_opts settings[3] = {{.drop = NULL}, {.drop = drop, .n_drop = 3},
+                               {.drop = drop, .n_drop = 3, .sort_params = true}};
+    for (int s = 0; s < 3; s++) /* as the key spec does */
+        dd_url_opts_prepare(&settings[s]);
     const char *names[3] = {"rules only", "drop utm_*,fbclid,gclid", "drop + sort"};
     for (int s = 0; s < 3; s++) {
         if (only >= 0 && s != only)

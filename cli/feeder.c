@@ -103,19 +103,21 @@ static bool grow_records(slot *s, size_t need, size_t keep)
     return true;
 }
 
-/* The key of record p[0..len) as record n of the slot, written at
- * scratch + *off when it is not a range of the record; a new scratch chunk
- * when the key does not fit (the old one stays until the slot is split
- * again: earlier keys point into it).  A record without a key gets key NULL
- * and its dedup_status in klen.  False when out of memory. */
-static bool key_into(dd_feeder *f, slot *s, const unsigned char *p, size_t len, size_t *off,
-                     size_t n)
+/* The key of record p[0..len) as record n of the slot (see key_into);
+ * with 'find_end' the record is the one at the front of p[0..len), which
+ * ends at a terminator there: *rec_len gets its length (dedup_key_of_next
+ * finds the end and the key in one pass). */
+static bool key_into_next(dd_feeder *f, slot *s, const unsigned char *p, size_t len,
+                          bool find_end, size_t *rec_len, size_t *off, size_t n)
 {
     for (;;) {
         const unsigned char *k = NULL;
         size_t kl = 0;
-        dedup_status st = dedup_key_of(f->kc, p, len, s->scratch + *off, s->scratch_cap - *off,
-                                       &k, &kl);
+        dedup_status st =
+            find_end ? dedup_key_of_next(f->kc, p, len, f->o.term, rec_len, s->scratch + *off,
+                                         s->scratch_cap - *off, &k, &kl)
+                     : dedup_key_of(f->kc, p, len, s->scratch + *off, s->scratch_cap - *off, &k,
+                                    &kl);
         if (st == DEDUP_ERR_FULL) {
             unsigned char **no = realloc(s->old_scratch, (s->n_old + 1) * sizeof *no);
             if (!no)
@@ -142,6 +144,17 @@ static bool key_into(dd_feeder *f, slot *s, const unsigned char *p, size_t len, 
         }
         return true;
     }
+}
+
+/* The key of record p[0..len) as record n of the slot, written at
+ * scratch + *off when it is not a range of the record; a new scratch chunk
+ * when the key does not fit (the old one stays until the slot is split
+ * again: earlier keys point into it).  A record without a key gets key NULL
+ * and its dedup_status in klen.  False when out of memory. */
+static bool key_into(dd_feeder *f, slot *s, const unsigned char *p, size_t len, size_t *off,
+                     size_t n)
+{
+    return key_into_next(f, s, p, len, false, NULL, off, n);
 }
 
 /* Splits s->buf[0, used) (plus a last unterminated record of 'tail' bytes
@@ -174,6 +187,20 @@ static bool split(dd_feeder *f, slot *s, bool hash)
         size_t len;
         if (n == REC_CAP) {
             break;
+        } else if (p < end && f->csv && !f->identity) {
+            /* the record's end and its key in one pass */
+            if (n == s->rcap && !grow_records(s, n + 1, n))
+                return false;
+            if (!key_into_next(f, s, p, (size_t)(end - p), true, &len, &off, n))
+                return false;
+            q = p + len;
+            s->b.rec[n] = p;
+            s->b.rlen[n] = len;
+            if (hash && s->b.key[n])
+                s->b.dig[n] = dedup_hash(s->b.key[n], s->b.klen[n], f->o.seed);
+            n++;
+            p = q + 1;
+            continue;
         } else if (p < end && f->csv) {
             size_t e, ne;
             (void)dedup_csv_scan_block(&cs, p, (size_t)(end - p), f->key.delim, f->o.term, &e, 1,

@@ -23,7 +23,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     static const char *const drop[] = {"utm_*", "?", "*x*y", "fbclid"};
     if (size == 0)
         return 0;
-    dd_url_opts o = {drop, (size_t)(data[0] & 7) % 5, (data[0] & 8) != 0};
+    dd_url_opts o = {.drop = drop, .n_drop = (size_t)(data[0] & 7) % 5,
+                     .sort_params = (data[0] & 8) != 0};
+    if (data[0] & 16)
+        dd_url_opts_prepare(&o);
     const unsigned char *in = data + 1;
     size_t len = size - 1, olen = 0, olen2 = 0;
     unsigned char *out = malloc(len + 1), *again = malloc(len + 2);

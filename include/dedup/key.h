@@ -148,6 +148,18 @@ dedup_status dedup_key_of(const dedup_key *k, const unsigned char *rec, size_t l
                           unsigned char *out, size_t cap, const unsigned char **key,
                           size_t *klen);
 
+/* The record at the front of p[0..avail) and its key, in one pass where
+ * the key allows it (CSV field lists).  The record ends at the first 'term'
+ * (for CSV: outside quotes, as dedup_csv_scan_block finds it), which must
+ * lie in p[0..avail) (else the record is taken to be all of it);
+ * *rec_len gets its length without the terminator, and the rest is
+ * exactly dedup_key_of(k, p, *rec_len, out, cap, key, klen): the same key,
+ * statuses and DEDUP_ERR_FULL (*rec_len is set then too).  No
+ * allocation. */
+dedup_status dedup_key_of_next(const dedup_key *k, const unsigned char *p, size_t avail,
+                               unsigned char term, size_t *rec_len, unsigned char *out,
+                               size_t cap, const unsigned char **key, size_t *klen);
+
 /* The keys of records [0, n): like dedup_key_of for each, the keys that are
  * not byte ranges of their record written one after another into 'arena'
  * (cap bytes).  st[i] gets record i's status (DEDUP_OK, or a per-record

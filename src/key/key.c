@@ -26,6 +26,7 @@ struct dedup_key {
     bool ordered;   /* items increasing and disjoint: one pass over the fields */
     bool identity;
     bool trim, squeeze, fold;
+    bool plain_elems; /* no normalisation of an element (put_elem copies it) */
     bool json_norm; /* JSON with a normalisation of its string values */
     unsigned char *prefix;
     size_t prefix_len;
@@ -237,6 +238,7 @@ dedup_status dedup_key_create(const dedup_key_params *p, const unsigned char *he
                                                 k->prefix_len || k->parsers.url);
     k->identity = k->fmt == DEDUP_KEY_PLAIN && k->whole && !k->trim && !k->squeeze && !k->fold &&
                   !k->prefix_len && !k->parsers.url;
+    k->plain_elems = !k->trim && !k->squeeze && !k->fold && !k->prefix_len && !k->parsers.url;
     *out = k;
     return DEDUP_OK;
 }
@@ -399,6 +401,18 @@ static dedup_status put_elem(const dedup_key *k, tuple *t, const unsigned char *
         return DEDUP_OK;
     }
     unsigned char *area = t->out + t->pos + 4;
+    if (!quoted && k->plain_elems) { /* nothing to normalise: the bytes as they are */
+        uint32_t l = (uint32_t)n;
+        unsigned char *o = t->out + t->pos;
+        o[0] = (unsigned char)l;
+        o[1] = (unsigned char)(l >> 8);
+        o[2] = (unsigned char)(l >> 16);
+        o[3] = (unsigned char)(l >> 24);
+        if (n)
+            memmove(area, p, n);
+        t->pos += 4 + n;
+        return DEDUP_OK;
+    }
     if (quoted) {
         dedup_csv_field f = {.p = p, .len = n, .quoted = true};
         n = dedup_csv_unquote(&f, area);
@@ -534,16 +548,10 @@ static dedup_status csv_split(const unsigned char *rec, size_t len, unsigned cha
     return DEDUP_OK;
 }
 
-/* The tuple of a record of at most CSV_FAST_FIELDS fields, from one pass;
- * DEDUP_ERR_RANGE when it has more (the caller walks it again). */
-static dedup_status csv_tuple_fast(const dedup_key *k, const unsigned char *rec, size_t len,
-                                   tuple *t)
+/* The tuple of the fields f[0..nf) of a record. */
+static dedup_status csv_fields_tuple(const dedup_key *k, const dedup_csv_field *f, size_t nf,
+                                     tuple *t)
 {
-    dedup_csv_field f[CSV_FAST_FIELDS];
-    size_t nf = 0;
-    dedup_status sst = csv_split(rec, len, k->delim, f, &nf);
-    if (sst)
-        return sst;
     size_t n_items = k->whole ? 1 : k->n_items;
     for (size_t i = 0; i < n_items; i++) {
         item it = k->whole ? (item){1, SIZE_MAX} : k->items[i];
@@ -556,6 +564,100 @@ static dedup_status csv_tuple_fast(const dedup_key *k, const unsigned char *rec,
         }
     }
     return DEDUP_OK;
+}
+
+/* The tuple of a record of at most CSV_FAST_FIELDS fields, from one pass;
+ * DEDUP_ERR_RANGE when it has more (the caller walks it again). */
+static dedup_status csv_tuple_fast(const dedup_key *k, const unsigned char *rec, size_t len,
+                                   tuple *t)
+{
+    dedup_csv_field f[CSV_FAST_FIELDS];
+    size_t nf = 0;
+    dedup_status sst = csv_split(rec, len, k->delim, f, &nf);
+    return sst ? sst : csv_fields_tuple(k, f, nf, t);
+}
+
+/* The fields of the CSV record at the front of p[0..avail) into f[] (*nf
+ * of them, as csv_split cuts the record without its terminator and a '\r'
+ * before it) and the record's length (the offset of its terminator, the
+ * first 'term' outside quotes), in one pass.  DEDUP_ERR_RANGE when this
+ * pass does not settle the record (more than CSV_FAST_FIELDS fields, text
+ * or a '\r' after a closing quote, an empty record, no terminator): the
+ * caller then finds its end and its key apart. */
+static dedup_status csv_split_next(const unsigned char *p, size_t avail, unsigned char delim,
+                                   unsigned char term, dedup_csv_field *f, size_t *nf,
+                                   size_t *rec_len)
+{
+    size_t n = 0, i = 0;
+    for (;;) {
+        if (n == CSV_FAST_FIELDS)
+            return DEDUP_ERR_RANGE;
+        if (i < avail && p[i] == '"') {
+            size_t start = ++i;
+            for (;;) {
+                const unsigned char *q = memchr(p + i, '"', avail - i);
+                if (!q)
+                    return DEDUP_ERR_RANGE;
+                i = (size_t)(q - p);
+                if (i + 1 < avail && p[i + 1] == '"') {
+                    i += 2;
+                    continue;
+                }
+                break;
+            }
+            f[n].p = p + start;
+            f[n].len = i - start;
+            f[n++].quoted = true;
+            i++;
+            if (i < avail && p[i] == delim) {
+                i++;
+                continue;
+            }
+            if (i < avail && p[i] == term) {
+                *nf = n;
+                *rec_len = i;
+                return DEDUP_OK;
+            }
+            return DEDUP_ERR_RANGE;
+        }
+        size_t s = i;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+        /* eight bytes at a time: the lowest flagged byte is a true one */
+        const uint64_t ones = UINT64_C(0x0101010101010101), highs = UINT64_C(0x8080808080808080);
+        while (avail - i >= 8) {
+            uint64_t w, a, b;
+            memcpy(&w, p + i, 8);
+            a = w ^ (ones * delim);
+            b = w ^ (ones * term);
+            uint64_t z = (((a - ones) & ~a) | ((b - ones) & ~b)) & highs;
+            if (z) {
+                i += (unsigned)__builtin_ctzll(z) >> 3;
+                break;
+            }
+            i += 8;
+        }
+#endif
+        while (i < avail && p[i] != delim && p[i] != term)
+            i++;
+        if (i == avail)
+            return DEDUP_ERR_RANGE;
+        size_t e = i;
+        bool last = p[i] == term;
+        if (last && e > s && p[e - 1] == '\r')
+            e--;
+        f[n].p = p + s;
+        f[n].len = e - s;
+        f[n++].quoted = false;
+        if (!last) {
+            i++;
+            continue;
+        }
+        if (i == 0 || (i == 1 && p[0] == '\r'))
+            return DEDUP_ERR_RANGE; /* csv_split gives an empty record no field */
+        *nf = n;
+        *rec_len = i;
+        return DEDUP_OK;
+    }
 }
 
 static dedup_status csv_tuple(const dedup_key *k, const unsigned char *rec, size_t len, tuple *t)
@@ -808,6 +910,54 @@ static dedup_status json_normalise(const dedup_key *k, unsigned char *out, size_
     return DEDUP_OK;
 }
 
+/* What dedup_key_of returns for a tuple built with status st. */
+static dedup_status tuple_done(const tuple *t, dedup_status st, unsigned char *out,
+                               const unsigned char **key, size_t *klen)
+{
+    if (st) {
+        *key = NULL;
+        *klen = 0;
+        return st;
+    }
+    if (t->over) {
+        *klen = t->pos;
+        return DEDUP_ERR_FULL;
+    }
+    *key = out;
+    *klen = t->pos;
+    return DEDUP_OK;
+}
+
+dedup_status dedup_key_of_next(const dedup_key *k, const unsigned char *p, size_t avail,
+                               unsigned char term, size_t *rec_len, unsigned char *out,
+                               size_t cap, const unsigned char **key, size_t *klen)
+{
+    if (k->fmt == DEDUP_KEY_CSV && !k->identity && !k->single && k->delim != '\r' &&
+        k->delim != term && k->delim != '"') {
+        dedup_csv_field f[CSV_FAST_FIELDS];
+        size_t nf = 0;
+        if (csv_split_next(p, avail, k->delim, term, f, &nf, rec_len) == DEDUP_OK) {
+            tuple t = {.out = out, .cap = cap};
+            return tuple_done(&t, csv_fields_tuple(k, f, nf, &t), out, key, klen);
+        }
+    }
+    size_t e = avail;
+    if (k->fmt == DEDUP_KEY_CSV) {
+        dedup_csv_scan cs;
+        size_t ne = 0, end = 0;
+        dedup_csv_scan_init(&cs);
+        (void)dedup_csv_scan_block(&cs, p, avail, k->delim, term, &end, 1, &ne);
+        if (ne)
+            e = end - 1;
+    } else {
+        const unsigned char *t = memchr(p, term, avail);
+        if (t)
+            e = (size_t)(t - p);
+    }
+    *rec_len = e;
+    return dedup_key_of(k, p, e, out, cap, key, klen);
+}
+
 dedup_status dedup_key_of(const dedup_key *k, const unsigned char *rec, size_t len,
                           unsigned char *out, size_t cap, const unsigned char **key,
                           size_t *klen)
@@ -836,18 +986,7 @@ dedup_status dedup_key_of(const dedup_key *k, const unsigned char *rec, size_t l
     } else {
         st = plain_tuple(k, rec, len, &t);
     }
-    if (st) {
-        *key = NULL;
-        *klen = 0;
-        return st;
-    }
-    if (t.over) {
-        *klen = t.pos;
-        return DEDUP_ERR_FULL;
-    }
-    *key = out;
-    *klen = t.pos;
-    return DEDUP_OK;
+    return tuple_done(&t, st, out, key, klen);
 }
 
 dedup_status dedup_key_batch(const dedup_key *k, size_t n, const unsigned char *const *rec,

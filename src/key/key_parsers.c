@@ -79,6 +79,7 @@ static dedup_status url_init(ddi_key_parsers *kp, const dedup_key_params *p,
     b->o.drop = b->globs;
     b->o.n_drop = n;
     b->o.sort_params = p->url_sort_params;
+    dd_url_opts_prepare(&b->o);
     kp->url_opts = b;
     kp->mem += size;
     return DEDUP_OK;

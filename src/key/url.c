@@ -229,16 +229,38 @@ static int cmp_bytes(const unsigned char *a, size_t an, const unsigned char *b, 
 }
 
 typedef struct param {
+    uint64_t key;            /* the name's first 8 bytes (name_key) */
     size_t in_off, in_len;   /* raw text in the input */
     size_t out_off, out_len; /* normalised text in 'out' */
     size_t name_len;         /* of the normalised name (before the first '=') */
     bool escaped;            /* holds a '%' (else raw and normalised agree) */
 } param;
 
+/* The first eight bytes of the name t[0..nl), big-endian, zero-padded:
+ * where two names' keys differ, the names are in their keys' order (the
+ * padding is below every byte, so a name that is a prefix of another stays
+ * before it). */
+static uint64_t name_key(const unsigned char *t, size_t nl)
+{
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    if (nl >= 8) {
+        uint64_t x;
+        memcpy(&x, t, 8);
+        return __builtin_bswap64(x);
+    }
+#endif
+    uint64_t k = 0;
+    for (size_t i = 0; i < nl && i < 8; i++)
+        k |= (uint64_t)t[i] << (56 - 8 * i);
+    return k;
+}
+
 /* Order of two normalised parameters lying in 'out': by name, then by what
- * follows it ("" before "=value"), bytewise. */
+ * follows it ("" before "=value"), bytewise; the keys settle most pairs. */
 static int cmp_param(const unsigned char *out, const param *a, const param *b)
 {
+    if (a->key != b->key)
+        return a->key < b->key ? -1 : 1;
     const unsigned char *ta = out + a->out_off, *tb = out + b->out_off;
     int c = cmp_bytes(ta, a->name_len, tb, b->name_len);
     return c ? c
@@ -251,6 +273,8 @@ static int cmp_param(const unsigned char *out, const param *a, const param *b)
  * name's is passed over without running the glob (the usual case). */
 static bool dropped(const dd_url_opts *o, const unsigned char *t, size_t nl)
 {
+    if (o->prepared && (nl == 0 ? !o->empty_ok : !(o->first_ok[t[0] >> 6] >> (t[0] & 63) & 1)))
+        return false;
     for (size_t k = 0; k < o->n_drop; k++) {
         const char *d = o->drop[k];
         bool lit = d[0] == '\\' && d[1];
@@ -261,6 +285,26 @@ static bool dropped(const dd_url_opts *o, const unsigned char *t, size_t nl)
             return true;
     }
     return false;
+}
+
+void dd_url_opts_prepare(dd_url_opts *o)
+{
+    o->empty_ok = false;
+    memset(o->first_ok, 0, sizeof o->first_ok);
+    for (size_t k = 0; k < o->n_drop; k++) { /* as dropped() passes patterns over */
+        const char *d = o->drop[k];
+        bool lit = d[0] == '\\' && d[1];
+        unsigned char p0 = (unsigned char)d[lit ? 1 : 0];
+        if (!lit && (p0 == '*' || p0 == '?')) {
+            o->empty_ok = true;
+            memset(o->first_ok, 0xff, sizeof o->first_ok);
+        } else {
+            o->first_ok[p0 >> 6] |= UINT64_C(1) << (p0 & 63);
+            if (p0 == 0)
+                o->empty_ok = true;
+        }
+    }
+    o->prepared = true;
 }
 
 /* The kept parameters ps[0..np), whose normalised text lies in 'out', are
@@ -368,7 +412,7 @@ static bool put_query_filtered(const dd_url_opts *o, const unsigned char *in, si
             if (o->sort_params) {
                 if (np == DD_URL_MAX_SORT_PARAMS)
                     return false;
-                ps[np] = (param){p0, i - p0, at, n, nl, escaped};
+                ps[np] = (param){name_key(out + at, nl), p0, i - p0, at, n, nl, escaped};
                 if (np && in_order && cmp_param(out, &ps[np - 1], &ps[np]) > 0)
                     in_order = false;
                 np++;

@@ -37,6 +37,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "dedup/common.h"
 
@@ -51,7 +52,18 @@ typedef struct dd_url_opts {
     size_t n_drop;
     bool sort_params;        /* sort the remaining parameters (stable, by name
                                 then value, bytewise) */
+    /* Filled by dd_url_opts_prepare (else zero, and unused): the first bytes
+     * a name may start with for some pattern to match it (first_ok), and
+     * whether one may match the empty name. */
+    bool prepared;
+    bool empty_ok;
+    uint64_t first_ok[4];
 } dd_url_opts;
+
+/* Fills the prepared fields of 'o' from its patterns (call again after
+ * changing them): names no pattern can match are then passed over with one
+ * table lookup.  Optional: dd_url_canon gives the same output either way. */
+void dd_url_opts_prepare(dd_url_opts *o);
 
 /* Canonical form of the URL in[0..len) (see above).  'o' may be NULL (no
  * dropping, no sorting).  'out' has room for len + 1 bytes (the canonical

@@ -19,6 +19,13 @@ static void canon_wn(const dd_url_opts *o, const char *in, size_t n, const char 
     assert_int_equal(st, DEDUP_OK);
     assert_int_equal(olen, wn);
     assert_memory_equal(out, want, olen);
+    if (o) { /* the prepared options (dd_url_opts_prepare) give the same */
+        dd_url_opts p = *o;
+        dd_url_opts_prepare(&p);
+        assert_int_equal(dd_url_canon(&p, (const unsigned char *)in, n, out, &olen), DEDUP_OK);
+        assert_int_equal(olen, wn);
+        assert_memory_equal(out, want, olen);
+    }
     free(out);
 }
 
@@ -48,7 +55,7 @@ static void test_issue_example(void **state)
 {
     (void)state;
     const char *drop[] = {"utm_*", "fbclid", "gclid"};
-    dd_url_opts o = {drop, 3, false};
+    dd_url_opts o = {.drop = drop, .n_drop = 3, .sort_params = false};
     const char *a = "HTTP://Example.COM:80/a/../b?utm_source=x#top";
     canon_opts(&o, a, strlen(a), "http://example.com/b");
     canon("HTTP://Example.COM:80/a/../b?utm_source=x#top", "http://example.com/b?utm_source=x");
@@ -126,7 +133,8 @@ static void test_params(void **state)
 {
     (void)state;
     const char *drop[] = {"utm_*", "fbclid", "?", "x*y*z"};
-    dd_url_opts d = {drop, 4, false}, s = {drop, 4, true}, so = {NULL, 0, true};
+    dd_url_opts d = {.drop = drop, .n_drop = 4}, s = {.drop = drop, .n_drop = 4, .sort_params = true},
+                so = {.drop = NULL, .n_drop = 0, .sort_params = true};
     const char *u = "http://a/?utm_source=1&bb=2&b=2&fbclid=3&a=1&q&&x1y2z=5&xyz&utm%5Fmedium=7&fbclidX=8&ab#f";
     canon_opts(&d, u, strlen(u), "http://a/?bb=2&fbclidX=8&ab");
     canon_opts(&s, u, strlen(u), "http://a/?ab&bb=2&fbclidX=8");
@@ -179,7 +187,7 @@ static void test_word_runs(void **state)
         canon_wn(NULL, in, n, want, wn);
     }
     const char *drop[] = {"utm_*", "x"};
-    dd_url_opts d = {drop, 2, false}, s = {drop, 2, true};
+    dd_url_opts d = {.drop = drop, .n_drop = 2}, s = {.drop = drop, .n_drop = 2, .sort_params = true};
     for (int k = 0; k < 20; k++) {
         char name[32];
         memset(name, 'n', (size_t)k);
@@ -242,7 +250,10 @@ static void test_random_bound(void **state)
             memcpy(in + n, p, pl);
             n += pl;
         }
-        dd_url_opts o = {drop, tu_below(&r, 3), tu_below(&r, 2) == 1};
+        dd_url_opts o = {.drop = drop, .n_drop = tu_below(&r, 3),
+                         .sort_params = tu_below(&r, 2) == 1};
+        if (tu_below(&r, 2))
+            dd_url_opts_prepare(&o);
         size_t olen = 0, olen2 = 0;
         memset(out, 0xAA, sizeof out);
         dedup_status st = dd_url_canon(&o, in, n, out, &olen);

@@ -84,7 +84,7 @@ int main(int argc, char **argv)
     if (argc < 2)
         return 2;
     bool url = strcmp(argv[1], "url") == 0;
-    dd_url_opts uo = {NULL, 0, false};
+    dd_url_opts uo = {.drop = NULL};
     const char *drops[64];
     dd_json_paths *jp = NULL;
     if (url) {
