@@ -149,8 +149,9 @@ static bool block_ok(int type, unsigned char *b, size_t n)
 }
 
 /* The properties block's check: as written, or with the global sequence
- * number an ingestion wrote in place zeroed (what RocksDB allows for). */
-static bool props_ok(int type, unsigned char *b, size_t n)
+ * number an ingestion wrote in place zeroed (what RocksDB allows for; then
+ * *rewritten is set: those 8 bytes are covered by no checksum). */
+static bool props_ok(int type, unsigned char *b, size_t n, bool *rewritten)
 {
     if (block_ok(type, b, n))
         return true;
@@ -158,12 +159,14 @@ static bool props_ok(int type, unsigned char *b, size_t n)
     if (b[n] != 0 || !block_find(b, n, seqno_name, &vo, &vl) || vl != 8)
         return false;
     memset(b + vo, 0, 8);
-    return block_ok(type, b, n);
+    *rewritten = block_ok(type, b, n);
+    return *rewritten;
 }
 
 /* Checks one table file: NULL if sound or left to RocksDB, else what is
- * wrong with it. */
-static const char *check_table(int fd)
+ * wrong with it.  *rewritten: its global sequence number was written in
+ * place (see props_ok). */
+static const char *check_table(int fd, bool *rewritten)
 {
     struct stat st;
     unsigned char f[FOOTER_LEN];
@@ -208,7 +211,7 @@ static const char *check_table(int fd)
     unsigned char *pb = read_block(fd, flen - FOOTER_LEN, ph, &bad);
     if (!pb)
         return bad;
-    if (!props_ok(f[0], pb, (size_t)ph.size))
+    if (!props_ok(f[0], pb, (size_t)ph.size, rewritten))
         bad = "its properties block fails its checksum";
     free(pb);
     return bad;
@@ -238,7 +241,8 @@ dedup_status ddr_check_tables(const char *dir, char *why, size_t cap)
         int fd = openat(dirfd(d), e->d_name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
         if (fd < 0 && errno == ENOENT)
             continue; /* gone since the listing: RocksDB judges its absence */
-        const char *bad = fd < 0 ? strerror(errno) : check_table(fd);
+        bool rewritten = false;
+        const char *bad = fd < 0 ? strerror(errno) : check_table(fd, &rewritten);
         if (fd >= 0)
             close(fd);
         if (bad) {
@@ -250,4 +254,29 @@ dedup_status ddr_check_tables(const char *dir, char *why, size_t cap)
     }
     closedir(d);
     return st;
+}
+
+void ddr_rewritten_tables(const char *dir, char *out, size_t cap)
+{
+    if (!cap)
+        return;
+    out[0] = '\0';
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (!is_table_name(e->d_name))
+            continue;
+        int fd = openat(dirfd(d), e->d_name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        if (fd < 0)
+            continue;
+        bool rewritten = false;
+        const char *bad = check_table(fd, &rewritten);
+        close(fd);
+        size_t used = strlen(out);
+        if (!bad && rewritten && used + strlen(e->d_name) + 3 < cap)
+            snprintf(out + used, cap - used, "%s%s", used ? ", " : "", e->d_name);
+    }
+    closedir(d);
 }

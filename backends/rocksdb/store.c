@@ -62,41 +62,6 @@ static void set_why(char *why, size_t cap, const char *fmt, const char *dir, con
         snprintf(why, cap, fmt, dir, detail ? detail : "");
 }
 
-/* Appends to 'out' the names of the .sst files in 'dir' that carry an
- * ingested file's global sequence number (the property RocksDB patches in
- * place at ingestion, outside the block checksums).  The properties block
- * lies near a table's end: the last 1 MiB of each file is searched. */
-static void seqno_files(const char *dir, char *out, size_t cap)
-{
-    static const char prop[] = "external_sst_file.global_seqno";
-    enum { TAIL = 1 << 20 };
-    DIR *d = opendir(dir);
-    char *buf = d ? malloc(TAIL) : NULL;
-    struct dirent *e;
-    while (buf && (e = readdir(d)) != NULL) {
-        size_t n = strlen(e->d_name);
-        if (n < 5 || strcmp(e->d_name + n - 4, ".sst") != 0)
-            continue;
-        int fd = openat(dirfd(d), e->d_name, O_RDONLY | O_CLOEXEC);
-        struct stat st;
-        if (fd < 0 || fstat(fd, &st) != 0) {
-            if (fd >= 0)
-                close(fd);
-            continue;
-        }
-        off_t from = st.st_size > TAIL ? st.st_size - TAIL : 0;
-        ssize_t got = pread(fd, buf, (size_t)(st.st_size - from), from);
-        close(fd);
-        if (got > 0 && memmem(buf, (size_t)got, prop, sizeof prop - 1)) {
-            size_t used = strlen(out);
-            snprintf(out + used, cap - used, "%s%s", used ? ", " : "", e->d_name);
-        }
-    }
-    free(buf);
-    if (d)
-        closedir(d);
-}
-
 /* RocksDB's error strings name their kind first ("IO error: ...",
  * "Corruption: ..."); the lock is reported as an IO error on DIR/LOCK. */
 static dedup_status map_open_error(const char *msg, const char *dir, char *why, size_t cap)
@@ -107,9 +72,10 @@ static dedup_status map_open_error(const char *msg, const char *dir, char *why, 
     }
     if (strncmp(msg, "Corruption", 10) == 0 && strstr(msg, "global seqno")) {
         /* RocksDB names the MANIFEST, not the table whose number is
-         * damaged: the tables that carry one are named, as the suspects. */
-        char files[256] = "";
-        seqno_files(dir, files, sizeof files);
+         * damaged: the tables whose number was written in place (no checksum
+         * covers it) are named, as the suspects (sst_check.c). */
+        char files[256];
+        ddr_rewritten_tables(dir, files, sizeof files);
         if (why && cap)
             snprintf(why, cap, "%s: the store is corrupted: the global sequence number of an "
                      "ingested table disagrees with the MANIFEST; damaged: one of %s (RocksDB: %s)",

@@ -221,6 +221,11 @@ dedup_status ddr_create_store(const dedup_store_params *p, const dedup_allocator
  * files that RocksDB parses before checking them (the metaindex and
  * properties blocks); DEDUP_ERR_CORRUPT naming the file if one is damaged. */
 dedup_status ddr_check_tables(const char *dir, char *why, size_t cap);
+/* The table files of 'dir' whose global sequence number was written in
+ * place by an ingestion (8 bytes no checksum covers), as "A.sst, B.sst" in
+ * out ("" for none): the suspects when RocksDB finds one that disagrees
+ * with the MANIFEST, which it names instead. */
+void ddr_rewritten_tables(const char *dir, char *out, size_t cap);
 
 /* pending.c */
 dedup_status ddr_pending_open(dedup_store *s);
