@@ -163,3 +163,22 @@ slot0_master() {
     "$REDIS_CLI" -p "$1" cluster nodes 2>/dev/null |
         awk '$3 ~ /master/ && $3 !~ /fail/ && $9 ~ /^0-/ {split($2, a, "[:@]"); print a[2]}'
 }
+
+# slot_master PORT SLOT: the port of the healthy master serving SLOT, as node
+# PORT sees the cluster ("" if none).
+slot_master() {
+    "$REDIS_CLI" -p "$1" cluster nodes 2>/dev/null |
+        awk -v s="$2" '$3 ~ /master/ && $3 !~ /fail/ {
+            for (i = 9; i <= NF; i++) if ($i ~ /^[0-9]/) {
+                n = split($i, r, "-"); lo = r[1] + 0; hi = (n > 1 ? r[2] : r[1]) + 0
+                if (lo <= s && s <= hi) { split($2, a, "[:@]"); print a[2] }
+            }
+        }'
+}
+
+# shard_slots PORT: the first slot of each master's range, as node PORT sees
+# the cluster (one per line, sorted)
+shard_slots() {
+    "$REDIS_CLI" -p "$1" cluster nodes 2>/dev/null |
+        awk '$3 ~ /master/ && $9 ~ /^[0-9]/ {split($9, r, "-"); print r[1] + 0}' | sort -n
+}
