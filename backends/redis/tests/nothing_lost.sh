@@ -255,9 +255,9 @@ cluster)
     scheme=$2; T=${3:-3}
     if [ "$scheme" = module ]; then
         [ -n "${DEDUP_MODULE:-}" ] && [ -f "$DEDUP_MODULE" ] || { echo "SKIP: no dedup_redis.so" >&2; exit 77; }
-        start_cluster --repl-diskless-sync-delay 0 --loadmodule "$DEDUP_MODULE"
+        start_cluster --loadmodule "$DEDUP_MODULE"
     else
-        start_cluster --repl-diskless-sync-delay 0
+        start_cluster
     fi
     set -- $CLUSTER_PORTS
     # seeds: every node but the one to kill (a killed master restarted asks
