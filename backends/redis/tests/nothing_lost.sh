@@ -183,7 +183,9 @@ wait)
     # --wait-replicas 1 and the replica killed mid-run: WAIT fails after
     # the batch's keys were recorded on the master; none may be lost.
     scheme=$2; T=${3:-5}
-    start_server "$P"
+    # the replica's full sync at once (no 5 s diskless delay: every trial
+    # starts a new replica and waits for its link)
+    start_server "$P" --repl-diskless-sync-delay 0
     R=$(free_port)
     start_server "$R" --replicaof 127.0.0.1 "$P"
     t=0
