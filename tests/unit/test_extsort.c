@@ -154,56 +154,86 @@ static int idx_cmp(const void *x, const void *y)
     return a < b ? -1 : a > b;
 }
 
-/* The expected output: by sorting indexes by (key, index). */
-static void reference(const input *in, dedup_extsort_order order, dedup_extsort_output kind,
-                      capture *out)
+/* The reference's view of an input, made once for every order and output
+ * kind: its keys' groups, by sorting indexes by (key, index). */
+typedef struct refgroups {
+    size_t *groups; /* first index of each key, key order */
+    size_t ngroups;
+    uint64_t *cnt; /* count, at the first index */
+    bool *isfirst;
+} refgroups;
+
+static void ref_groups(const input *in, refgroups *rg)
 {
     size_t n = in->n;
     size_t *idx = malloc((n ? n : 1) * sizeof(size_t));
     size_t *first = malloc((n ? n : 1) * sizeof(size_t)); /* index of the key's first record */
-    uint64_t *cnt = calloc(n ? n : 1, sizeof(uint64_t));   /* count, at the first index */
-    bool *isfirst = calloc(n ? n : 1, sizeof(bool));
-    assert_true(idx && first && cnt && isfirst);
+    rg->cnt = calloc(n ? n : 1, sizeof(uint64_t));
+    rg->isfirst = calloc(n ? n : 1, sizeof(bool));
+    rg->groups = malloc((n ? n : 1) * sizeof(size_t));
+    assert_true(idx && first && rg->cnt && rg->isfirst && rg->groups);
     for (size_t i = 0; i < n; i++)
         idx[i] = i;
     g_sort_in = in;
     qsort(idx, n, sizeof(size_t), idx_cmp);
-    size_t ngroups = 0;
-    size_t *groups = malloc((n ? n : 1) * sizeof(size_t)); /* first index of each key, key order */
+    rg->ngroups = 0;
     for (size_t i = 0; i < n; i++) {
         size_t j = idx[i];
         if (i == 0 || kcmp(in->r[j].key, in->r[j].keylen, in->r[idx[i - 1]].key,
                            in->r[idx[i - 1]].keylen) != 0) {
-            groups[ngroups++] = j;
-            isfirst[j] = true;
+            rg->groups[rg->ngroups++] = j;
+            rg->isfirst[j] = true;
         }
-        first[j] = groups[ngroups - 1];
-        cnt[first[j]]++;
+        first[j] = rg->groups[rg->ngroups - 1];
+        rg->cnt[first[j]]++;
     }
+    free(idx);
+    free(first);
+}
+
+static void ref_groups_free(refgroups *rg)
+{
+    free(rg->groups);
+    free(rg->cnt);
+    free(rg->isfirst);
+    memset(rg, 0, sizeof *rg);
+}
+
+/* The expected output for 'order' and 'kind', from the input's groups. */
+static void ref_output(const input *in, const refgroups *rg, dedup_extsort_order order,
+                       dedup_extsort_output kind, capture *out)
+{
+    size_t n = in->n;
+    const uint64_t *cnt = rg->cnt;
     memset(out, 0, sizeof *out);
     if (kind == DEDUP_EXTSORT_DUPLICATES) {
         for (size_t i = 0; i < n; i++)
-            if (!isfirst[i])
+            if (!rg->isfirst[i])
                 cap_emit(out, in->r[i].rec, in->r[i].reclen, 1);
     } else if (order == DEDUP_EXTSORT_SORTED) {
-        for (size_t g = 0; g < ngroups; g++) {
-            size_t j = groups[g];
+        for (size_t g = 0; g < rg->ngroups; g++) {
+            size_t j = rg->groups[g];
             if (kind == DEDUP_EXTSORT_UNIQUE && cnt[j] != 1)
                 continue;
             cap_emit(out, in->r[j].rec, in->r[j].reclen, kind == DEDUP_EXTSORT_COUNT ? cnt[j] : 1);
         }
     } else {
         for (size_t i = 0; i < n; i++) {
-            if (!isfirst[i] || (kind == DEDUP_EXTSORT_UNIQUE && cnt[i] != 1))
+            if (!rg->isfirst[i] || (kind == DEDUP_EXTSORT_UNIQUE && cnt[i] != 1))
                 continue;
             cap_emit(out, in->r[i].rec, in->r[i].reclen, kind == DEDUP_EXTSORT_COUNT ? cnt[i] : 1);
         }
     }
-    free(idx);
-    free(first);
-    free(cnt);
-    free(isfirst);
-    free(groups);
+}
+
+/* The expected output of one run. */
+static void reference(const input *in, dedup_extsort_order order, dedup_extsort_output kind,
+                      capture *out)
+{
+    refgroups rg;
+    ref_groups(in, &rg);
+    ref_output(in, &rg, order, kind, out);
+    ref_groups_free(&rg);
 }
 
 static void assert_same(const capture *got, const capture *want, const char *what)
@@ -286,6 +316,8 @@ static void compare_all(size_t n, uint64_t budget, size_t maxlen, bool expect_sp
     tu_rng g = {tu_seed() ^ n ^ budget};
     for (int sep = TU_TSAN_FIRST(2); sep < 2; sep += TU_TSAN_STEP(2)) {
         input in = make_input(&g, n, sep, maxlen);
+        refgroups rg;
+        ref_groups(&in, &rg);
         for (int order = 0; order < 2; order++) {
             for (int k = 0; k < 4; k++) {
                 if (order == DEDUP_EXTSORT_SORTED && kinds[k] == DEDUP_EXTSORT_DUPLICATES)
@@ -303,7 +335,7 @@ static void compare_all(size_t n, uint64_t budget, size_t maxlen, bool expect_sp
                 /* raw frames: every stream byte on disk, plus 16-byte headers */
                 if (g_raw_frames && expect_spill)
                     assert_true(st.bytes_spilled > st.bytes_spilled_raw);
-                reference(&in, p.order, p.output, &want);
+                ref_output(&in, &rg, p.order, p.output, &want);
                 char what[128];
                 snprintf(what, sizeof what, "n=%zu budget=%llu sep=%d order=%d %s", n,
                          (unsigned long long)budget, sep, order, kind_names[k]);
@@ -328,6 +360,7 @@ static void compare_all(size_t n, uint64_t budget, size_t maxlen, bool expect_sp
                 cap_free(&want);
             }
         }
+        ref_groups_free(&rg);
         input_free(&in);
     }
     assert_int_equal(rmdir(dir), 0);
@@ -391,6 +424,8 @@ static void test_record_larger_than_budget(void **state)
             in.r[at].keylen = in.r[at].reclen = big;
         }
     }
+    refgroups rg;
+    ref_groups(&in, &rg);
     for (int order = 0; order < 2; order++) {
         for (int k = 0; k < 4; k++) {
             if (order == DEDUP_EXTSORT_SORTED && kinds[k] == DEDUP_EXTSORT_DUPLICATES)
@@ -404,13 +439,14 @@ static void test_record_larger_than_budget(void **state)
             capture got, want;
             dedup_extsort_stats st;
             assert_int_equal(run_engine(&in, &p, &got, &st, NULL), DEDUP_OK);
-            reference(&in, p.order, p.output, &want);
+            ref_output(&in, &rg, p.order, p.output, &want);
             assert_same(&got, &want, "large records");
             assert_true(st.spilled);
             cap_free(&got);
             cap_free(&want);
         }
     }
+    ref_groups_free(&rg);
     input_free(&in);
     assert_int_equal(dir_entries(dir), 0);
     assert_int_equal(rmdir(dir), 0);
@@ -720,6 +756,8 @@ static void test_tmp_in_memory(void **state)
     (void)state;
     tu_rng g = {tu_seed() + 17};
     input in = make_input(&g, 20000, false, 60);
+    refgroups rg;
+    ref_groups(&in, &rg);
     for (int how = 0; how < 2; how++) {
         for (int k = 0; k < 4; k++) {
             dedup_extsort_params p;
@@ -748,12 +786,13 @@ static void test_tmp_in_memory(void **state)
             dedup_extsort_free(es);
             assert_int_equal(s, DEDUP_OK);
             assert_true(st.spilled && st.max_depth >= 2);
-            reference(&in, p.order, p.output, &want);
+            ref_output(&in, &rg, p.order, p.output, &want);
             assert_same(&got, &want, kind_names[k]);
             cap_free(&got);
             cap_free(&want);
         }
     }
+    ref_groups_free(&rg);
     input_free(&in);
 }
 

@@ -4,7 +4,8 @@
  * out-of-memory at every allocation; two threads inserting one part each,
  * and an EXACT_SPILL seen-set by reference decided on two threads
  * (dedup_seen_decide_part), then whole, past its quarter, into its spill
- * (run under ThreadSanitizer too: the name ends in _mt). */
+ * (run under ThreadSanitizer too, the cases with threads: the name ends in
+ * _mt). */
 #include "testutil.h"
 
 #include <pthread.h>
@@ -161,6 +162,7 @@ static void run_model(tu_rng *r, size_t nrec, size_t universe, unsigned char ter
 static void test_refset_model(void **state)
 {
     (void)state;
+    TU_ONE_THREAD_CASE();
     tu_rng r = {tu_seed()};
     run_model(&r, 200000, 60000, '\n', 0);
     run_model(&r, 50000, 300, '\n', 0);  /* few keys, many repeats */
@@ -175,6 +177,7 @@ static void test_refset_model(void **state)
 static void test_refset_memory(void **state)
 {
     (void)state;
+    TU_ONE_THREAD_CASE();
     tu_rng r = {tu_seed()};
     span s;
     make_span(&s, &r, 600000, UINT64_C(1) << 40, '\n');
@@ -201,6 +204,7 @@ static void test_refset_memory(void **state)
 static void test_refset_limit(void **state)
 {
     (void)state;
+    TU_ONE_THREAD_CASE();
     tu_rng r = {tu_seed()};
     span s;
     make_span(&s, &r, 100000, UINT64_C(1) << 40, '\n');
@@ -235,6 +239,7 @@ static void test_refset_limit(void **state)
 static void test_refset_oom(void **state)
 {
     (void)state;
+    TU_ONE_THREAD_CASE();
     tu_rng r = {tu_seed()};
     span s;
     make_span(&s, &r, 20000, 10000, '\n');
@@ -264,6 +269,7 @@ static void test_refset_oom(void **state)
 static void test_refset_args(void **state)
 {
     (void)state;
+    TU_ONE_THREAD_CASE();
     unsigned char b[4] = "a\nb";
     dedup_refset_params p;
     dedup_refset_params_init(&p);
@@ -629,6 +635,7 @@ static int cmp_key(const void *a, const void *b)
 static void test_refset_keys(void **state)
 {
     (void)state;
+    TU_ONE_THREAD_CASE();
     tu_rng r = {tu_seed()};
     span s;
     make_span(&s, &r, 60000, 9000, '\n');

@@ -31,6 +31,15 @@ uint64_t tu_seed(void);
 #define TU_TSAN_STEP(k) 1
 #endif
 
+/* A case of a threaded test program that runs on one thread only: skipped
+ * under ThreadSanitizer (nothing in it can race; the optimised and the
+ * AddressSanitizer builds run it). */
+#ifdef DEDUP_TSANITIZED
+#define TU_ONE_THREAD_CASE() skip()
+#else
+#define TU_ONE_THREAD_CASE() ((void)0)
+#endif
+
 /* splitmix64 PRNG. */
 typedef struct tu_rng { uint64_t s; } tu_rng;
 static inline uint64_t tu_next(tu_rng *r)

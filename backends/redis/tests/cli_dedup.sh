@@ -157,7 +157,9 @@ mkfifo "$RT_DIR/fifo"
   until [ -e "$RT_DIR/stopped" ]; do i=$((i + 1)); [ $i -gt 1200 ] && exit 1; sleep 0.05; done
   sed 's/^/b/' "$RT_DIR/distinct.txt" ) > "$RT_DIR/fifo" &
 RT_PIDS="$RT_PIDS $!"
-"$DEDUP" --redis "redis://127.0.0.1:$S" -o "$RT_DIR/mid.out" "$RT_DIR/fifo" 2> "$RT_DIR/mid.err" &
+# two reconnect attempts, not the default 8 (whose backoff adds up to ~7 s
+# here): the attempts run out the same way
+"$DEDUP" --redis "redis://127.0.0.1:$S" --redis-retries 2 -o "$RT_DIR/mid.out" "$RT_DIR/fifo" 2> "$RT_DIR/mid.err" &
 dp=$!
 # every key of the first part decided (the reader then waits on the FIFO)
 i=0

@@ -75,14 +75,17 @@ stop_server() {
 }
 
 # start_cluster [ARGS...]: 3 masters + 3 replicas, each server given ARGS
-# (e.g. --loadmodule M); sets CLUSTER_PORTS and CLUSTER_URL.
+# (e.g. --loadmodule M); sets CLUSTER_PORTS and CLUSTER_URL.  A replica's
+# full sync starts at once (no repl-diskless-sync-delay, 5 s by default):
+# the first syncs, and a restarted node's, which WAIT 1 and a failover wait
+# for.
 start_cluster() {
-    CLUSTER_ARGS=("$@")
+    CLUSTER_ARGS=(--repl-diskless-sync-delay 0 "$@")
     CLUSTER_PORTS=""
     for n in 1 2 3 4 5 6; do
         p=$(free_port)
         start_server "$p" --cluster-enabled yes --cluster-config-file "$RT_DIR/nodes-$p.conf" \
-            --cluster-node-timeout 1000 "$@"
+            --cluster-node-timeout 1000 "${CLUSTER_ARGS[@]}"
         CLUSTER_PORTS="$CLUSTER_PORTS $p"
     done
     hosts=""
@@ -94,8 +97,8 @@ start_cluster() {
     for p in $CLUSTER_PORTS; do
         until "$REDIS_CLI" -p "$p" cluster info 2>/dev/null | grep -q 'cluster_state:ok'; do
             i=$((i + 1))
-            [ $i -gt 300 ] && fail "cluster did not reach cluster_state:ok"
-            sleep 0.1
+            [ $i -gt 1500 ] && fail "cluster did not reach cluster_state:ok"
+            sleep 0.02
         done
     done
     # every replica's link up, so WAIT 1 and a failover find it in sync
@@ -103,14 +106,14 @@ start_cluster() {
         until "$REDIS_CLI" -p "$p" info replication 2>/dev/null |
             grep -Eq 'role:master|master_link_status:up'; do
             i=$((i + 1))
-            [ $i -gt 600 ] && fail "replica on port $p never synced"
-            sleep 0.1
+            [ $i -gt 3000 ] && fail "replica on port $p never synced"
+            sleep 0.02
         done
         if "$REDIS_CLI" -p "$p" info replication | grep -q 'role:master'; then
             until "$REDIS_CLI" -p "$p" info replication | grep -q 'connected_slaves:1'; do
                 i=$((i + 1))
-                [ $i -gt 600 ] && fail "master on port $p has no replica"
-                sleep 0.1
+                [ $i -gt 3000 ] && fail "master on port $p has no replica"
+                sleep 0.02
             done
         fi
     done
@@ -133,7 +136,7 @@ restart_node() {
 await_takeover() {
     local i=0 m
     until m=$(slot0_master "$2"); [ -n "$m" ] && [ "$m" != "$1" ]; do
-        i=$((i + 1)); [ $i -gt 300 ] && fail "no replica took over slot 0"; sleep 0.1
+        i=$((i + 1)); [ $i -gt 1500 ] && fail "no replica took over slot 0"; sleep 0.02
     done
     restart_node "$1"
 }
@@ -162,4 +165,23 @@ test_seed() {
 slot0_master() {
     "$REDIS_CLI" -p "$1" cluster nodes 2>/dev/null |
         awk '$3 ~ /master/ && $3 !~ /fail/ && $9 ~ /^0-/ {split($2, a, "[:@]"); print a[2]}'
+}
+
+# slot_master PORT SLOT: the port of the healthy master serving SLOT, as node
+# PORT sees the cluster ("" if none).
+slot_master() {
+    "$REDIS_CLI" -p "$1" cluster nodes 2>/dev/null |
+        awk -v s="$2" '$3 ~ /master/ && $3 !~ /fail/ {
+            for (i = 9; i <= NF; i++) if ($i ~ /^[0-9]/) {
+                n = split($i, r, "-"); lo = r[1] + 0; hi = (n > 1 ? r[2] : r[1]) + 0
+                if (lo <= s && s <= hi) { split($2, a, "[:@]"); print a[2] }
+            }
+        }'
+}
+
+# shard_slots PORT: the first slot of each master's range, as node PORT sees
+# the cluster (one per line, sorted)
+shard_slots() {
+    "$REDIS_CLI" -p "$1" cluster nodes 2>/dev/null |
+        awk '$3 ~ /master/ && $9 ~ /^[0-9]/ {split($9, r, "-"); print r[1] + 0}' | sort -n
 }

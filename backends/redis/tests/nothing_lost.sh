@@ -14,9 +14,9 @@
 #            recorded on the master; a rerun completes the outputs as above.
 #   cluster  SCHEME TRIALS: keys, bitmap or module (skipped, 77, without
 #            the module); 3 masters + 3 replicas started once,
-#            --wait-replicas 1, the master of slot 0 killed mid-run and its
-#            replica promoted (FAILOVER FORCE): exit 0 or 1 naming host:port; a
-#            rerun completes the outputs as above.
+#            --wait-replicas 1, the master of one shard (each in turn) killed
+#            mid-run and its replica promoted (FAILOVER FORCE): exit 0 or 1
+#            naming host:port; a rerun completes the outputs as above.
 #   damage:  a bitmap segment deleted under its NAME:meta, a foreign key (other
 #            value, other type) at a record's key name, a damaged NAME:meta:
 #            each an error naming the key, never a silent "new" or "seen".
@@ -48,6 +48,20 @@ P=$(free_port)
 U="redis://127.0.0.1:$P"
 start_aof() { start_server "$P" --appendonly yes --appendfsync always --dir "$AOF_DIR" "$@"; }
 cli() { "$REDIS_CLI" -p "$P" "$@"; }
+# aof_compact: the AOF rewritten (BGREWRITEAOF, waited for), so that the
+# next restart replays what came after, not every earlier trial's commands
+# and FLUSHALL (the kill loops' restarts grew from ~0.1 s to over 1 s)
+aof_compact() {
+    local i=0 n0
+    n0=$(cli info persistence | sed -n 's/^aof_rewrites:\([0-9]*\).*/\1/p')
+    [ -n "$n0" ] || fail "INFO persistence gives no aof_rewrites"
+    cli bgrewriteaof > /dev/null || fail "BGREWRITEAOF refused"
+    until cli info persistence | tr -d '\r' | awk -F: -v n="$n0" '$1 == "aof_rewrites" { a = $2 > n }
+        $1 == "aof_rewrite_in_progress" { b = $2 == 0 } $1 == "aof_rewrite_scheduled" { c = $2 == 0 }
+        END { exit !(a && b && c) }'; do
+        i=$((i + 1)); [ $i -gt 500 ] && fail "the AOF rewrite did not end"; sleep 0.01
+    done
+}
 scheme_args() {
     case $1 in
     keys) echo "--redis-scheme keys" ;;
@@ -121,6 +135,7 @@ kill)
         check_union "$scheme trial $t (killed at $((K - base)) keys or commands, exit $rc)" \
             "$RT_DIR/out1" "$RT_DIR/unc1" "$RT_DIR/out2" "$RT_DIR/unc2"
         cli flushall > /dev/null
+        aof_compact
         rm -f "$RT_DIR/out1" "$RT_DIR/unc1" "$RT_DIR/out2" "$RT_DIR/unc2"
     done
     [ $mid -gt 0 ] || fail "no trial killed the server mid-run"
@@ -168,7 +183,9 @@ wait)
     # --wait-replicas 1 and the replica killed mid-run: WAIT fails after
     # the batch's keys were recorded on the master; none may be lost.
     scheme=$2; T=${3:-5}
-    start_server "$P"
+    # the replica's full sync at once (no 5 s diskless delay: every trial
+    # starts a new replica and waits for its link)
+    start_server "$P" --repl-diskless-sync-delay 0
     R=$(free_port)
     start_server "$R" --replicaof 127.0.0.1 "$P"
     t=0
@@ -221,23 +238,28 @@ wait)
     ;;
 cluster)
     # 3 masters + 3 replicas started once for every trial (full syncs
-    # without the diskless delay).  A trial: the master of slot 0 killed -9
-    # once it ran a random number of the run's commands (--wait-replicas 1;
-    # module: at a random instant), its replica promoted at once (CLUSTER
-    # FAILOVER FORCE: an election, so a new epoch, without the node
-    # timeout), the killed node started again once every node sees the
-    # promotion (it rejoins as a replica).  The run,
+    # without the diskless delay).  A trial: the master of a shard (the
+    # three in turn) killed -9 once it ran a random number of the run's
+    # commands (--wait-replicas 1; module: at a random instant), its replica
+    # promoted at once (CLUSTER FAILOVER FORCE: an election, so a new epoch,
+    # without the node timeout), the killed node started again once every
+    # node sees the promotion (it rejoins as a replica).  The shards take
+    # turns because a master votes about a given failed master at most once
+    # in twice the node timeout (2 s): killing the same pair's master every
+    # other trial, as one shard alone would, had one election in three
+    # refused and retried 4 s later.  A node is not killed again within
+    # 2.2 s of its last kill (with three shards that wait is rare).  The run,
     # given no retries in odd trials and 8 in even ones, exits 1 naming
     # host:port or completes after the failover; once the cluster is whole
     # again a rerun completes the outputs; then FLUSHALL on the masters.
-    # The random count is below 4/5 of what an unkilled run makes the
-    # master of slot 0 run; the random instant within 4/5 of its time.
+    # The random count is below 4/5 of what an unkilled run makes that
+    # shard's master run; the random instant within 4/5 of its time.
     scheme=$2; T=${3:-3}
     if [ "$scheme" = module ]; then
         [ -n "${DEDUP_MODULE:-}" ] && [ -f "$DEDUP_MODULE" ] || { echo "SKIP: no dedup_redis.so" >&2; exit 77; }
-        start_cluster --repl-diskless-sync-delay 0 --loadmodule "$DEDUP_MODULE"
+        start_cluster --loadmodule "$DEDUP_MODULE"
     else
-        start_cluster --repl-diskless-sync-delay 0
+        start_cluster
     fi
     set -- $CLUSTER_PORTS
     # seeds: every node but the one to kill (a killed master restarted asks
@@ -269,24 +291,36 @@ cluster)
             --redis-retries "$2" --stats --uncertain "$RT_DIR/unc1" "$RT_DIR/in.txt" > "$RT_DIR/out1" 2> "$RT_DIR/err1" &
         dp=$!
     }
-    master=$(slot0_master "$1")
-    seeds "$master"
-    c0=$(cmds "$master")
+    read -r -a slots <<< "$(shard_slots "$1" | tr '\n' ' ')"
+    [ ${#slots[@]} = 3 ] || fail "the cluster has ${#slots[@]} shards, not 3"
+    # calibration: what an unkilled run makes each shard's master run
+    declare -A c0=() span=() killed_at=()
+    for s in "${slots[@]}"; do
+        m=$(slot_master "$1" "$s"); c0[$s]=$(cmds "$m")
+    done
+    seeds none # every node
     ts=$(date +%s%N)
     run1 cal 0; wait $dp || fail "calibration run: $(cat "$RT_DIR/err1")"
     dur=$(( ($(date +%s%N) - ts) / 1000000 ))
-    span=$(( $(cmds "$master") - c0 ))
-    [ "$span" -gt 1 ] || fail "calibration: the master of slot 0 ran $span commands"
+    for s in "${slots[@]}"; do
+        span[$s]=$(( $(cmds "$(slot_master "$1" "$s")") - ${c0[$s]} ))
+        [ "${span[$s]}" -gt 1 ] || fail "calibration: the master of slot $s ran ${span[$s]} commands"
+    done
     for p in $CLUSTER_PORTS; do "$REDIS_CLI" -p "$p" flushall > /dev/null 2>&1; done
     t=0; mid=0; t0=$(date +%s%N)
     while [ $t -lt "$T" ]; do
         t=$((t + 1))
-        master=$(slot0_master "$1")
-        [ -n "$master" ] || fail "no master for slot 0"
+        slot=${slots[$(( (t - 1) % 3 ))]}
+        master=$(slot_master "$1" "$slot")
+        [ -n "$master" ] || fail "no master for slot $slot"
         replica=$(replica_of "$master")
-        [ -n "$replica" ] || fail "the master of slot 0 ($master) has no replica"
+        [ -n "$replica" ] || fail "the master of slot $slot ($master) has no replica"
         seeds "$master"
-        K=$(( $(cmds "$master") + 1 + RANDOM * 32768 % (span * 4 / 5) ))
+        i=0 # the voters' limit: one failover about a master in 2 s
+        while [ $(( $(date +%s%N) / 1000000 - ${killed_at[$master]:-0} )) -lt 2200 ]; do
+            i=$((i + 1)); [ $i -gt 100 ] && fail "cluster trial $t: the wait for the vote limit"; sleep 0.05
+        done
+        K=$(( $(cmds "$master") + 1 + RANDOM * 32768 % (span[$slot] * 4 / 5) ))
         # odd trials give up at the kill (exit 1, the batch listed), even
         # ones retry through the failover
         run1 "c$t" $((t % 2 ? 0 : 8))
@@ -303,18 +337,19 @@ cluster)
             i=$((i + 1)); [ $i -gt 5000 ] && fail "cluster trial $t: never reached $K"
         done
         stop_server "$master"
+        killed_at[$master]=$(( $(date +%s%N) / 1000000 ))
         i=0 # the killed node released its port
         while "$REDIS_CLI" -p "$master" ping > /dev/null 2>&1; do
             i=$((i + 1)); [ $i -gt 100 ] && fail "the killed master did not die"; sleep 0.02
         done
         "$REDIS_CLI" -p "$replica" cluster failover force > /dev/null ||
             fail "cluster trial $t: CLUSTER FAILOVER FORCE on $replica"
-        # every live node sees the replica serve slot 0 before the killed
+        # every live node sees the replica serve the shard before the killed
         # node comes back (with its old epoch it then rejoins as a replica)
         for p in $CLUSTER_PORTS; do
             [ "$p" = "$master" ] && continue
             i=0
-            until [ "$(slot0_master "$p")" = "$replica" ]; do
+            until [ "$(slot_master "$p" "$slot")" = "$replica" ]; do
                 i=$((i + 1)); [ $i -gt 500 ] && fail "cluster trial $t: node $p never saw $replica take over"; sleep 0.02
             done
         done
@@ -336,9 +371,13 @@ cluster)
         { [ "$rc" = 1 ] || [ "${r:-0}" -gt 0 ]; } && mid=$((mid + 1))
         echo "cluster $scheme trial $t: exit $rc, ${r:-?} retries, $(wc -l < "$RT_DIR/out1") written, $(wc -l < "$RT_DIR/unc1") listed" >&2
         rm -f "$RT_DIR/out1" "$RT_DIR/unc1" "$RT_DIR/out2"
-        for p in $CLUSTER_PORTS; do # replicas refuse (READONLY) and follow
-            "$REDIS_CLI" -p "$p" flushall > /dev/null 2>&1
+        fl="" # the six at once: replicas refuse (READONLY) and follow
+        for p in $CLUSTER_PORTS; do
+            "$REDIS_CLI" -p "$p" flushall > /dev/null 2>&1 &
+            fl="$fl $!"
         done
+        # shellcheck disable=SC2086
+        wait $fl
     done
     [ $mid -gt 0 ] || fail "no cluster trial met the failover mid-run"
     ms=$(( ($(date +%s%N) - t0) / 1000000 ))

@@ -39,23 +39,18 @@ def bloom_rate(i, bits, k):
     return (1.0 - math.exp(k * i * math.log1p(-1.0 / bits))) ** k
 
 
-def blocked_rate(i, bits, k):
-    """The library's model: keys per block ~ Poisson(i / blocks); a block
-    holding j keys has its k*j probes spread over 512 bits (occupancy by
-    dynamic programming); the rate is the mean of (set bits / 512)^k."""
-    blocks = bits // BLOCK
-    if i <= 0 or blocks == 0:
-        return 0.0
-    lam = i / blocks
-    sd = math.sqrt(lam)
-    jlo, jhi = max(0, int(math.floor(lam - 12 * sd - 30))), int(math.ceil(lam + 12 * sd + 30))
+# k -> [means, dist]: means[j] is the mean of (set bits / 512)^k over the
+# occupancy of a block after j keys' k*j probes, dist that occupancy for the
+# next j.  They do not depend on the fill, so the rates of one run (33 fills
+# in over_run) share them.
+_OCCUPANCY = {}
+
+
+def occupancy_means(k, jmax):
+    means, dist = _OCCUPANCY.setdefault(k, [[], {0: 1.0}])
     powk = [(s / BLOCK) ** k for s in range(BLOCK + 1)]
-    dist = {0: 1.0}
-    total = 0.0
-    for j in range(jhi + 1):
-        if j >= jlo:
-            g = sum(p * powk[s] for s, p in dist.items())
-            total += math.exp(-lam + j * math.log(lam) - math.lgamma(j + 1)) * g
+    while len(means) <= jmax:
+        means.append(sum(p * powk[s] for s, p in dist.items()))
         for _ in range(k):
             nd = {}
             for s, p in dist.items():
@@ -66,6 +61,24 @@ def blocked_rate(i, bits, k):
                 if s < BLOCK:
                     nd[s + 1] = nd.get(s + 1, 0.0) + p * (BLOCK - s) / BLOCK
             dist = nd
+    _OCCUPANCY[k][1] = dist
+    return means
+
+
+def blocked_rate(i, bits, k):
+    """The library's model: keys per block ~ Poisson(i / blocks); a block
+    holding j keys has its k*j probes spread over 512 bits (occupancy by
+    dynamic programming); the rate is the mean of (set bits / 512)^k."""
+    blocks = bits // BLOCK
+    if i <= 0 or blocks == 0:
+        return 0.0
+    lam = i / blocks
+    sd = math.sqrt(lam)
+    jlo, jhi = max(0, int(math.floor(lam - 12 * sd - 30))), int(math.ceil(lam + 12 * sd + 30))
+    means = occupancy_means(k, jhi)
+    total = 0.0
+    for j in range(jlo, jhi + 1):
+        total += math.exp(-lam + j * math.log(lam) - math.lgamma(j + 1)) * means[j]
     return min(total, 1.0)
 
 
