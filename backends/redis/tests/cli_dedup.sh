@@ -146,6 +146,28 @@ grep -q "\"uncertain\":$u}" "$RT_DIR/lost.err" || fail "lost: stats do not count
 cat "$RT_DIR/lost.out" "$RT_DIR/unc.txt" | sort | cmp -s - "$RT_DIR/distinct.txt" || fail "lost: output + uncertain is not every key once"
 echo "lost: $u uncertain records written aside" >&2
 
+# a batch that fails (its replies cut, the server gone for good, no retry):
+# every record of it not written out is in --uncertain -- the server ran
+# the batch's commands, so a rerun straight to it takes their keys for seen
+Q2=$(free_port)
+python3 "$(dirname "$0")/proxy.py" "$Q2" "$P" 20000 "$RT_DIR/proxy2.ready" gone &
+RT_PIDS="$RT_PIDS $!"
+i=0
+until [ -e "$RT_DIR/proxy2.ready" ]; do i=$((i + 1)); [ $i -gt 100 ] && fail "proxy 2"; sleep 0.1; done
+"$DEDUP" --redis "redis://127.0.0.1:$Q2" --name failed --redis-retries 0 --uncertain "$RT_DIR/unc2.txt" \
+    "$RT_DIR/distinct.txt" > "$RT_DIR/failed.out" 2> "$RT_DIR/failed.err"
+[ $? = 1 ] && grep -q "were not written out" "$RT_DIR/failed.err" && [ -e "$RT_DIR/proxy2.ready.cut" ] ||
+    fail "failed batch: exit status or message: $(cat "$RT_DIR/failed.err")"
+[ -s "$RT_DIR/unc2.txt" ] || fail "failed batch: nothing listed in --uncertain"
+"$DEDUP" --redis "$U" --name failed "$RT_DIR/distinct.txt" > "$RT_DIR/failed2.out" 2> "$RT_DIR/failed2.err" ||
+    fail "failed batch: the rerun: $(cat "$RT_DIR/failed2.err")"
+# (a listed record whose command never left the client is written by the
+# rerun: listed means "may be in Redis")
+sort -u "$RT_DIR/failed.out" "$RT_DIR/unc2.txt" "$RT_DIR/failed2.out" | cmp -s - "$RT_DIR/distinct.txt" ||
+    fail "failed batch: $(sort -u "$RT_DIR/failed.out" "$RT_DIR/unc2.txt" "$RT_DIR/failed2.out" | comm -13 - "$RT_DIR/distinct.txt" | wc -l) keys neither written nor listed"
+[ -z "$(sort "$RT_DIR/failed.out" "$RT_DIR/failed2.out" | uniq -d)" ] || fail "failed batch: a key written twice"
+echo "failed batch: $(wc -l < "$RT_DIR/unc2.txt") records listed, $(wc -l < "$RT_DIR/failed2.out") written by the rerun" >&2
+
 # the server stopped mid-run: exit 1 naming it; -o is left as it was (absent here)
 # and what was written is kept beside it, named, since its keys are in Redis
 S=$(free_port)
