@@ -127,8 +127,6 @@ dedup_status dedup_plan_make(const dedup_plan_question *q, dedup_plan *out);
 
 /* Memory figures behind the plan, per key, exposed for tests and docs. */
 double dedup_plan_exact_bytes_per_key(double key_bytes); /* string set, upper bound */
-#define DEDUP_PLAN_FINGERPRINT_BYTES 23.6  /* digest set, peak (dedup/set.h) */
-#define DEDUP_PLAN_U64_BYTES 12.0          /* integer set sized with -n */
 #define DEDUP_PLAN_WINDOW_BYTES 37.0       /* exact window, per key (dedup/window.h) */
 #define DEDUP_PLAN_REDIS_KEY_BYTES 90.0    /* a 16-byte Redis key with a TTL, about */
 #define DEDUP_PLAN_EXTERNAL_IO 3.5         /* IO per input byte, upper (bench/RESULTS.md) */

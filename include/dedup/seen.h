@@ -545,7 +545,10 @@ dedup_status dedup_seen_wrap(const dedup_seen_ops *ops, void *impl, const dedup_
  * The one place where "how many keys fit in this memory" and "how much
  * memory do n keys need" are computed for every kind, so the CLI, `dedup
  * plan` and the components agree.  Both return 0 when the kind has no
- * fixed size or the arguments are out of range. */
+ * fixed size or the arguments are out of range.  bytes_for also sizes
+ * FINGERPRINT and U64 ('fpr' unused): the set made for 'items' keys up front
+ * (spec.items), as its memory_usage reports it (dedup/set.h's
+ * dedup_digestset_memory_for, dedup_u64set_memory_for). */
 uint64_t dedup_seen_bytes_for(dedup_seen_kind kind, uint64_t items, double fpr);
 uint64_t dedup_seen_capacity_for(dedup_seen_kind kind, uint64_t bytes, double fpr);
 

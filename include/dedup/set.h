@@ -327,6 +327,10 @@ uint64_t dedup_digestset_count_of(const dedup_digestset *set, dedup_digest d);
 uint64_t dedup_digestset_size(const dedup_digestset *set);
 uint64_t dedup_digestset_seed(const dedup_digestset *set);
 size_t dedup_digestset_memory_usage(const dedup_digestset *set);
+/* What memory_usage reports for a set created with params.capacity =
+ * 'capacity' (no counts), before its first growth: the bytes `n` keys
+ * sized up front take.  0 past the slot limit. */
+uint64_t dedup_digestset_memory_for(uint64_t capacity);
 dedup_status dedup_digestset_save(const dedup_digestset *set, dedup_sink *sink);
 dedup_status dedup_digestset_load(dedup_source src, const dedup_allocator *alloc,
                                   dedup_digestset **out);
@@ -350,6 +354,9 @@ void dedup_u64set_contains_batch(const dedup_u64set *set, const uint64_t *keys, 
                                  bool *found);
 uint64_t dedup_u64set_size(const dedup_u64set *set);
 size_t dedup_u64set_memory_usage(const dedup_u64set *set);
+/* What memory_usage reports for a set created with params.capacity =
+ * 'capacity', before its first growth.  0 past the slot limit. */
+uint64_t dedup_u64set_memory_for(uint64_t capacity);
 dedup_status dedup_u64set_save(const dedup_u64set *set, dedup_sink *sink);
 dedup_status dedup_u64set_load(dedup_source src, const dedup_allocator *alloc,
                                dedup_u64set **out);

@@ -168,7 +168,7 @@ static void size_exact(const ctx *c, dedup_plan *p)
 static void size_fingerprint(const ctx *c, dedup_plan *p)
 {
     dedup_plan_choice *ch = slot(p, DEDUP_PLAN_FINGERPRINT);
-    set_memory(c, ch, (double)c->n * DEDUP_PLAN_FINGERPRINT_BYTES + MIB);
+    set_memory(c, ch, (double)dedup_seen_bytes_for(DEDUP_SEEN_FINGERPRINT, c->n, 0) + MIB);
     ch->fpr = (double)c->n * (double)c->n / ldexp(1.0, 129);
     say(ch->command, sizeof ch->command, "dedup --mode fingerprint -n %s FILE", c->nbuf);
     judge_common(c, ch, ch->fpr <= 1e-12, false, false);
@@ -178,7 +178,7 @@ static void size_ints(const ctx *c, dedup_plan *p)
 {
     const dedup_plan_question *q = c->q;
     dedup_plan_choice *ch = slot(p, DEDUP_PLAN_U64);
-    set_memory(c, ch, (double)c->n * DEDUP_PLAN_U64_BYTES + MIB);
+    set_memory(c, ch, (double)dedup_seen_bytes_for(DEDUP_SEEN_U64, c->n, 0) + MIB);
     say(ch->command, sizeof ch->command, "dedup --keys int -n %s FILE", c->nbuf);
     judge_common(c, ch, true, false, false);
     if (q->range_hi > q->range_lo) {

@@ -609,7 +609,13 @@ static bool rate_ok(double p) { return p > 0 && p <= 0.5; }
 
 uint64_t dedup_seen_bytes_for(dedup_seen_kind kind, uint64_t items, double fpr)
 {
-    if (!items || !rate_ok(fpr))
+    if (!items)
+        return 0;
+    if (kind == DEDUP_SEEN_FINGERPRINT)
+        return dedup_digestset_memory_for(items);
+    if (kind == DEDUP_SEEN_U64)
+        return dedup_u64set_memory_for(items);
+    if (!rate_ok(fpr))
         return 0;
     uint64_t bits = 0;
     switch (kind) {

@@ -93,6 +93,14 @@ size_t dedup_digestset_memory_usage(const dedup_digestset *s)
     return s ? dset_bytes_with(s, 0) : 0;
 }
 
+uint64_t dedup_digestset_memory_for(uint64_t capacity)
+{
+    if (capacity > DSET_MAX_SLOTS)
+        return 0;
+    uint64_t nslots = ddi_set_slots_for(capacity, DSET_LOAD_NUM, DSET_LOAD_DEN) + DSET_TAIL;
+    return nslots > DSET_MAX_SLOTS ? 0 : sizeof(dedup_digestset) + nslots * sizeof(dedup_digest);
+}
+
 /* Makes both blocks hold at least 'n' slots; new slots are empty.  On
  * failure the set is unchanged apart from a block that may have grown. */
 static dedup_status dset_reserve(dedup_digestset *s, uint64_t n)

@@ -28,6 +28,12 @@ size_t dedup_u64set_memory_usage(const dedup_u64set *s)
     return s ? sizeof *s + (size_t)s->nslots * 8 : 0;
 }
 
+uint64_t dedup_u64set_memory_for(uint64_t capacity)
+{
+    uint64_t nslots = ddi_set_slots_for(capacity, 4, 5);
+    return nslots > (UINT64_C(1) << 40) ? 0 : sizeof(dedup_u64set) + nslots * 8;
+}
+
 dedup_status dedup_u64set_create(const dedup_set_params *params, const dedup_allocator *alloc,
                                  dedup_u64set **out)
 {

@@ -875,6 +875,26 @@ static void test_sizing_names_and_errors(void **state)
         assert_int_equal(dedup_seen_create(&sp, NULL, &s), DEDUP_ERR_LIMIT);
     }
     assert_int_equal(dedup_seen_bytes_for(DEDUP_SEEN_EXACT, 1000, 0.01), 0);
+    /* the digest and integer sets made for n keys up front: exactly what
+     * they report once made (and `dedup plan` shows) */
+    uint64_t ns[] = {1, 1000, 123457, 2000000};
+    dedup_seen_kind sized[] = {DEDUP_SEEN_FINGERPRINT, DEDUP_SEEN_U64};
+    for (size_t k = 0; k < 2; k++)
+        for (size_t j = 0; j < 4; j++) {
+            dedup_seen_spec ss;
+            dedup_seen_spec_init(&ss);
+            ss.kind = sized[k];
+            ss.items = ns[j];
+            dedup_seen *z;
+            assert_int_equal(dedup_seen_create(&ss, NULL, &z), DEDUP_OK);
+            dedup_seen_info zi;
+            dedup_seen_get_info(z, &zi);
+            uint64_t want = dedup_seen_bytes_for(sized[k], ns[j], 0);
+            assert_true(want > 0);
+            /* the seen-set's own few bytes around the set */
+            assert_true(zi.memory >= want && zi.memory - want < 256);
+            dedup_seen_free(z);
+        }
     dedup_seen_spec sp;
     dedup_seen_spec_init(&sp);
     dedup_seen *s = (dedup_seen *)1;
