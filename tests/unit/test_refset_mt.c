@@ -159,10 +159,9 @@ static void run_model(tu_rng *r, size_t nrec, size_t universe, unsigned char ter
     free_span(&s);
 }
 
-static void test_refset_model(void **state)
+TU_ONE_THREAD_FN static void test_refset_model(void **state)
 {
     (void)state;
-    TU_ONE_THREAD_CASE();
     tu_rng r = {tu_seed()};
     run_model(&r, 200000, 60000, '\n', 0);
     run_model(&r, 50000, 300, '\n', 0);  /* few keys, many repeats */
@@ -174,10 +173,9 @@ static void test_refset_model(void **state)
 /* Memory: exact; a shard's load stays within [3/8, 3/4] once it has grown
  * (8 / (3/8) = 21.3 bytes per key at worst, 10.7 at best), plus 16 bytes
  * per shard. */
-static void test_refset_memory(void **state)
+TU_ONE_THREAD_FN static void test_refset_memory(void **state)
 {
     (void)state;
-    TU_ONE_THREAD_CASE();
     tu_rng r = {tu_seed()};
     span s;
     make_span(&s, &r, 600000, UINT64_C(1) << 40, '\n');
@@ -201,10 +199,9 @@ static void test_refset_memory(void **state)
 
 /* A memory limit: DEDUP_ERR_FULL, nothing changed, the keys held so far
  * still answered. */
-static void test_refset_limit(void **state)
+TU_ONE_THREAD_FN static void test_refset_limit(void **state)
 {
     (void)state;
-    TU_ONE_THREAD_CASE();
     tu_rng r = {tu_seed()};
     span s;
     make_span(&s, &r, 100000, UINT64_C(1) << 40, '\n');
@@ -236,10 +233,9 @@ static void test_refset_limit(void **state)
     free_span(&s);
 }
 
-static void test_refset_oom(void **state)
+TU_ONE_THREAD_FN static void test_refset_oom(void **state)
 {
     (void)state;
-    TU_ONE_THREAD_CASE();
     tu_rng r = {tu_seed()};
     span s;
     make_span(&s, &r, 20000, 10000, '\n');
@@ -266,10 +262,9 @@ static void test_refset_oom(void **state)
     free_span(&s);
 }
 
-static void test_refset_args(void **state)
+TU_ONE_THREAD_FN static void test_refset_args(void **state)
 {
     (void)state;
-    TU_ONE_THREAD_CASE();
     unsigned char b[4] = "a\nb";
     dedup_refset_params p;
     dedup_refset_params_init(&p);
@@ -632,10 +627,9 @@ static int cmp_key(const void *a, const void *b)
     return *x < *y ? -1 : *x > *y;
 }
 
-static void test_refset_keys(void **state)
+TU_ONE_THREAD_FN static void test_refset_keys(void **state)
 {
     (void)state;
-    TU_ONE_THREAD_CASE();
     tu_rng r = {tu_seed()};
     span s;
     make_span(&s, &r, 60000, 9000, '\n');
@@ -722,12 +716,12 @@ static void test_refset_keys(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_refset_model),
-        cmocka_unit_test(test_refset_keys),
-        cmocka_unit_test(test_refset_memory),
-        cmocka_unit_test(test_refset_limit),
-        cmocka_unit_test(test_refset_oom),
-        cmocka_unit_test(test_refset_args),
+        TU_ONE_THREAD(cmocka_unit_test(test_refset_model))
+        TU_ONE_THREAD(cmocka_unit_test(test_refset_keys))
+        TU_ONE_THREAD(cmocka_unit_test(test_refset_memory))
+        TU_ONE_THREAD(cmocka_unit_test(test_refset_limit))
+        TU_ONE_THREAD(cmocka_unit_test(test_refset_oom))
+        TU_ONE_THREAD(cmocka_unit_test(test_refset_args))
         cmocka_unit_test(test_refset_two_threads),
         cmocka_unit_test(test_seen_decide_parts),
         cmocka_unit_test(test_seen_part_invalid),
